@@ -1,0 +1,32 @@
+# `make test` and `make demo` do all set-up themselves on a fresh clone.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+STAMP  := $(VENV)/.installed
+# A CPU build of torch where the machine has one on disk (the default PyPI wheel is a large CUDA build).
+TORCH_SPEC := $(shell ls /opt/wheels/torch-2.13.0*cpu*.whl >/dev/null 2>&1 && echo 'torch==2.13.0' || echo 'torch>=2.2')
+
+.PHONY: install test demo bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet '$(TORCH_SPEC)'
+	$(PIP) install --quiet --no-deps 'crypten==0.4.1'
+	$(PIP) install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+demo: $(STAMP)
+	$(PY) -m privsyn_fed.demo
+
+bench: $(STAMP)
+	$(PY) benchmarks/aim_adult.py
+
+clean:
+	rm -rf $(VENV) demo-out .pytest_cache

@@ -1,0 +1,75 @@
+"""zCDP <-> (epsilon, delta).
+
+A mechanism that is rho-zCDP is (epsilon, delta)-DP for every epsilon with
+``delta >= min_{alpha > 1} exp((alpha-1)(alpha*rho - epsilon)) / (alpha-1) * (1 - 1/alpha)^alpha``
+(Canonne, Kamath and Steinke 2020). ``rho_to_epsilon`` asks OpenDP's ``make_zCDP_to_approxDP``
+for this conversion; ``cks_delta`` is an independent implementation of the same bound that the
+audit and the tests use to cross-check it.
+"""
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import opendp.prelude as dp
+
+dp.enable_features("contrib")
+
+
+@lru_cache(maxsize=4096)
+def rho_to_epsilon(rho: float, delta: float) -> float:
+    """Smallest epsilon such that rho-zCDP implies (epsilon, delta)-DP (via OpenDP)."""
+    _check_delta(delta)
+    if rho < 0:
+        raise ValueError("rho must be non-negative")
+    if rho == 0:
+        return 0.0
+    if math.isinf(rho):
+        return math.inf
+    # A Gaussian mechanism with sensitivity 1 and scale 1/sqrt(2 rho) is exactly rho-zCDP.
+    meas = dp.m.make_gaussian(dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float),
+                              scale=1.0 / math.sqrt(2.0 * rho))
+    return float(dp.c.make_zCDP_to_approxDP(meas).map(1.0).epsilon(delta))
+
+
+def epsilon_to_rho(epsilon: float, delta: float, iterations: int = 80) -> float:
+    """Largest rho whose conversion at ``delta`` does not exceed ``epsilon`` (bisection)."""
+    _check_delta(delta)
+    if not epsilon > 0:
+        raise ValueError("epsilon must be positive")
+    if math.isinf(epsilon):
+        return math.inf
+    lo, hi = 0.0, epsilon + 1.0    # rho-zCDP => (rho + 2 sqrt(rho log(1/delta)), delta), so rho < epsilon
+    for _ in range(iterations):
+        mid = (lo + hi) / 2
+        if rho_to_epsilon(mid, delta) <= epsilon:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def cks_delta(rho: float, epsilon: float) -> float:
+    """The Canonne-Kamath-Steinke delta for rho-zCDP at ``epsilon`` (independent of OpenDP).
+
+    The exponent ``(a-1)(a rho - eps) + a log(1 - 1/a) - log(a-1)`` is convex in ``a``; its
+    derivative is ``(2a - 1) rho - eps + log(1 - 1/a)``, so bisection on the derivative finds
+    the minimiser.
+    """
+    if rho == 0:
+        return 0.0
+    lo, hi = 1.0 + 1e-9, (epsilon + 1.0) / (2.0 * rho) + 2.0
+    for _ in range(200):
+        a = (lo + hi) / 2
+        if (2 * a - 1) * rho - epsilon + math.log1p(-1.0 / a) < 0:
+            lo = a
+        else:
+            hi = a
+    a = (lo + hi) / 2
+    log_delta = (a - 1) * (a * rho - epsilon) + a * math.log1p(-1.0 / a) - math.log(a - 1)
+    return min(1.0, math.exp(log_delta))
+
+
+def _check_delta(delta: float) -> None:
+    if not 0 < delta < 1:
+        raise ValueError("delta must lie in (0, 1)")

@@ -1,0 +1,162 @@
+"""One zCDP accountant per release, with a durable write-ahead ledger.
+
+Every charge is checked against the budget, appended to the ledger and written to disk (atomic
+replace plus fsync) *before* the caller may release the noisy value. A charge that would exceed
+the budget raises ``BudgetExceeded`` and nothing is recorded or released.
+
+Costs (add/remove-one-record neighbours):
+  * Gaussian mechanism, L2 sensitivity ``D``, standard deviation ``sigma``: ``rho = D^2 / (2 sigma^2)``;
+  * exponential mechanism (Gumbel-max), ``P[r] ~ exp(eps * u_r / (2 D))``: ``rho = eps^2 / 8``.
+Sequential composition adds rho. An entry with ``parallel_over`` stands for the same mechanism
+run on disjoint data (e.g. one per client); its rho is the cost of one of them (the maximum).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ..errors import BudgetExceeded
+from .conversions import epsilon_to_rho, rho_to_epsilon
+
+LEDGER_FORMAT = "privsyn-fed-ledger/1"
+NEIGHBOURING = "add/remove one record"
+#: Relative slack for floating-point rounding when comparing spend with the budget.
+BUDGET_TOLERANCE = 1e-9
+
+
+def gaussian_rho(sensitivity_l2: float, sigma: float) -> float:
+    return sensitivity_l2 ** 2 / (2.0 * sigma ** 2)
+
+
+def exponential_rho(epsilon: float) -> float:
+    return epsilon ** 2 / 8.0
+
+
+def entry_rho(entry: dict[str, Any]) -> float:
+    """The zCDP cost an entry's own recorded parameters imply."""
+    mech = entry["mechanism"]
+    if mech == "gaussian":
+        return gaussian_rho(float(entry["sensitivity_l2"]), float(entry["sigma"]))
+    if mech == "exponential":
+        return exponential_rho(float(entry["epsilon"]))
+    raise ValueError(f"unknown mechanism {mech!r}")
+
+
+def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
+    """Write JSON so that readers see either the old file or the complete new one, never a mix."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(payload, fh, indent=2)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+class Accountant:
+    """zCDP budget of one release and its ledger.
+
+    ``epsilon``/``delta`` set the budget ``rho_budget = epsilon_to_rho(epsilon, delta)``.
+    ``seeded`` records that noise came from a seeded (predictable) generator.
+    """
+
+    def __init__(self, epsilon: float, delta: float, method: str, *, seeded: bool = False,
+                 ledger_path: str | Path | None = None, threat_model: str = "",
+                 details: dict[str, Any] | None = None):
+        self.epsilon_budget = float(epsilon)
+        self.delta = float(delta)
+        self.rho_budget = epsilon_to_rho(self.epsilon_budget, self.delta)
+        self.method = method
+        self.seeded = seeded
+        self.threat_model = threat_model
+        self.details = dict(details or {})
+        self.ledger_path = Path(ledger_path) if ledger_path is not None else None
+        self.entries: list[dict[str, Any]] = []
+        self.rho_spent = 0.0
+        self.status = "running"
+        self.created = _now()
+
+    # ---- spending -----------------------------------------------------------------------------
+    @property
+    def remaining(self) -> float:
+        return max(0.0, self.rho_budget - self.rho_spent)
+
+    def can_afford(self, rho: float) -> bool:
+        return self.rho_spent + rho <= self.rho_budget * (1 + BUDGET_TOLERANCE)
+
+    def charge(self, entry: dict[str, Any]) -> dict[str, Any]:
+        """Record ``entry`` durably; refuse it if it would exceed the budget."""
+        rho = entry_rho(entry)
+        if not math.isfinite(rho) or rho < 0:
+            raise ValueError(f"invalid privacy cost {rho!r}")
+        if not self.can_afford(rho):
+            raise BudgetExceeded(
+                f"{entry.get('query', entry['mechanism'])}: needs rho={rho:.6g} but only "
+                f"{self.remaining:.6g} of {self.rho_budget:.6g} is left; nothing was released")
+        recorded = {"step": len(self.entries) + 1, **entry, "rho": rho}
+        self.entries.append(recorded)
+        self.rho_spent += rho
+        self._persist()
+        return recorded
+
+    def gaussian(self, query: str, sensitivity_l2: float, sigma: float, where: str,
+                 **extra: Any) -> dict[str, Any]:
+        return self.charge({"mechanism": "gaussian", "query": query,
+                            "sensitivity_l2": float(sensitivity_l2), "sigma": float(sigma),
+                            "where": where, **extra})
+
+    def exponential(self, query: str, sensitivity: float, epsilon: float, where: str,
+                    **extra: Any) -> dict[str, Any]:
+        return self.charge({"mechanism": "exponential", "query": query,
+                            "sensitivity": float(sensitivity), "epsilon": float(epsilon),
+                            "where": where, **extra})
+
+    def finish(self, status: str = "complete", **details: Any) -> None:
+        self.status = status
+        self.details.update(details)
+        self._persist()
+
+    # ---- the ledger ---------------------------------------------------------------------------
+    def ledger(self) -> dict[str, Any]:
+        return {
+            "format": LEDGER_FORMAT,
+            "method": self.method,
+            "neighbouring": NEIGHBOURING,
+            "epsilon": rho_to_epsilon(self.rho_spent, self.delta),
+            "delta": self.delta,
+            "epsilon_budget": self.epsilon_budget,
+            "rho_budget": self.rho_budget,
+            "rho_spent": self.rho_spent,
+            "seeded": self.seeded,
+            "status": self.status,
+            "conversion": "Canonne-Kamath-Steinke zCDP to (epsilon, delta), OpenDP make_zCDP_to_approxDP",
+            "threat_model": self.threat_model,
+            "created": self.created,
+            "updated": _now(),
+            **({"details": self.details} if self.details else {}),
+            "entries": list(self.entries),
+        }
+
+    def _persist(self) -> None:
+        if self.ledger_path is not None:
+            write_json_atomic(self.ledger_path, self.ledger())
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -1,0 +1,196 @@
+"""The ``privsyn-fed`` command line.
+
+Exit status: 0 success; 2 bad input or bad usage (one line on stderr naming what is at fault);
+1 anything else, including a ledger that fails its audit.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .errors import BudgetExceeded, InputError
+
+DESCRIPTION = """\
+Differentially private synthetic data from several silos that share a schema.
+Every release writes a zCDP privacy ledger that `privsyn-fed audit` re-checks."""
+
+SYNTH_EPILOG = """\
+example:
+  privsyn-fed synth --method aim --schema schema.json --silo a.csv --silo b.csv \\
+      --epsilon 1 --delta 1e-9 --out synthetic.csv
+
+Method `aim` is the trusted-curator baseline: one curator pools every silo's rows.
+The federated and MPC methods (distaim, flaim, fedtda) are not available in this version."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with usage errors on one line (exit status 2)."""
+
+    def error(self, message: str):  # noqa: D401
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="privsyn-fed", description=DESCRIPTION,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    s = sub.add_parser("synth", help="release a synthetic CSV of the silos' union",
+                       description="Release one synthetic CSV of the union of the silos under "
+                                   "(epsilon, delta)-differential privacy, with its privacy ledger.",
+                       epilog=SYNTH_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    s.add_argument("--method", choices=["aim"], default="aim",
+                   help="synthesis method (default aim: trusted-curator AIM over the pooled rows)")
+    s.add_argument("--schema", required=True, metavar="SCHEMA",
+                   help="public schema (JSON or YAML): columns, bounds, bins, categories")
+    s.add_argument("--silo", action="append", required=True, metavar="CSV",
+                   help="one silo's CSV file with the schema's columns; repeat for each silo")
+    s.add_argument("--epsilon", type=_float, required=True, metavar="E", help="privacy budget epsilon (> 0)")
+    s.add_argument("--delta", type=_float, required=True, metavar="D", help="privacy budget delta, in (0, 1)")
+    s.add_argument("--out", required=True, metavar="OUT.csv", help="where to write the synthetic CSV")
+    s.add_argument("--ledger", metavar="LEDGER.json",
+                   help="where to write the privacy ledger (default: OUT with suffix .ledger.json)")
+    s.add_argument("--rows", type=_positive_int, metavar="N",
+                   help="rows to generate (default: the model's noisy estimate of the total)")
+    s.add_argument("--seed", type=int, metavar="S",
+                   help="reproducible run for tests and demos: noise from a seeded generator. The "
+                        "ledger records it and audit flags it; never use it for a real release")
+    s.add_argument("--force", action="store_true", help="replace OUT and LEDGER if they already exist")
+    s.add_argument("--quiet", action="store_true", help="no progress display")
+    g = s.add_argument_group("workload (public marginal queries the release should answer well)")
+    g.add_argument("--workload-degree", type=_positive_int, default=3, metavar="K",
+                   help="size of each workload marginal (default 3)")
+    g.add_argument("--workload-size", type=int, default=64, metavar="M",
+                   help="how many K-way marginals to sample (default 64; 0 means all of them)")
+    g.add_argument("--workload-seed", type=int, default=0, metavar="S",
+                   help="seed of the (public, data-independent) workload sample (default 0)")
+    a = s.add_argument_group("AIM options")
+    a.add_argument("--rounds", type=_positive_int, metavar="T",
+                   help="budget split into T rounds (default 16 x number of columns); AIM anneals "
+                        "and stops when the budget is spent")
+    a.add_argument("--alpha", type=_float, default=0.9, metavar="A",
+                   help="share of each round spent on measurement rather than selection (default 0.9)")
+    a.add_argument("--max-model-size", type=_float, default=80.0, metavar="MB",
+                   help="cap on the graphical model's junction-tree size in MB (default 80)")
+    a.add_argument("--pgm-iters", type=_positive_int, default=1000, metavar="N",
+                   help="mirror-descent iterations per model refit (default 1000)")
+
+    au = sub.add_parser("audit", help="re-check a privacy ledger",
+                        description="Recompute every entry of a ledger from its own parameters, the "
+                                    "total, the budget and the (epsilon, delta) conversion. Exit 0 when "
+                                    "it adds up, 1 with the reasons when it does not.")
+    au.add_argument("ledger", metavar="LEDGER.json", help="ledger written by `privsyn-fed synth`")
+    au.add_argument("--json", action="store_true", help="print the audit result as JSON")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "synth":
+            return _synth(args)
+        return _audit(args)
+    except InputError as exc:
+        print(f"privsyn-fed: error: {exc}", file=sys.stderr)
+        return 2
+    except BudgetExceeded as exc:
+        print(f"privsyn-fed: refused: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("privsyn-fed: interrupted; the ledger records what was spent", file=sys.stderr)
+        return 1
+
+
+def _check_output(path: Path, what: str, force: bool) -> None:
+    if not path.parent.is_dir():
+        raise InputError(f"{path}: the folder {str(path.parent)!r} for the {what} does not exist")
+    if path.is_dir():
+        raise InputError(f"{path}: is a folder; give a file name for the {what}")
+    if path.exists() and not force:
+        raise InputError(f"{path}: already exists; choose another name or pass --force to replace it")
+
+
+def _synth(args: argparse.Namespace) -> int:
+    from .api import check_budget_args, synthesize
+    from .schema import Schema
+    from .silo import Silo
+
+    check_budget_args(args.epsilon, args.delta)
+    out = Path(args.out)
+    ledger = Path(args.ledger) if args.ledger else out.with_suffix(".ledger.json")
+    if ledger.resolve() == out.resolve():
+        raise InputError(f"{ledger}: the ledger cannot be the output CSV itself")
+    _check_output(out, "synthetic CSV", args.force)
+    _check_output(ledger, "ledger", args.force)
+    if args.workload_size < 0:
+        raise InputError(f"--workload-size must be 0 (all) or positive, not {args.workload_size}")
+    schema = Schema.load(args.schema)
+    silos = [Silo.from_csv(p, schema) for p in args.silo]      # every input checked before any spend
+    for silo in silos:
+        for col, n in silo.clipped.items():
+            if n:
+                print(f"privsyn-fed: note for the operator of {silo.name}: {n} value(s) of '{col}' lay "
+                      f"outside the schema's bounds and were clipped (private; not released)", file=sys.stderr)
+    result = synthesize(silos, args.method, args.epsilon, args.delta, rows=args.rows, seed=args.seed,
+                        ledger_path=ledger, progress=not args.quiet,
+                        rounds=args.rounds, alpha=args.alpha, max_model_size=args.max_model_size,
+                        pgm_iters=args.pgm_iters, workload_degree=args.workload_degree,
+                        workload_size=args.workload_size or None, workload_seed=args.workload_seed)
+    try:
+        result.to_csv(out)
+    except BaseException:
+        result.accountant.finish("failed")
+        raise
+    led = result.ledger
+    print(f"wrote {out}: {len(result.data)} rows x {result.data.shape[1]} columns "
+          f"from {len(silos)} silo(s) by {args.method}")
+    print(f"wrote {ledger}: epsilon={led['epsilon']:.4f} at delta={led['delta']:g} spent "
+          f"(rho {led['rho_spent']:.6g} of {led['rho_budget']:.6g}) in {len(led['entries'])} mechanism calls")
+    if led["seeded"]:
+        print("warning: seeded run: the noise is predictable from the seed; not a private release",
+              file=sys.stderr)
+    print(f"check it with: privsyn-fed audit {ledger}")
+    return 0
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from .accounting import audit_ledger, load_ledger
+
+    report = audit_ledger(load_ledger(args.ledger))
+    if args.json:
+        print(json.dumps({"ok": report.ok, "problems": report.problems, "warnings": report.warnings,
+                          "summary": report.summary}, indent=2))
+    else:
+        s = report.summary
+        for w in report.warnings:
+            print(f"WARNING: {w}")
+        for p in report.problems:
+            print(f"PROBLEM: {p}")
+        verdict = "OK" if report.ok else "FAILED"
+        print(f"{verdict}: {args.ledger}: method {s['method']}, {s['entries']} entries, rho {s['rho_spent']:.6g} "
+              f"of {s['rho_budget']:.6g}, epsilon {s['epsilon']:.6g} at delta {s['delta']:g}")
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

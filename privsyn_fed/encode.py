@@ -1,0 +1,141 @@
+"""Raw values <-> integer codes on the schema's public domain.
+
+Encoding (runs inside a silo, on private rows):
+  * numeric ``x`` is clipped to ``[lower, upper]`` and mapped to bin
+    ``min(B - 1, floor((x - lower) / (upper - lower) * B))``; integer columns round ``x`` to the
+    nearest whole number ``lower + k`` and use bin ``floor(k * B / m)`` (see ``NumericColumn``);
+  * a categorical value maps to its index in the schema's list (or to the ``unknown`` category);
+  * a missing value maps to the column's last cell when the schema allows it.
+Values are read as text and stripped of surrounding white space.
+
+Decoding (post-processing of private output, so ordinary numpy randomness is fine): a numeric
+bin becomes a value drawn uniformly inside the bin (a uniformly drawn whole number for integer
+columns), which never leaves the schema's bounds.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .errors import InputError
+from .schema import MISSING_TOKENS, CategoricalColumn, NumericColumn, Schema
+
+
+def check_columns(header: list[str], schema: Schema, source: str) -> None:
+    """Reject a table whose columns are not exactly the schema's (order may differ)."""
+    seen = set()
+    for name in header:
+        if name in seen:
+            raise InputError(f"{source}: column '{name}' appears twice")
+        seen.add(name)
+    for name in schema.names:
+        if name not in seen:
+            raise InputError(f"{source}: missing column '{name}' (the schema declares it)")
+    for name in header:
+        if name not in schema.names:
+            raise InputError(f"{source}: extra column '{name}' (not in the schema)")
+
+
+def encode_frame(df: pd.DataFrame, schema: Schema, source: str) -> tuple[np.ndarray, dict[str, int]]:
+    """Encode a table of text values; returns ``(codes, clipped)``.
+
+    ``codes`` is an ``(n, d)`` int64 array in schema column order; ``clipped`` counts, per numeric
+    column, the values that lay outside the public bounds (private: for the silo's operator only).
+    Row numbers in errors are CSV line numbers (the header is line 1).
+    """
+    check_columns([str(c) for c in df.columns], schema, source)
+    if len(df) == 0:
+        raise InputError(f"{source}: the table has no rows")
+    codes = np.empty((len(df), len(schema.columns)), dtype=np.int64)
+    clipped: dict[str, int] = {}
+    for j, col in enumerate(schema.columns):
+        text = df[col.name].astype(str).str.strip().to_numpy()
+        is_missing = np.isin(text, MISSING_TOKENS + col.missing_values)
+        if is_missing.any() and not col.missing:
+            row = int(np.argmax(is_missing))
+            raise InputError(f"{source}: row {row + 2}, column '{col.name}': missing value "
+                             f"(declare \"missing\": true in the schema to allow it)")
+        if isinstance(col, NumericColumn):
+            codes[:, j], clipped[col.name] = _encode_numeric(col, text, is_missing, source)
+        else:
+            codes[:, j] = _encode_categorical(col, text, is_missing, source)
+    return codes, clipped
+
+
+def _encode_numeric(col: NumericColumn, text: np.ndarray, is_missing: np.ndarray,
+                    source: str) -> tuple[np.ndarray, int]:
+    values = pd.to_numeric(pd.Series(np.where(is_missing, "nan", text)), errors="coerce").to_numpy(float)
+    bad = ~is_missing & ~np.isfinite(values)
+    if bad.any():
+        row = int(np.argmax(bad))
+        raise InputError(f"{source}: row {row + 2}, column '{col.name}': {text[row]!r} is not a number")
+    present = ~is_missing
+    n_clipped = int(np.sum(present & ((values < col.lower) | (values > col.upper))))
+    x = np.clip(np.where(present, values, col.lower), col.lower, col.upper)
+    codes = numeric_bin(col, x)
+    if col.missing:
+        codes[is_missing] = col.n_bins
+    return codes, n_clipped
+
+
+def numeric_bin(col: NumericColumn, x: np.ndarray) -> np.ndarray:
+    """Bin index of values already clipped to the column's bounds."""
+    B = col.n_bins
+    if col.integer:
+        m = int(col.upper - col.lower + 1)
+        k = np.rint(x - col.lower).astype(np.int64)
+        return np.minimum(k * B // m, B - 1)
+    if col.upper == col.lower:
+        return np.zeros(len(x), dtype=np.int64)
+    scaled = (x - col.lower) / (col.upper - col.lower) * B
+    return np.clip(np.floor(scaled), 0, B - 1).astype(np.int64)
+
+
+def _encode_categorical(col: CategoricalColumn, text: np.ndarray, is_missing: np.ndarray,
+                        source: str) -> np.ndarray:
+    index = {c: i for i, c in enumerate(col.categories)}
+    fallback = index[col.unknown] if col.unknown is not None else -1
+    codes = np.fromiter((index.get(v, fallback) for v in text), dtype=np.int64, count=len(text))
+    bad = (codes < 0) & ~is_missing
+    if bad.any():
+        row = int(np.argmax(bad))
+        raise InputError(f"{source}: row {row + 2}, column '{col.name}': category {text[row]!r} "
+                         f"is not in the schema (declare it, or set \"unknown\" to a catch-all)")
+    if col.missing:
+        codes[is_missing] = len(col.categories)
+    return codes
+
+
+def decode_codes(codes: np.ndarray, schema: Schema, rng: np.random.Generator) -> pd.DataFrame:
+    """Turn an ``(n, d)`` code array into a table of values in schema order."""
+    codes = np.asarray(codes, dtype=np.int64)
+    out = {}
+    for j, col in enumerate(schema.columns):
+        c = codes[:, j]
+        if not np.all((c >= 0) & (c < col.size)):
+            raise ValueError(f"code outside the domain of column '{col.name}'")
+        missing = c == (col.size - 1) if col.missing else np.zeros(len(c), dtype=bool)
+        if isinstance(col, NumericColumn):
+            values = _decode_numeric(col, np.where(missing, 0, c), rng)
+            series = pd.Series(values, dtype="Int64" if col.integer else "Float64")
+        else:
+            cats = np.array(col.categories, dtype=object)
+            series = pd.Series(cats[np.where(missing, 0, c)], dtype=object)
+        series[missing] = pd.NA
+        out[col.name] = series
+    return pd.DataFrame(out, columns=schema.names)
+
+
+def _decode_numeric(col: NumericColumn, b: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    B = col.n_bins
+    if col.integer:
+        m = int(col.upper - col.lower + 1)
+        k_lo = -(-b * m // B)                  # ceil(b m / B)
+        k_hi = -(-(b + 1) * m // B) - 1        # ceil((b+1) m / B) - 1
+        k = k_lo + np.floor(rng.random(len(b)) * (k_hi - k_lo + 1)).astype(np.int64)
+        return (col.lower + np.minimum(k, k_hi)).astype(np.int64)
+    if col.upper == col.lower:
+        return np.full(len(b), col.lower)
+    width = (col.upper - col.lower) / B
+    x = col.lower + (b + rng.random(len(b))) * width
+    return np.clip(x, col.lower, col.upper)

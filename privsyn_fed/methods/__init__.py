@@ -1,0 +1,1 @@
+"""Synthesis methods: coordinators that decide which statistics to ask the silos for."""

@@ -1,0 +1,138 @@
+"""Central AIM (McKenna et al., PVLDB 2022): the trusted-curator baseline.
+
+One curator holds the pooled rows of every silo. With budget ``rho``, ``T`` (default ``16 d``)
+and ``alpha = 0.9``:
+  1. measure every column's 1-way marginal with ``sigma_0 = sqrt(T / (2 alpha rho))`` and fit
+     a graphical model;
+  2. each round: apply the final-round rule; keep candidates (the workload's downward closure)
+     whose junction tree stays below ``max_model_size * rho_used / rho`` MB; select one with the
+     exponential mechanism on ``u_r = w_r (||M_r(D) - M_r(p)||_1 - sqrt(2/pi) sigma n_r)``
+     (sensitivity ``max w_r``); measure it with ``N(0, sigma^2)``; refit; halve ``sigma`` and
+     double ``eps`` when the model's marginal moved less than the expected noise;
+  3. sample rows from the model (its noisy total unless a row count is given).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from .. import pgm
+from ..accounting import Accountant
+from ..errors import InputError
+from ..mechanisms import NoiseSource, exponential_mechanism, gaussian_mechanism
+from ..progress import Progress, Silent
+from ..silo import Silo
+from ..workload import DEFAULT_DEGREE, DEFAULT_SIZE, DEFAULT_WORKLOAD_SEED, downward_closure, sample_workload
+from . import core
+
+THREAT_MODEL = ("aim: a trusted curator pools every silo's rows and runs AIM; the curator sees all raw "
+                "data, everyone else sees only the synthetic output.")
+
+
+@dataclass
+class AIMOptions:
+    rounds: int | None = None          # T; default 16 * d
+    alpha: float = 0.9                 # share of each round's budget spent on measurement
+    max_model_size: float = 80.0       # MB, junction-tree size cap (ramped by the share spent)
+    pgm_iters: int = 1000              # mirror-descent iterations per refit
+    workload_degree: int = DEFAULT_DEGREE
+    workload_size: int | None = DEFAULT_SIZE
+    workload_seed: int = DEFAULT_WORKLOAD_SEED
+    workload: Sequence[Sequence[str]] | None = None   # explicit cliques (column names) instead
+
+    def validate(self) -> None:
+        if self.rounds is not None and self.rounds < 1:
+            raise InputError(f"--rounds must be a positive integer, not {self.rounds}")
+        if not 0 < self.alpha < 1:
+            raise InputError(f"--alpha must lie in (0, 1), not {self.alpha}")
+        if not self.max_model_size > 0:
+            raise InputError(f"--max-model-size must be positive, not {self.max_model_size}")
+        if self.pgm_iters < 1:
+            raise InputError(f"--pgm-iters must be positive, not {self.pgm_iters}")
+        if self.workload_degree < 1:
+            raise InputError(f"--workload-degree must be positive, not {self.workload_degree}")
+
+
+def workload_cliques(names: Sequence[str], opts: AIMOptions) -> list[tuple[int, ...]]:
+    """The workload as column-index cliques (explicit, or the seeded sample)."""
+    if opts.workload is not None:
+        index = {n: i for i, n in enumerate(names)}
+        out = []
+        for cl in opts.workload:
+            unknown = [c for c in cl if c not in index]
+            if unknown:
+                raise InputError(f"workload: column '{unknown[0]}' is not in the schema")
+            out.append(tuple(sorted(index[c] for c in set(cl))))
+        return sorted(set(out))
+    return sample_workload(len(names), opts.workload_degree, opts.workload_size, opts.workload_seed)
+
+
+@dataclass
+class AIMResult:
+    codes: np.ndarray
+    model: object
+    rounds: int
+    workload: list[tuple[str, ...]]
+
+
+def run_aim(silo: Silo, acc: Accountant, noise: NoiseSource, opts: AIMOptions, rows: int | None,
+            sample_seed: int | None, progress: Progress | None = None) -> AIMResult:
+    progress = progress or Silent()
+    schema = silo.schema
+    names, shape = schema.names, schema.shape
+    index = {n: i for i, n in enumerate(names)}
+    domain = pgm.make_domain(names, shape)
+    workload = [tuple(names[i] for i in cl) for cl in workload_cliques(names, opts)]
+    candidates = {tuple(names[i] for i in cl): w
+                  for cl, w in downward_closure([tuple(index[c] for c in s) for s in workload]).items()}
+    d = len(names)
+    rho = acc.rho_budget
+    T = opts.rounds or 16 * d
+    params = core.initial_params(rho, T, opts.alpha)
+    oneway_cost = d / (2 * params.sigma ** 2)
+    if oneway_cost > rho:
+        raise InputError(f"--rounds {T} is too small for {d} columns: the 1-way measurements alone "
+                         f"would exceed the budget (use at least {int(np.ceil(opts.alpha * d)) + 1})")
+
+    def true_marginal(cl: tuple[str, ...]) -> np.ndarray:
+        return silo.marginal([index[c] for c in cl])
+
+    measurements: list[tuple[tuple[str, ...], np.ndarray, float]] = []
+    for name in names:
+        y = gaussian_mechanism(acc, noise, true_marginal((name,)), sigma=params.sigma,
+                               query=f"marginal({name})", where="curator")
+        measurements.append(((name,), y, params.sigma))
+    progress.update(acc.rho_spent / rho, f"measured {d} one-way marginals; fitting the model")
+    fitter = pgm.ModelFitter(domain, iters=opts.pgm_iters)
+    model = fitter.fit(measurements)
+
+    t, terminate = 0, False
+    while not terminate:
+        t += 1
+        last = core.final_round(params, acc.remaining, opts.alpha)
+        if last is not None:
+            params, terminate = last, True
+        size_limit = opts.max_model_size * (acc.rho_spent + params.rho) / rho
+        cands = core.filter_candidates(candidates, pgm.model_cliques(model), domain, size_limit)
+        keys = list(cands)
+        estimate = pgm.MarginalReader(model)
+        scores = np.array([core.aim_score(cands[cl], true_marginal(cl), estimate(cl), params.sigma)
+                           for cl in keys])
+        sensitivity = max(cands.values())
+        pick = keys[exponential_mechanism(acc, noise, scores, epsilon=params.epsilon, sensitivity=sensitivity,
+                                          query=f"select among {len(keys)} candidate marginals",
+                                          where="curator", round=t)]
+        y = gaussian_mechanism(acc, noise, true_marginal(pick), sigma=params.sigma,
+                               query=f"marginal({', '.join(pick)})", where="curator", round=t)
+        measurements.append((pick, y, params.sigma))
+        before = estimate(pick)
+        model = fitter.fit(measurements)
+        progress.update(acc.rho_spent / rho, f"round {t}: measured ({', '.join(pick)}), sigma={params.sigma:.1f}")
+        if not terminate and core.should_anneal(before, pgm.MarginalReader(model)(pick), params.sigma):
+            params = params.annealed()
+    n_rows = rows if rows is not None else max(1, int(round(float(model.total))))
+    codes = pgm.sample_codes(model, names, n_rows, sample_seed)
+    progress.log(f"{t} rounds, {len(measurements)} measurements; sampled {n_rows} rows")
+    return AIMResult(codes, model, t, workload)

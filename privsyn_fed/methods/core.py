@@ -1,0 +1,71 @@
+"""The select-measure-estimate steps shared by the AIM family (AIM, DistAIM, FLAIM).
+
+All of it operates on public quantities (the model, the candidate set, the budget) plus the
+private statistic the caller passes in for scoring; the caller's mechanism charges the ledger.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from .. import pgm
+
+SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+
+@dataclass
+class RoundParams:
+    """Noise scale of one measurement and epsilon of one selection."""
+
+    sigma: float
+    epsilon: float
+
+    @property
+    def rho(self) -> float:
+        """Cost of one round: one Gaussian (L2 sensitivity 1) and one exponential mechanism."""
+        return 1.0 / (2.0 * self.sigma ** 2) + self.epsilon ** 2 / 8.0
+
+    def annealed(self) -> "RoundParams":
+        return RoundParams(self.sigma / 2.0, self.epsilon * 2.0)
+
+
+def initial_params(rho: float, rounds: int, alpha: float) -> RoundParams:
+    """AIM's start: ``sigma = sqrt(T / (2 alpha rho))``, ``eps = sqrt(8 (1 - alpha) rho / T)``;
+    one round then costs exactly ``rho / T``."""
+    return RoundParams(math.sqrt(rounds / (2.0 * alpha * rho)), math.sqrt(8.0 * (1.0 - alpha) * rho / rounds))
+
+
+def final_round(params: RoundParams, remaining: float, alpha: float) -> RoundParams | None:
+    """AIM's final-round rule: when less than two rounds' cost is left, spend all of it now
+    (``sigma = sqrt(1 / (2 alpha rem))``, ``eps = sqrt(8 (1 - alpha) rem)``); else ``None``."""
+    if remaining < 2.0 * params.rho:
+        return RoundParams(math.sqrt(1.0 / (2.0 * alpha * remaining)), math.sqrt(8.0 * (1.0 - alpha) * remaining))
+    return None
+
+
+def filter_candidates(candidates: dict[tuple[str, ...], float], model_cliques: Sequence[tuple[str, ...]],
+                      domain, size_limit_mb: float) -> dict[tuple[str, ...], float]:
+    """Keep a candidate if the model with it stays within ``size_limit_mb`` (junction-tree size),
+    or if the current model already covers it (a free clique)."""
+    free = pgm.covered_cliques(model_cliques)
+    kept = {}
+    for cl, w in candidates.items():
+        if frozenset(cl) in free or pgm.hypothetical_size_mb(domain, list(model_cliques) + [cl]) <= size_limit_mb:
+            kept[cl] = w
+    return kept
+
+
+def aim_score(weight: float, true_marginal: np.ndarray, model_marginal: np.ndarray, sigma: float) -> float:
+    """``u_r = w_r (||M_r(D) - M_r(p)||_1 - sqrt(2/pi) sigma n_r)``; sensitivity ``w_r`` under
+    add/remove (one record moves one cell of ``M_r(D)`` by one)."""
+    n_r = true_marginal.size
+    return weight * (float(np.abs(true_marginal - model_marginal).sum()) - SQRT_2_OVER_PI * sigma * n_r)
+
+
+def should_anneal(before: np.ndarray, after: np.ndarray, sigma: float) -> bool:
+    """AIM's annealing test (post-processing): the model's marginal moved by at most the
+    expected L1 norm of the measurement noise."""
+    return float(np.abs(after - before).sum()) <= SQRT_2_OVER_PI * sigma * before.size

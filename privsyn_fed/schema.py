@@ -1,0 +1,228 @@
+"""The public domain a release is stated over: column types, bounds, bins and categories.
+
+The schema is public information. Nothing in it may be read off private rows; a helper that
+drafts one from a CSV would have to say so loudly (none ships yet).
+
+Domain sizes: a numeric column has ``bins`` cells (plus one when ``missing`` is allowed); a
+categorical column has ``len(categories)`` cells (plus one when ``missing`` is allowed). The
+missing cell, when present, is always the last one.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError
+
+DEFAULT_BINS = 32
+#: Strings read as a missing value in an input CSV (a column may add its own with ``missing_values``).
+MISSING_TOKENS = ("", "NA", "N/A", "NaN", "nan", "null", "NULL", "None")
+
+
+@dataclass(frozen=True)
+class NumericColumn:
+    """A numeric column with public bounds ``[lower, upper]`` cut into ``bins`` uniform bins.
+
+    For ``integer`` columns the ``m = upper - lower + 1`` whole numbers are split into
+    ``min(bins, m)`` bins: value ``lower + k`` falls in bin ``floor(k * bins / m)``, so every
+    bin holds at least one whole number and decoding never leaves the integers.
+    """
+
+    name: str
+    lower: float
+    upper: float
+    bins: int = DEFAULT_BINS
+    integer: bool = False
+    missing: bool = False
+    missing_values: tuple[str, ...] = ()
+    type: str = field(default="numeric", init=False)
+
+    @property
+    def n_bins(self) -> int:
+        if self.integer:
+            return int(min(self.bins, self.upper - self.lower + 1))
+        return 1 if self.upper == self.lower else self.bins
+
+    @property
+    def size(self) -> int:
+        return self.n_bins + (1 if self.missing else 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"name": self.name, "type": "numeric", "lower": self.lower,
+                             "upper": self.upper, "bins": self.bins}
+        if self.integer:
+            d["integer"] = True
+        if self.missing:
+            d["missing"] = True
+        if self.missing_values:
+            d["missing_values"] = list(self.missing_values)
+        return d
+
+
+@dataclass(frozen=True)
+class CategoricalColumn:
+    """A categorical column whose full list of categories is public.
+
+    ``unknown`` (optional) names a declared category that values outside the list map to;
+    without it such a value is an input error.
+    """
+
+    name: str
+    categories: tuple[str, ...]
+    missing: bool = False
+    unknown: str | None = None
+    missing_values: tuple[str, ...] = ()
+    type: str = field(default="categorical", init=False)
+
+    @property
+    def size(self) -> int:
+        return len(self.categories) + (1 if self.missing else 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"name": self.name, "type": "categorical",
+                             "categories": list(self.categories)}
+        if self.missing:
+            d["missing"] = True
+        if self.unknown is not None:
+            d["unknown"] = self.unknown
+        if self.missing_values:
+            d["missing_values"] = list(self.missing_values)
+        return d
+
+
+Column = NumericColumn | CategoricalColumn
+
+
+@dataclass(frozen=True)
+class Schema:
+    """An ordered list of columns; the synthetic CSV has exactly these columns in this order."""
+
+    columns: tuple[Column, ...]
+    source: str = "<schema>"
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    @property
+    def shape(self) -> list[int]:
+        """Number of cells of each column's encoded domain."""
+        return [c.size for c in self.columns]
+
+    def column(self, name: str) -> Column:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"columns": [c.to_dict() for c in self.columns]}
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Schema":
+        """Read a JSON (or YAML, by extension ``.yaml``/``.yml``) schema file and validate it."""
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise InputError(f"{path}: schema file not found") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(f"{path}: cannot read schema file ({exc})") from None
+        if path.suffix.lower() in (".yaml", ".yml"):
+            import yaml
+
+            try:
+                raw = yaml.safe_load(text)
+            except yaml.YAMLError as exc:
+                raise InputError(f"{path}: not valid YAML ({_one_line(exc)})") from None
+        else:
+            try:
+                raw = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: "
+                                 f"{exc.msg})") from None
+        return cls.from_dict(raw, source=str(path))
+
+    @classmethod
+    def from_dict(cls, raw: Any, source: str = "<schema>") -> "Schema":
+        if not isinstance(raw, dict) or not isinstance(raw.get("columns"), list):
+            raise InputError(f"{source}: a schema is an object with a list under \"columns\"")
+        if not raw["columns"]:
+            raise InputError(f"{source}: the schema has no columns")
+        columns, seen = [], set()
+        for i, spec in enumerate(raw["columns"]):
+            col = _parse_column(spec, i, source)
+            if col.name in seen:
+                raise InputError(f"{source}: column '{col.name}' is declared twice")
+            seen.add(col.name)
+            columns.append(col)
+        return cls(tuple(columns), source)
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())
+
+
+def _parse_column(spec: Any, index: int, source: str) -> Column:
+    if not isinstance(spec, dict):
+        raise InputError(f"{source}: column #{index + 1} is not an object")
+    name = spec.get("name")
+    if not isinstance(name, str) or not name:
+        raise InputError(f"{source}: column #{index + 1} has no \"name\"")
+    where = f"{source}: column '{name}'"
+    kind = spec.get("type")
+    known = {"name", "type", "missing", "missing_values"}
+    missing = spec.get("missing", False)
+    if not isinstance(missing, bool):
+        raise InputError(f"{where}: \"missing\" must be true or false, not {missing!r}")
+    missing_values = spec.get("missing_values", [])
+    if not isinstance(missing_values, list) or not all(isinstance(v, str) for v in missing_values):
+        raise InputError(f"{where}: \"missing_values\" must be a list of strings")
+    if kind == "numeric":
+        known |= {"lower", "upper", "bins", "integer"}
+        _reject_unknown_keys(spec, known, where)
+        for key in ("lower", "upper"):
+            if key not in spec:
+                raise InputError(f"{where}: numeric column needs a public \"{key}\" bound")
+            v = spec[key]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise InputError(f"{where}: \"{key}\" must be a finite number, not {v!r}")
+        lower, upper = float(spec["lower"]), float(spec["upper"])
+        if lower > upper:
+            raise InputError(f"{where}: \"lower\" ({spec['lower']}) is above \"upper\" ({spec['upper']})")
+        bins = spec.get("bins", DEFAULT_BINS)
+        if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
+            raise InputError(f"{where}: \"bins\" must be a positive integer, not {bins!r}")
+        integer = spec.get("integer", False)
+        if not isinstance(integer, bool):
+            raise InputError(f"{where}: \"integer\" must be true or false, not {integer!r}")
+        if integer and (lower != math.floor(lower) or upper != math.floor(upper)):
+            raise InputError(f"{where}: an integer column needs whole-number bounds, "
+                             f"not [{spec['lower']}, {spec['upper']}]")
+        return NumericColumn(name, lower, upper, bins, integer, missing, tuple(missing_values))
+    if kind == "categorical":
+        known |= {"categories", "unknown"}
+        _reject_unknown_keys(spec, known, where)
+        cats = spec.get("categories")
+        if not isinstance(cats, list) or not cats:
+            raise InputError(f"{where}: categorical column needs a non-empty \"categories\" list")
+        cats = [str(c) if isinstance(c, (int, float)) and not isinstance(c, bool) else c for c in cats]
+        if not all(isinstance(c, str) for c in cats):
+            raise InputError(f"{where}: categories must be strings or numbers")
+        if len(set(cats)) != len(cats):
+            dup = next(c for c in cats if cats.count(c) > 1)
+            raise InputError(f"{where}: category {dup!r} is listed twice")
+        unknown = spec.get("unknown")
+        if unknown is not None and unknown not in cats:
+            raise InputError(f"{where}: \"unknown\" category {unknown!r} is not in the categories list")
+        return CategoricalColumn(name, tuple(cats), missing, unknown, tuple(missing_values))
+    raise InputError(f"{where}: \"type\" must be \"numeric\" or \"categorical\", not {kind!r}")
+
+
+def _reject_unknown_keys(spec: dict, known: set[str], where: str) -> None:
+    extra = sorted(set(spec) - known)
+    if extra:
+        raise InputError(f"{where}: unknown key {extra[0]!r} (allowed: {', '.join(sorted(known))})")

@@ -1,0 +1,87 @@
+"""A silo: one party's encoded rows and the only code that reads them.
+
+A silo answers statistic requests (marginal count vectors). What it returns is private; callers
+must pass it through a mechanism that charges the ledger before anything leaves the process.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .encode import encode_frame
+from .errors import InputError
+from .schema import Schema
+
+
+class Silo:
+    """Encoded private rows of one party over a public schema."""
+
+    def __init__(self, name: str, codes: np.ndarray, schema: Schema, clipped: dict[str, int] | None = None):
+        codes = np.asarray(codes, dtype=np.int64)
+        if codes.ndim != 2 or codes.shape[1] != len(schema.columns):
+            raise ValueError("codes must be an (n, d) array over the schema's columns")
+        self.name = name
+        self.schema = schema
+        self._codes = codes
+        #: Per numeric column, how many values were clipped to the public bounds. Private:
+        #: shown to this silo's operator, never released.
+        self.clipped = dict(clipped or {})
+
+    # ---- construction -------------------------------------------------------------------------
+    @classmethod
+    def from_csv(cls, path: str | Path, schema: Schema) -> "Silo":
+        path = Path(path)
+        try:
+            df = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False,
+                             skipinitialspace=True)
+        except FileNotFoundError:
+            raise InputError(f"{path}: silo file not found") from None
+        except pd.errors.EmptyDataError:
+            raise InputError(f"{path}: the file is empty (no header, no rows)") from None
+        except (pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
+            raise InputError(f"{path}: cannot parse as CSV ({' '.join(str(exc).split())})") from None
+        df.columns = [str(c).strip() for c in df.columns]
+        return cls.from_frame(df, schema, name=str(path))
+
+    @classmethod
+    def from_frame(cls, df: pd.DataFrame, schema: Schema, name: str = "<frame>") -> "Silo":
+        codes, clipped = encode_frame(df, schema, name)
+        return cls(name, codes, schema, clipped)
+
+    @classmethod
+    def pooled(cls, silos: Sequence["Silo"], name: str = "pooled") -> "Silo":
+        """All rows of several silos in one place: only a trusted curator may do this."""
+        if not silos:
+            raise ValueError("no silos to pool")
+        schema = silos[0].schema
+        return cls(name, np.concatenate([s._codes for s in silos]), schema)
+
+    # ---- statistics (private outputs) -----------------------------------------------------------
+    def marginal(self, clique: Sequence[int]) -> np.ndarray:
+        """Count vector ``M_r(D)`` over the cells of ``clique`` (column indices), row-major, int64.
+
+        Computed with one ``bincount`` on the mixed-radix index of the clique's columns.
+        """
+        shape = [self.schema.shape[i] for i in clique]
+        if not clique:
+            return np.array([len(self._codes)], dtype=np.int64)
+        index = np.ravel_multi_index(tuple(self._codes[:, i] for i in clique), shape)
+        return np.bincount(index, minlength=int(np.prod(shape))).astype(np.int64)
+
+    def marginals(self, cliques: Iterable[Sequence[int]]) -> dict[tuple[int, ...], np.ndarray]:
+        return {tuple(c): self.marginal(c) for c in cliques}
+
+    def true_size(self) -> int:
+        """The exact row count. Private: use only inside a mechanism or a sensitivity test."""
+        return len(self._codes)
+
+    def rows(self) -> np.ndarray:
+        """The encoded rows themselves. Private: for trusted-curator code and tests only."""
+        return self._codes
+
+    def with_rows(self, codes: np.ndarray, name: str | None = None) -> "Silo":
+        """A silo over other rows of the same schema (used to build neighbouring datasets in tests)."""
+        return Silo(name or self.name, codes, self.schema)
