@@ -29,7 +29,10 @@ def rho_to_epsilon(rho: float, delta: float) -> float:
     # A Gaussian mechanism with sensitivity 1 and scale 1/sqrt(2 rho) is exactly rho-zCDP.
     meas = dp.m.make_gaussian(dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float),
                               scale=1.0 / math.sqrt(2.0 * rho))
-    return float(dp.c.make_zCDP_to_approxDP(meas).map(1.0).epsilon(delta))
+    try:
+        return float(dp.c.make_zCDP_to_approxDP(meas).map(1.0).epsilon(delta))
+    except dp.OpenDPException:      # OpenDP refuses values it cannot bound (overflow): no finite epsilon
+        return math.inf
 
 
 def epsilon_to_rho(epsilon: float, delta: float, iterations: int = 80) -> float:

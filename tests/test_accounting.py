@@ -1,0 +1,124 @@
+import json
+import math
+
+import opendp.prelude as dp
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from privsyn_fed.accounting import (Accountant, audit_ledger, cks_delta, epsilon_to_rho, load_ledger,
+                                    rho_to_epsilon)
+from privsyn_fed.errors import BudgetExceeded, InputError
+
+dp.enable_features("contrib")
+
+
+def test_epsilon_to_rho_matches_the_reference_value():
+    # private-pgm's cdp_rho(1, 1e-9) = 0.014973...
+    assert epsilon_to_rho(1.0, 1e-9) == pytest.approx(0.014973, abs=1e-6)
+
+
+@pytest.mark.parametrize("rho, delta", [(1e-4, 1e-9), (0.014973, 1e-9), (0.5, 1e-6), (3.0, 1e-5)])
+def test_conversion_agrees_with_independent_cks_bound(rho, delta):
+    eps = rho_to_epsilon(rho, delta)
+    # At OpenDP's epsilon, the CKS delta is (up to rounding) the target delta ...
+    assert cks_delta(rho, eps) == pytest.approx(delta, rel=1e-4)
+    # ... and a slightly smaller epsilon would need a larger delta.
+    assert cks_delta(rho, eps * 0.99) > delta
+
+
+def test_conversion_is_opendps():
+    rho, delta = 0.2, 1e-7
+    meas = dp.m.make_gaussian(dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float),
+                              scale=1 / math.sqrt(2 * rho))
+    assert rho_to_epsilon(rho, delta) == dp.c.make_zCDP_to_approxDP(meas).map(1.0).epsilon(delta)
+
+
+def test_write_ahead_ledger_is_on_disk_before_release(tmp_path):
+    path = tmp_path / "l.json"
+    acc = Accountant(1.0, 1e-9, "aim", ledger_path=path)
+    assert not path.exists()
+    acc.gaussian("marginal(a)", 1.0, 50.0, "curator")
+    on_disk = json.loads(path.read_text())
+    assert on_disk["entries"][0]["rho"] == pytest.approx(1 / (2 * 50.0 ** 2))
+    assert on_disk["status"] == "running"
+    assert audit_ledger(on_disk).ok
+
+
+def test_charge_over_budget_is_refused_and_not_recorded(tmp_path):
+    path = tmp_path / "l.json"
+    acc = Accountant(0.1, 1e-9, "aim", ledger_path=path)
+    acc.gaussian("q1", 1.0, 300.0, "curator")
+    before = path.read_text()
+    with pytest.raises(BudgetExceeded):
+        acc.gaussian("q2", 1.0, 0.5, "curator")
+    assert path.read_text() == before
+    assert len(acc.entries) == 1
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.floats(0.01, 100.0)), min_size=1, max_size=30),
+       st.floats(0.05, 5.0))
+def test_ledger_never_exceeds_budget_and_sums(charges, epsilon):
+    """Property: whatever is asked, accepted charges sum to rho_spent <= rho_budget."""
+    acc = Accountant(epsilon, 1e-8, "test")
+    for is_gauss, x in charges:
+        try:
+            if is_gauss:
+                acc.gaussian("q", 1.0, x, "curator")
+            else:
+                acc.exponential("s", 1.0, 1.0 / x, "curator")
+        except BudgetExceeded:
+            pass
+    assert acc.rho_spent <= acc.rho_budget * (1 + 1e-9)
+    assert acc.rho_spent == pytest.approx(sum(e["rho"] for e in acc.entries))
+    led = acc.ledger()
+    assert led["epsilon"] <= epsilon * (1 + 1e-6)
+    assert audit_ledger(led).ok
+
+
+def sample_ledger():
+    acc = Accountant(1.0, 1e-9, "aim")
+    acc.gaussian("marginal(a)", 1.0, 40.0, "curator")
+    acc.exponential("select", 3.0, 0.05, "curator")
+    acc.gaussian("marginal(a, b)", 1.0, 20.0, "curator")
+    acc.finish()
+    return json.loads(json.dumps(acc.ledger()))
+
+
+def test_audit_accepts_an_honest_ledger():
+    rep = audit_ledger(sample_ledger())
+    assert rep.ok and not rep.warnings
+
+
+@pytest.mark.parametrize("tamper, fragment", [
+    (lambda l: l["entries"][0].update(sigma=80.0), "parameters give"),
+    (lambda l: l["entries"].pop(1), "out of sequence"),
+    (lambda l: l.update(rho_spent=l["rho_spent"] / 2), "entries add up to"),
+    (lambda l: l.update(epsilon=l["epsilon"] / 2), "converts to"),
+    (lambda l: l["entries"][1].update(epsilon=0.5, rho=0.5 ** 2 / 8), "entries add up to"),
+    (lambda l: l.update(rho_budget=1e-6), "more than the budget"),
+])
+def test_audit_catches_tampering(tamper, fragment):
+    led = sample_ledger()
+    tamper(led)
+    rep = audit_ledger(led)
+    assert not rep.ok
+    assert any(fragment in p for p in rep.problems), rep.problems
+
+
+def test_audit_flags_seeded_and_unfinished_runs():
+    led = sample_ledger()
+    led.update(seeded=True, status="failed")
+    rep = audit_ledger(led)
+    assert rep.ok
+    assert any("SEEDED" in w for w in rep.warnings) and any("did not finish" in w for w in rep.warnings)
+
+
+def test_load_ledger_rejects_non_json_and_foreign_files(tmp_path):
+    p = tmp_path / "x.json"
+    p.write_text("{oops")
+    with pytest.raises(InputError, match="not valid JSON"):
+        load_ledger(p)
+    p.write_text('{"hello": 1}')
+    with pytest.raises(InputError, match="missing field"):
+        load_ledger(p)

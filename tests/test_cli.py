@@ -1,0 +1,152 @@
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from privsyn_fed.cli import main
+
+
+def run_cli(args, capsys):
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def synth_args(schema_path, silos, out, *extra):
+    args = ["synth", "--method", "aim", "--schema", schema_path, "--epsilon", "1", "--delta", "1e-9",
+            "--out", out, "--quiet"]
+    for s in silos:
+        args += ["--silo", s]
+    return args + list(extra)
+
+
+def assert_input_error(code, err, fragment, out_path):
+    assert code == 2
+    lines = [l for l in err.strip().splitlines() if l]
+    assert len(lines) == 1, err
+    assert fragment in lines[0]
+    assert "Traceback" not in err
+    assert not out_path.exists()
+    assert not out_path.with_suffix(".ledger.json").exists()
+
+
+def edit_silo(path, old, new):
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+
+
+@pytest.mark.parametrize("case, fragment", [
+    ("missing_column", "missing column 'label'"),
+    ("extra_column", "extra column 'zip'"),
+    ("unknown_category", "category 'X' is not in the schema"),
+    ("non_numeric", "'abc' is not a number"),
+    ("missing_value", "missing value"),
+    ("empty_silo", "the table has no rows"),
+])
+def test_bad_silo_input_exits_2_naming_the_problem(case, fragment, schema_path, silo_paths, tmp_path, capsys):
+    bad = silo_paths[1]
+    lines = bad.read_text().splitlines()
+    header = lines[0].split(",")
+    if case == "missing_column":
+        bad.write_text("\n".join(",".join(l.split(",")[:-1]) for l in lines) + "\n")
+    elif case == "extra_column":
+        bad.write_text("\n".join([lines[0] + ",zip"] + [l + ",123" for l in lines[1:]]) + "\n")
+    elif case in ("unknown_category", "non_numeric", "missing_value"):
+        row = lines[5].split(",")
+        col = {"unknown_category": "sex", "non_numeric": "income", "missing_value": "label"}[case]
+        row[header.index(col)] = {"unknown_category": "X", "non_numeric": "abc", "missing_value": ""}[case]
+        lines[5] = ",".join(row)
+        bad.write_text("\n".join(lines) + "\n")
+    else:
+        bad.write_text(lines[0] + "\n")
+    out = tmp_path / "syn.csv"
+    code, _, err = run_cli(synth_args(schema_path, silo_paths, out), capsys)
+    assert_input_error(code, err, fragment, out)
+    assert str(bad) in err
+    if case in ("unknown_category", "non_numeric", "missing_value"):
+        assert "row 6" in err
+
+
+@pytest.mark.parametrize("schema_text, fragment", [
+    ("{bad json", "not valid JSON"),
+    ('{"columns": [{"name": "age", "type": "numeric"}]}', "needs a public \"lower\" bound"),
+])
+def test_bad_schema_exits_2(schema_text, fragment, schema_path, silo_paths, tmp_path, capsys):
+    schema_path.write_text(schema_text)
+    out = tmp_path / "syn.csv"
+    code, _, err = run_cli(synth_args(schema_path, silo_paths, out), capsys)
+    assert_input_error(code, err, fragment, out)
+
+
+@pytest.mark.parametrize("eps, delta, fragment", [
+    ("0", "1e-9", "epsilon must be a positive"),
+    ("-1", "1e-9", "epsilon must be a positive"),
+    ("1", "0", "delta must lie strictly between 0 and 1"),
+    ("1", "1", "delta must lie strictly between 0 and 1"),
+    ("1", "1.5", "delta must lie strictly between 0 and 1"),
+])
+def test_bad_budget_exits_2(eps, delta, fragment, schema_path, silo_paths, tmp_path, capsys):
+    out = tmp_path / "syn.csv"
+    args = synth_args(schema_path, silo_paths, out)
+    args[args.index("--epsilon") + 1] = eps
+    args[args.index("--delta") + 1] = delta
+    code, _, err = run_cli(args, capsys)
+    assert_input_error(code, err, fragment, out)
+
+
+def test_output_folder_must_exist(schema_path, silo_paths, tmp_path, capsys):
+    out = tmp_path / "no-such-folder" / "syn.csv"
+    code, _, err = run_cli(synth_args(schema_path, silo_paths, out), capsys)
+    assert_input_error(code, err, "does not exist", out)
+
+
+def test_existing_output_is_not_replaced_without_force(schema_path, silo_paths, tmp_path, capsys):
+    out = tmp_path / "syn.csv"
+    out.write_text("earlier release\n")
+    code, _, err = run_cli(synth_args(schema_path, silo_paths, out), capsys)
+    assert code == 2 and "already exists" in err
+    assert out.read_text() == "earlier release\n"
+
+
+def test_usage_errors_exit_2(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["synth", "--method", "nope"])
+    assert exc.value.code == 2
+
+
+def test_end_to_end_synth_then_audit(schema_path, silo_paths, tmp_path):
+    """The installed command, as a user runs it: a CSV and a ledger that audit accepts."""
+    out = tmp_path / "syn.csv"
+    env = dict(os.environ)
+    cmd = [sys.executable, "-m", "privsyn_fed"] + [str(a) for a in synth_args(
+        schema_path, silo_paths, out, "--seed", "3", "--rounds", "10", "--pgm-iters", "200", "--rows", "250")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    ledger = out.with_suffix(".ledger.json")
+    header = out.read_text().splitlines()[0]
+    assert header == "age,income,sex,region,label"
+    assert len(out.read_text().splitlines()) == 251
+    led = json.loads(ledger.read_text())
+    assert led["method"] == "aim" and led["seeded"] is True
+    audit = subprocess.run([sys.executable, "-m", "privsyn_fed", "audit", str(ledger)],
+                           capture_output=True, text=True, timeout=120)
+    assert audit.returncode == 0, audit.stdout
+    assert "OK" in audit.stdout and "SEEDED" in audit.stdout
+    led["entries"][0]["sigma"] *= 2
+    ledger.write_text(json.dumps(led))
+    audit = subprocess.run([sys.executable, "-m", "privsyn_fed", "audit", str(ledger)],
+                           capture_output=True, text=True, timeout=120)
+    assert audit.returncode == 1 and "PROBLEM" in audit.stdout
+
+
+def test_clipped_values_are_reported_to_the_operator_not_an_error(schema_path, silo_paths, tmp_path, capsys):
+    edit_silo(silo_paths[0], "\n", "\n200,50,F,north,no\n")   # age 200 > upper bound 90
+    out = tmp_path / "syn.csv"
+    code, _, err = run_cli(synth_args(schema_path, silo_paths, out, "--seed", "1", "--rounds", "10",
+                                      "--pgm-iters", "100"), capsys)
+    assert code == 0, err
+    assert "1 value(s) of 'age'" in err and "clipped" in err
+    assert out.exists()
