@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -14,6 +12,7 @@ import pandas as pd
 from .accounting import Accountant
 from .encode import decode_codes
 from .errors import InputError
+from .fileio import write_atomic
 from .mechanisms import noise_source
 from .progress import Progress, Silent
 from .schema import Schema
@@ -37,18 +36,7 @@ class SynthResult:
 
 
 def write_csv_atomic(df: pd.DataFrame, path: Path) -> None:
-    """Write the CSV to a temporary file beside ``path`` and rename it into place."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            df.to_csv(fh, index=False, na_rep="")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, lambda fh: df.to_csv(fh, index=False, na_rep=""))
 
 
 def check_budget_args(epsilon: float, delta: float) -> None:

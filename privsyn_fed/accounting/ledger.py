@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from ..errors import BudgetExceeded
+from ..fileio import write_atomic
 from .conversions import epsilon_to_rho, rho_to_epsilon
 
 LEDGER_FORMAT = "privsyn-fed-ledger/1"
@@ -48,25 +47,11 @@ def entry_rho(entry: dict[str, Any]) -> float:
 
 
 def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
-    """Write JSON so that readers see either the old file or the complete new one, never a mix."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(payload, fh, indent=2)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    def dump(fh):
+        json.dump(payload, fh, indent=2)
+        fh.write("\n")
+
+    write_atomic(path, dump)
 
 
 class Accountant:
