@@ -1,0 +1,58 @@
+"""Our estimation shortcuts against mbi's own code on the same measurements."""
+import itertools
+
+import numpy as np
+import pytest
+
+from privsyn_fed import pgm
+from mbi import estimation
+
+
+@pytest.fixture(scope="module")
+def problem():
+    rng = np.random.default_rng(0)
+    names, shape = ["a", "b", "c", "d"], [3, 4, 2, 5]
+    domain = pgm.make_domain(names, shape)
+    rows = rng.integers(0, 2, size=(300, 4)) * np.array([1, 2, 1, 3])
+    def marg(cl):
+        idx = np.ravel_multi_index(tuple(rows[:, names.index(c)] for c in cl), [shape[names.index(c)] for c in cl])
+        return np.bincount(idx, minlength=int(np.prod([shape[names.index(c)] for c in cl]))).astype(float)
+    ms = [((n,), marg((n,)) + rng.normal(0, 3, s), 3.0) for n, s in zip(names, shape)]
+    ms += [(("a", "b"), marg(("a", "b")) + rng.normal(0, 2, 12), 2.0), (("b", "c", "d"), marg(("b", "c", "d")), 1.5)]
+    return domain, pgm.merge_measurements(ms)
+
+
+def test_carried_mirror_descent_matches_mbi(problem):
+    domain, meas = problem
+    models = []
+    for est in (estimation.MirrorDescent(), pgm.CarriedMirrorDescent()):
+        first = est.estimate(domain, meas[:4], iters=100)
+        models.append(est.estimate(domain, meas, iters=150, warm_start=first))
+    ref, ours = (pgm.MarginalReader(m) for m in models)
+    for cl in [("a",), ("a", "b"), ("b", "c", "d"), ("a", "d")]:
+        np.testing.assert_allclose(ours(cl), ref(cl), rtol=1e-7, atol=1e-7)
+
+
+def test_marginal_reader_matches_mbi_projection(problem):
+    domain, meas = problem
+    model = estimation.MirrorDescent().estimate(domain, meas, iters=100)
+    reader = pgm.MarginalReader(model)
+    for k in (1, 2, 3):
+        for cl in itertools.combinations(["a", "b", "c", "d"], k):
+            np.testing.assert_allclose(reader(cl), np.asarray(model.project(cl).datavector()), rtol=1e-8, atol=1e-8)
+
+
+def test_expand_potentials_matches_mbi(problem):
+    domain, meas = problem
+    model = estimation.MirrorDescent().estimate(domain, meas[:5], iters=50)
+    cliques = [("a", "b"), ("b", "c", "d"), ("a", "c")]
+    ours = pgm.expand_potentials(model.potentials, domain, cliques)
+    ref = model.potentials.expand(cliques)
+    for cl in cliques:
+        np.testing.assert_allclose(np.asarray(ours[cl].values), np.asarray(ref[cl].values))
+
+
+def test_merged_measurements_weight_by_precision():
+    (m,) = pgm.merge_measurements([(("a",), np.array([1.0, 3.0]), 1.0), (("a",), np.array([3.0, 5.0]), 1.0)])
+    np.testing.assert_allclose(m.noisy_measurement, [2.0, 4.0])
+    assert m.stddev == pytest.approx(1 / np.sqrt(2))
