@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -118,6 +119,13 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         print("privsyn-fed: interrupted; the ledger records what was spent", file=sys.stderr)
+        return 1
+    except Exception as exc:  # an internal failure: one line, the ledger keeps what was spent
+        if os.environ.get("PRIVSYN_FED_DEBUG"):
+            raise
+        print(f"privsyn-fed: internal error: {type(exc).__name__}: {' '.join(str(exc).split())} "
+              "(no output was written; the ledger, if any, records what was spent; set "
+              "PRIVSYN_FED_DEBUG=1 for the traceback)", file=sys.stderr)
         return 1
 
 

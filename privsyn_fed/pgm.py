@@ -11,7 +11,9 @@ potentials) and adds what long runs need:
   * warm-start potentials expanded in numpy (mbi does it op by op, one small compile per shape);
   * repeated measurements of one clique merged into one (inverse-variance weighting; the loss
     changes by a constant only);
-  * a guard that clears JAX's caches before the process nears the kernel's mapping limit.
+  * a guard that clears JAX's caches before the process nears the kernel's mapping limit;
+  * XLA's backend optimisation level 0 unless ``XLA_FLAGS`` sets one: every refit compiles a new
+    program, and on Adult this halves compilation for a small cost in run time (see benchmarks/).
 """
 from __future__ import annotations
 
@@ -20,7 +22,10 @@ import os
 import warnings
 from typing import Any, NamedTuple, Sequence
 
-import jax
+if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0").strip()
+
+import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_enable_compilation_cache", False)
@@ -152,25 +157,65 @@ class ModelFitter:
         return self.model
 
 
+def _align(table: np.ndarray, attrs: Sequence[str], target: Sequence[str]) -> np.ndarray:
+    """View ``table`` (axes ``attrs``) with axes in ``target`` order, size 1 on missing ones."""
+    order = sorted(range(len(attrs)), key=lambda i: target.index(attrs[i]))
+    shape = [1] * len(target)
+    for i in order:
+        shape[target.index(attrs[i])] = table.shape[i]
+    return np.transpose(table, order).reshape(shape)
+
+
 class MarginalReader:
     """The fitted model's marginals over arbitrary cliques, computed in numpy.
 
     mbi's ``project`` compiles a new XLA program for every clique outside the model, which made
     scoring AIM's candidates cost seconds each. Here a clique inside a model clique is summed out
-    of that clique's marginal; any other is the contraction
-    ``mu_r(x_r) = N * sum_{x not in r} prod_c exp(theta_c(x_c)) / Z`` of the model's potentials
-    (variable elimination by an optimised einsum path), which is the same quantity.
+    of that clique's marginal. Any other clique is read off the junction-tree factorisation
+    ``p(x) = p(x_root) prod_C p(x_{C - S_C} | x_{S_C})``: one upward pass of log-space messages
+    over the junction tree gives the root marginal and every conditional (all entries in [0, 1],
+    so contracting them cannot underflow to an all-zero table), and an optimised einsum sums out
+    the variables outside the clique. Same quantity as mbi's variable elimination.
     """
 
     def __init__(self, model: MarkovRandomField):
         self.total = float(model.total)
         self.marginals = {tuple(cl): np.asarray(model.marginals[cl].values, dtype=float)
                           for cl in model.marginals.cliques}
-        self.factors = []
-        for cl in model.potentials.cliques:
-            theta = np.asarray(model.potentials[cl].values, dtype=float)
-            self.factors.append((tuple(cl), np.exp(theta - theta.max())))
-        self._index = {a: i for i, a in enumerate(model.domain.attributes)}
+        self._model = model
+        self._factors: list[tuple[tuple[str, ...], np.ndarray]] | None = None
+
+    def _junction_tree_factors(self) -> list[tuple[tuple[str, ...], np.ndarray]]:
+        import networkx as nx
+        from scipy.special import logsumexp
+
+        domain, potentials = self._model.domain, self._model.potentials
+        jtree, _ = junction_tree.make_junction_tree(domain, [tuple(c) for c in potentials.cliques])
+        nodes = [tuple(c) for c in junction_tree.maximal_cliques(jtree)]
+        preorder, parent, roots = [], {}, set()
+        for component in nx.connected_components(jtree):   # a forest when the model is disconnected
+            root = next(c for c in nodes if c in component)
+            roots.add(root)
+            preorder += [tuple(c) for c in nx.dfs_preorder_nodes(jtree, root)]
+            parent.update({tuple(k): tuple(v) for k, v in nx.dfs_predecessors(jtree, root).items()})
+        mapping = reverse_clique_mapping(nodes, potentials.cliques, domain=domain)
+        table = {}
+        for c in nodes:
+            t = np.zeros(domain.project(c).shape)
+            for old in mapping[c]:
+                t = t + _align(np.asarray(potentials[old].values, dtype=float), old, c)
+            table[c] = t
+        factors = []
+        for c in reversed(preorder):                      # children before their parent
+            if c in roots:
+                factors.append((c, np.exp(table[c] - logsumexp(table[c]))))
+                continue
+            sep = tuple(a for a in c if a in parent[c])
+            out = tuple(i for i, a in enumerate(c) if a not in sep)
+            message = logsumexp(table[c], axis=out) if out else table[c]
+            factors.append((c, np.exp(table[c] - _align(message, sep, c))))
+            table[parent[c]] = table[parent[c]] + _align(message, sep, parent[c])
+        return factors
 
     def __call__(self, clique: Sequence[str]) -> np.ndarray:
         """Flat float64 vector over ``clique``'s cells in row-major order."""
@@ -183,10 +228,13 @@ class MarginalReader:
                 return np.transpose(out, [kept.index(a) for a in clique]).ravel()
         import opt_einsum
 
+        if self._factors is None:
+            self._factors = self._junction_tree_factors()
+        index = {a: i for i, a in enumerate(self._model.domain.attributes)}
         operands = []
-        for cl, table in self.factors:
-            operands += [table, [self._index[a] for a in cl]]
-        out = opt_einsum.contract(*operands, [self._index[a] for a in clique], optimize="greedy")
+        for cl, table in self._factors:
+            operands += [table, [index[a] for a in cl]]
+        out = opt_einsum.contract(*operands, [index[a] for a in clique], optimize="greedy")
         return (out / out.sum() * self.total).ravel()
 
 

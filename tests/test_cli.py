@@ -150,3 +150,21 @@ def test_clipped_values_are_reported_to_the_operator_not_an_error(schema_path, s
     assert code == 0, err
     assert "1 value(s) of 'age'" in err and "clipped" in err
     assert out.exists()
+
+
+def test_internal_failure_is_one_line_exit_1_and_leaves_a_failed_ledger(schema_path, silo_paths, tmp_path,
+                                                                         capsys, monkeypatch):
+    import privsyn_fed.methods.aim as aim
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("model fit diverged")
+    monkeypatch.setattr(aim.pgm.ModelFitter, "fit", broken)
+    monkeypatch.delenv("PRIVSYN_FED_DEBUG", raising=False)
+    out = tmp_path / "syn.csv"
+    code, _, err = run_cli(synth_args(schema_path, silo_paths, out, "--seed", "1", "--rounds", "10"), capsys)
+    assert code == 1
+    assert "internal error: RuntimeError: model fit diverged" in err and "Traceback" not in err
+    assert not out.exists()
+    led = json.loads(out.with_suffix(".ledger.json").read_text())
+    assert led["status"] == "failed"
+    assert len(led["entries"]) == 5          # the five 1-way measurements were released before the failure
