@@ -94,7 +94,10 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--max-model-size", type=_float, default=80.0, metavar="MB",
                    help="cap on the graphical model's junction-tree size in MB (default 80)")
     a.add_argument("--pgm-iters", type=_positive_int, default=1000, metavar="N",
-                   help="mirror-descent iterations per model refit (default 1000)")
+                   help="most mirror-descent iterations per model refit (default 1000)")
+    a.add_argument("--pgm-tol", type=_float, default=1e-6, metavar="TOL",
+                   help="stop a refit early when 50 iterations improve the fit by less than TOL "
+                        "(relative) twice in a row (default 1e-6; 0 always runs --pgm-iters)")
 
     au = sub.add_parser("audit", help="re-check a privacy ledger",
                         description="Recompute every entry of a ledger from its own parameters, the "
@@ -162,7 +165,7 @@ def _synth(args: argparse.Namespace) -> int:
     result = synthesize(silos, args.method, args.epsilon, args.delta, rows=args.rows, seed=args.seed,
                         ledger_path=ledger, progress=not args.quiet,
                         rounds=args.rounds, alpha=args.alpha, max_model_size=args.max_model_size,
-                        pgm_iters=args.pgm_iters, workload_degree=args.workload_degree,
+                        pgm_iters=args.pgm_iters, pgm_tol=args.pgm_tol, workload_degree=args.workload_degree,
                         workload_size=args.workload_size or None, workload_seed=args.workload_seed)
     try:
         result.to_csv(out)

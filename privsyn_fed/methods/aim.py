@@ -36,7 +36,8 @@ class AIMOptions:
     rounds: int | None = None          # T; default 16 * d
     alpha: float = 0.9                 # share of each round's budget spent on measurement
     max_model_size: float = 80.0       # MB, junction-tree size cap (ramped by the share spent)
-    pgm_iters: int = 1000              # mirror-descent iterations per refit
+    pgm_iters: int = 1000              # mirror-descent iterations per refit (at most)
+    pgm_tol: float | None = 1e-6       # stop a refit early once it has converged (None: never)
     workload_degree: int = DEFAULT_DEGREE
     workload_size: int | None = DEFAULT_SIZE
     workload_seed: int = DEFAULT_WORKLOAD_SEED
@@ -51,6 +52,8 @@ class AIMOptions:
             raise InputError(f"--max-model-size must be positive, not {self.max_model_size}")
         if self.pgm_iters < 1:
             raise InputError(f"--pgm-iters must be positive, not {self.pgm_iters}")
+        if self.pgm_tol is not None and not self.pgm_tol >= 0:
+            raise InputError(f"--pgm-tol must be 0 or positive, not {self.pgm_tol}")
         if self.workload_degree < 1:
             raise InputError(f"--workload-degree must be positive, not {self.workload_degree}")
 
@@ -105,7 +108,7 @@ def run_aim(silo: Silo, acc: Accountant, noise: NoiseSource, opts: AIMOptions, r
                                query=f"marginal({name})", where="curator")
         measurements.append(((name,), y, params.sigma))
     progress.update(acc.rho_spent / rho, f"measured {d} one-way marginals; fitting the model")
-    fitter = pgm.ModelFitter(domain, iters=opts.pgm_iters)
+    fitter = pgm.ModelFitter(domain, iters=opts.pgm_iters, tol=opts.pgm_tol or None)
     model = fitter.fit(measurements)
 
     t, terminate = 0, False
