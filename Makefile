@@ -26,6 +26,7 @@ demo: $(STAMP)
 	$(PY) -m privsyn_fed.demo
 
 bench: $(STAMP)
+	$(PY) benchmarks/marginals_adult.py
 	$(PY) benchmarks/aim_adult.py
 
 clean:
