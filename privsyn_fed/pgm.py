@@ -22,7 +22,7 @@ import os
 import warnings
 from typing import Any, NamedTuple, Sequence
 
-import jax  # noqa: E402
+import jax
 
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_enable_compilation_cache", False)
@@ -67,21 +67,34 @@ def map_count() -> int:
         return 0
 
 
-def expand_potentials(potentials: CliqueVector | None, domain: Domain, cliques) -> CliqueVector:
+def _align(table: np.ndarray, attrs: Sequence[str], target: Sequence[str]) -> np.ndarray:
+    """View ``table`` (axes ``attrs``) with axes in ``target`` order, size 1 on missing ones."""
+    order = sorted(range(len(attrs)), key=lambda i: target.index(attrs[i]))
+    shape = [1] * len(target)
+    for i in order:
+        shape[target.index(attrs[i])] = table.shape[i]
+    return np.transpose(table, order).reshape(shape)
+
+
+def expanded_tables(potentials: CliqueVector | None, domain: Domain, cliques) -> dict[tuple[str, ...], np.ndarray]:
     """``CliqueVector.expand`` in numpy: each old potential is added, broadcast, into the smallest
     new clique that contains it (mbi's ``reverse_clique_mapping``); other cliques start at zero."""
     cliques = [tuple(c) for c in cliques]
     mapping = reverse_clique_mapping(cliques, potentials.cliques, domain=domain) if potentials else {}
     tables = {}
     for cl in cliques:
-        dom = domain.project(cl)
-        table = np.zeros(dom.shape)
+        table = np.zeros(domain.project(cl).shape)
         for old in mapping.get(cl, []):
-            values = np.asarray(potentials[old].values, dtype=float)
-            values = values.reshape(values.shape + (1,) * (len(cl) - len(old)))
-            table += np.moveaxis(values, range(len(old)), [cl.index(a) for a in old])
-        tables[cl] = Factor(dom, jnp.asarray(table))
-    return CliqueVector(domain, cliques, tables)
+            table = table + _align(np.asarray(potentials[old].values, dtype=float), old, cl)
+        tables[cl] = table
+    return tables
+
+
+def expand_potentials(potentials: CliqueVector | None, domain: Domain, cliques) -> CliqueVector:
+    """The potentials re-expressed over ``cliques`` (same distribution), as mbi factors."""
+    tables = expanded_tables(potentials, domain, cliques)
+    return CliqueVector(domain, list(tables),
+                        {cl: Factor(domain.project(cl), jnp.asarray(t)) for cl, t in tables.items()})
 
 
 class CarriedState(NamedTuple):
@@ -155,15 +168,6 @@ class ModelFitter:
         return self.model
 
 
-def _align(table: np.ndarray, attrs: Sequence[str], target: Sequence[str]) -> np.ndarray:
-    """View ``table`` (axes ``attrs``) with axes in ``target`` order, size 1 on missing ones."""
-    order = sorted(range(len(attrs)), key=lambda i: target.index(attrs[i]))
-    shape = [1] * len(target)
-    for i in order:
-        shape[target.index(attrs[i])] = table.shape[i]
-    return np.transpose(table, order).reshape(shape)
-
-
 class MarginalReader:
     """The fitted model's marginals over arbitrary cliques, computed in numpy.
 
@@ -196,13 +200,7 @@ class MarginalReader:
             roots.add(root)
             preorder += [tuple(c) for c in nx.dfs_preorder_nodes(jtree, root)]
             parent.update({tuple(k): tuple(v) for k, v in nx.dfs_predecessors(jtree, root).items()})
-        mapping = reverse_clique_mapping(nodes, potentials.cliques, domain=domain)
-        table = {}
-        for c in nodes:
-            t = np.zeros(domain.project(c).shape)
-            for old in mapping[c]:
-                t = t + _align(np.asarray(potentials[old].values, dtype=float), old, c)
-            table[c] = t
+        table = expanded_tables(potentials, domain, nodes)
         factors = []
         for c in reversed(preorder):                      # children before their parent
             if c in roots:
@@ -234,11 +232,6 @@ class MarginalReader:
             operands += [table, [index[a] for a in cl]]
         out = opt_einsum.contract(*operands, [index[a] for a in clique], optimize="greedy")
         return (out / out.sum() * self.total).ravel()
-
-
-def model_marginal(model: MarkovRandomField, clique: Sequence[str]) -> np.ndarray:
-    """The model's marginal over ``clique`` as a flat float64 vector (row-major)."""
-    return MarginalReader(model)(clique)
 
 
 def model_cliques(model: MarkovRandomField) -> list[tuple[str, ...]]:

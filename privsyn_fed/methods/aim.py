@@ -102,6 +102,8 @@ def run_aim(silo: Silo, acc: Accountant, noise: NoiseSource, opts: AIMOptions, r
     def true_marginal(cl: tuple[str, ...]) -> np.ndarray:
         return silo.marginal([index[c] for c in cl])
 
+    answers = {cl: true_marginal(cl) for cl in candidates}      # private; used only inside mechanisms
+
     measurements: list[tuple[tuple[str, ...], np.ndarray, float]] = []
     for name in names:
         y = gaussian_mechanism(acc, noise, true_marginal((name,)), sigma=params.sigma,
@@ -110,6 +112,7 @@ def run_aim(silo: Silo, acc: Accountant, noise: NoiseSource, opts: AIMOptions, r
     progress.update(acc.rho_spent / rho, f"measured {d} one-way marginals; fitting the model")
     fitter = pgm.ModelFitter(domain, iters=opts.pgm_iters, tol=opts.pgm_tol or None)
     model = fitter.fit(measurements)
+    estimate = pgm.MarginalReader(model)
 
     t, terminate = 0, False
     while not terminate:
@@ -120,20 +123,20 @@ def run_aim(silo: Silo, acc: Accountant, noise: NoiseSource, opts: AIMOptions, r
         size_limit = opts.max_model_size * (acc.rho_spent + params.rho) / rho
         cands = core.filter_candidates(candidates, pgm.model_cliques(model), domain, size_limit)
         keys = list(cands)
-        estimate = pgm.MarginalReader(model)
-        scores = np.array([core.aim_score(cands[cl], true_marginal(cl), estimate(cl), params.sigma)
+        scores = np.array([core.aim_score(cands[cl], answers[cl], estimate(cl), params.sigma)
                            for cl in keys])
         sensitivity = max(cands.values())
         pick = keys[exponential_mechanism(acc, noise, scores, epsilon=params.epsilon, sensitivity=sensitivity,
                                           query=f"select among {len(keys)} candidate marginals",
                                           where="curator", round=t)]
-        y = gaussian_mechanism(acc, noise, true_marginal(pick), sigma=params.sigma,
+        y = gaussian_mechanism(acc, noise, answers[pick], sigma=params.sigma,
                                query=f"marginal({', '.join(pick)})", where="curator", round=t)
         measurements.append((pick, y, params.sigma))
         before = estimate(pick)
         model = fitter.fit(measurements)
+        estimate = pgm.MarginalReader(model)
         progress.update(acc.rho_spent / rho, f"round {t}: measured ({', '.join(pick)}), sigma={params.sigma:.1f}")
-        if not terminate and core.should_anneal(before, pgm.MarginalReader(model)(pick), params.sigma):
+        if not terminate and core.should_anneal(before, estimate(pick), params.sigma):
             params = params.annealed()
     n_rows = rows if rows is not None else max(1, int(round(float(model.total))))
     codes = pgm.sample_codes(model, names, n_rows, sample_seed)
