@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from .accounting import Accountant
+from .aggregate import Aggregator, InProcessAggregator
 from .encode import decode_codes
 from .errors import InputError
 from .fileio import write_atomic
@@ -18,7 +19,9 @@ from .progress import Progress, Silent
 from .schema import Schema
 from .silo import Silo
 
-METHODS = ("aim",)
+METHODS = ("aim", "distaim", "flaim")
+#: Fewest silos each method accepts.
+MIN_SILOS = {"aim": 1, "distaim": 2, "flaim": 2}
 
 
 @dataclass
@@ -30,6 +33,8 @@ class SynthResult:
     method: str
     info: dict[str, Any]
     accountant: Accountant | None = field(default=None, repr=False)
+    #: The fitted graphical model the rows were sampled from (for holdout likelihoods).
+    model: Any = field(default=None, repr=False)
 
     def to_csv(self, path: str | Path) -> None:
         write_csv_atomic(self.data, Path(path))
@@ -48,39 +53,42 @@ def check_budget_args(epsilon: float, delta: float) -> None:
 
 def synthesize(silos: Sequence[Silo], method: str = "aim", epsilon: float = 1.0, delta: float = 1e-9, *,
                rows: int | None = None, seed: int | None = None, ledger_path: str | Path | None = None,
-               progress: bool | Progress = False, **options: Any) -> SynthResult:
+               progress: bool | Progress = False, aggregator: Aggregator | None = None,
+               **options: Any) -> SynthResult:
     """Release one synthetic table of the silos' union under (epsilon, delta)-DP.
 
     ``seed`` makes the run reproducible by drawing noise from a seeded generator; such a release
     is marked ``seeded`` in its ledger and carries no real guarantee (tests and demos only).
     ``ledger_path`` makes the ledger durable: it is written before each noisy value is released.
-    Method options (for ``aim``: see ``AIMOptions``) are passed as keyword arguments.
+    ``aggregator`` (federated methods) combines the silos' statistics; the default is the
+    in-process trusted aggregator. Method options are keyword arguments: ``AIMOptions`` for
+    ``aim``, ``FederatedOptions`` for ``distaim``, ``FLAIMOptions`` for ``flaim``.
     """
     if method not in METHODS:
         raise InputError(f"unknown method {method!r}; available: {', '.join(METHODS)}")
     check_budget_args(epsilon, delta)
-    if not silos:
-        raise InputError("at least one silo is needed")
+    if len(silos) < MIN_SILOS[method]:
+        raise InputError(f"method {method} needs at least {MIN_SILOS[method]} silos, got {len(silos)}")
     schema: Schema = silos[0].schema
-    for s in silos[1:]:
+    seen = set()
+    for s in silos:
         if s.schema.to_dict() != schema.to_dict():
             raise InputError(f"{s.name}: silo was read with a different schema")
+        if s.name in seen:
+            raise InputError(f"{s.name}: the same silo is given twice")
+        seen.add(s.name)
     if rows is not None and (not isinstance(rows, (int, np.integer)) or rows < 1):
         raise InputError(f"rows must be a positive integer, not {rows!r}")
     reporter = progress if isinstance(progress, Progress) else (Progress(method) if progress else Silent())
 
-    from .methods.aim import THREAT_MODEL, AIMOptions, run_aim
-
-    opts = AIMOptions(**options)
-    opts.validate()
+    opts, threat, run = _method(method, silos, aggregator, options)
     noise = noise_source(seed)
     acc = Accountant(epsilon, delta, method, seeded=noise.seeded, ledger_path=ledger_path,
-                     threat_model=THREAT_MODEL,
+                     threat_model=threat,
                      details={"silos": len(silos), "noise": noise.name,
                               "options": {k: v for k, v in vars(opts).items() if k != "workload"}})
     try:
-        result = run_aim(Silo.pooled(silos), acc, noise, opts, rows,
-                         sample_seed=None if seed is None else seed + 1, progress=reporter)
+        result = run(acc, noise, opts, rows, seed, reporter)
         rng = np.random.default_rng(None if seed is None else seed + 2)
         data = decode_codes(result.codes, schema, rng)
     except BaseException:
@@ -88,6 +96,41 @@ def synthesize(silos: Sequence[Silo], method: str = "aim", epsilon: float = 1.0,
         raise
     finally:
         reporter.close()
-    info = {"rounds": result.rounds, "workload": [list(c) for c in result.workload], "rows": len(data)}
-    acc.finish("complete", rounds=result.rounds, workload_size=len(result.workload), rows=len(data))
-    return SynthResult(data, acc.ledger(), method, info, acc)
+    info = {"rounds": result.rounds, "workload": [list(c) for c in result.workload], "rows": len(data),
+            **result.info}
+    acc.finish("complete", rounds=result.rounds, workload_size=len(result.workload), rows=len(data),
+               **{k: v for k, v in result.info.items() if k == "traffic"})
+    return SynthResult(data, acc.ledger(), method, info, acc, result.model)
+
+
+def _method(method: str, silos: Sequence[Silo], aggregator: Aggregator | None, options: dict[str, Any]):
+    """Options, threat model and a runner ``(acc, noise, opts, rows, seed, progress)`` for ``method``."""
+    def seeds(seed):       # client sampling, then sampling rows from the model
+        return (None, None) if seed is None else (seed + 3, seed + 1)
+
+    if method == "aim":
+        from .methods.aim import THREAT_MODEL, AIMOptions, run_aim
+        opts = _options(AIMOptions, options)
+        return opts, THREAT_MODEL, lambda acc, noise, o, rows, seed, prog: run_aim(
+            Silo.pooled(silos), acc, noise, o, rows, sample_seed=seeds(seed)[1], progress=prog)
+    agg = aggregator or InProcessAggregator(silos)
+    if method == "distaim":
+        from .methods.distaim import run_distaim, threat_model
+        from .methods.federated import FederatedOptions
+        opts = _options(FederatedOptions, options)
+        return opts, threat_model(agg), lambda acc, noise, o, rows, seed, prog: run_distaim(
+            agg, acc, noise, o, rows, *seeds(seed), progress=prog)
+    from .methods.flaim import FLAIMOptions, run_flaim, threat_model
+    opts = _options(FLAIMOptions, options)
+    return opts, threat_model(agg), lambda acc, noise, o, rows, seed, prog: run_flaim(
+        agg, acc, noise, o, rows, *seeds(seed), progress=prog)
+
+
+def _options(cls, options: dict[str, Any]):
+    known = set(cls.__dataclass_fields__)
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise InputError(f"option {unknown[0]!r} does not apply to this method; it takes: {', '.join(sorted(known))}")
+    opts = cls(**options)
+    opts.validate()
+    return opts

@@ -22,8 +22,20 @@ example:
   privsyn-fed synth --method aim --schema schema.json --silo a.csv --silo b.csv \\
       --epsilon 1 --delta 1e-9 --out synthetic.csv
 
-Method `aim` is the trusted-curator baseline: one curator pools every silo's rows.
-The federated and MPC methods (distaim, flaim, fedtda) are not available in this version."""
+  privsyn-fed synth --method flaim --variant private --schema schema.json \
+      --silo a.csv --silo b.csv --silo c.csv --epsilon 1 --delta 1e-9 --out synthetic.csv
+
+methods:
+  aim      trusted-curator baseline: one curator pools every silo's rows
+  distaim  silos send their answers to a trusted aggregator once, when first sampled;
+           AIM's select and measure run on the pooled answers
+  flaim    federated: each sampled silo selects marginals locally, the aggregator sums and
+           adds noise (variant private: AugFLAIM with a private heterogeneity proxy)
+The federated methods use an in-process trusted aggregator; secure computation (MPC) and
+fedtda are not available in this version.
+
+sample rate: by default every silo takes part in every round when there are fewer than 100
+silos, and each silo takes part with probability 0.1 from 100 silos on (--sample-rate)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -60,8 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Release one synthetic CSV of the union of the silos under "
                                    "(epsilon, delta)-differential privacy, with its privacy ledger.",
                        epilog=SYNTH_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    s.add_argument("--method", choices=["aim"], default="aim",
-                   help="synthesis method (default aim: trusted-curator AIM over the pooled rows)")
+    s.add_argument("--method", choices=["aim", "distaim", "flaim"], default="aim",
+                   help="synthesis method (default aim: trusted-curator AIM over the pooled rows); "
+                        "see below")
     s.add_argument("--schema", required=True, metavar="SCHEMA",
                    help="public schema (JSON or YAML): columns, bounds, bins, categories")
     s.add_argument("--silo", action="append", required=True, metavar="CSV",
@@ -85,10 +98,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how many K-way marginals to sample (default 64; 0 means all of them)")
     g.add_argument("--workload-seed", type=int, default=0, metavar="S",
                    help="seed of the (public, data-independent) workload sample (default 0)")
-    a = s.add_argument_group("AIM options")
+    a = s.add_argument_group("options of the AIM family (aim, distaim, flaim)")
     a.add_argument("--rounds", type=_positive_int, metavar="T",
-                   help="budget split into T rounds (default 16 x number of columns); AIM anneals "
-                        "and stops when the budget is spent")
+                   help="budget split into T rounds (default: 16 x number of columns for aim, 10 for "
+                        "distaim and flaim); aim and distaim anneal and stop when the budget is spent, "
+                        "flaim runs exactly T global rounds")
     a.add_argument("--alpha", type=_float, default=0.9, metavar="A",
                    help="share of each round spent on measurement rather than selection (default 0.9)")
     a.add_argument("--max-model-size", type=_float, default=80.0, metavar="MB",
@@ -98,6 +112,17 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--pgm-tol", type=_float, default=1e-6, metavar="TOL",
                    help="stop a refit early when 50 iterations improve the fit by less than TOL "
                         "(relative) twice in a row (default 1e-6; 0 always runs --pgm-iters)")
+    f = s.add_argument_group("federated options (distaim, flaim)")
+    f.add_argument("--sample-rate", type=_float, metavar="P",
+                   help="probability that a silo takes part in a round, in (0, 1] (default: 1 below "
+                        "100 silos, 0.1 from 100 silos on); sampling never looks at the data")
+    f.add_argument("--variant", choices=["naive", "private", "oracle"],
+                   help="flaim only (default private): naive = local AIM scores; private = AugFLAIM "
+                        "with a DP heterogeneity proxy, filter-and-combine and measurement weighting; "
+                        "oracle = uses the true pooled marginals, NOT private, research baseline only")
+    f.add_argument("--local-steps", type=_positive_int, metavar="S",
+                   help="flaim only: selections per sampled silo per round (default 1); S > 1 costs "
+                        "2S - 1 Gaussian releases per round, not S")
 
     au = sub.add_parser("audit", help="re-check a privacy ledger",
                         description="Recompute every entry of a ledger from its own parameters, the "
@@ -141,8 +166,29 @@ def _check_output(path: Path, what: str, force: bool) -> None:
         raise InputError(f"{path}: already exists; choose another name or pass --force to replace it")
 
 
+def _method_options(args: argparse.Namespace) -> dict:
+    """The method options given on the command line; options of another method are usage errors."""
+    opts = dict(alpha=args.alpha, max_model_size=args.max_model_size, pgm_iters=args.pgm_iters,
+                pgm_tol=args.pgm_tol, workload_degree=args.workload_degree,
+                workload_size=args.workload_size or None, workload_seed=args.workload_seed)
+    if args.rounds is not None:
+        opts["rounds"] = args.rounds
+    only = {"sample_rate": ("distaim", "flaim"), "variant": ("flaim",), "local_steps": ("flaim",)}
+    for name, methods in only.items():
+        value = getattr(args, name)
+        if value is None:
+            continue
+        if args.method not in methods:
+            raise InputError(f"--{name.replace('_', '-')} applies to --method {' or '.join(methods)}, "
+                             f"not {args.method}")
+        opts[name] = value
+    if args.sample_rate is not None and not 0 < args.sample_rate <= 1:
+        raise InputError(f"--sample-rate must lie in (0, 1], not {args.sample_rate:g}")
+    return opts
+
+
 def _synth(args: argparse.Namespace) -> int:
-    from .api import check_budget_args, synthesize
+    from .api import MIN_SILOS, check_budget_args, synthesize
     from .schema import Schema
     from .silo import Silo
 
@@ -155,6 +201,10 @@ def _synth(args: argparse.Namespace) -> int:
     _check_output(ledger, "ledger", args.force)
     if args.workload_size < 0:
         raise InputError(f"--workload-size must be 0 (all) or positive, not {args.workload_size}")
+    options = _method_options(args)
+    if len(args.silo) < MIN_SILOS[args.method]:
+        raise InputError(f"--method {args.method} needs at least {MIN_SILOS[args.method]} --silo files, "
+                         f"got {len(args.silo)}")
     schema = Schema.load(args.schema)
     silos = [Silo.from_csv(p, schema) for p in args.silo]      # every input checked before any spend
     for silo in silos:
@@ -163,10 +213,7 @@ def _synth(args: argparse.Namespace) -> int:
                 print(f"privsyn-fed: note for the operator of {silo.name}: {n} value(s) of '{col}' lay "
                       f"outside the schema's bounds and were clipped (private; not released)", file=sys.stderr)
     result = synthesize(silos, args.method, args.epsilon, args.delta, rows=args.rows, seed=args.seed,
-                        ledger_path=ledger, progress=not args.quiet,
-                        rounds=args.rounds, alpha=args.alpha, max_model_size=args.max_model_size,
-                        pgm_iters=args.pgm_iters, pgm_tol=args.pgm_tol, workload_degree=args.workload_degree,
-                        workload_size=args.workload_size or None, workload_seed=args.workload_seed)
+                        ledger_path=ledger, progress=not args.quiet, **options)
     try:
         result.to_csv(out)
     except BaseException:
@@ -177,6 +224,13 @@ def _synth(args: argparse.Namespace) -> int:
           f"from {len(silos)} silo(s) by {args.method}")
     print(f"wrote {ledger}: epsilon={led['epsilon']:.4f} at delta={led['delta']:g} spent "
           f"(rho {led['rho_spent']:.6g} of {led['rho_budget']:.6g}) in {len(led['entries'])} mechanism calls")
+    traffic = result.info.get("traffic")
+    if traffic:
+        print(f"communication: {traffic['silos_active']} of {traffic['silos']} silos took part; per silo "
+              f"{traffic['mean_bytes_sent_per_active_silo'] / 1e6:.3f} MB sent and "
+              f"{traffic['mean_bytes_received_per_active_silo'] / 1e6:.3f} MB received on average")
+    if led.get("non_private"):
+        print(f"WARNING: {led['non_private']}", file=sys.stderr)
     if led["seeded"]:
         print("warning: seeded run: the noise is predictable from the seed; not a private release",
               file=sys.stderr)

@@ -115,6 +115,8 @@ def audit_ledger(ledger: dict[str, Any]) -> AuditReport:
     if ledger.get("seeded"):
         rep.warnings.append("SEEDED RUN: its noise is predictable to anyone who knows the seed; "
                             "the guarantee does not hold for this release (tests and demos only)")
+    if ledger.get("non_private"):
+        rep.problems.append(f"NOT PRIVATE: {ledger['non_private']}")
     if ledger.get("status") not in (None, "complete"):
         rep.warnings.append(f"run status is {ledger.get('status')!r}: the release did not finish; "
                             "the entries record what was spent before it stopped")

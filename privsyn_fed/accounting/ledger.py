@@ -76,6 +76,8 @@ class Accountant:
         self.rho_spent = 0.0
         self.status = "running"
         self.created = _now()
+        #: Why this release carries no DP guarantee (e.g. a non-private research baseline); None if it does.
+        self.non_private: str | None = None
 
     # ---- spending -----------------------------------------------------------------------------
     @property
@@ -112,6 +114,11 @@ class Accountant:
                             "sensitivity": float(sensitivity), "epsilon": float(epsilon),
                             "where": where, **extra})
 
+    def mark_non_private(self, reason: str) -> None:
+        """Declare, in the ledger itself, that the release uses unprotected statistics."""
+        self.non_private = reason
+        self._persist()
+
     def finish(self, status: str = "complete", **details: Any) -> None:
         self.status = status
         self.details.update(details)
@@ -129,6 +136,7 @@ class Accountant:
             "rho_budget": self.rho_budget,
             "rho_spent": self.rho_spent,
             "seeded": self.seeded,
+            **({"non_private": self.non_private} if self.non_private else {}),
             "status": self.status,
             "conversion": "Canonne-Kamath-Steinke zCDP to (epsilon, delta), OpenDP make_zCDP_to_approxDP",
             "threat_model": self.threat_model,

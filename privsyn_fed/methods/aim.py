@@ -24,7 +24,7 @@ from ..errors import InputError
 from ..mechanisms import NoiseSource, exponential_mechanism, gaussian_mechanism
 from ..progress import Progress, Silent
 from ..silo import Silo
-from ..workload import DEFAULT_DEGREE, DEFAULT_SIZE, DEFAULT_WORKLOAD_SEED, downward_closure, sample_workload
+from ..workload import DEFAULT_DEGREE, DEFAULT_SIZE, DEFAULT_WORKLOAD_SEED, sample_workload
 from . import core
 
 THREAT_MODEL = ("aim: a trusted curator pools every silo's rows and runs AIM; the curator sees all raw "
@@ -72,24 +72,15 @@ def workload_cliques(names: Sequence[str], opts: AIMOptions) -> list[tuple[int, 
     return sample_workload(len(names), opts.workload_degree, opts.workload_size, opts.workload_seed)
 
 
-@dataclass
-class AIMResult:
-    codes: np.ndarray
-    model: object
-    rounds: int
-    workload: list[tuple[str, ...]]
+def problem_for(schema, opts: AIMOptions) -> core.Problem:
+    return core.Problem.build(schema.names, schema.shape, workload_cliques(schema.names, opts))
 
 
 def run_aim(silo: Silo, acc: Accountant, noise: NoiseSource, opts: AIMOptions, rows: int | None,
-            sample_seed: int | None, progress: Progress | None = None) -> AIMResult:
+            sample_seed: int | None, progress: Progress | None = None) -> core.MethodResult:
     progress = progress or Silent()
-    schema = silo.schema
-    names, shape = schema.names, schema.shape
-    index = {n: i for i, n in enumerate(names)}
-    domain = pgm.make_domain(names, shape)
-    workload = [tuple(names[i] for i in cl) for cl in workload_cliques(names, opts)]
-    candidates = {tuple(names[i] for i in cl): w
-                  for cl, w in downward_closure([tuple(index[c] for c in s) for s in workload]).items()}
+    prob = problem_for(silo.schema, opts)
+    names, domain, candidates = prob.names, prob.domain, prob.candidates
     d = len(names)
     rho = acc.rho_budget
     T = opts.rounds or 16 * d
@@ -100,7 +91,7 @@ def run_aim(silo: Silo, acc: Accountant, noise: NoiseSource, opts: AIMOptions, r
                          f"would exceed the budget (use at least {int(np.ceil(opts.alpha * d)) + 1})")
 
     def true_marginal(cl: tuple[str, ...]) -> np.ndarray:
-        return silo.marginal([index[c] for c in cl])
+        return silo.marginal(prob.columns(cl))
 
     answers = {cl: true_marginal(cl) for cl in candidates}      # private; used only inside mechanisms
 
@@ -138,7 +129,6 @@ def run_aim(silo: Silo, acc: Accountant, noise: NoiseSource, opts: AIMOptions, r
         progress.update(acc.rho_spent / rho, f"round {t}: measured ({', '.join(pick)}), sigma={params.sigma:.1f}")
         if not terminate and core.should_anneal(before, estimate(pick), params.sigma):
             params = params.annealed()
-    n_rows = rows if rows is not None else max(1, int(round(float(model.total))))
-    codes = pgm.sample_codes(model, names, n_rows, sample_seed)
-    progress.log(f"{t} rounds, {len(measurements)} measurements; sampled {n_rows} rows")
-    return AIMResult(codes, model, t, workload)
+    codes = core.sample_from(model, names, rows, sample_seed)
+    progress.log(f"{t} rounds, {len(measurements)} measurements; sampled {len(codes)} rows")
+    return core.MethodResult(codes, model, t, prob.workload)

@@ -6,12 +6,13 @@ private statistic the caller passes in for scoring; the caller's mechanism charg
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Sequence
 
 import numpy as np
 
 from .. import pgm
+from ..workload import downward_closure
 
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
@@ -69,3 +70,46 @@ def should_anneal(before: np.ndarray, after: np.ndarray, sigma: float) -> bool:
     """AIM's annealing test (post-processing): the model's marginal moved by at most the
     expected L1 norm of the measurement noise."""
     return float(np.abs(after - before).sum()) <= SQRT_2_OVER_PI * sigma * before.size
+
+
+@dataclass
+class Problem:
+    """The public set-up of a run: columns, domain, workload and candidate marginals.
+
+    ``candidates`` is the workload's downward closure with AIM's weights ``w_r = sum_s |r & s|``.
+    """
+
+    names: list[str]
+    shape: list[int]
+    domain: Any
+    workload: list[tuple[str, ...]]
+    candidates: dict[tuple[str, ...], float]
+
+    @classmethod
+    def build(cls, names: Sequence[str], shape: Sequence[int], workload: Sequence[Sequence[int]]) -> "Problem":
+        names = list(names)
+        candidates = {tuple(names[i] for i in cl): w for cl, w in downward_closure(list(workload)).items()}
+        return cls(names, list(shape), pgm.make_domain(names, shape),
+                   [tuple(names[i] for i in cl) for cl in workload], candidates)
+
+    def columns(self, clique: Sequence[str]) -> list[int]:
+        """Column indices of a clique given by names."""
+        return [self.names.index(c) for c in clique]
+
+    def cells(self, clique: Sequence[str]) -> int:
+        return int(np.prod([self.shape[i] for i in self.columns(clique)], dtype=np.int64))
+
+
+@dataclass
+class MethodResult:
+    codes: np.ndarray
+    model: object
+    rounds: int
+    workload: list[tuple[str, ...]]
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def sample_from(model, names: Sequence[str], rows: int | None, seed: int | None) -> np.ndarray:
+    """Encoded rows drawn from the model: ``rows`` of them, or its noisy total."""
+    n_rows = rows if rows is not None else max(1, int(round(float(model.total))))
+    return pgm.sample_codes(model, list(names), n_rows, seed)

@@ -1,0 +1,127 @@
+"""DistAIM (FLAIM paper, Algorithm 3): AIM's select and measure on a pool of the silos' answers.
+
+With budget ``rho``, ``T`` rounds, ``d`` columns and ``alpha``:
+``sigma = sqrt((T + d) / (2 alpha rho))``, ``eps = sqrt(8 (1 - alpha) rho / T)``.
+  1. every column's 1-way marginal over a fresh client sample is measured; a model is fitted;
+  2. each round: silos are Poisson-sampled; a sampled silo not seen before contributes its
+     answers to every candidate marginal once, and the pool ``A_r`` (held by the aggregator; secret
+     shares in MPC) grows; AIM's final-round rule and size filter apply; the exponential
+     mechanism selects on ``u_r = w_r (||A_r - N_t p_r||_1 - sqrt(2/pi) sigma n_r)`` where
+     ``N_t`` is the pool's true size (it never leaves the aggregator) and ``p_r`` the model's
+     normalised marginal: a record added to the pool moves ``A_r`` by one cell and ``N_t p_r`` by
+     ``p_r``, so the sensitivity is ``2 max w``; ``A_r + N(0, sigma^2)`` is measured and rescaled
+     by its noisy row count; the model is refitted and AIM's annealing applies.
+Once pooled, a record is in every later answer, so client sampling gives no amplification: the
+accounting is central AIM's.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import pgm
+from ..accounting import Accountant
+from ..aggregate import Aggregator
+from ..mechanisms import NoiseSource, exponential_mechanism, gaussian_mechanism
+from ..progress import Progress, Silent
+from . import core
+from .aim import problem_for
+from .federated import (ClientSampler, FederatedOptions, TotalEstimator, default_sample_rate, fit_limit,
+                        measure_initial_oneways, normalised, rescale)
+
+
+def threat_model(agg: Aggregator) -> str:
+    return ("distaim: each silo sends its answers to every candidate marginal once, when first sampled; "
+            f"{agg.threat_model}. Selection and measurement run on the pooled answers.")
+
+
+def distaim_params(rho: float, rounds: int, n_columns: int, alpha: float) -> core.RoundParams:
+    """``sigma = sqrt((T + d) / (2 alpha rho))``, ``eps = sqrt(8 (1 - alpha) rho / T)``: the ``d``
+    initial 1-ways and ``T`` rounds spend exactly ``rho``."""
+    return core.RoundParams(math.sqrt((rounds + n_columns) / (2.0 * alpha * rho)),
+                            math.sqrt(8.0 * (1.0 - alpha) * rho / rounds))
+
+
+class Pool:
+    """The aggregate ``A_r = sum_{k in Seen} M_r(D_k)`` over every candidate marginal."""
+
+    def __init__(self, agg: Aggregator, prob: core.Problem):
+        self.agg, self.prob = agg, prob
+        self.keys = list(prob.candidates)
+        self.sizes = [prob.cells(q) for q in self.keys]
+        self.answers = {q: np.zeros(n, dtype=np.int64) for q, n in zip(self.keys, self.sizes)}
+        self.seen: set[str] = set()
+
+    def add(self, silos: list[str], round: int) -> list[str]:
+        """Silos not seen before send every candidate answer (one payload each); returns them."""
+        new = [k for k in silos if k not in self.seen]
+        if new:
+            def answers(silo):
+                return np.concatenate([silo.marginal(self.prob.columns(q)) for q in self.keys])
+            total = self.agg.sum(answers, new, round=round, label="candidate answers")
+            for q, part in zip(self.keys, np.split(total, np.cumsum(self.sizes)[:-1])):
+                self.answers[q] += part
+            self.seen.update(new)
+        return new
+
+    @property
+    def size(self) -> int:
+        """``N_t``: secret (stays with the aggregator; used only inside the mechanisms)."""
+        return int(self.answers[self.keys[0]].sum())
+
+
+def run_distaim(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: FederatedOptions,
+                rows: int | None, sampling_seed: int | None, sample_seed: int | None,
+                progress: Progress | None = None) -> core.MethodResult:
+    progress = progress or Silent()
+    silos = agg.silo_names
+    prob = problem_for(agg.local(silos[0]).schema, opts)
+    names, shape, domain = prob.names, prob.shape, prob.domain
+    d, T, rho = len(names), opts.rounds, acc.rho_budget
+    params = distaim_params(rho, T, d, opts.alpha)
+    rate = opts.sample_rate or default_sample_rate(len(silos))
+    sampler = ClientSampler(silos, rate, np.random.default_rng(sampling_seed))
+    totals = TotalEstimator(len(silos))
+
+    measurements = measure_initial_oneways(agg, acc, noise, sampler, names, shape, params.sigma, totals)
+    fitter = pgm.ModelFitter(domain, iters=opts.pgm_iters, tol=opts.pgm_tol or None)
+    model = fitter.fit(measurements)
+    reader = pgm.MarginalReader(model)
+    progress.update(acc.rho_spent / rho, f"measured {d} one-way marginals over sampled silos")
+    pool = Pool(agg, prob)
+
+    t, terminate = 0, False
+    while not terminate:
+        t += 1
+        last = core.final_round(params, acc.remaining, opts.alpha)
+        if last is not None:
+            params, terminate = last, True
+        new = pool.add(sampler.draw(), round=t)
+        limit = fit_limit(rho, acc.rho_spent + params.rho, opts.max_model_size)
+        cands = core.filter_candidates(prob.candidates, pgm.model_cliques(model), domain, limit)
+        keys = list(cands)
+        n_pool = pool.size
+        scores = np.array([core.aim_score(cands[q], pool.answers[q], n_pool * normalised(reader(q)), params.sigma)
+                           for q in keys])
+        pick = keys[exponential_mechanism(acc, noise, scores, epsilon=params.epsilon,
+                                          sensitivity=2.0 * max(cands.values()), where=agg.where, round=t,
+                                          query=f"select among {len(keys)} candidate marginals (pooled)")]
+        y = gaussian_mechanism(acc, noise, pool.answers[pick], sigma=params.sigma, where=agg.where, round=t,
+                               query=f"marginal({', '.join(pick)}) over the pool", silos=len(pool.seen))
+        n_hat = totals.estimate(float(y.sum()), y.size, params.sigma, len(pool.seen))
+        measurement = rescale(pick, y, params.sigma, n_hat, totals.population)
+        measurements.append(measurement)
+        before = reader(pick)
+        model = fitter.fit(measurements)
+        reader = pgm.MarginalReader(model)
+        progress.update(acc.rho_spent / rho, f"round {t}: {len(new)} new silo(s), pool of {len(pool.seen)}; "
+                                             f"measured ({', '.join(pick)})")
+        if not terminate and core.should_anneal(before, reader(pick), measurement[2]):
+            params = params.annealed()
+    codes = core.sample_from(model, names, rows, sample_seed)
+    progress.log(f"{t} rounds, pool of {len(pool.seen)} of {len(silos)} silos; sampled {len(codes)} rows")
+    info = {"sample_rate": rate, "pooled_silos": len(pool.seen),
+            "traffic": agg.traffic.summary(silos) if hasattr(agg, "traffic") else None}
+    return core.MethodResult(codes, model, t, prob.workload, info)
+

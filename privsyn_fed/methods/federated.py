@@ -1,0 +1,155 @@
+"""Steps shared by the federated members of the AIM family (DistAIM, FLAIM).
+
+* ``ClientSampler``: Poisson client sampling at rate ``p``, redrawn until non-empty. It uses
+  only its own random generator (never the data), so which silos take part reveals nothing.
+* ``TotalEstimator``: row totals come from noise, never from true counts. The sum of a noisy
+  marginal over ``c`` cells estimates the rows behind it with variance ``c sigma^2``; for large
+  marginals over few silos that is worse than useless, so it is combined (inverse-variance) with
+  the estimate ``m * N_hat / K`` from the number ``m`` of silos that contributed, whose standard
+  deviation is taken as ``sqrt(m) * N_hat / K`` (silo sizes assumed to vary by about their mean).
+  Both inputs are DP outputs or public, so this is post-processing.
+* ``measure_initial_oneways``: DistAIM and FLAIM start from every column's 1-way marginal, each
+  summed over a fresh client sample and measured with ``N(0, sigma^2)`` (sensitivity 1 each).
+* ``rescale``: a measurement over ``n_hat`` rows is scaled to the population estimate ``N_hat``:
+  ``(N_hat / n_hat) y`` with standard deviation ``sigma N_hat / n_hat``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from .. import pgm
+from ..accounting import Accountant
+from ..aggregate import Aggregator
+from ..errors import InputError
+from ..mechanisms import NoiseSource, gaussian_mechanism
+from .aim import AIMOptions
+
+#: With at least this many silos the default sample rate is ``MANY_SILOS_RATE``; below it every
+#: silo takes part in every round.
+MANY_SILOS = 100
+MANY_SILOS_RATE = 0.1
+
+Measurement = tuple[tuple[str, ...], np.ndarray, float]
+
+
+def default_sample_rate(n_silos: int) -> float:
+    """1 (every silo, every round) for fewer than 100 silos; 0.1 from 100 silos on (the FLAIM paper)."""
+    return MANY_SILOS_RATE if n_silos >= MANY_SILOS else 1.0
+
+
+@dataclass
+class FederatedOptions(AIMOptions):
+    rounds: int | None = 10            # T, global rounds
+    sample_rate: float | None = None   # p; default from ``default_sample_rate``
+
+    def validate(self) -> None:
+        super().validate()
+        if self.sample_rate is not None and not 0 < self.sample_rate <= 1:
+            raise InputError(f"--sample-rate must lie in (0, 1], not {self.sample_rate}")
+
+
+class ClientSampler:
+    """Poisson sampling of silos: each takes part independently with probability ``rate``."""
+
+    def __init__(self, names: Sequence[str], rate: float, rng: np.random.Generator):
+        self.names = list(names)
+        self.rate = rate
+        self.rng = rng
+
+    def draw(self) -> list[str]:
+        while True:
+            keep = self.rng.random(len(self.names)) < self.rate
+            if keep.any():
+                return [n for n, k in zip(self.names, keep) if k]
+
+
+class TotalEstimator:
+    """Noisy row totals combined with a prior from the number of contributing silos."""
+
+    def __init__(self, n_silos: int, per_silo: float | None = None):
+        self.n_silos = n_silos
+        self.per_silo = per_silo          # estimated mean rows per silo (set from the 1-ways)
+
+    @property
+    def population(self) -> float:
+        return max(1.0, self.per_silo * self.n_silos)
+
+    def estimate(self, noisy_sum: float, cells: int, sigma: float, contributors: int,
+                 per_silo: float | None = None) -> float:
+        """Inverse-variance combination of ``noisy_sum`` (variance ``cells sigma^2``) and
+        ``contributors * per_silo`` (variance ``contributors per_silo^2``); at least 1."""
+        c = self.per_silo if per_silo is None else per_silo
+        v_noise = cells * sigma ** 2
+        if c is None or c <= 0:
+            return max(1.0, noisy_sum)
+        prior, v_prior = contributors * c, contributors * c ** 2
+        est = (noisy_sum / v_noise + prior / v_prior) / (1.0 / v_noise + 1.0 / v_prior)
+        return max(1.0, est)
+
+
+def rescale(clique: tuple[str, ...], y: np.ndarray, sigma: float, n_hat: float, population: float,
+            weighted: bool = True) -> Measurement:
+    """``(N_hat / n_hat) y`` with standard deviation ``sigma N_hat / n_hat`` (``sigma`` when the
+    measurement weighting is off, as in NaiveFLAIM)."""
+    factor = population / n_hat
+    return clique, np.asarray(y, dtype=float) * factor, (sigma * factor if weighted else sigma)
+
+
+def measure_initial_oneways(agg: Aggregator, acc: Accountant, noise: NoiseSource, sampler: ClientSampler,
+                            names: Sequence[str], shape: Sequence[int], sigma: float,
+                            totals: TotalEstimator, weighted: bool = True) -> list[Measurement]:
+    """Each column's 1-way marginal over a fresh client sample, plus ``N(0, sigma^2)``.
+
+    Sets ``totals.per_silo`` (mean noisy rows per sampled silo) and returns the measurements
+    rescaled to the population estimate.
+    """
+    raw = []
+    for i, name in enumerate(names):
+        among = sampler.draw()
+        y = agg.sum(lambda silo, i=i: silo.marginal([i]), among, round=0, label=f"marginal({name})")
+        noisy = gaussian_mechanism(acc, noise, y, sigma=sigma, query=f"marginal({name})", where=agg.where,
+                                   round=0, silos=len(among))
+        raw.append(((name,), noisy, len(among)))
+    # rows per silo: inverse-variance mean of the per-column estimates (variance ~ cells sigma^2 / m^2)
+    est = np.array([float(y.sum()) / m for _, y, m in raw])
+    w = np.array([m ** 2 / (shape[i] * sigma ** 2) for i, (_, _, m) in enumerate(raw)])
+    totals.per_silo = max(1.0, float((est * w).sum() / w.sum()))
+    out = []
+    for i, (clique, y, m) in enumerate(raw):
+        n_hat = totals.estimate(float(y.sum()), shape[i], sigma, m)
+        out.append(rescale(clique, y, sigma, n_hat, totals.population, weighted))
+    return out
+
+
+def model_payload(model) -> dict[str, np.ndarray]:
+    """What the server sends a silo so it can evaluate the model: its clique potentials."""
+    return {"|".join(cl): np.asarray(model.potentials[cl].values) for cl in model.potentials.cliques}
+
+
+def normalised(table: np.ndarray) -> np.ndarray:
+    """``max(x, 0)`` scaled to sum to one (uniform when nothing is positive)."""
+    pos = np.clip(np.asarray(table, dtype=float), 0.0, None)
+    total = pos.sum()
+    return pos / total if total > 0 else np.full(pos.shape, 1.0 / pos.size)
+
+
+def fit_limit(rho_budget: float, rho_after: float, max_model_size: float) -> float:
+    """AIM's junction-tree size cap, ramped by the share of the budget spent."""
+    return max_model_size * min(1.0, rho_after / rho_budget)
+
+
+def keep_within_size(picks: Sequence[tuple[str, ...]], model_cliques: Sequence[tuple[str, ...]], domain,
+                     limit_mb: float) -> tuple[list[tuple[str, ...]], list[tuple[str, ...]]]:
+    """Greedily keep picks (in the given order) while the model stays below ``limit_mb``; the
+    others are dropped before they are measured (their selection was already paid for)."""
+    kept, dropped = [], []
+    cliques = list(model_cliques)
+    for q in picks:
+        if pgm.hypothetical_size_mb(domain, cliques + kept + [q]) <= limit_mb or not kept:
+            kept.append(q)
+        else:
+            dropped.append(q)
+    return kept, dropped
