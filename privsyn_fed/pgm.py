@@ -151,10 +151,13 @@ class CarriedMirrorDescent(estimation.MirrorDescent):
 class ModelFitter:
     """Fits a Markov random field to noisy marginals, warm-starting round after round."""
 
-    def __init__(self, domain: Domain, iters: int = 1000, tol: float | None = None):
+    def __init__(self, domain: Domain, iters: int = 1000, tol: float | None = None,
+                 known_total: float | None = None):
         self.domain = domain
         self.iters = iters
         self.tol = tol
+        #: The model's total; None lets mbi estimate it from the measurements (minimum variance).
+        self.known_total = known_total
         self.estimator = CarriedMirrorDescent()
         self.model: MarkovRandomField | None = None
 
@@ -164,7 +167,7 @@ class ModelFitter:
             jax.clear_caches()
         merged = merge_measurements(measurements)
         self.model = self.estimator.estimate(self.domain, merged, iters=iters or self.iters,
-                                             warm_start=self.model, tol=self.tol)
+                                             warm_start=self.model, tol=self.tol, known_total=self.known_total)
         return self.model
 
 
@@ -212,6 +215,17 @@ class MarginalReader:
             factors.append((c, np.exp(table[c] - _align(message, sep, c))))
             table[parent[c]] = table[parent[c]] + _align(message, sep, parent[c])
         return factors
+
+    def log_likelihood(self, codes: np.ndarray, names: Sequence[str]) -> np.ndarray:
+        """``log p(x)`` of each encoded row under the model (natural log), as the sum of the log
+        junction-tree factors (root marginal and conditionals) at the row's cells."""
+        if self._factors is None:
+            self._factors = self._junction_tree_factors()
+        column = {n: i for i, n in enumerate(names)}
+        out = np.zeros(len(codes))
+        for cl, table in self._factors:
+            out += np.log(np.maximum(table[tuple(codes[:, column[a]] for a in cl)], 1e-300))
+        return out
 
     def __call__(self, clique: Sequence[str]) -> np.ndarray:
         """Flat float64 vector over ``clique``'s cells in row-major order."""

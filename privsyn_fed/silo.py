@@ -33,18 +33,8 @@ class Silo:
     # ---- construction -------------------------------------------------------------------------
     @classmethod
     def from_csv(cls, path: str | Path, schema: Schema) -> "Silo":
-        path = Path(path)
-        try:
-            df = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False,
-                             skipinitialspace=True)
-        except FileNotFoundError:
-            raise InputError(f"{path}: silo file not found") from None
-        except pd.errors.EmptyDataError:
-            raise InputError(f"{path}: the file is empty (no header, no rows)") from None
-        except (pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
-            raise InputError(f"{path}: cannot parse as CSV ({' '.join(str(exc).split())})") from None
-        df.columns = [str(c).strip() for c in df.columns]
-        return cls.from_frame(df, schema, name=str(path))
+        df = read_csv(path)
+        return cls.from_frame(df, schema, name=str(Path(path)))
 
     @classmethod
     def from_frame(cls, df: pd.DataFrame, schema: Schema, name: str = "<frame>") -> "Silo":
@@ -85,3 +75,20 @@ class Silo:
     def with_rows(self, codes: np.ndarray, name: str | None = None) -> "Silo":
         """A silo over other rows of the same schema (used to build neighbouring datasets in tests)."""
         return Silo(name or self.name, codes, self.schema)
+
+
+def read_csv(path: str | Path) -> pd.DataFrame:
+    """A CSV as text cells (nothing parsed or dropped), with a one-line error naming the file."""
+    path = Path(path)
+    try:
+        df = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False, skipinitialspace=True)
+    except FileNotFoundError:
+        raise InputError(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a folder, not a CSV file") from None
+    except pd.errors.EmptyDataError:
+        raise InputError(f"{path}: the file is empty (no header, no rows)") from None
+    except (pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
+        raise InputError(f"{path}: cannot parse as CSV ({' '.join(str(exc).split())})") from None
+    df.columns = [str(c).strip() for c in df.columns]
+    return df

@@ -168,3 +168,64 @@ def test_internal_failure_is_one_line_exit_1_and_leaves_a_failed_ledger(schema_p
     led = json.loads(out.with_suffix(".ledger.json").read_text())
     assert led["status"] == "failed"
     assert len(led["entries"]) == 5          # the five 1-way measurements were released before the failure
+
+
+def federated_args(schema_path, silos, out, method, *extra):
+    args = synth_args(schema_path, silos, out, *extra)
+    args[args.index("aim")] = method
+    return args
+
+
+@pytest.mark.parametrize("method, extra", [("flaim", ["--variant", "private"]), ("distaim", [])])
+def test_federated_synth_from_silo_files_then_audit(method, extra, schema_path, silo_paths, tmp_path):
+    out = tmp_path / f"{method}.csv"
+    cmd = [sys.executable, "-m", "privsyn_fed"] + [str(a) for a in federated_args(
+        schema_path, silo_paths, out, method, "--seed", "2", "--rounds", "3", "--workload-size", "4", *extra)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "communication: 3 of 3 silos took part" in proc.stdout
+    assert out.read_text().splitlines()[0] == "age,income,sex,region,label"
+    led = json.loads(out.with_suffix(".ledger.json").read_text())
+    assert led["method"] == method and led["status"] == "complete"
+    assert led["details"]["traffic"]["bytes_sent_total"] > 0
+    audit = subprocess.run([sys.executable, "-m", "privsyn_fed", "audit", str(out.with_suffix(".ledger.json"))],
+                           capture_output=True, text=True, timeout=120)
+    assert audit.returncode == 0, audit.stdout
+
+
+@pytest.mark.parametrize("method", ["flaim", "distaim"])
+def test_federated_bad_silo_is_rejected_before_any_spend(method, schema_path, silo_paths, tmp_path, capsys):
+    edit_silo(silo_paths[2], "age,", "agee,")
+    out = tmp_path / "x.csv"
+    code, _, err = run_cli(federated_args(schema_path, silo_paths, out, method, "--seed", "1"), capsys)
+    assert_input_error(code, err, str(silo_paths[2]), out)
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--method", "flaim", "--sample-rate", "0"], "--sample-rate must lie in (0, 1]"),
+    (["--method", "distaim", "--sample-rate", "1.01"], "--sample-rate must lie in (0, 1]"),
+    (["--method", "aim", "--variant", "naive"], "--variant applies to --method flaim"),
+    (["--method", "distaim", "--local-steps", "2"], "--local-steps applies to --method flaim"),
+])
+def test_federated_usage_errors(args, fragment, schema_path, silo_paths, tmp_path, capsys):
+    out = tmp_path / "x.csv"
+    base = synth_args(schema_path, silo_paths, out)
+    base = base[:1] + args + base[3:]
+    code, _, err = run_cli(base, capsys)
+    assert_input_error(code, err, fragment, out)
+
+
+def test_federated_methods_need_two_silos(schema_path, silo_paths, tmp_path, capsys):
+    out = tmp_path / "x.csv"
+    code, _, err = run_cli(federated_args(schema_path, silo_paths[:1], out, "flaim"), capsys)
+    assert_input_error(code, err, "needs at least 2 --silo files", out)
+
+
+def test_oracle_variant_warns_loudly(schema_path, silo_paths, tmp_path, capsys):
+    out = tmp_path / "o.csv"
+    code, _, err = run_cli(federated_args(schema_path, silo_paths, out, "flaim", "--variant", "oracle",
+                                          "--seed", "1", "--rounds", "1", "--workload-size", "2"), capsys)
+    assert code == 0
+    assert "NO differential-privacy guarantee" in err
+    code, out_text, _ = run_cli(["audit", out.with_suffix(".ledger.json")], capsys)
+    assert code == 1 and "NOT PRIVATE" in out_text

@@ -41,10 +41,15 @@ def initial_params(rho: float, rounds: int, alpha: float) -> RoundParams:
 
 def final_round(params: RoundParams, remaining: float, alpha: float) -> RoundParams | None:
     """AIM's final-round rule: when less than two rounds' cost is left, spend all of it now
-    (``sigma = sqrt(1 / (2 alpha rem))``, ``eps = sqrt(8 (1 - alpha) rem)``); else ``None``."""
+    (``last_round``); else ``None``."""
     if remaining < 2.0 * params.rho:
-        return RoundParams(math.sqrt(1.0 / (2.0 * alpha * remaining)), math.sqrt(8.0 * (1.0 - alpha) * remaining))
+        return last_round(remaining, alpha)
     return None
+
+
+def last_round(remaining: float, alpha: float) -> RoundParams:
+    """One round that spends ``remaining``: ``sigma = sqrt(1 / (2 alpha rem))``, ``eps = sqrt(8 (1 - alpha) rem)``."""
+    return RoundParams(math.sqrt(1.0 / (2.0 * alpha * remaining)), math.sqrt(8.0 * (1.0 - alpha) * remaining))
 
 
 def filter_candidates(candidates: dict[tuple[str, ...], float], model_cliques: Sequence[tuple[str, ...]],

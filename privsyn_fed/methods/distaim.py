@@ -10,7 +10,12 @@ With budget ``rho``, ``T`` rounds, ``d`` columns and ``alpha``:
      ``N_t`` is the pool's true size (it never leaves the aggregator) and ``p_r`` the model's
      normalised marginal: a record added to the pool moves ``A_r`` by one cell and ``N_t p_r`` by
      ``p_r``, so the sensitivity is ``2 max w``; ``A_r + N(0, sigma^2)`` is measured and rescaled
-     by its noisy row count; the model is refitted and AIM's annealing applies.
+     by its noisy row count; the model is refitted.
+  3. after exactly ``T`` rounds, rows are sampled from the model.
+There is no annealing: a round's measurement covers only the silos pooled so far, so at the
+population's scale it is noisy and AIM's test (the model moved less than the noise) would halve
+sigma almost every round and end the run after a few rounds. AIM's final-round rule still
+spends whatever is left in the last round.
 Once pooled, a record is in every later answer, so client sampling gives no amplification: the
 accounting is central AIM's.
 """
@@ -85,18 +90,16 @@ def run_distaim(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: Fede
     totals = TotalEstimator(len(silos))
 
     measurements = measure_initial_oneways(agg, acc, noise, sampler, names, shape, params.sigma, totals)
-    fitter = pgm.ModelFitter(domain, iters=opts.pgm_iters, tol=opts.pgm_tol or None)
+    fitter = pgm.ModelFitter(domain, iters=opts.pgm_iters, tol=opts.pgm_tol or None,
+                             known_total=totals.population)
     model = fitter.fit(measurements)
     reader = pgm.MarginalReader(model)
     progress.update(acc.rho_spent / rho, f"measured {d} one-way marginals over sampled silos")
     pool = Pool(agg, prob)
 
-    t, terminate = 0, False
-    while not terminate:
-        t += 1
-        last = core.final_round(params, acc.remaining, opts.alpha)
-        if last is not None:
-            params, terminate = last, True
+    for t in range(1, T + 1):
+        if t == T:
+            params = core.last_round(acc.remaining, opts.alpha)
         new = pool.add(sampler.draw(), round=t)
         limit = fit_limit(rho, acc.rho_spent + params.rho, opts.max_model_size)
         cands = core.filter_candidates(prob.candidates, pgm.model_cliques(model), domain, limit)
@@ -110,18 +113,14 @@ def run_distaim(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: Fede
         y = gaussian_mechanism(acc, noise, pool.answers[pick], sigma=params.sigma, where=agg.where, round=t,
                                query=f"marginal({', '.join(pick)}) over the pool", silos=len(pool.seen))
         n_hat = totals.estimate(float(y.sum()), y.size, params.sigma, len(pool.seen))
-        measurement = rescale(pick, y, params.sigma, n_hat, totals.population)
-        measurements.append(measurement)
-        before = reader(pick)
+        measurements.append(rescale(pick, y, params.sigma, n_hat, totals.population))
         model = fitter.fit(measurements)
         reader = pgm.MarginalReader(model)
-        progress.update(acc.rho_spent / rho, f"round {t}: {len(new)} new silo(s), pool of {len(pool.seen)}; "
+        progress.update(acc.rho_spent / rho, f"round {t}/{T}: {len(new)} new silo(s), pool of {len(pool.seen)}; "
                                              f"measured ({', '.join(pick)})")
-        if not terminate and core.should_anneal(before, reader(pick), measurement[2]):
-            params = params.annealed()
     codes = core.sample_from(model, names, rows, sample_seed)
     progress.log(f"{t} rounds, pool of {len(pool.seen)} of {len(silos)} silos; sampled {len(codes)} rows")
     info = {"sample_rate": rate, "pooled_silos": len(pool.seen),
             "traffic": agg.traffic.summary(silos) if hasattr(agg, "traffic") else None}
-    return core.MethodResult(codes, model, t, prob.workload, info)
+    return core.MethodResult(codes, model, T, prob.workload, info)
 

@@ -11,7 +11,8 @@
 * ``measure_initial_oneways``: DistAIM and FLAIM start from every column's 1-way marginal, each
   summed over a fresh client sample and measured with ``N(0, sigma^2)`` (sensitivity 1 each).
 * ``rescale``: a measurement over ``n_hat`` rows is scaled to the population estimate ``N_hat``:
-  ``(N_hat / n_hat) y`` with standard deviation ``sigma N_hat / n_hat``.
+  ``(N_hat / n_hat) y`` with standard deviation ``sigma N_hat / n_hat``. The model's total is
+  fixed to ``N_hat`` (the rescaled measurements' own sums are not exactly ``N_hat``).
 """
 from __future__ import annotations
 

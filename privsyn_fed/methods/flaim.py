@@ -124,7 +124,8 @@ def run_flaim(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: FLAIMO
     measurements = measure_initial_oneways(agg, acc, noise, sampler, names, shape, sigma, totals, weighted)
     proxy = [normalised(y) for _, y, _ in measurements]
     proxy_updates = 0
-    fitter = pgm.ModelFitter(domain, iters=opts.pgm_iters, tol=opts.pgm_tol or None)
+    fitter = pgm.ModelFitter(domain, iters=opts.pgm_iters, tol=opts.pgm_tol or None,
+                             known_total=totals.population)
     model = fitter.fit(measurements)
     progress.update(acc.rho_spent / rho, f"measured {d} one-way marginals over sampled silos")
     oracle_probs = _pooled_probs(agg, prob) if variant == "oracle" else None
@@ -222,7 +223,8 @@ def _local_selections(agg, acc, noise, fitter, measurements, prob, sampled, keys
             for k in sampled:
                 q, y = picks[k][-1], local[k]
                 n_hat = totals.estimate(float(y.sum()), y.size, sigma, 1)
-                local_fit = pgm.ModelFitter(prob.domain, iters=opts.pgm_iters, tol=opts.pgm_tol or None)
+                local_fit = pgm.ModelFitter(prob.domain, iters=opts.pgm_iters, tol=opts.pgm_tol or None,
+                                            known_total=totals.population)
                 local_fit.model = fitter.model
                 reader = pgm.MarginalReader(local_fit.fit(
                     list(measurements) + [rescale(q, y, sigma, n_hat, totals.population)]))

@@ -1,0 +1,179 @@
+"""Utility and disclosure measures of a synthetic table against the real one (not private: run by
+whoever may see the real data, e.g. on a benchmark's public table).
+
+* ``workload_error``: mean over a seeded workload of 3-way marginals of
+  ``|| M_r(real)/|real| - M_r(syn)/|syn| ||_1`` (between 0 and 2), on the schema's bins;
+* per column: total variation distance between the binned distributions, and for numeric
+  columns the Kolmogorov-Smirnov statistic on the values;
+* per pair: correlation similarity ``1 - |r_real - r_syn| / 2`` (Pearson, numeric pairs) and
+  contingency similarity ``1 - TV`` of the binned 2-way table (other pairs);
+* ``tstr``: ROC-AUC on a real holdout of a gradient-boosted tree trained on the synthetic rows
+  (train on synthetic, test on real), beside the same model trained on the real rows;
+* ``dcr``: distance to closest record of synthetic rows, to the real (training) rows and to the
+  holdout; a generator that copies training rows sits much closer to them than to the holdout;
+* ``nll``: mean negative log-likelihood (nats) of the holdout rows under the method's model.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .encode import encode_frame
+from .schema import NumericColumn, Schema
+from .workload import sample_workload
+
+
+def as_text(df: pd.DataFrame) -> pd.DataFrame:
+    """Values as CSV text (missing as empty), as the encoder reads files."""
+    return df.astype(object).where(df.notna(), "").astype(str)
+
+
+def encode(df: pd.DataFrame, schema: Schema, source: str) -> np.ndarray:
+    return encode_frame(as_text(df), schema, source)[0]
+
+
+def _marginal(codes: np.ndarray, shape: list[int], clique) -> np.ndarray:
+    dims = [shape[i] for i in clique]
+    idx = np.ravel_multi_index(tuple(codes[:, i] for i in clique), dims)
+    counts = np.bincount(idx, minlength=int(np.prod(dims))).astype(float)
+    return counts / max(1.0, counts.sum())
+
+
+def workload_error(real: np.ndarray, synthetic: np.ndarray, shape: list[int], workload) -> float:
+    return float(np.mean([np.abs(_marginal(real, shape, c) - _marginal(synthetic, shape, c)).sum()
+                          for c in workload]))
+
+
+def _numeric_values(df: pd.DataFrame, name: str) -> np.ndarray:
+    x = pd.to_numeric(as_text(df[[name]])[name], errors="coerce").to_numpy(dtype=float)
+    return x[np.isfinite(x)]
+
+
+def column_shapes(real_df, syn_df, real, syn, schema: Schema) -> dict[str, dict[str, float]]:
+    from scipy.stats import ks_2samp
+
+    out = {}
+    for j, col in enumerate(schema.columns):
+        entry = {"tv": 0.5 * float(np.abs(_marginal(real, schema.shape, [j]) - _marginal(syn, schema.shape, [j])).sum())}
+        if isinstance(col, NumericColumn):
+            a, b = _numeric_values(real_df, col.name), _numeric_values(syn_df, col.name)
+            if len(a) and len(b):
+                entry["ks"] = float(ks_2samp(a, b).statistic)
+        out[col.name] = entry
+    return out
+
+
+def pair_trends(real_df, syn_df, real, syn, schema: Schema) -> dict[str, float]:
+    corr, cont = [], []
+    numeric = {c.name for c in schema.columns if isinstance(c, NumericColumn)}
+    for i, j in itertools.combinations(range(len(schema.columns)), 2):
+        a, b = schema.columns[i].name, schema.columns[j].name
+        if a in numeric and b in numeric:
+            r = [_pearson(df, a, b) for df in (real_df, syn_df)]
+            if all(np.isfinite(r)):
+                corr.append(1.0 - abs(r[0] - r[1]) / 2.0)
+        else:
+            tv = 0.5 * np.abs(_marginal(real, schema.shape, [i, j]) - _marginal(syn, schema.shape, [i, j])).sum()
+            cont.append(1.0 - float(tv))
+    return {"correlation_similarity": float(np.mean(corr)) if corr else None,
+            "contingency_similarity": float(np.mean(cont)) if cont else None}
+
+
+def _pearson(df: pd.DataFrame, a: str, b: str) -> float:
+    x = pd.to_numeric(as_text(df[[a]])[a], errors="coerce")
+    y = pd.to_numeric(as_text(df[[b]])[b], errors="coerce")
+    ok = x.notna() & y.notna()
+    if ok.sum() < 3 or x[ok].std() == 0 or y[ok].std() == 0:
+        return float("nan")
+    return float(np.corrcoef(x[ok], y[ok])[0, 1])
+
+
+def tstr_auc(train: np.ndarray, test: np.ndarray, schema: Schema, label: str, seed: int = 0) -> float | None:
+    """ROC-AUC on ``test`` of a gradient-boosted tree fitted to ``train`` (encoded rows)."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    from sklearn.metrics import roc_auc_score
+
+    j = schema.names.index(label)
+    features = [i for i in range(len(schema.names)) if i != j]
+    categorical = [not isinstance(schema.columns[i], NumericColumn) for i in features]
+    y_test = test[:, j]
+    classes = np.unique(y_test)
+    if len(classes) < 2:
+        return None
+    y_train = train[:, j]
+    if len(np.unique(y_train)) < 2:
+        return 0.5                      # a constant predictor
+    clf = HistGradientBoostingClassifier(categorical_features=np.array(categorical), random_state=seed,
+                                         max_iter=200)
+    clf.fit(train[:, features], y_train)
+    proba = clf.predict_proba(test[:, features])
+    if len(classes) == 2:
+        positive = classes[1]
+        col = list(clf.classes_).index(positive) if positive in clf.classes_ else None
+        score = proba[:, col] if col is not None else np.zeros(len(test))
+        return float(roc_auc_score(y_test == positive, score))
+    full = np.zeros((len(test), schema.shape[j]))
+    full[:, clf.classes_] = proba
+    full = full[:, classes] / np.maximum(full[:, classes].sum(axis=1, keepdims=True), 1e-12)
+    return float(roc_auc_score(y_test, full, multi_class="ovr", labels=classes))
+
+
+def _features(codes: np.ndarray, schema: Schema) -> np.ndarray:
+    """Numeric bins scaled to [0, 1]; other columns one-hot (so a mismatch costs 1)."""
+    parts = []
+    for j, col in enumerate(schema.columns):
+        if isinstance(col, NumericColumn):
+            parts.append(codes[:, [j]] / max(1, schema.shape[j] - 1))
+        else:
+            parts.append(np.eye(schema.shape[j])[codes[:, j]] / np.sqrt(2.0))
+    return np.hstack(parts)
+
+
+def distance_to_closest_record(real: np.ndarray, holdout: np.ndarray, syn: np.ndarray, schema: Schema,
+                               rows: int = 2000, seed: int = 0) -> dict[str, float]:
+    from sklearn.neighbors import NearestNeighbors
+
+    rng = np.random.default_rng(seed)
+    pick = lambda a, n: a[rng.choice(len(a), size=min(n, len(a)), replace=False)]
+    n_ref = min(len(real), len(holdout))
+    train_ref, hold_ref = pick(real, n_ref), pick(holdout, n_ref)
+    query = _features(pick(syn, rows), schema)
+    d_train = NearestNeighbors(n_neighbors=1).fit(_features(train_ref, schema)).kneighbors(query)[0][:, 0]
+    d_hold = NearestNeighbors(n_neighbors=1).fit(_features(hold_ref, schema)).kneighbors(query)[0][:, 0]
+    closer = float(np.mean(d_train < d_hold) + 0.5 * np.mean(d_train == d_hold))
+    return {"median_to_train": float(np.median(d_train)), "median_to_holdout": float(np.median(d_hold)),
+            "share_closer_to_train": closer, "exact_copies_of_train": float(np.mean(d_train == 0))}
+
+
+def evaluate(real_df: pd.DataFrame, syn_df: pd.DataFrame, schema: Schema, *, holdout_df: pd.DataFrame | None = None,
+             label: str | None = None, workload_size: int | None = 64, workload_seed: int = 0,
+             model: Any = None, seed: int = 0) -> dict[str, Any]:
+    """All the measures above as a JSON-ready dict (``tstr``, ``dcr``, ``nll`` need a holdout)."""
+    real = encode(real_df, schema, "real")
+    syn = encode(syn_df, schema, "synthetic")
+    workload = sample_workload(len(schema.names), 3, workload_size, workload_seed)
+    report: dict[str, Any] = {
+        "rows": {"real": int(len(real)), "synthetic": int(len(syn))},
+        "workload": {"degree": min(3, len(schema.names)), "size": len(workload), "seed": workload_seed,
+                     "error": workload_error(real, syn, schema.shape, workload)},
+        "columns": column_shapes(real_df, syn_df, real, syn, schema),
+        "pairs": pair_trends(real_df, syn_df, real, syn, schema),
+    }
+    cols = report["columns"].values()
+    report["mean_tv"] = float(np.mean([c["tv"] for c in cols]))
+    ks = [c["ks"] for c in cols if "ks" in c]
+    report["mean_ks"] = float(np.mean(ks)) if ks else None
+    if holdout_df is not None:
+        hold = encode(holdout_df, schema, "holdout")
+        report["rows"]["holdout"] = int(len(hold))
+        if label is not None:
+            report["tstr"] = {"label": label, "auc_synthetic": tstr_auc(syn, hold, schema, label, seed),
+                              "auc_real": tstr_auc(real, hold, schema, label, seed)}
+        report["dcr"] = distance_to_closest_record(real, hold, syn, schema, seed=seed)
+        if model is not None:
+            from .pgm import MarginalReader
+            report["nll"] = float(-MarginalReader(model).log_likelihood(hold, schema.names).mean())
+    return report

@@ -1,0 +1,272 @@
+"""DistAIM and FLAIM: aggregator traffic, sound score sensitivities, closed-form ledgers, parallel
+composition, awkward silos, sampling."""
+import io
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+from scipy.stats import binomtest
+
+import privsyn_fed as pf
+from privsyn_fed.accounting import audit_ledger
+from privsyn_fed.aggregate import InProcessAggregator
+from privsyn_fed.methods import core
+from privsyn_fed.methods.distaim import distaim_params
+from privsyn_fed.methods.federated import ClientSampler, TotalEstimator, default_sample_rate
+from privsyn_fed.workload import downward_closure
+from privsyn_fed.methods.flaim import flaim_params, heterogeneity_gap, local_score, score_sensitivity
+
+from .conftest import make_frame
+
+
+def silos_from(schema, sizes, seed=0):
+    return [pf.Silo.from_frame(make_frame(n, seed + k), schema, name=f"silo{k}") for k, n in enumerate(sizes)]
+
+
+def npy_size(array) -> int:
+    buf = io.BytesIO()
+    np.save(buf, array)
+    return len(buf.getvalue())
+
+
+# ---- aggregator ------------------------------------------------------------------------------
+
+def test_aggregator_sums_exactly_and_counts_the_bytes_of_each_payload(schema):
+    silos = silos_from(schema, [50, 70, 90])
+    agg = InProcessAggregator(silos)
+    total = agg.sum(lambda s: s.marginal([0, 2]), ["silo0", "silo2"], round=3, label="t")
+    assert total.dtype == np.int64
+    assert np.array_equal(total, silos[0].marginal([0, 2]) + silos[2].marginal([0, 2]))
+    agg.sum(lambda s: s.marginal([1]), ["silo2"], round=4, label="t")
+    sent = agg.traffic.per_silo(agg.silo_names)
+    assert sent["silo0"]["sent"] == npy_size(silos[0].marginal([0, 2]))
+    assert sent["silo2"]["sent"] == npy_size(silos[2].marginal([0, 2])) + npy_size(silos[2].marginal([1]))
+    assert sent["silo1"] == {"sent": 0, "received": 0}
+    assert agg.traffic.sent["silo2"][4] == npy_size(silos[2].marginal([1]))
+    agg.broadcast({"a": np.zeros(10), "b": np.ones((2, 3))}, ["silo1"], round=5)
+    assert agg.traffic.per_silo(["silo1"])["silo1"]["received"] == npy_size(np.zeros(10)) + npy_size(np.ones((2, 3)))
+
+
+def test_counts_do_not_wrap(schema):
+    """Sums are int64: far above the 16-bit limit the research code wrapped at."""
+    big = pf.Silo("big", np.zeros((70_000, 5), dtype=np.int64), schema)
+    agg = InProcessAggregator([big, big.with_rows(big.rows(), name="big2")])
+    assert agg.sum(lambda s: s.marginal([2]), ["big", "big2"], round=1, label="t")[0] == 140_000
+
+
+# ---- sensitivities (property tests on D and D plus one record in one silo) -------------------
+
+def _random_case(data, seed):
+    rng = np.random.default_rng(seed)
+    shape = data.draw(st.lists(st.integers(1, 4), min_size=2, max_size=4))
+    n = data.draw(st.integers(0, 30))
+    codes = np.stack([rng.integers(0, k, n) for k in shape], axis=1) if n else np.zeros((0, len(shape)), int)
+    extra = np.array([[rng.integers(0, k) for k in shape]])
+    clique = sorted(rng.choice(len(shape), size=data.draw(st.integers(1, len(shape))), replace=False).tolist())
+    probs = rng.dirichlet(np.ones(int(np.prod([shape[i] for i in clique]))))
+    proxy = [rng.dirichlet(np.ones(k)) for k in shape]
+    return shape, codes, extra, clique, probs, proxy
+
+
+def _marginal(codes, shape, clique):
+    dims = [shape[i] for i in clique]
+    if len(codes) == 0:
+        return np.zeros(int(np.prod(dims)), dtype=np.int64)
+    return np.bincount(np.ravel_multi_index(tuple(codes[:, i] for i in clique), dims),
+                       minlength=int(np.prod(dims))).astype(np.int64)
+
+
+def _local(codes, shape, clique, probs, proxy, weight, sigma, variant):
+    counts = _marginal(codes, shape, clique)
+    gap = 0.0
+    if variant == "private":
+        gap = heterogeneity_gap([_marginal(codes, shape, [i]) for i in range(len(shape))], proxy, clique)
+    return local_score(weight, counts, probs, sigma, gap)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 2**31), st.floats(0.5, 80), st.integers(1, 9), st.sampled_from(["naive", "private"]),
+       st.data())
+def test_flaim_local_score_sensitivity_holds(seed, sigma, weight, variant, data):
+    """|u_k(q; D_k + x) - u_k(q; D_k)| <= 2w (naive) or 4w (with the heterogeneity proxy)."""
+    shape, codes, extra, clique, probs, proxy = _random_case(data, seed)
+    before = _local(codes, shape, clique, probs, proxy, weight, sigma, variant)
+    after = _local(np.vstack([codes, extra]), shape, clique, probs, proxy, weight, sigma, variant)
+    assert abs(after - before) <= score_sensitivity(weight, variant) + 1e-9
+
+
+def test_flaim_private_score_really_needs_4w():
+    """A concrete neighbour pair where the private score moves by more than 2w (so 2w, the
+    research code's claim scaled to counts, would be unsound)."""
+    shape, w, sigma = [2, 2], 1.0, 1.0
+    proxy = [np.array([0.968, 0.032]), np.array([0.0, 1.0])]
+    probs = np.array([0.092, 0.026, 0.301, 0.581])
+    codes = np.array([[1, 1]] * 3)
+    extra = np.array([[1, 0]])
+    before = _local(codes, shape, [0, 1], probs, proxy, w, sigma, "private")
+    after = _local(np.vstack([codes, extra]), shape, [0, 1], probs, proxy, w, sigma, "private")
+    assert abs(after - before) > 2 * w
+    assert abs(after - before) <= 4 * w
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 2**31), st.floats(0.5, 80), st.integers(1, 9), st.data())
+def test_distaim_pooled_score_sensitivity_holds(seed, sigma, weight, data):
+    """``w (||A_r - N_t p_r||_1 - ...)`` with the pool's true size N_t moves by at most 2w."""
+    shape, codes, extra, clique, probs, _ = _random_case(data, seed)
+
+    def score(c):
+        counts = _marginal(c, shape, clique)
+        return core.aim_score(weight, counts, len(c) * probs, sigma)
+
+    assert abs(score(np.vstack([codes, extra])) - score(codes)) <= 2 * weight + 1e-9
+
+
+# ---- closed-form ledgers ---------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def module_schema():
+    from .conftest import SCHEMA
+    return pf.Schema.from_dict(SCHEMA)
+
+
+@pytest.fixture(scope="module")
+def flaim_runs(module_schema):
+    silos = silos_from(module_schema, [120, 1, 80, 60])
+    out = {}
+    for variant in ("naive", "private"):
+        out[variant] = pf.synthesize(silos, "flaim", 1.0, 1e-6, seed=3, variant=variant, rounds=3,
+                                     workload_size=4)
+    out["naive-s2"] = pf.synthesize(silos, "flaim", 1.0, 1e-6, seed=4, variant="naive", rounds=2,
+                                    local_steps=2, workload_size=4)
+    return out
+
+
+@pytest.mark.parametrize("variant,T,s", [("naive", 3, 1), ("private", 3, 1), ("naive-s2", 2, 2)])
+def test_flaim_ledger_equals_the_closed_form(flaim_runs, variant, T, s):
+    result = flaim_runs[variant]
+    led = result.ledger
+    d, alpha, rho = 5, 0.9, led["rho_budget"]
+    private = variant == "private"
+    gaussians = T * (2 * s - 1) + (T * d if private else d)      # ALGORITHMS.md 3 (2s-1 rule)
+    sigma = math.sqrt(gaussians / (2 * alpha * rho))
+    eps = math.sqrt(8 * (1 - alpha) * rho / (T * s))
+    assert led["rho_spent"] == pytest.approx(gaussians / (2 * sigma ** 2) + T * s * eps ** 2 / 8, rel=1e-12)
+    assert led["rho_spent"] == pytest.approx(rho, rel=1e-12)
+    gauss = [e for e in led["entries"] if e["mechanism"] == "gaussian"]
+    ems = [e for e in led["entries"] if e["mechanism"] == "exponential"]
+    assert all(e["sigma"] == pytest.approx(sigma) for e in gauss)
+    assert all(e["epsilon"] == pytest.approx(eps) for e in ems)
+    assert len(ems) == T * s
+    assert sum(e["sensitivity_l2"] ** 2 for e in gauss) == pytest.approx(gaussians)
+    assert all(e["sensitivity"] == (4 if private else 2) * max_weight(result) for e in ems)
+    assert audit_ledger(led).ok
+
+
+def max_weight(result):
+    """The largest workload weight of the run's downward closure (recomputed here)."""
+    names = result.data.columns.tolist()
+    return max(downward_closure([tuple(names.index(c) for c in cl) for cl in result.info["workload"]]).values())
+
+
+def test_parallel_composition_only_for_silo_local_mechanisms(flaim_runs):
+    for result in flaim_runs.values():
+        for e in result.ledger["entries"]:
+            if e.get("parallel_over"):
+                # each silo runs it on its own (disjoint) rows, once
+                assert e["parallel_over"] == "silos" and e["where"] == "silo"
+                assert len(e["silos"]) == len(set(e["silos"])) >= 1
+            else:
+                # anything over the union of silos composes sequentially
+                assert e["where"] == "aggregator"
+    sequential = sum(e["rho"] for e in flaim_runs["naive"].ledger["entries"])
+    assert sequential == pytest.approx(flaim_runs["naive"].ledger["rho_spent"])
+
+
+def test_local_steps_never_repeat_a_marginal_within_a_round(flaim_runs):
+    """s = 2: the two selections of one silo in one round are distinct, so each record is in at
+    most s of the round's sums, and the round's measurement carries sensitivity sqrt(s)."""
+    led = flaim_runs["naive-s2"].ledger
+    rounds = [e for e in led["entries"] if e["mechanism"] == "gaussian" and e["where"] == "aggregator"
+              and e.get("round", 0) > 0]
+    assert rounds and all(e["sensitivity_l2"] == pytest.approx(math.sqrt(2)) for e in rounds)
+    local = [e for e in led["entries"] if e["mechanism"] == "gaussian" and e["where"] == "silo"]
+    assert len(local) == 2          # s - 1 = 1 local measurement per round, T = 2 rounds
+
+
+def test_flaim_output_respects_schema_and_sizes(flaim_runs, module_schema):
+    for result in flaim_runs.values():
+        assert list(result.data.columns) == module_schema.names
+        assert 100 <= len(result.data) <= 600          # noisy estimate of 261 rows
+        assert result.info["traffic"]["bytes_sent_total"] > 0
+
+
+def test_distaim_ledger_is_central_aims_and_pools_each_silo_once(module_schema):
+    silos = silos_from(module_schema, [150, 1, 90])
+    silos.append(pf.Silo.from_frame(make_frame(60, 9).assign(label="no"), module_schema, name="no-yes"))
+    result = pf.synthesize(silos, "distaim", 1.0, 1e-6, seed=5, rounds=3, workload_size=4)
+    led = result.ledger
+    d, T = 5, 3
+    params = distaim_params(led["rho_budget"], T, d, 0.9)
+    ems = [e for e in led["entries"] if e["mechanism"] == "exponential"]
+    gauss = [e for e in led["entries"] if e["mechanism"] == "gaussian"]
+    assert len(ems) == T and len(gauss) == T + d
+    assert all(not e.get("parallel_over") for e in led["entries"])
+    assert all(e["sensitivity"] == 2 * max_weight(result) for e in ems)
+    assert gauss[0]["sigma"] == pytest.approx(params.sigma)
+    assert led["rho_spent"] == pytest.approx(led["rho_budget"], rel=1e-9)
+    assert audit_ledger(led).ok
+    # every silo sends its candidate answers once: with p = 1 all are pooled in round 1
+    traffic = result.info["traffic"]
+    assert traffic["silos_active"] == 4 and result.info["pooled_silos"] == 4
+
+
+def test_oracle_is_marked_not_private_and_fails_the_audit(module_schema):
+    silos = silos_from(module_schema, [80, 60])
+    result = pf.synthesize(silos, "flaim", 1.0, 1e-6, seed=1, variant="oracle", rounds=1, workload_size=2)
+    assert "NO differential-privacy guarantee" in result.ledger["non_private"]
+    report = audit_ledger(result.ledger)
+    assert not report.ok and any("NOT PRIVATE" in p for p in report.problems)
+
+
+# ---- sampling and totals -----------------------------------------------------------------------
+
+def test_client_sampling_is_poisson_nonempty_and_data_independent():
+    names = [f"c{i}" for i in range(200)]
+    a = ClientSampler(names, 0.1, np.random.default_rng(7))
+    b = ClientSampler(list(names), 0.1, np.random.default_rng(7))
+    draws = [a.draw() for _ in range(50)]
+    assert draws == [b.draw() for _ in range(50)]          # only the generator decides
+    picked = sum(len(x) for x in draws)
+    assert binomtest(picked, 200 * 50, 0.1).pvalue > 1e-3
+    tiny = ClientSampler(["x", "y"], 0.01, np.random.default_rng(0))
+    assert all(tiny.draw() for _ in range(20))
+    assert default_sample_rate(99) == 1.0 and default_sample_rate(100) == 0.1
+
+
+def test_total_estimator_combines_noise_and_prior():
+    est = TotalEstimator(10, per_silo=100.0)
+    assert est.population == 1000
+    # a precise noisy sum dominates; a hopelessly noisy one defers to the prior m * per_silo
+    assert est.estimate(480.0, 1, 1.0, contributors=5) == pytest.approx(480.0, rel=1e-3)
+    assert est.estimate(-5000.0, 10_000, 100.0, contributors=5) == pytest.approx(500.0, rel=0.01)
+    assert TotalEstimator(3).estimate(-4.0, 3, 1.0, 1) == 1.0
+
+
+# ---- bad input ---------------------------------------------------------------------------------
+
+def test_method_needs_two_silos_and_a_valid_sample_rate(module_schema):
+    one = silos_from(module_schema, [40])
+    with pytest.raises(pf.InputError, match="at least 2 silos"):
+        pf.synthesize(one, "flaim", 1.0, 1e-6, seed=0)
+    two = silos_from(module_schema, [40, 40])
+    for rate in (0, 1.5, -0.1):
+        with pytest.raises(pf.InputError, match="sample-rate"):
+            pf.synthesize(two, "distaim", 1.0, 1e-6, seed=0, sample_rate=rate)
+    with pytest.raises(pf.InputError, match="variant"):
+        pf.synthesize(two, "flaim", 1.0, 1e-6, seed=0, variant="bogus")
+    with pytest.raises(pf.InputError, match="does not apply"):
+        pf.synthesize(two, "distaim", 1.0, 1e-6, seed=0, variant="naive")
+    with pytest.raises(pf.InputError, match="given twice"):
+        pf.synthesize([two[0], two[0]], "flaim", 1.0, 1e-6, seed=0)
