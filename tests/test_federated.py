@@ -133,7 +133,8 @@ def module_schema():
 
 @pytest.fixture(scope="module")
 def flaim_runs(module_schema):
-    silos = silos_from(module_schema, [120, 1, 80, 60])
+    silos = silos_from(module_schema, [120, 1, 80])                       # one silo of a single row
+    silos.append(pf.Silo.from_frame(make_frame(60, 9).assign(label="no"), module_schema, name="no-yes"))
     out = {}
     for variant in ("naive", "private"):
         out[variant] = pf.synthesize(silos, "flaim", 1.0, 1e-6, seed=3, variant=variant, rounds=3,

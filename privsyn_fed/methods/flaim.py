@@ -20,9 +20,11 @@ With budget ``rho``, ``T`` global rounds, ``s`` local steps, ``d`` columns and `
      the model ("combine") and update the proxy as a running mean; 1-way candidates are dropped
      ("filter"); every measurement is weighted by its noisy row count (``sigma N_hat / n_hat``).
 
-Variants: ``naive`` (no heterogeneity term, unweighted), ``private`` (AugFLAIM (Private)), and
-``oracle``, a research baseline whose heterogeneity term uses the **true** pooled marginals,
-``tau_k(q) = ||M_q(D_k)/n_k - M_q(D)/N||_1``: it is not differentially private.
+Variants: ``naive`` (no heterogeneity term, unweighted measurements), ``private`` (AugFLAIM
+(Private): all of the above), and ``oracle``, a research baseline with naive's budget split and
+weighted measurements whose heterogeneity term uses the **true** pooled marginals,
+``n_k tau_k(q) = ||M_q(D_k) - n_k M_q(D)/N||_1``: it is not differentially private, and says so
+in its ledger (``non_private``), which makes ``audit`` fail.
 """
 from __future__ import annotations
 
