@@ -89,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, metavar="S",
                    help="reproducible run for tests and demos: noise from a seeded generator. The "
                         "ledger records it and audit flags it; never use it for a real release")
+    s.add_argument("--model-out", metavar="MODEL.npz",
+                   help="also save the fitted graphical model (post-processing of the release, safe to "
+                        "publish with it) for `evaluate --model` (holdout likelihood)")
     s.add_argument("--force", action="store_true", help="replace OUT and LEDGER if they already exist")
     s.add_argument("--quiet", action="store_true", help="no progress display")
     g = s.add_argument_group("workload (public marginal queries the release should answer well)")
@@ -170,6 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--workload-size", type=int, default=64, metavar="M",
                     help="3-way marginals in the error workload (default 64; 0 means all)")
     ev.add_argument("--workload-seed", type=int, default=0, metavar="S", help="seed of the workload (default 0)")
+    ev.add_argument("--model", metavar="MODEL.npz",
+                    help="the model saved by `synth --model-out`: adds the holdout negative log-likelihood")
     ev.add_argument("--json", metavar="OUT.json", help="also write the full result as JSON")
     return parser
 
@@ -239,6 +244,8 @@ def _synth(args: argparse.Namespace) -> int:
         raise InputError(f"{ledger}: the ledger cannot be the output CSV itself")
     _check_output(out, "synthetic CSV", args.force)
     _check_output(ledger, "ledger", args.force)
+    if args.model_out:
+        _check_output(Path(args.model_out), "model", args.force)
     if args.workload_size < 0:
         raise InputError(f"--workload-size must be 0 (all) or positive, not {args.workload_size}")
     options = _method_options(args)
@@ -256,6 +263,9 @@ def _synth(args: argparse.Namespace) -> int:
                         ledger_path=ledger, progress=not args.quiet, **options)
     try:
         result.to_csv(out)
+        if args.model_out:
+            from .pgm import MarginalReader
+            MarginalReader(result.model).factorisation().save(args.model_out)
     except BaseException:
         result.accountant.finish("failed")
         raise
@@ -264,6 +274,8 @@ def _synth(args: argparse.Namespace) -> int:
           f"from {len(silos)} silo(s) by {args.method}")
     print(f"wrote {ledger}: epsilon={led['epsilon']:.4f} at delta={led['delta']:g} spent "
           f"(rho {led['rho_spent']:.6g} of {led['rho_budget']:.6g}) in {len(led['entries'])} mechanism calls")
+    if args.model_out:
+        print(f"wrote {args.model_out}: the fitted model (for `privsyn-fed evaluate --model`)")
     traffic = result.info.get("traffic")
     if traffic:
         print(f"communication: {traffic['silos_active']} of {traffic['silos']} silos took part; per silo "
@@ -331,12 +343,18 @@ def _evaluate(args: argparse.Namespace) -> int:
         raise InputError(f"--label: column '{args.label}' is not in the schema")
     if args.label is not None and args.holdout is None:
         raise InputError("--label needs --holdout (the real rows to test the classifier on)")
+    if args.model is not None and args.holdout is None:
+        raise InputError("--model needs --holdout (the real rows to compute the likelihood of)")
+    model = None
+    if args.model is not None:
+        from .pgm import Factorisation
+        model = Factorisation.load(args.model)
     if args.json:
         _check_output(Path(args.json), "evaluation JSON", force=True)
     holdout = read_csv(args.holdout) if args.holdout else None
     report = evaluate(read_csv(args.real), read_csv(args.synthetic), schema, holdout_df=holdout,
                       label=args.label, workload_size=args.workload_size or None,
-                      workload_seed=args.workload_seed)
+                      workload_seed=args.workload_seed, model=model)
     w, p = report["workload"], report["pairs"]
     print(f"workload error {w['error']:.4f} ({w['size']} {w['degree']}-way marginals, seed {w['seed']})")
     print(f"mean total variation {report['mean_tv']:.4f}" + (
@@ -352,6 +370,8 @@ def _evaluate(args: argparse.Namespace) -> int:
         d = report["dcr"]
         print(f"distance to closest record: median {d['median_to_train']:.3f} to real, "
               f"{d['median_to_holdout']:.3f} to holdout; {d['share_closer_to_train']:.1%} closer to real")
+    if "nll" in report:
+        print(f"holdout negative log-likelihood {report['nll']:.3f} nats per row")
     if args.json:
         write_atomic(Path(args.json), lambda fh: fh.write(json.dumps(report, indent=2) + "\n"))
         print(f"wrote {args.json}")

@@ -11,7 +11,8 @@ whoever may see the real data, e.g. on a benchmark's public table).
   (train on synthetic, test on real), beside the same model trained on the real rows;
 * ``dcr``: distance to closest record of synthetic rows, to the real (training) rows and to the
   holdout; a generator that copies training rows sits much closer to them than to the holdout;
-* ``nll``: mean negative log-likelihood (nats) of the holdout rows under the method's model.
+* ``nll``: mean negative log-likelihood (nats) of the holdout rows under the method's model (its
+  exact likelihood: cells the model believes nearly empty cost many nats).
 """
 from __future__ import annotations
 
@@ -148,6 +149,21 @@ def distance_to_closest_record(real: np.ndarray, holdout: np.ndarray, syn: np.nd
             "share_closer_to_train": closer, "exact_copies_of_train": float(np.mean(d_train == 0))}
 
 
+def holdout_nll(model: Any, holdout: np.ndarray, schema: Schema) -> float:
+    """Mean ``-log p(x)`` (nats) of encoded holdout rows under a fitted model or a saved
+    ``Factorisation``, which must be over the schema's columns and bins."""
+    from .errors import InputError
+    from .pgm import Factorisation, MarginalReader
+
+    fact = model if isinstance(model, Factorisation) else MarginalReader(model).factorisation()
+    size = dict(zip(schema.names, schema.shape))
+    for clique, table in fact.factors:
+        for attr, n in zip(clique, table.shape):
+            if size.get(attr) != n:
+                raise InputError(f"model: column '{attr}' with {n} cells does not match the schema")
+    return float(-fact.log_likelihood(holdout, schema.names).mean())
+
+
 def evaluate(real_df: pd.DataFrame, syn_df: pd.DataFrame, schema: Schema, *, holdout_df: pd.DataFrame | None = None,
              label: str | None = None, workload_size: int | None = 64, workload_seed: int = 0,
              model: Any = None, seed: int = 0) -> dict[str, Any]:
@@ -174,6 +190,5 @@ def evaluate(real_df: pd.DataFrame, syn_df: pd.DataFrame, schema: Schema, *, hol
                               "auc_real": tstr_auc(real, hold, schema, label, seed)}
         report["dcr"] = distance_to_closest_record(real, hold, syn, schema, seed=seed)
         if model is not None:
-            from .pgm import MarginalReader
-            report["nll"] = float(-MarginalReader(model).log_likelihood(hold, schema.names).mean())
+            report["nll"] = holdout_nll(model, hold, schema)
     return report

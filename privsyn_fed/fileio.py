@@ -7,13 +7,13 @@ from pathlib import Path
 from typing import Callable, TextIO
 
 
-def write_atomic(path: str | Path, write: Callable[[TextIO], None]) -> None:
+def write_atomic(path: str | Path, write: Callable[[TextIO], None], binary: bool = False) -> None:
     """Call ``write`` on a temporary file beside ``path``, fsync it, rename it over ``path`` and
-    fsync the folder. On any failure the temporary file is removed and ``path`` is untouched."""
+    fsync the folder (``binary``: ``write`` gets a binary file). On any failure the temporary file is removed and ``path`` is untouched."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+        with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="")) as fh:
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())

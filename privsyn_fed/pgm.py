@@ -216,16 +216,14 @@ class MarginalReader:
             table[parent[c]] = table[parent[c]] + _align(message, sep, parent[c])
         return factors
 
-    def log_likelihood(self, codes: np.ndarray, names: Sequence[str]) -> np.ndarray:
-        """``log p(x)`` of each encoded row under the model (natural log), as the sum of the log
-        junction-tree factors (root marginal and conditionals) at the row's cells."""
+    def factorisation(self) -> "Factorisation":
+        """The model as normalised junction-tree factors (enough for likelihoods; savable)."""
         if self._factors is None:
             self._factors = self._junction_tree_factors()
-        column = {n: i for i, n in enumerate(names)}
-        out = np.zeros(len(codes))
-        for cl, table in self._factors:
-            out += np.log(np.maximum(table[tuple(codes[:, column[a]] for a in cl)], 1e-300))
-        return out
+        return Factorisation(self._factors, self.total)
+
+    def log_likelihood(self, codes: np.ndarray, names: Sequence[str]) -> np.ndarray:
+        return self.factorisation().log_likelihood(codes, names)
 
     def __call__(self, clique: Sequence[str]) -> np.ndarray:
         """Flat float64 vector over ``clique``'s cells in row-major order."""
@@ -246,6 +244,62 @@ class MarginalReader:
             operands += [table, [index[a] for a in cl]]
         out = opt_einsum.contract(*operands, [index[a] for a in clique], optimize="greedy")
         return (out / out.sum() * self.total).ravel()
+
+
+MODEL_FORMAT = "privsyn-fed-model/1"
+
+
+@dataclasses.dataclass
+class Factorisation:
+    """``p(x) = prod_C f_C(x_C)``: the root marginal and the conditionals of a junction tree.
+
+    It is post-processing of the release's noisy measurements, so it may be published with it.
+    """
+
+    factors: list[tuple[tuple[str, ...], np.ndarray]]
+    total: float
+
+    def log_likelihood(self, codes: np.ndarray, names: Sequence[str]) -> np.ndarray:
+        """``log p(x)`` (natural log) of each encoded row; columns of ``codes`` follow ``names``."""
+        column = {n: i for i, n in enumerate(names)}
+        out = np.zeros(len(codes))
+        for cl, table in self.factors:
+            out += np.log(np.maximum(table[tuple(codes[:, column[a]] for a in cl)], 1e-300))
+        return out
+
+    def save(self, path) -> None:
+        import io
+        import json
+
+        from .fileio import write_atomic
+
+        meta = {"format": MODEL_FORMAT, "total": self.total, "cliques": [list(c) for c, _ in self.factors]}
+        buf = io.BytesIO()
+        np.savez_compressed(buf, meta=np.array(json.dumps(meta)),
+                            **{f"f{i}": t for i, (_, t) in enumerate(self.factors)})
+        write_atomic(path, lambda fh: fh.write(buf.getvalue()), binary=True)
+
+    @classmethod
+    def load(cls, path) -> "Factorisation":
+        import json
+        import zipfile
+
+        from .errors import InputError
+
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                meta = json.loads(str(z["meta"]))
+                if meta.get("format") != MODEL_FORMAT:
+                    raise InputError(f"{path}: not a privsyn-fed model file (format {meta.get('format')!r})")
+                factors = [(tuple(c), np.asarray(z[f"f{i}"], dtype=float)) for i, c in enumerate(meta["cliques"])]
+        except FileNotFoundError:
+            raise InputError(f"{path}: model file not found") from None
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile, json.JSONDecodeError) as exc:
+            raise InputError(f"{path}: not a readable privsyn-fed model file ({exc})") from None
+        for c, t in factors:
+            if t.ndim != len(c):
+                raise InputError(f"{path}: factor over {c} has {t.ndim} axes")
+        return cls(factors, float(meta["total"]))
 
 
 def model_cliques(model: MarkovRandomField) -> list[tuple[str, ...]]:

@@ -7,6 +7,8 @@ import pytest
 
 from privsyn_fed.cli import main
 
+from .conftest import make_frame
+
 
 def run_cli(args, capsys):
     code = main([str(a) for a in args])
@@ -191,6 +193,25 @@ def test_federated_synth_from_silo_files_then_audit(method, extra, schema_path, 
     audit = subprocess.run([sys.executable, "-m", "privsyn_fed", "audit", str(out.with_suffix(".ledger.json"))],
                            capture_output=True, text=True, timeout=120)
     assert audit.returncode == 0, audit.stdout
+
+
+def test_saved_model_gives_the_holdout_likelihood(schema_path, silo_paths, tmp_path, capsys):
+    out, model = tmp_path / "f.csv", tmp_path / "f.model.npz"
+    code, stdout, err = run_cli(federated_args(schema_path, silo_paths, out, "flaim", "--seed", "2", "--rounds", "2",
+                                               "--workload-size", "3", "--model-out", model), capsys)
+    assert code == 0, err
+    hold = tmp_path / "hold.csv"
+    make_frame(200, 8).to_csv(hold, index=False)
+    report = tmp_path / "eval.json"
+    code, stdout, err = run_cli(["evaluate", "--real", silo_paths[0], "--synthetic", out, "--schema", schema_path,
+                                 "--holdout", hold, "--model", model, "--json", report], capsys)
+    assert code == 0, err
+    nll = json.loads(report.read_text())["nll"]
+    assert 0 < nll < 40 and "negative log-likelihood" in stdout
+    model.write_bytes(b"not a model")
+    code, _, err = run_cli(["evaluate", "--real", silo_paths[0], "--synthetic", out, "--schema", schema_path,
+                            "--holdout", hold, "--model", model], capsys)
+    assert code == 2 and "not a readable privsyn-fed model" in err
 
 
 @pytest.mark.parametrize("method", ["flaim", "distaim"])

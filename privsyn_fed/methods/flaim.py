@@ -38,13 +38,13 @@ from .. import pgm
 from ..accounting import Accountant
 from ..aggregate import Aggregator
 from ..errors import InputError
-from ..mechanisms import (NoiseSource, gaussian_mechanism, parallel_exponential_mechanism,
-                          parallel_gaussian_mechanism)
+from ..mechanisms import NoiseSource, parallel_exponential_mechanism, parallel_gaussian_mechanism
 from ..progress import Progress, Silent
 from . import core
 from .aim import problem_for
-from .federated import (ClientSampler, Measurement, FederatedOptions, TotalEstimator, default_sample_rate, fit_limit,
-                        keep_within_size, measure_initial_oneways, model_payload, normalised, rescale)
+from .federated import (ClientSampler, FederatedOptions, Measurement, TotalEstimator, default_sample_rate,
+                        fit_limit, keep_within_size, measure_initial_oneways, measure_sums, model_payload,
+                        normalised, rescale)
 
 VARIANTS = ("naive", "private", "oracle")
 ORACLE_WARNING = ("ORACLE VARIANT: the silos' heterogeneity term uses the true pooled marginals, "
@@ -107,146 +107,152 @@ def local_score(weight: float, local_counts: np.ndarray, model_probs: np.ndarray
 def run_flaim(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: FLAIMOptions, rows: int | None,
               sampling_seed: int | None, sample_seed: int | None,
               progress: Progress | None = None) -> core.MethodResult:
-    progress = progress or Silent()
-    variant, weighted = opts.variant, opts.variant != "naive"
-    silos = agg.silo_names
-    prob = problem_for(agg.local(silos[0]).schema, opts)
-    names, shape, domain = prob.names, prob.shape, prob.domain
-    d, T, s = len(names), opts.rounds, opts.local_steps
-    rho = acc.rho_budget
-    sigma, eps, _ = flaim_params(rho, T, s, d, opts.alpha, variant)
-    delta_u = score_sensitivity(max(prob.candidates.values()), variant)
-    rate = opts.sample_rate or default_sample_rate(len(silos))
-    sampler = ClientSampler(silos, rate, np.random.default_rng(sampling_seed))
-    totals = TotalEstimator(len(silos))
-    if variant == "oracle":
-        acc.mark_non_private(ORACLE_WARNING)
-        progress.log(ORACLE_WARNING)
+    return FLAIMRun(agg, acc, noise, opts, sampling_seed, progress or Silent()).run(rows, sample_seed)
 
-    measurements = measure_initial_oneways(agg, acc, noise, sampler, names, shape, sigma, totals, weighted)
-    proxy = [normalised(y) for _, y, _ in measurements]
-    proxy_updates = 0
-    fitter = pgm.ModelFitter(domain, iters=opts.pgm_iters, tol=opts.pgm_tol or None,
-                             known_total=totals.population)
-    model = fitter.fit(measurements)
-    progress.update(acc.rho_spent / rho, f"measured {d} one-way marginals over sampled silos")
-    oracle_probs = _pooled_probs(agg, prob) if variant == "oracle" else None
 
-    dropped_total = 0
-    for t in range(1, T + 1):
-        proxy_round = variant == "private" and t < T
-        round_rho = s * eps ** 2 / 8 + ((2 * s - 1) + (d if proxy_round else 0)) / (2 * sigma ** 2)
-        limit = fit_limit(rho, acc.rho_spent + round_rho, opts.max_model_size)
-        cands = core.filter_candidates(prob.candidates, pgm.model_cliques(model), domain, limit)
-        if variant == "private":
+class FLAIMRun:
+    """One FLAIM release: the server's state (model, proxy, measurements) across rounds."""
+
+    def __init__(self, agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: FLAIMOptions,
+                 sampling_seed: int | None, progress: Progress):
+        self.agg, self.acc, self.noise, self.opts, self.progress = agg, acc, noise, opts, progress
+        self.variant = opts.variant
+        self.weighted = opts.variant != "naive"
+        self.prob = problem_for(agg.local(agg.silo_names[0]).schema, opts)
+        self.sigma, self.eps, _ = flaim_params(acc.rho_budget, opts.rounds, opts.local_steps,
+                                               len(self.prob.names), opts.alpha, self.variant)
+        self.delta_u = score_sensitivity(max(self.prob.candidates.values()), self.variant)
+        self.rate = opts.sample_rate or default_sample_rate(len(agg.silo_names))
+        self.sampler = ClientSampler(agg.silo_names, self.rate, np.random.default_rng(sampling_seed))
+        self.totals = TotalEstimator(len(agg.silo_names))
+        self.measurements: list[Measurement] = []
+        self.proxy: list[np.ndarray] = []
+        self.proxy_updates = 0
+        self.dropped = 0
+
+    def run(self, rows: int | None, sample_seed: int | None) -> core.MethodResult:
+        prob, opts, acc = self.prob, self.opts, self.acc
+        if self.variant == "oracle":
+            acc.mark_non_private(ORACLE_WARNING)
+            self.progress.log(ORACLE_WARNING)
+        self.measurements = measure_initial_oneways(self.agg, acc, self.noise, self.sampler, prob.names,
+                                                    prob.shape, self.sigma, self.totals, self.weighted)
+        self.proxy = [normalised(y) for _, y, _ in self.measurements]
+        self.fitter = pgm.ModelFitter(prob.domain, iters=opts.pgm_iters, tol=opts.pgm_tol or None,
+                                      known_total=self.totals.population)
+        model = self.fitter.fit(self.measurements)
+        self.progress.update(acc.rho_spent / acc.rho_budget, f"measured {len(prob.names)} one-way marginals")
+        self.oracle_probs = _pooled_probs(self.agg, prob) if self.variant == "oracle" else None
+        for t in range(1, opts.rounds + 1):
+            model = self.round(t, model)
+        codes = core.sample_from(model, prob.names, rows, sample_seed)
+        self.progress.log(f"{opts.rounds} rounds, {len(self.measurements)} measurements; sampled {len(codes)} rows")
+        info = {"variant": self.variant, "sample_rate": self.rate, "sigma": self.sigma, "epsilon_select": self.eps,
+                "score_sensitivity": self.delta_u, "dropped_for_size": self.dropped,
+                "traffic": self.agg.traffic.summary(self.agg.silo_names) if hasattr(self.agg, "traffic") else None}
+        return core.MethodResult(codes, model, opts.rounds, prob.workload, info)
+
+    def round(self, t: int, model):
+        """Global round ``t``: sample, select locally, aggregate with noise, refit."""
+        prob, opts, acc, s, d = self.prob, self.opts, self.acc, self.opts.local_steps, len(self.prob.names)
+        proxy_round = self.variant == "private" and t < opts.rounds
+        round_rho = s * self.eps ** 2 / 8 + ((2 * s - 1) + (d if proxy_round else 0)) / (2 * self.sigma ** 2)
+        limit = fit_limit(acc.rho_budget, acc.rho_spent + round_rho, opts.max_model_size)
+        cands = core.filter_candidates(prob.candidates, pgm.model_cliques(model), prob.domain, limit)
+        if self.variant == "private":                          # "filter": no 1-way candidates
             cands = {q: w for q, w in cands.items() if len(q) > 1} or cands
-        keys = list(cands)
-        sampled = sampler.draw()
+        sampled = self.sampler.draw()
         payload = model_payload(model)
-        if variant == "private":
-            payload.update({f"proxy:{names[i]}": proxy[i] for i in range(d)})
-        agg.broadcast(payload, sampled, round=t)
-
+        if self.variant == "private":
+            payload.update({f"proxy:{prob.names[i]}": self.proxy[i] for i in range(d)})
+        self.agg.broadcast(payload, sampled, round=t)
         reader = pgm.MarginalReader(model)
-        probs = {q: normalised(reader(q)) for q in keys}
-        picks = _local_selections(agg, acc, noise, fitter, measurements, prob, sampled, keys, cands, probs,
-                                  proxy if variant == "private" else None, oracle_probs, sigma, eps,
-                                  delta_u, totals, opts, t)
+        picks = self.select_locally(t, sampled, cands, {q: normalised(reader(q)) for q in cands})
 
-        per_silo = None
         new: list[Measurement] = []
-        if proxy_round:
-            oneways = _measure_round_oneways(agg, acc, noise, prob, sampled, sigma, t)
-            per_silo = _round_rows_per_silo(oneways, shape, sigma, len(sampled))
-            n_hat = per_silo * len(sampled)
+        per_silo = None
+        if proxy_round:                                         # "combine" and the proxy update
+            oneways = measure_sums(self.agg, self.acc, self.noise,
+                                   [((name,), sampled) for name in prob.names], prob, self.sigma, t,
+                                   f"round {t}: every column's 1-way marginal over the sampled silos (proxy)",
+                                   sensitivity_l2=math.sqrt(d))      # one record is in each of the d sums
+            per_silo = _round_rows_per_silo(oneways, prob.shape, len(sampled))
             for i, y in enumerate(oneways):
-                new.append(rescale((names[i],), y, sigma, n_hat, totals.population, weighted))
-                proxy[i] = (normalised(y) + proxy_updates * proxy[i]) / (proxy_updates + 1)
-            proxy_updates += 1
-        chosen = _by_popularity(picks)
-        kept, dropped = keep_within_size(chosen, pgm.model_cliques(model), domain, limit)
-        dropped_total += len(dropped)
+                new.append(rescale((prob.names[i],), y, self.sigma, per_silo * len(sampled),
+                                   self.totals.population, self.weighted))
+                self.proxy[i] = (normalised(y) + self.proxy_updates * self.proxy[i]) / (self.proxy_updates + 1)
+            self.proxy_updates += 1
+        kept, dropped = keep_within_size(_by_popularity(picks), pgm.model_cliques(model), prob.domain, limit)
+        self.dropped += len(dropped)
         contributors = {q: [k for k in sampled if q in picks[k]] for q in kept}
-        sums = [agg.sum(lambda silo, q=q: silo.marginal(prob.columns(q)), contributors[q], round=t,
-                        label=f"marginal({', '.join(q)})") for q in kept]
-        noisy = gaussian_mechanism(acc, noise, np.concatenate(sums), sigma=sigma, sensitivity_l2=math.sqrt(s),
-                                   query=f"round {t}: sums of the chosen marginals "
-                                         + "; ".join("(" + ", ".join(q) + ")" for q in kept),
-                                   where=agg.where, round=t, silos=len(sampled))
-        for q, y in zip(kept, np.split(noisy, np.cumsum([x.size for x in sums])[:-1])):
-            n_hat = totals.estimate(float(y.sum()), y.size, sigma, len(contributors[q]), per_silo)
-            new.append(rescale(q, y, sigma, n_hat, totals.population, weighted))
-        measurements += new
-        model = fitter.fit(measurements)
-        progress.update(acc.rho_spent / rho, f"round {t}/{T}: {len(sampled)} silos chose {len(kept)} marginal(s)")
+        sums = measure_sums(self.agg, self.acc, self.noise, [(q, contributors[q]) for q in kept], prob,
+                            self.sigma, t, f"round {t}: sums of the chosen marginals "
+                            + "; ".join("(" + ", ".join(q) + ")" for q in kept), sensitivity_l2=math.sqrt(s))
+        for q, y in zip(kept, sums):
+            n_hat = self.totals.estimate(float(y.sum()), y.size, self.sigma, len(contributors[q]), per_silo)
+            new.append(rescale(q, y, self.sigma, n_hat, self.totals.population, self.weighted))
+        self.measurements += new
+        model = self.fitter.fit(self.measurements)
+        self.progress.update(acc.rho_spent / acc.rho_budget,
+                             f"round {t}/{opts.rounds}: {len(sampled)} silos chose {len(kept)} marginal(s)")
+        return model
 
-    codes = core.sample_from(model, names, rows, sample_seed)
-    progress.log(f"{T} rounds, {len(measurements)} measurements; sampled {len(codes)} rows")
-    info = {"variant": variant, "sample_rate": rate, "sigma": sigma, "epsilon_select": eps,
-            "score_sensitivity": delta_u, "dropped_for_size": dropped_total,
-            "traffic": agg.traffic.summary(silos) if hasattr(agg, "traffic") else None}
-    return core.MethodResult(codes, model, T, prob.workload, info)
-
-
-def _local_selections(agg, acc, noise, fitter, measurements, prob, sampled, keys, cands, probs, proxy,
-                      oracle_probs, sigma, eps, delta_u, totals, opts, t) -> dict[str, list[tuple[str, ...]]]:
-    """Each sampled silo's ``s`` local selections (never the same marginal twice); for ``s > 1``
-    each non-final step's choice is measured locally and refines that silo's copy of the model."""
-    s = opts.local_steps
-    picks = {k: [] for k in sampled}
-    local_probs = {k: probs for k in sampled}
-    for step in range(1, s + 1):
-        scores, options = {}, {}
-        for k in sampled:
-            silo = agg.local(k)
-            oneways = [silo.marginal([i]) for i in range(len(prob.names))] if proxy is not None else None
-            options[k] = [q for q in keys if q not in picks[k]]
-            row = []
-            for q in options[k]:
-                counts = silo.marginal(prob.columns(q))
-                if proxy is not None:
-                    gap = heterogeneity_gap(oneways, proxy, prob.columns(q))
-                elif oracle_probs is not None:
-                    gap = float(np.abs(counts - counts.sum() * oracle_probs[q]).sum())
-                else:
-                    gap = 0.0
-                row.append(local_score(cands[q], counts, local_probs[k][q], sigma, gap))
-            scores[k] = np.array(row)
-        choice = parallel_exponential_mechanism(
-            acc, noise, scores, epsilon=eps, sensitivity=delta_u, where="silo", round=t, local_step=step,
-            query=f"round {t}, local step {step}: each sampled silo selects among {len(keys)} candidates")
-        for k in sampled:
-            picks[k].append(options[k][choice[k]])
-        if step < s:
-            local = parallel_gaussian_mechanism(
-                acc, noise, {k: agg.local(k).marginal(prob.columns(picks[k][-1])) for k in sampled},
-                sigma=sigma, where="silo", round=t, local_step=step,
-                query=f"round {t}, local step {step}: each silo measures its choice for its own model copy")
+    def select_locally(self, t: int, sampled: list[str], cands: dict, probs: dict) -> dict[str, list[tuple[str, ...]]]:
+        """Each sampled silo's ``s`` selections (never the same marginal twice); for ``s > 1`` each
+        non-final step's choice is measured locally and refines that silo's copy of the model."""
+        s = self.opts.local_steps
+        picks = {k: [] for k in sampled}
+        local_probs = {k: probs for k in sampled}
+        for step in range(1, s + 1):
+            options = {k: [q for q in cands if q not in picks[k]] for k in sampled}
+            scores = {k: self.local_scores(self.agg.local(k), options[k], cands, local_probs[k]) for k in sampled}
+            choice = parallel_exponential_mechanism(
+                self.acc, self.noise, scores, epsilon=self.eps, sensitivity=self.delta_u, where="silo", round=t,
+                local_step=step,
+                query=f"round {t}, local step {step}: each sampled silo selects among {len(cands)} candidates")
             for k in sampled:
-                q, y = picks[k][-1], local[k]
-                n_hat = totals.estimate(float(y.sum()), y.size, sigma, 1)
-                local_fit = pgm.ModelFitter(prob.domain, iters=opts.pgm_iters, tol=opts.pgm_tol or None,
-                                            known_total=totals.population)
-                local_fit.model = fitter.model
-                reader = pgm.MarginalReader(local_fit.fit(
-                    list(measurements) + [rescale(q, y, sigma, n_hat, totals.population)]))
-                local_probs[k] = {c: normalised(reader(c)) for c in keys}
-    return picks
+                picks[k].append(options[k][choice[k]])
+            if step < s:
+                local_probs = self.refine_local_models(t, step, sampled, picks, cands)
+        return picks
+
+    def local_scores(self, silo, options: list[tuple[str, ...]], cands: dict, probs: dict) -> np.ndarray:
+        """``u_k(q)`` for each option, computed on the silo's own rows."""
+        cols = self.prob.columns
+        oneways = [silo.marginal([i]) for i in range(len(self.prob.names))] if self.variant == "private" else None
+        out = []
+        for q in options:
+            counts = silo.marginal(cols(q))
+            if oneways is not None:
+                gap = heterogeneity_gap(oneways, self.proxy, cols(q))
+            elif self.oracle_probs is not None:
+                gap = float(np.abs(counts - counts.sum() * self.oracle_probs[q]).sum())
+            else:
+                gap = 0.0
+            out.append(local_score(cands[q], counts, probs[q], self.sigma, gap))
+        return np.array(out)
+
+    def refine_local_models(self, t: int, step: int, sampled: list[str], picks: dict, cands: dict) -> dict:
+        """Each silo measures its latest choice with ``N(0, sigma^2)`` (a release, charged once by
+        parallel composition) and refits its own copy of the model with it."""
+        local = parallel_gaussian_mechanism(
+            self.acc, self.noise, {k: self.agg.local(k).marginal(self.prob.columns(picks[k][-1])) for k in sampled},
+            sigma=self.sigma, where="silo", round=t, local_step=step,
+            query=f"round {t}, local step {step}: each silo measures its choice for its own model copy")
+        out = {}
+        for k in sampled:
+            q, y = picks[k][-1], local[k]
+            n_hat = self.totals.estimate(float(y.sum()), y.size, self.sigma, 1)
+            fitter = pgm.ModelFitter(self.prob.domain, iters=self.opts.pgm_iters, tol=self.opts.pgm_tol or None,
+                                     known_total=self.totals.population)
+            fitter.model = self.fitter.model
+            reader = pgm.MarginalReader(fitter.fit(
+                self.measurements + [rescale(q, y, self.sigma, n_hat, self.totals.population)]))
+            out[k] = {c: normalised(reader(c)) for c in cands}
+        return out
 
 
-def _measure_round_oneways(agg, acc, noise, prob, sampled, sigma, t) -> list[np.ndarray]:
-    """Every column's 1-way summed over the round's silos; one record is in each of the ``d``
-    sums once, so the concatenation has L2 sensitivity ``sqrt(d)``."""
-    d = len(prob.names)
-    sums = [agg.sum(lambda silo, i=i: silo.marginal([i]), sampled, round=t, label=f"marginal({prob.names[i]})")
-            for i in range(d)]
-    noisy = gaussian_mechanism(acc, noise, np.concatenate(sums), sigma=sigma, sensitivity_l2=math.sqrt(d),
-                               query=f"round {t}: every column's 1-way marginal over the sampled silos (proxy)",
-                               where=agg.where, round=t, silos=len(sampled))
-    return np.split(noisy, np.cumsum([x.size for x in sums])[:-1])
-
-
-def _round_rows_per_silo(oneways: Sequence[np.ndarray], shape: Sequence[int], sigma: float, m: int) -> float:
+def _round_rows_per_silo(oneways: Sequence[np.ndarray], shape: Sequence[int], m: int) -> float:
     """Rows per sampled silo from the round's noisy 1-ways (inverse-variance mean of their sums)."""
     totals = np.array([float(y.sum()) for y in oneways])
     w = 1.0 / np.asarray(shape, dtype=float)
