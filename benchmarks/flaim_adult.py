@@ -71,7 +71,7 @@ def run_one(silos, train, test, schema, key: str, epsilon: float, delta: float) 
     per_client = (traffic.get("mean_bytes_sent_per_active_silo", 0)
                   + traffic.get("mean_bytes_received_per_active_silo", 0)) / 1e6
     return {"method": key, "seconds": seconds, "workload_error": report["workload"]["error"],
-            "nll": report.get("nll"), "auc": report["tstr"]["auc_synthetic"], "auc_real": report["tstr"]["auc_real"],
+            "nll": report["nll"]["mean"], "nll_median": report["nll"]["median"], "auc": report["tstr"]["auc_synthetic"], "auc_real": report["tstr"]["auc_real"],
             "mb_per_client": per_client if traffic else None, "rho_spent": result.ledger["rho_spent"],
             "rho_budget": result.ledger["rho_budget"], "rounds": result.info["rounds"]}
 

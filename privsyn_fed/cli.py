@@ -371,7 +371,8 @@ def _evaluate(args: argparse.Namespace) -> int:
         print(f"distance to closest record: median {d['median_to_train']:.3f} to real, "
               f"{d['median_to_holdout']:.3f} to holdout; {d['share_closer_to_train']:.1%} closer to real")
     if "nll" in report:
-        print(f"holdout negative log-likelihood {report['nll']:.3f} nats per row")
+        print(f"holdout negative log-likelihood {report['nll']['mean']:.3f} nats per row "
+              f"(median {report['nll']['median']:.3f})")
     if args.json:
         write_atomic(Path(args.json), lambda fh: fh.write(json.dumps(report, indent=2) + "\n"))
         print(f"wrote {args.json}")

@@ -149,9 +149,10 @@ def distance_to_closest_record(real: np.ndarray, holdout: np.ndarray, syn: np.nd
             "share_closer_to_train": closer, "exact_copies_of_train": float(np.mean(d_train == 0))}
 
 
-def holdout_nll(model: Any, holdout: np.ndarray, schema: Schema) -> float:
-    """Mean ``-log p(x)`` (nats) of encoded holdout rows under a fitted model or a saved
-    ``Factorisation``, which must be over the schema's columns and bins."""
+def holdout_nll(model: Any, holdout: np.ndarray, schema: Schema) -> dict[str, float]:
+    """Mean and median ``-log p(x)`` (nats) of encoded holdout rows under a fitted model or a
+    saved ``Factorisation``, which must be over the schema's columns and bins. A mean far above
+    the median means a few rows fall in cells the model believes nearly empty."""
     from .errors import InputError
     from .pgm import Factorisation, MarginalReader
 
@@ -161,7 +162,8 @@ def holdout_nll(model: Any, holdout: np.ndarray, schema: Schema) -> float:
         for attr, n in zip(clique, table.shape):
             if size.get(attr) != n:
                 raise InputError(f"model: column '{attr}' with {n} cells does not match the schema")
-    return float(-fact.log_likelihood(holdout, schema.names).mean())
+    nll = -fact.log_likelihood(holdout, schema.names)
+    return {"mean": float(nll.mean()), "median": float(np.median(nll))}
 
 
 def evaluate(real_df: pd.DataFrame, syn_df: pd.DataFrame, schema: Schema, *, holdout_df: pd.DataFrame | None = None,
