@@ -22,7 +22,7 @@ example:
   privsyn-fed synth --method aim --schema schema.json --silo a.csv --silo b.csv \\
       --epsilon 1 --delta 1e-9 --out synthetic.csv
 
-  privsyn-fed synth --method flaim --variant private --schema schema.json \
+  privsyn-fed synth --method flaim --variant private --schema schema.json \\
       --silo a.csv --silo b.csv --silo c.csv --epsilon 1 --delta 1e-9 --out synthetic.csv
 
 methods:
@@ -104,8 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     a = s.add_argument_group("options of the AIM family (aim, distaim, flaim)")
     a.add_argument("--rounds", type=_positive_int, metavar="T",
                    help="budget split into T rounds (default: 16 x number of columns for aim, 10 for "
-                        "distaim and flaim); aim and distaim anneal and stop when the budget is spent, "
-                        "flaim runs exactly T global rounds")
+                        "distaim and flaim); aim anneals and stops when the budget is spent, distaim "
+                        "and flaim run exactly T global rounds")
     a.add_argument("--alpha", type=_float, default=0.9, metavar="A",
                    help="share of each round spent on measurement rather than selection (default 0.9)")
     a.add_argument("--max-model-size", type=_float, default=80.0, metavar="MB",
