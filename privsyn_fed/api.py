@@ -9,7 +9,8 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from .accounting import Accountant
+from .accounting import Accountant, epsilon_to_rho
+from .accounting.budget_store import Reservation
 from .aggregate import Aggregator, InProcessAggregator
 from .encode import decode_codes
 from .errors import InputError
@@ -54,14 +55,16 @@ def check_budget_args(epsilon: float, delta: float) -> None:
 def synthesize(silos: Sequence[Silo], method: str = "aim", epsilon: float = 1.0, delta: float = 1e-9, *,
                rows: int | None = None, seed: int | None = None, ledger_path: str | Path | None = None,
                progress: bool | Progress = False, aggregator: Aggregator | None = None,
-               **options: Any) -> SynthResult:
+               reservation: Reservation | None = None, **options: Any) -> SynthResult:
     """Release one synthetic table of the silos' union under (epsilon, delta)-DP.
 
     ``seed`` makes the run reproducible by drawing noise from a seeded generator; such a release
     is marked ``seeded`` in its ledger and carries no real guarantee (tests and demos only).
     ``ledger_path`` makes the ledger durable: it is written before each noisy value is released.
     ``aggregator`` (federated methods) combines the silos' statistics; the default is the
-    in-process trusted aggregator. Method options are keyword arguments: ``AIMOptions`` for
+    in-process trusted aggregator. ``reservation`` (from ``BudgetStore.reserve``, booked for
+    this run's epsilon and delta) is settled with what the ledger spent, whether the run
+    completes or fails. Method options are keyword arguments: ``AIMOptions`` for
     ``aim``, ``FederatedOptions`` for ``distaim``, ``FLAIMOptions`` for ``flaim``.
     """
     if method not in METHODS:
@@ -83,16 +86,23 @@ def synthesize(silos: Sequence[Silo], method: str = "aim", epsilon: float = 1.0,
 
     opts, threat, run = _method(method, silos, aggregator, options)
     noise = noise_source(seed)
+    details = {"silos": len(silos), "noise": noise.name,
+               "options": {k: v for k, v in vars(opts).items() if k != "workload"}}
+    if reservation is not None:
+        if reservation.rho < epsilon_to_rho(epsilon, delta) * (1 - 1e-12):
+            raise ValueError("the reservation is smaller than this run's budget")
+        details["budget_store"] = {"path": str(reservation.store.path), "dataset_id": reservation.dataset,
+                                   "run": reservation.run}
     acc = Accountant(epsilon, delta, method, seeded=noise.seeded, ledger_path=ledger_path,
-                     threat_model=threat,
-                     details={"silos": len(silos), "noise": noise.name,
-                              "options": {k: v for k, v in vars(opts).items() if k != "workload"}})
+                     threat_model=threat, details=details)
     try:
         result = run(acc, noise, opts, rows, seed, reporter)
         rng = np.random.default_rng(None if seed is None else seed + 2)
         data = decode_codes(result.codes, schema, rng)
     except BaseException:
         acc.finish("failed")
+        if reservation is not None:
+            reservation.settle(acc.rho_spent, "failed")
         raise
     finally:
         reporter.close()
@@ -100,6 +110,8 @@ def synthesize(silos: Sequence[Silo], method: str = "aim", epsilon: float = 1.0,
             **result.info}
     acc.finish("complete", rounds=result.rounds, workload_size=len(result.workload), rows=len(data),
                **{k: v for k, v in result.info.items() if k == "traffic"})
+    if reservation is not None:
+        reservation.settle(acc.rho_spent, "complete")
     return SynthResult(data, acc.ledger(), method, info, acc, result.model)
 
 

@@ -94,6 +94,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "publish with it) for `evaluate --model` (holdout likelihood)")
     s.add_argument("--force", action="store_true", help="replace OUT and LEDGER if they already exist")
     s.add_argument("--quiet", action="store_true", help="no progress display")
+    b = s.add_argument_group("shared budget (several releases of one dataset draw on one total)")
+    b.add_argument("--budget-store", metavar="STORE.db",
+                   help="SQLite budget store (created if absent): the run's epsilon is reserved there "
+                        "before any silo is read and refused if the dataset's total would be exceeded")
+    b.add_argument("--dataset-id", metavar="ID", help="the dataset whose total budget this run draws on")
+    b.add_argument("--total-epsilon", type=_float, metavar="E",
+                   help="the dataset's total epsilon (at --delta); required the first time a dataset "
+                        "is used, checked against the store afterwards")
     g = s.add_argument_group("workload (public marginal queries the release should answer well)")
     g.add_argument("--workload-degree", type=_positive_int, default=3, metavar="K",
                    help="size of each workload marginal (default 3)")
@@ -133,6 +141,14 @@ def build_parser() -> argparse.ArgumentParser:
                                     "it adds up, 1 with the reasons when it does not.")
     au.add_argument("ledger", metavar="LEDGER.json", help="ledger written by `privsyn-fed synth`")
     au.add_argument("--json", action="store_true", help="print the audit result as JSON")
+
+    bu = sub.add_parser("budget", help="show a budget store: runs, spend and what is left",
+                        description="Show the datasets of a budget store, their total budget, every run "
+                                    "that drew on it (reserved, complete, failed or rejected) and what is left.")
+    bu.add_argument("action", choices=["show"], help="what to do (show)")
+    bu.add_argument("--budget-store", required=True, metavar="STORE.db", help="the budget store file")
+    bu.add_argument("--dataset-id", metavar="ID", help="only this dataset (default: all)")
+    bu.add_argument("--json", action="store_true", help="print JSON")
 
     pa = sub.add_parser("partition", help="split one table into client CSVs (experiments)",
                         description="Split one table into K client CSVs for experiments, IID or with "
@@ -182,7 +198,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        commands = {"synth": _synth, "audit": _audit, "partition": _partition, "evaluate": _evaluate}
+        commands = {"synth": _synth, "audit": _audit, "partition": _partition, "evaluate": _evaluate,
+                    "budget": _budget}
         return commands[args.command](args)
     except InputError as exc:
         print(f"privsyn-fed: error: {exc}", file=sys.stderr)
@@ -252,15 +269,30 @@ def _synth(args: argparse.Namespace) -> int:
     if len(args.silo) < MIN_SILOS[args.method]:
         raise InputError(f"--method {args.method} needs at least {MIN_SILOS[args.method]} --silo files, "
                          f"got {len(args.silo)}")
+    if (args.dataset_id or args.total_epsilon is not None) and not args.budget_store:
+        raise InputError("--dataset-id and --total-epsilon need --budget-store")
+    if args.budget_store and not args.dataset_id:
+        raise InputError("--budget-store needs --dataset-id (the dataset this release draws on)")
     schema = Schema.load(args.schema)
-    silos = [Silo.from_csv(p, schema) for p in args.silo]      # every input checked before any spend
-    for silo in silos:
-        for col, n in silo.clipped.items():
-            if n:
-                print(f"privsyn-fed: note for the operator of {silo.name}: {n} value(s) of '{col}' lay "
-                      f"outside the schema's bounds and were clipped (private; not released)", file=sys.stderr)
-    result = synthesize(silos, args.method, args.epsilon, args.delta, rows=args.rows, seed=args.seed,
-                        ledger_path=ledger, progress=not args.quiet, **options)
+    reservation = None
+    if args.budget_store:                                   # before any silo is read
+        from .accounting.budget_store import BudgetStore
+        reservation = BudgetStore(args.budget_store).reserve(
+            args.dataset_id, epsilon=args.epsilon, delta=args.delta, method=args.method,
+            total_epsilon=args.total_epsilon, ledger=str(ledger))
+    try:
+        silos = [Silo.from_csv(p, schema) for p in args.silo]   # every input checked before any spend
+        for silo in silos:
+            for col, n in silo.clipped.items():
+                if n:
+                    print(f"privsyn-fed: note for the operator of {silo.name}: {n} value(s) of '{col}' lay "
+                          f"outside the schema's bounds and were clipped (private; not released)", file=sys.stderr)
+        result = synthesize(silos, args.method, args.epsilon, args.delta, rows=args.rows, seed=args.seed,
+                            ledger_path=ledger, progress=not args.quiet, reservation=reservation, **options)
+    except BaseException:
+        if reservation is not None:
+            reservation.settle(0.0, "rejected")        # only when nothing was charged (else already settled)
+        raise
     try:
         result.to_csv(out)
         if args.model_out:
@@ -307,6 +339,34 @@ def _audit(args: argparse.Namespace) -> int:
         print(f"{verdict}: {args.ledger}: method {s['method']}, {s['entries']} entries, rho {s['rho_spent']:.6g} "
               f"of {s['rho_budget']:.6g}, epsilon {s['epsilon']:.6g} at delta {s['delta']:g}")
     return 0 if report.ok else 1
+
+
+def _budget(args: argparse.Namespace) -> int:
+    from .accounting.budget_store import BudgetStore
+    from .accounting.conversions import rho_to_epsilon
+
+    store = BudgetStore(args.budget_store, create=False)
+    ids = [args.dataset_id] if args.dataset_id else store.datasets()
+    budgets = [store.budget(i) for i in ids]
+    if args.json:
+        print(json.dumps([{"dataset": b.id, "total_epsilon": b.total_epsilon, "delta": b.delta,
+                           "rho_total": b.rho_total, "rho_committed": b.rho_committed,
+                           "epsilon_committed": b.epsilon_committed, "rho_left": b.rho_left, "runs": b.runs}
+                          for b in budgets], indent=2))
+        return 0
+    if not budgets:
+        print(f"{args.budget_store}: no datasets yet")
+    for b in budgets:
+        left_eps = rho_to_epsilon(b.rho_left, b.delta) if b.rho_left > 0 else 0.0
+        print(f"dataset {b.id}: total epsilon {b.total_epsilon:g} at delta {b.delta:g} (rho {b.rho_total:.6g}); "
+              f"committed rho {b.rho_committed:.6g} (epsilon {b.epsilon_committed:.4g}); "
+              f"left rho {b.rho_left:.6g} (a single further run of up to epsilon {left_eps:.4g})")
+        for r in b.runs:
+            spent = "all of it (not settled)" if r["rho_spent"] is None else f"{r['rho_spent']:.6g}"
+            print(f"  run {r['id']}: {r['method']}, epsilon {r['epsilon']:g}, reserved rho {r['rho_reserved']:.6g}, "
+                  f"counted {spent}, {r['status']}, started {r['started']}"
+                  + (f", ledger {r['ledger']}" if r["ledger"] else ""))
+    return 0
 
 
 def _partition(args: argparse.Namespace) -> int:

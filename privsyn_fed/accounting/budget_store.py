@@ -1,0 +1,211 @@
+"""A durable privacy budget shared by every release of one dataset (an SQLite file).
+
+A dataset has a total ``(epsilon, delta)``, held as ``rho_total = epsilon_to_rho(epsilon, delta)``.
+Releases compose in zCDP, so the store admits a run only while the rho already committed plus
+the run's rho stays within ``rho_total``; then the whole series is ``(epsilon, delta)``-DP.
+
+* ``reserve`` books a run's full rho in one ``BEGIN IMMEDIATE`` transaction (SQLite's write lock:
+  two runs started at the same time are serialised, and only one can take the last of the
+  budget). It happens before any silo is read.
+* ``settle`` records what the run's ledger says it spent. Until then the full reservation
+  counts, so a run that crashes after reserving never hands back budget it may have spent.
+* A run refused for bad input before anything was released settles at zero (``rejected``).
+"""
+from __future__ import annotations
+
+import math
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ..errors import BudgetExceeded, InputError
+from .conversions import epsilon_to_rho, rho_to_epsilon
+
+STORE_FORMAT = "privsyn-fed-budget/1"
+TOLERANCE = 1e-9
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE datasets (
+    id TEXT PRIMARY KEY, total_epsilon REAL NOT NULL, delta REAL NOT NULL, rho_total REAL NOT NULL,
+    created TEXT NOT NULL);
+CREATE TABLE runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, dataset TEXT NOT NULL REFERENCES datasets(id),
+    method TEXT NOT NULL, epsilon REAL NOT NULL, rho_reserved REAL NOT NULL, rho_spent REAL,
+    status TEXT NOT NULL, ledger TEXT, started TEXT NOT NULL, settled TEXT);
+"""
+
+
+@dataclass
+class DatasetBudget:
+    id: str
+    total_epsilon: float
+    delta: float
+    rho_total: float
+    rho_committed: float
+    runs: list[dict[str, Any]]
+
+    @property
+    def rho_left(self) -> float:
+        return max(0.0, self.rho_total - self.rho_committed)
+
+    @property
+    def epsilon_committed(self) -> float:
+        return rho_to_epsilon(self.rho_committed, self.delta) if self.rho_committed > 0 else 0.0
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class BudgetStore:
+    """The budget file at ``path`` (created on first use)."""
+
+    def __init__(self, path: str | Path, create: bool = True):
+        self.path = Path(path)
+        if self.path.is_dir():
+            raise InputError(f"{self.path}: is a folder, not a budget store file")
+        exists = self.path.exists()
+        if not exists and not create:
+            raise InputError(f"{self.path}: budget store not found")
+        if not exists and not self.path.parent.is_dir():
+            raise InputError(f"{self.path}: the folder {str(self.path.parent)!r} does not exist")
+        try:
+            self.db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+            self.db.execute("PRAGMA foreign_keys = ON")
+            if exists and self.path.stat().st_size > 0:
+                self._check_format()
+            else:
+                self._create()
+        except sqlite3.DatabaseError as exc:
+            raise InputError(f"{self.path}: not a privsyn-fed budget store ({exc})") from None
+
+    def _create(self) -> None:
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            if not self._tables():
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        self.db.execute(statement)
+                self.db.execute("INSERT INTO meta VALUES ('format', ?)", (STORE_FORMAT,))
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self._check_format()
+
+    def _tables(self) -> set[str]:
+        return {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+    def _check_format(self) -> None:
+        if not {"meta", "datasets", "runs"} <= self._tables():
+            raise InputError(f"{self.path}: not a privsyn-fed budget store (foreign database)")
+        row = self.db.execute("SELECT value FROM meta WHERE key='format'").fetchone()
+        if row is None or row[0] != STORE_FORMAT:
+            raise InputError(f"{self.path}: unsupported budget store format {row[0] if row else None!r}")
+
+    def close(self) -> None:
+        self.db.close()
+
+    # ---- runs ---------------------------------------------------------------------------------
+    def reserve(self, dataset: str, *, epsilon: float, delta: float, method: str,
+                total_epsilon: float | None = None, ledger: str | None = None) -> "Reservation":
+        """Book ``epsilon_to_rho(epsilon, delta)`` for a run; refuse if it does not fit.
+
+        The first run of a dataset must give ``total_epsilon``; later runs may omit it, and if they
+        give it, it must match. ``delta`` must be the dataset's delta.
+        """
+        if not dataset:
+            raise InputError("--dataset-id must not be empty")
+        rho = epsilon_to_rho(epsilon, delta)
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            ds = self.db.execute("SELECT total_epsilon, delta, rho_total FROM datasets WHERE id=?",
+                                 (dataset,)).fetchone()
+            if ds is None:
+                if total_epsilon is None:
+                    raise InputError(f"dataset '{dataset}' is new to {self.path}: give --total-epsilon "
+                                     "to set its total budget")
+                if not (math.isfinite(total_epsilon) and total_epsilon > 0):
+                    raise InputError(f"--total-epsilon must be a positive number, not {total_epsilon}")
+                ds = (total_epsilon, delta, epsilon_to_rho(total_epsilon, delta))
+                self.db.execute("INSERT INTO datasets VALUES (?, ?, ?, ?, ?)", (dataset, *ds, _now()))
+            total_eps, ds_delta, rho_total = ds
+            if total_epsilon is not None and not math.isclose(total_epsilon, total_eps, rel_tol=1e-12):
+                raise InputError(f"dataset '{dataset}' has total epsilon {total_eps:g} in {self.path}, "
+                                 f"not {total_epsilon:g}")
+            if not math.isclose(delta, ds_delta, rel_tol=1e-12):
+                raise InputError(f"dataset '{dataset}' is accounted at delta {ds_delta:g}; run with "
+                                 f"--delta {ds_delta:g}")
+            committed = self._committed(dataset)
+            if committed + rho > rho_total * (1 + TOLERANCE):
+                left = max(0.0, rho_total - committed)
+                raise BudgetExceeded(
+                    f"dataset '{dataset}': this run needs rho={rho:.6g} (epsilon {epsilon:g}) but only "
+                    f"rho={left:.6g} (epsilon {rho_to_epsilon(left, delta) if left > 0 else 0:.4g}) of "
+                    f"the total epsilon {total_eps:g} is left; no silo was read and nothing was written")
+            cur = self.db.execute(
+                "INSERT INTO runs (dataset, method, epsilon, rho_reserved, status, ledger, started) "
+                "VALUES (?, ?, ?, ?, 'reserved', ?, ?)", (dataset, method, epsilon, rho, ledger, _now()))
+            self.db.execute("COMMIT")
+            return Reservation(self, int(cur.lastrowid), dataset, rho)
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+
+    def settle(self, run: int, rho_spent: float, status: str) -> None:
+        """Record what run ``run`` spent (``status``: complete, failed or rejected)."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            row = self.db.execute("SELECT rho_reserved FROM runs WHERE id=? AND status='reserved'",
+                                  (run,)).fetchone()
+            if row is None:
+                raise ValueError(f"run {run} is not awaiting settlement")
+            if rho_spent > row[0] * (1 + TOLERANCE):
+                raise ValueError(f"run {run} spent {rho_spent} beyond its reservation {row[0]}")
+            self.db.execute("UPDATE runs SET rho_spent=?, status=?, settled=? WHERE id=?",
+                            (rho_spent, status, _now(), run))
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+
+    def _committed(self, dataset: str) -> float:
+        """Settled runs count what they spent; unsettled ones their whole reservation."""
+        row = self.db.execute(
+            "SELECT COALESCE(SUM(CASE WHEN status='reserved' THEN rho_reserved ELSE rho_spent END), 0) "
+            "FROM runs WHERE dataset=?", (dataset,)).fetchone()
+        return float(row[0])
+
+    # ---- reading ------------------------------------------------------------------------------
+    def datasets(self) -> list[str]:
+        return [r[0] for r in self.db.execute("SELECT id FROM datasets ORDER BY id")]
+
+    def budget(self, dataset: str) -> DatasetBudget:
+        ds = self.db.execute("SELECT total_epsilon, delta, rho_total FROM datasets WHERE id=?",
+                             (dataset,)).fetchone()
+        if ds is None:
+            known = ", ".join(self.datasets()) or "none"
+            raise InputError(f"{self.path}: no dataset '{dataset}' (known: {known})")
+        cols = ["id", "method", "epsilon", "rho_reserved", "rho_spent", "status", "ledger", "started", "settled"]
+        runs = [dict(zip(cols, r)) for r in self.db.execute(
+            f"SELECT {', '.join(cols)} FROM runs WHERE dataset=? ORDER BY id", (dataset,))]
+        return DatasetBudget(dataset, ds[0], ds[1], ds[2], self._committed(dataset), runs)
+
+
+@dataclass
+class Reservation:
+    """A run's booked budget; ``settle`` it once with what the run's ledger spent."""
+
+    store: BudgetStore
+    run: int
+    dataset: str
+    rho: float
+    settled: bool = False
+
+    def settle(self, rho_spent: float, status: str) -> None:
+        if not self.settled:
+            self.store.settle(self.run, rho_spent, status)
+            self.settled = True
