@@ -86,8 +86,10 @@ def synthesize(silos: Sequence[Silo], method: str = "aim", epsilon: float = 1.0,
 
     opts, threat, run = _method(method, silos, aggregator, options)
     noise = noise_source(seed)
-    details = {"silos": len(silos), "noise": noise.name,
-               "options": {k: v for k, v in vars(opts).items() if k != "workload"}}
+    from .methods.aim import workload_cliques
+    details = {"silos": len(silos), "columns": schema.names, "noise": noise.name,
+               "options": {k: v for k, v in vars(opts).items() if k != "workload"},
+               "workload": [[schema.names[i] for i in cl] for cl in workload_cliques(schema.names, opts)]}
     if reservation is not None:
         if reservation.rho < epsilon_to_rho(epsilon, delta) * (1 - 1e-12):
             raise ValueError("the reservation is smaller than this run's budget")
@@ -108,7 +110,7 @@ def synthesize(silos: Sequence[Silo], method: str = "aim", epsilon: float = 1.0,
         reporter.close()
     info = {"rounds": result.rounds, "workload": [list(c) for c in result.workload], "rows": len(data),
             **result.info}
-    acc.finish("complete", rounds=result.rounds, workload_size=len(result.workload), rows=len(data),
+    acc.finish("complete", rounds=result.rounds, rows=len(data),
                **{k: v for k, v in result.info.items() if k == "traffic"})
     if reservation is not None:
         reservation.settle(acc.rho_spent, "complete")

@@ -89,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, metavar="S",
                    help="reproducible run for tests and demos: noise from a seeded generator. The "
                         "ledger records it and audit flags it; never use it for a real release")
+    s.add_argument("--report", metavar="REPORT.html",
+                   help="also write a one-page privacy report (.html or .md) to hand out with the CSV: "
+                        "the guarantee, threat model, audit verdict, budget chart and mechanisms")
     s.add_argument("--model-out", metavar="MODEL.npz",
                    help="also save the fitted graphical model (post-processing of the release, safe to "
                         "publish with it) for `evaluate --model` (holdout likelihood)")
@@ -141,6 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
                                     "it adds up, 1 with the reasons when it does not.")
     au.add_argument("ledger", metavar="LEDGER.json", help="ledger written by `privsyn-fed synth`")
     au.add_argument("--json", action="store_true", help="print the audit result as JSON")
+    au.add_argument("--report", metavar="REPORT.html",
+                    help="also write a human-readable report (.html with a chart, or .md)")
 
     bu = sub.add_parser("budget", help="show a budget store: runs, spend and what is left",
                         description="Show the datasets of a budget store, their total budget, every run "
@@ -263,6 +268,10 @@ def _synth(args: argparse.Namespace) -> int:
     _check_output(ledger, "ledger", args.force)
     if args.model_out:
         _check_output(Path(args.model_out), "model", args.force)
+    if args.report:
+        _check_output(Path(args.report), "report", args.force)
+        if Path(args.report).suffix.lower() not in (".html", ".htm", ".md", ".markdown"):
+            raise InputError(f"{args.report}: the report is written as .html or .md")
     if args.workload_size < 0:
         raise InputError(f"--workload-size must be 0 (all) or positive, not {args.workload_size}")
     options = _method_options(args)
@@ -298,6 +307,9 @@ def _synth(args: argparse.Namespace) -> int:
         if args.model_out:
             from .pgm import MarginalReader
             MarginalReader(result.model).factorisation().save(args.model_out)
+        if args.report:
+            from .accounting.report import write_report
+            write_report(result.ledger, args.report)
     except BaseException:
         result.accountant.finish("failed")
         raise
@@ -306,6 +318,8 @@ def _synth(args: argparse.Namespace) -> int:
           f"from {len(silos)} silo(s) by {args.method}")
     print(f"wrote {ledger}: epsilon={led['epsilon']:.4f} at delta={led['delta']:g} spent "
           f"(rho {led['rho_spent']:.6g} of {led['rho_budget']:.6g}) in {len(led['entries'])} mechanism calls")
+    if args.report:
+        print(f"wrote {args.report}: the privacy report to hand out with the CSV")
     if args.model_out:
         print(f"wrote {args.model_out}: the fitted model (for `privsyn-fed evaluate --model`)")
     traffic = result.info.get("traffic")
@@ -325,7 +339,14 @@ def _synth(args: argparse.Namespace) -> int:
 def _audit(args: argparse.Namespace) -> int:
     from .accounting import audit_ledger, load_ledger
 
-    report = audit_ledger(load_ledger(args.ledger))
+    if args.report:
+        _check_output(Path(args.report), "report", force=True)
+    ledger = load_ledger(args.ledger)
+    report = audit_ledger(ledger)
+    if args.report:
+        from .accounting.report import write_report
+        write_report(ledger, args.report, report)
+        print(f"wrote {args.report}", file=sys.stderr if args.json else sys.stdout)
     if args.json:
         print(json.dumps({"ok": report.ok, "problems": report.problems, "warnings": report.warnings,
                           "summary": report.summary}, indent=2))

@@ -77,11 +77,13 @@ def test_ledger_never_exceeds_budget_and_sums(charges, epsilon):
 
 
 def sample_ledger():
-    acc = Accountant(1.0, 1e-9, "aim")
+    """A complete one-round AIM ledger over columns a, b with workload {(a, b)} (max weight 2)."""
+    acc = Accountant(1.0, 1e-9, "aim", details={"columns": ["a", "b"], "workload": [["a", "b"]]})
     acc.gaussian("marginal(a)", 1.0, 40.0, "curator")
-    acc.exponential("select", 3.0, 0.05, "curator")
+    acc.gaussian("marginal(b)", 1.0, 40.0, "curator")
+    acc.exponential("select", 2.0, 0.05, "curator")
     acc.gaussian("marginal(a, b)", 1.0, 20.0, "curator")
-    acc.finish()
+    acc.finish(rounds=1)
     return json.loads(json.dumps(acc.ledger()))
 
 
@@ -95,8 +97,14 @@ def test_audit_accepts_an_honest_ledger():
     (lambda l: l["entries"].pop(1), "out of sequence"),
     (lambda l: l.update(rho_spent=l["rho_spent"] / 2), "entries add up to"),
     (lambda l: l.update(epsilon=l["epsilon"] / 2), "converts to"),
-    (lambda l: l["entries"][1].update(epsilon=0.5, rho=0.5 ** 2 / 8), "entries add up to"),
+    (lambda l: l["entries"][2].update(epsilon=0.5, rho=0.5 ** 2 / 8), "entries add up to"),
     (lambda l: l.update(rho_budget=1e-6), "more than the budget"),
+    (lambda l: (l["entries"].pop(), l.update(rho_spent=sum(e["rho"] for e in l["entries"]))),
+     "an entry is missing"),
+    (lambda l: l["entries"][2].update(sensitivity=1.0), "below the sound value"),
+    (lambda l: l["entries"][0].update(sensitivity_l2=0.5, rho=0.5 ** 2 / (2 * 40.0 ** 2)), "sensitivity at least 1"),
+    (lambda l: l["entries"][2].update(parallel_over="silos", silos=["x"]), "parallel composition is only valid"),
+    (lambda l: l.update(non_private="oracle"), "NOT PRIVATE"),
 ])
 def test_audit_catches_tampering(tamper, fragment):
     led = sample_ledger()
@@ -122,3 +130,22 @@ def test_load_ledger_rejects_non_json_and_foreign_files(tmp_path):
     p.write_text('{"hello": 1}')
     with pytest.raises(InputError, match="missing field"):
         load_ledger(p)
+
+
+@pytest.mark.parametrize("suffix", [".html", ".md"])
+def test_report_states_the_guarantee_and_lists_the_mechanisms(tmp_path, suffix):
+    from privsyn_fed.accounting.report import write_report
+
+    led = sample_ledger()
+    path = tmp_path / f"report{suffix}"
+    write_report(led, path)
+    text = path.read_text()
+    assert "add/remove one record" in text and "(1, 1e-09)-differential privacy" in text
+    assert "marginal(a, b)" in text and "OK" in text
+    if suffix == ".html":
+        assert "<svg" in text and "<polyline" in text
+    led["entries"][0]["sigma"] = 1.0
+    write_report(led, path)
+    assert "FAILED" in path.read_text()
+    with pytest.raises(InputError, match=".html or .md"):
+        write_report(led, tmp_path / "report.pdf")

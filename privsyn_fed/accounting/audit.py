@@ -60,6 +60,75 @@ def _close(a: float, b: float, tol: float = REL_TOL) -> bool:
     return math.isclose(a, b, rel_tol=tol, abs_tol=1e-15)
 
 
+#: Exponential-mechanism sensitivity per method, in units of the largest workload weight (the sound
+#: values: AIM's score moves by w; DistAIM's and naive FLAIM's also through the secret or local
+#: size; AugFLAIM's also through its heterogeneity term).
+EM_SENSITIVITY = {"aim": 1.0, "distaim": 2.0, ("flaim", "naive"): 2.0, ("flaim", "private"): 4.0,
+                  ("flaim", "oracle"): 4.0}
+
+
+def _check_composition(ledger: dict[str, Any], rep: AuditReport) -> None:
+    """Parallel composition is sound only for a mechanism each silo runs on its own rows."""
+    for i, e in enumerate(ledger["entries"]):
+        if not isinstance(e, dict) or not e.get("parallel_over"):
+            continue
+        label = f"entry {i + 1} ({e.get('query', '?')})"
+        silos = e.get("silos")
+        if e["parallel_over"] != "silos" or e.get("where") != "silo":
+            rep.problems.append(f"{label}: parallel composition is only valid for a mechanism run by each "
+                                f"silo on its own rows (parallel_over 'silos', where 'silo')")
+        elif not isinstance(silos, list) or not silos or len(set(map(str, silos))) != len(silos):
+            rep.problems.append(f"{label}: a parallel entry must list the distinct silos it ran on")
+
+
+def _check_structure(ledger: dict[str, Any], rep: AuditReport) -> None:
+    """For a finished run of a known method: every release the algorithm makes has an entry, with
+    at least the sound sensitivity (recomputed from the recorded public workload)."""
+    from ..workload import downward_closure
+
+    d = ledger.get("details") or {}
+    method, options = ledger.get("method"), d.get("options") or {}
+    columns, workload = d.get("columns"), d.get("workload")
+    if method not in ("aim", "distaim", "flaim") or not columns or not workload:
+        rep.warnings.append("the ledger does not record its method's columns and workload; "
+                            "its structure (one entry per release, sound sensitivities) was not checked")
+        return
+    try:
+        index = {c: i for i, c in enumerate(columns)}
+        w_max = max(downward_closure([tuple(sorted(index[c] for c in cl)) for cl in workload]).values())
+    except (KeyError, TypeError, ValueError):
+        rep.problems.append("details.workload names columns that are not in details.columns")
+        return
+    variant = options.get("variant", "private")
+    factor = EM_SENSITIVITY[(method, variant) if method == "flaim" else method]
+    ems = [(i, e) for i, e in enumerate(ledger["entries"]) if isinstance(e, dict) and e.get("mechanism") == "exponential"]
+    gauss = [(i, e) for i, e in enumerate(ledger["entries"]) if isinstance(e, dict) and e.get("mechanism") == "gaussian"]
+    for i, e in ems:
+        if float(e.get("sensitivity", 0)) < factor * w_max * (1 - 1e-12):
+            rep.problems.append(f"entry {i + 1} ({e.get('query')}): sensitivity {e.get('sensitivity')} is below "
+                                f"the sound value {factor:g} x max weight {w_max:g} = {factor * w_max:g} for {method}")
+    for i, e in gauss:
+        if float(e.get("sensitivity_l2", 0)) < 1.0 - 1e-12:
+            rep.problems.append(f"entry {i + 1} ({e.get('query')}): a count marginal has L2 sensitivity at least 1")
+    n_cols = len(columns)
+    if method in ("aim", "distaim"):
+        rounds = d.get("rounds") if method == "aim" else options.get("rounds")
+        expect = {"exponential": rounds, "gaussian": None if rounds is None else n_cols + rounds}
+    else:
+        T, s = int(options.get("rounds") or 0), int(options.get("local_steps") or 1)
+        expect = {"exponential": T * s}
+        need = T * (2 * s - 1) + (T * n_cols if variant == "private" else n_cols)
+        have = sum(float(e["sensitivity_l2"]) ** 2 for _, e in gauss)
+        if have < need * (1 - 1e-9):
+            rep.problems.append(f"the Gaussian releases add up to {have:g} unit-sensitivity measurements, fewer "
+                                f"than the {need} a {variant} FLAIM run with T={T}, s={s} makes")
+    for mech, count in expect.items():
+        found = len(ems if mech == "exponential" else gauss)
+        if count is not None and found != count:
+            rep.problems.append(f"{found} {mech} entries, but a complete {method} run of these options makes "
+                                f"{count}: an entry is missing or extra")
+
+
 def audit_ledger(ledger: dict[str, Any]) -> AuditReport:
     rep = AuditReport()
     total = 0.0
@@ -115,6 +184,9 @@ def audit_ledger(ledger: dict[str, Any]) -> AuditReport:
     if ledger.get("seeded"):
         rep.warnings.append("SEEDED RUN: its noise is predictable to anyone who knows the seed; "
                             "the guarantee does not hold for this release (tests and demos only)")
+    _check_composition(ledger, rep)
+    if ledger.get("status") == "complete":
+        _check_structure(ledger, rep)
     if ledger.get("non_private"):
         rep.problems.append(f"NOT PRIVATE: {ledger['non_private']}")
     if ledger.get("status") not in (None, "complete"):
