@@ -140,7 +140,7 @@ def test_report_states_the_guarantee_and_lists_the_mechanisms(tmp_path, suffix):
     path = tmp_path / f"report{suffix}"
     write_report(led, path)
     text = path.read_text()
-    assert "add/remove one record" in text and "(1, 1e-09)-differential privacy" in text
+    assert "add/remove one record" in text and f"({led['epsilon']:.4g}, 1e-09)-differential privacy" in text
     assert "marginal(a, b)" in text and "OK" in text
     if suffix == ".html":
         assert "<svg" in text and "<polyline" in text
