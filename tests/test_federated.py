@@ -150,7 +150,7 @@ def test_flaim_ledger_equals_the_closed_form(flaim_runs, variant, T, s):
     led = result.ledger
     d, alpha, rho = 5, 0.9, led["rho_budget"]
     private = variant == "private"
-    gaussians = T * (2 * s - 1) + (T * d if private else d)      # ALGORITHMS.md 3 (2s-1 rule)
+    gaussians = T * (2 * s - 1) + (T * d if private else d)      # FLAIM with the 2s-1 rule
     sigma = math.sqrt(gaussians / (2 * alpha * rho))
     eps = math.sqrt(8 * (1 - alpha) * rho / (T * s))
     assert led["rho_spent"] == pytest.approx(gaussians / (2 * sigma ** 2) + T * s * eps ** 2 / 8, rel=1e-12)
