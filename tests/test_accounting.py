@@ -105,6 +105,7 @@ def test_audit_accepts_an_honest_ledger():
     (lambda l: l["entries"][0].update(sensitivity_l2=0.5, rho=0.5 ** 2 / (2 * 40.0 ** 2)), "sensitivity at least 1"),
     (lambda l: l["entries"][2].update(parallel_over="silos", silos=["x"]), "parallel composition is only valid"),
     (lambda l: l.update(non_private="oracle"), "NOT PRIVATE"),
+    (lambda l: l["details"].update(mpc={"debug": True, "provider": "trusted-first-party"}), "DEBUG MPC MODE"),
 ])
 def test_audit_catches_tampering(tamper, fragment):
     led = sample_ledger()

@@ -187,6 +187,10 @@ def audit_ledger(ledger: dict[str, Any]) -> AuditReport:
     _check_composition(ledger, rep)
     if ledger.get("status") == "complete":
         _check_structure(ledger, rep)
+    mpc = (ledger.get("details") or {}).get("mpc") or {}
+    if isinstance(mpc, dict) and mpc.get("debug"):
+        rep.problems.append(f"DEBUG MPC MODE ({mpc.get('provider', 'unknown provider')}): a party could see "
+                            "the other parties' values; this release is not protected by secure computation")
     if ledger.get("non_private"):
         rep.problems.append(f"NOT PRIVATE: {ledger['non_private']}")
     if ledger.get("status") not in (None, "complete"):
