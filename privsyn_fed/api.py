@@ -20,9 +20,9 @@ from .progress import Progress, Silent
 from .schema import Schema
 from .silo import Silo
 
-METHODS = ("aim", "distaim", "flaim")
+METHODS = ("aim", "distaim", "flaim", "fedtda")
 #: Fewest silos each method accepts.
-MIN_SILOS = {"aim": 1, "distaim": 2, "flaim": 2}
+MIN_SILOS = {"aim": 1, "distaim": 2, "flaim": 2, "fedtda": 1}
 
 
 @dataclass
@@ -86,10 +86,11 @@ def synthesize(silos: Sequence[Silo], method: str = "aim", epsilon: float = 1.0,
 
     opts, threat, run = _method(method, silos, aggregator, options)
     noise = noise_source(seed)
-    from .methods.aim import workload_cliques
     details = {"silos": len(silos), "columns": schema.names, "noise": noise.name,
-               "options": {k: v for k, v in vars(opts).items() if k != "workload"},
-               "workload": [[schema.names[i] for i in cl] for cl in workload_cliques(schema.names, opts)]}
+               "options": {k: v for k, v in vars(opts).items() if k != "workload"}}
+    if method != "fedtda":
+        from .methods.aim import workload_cliques
+        details["workload"] = [[schema.names[i] for i in cl] for cl in workload_cliques(schema.names, opts)]
     if reservation is not None:
         if reservation.rho < epsilon_to_rho(epsilon, delta) * (1 - 1e-12):
             raise ValueError("the reservation is smaller than this run's budget")
@@ -100,7 +101,7 @@ def synthesize(silos: Sequence[Silo], method: str = "aim", epsilon: float = 1.0,
     try:
         result = run(acc, noise, opts, rows, seed, reporter)
         rng = np.random.default_rng(None if seed is None else seed + 2)
-        data = decode_codes(result.codes, schema, rng)
+        data = result.data if result.data is not None else decode_codes(result.codes, schema, rng)
     except BaseException:
         acc.finish("failed")
         if reservation is not None:
@@ -133,6 +134,11 @@ def _method(method: str, silos: Sequence[Silo], aggregator: Aggregator | None, o
         from .methods.federated import FederatedOptions
         opts = _options(FederatedOptions, options)
         return opts, threat_model(agg), lambda acc, noise, o, rows, seed, prog: run_distaim(
+            agg, acc, noise, o, rows, *seeds(seed), progress=prog)
+    if method == "fedtda":
+        from .methods.fedtda import FedTDAOptions, run_fedtda, threat_model
+        opts = _options(FedTDAOptions, options)
+        return opts, threat_model(agg), lambda acc, noise, o, rows, seed, prog: run_fedtda(
             agg, acc, noise, o, rows, *seeds(seed), progress=prog)
     from .methods.flaim import FLAIMOptions, run_flaim, threat_model
     opts = _options(FLAIMOptions, options)

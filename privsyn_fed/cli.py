@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Release one synthetic CSV of the union of the silos under "
                                    "(epsilon, delta)-differential privacy, with its privacy ledger.",
                        epilog=SYNTH_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    s.add_argument("--method", choices=["aim", "distaim", "flaim"], default="aim",
+    s.add_argument("--method", choices=["aim", "distaim", "flaim", "fedtda"], default="aim",
                    help="synthesis method (default aim: trusted-curator AIM over the pooled rows); "
                         "see below")
     s.add_argument("--schema", required=True, metavar="SCHEMA",
@@ -106,26 +106,35 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the dataset's total epsilon (at --delta); required the first time a dataset "
                         "is used, checked against the store afterwards")
     g = s.add_argument_group("workload (public marginal queries the release should answer well)")
-    g.add_argument("--workload-degree", type=_positive_int, default=3, metavar="K",
+    g.add_argument("--workload-degree", type=_positive_int, metavar="K",
                    help="size of each workload marginal (default 3)")
-    g.add_argument("--workload-size", type=int, default=64, metavar="M",
+    g.add_argument("--workload-size", type=int, metavar="M",
                    help="how many K-way marginals to sample (default 64; 0 means all of them)")
-    g.add_argument("--workload-seed", type=int, default=0, metavar="S",
+    g.add_argument("--workload-seed", type=int, metavar="S",
                    help="seed of the (public, data-independent) workload sample (default 0)")
     a = s.add_argument_group("options of the AIM family (aim, distaim, flaim)")
     a.add_argument("--rounds", type=_positive_int, metavar="T",
                    help="budget split into T rounds (default: 16 x number of columns for aim, 10 for "
                         "distaim and flaim); aim anneals and stops when the budget is spent, distaim "
                         "and flaim run exactly T global rounds")
-    a.add_argument("--alpha", type=_float, default=0.9, metavar="A",
+    a.add_argument("--alpha", type=_float, metavar="A",
                    help="share of each round spent on measurement rather than selection (default 0.9)")
-    a.add_argument("--max-model-size", type=_float, default=80.0, metavar="MB",
+    a.add_argument("--max-model-size", type=_float, metavar="MB",
                    help="cap on the graphical model's junction-tree size in MB (default 80)")
-    a.add_argument("--pgm-iters", type=_positive_int, default=1000, metavar="N",
+    a.add_argument("--pgm-iters", type=_positive_int, metavar="N",
                    help="most mirror-descent iterations per model refit (default 1000)")
-    a.add_argument("--pgm-tol", type=_float, default=1e-6, metavar="TOL",
+    a.add_argument("--pgm-tol", type=_float, metavar="TOL",
                    help="stop a refit early when 50 iterations improve the fit by less than TOL "
                         "(relative) twice in a row (default 1e-6; 0 always runs --pgm-iters)")
+    t = s.add_argument_group("fedtda options")
+    t.add_argument("--split", metavar="N,CAT,NUM,COV",
+                   help="shares of the budget for the row total, the categorical histograms, the numeric "
+                        "histograms and the covariance (default 0.05,0.2,0.35,0.4)")
+    t.add_argument("--components", type=_positive_int, metavar="K",
+                   help="most Gaussian-mixture components per numeric column (default 5)")
+    t.add_argument("--non-private", action="store_true",
+                   help="TEST MODE: exact statistics, no noise, NO privacy guarantee (the ledger says so "
+                        "and audit fails it); for checking the method itself")
     f = s.add_argument_group("federated options (distaim, flaim)")
     f.add_argument("--sample-rate", type=_float, metavar="P",
                    help="probability that a silo takes part in a round, in (0, 1] (default: 1 below "
@@ -247,22 +256,36 @@ def _check_output(path: Path, what: str, force: bool) -> None:
         raise InputError(f"{path}: already exists; choose another name or pass --force to replace it")
 
 
+AIM_FAMILY = ("aim", "distaim", "flaim")
+
+
 def _method_options(args: argparse.Namespace) -> dict:
     """The method options given on the command line; options of another method are usage errors."""
-    opts = dict(alpha=args.alpha, max_model_size=args.max_model_size, pgm_iters=args.pgm_iters,
-                pgm_tol=args.pgm_tol, workload_degree=args.workload_degree,
-                workload_size=args.workload_size or None, workload_seed=args.workload_seed)
-    if args.rounds is not None:
-        opts["rounds"] = args.rounds
-    only = {"sample_rate": ("distaim", "flaim"), "variant": ("flaim",), "local_steps": ("flaim",)}
-    for name, methods in only.items():
-        value = getattr(args, name)
+    given = {"rounds": args.rounds, "alpha": args.alpha, "max_model_size": args.max_model_size,
+             "pgm_iters": args.pgm_iters, "pgm_tol": args.pgm_tol, "workload_degree": args.workload_degree,
+             "workload_size": args.workload_size, "workload_seed": args.workload_seed,
+             "sample_rate": args.sample_rate, "variant": args.variant, "local_steps": args.local_steps,
+             "split": args.split, "components": args.components, "non_private": args.non_private or None}
+    allowed = {"sample_rate": ("distaim", "flaim"), "variant": ("flaim",), "local_steps": ("flaim",),
+               "split": ("fedtda",), "components": ("fedtda",), "non_private": ("fedtda",)}
+    opts = {}
+    for name, value in given.items():
         if value is None:
             continue
+        methods = allowed.get(name, AIM_FAMILY)
         if args.method not in methods:
             raise InputError(f"--{name.replace('_', '-')} applies to --method {' or '.join(methods)}, "
                              f"not {args.method}")
         opts[name] = value
+    if "workload_size" in opts:
+        if opts["workload_size"] < 0:
+            raise InputError(f"--workload-size must be 0 (all) or positive, not {opts['workload_size']}")
+        opts["workload_size"] = opts["workload_size"] or None
+    if "split" in opts:
+        try:
+            opts["split"] = tuple(float(x) for x in opts["split"].split(","))
+        except ValueError:
+            raise InputError(f"--split must be four comma-separated numbers, not {args.split!r}") from None
     if args.sample_rate is not None and not 0 < args.sample_rate <= 1:
         raise InputError(f"--sample-rate must lie in (0, 1], not {args.sample_rate:g}")
     return opts
@@ -281,13 +304,13 @@ def _synth(args: argparse.Namespace) -> int:
     _check_output(out, "synthetic CSV", args.force)
     _check_output(ledger, "ledger", args.force)
     if args.model_out:
+        if args.method not in AIM_FAMILY:
+            raise InputError(f"--model-out applies to the graphical-model methods ({', '.join(AIM_FAMILY)})")
         _check_output(Path(args.model_out), "model", args.force)
     if args.report:
         _check_output(Path(args.report), "report", args.force)
         if Path(args.report).suffix.lower() not in (".html", ".htm", ".md", ".markdown"):
             raise InputError(f"{args.report}: the report is written as .html or .md")
-    if args.workload_size < 0:
-        raise InputError(f"--workload-size must be 0 (all) or positive, not {args.workload_size}")
     options = _method_options(args)
     if len(args.silo) < MIN_SILOS[args.method]:
         raise InputError(f"--method {args.method} needs at least {MIN_SILOS[args.method]} --silo files, "

@@ -36,17 +36,20 @@ def check_columns(header: list[str], schema: Schema, source: str) -> None:
             raise InputError(f"{source}: extra column '{name}' (not in the schema)")
 
 
-def encode_frame(df: pd.DataFrame, schema: Schema, source: str) -> tuple[np.ndarray, dict[str, int]]:
-    """Encode a table of text values; returns ``(codes, clipped)``.
+def encode_frame(df: pd.DataFrame, schema: Schema, source: str, with_values: bool = False):
+    """Encode a table of text values; returns ``(codes, clipped)`` (``with_values``: also ``values``).
 
     ``codes`` is an ``(n, d)`` int64 array in schema column order; ``clipped`` counts, per numeric
-    column, the values that lay outside the public bounds (private: for the silo's operator only).
-    Row numbers in errors are CSV line numbers (the header is line 1).
+    column, the values that lay outside the public bounds (private: for the silo's operator only);
+    ``values`` is an ``(n, d)`` float array of the numeric values clipped to their bounds (NaN for
+    missing values and for categorical columns). Row numbers in errors are CSV line numbers (the
+    header is line 1).
     """
     check_columns([str(c) for c in df.columns], schema, source)
     if len(df) == 0:
         raise InputError(f"{source}: the table has no rows")
     codes = np.empty((len(df), len(schema.columns)), dtype=np.int64)
+    values = np.full((len(df), len(schema.columns)), np.nan) if with_values else None
     clipped: dict[str, int] = {}
     for j, col in enumerate(schema.columns):
         text = df[col.name].astype(str).str.strip().to_numpy()
@@ -56,14 +59,16 @@ def encode_frame(df: pd.DataFrame, schema: Schema, source: str) -> tuple[np.ndar
             raise InputError(f"{source}: row {row + 2}, column '{col.name}': missing value "
                              f"(declare \"missing\": true in the schema to allow it)")
         if isinstance(col, NumericColumn):
-            codes[:, j], clipped[col.name] = _encode_numeric(col, text, is_missing, source)
+            codes[:, j], clipped[col.name], x = _encode_numeric(col, text, is_missing, source)
+            if values is not None:
+                values[:, j] = np.where(is_missing, np.nan, x)
         else:
             codes[:, j] = _encode_categorical(col, text, is_missing, source)
-    return codes, clipped
+    return (codes, clipped, values) if with_values else (codes, clipped)
 
 
 def _encode_numeric(col: NumericColumn, text: np.ndarray, is_missing: np.ndarray,
-                    source: str) -> tuple[np.ndarray, int]:
+                    source: str) -> tuple[np.ndarray, int, np.ndarray]:
     values = pd.to_numeric(pd.Series(np.where(is_missing, "nan", text)), errors="coerce").to_numpy(float)
     bad = ~is_missing & ~np.isfinite(values)
     if bad.any():
@@ -75,7 +80,7 @@ def _encode_numeric(col: NumericColumn, text: np.ndarray, is_missing: np.ndarray
     codes = numeric_bin(col, x)
     if col.missing:
         codes[is_missing] = col.n_bins
-    return codes, n_clipped
+    return codes, n_clipped, x
 
 
 def numeric_bin(col: NumericColumn, x: np.ndarray) -> np.ndarray:
@@ -127,15 +132,35 @@ def decode_codes(codes: np.ndarray, schema: Schema, rng: np.random.Generator) ->
 
 
 def _decode_numeric(col: NumericColumn, b: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    lo, hi = bin_edges(col)
+    lo, hi = lo[b], hi[b]
+    if col.integer:
+        k = lo + np.floor(rng.random(len(b)) * (hi - lo + 1))
+        return np.minimum(k, hi).astype(np.int64)
+    return np.clip(lo + rng.random(len(b)) * (hi - lo), col.lower, col.upper)
+
+
+def bin_midpoints(codes: np.ndarray, schema: Schema) -> np.ndarray:
+    """``(n, d)`` numeric values at the middle of each code's bin (NaN for missing/categorical)."""
+    out = np.full(codes.shape, np.nan)
+    for j, col in enumerate(schema.columns):
+        if not isinstance(col, NumericColumn):
+            continue
+        c = codes[:, j]
+        present = c < col.n_bins
+        lo, hi = bin_edges(col)
+        out[present, j] = (lo[c[present]] + hi[c[present]]) / 2
+    return out
+
+
+def bin_edges(col: NumericColumn) -> tuple[np.ndarray, np.ndarray]:
+    """Lower and upper value of each bin (integer columns: the smallest and largest whole number)."""
     B = col.n_bins
+    b = np.arange(B)
     if col.integer:
         m = int(col.upper - col.lower + 1)
-        k_lo = -(-b * m // B)                  # ceil(b m / B)
-        k_hi = -(-(b + 1) * m // B) - 1        # ceil((b+1) m / B) - 1
-        k = k_lo + np.floor(rng.random(len(b)) * (k_hi - k_lo + 1)).astype(np.int64)
-        return (col.lower + np.minimum(k, k_hi)).astype(np.int64)
+        return col.lower + (-(-b * m // B)), col.lower + (-(-(b + 1) * m // B) - 1)
     if col.upper == col.lower:
-        return np.full(len(b), col.lower)
+        return np.full(B, col.lower), np.full(B, col.upper)
     width = (col.upper - col.lower) / B
-    x = col.lower + (b + rng.random(len(b))) * width
-    return np.clip(x, col.lower, col.upper)
+    return col.lower + b * width, col.lower + (b + 1) * width

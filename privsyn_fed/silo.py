@@ -19,7 +19,8 @@ from .schema import Schema
 class Silo:
     """Encoded private rows of one party over a public schema."""
 
-    def __init__(self, name: str, codes: np.ndarray, schema: Schema, clipped: dict[str, int] | None = None):
+    def __init__(self, name: str, codes: np.ndarray, schema: Schema, clipped: dict[str, int] | None = None,
+                 values: np.ndarray | None = None):
         codes = np.asarray(codes, dtype=np.int64)
         if codes.ndim != 2 or codes.shape[1] != len(schema.columns):
             raise ValueError("codes must be an (n, d) array over the schema's columns")
@@ -29,6 +30,9 @@ class Silo:
         #: Per numeric column, how many values were clipped to the public bounds. Private:
         #: shown to this silo's operator, never released.
         self.clipped = dict(clipped or {})
+        #: Numeric values clipped to their bounds, ``(n, d)``, NaN where missing or categorical; None
+        #: when the silo was built from codes alone.
+        self._values = None if values is None else np.asarray(values, dtype=float)
 
     # ---- construction -------------------------------------------------------------------------
     @classmethod
@@ -38,8 +42,8 @@ class Silo:
 
     @classmethod
     def from_frame(cls, df: pd.DataFrame, schema: Schema, name: str = "<frame>") -> "Silo":
-        codes, clipped = encode_frame(df, schema, name)
-        return cls(name, codes, schema, clipped)
+        codes, clipped, values = encode_frame(df, schema, name, with_values=True)
+        return cls(name, codes, schema, clipped, values)
 
     @classmethod
     def pooled(cls, silos: Sequence["Silo"], name: str = "pooled") -> "Silo":
@@ -47,7 +51,10 @@ class Silo:
         if not silos:
             raise ValueError("no silos to pool")
         schema = silos[0].schema
-        return cls(name, np.concatenate([s._codes for s in silos]), schema)
+        values = None
+        if all(s._values is not None for s in silos):
+            values = np.concatenate([s._values for s in silos])
+        return cls(name, np.concatenate([s._codes for s in silos]), schema, values=values)
 
     # ---- statistics (private outputs) -----------------------------------------------------------
     def marginal(self, clique: Sequence[int]) -> np.ndarray:
@@ -71,6 +78,14 @@ class Silo:
     def rows(self) -> np.ndarray:
         """The encoded rows themselves. Private: for trusted-curator code and tests only."""
         return self._codes
+
+    def values(self) -> np.ndarray:
+        """Numeric values of the rows (clipped to bounds; NaN where missing). Private: for
+        encodings computed inside this silo. Bin midpoints when the silo holds codes only."""
+        if self._values is None:
+            from .encode import bin_midpoints
+            return bin_midpoints(self._codes, self.schema)
+        return self._values
 
     def with_rows(self, codes: np.ndarray, name: str | None = None) -> "Silo":
         """A silo over other rows of the same schema (used to build neighbouring datasets in tests)."""

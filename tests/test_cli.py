@@ -250,3 +250,19 @@ def test_oracle_variant_warns_loudly(schema_path, silo_paths, tmp_path, capsys):
     assert "NO differential-privacy guarantee" in err
     code, out_text, _ = run_cli(["audit", out.with_suffix(".ledger.json")], capsys)
     assert code == 1 and "NOT PRIVATE" in out_text
+
+
+def test_fedtda_from_silo_files_then_audit(schema_path, silo_paths, tmp_path, capsys):
+    out = tmp_path / "t.csv"
+    code, stdout, err = run_cli(federated_args(schema_path, silo_paths, out, "fedtda", "--seed", "1",
+                                               "--split", "0.1,0.2,0.3,0.4", "--components", "3"), capsys)
+    assert code == 0, err
+    led = json.loads(out.with_suffix(".ledger.json").read_text())
+    assert led["method"] == "fedtda" and len(led["entries"]) == 4
+    assert run_cli(["audit", out.with_suffix(".ledger.json")], capsys)[0] == 0
+    code, _, err = run_cli(federated_args(schema_path, silo_paths, tmp_path / "u.csv", "fedtda", "--rounds", "3"),
+                           capsys)
+    assert code == 2 and "--rounds applies to --method aim or distaim or flaim" in err
+    code, _, err = run_cli(federated_args(schema_path, silo_paths, tmp_path / "v.csv", "fedtda", "--split", "1,2"),
+                           capsys)
+    assert code == 2 and "--split" in err

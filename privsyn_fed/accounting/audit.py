@@ -89,7 +89,11 @@ def _check_structure(ledger: dict[str, Any], rep: AuditReport) -> None:
     d = ledger.get("details") or {}
     method, options = ledger.get("method"), d.get("options") or {}
     columns, workload = d.get("columns"), d.get("workload")
-    if method not in ("aim", "distaim", "flaim") or not columns or not workload:
+    if method not in ("aim", "distaim", "flaim"):
+        rep.warnings.append(f"no structural check (one entry per release, sound sensitivities) is defined "
+                            f"for method {method!r}; its arithmetic was checked")
+        return
+    if not columns or not workload:
         rep.warnings.append("the ledger does not record its method's columns and workload; "
                             "its structure (one entry per release, sound sensitivities) was not checked")
         return

@@ -112,6 +112,8 @@ class MethodResult:
     rounds: int
     workload: list[tuple[str, ...]]
     info: dict[str, Any] = field(default_factory=dict)
+    #: The synthetic table itself, for methods that produce values rather than codes.
+    data: Any = None
 
 
 def sample_from(model, names: Sequence[str], rows: int | None, seed: int | None) -> np.ndarray:

@@ -1,0 +1,345 @@
+"""Fed-TDA (Duan et al.) with every released statistic differentially private: a Gaussian copula
+over mode-normalised numeric columns and ICDM-encoded categorical columns.
+
+Budget ``rho`` split (default 5% / 20% / 35% / 40%, ``split``) between four releases, each one
+Gaussian mechanism over the sum across silos:
+  1. the row total ``N`` (sensitivity 1);
+  2. every categorical column's histogram, jointly (L2 sensitivity ``sqrt(n_d)``);
+  3. every numeric column's histogram on its public bins, jointly (``sqrt(n_c)``); the server fits
+     a 1-D Gaussian mixture to each noisy histogram (weighted EM on the bin centres, a fixed
+     number of iterations, components below weight 0.005 pruned): post-processing;
+  4. the upper triangle of ``sum_rows x x^T`` of the silos' encoded rows, whose norm is clipped to
+     ``B = norm_factor sqrt(l)``: one record changes it by ``x x^T``, of Frobenius norm at most
+     ``B^2``, the L2 sensitivity of the released vector.
+Each silo encodes its own rows with the public parameters of steps 2 and 3 (a row of ``l = 2 n_c +
+n_d`` coordinates): a categorical value, and a numeric value's mixture component (drawn from its
+posterior; "missing" is one more component), become ``Phi^-1(u)`` with ``u`` uniform on the
+category's interval of the ICDM (categories ordered by noisy frequency, ascending, ties by
+position; mixture components by their means, so that the code grows with the value; trimmed by
+``lambda`` at both ends); a numeric value ``c`` in component ``t`` also becomes
+``a = clip((c - mu_t) / sigma_t, -c0, c0)``. Each coordinate is then close to ``N(0, 1)``, so the
+noisy second moment over ``N_hat`` estimates the copula's correlation; it is symmetrised, its
+eigenvalues are clamped, it is rescaled to unit diagonal and factorised (Cholesky, with a
+growing ridge if needed). Synthesis draws ``z ~ N(0, R)`` and inverts every encoding exactly:
+numeric values are real numbers inside the schema's bounds (whole numbers for integer columns),
+categorical values are schema categories.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+from scipy.special import ndtr, ndtri
+
+from ..accounting import Accountant
+from ..aggregate import Aggregator
+from ..encode import bin_edges
+from ..errors import InputError
+from ..mechanisms import NoiseSource, gaussian_mechanism
+from ..progress import Progress, Silent
+from ..schema import CategoricalColumn, NumericColumn, Schema
+from . import core
+from .federated import measure_sums
+
+NON_PRIVATE_WARNING = ("NON-PRIVATE TEST MODE: fedtda ran with exact statistics and no noise; this "
+                       "release has NO differential-privacy guarantee (for testing the method only)")
+MIN_WEIGHT = 0.005
+EM_ITERATIONS = 200
+
+
+@dataclass
+class FedTDAOptions:
+    split: Sequence[float] = (0.05, 0.20, 0.35, 0.40)   # shares of rho: total, categorical, numeric, covariance
+    components: int = 5             # most mixture components per numeric column
+    clip: float = 4.0               # c0: bound on a mode-normalised value
+    norm_factor: float = 2.0        # encoded rows are clipped to norm norm_factor * sqrt(l)
+    icdm_lambda: float = 1e-4       # ICDM trims [0, 1] to [lambda, 1 - lambda]
+    non_private: bool = False       # exact statistics, no noise, no guarantee (testing only)
+
+    def validate(self) -> None:
+        if len(self.split) != 4 or any(not (x >= 0) for x in self.split) or not sum(self.split) > 0:
+            raise InputError(f"--split needs four non-negative shares (total, categorical, numeric, "
+                             f"covariance), not {list(self.split)}")
+        if min(self.split[0], self.split[3]) <= 0:
+            raise InputError("--split: the total and the covariance need a positive share")
+        if self.components < 1:
+            raise InputError(f"--components must be at least 1, not {self.components}")
+        if not self.clip > 0 or not self.norm_factor > 0:
+            raise InputError("--clip and --norm-factor must be positive")
+        if not 0 < self.icdm_lambda < 0.5:
+            raise InputError(f"icdm_lambda must lie in (0, 0.5), not {self.icdm_lambda}")
+
+
+def threat_model(agg: Aggregator) -> str:
+    return ("fedtda: each silo sends its row count, its histograms and the sum of outer products of its "
+            f"locally encoded rows; {agg.threat_model}.")
+
+
+# ---- ICDM ---------------------------------------------------------------------------------------
+
+@dataclass
+class ICDM:
+    """Categories laid out on ``[lam, 1 - lam]`` in ``order`` (default: by probability, ascending,
+    ties by position); category ``j`` owns ``[lo_j, hi_j)`` of length ``(1 - 2 lam) p_j``; its code
+    is ``Phi^-1(u)`` with ``u`` uniform there (so even a tiny category keeps its own interval)."""
+
+    probs: np.ndarray
+    lam: float = 1e-4
+    order: np.ndarray | None = None
+    lo: np.ndarray = field(init=False)
+    hi: np.ndarray = field(init=False)
+
+    def __post_init__(self):
+        p = np.asarray(self.probs, dtype=float)
+        order = (np.lexsort((np.arange(len(p)), p)) if self.order is None
+                 else np.asarray(self.order, dtype=np.int64))
+        cum = np.concatenate([[0.0], np.cumsum(p[order])])
+        cum = self.lam + (1.0 - 2.0 * self.lam) * cum / cum[-1]     # laid out on [lam, 1 - lam]
+        self.lo, self.hi = np.empty(len(p)), np.empty(len(p))
+        self.lo[order], self.hi[order] = cum[:-1], cum[1:]
+        self._order, self._cum = order, cum
+
+    def encode(self, index: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        u = self.lo[index] + rng.random(len(index)) * (self.hi[index] - self.lo[index])
+        return ndtri(u)
+
+    def decode(self, x: np.ndarray) -> np.ndarray:
+        pos = np.searchsorted(self._cum, ndtr(x), side="right") - 1
+        return self._order[np.clip(pos, 0, len(self._order) - 1)]
+
+
+# ---- numeric columns: mixtures from noisy histograms ---------------------------------------------
+
+@dataclass
+class Mixture:
+    weights: np.ndarray
+    means: np.ndarray
+    sds: np.ndarray
+
+    def posterior(self, x: np.ndarray) -> np.ndarray:
+        z = (x[:, None] - self.means) / self.sds
+        logp = np.log(self.weights) - np.log(self.sds) - 0.5 * z ** 2
+        logp -= logp.max(axis=1, keepdims=True)
+        p = np.exp(logp)
+        return p / p.sum(axis=1, keepdims=True)
+
+
+def fit_mixture(col: NumericColumn, counts: np.ndarray, components: int) -> Mixture:
+    """Weighted 1-D EM on the bin centres with weights ``max(count, 0)`` (a fixed number of
+    iterations); each bin also contributes its within-bin variance ``width^2 / 12``."""
+    lo, hi = bin_edges(col)
+    centres = (lo + hi) / 2.0
+    width = np.where(hi > lo, hi - lo, 0.0) + (1.0 if col.integer else 0.0)
+    span = max(col.upper - col.lower, 1.0 if col.integer else 0.0)
+    floor = max(span / 1000.0, 1e-9) if span > 0 else 1.0
+    w = np.clip(np.asarray(counts, dtype=float), 0.0, None)
+    if w.sum() <= 0 or span == 0:
+        return Mixture(np.ones(1), np.array([(col.lower + col.upper) / 2.0]), np.array([max(span / 4.0, floor)]))
+    k = int(min(components, np.count_nonzero(w)))
+    cdf = np.cumsum(w) / w.sum()
+    means = centres[np.minimum(np.searchsorted(cdf, (np.arange(k) + 0.5) / k), len(centres) - 1)].astype(float)
+    sds = np.full(k, max(span / (2.0 * k), floor))
+    weights = np.full(k, 1.0 / k)
+    within = width ** 2 / 12.0
+    for _ in range(EM_ITERATIONS):
+        r = Mixture(weights, means, sds).posterior(centres) * w[:, None]
+        mass = r.sum(axis=0) + 1e-12
+        weights = mass / mass.sum()
+        means = (r * centres[:, None]).sum(axis=0) / mass
+        var = (r * ((centres[:, None] - means) ** 2 + within[:, None])).sum(axis=0) / mass
+        sds = np.sqrt(np.maximum(var, floor ** 2))
+    keep = weights >= MIN_WEIGHT
+    return Mixture(weights[keep] / weights[keep].sum(), means[keep], sds[keep])
+
+
+# ---- the copula ---------------------------------------------------------------------------------
+
+@dataclass
+class Encoding:
+    """The public parameters every silo encodes its rows with."""
+
+    schema: Schema
+    icdm: list[ICDM]                  # per column: categories, or mixture components (+ missing)
+    mixtures: list[Mixture | None]    # per column (None for categorical)
+    clip: float
+    bound: float                      # rows are clipped to this L2 norm
+
+    @property
+    def width(self) -> int:
+        return sum(2 if m is not None else 1 for m in self.mixtures)
+
+    def encode(self, codes: np.ndarray, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """``(n, l)`` encoded rows, each clipped to L2 norm ``bound`` (runs inside a silo)."""
+        cols = []
+        for j, col in enumerate(self.schema.columns):
+            mix = self.mixtures[j]
+            if mix is None:
+                cols.append(self.icdm[j].encode(codes[:, j], rng))
+                continue
+            x = values[:, j]
+            missing = np.isnan(x)
+            comp = np.full(len(x), len(mix.weights))                  # "missing" is the last component
+            a = np.zeros(len(x))
+            if (~missing).any():
+                post = mix.posterior(x[~missing])
+                draw = (post.cumsum(axis=1) > rng.random(len(post))[:, None]).argmax(axis=1)
+                comp[~missing] = draw
+                a[~missing] = np.clip((x[~missing] - mix.means[draw]) / mix.sds[draw], -self.clip, self.clip)
+            cols += [a, self.icdm[j].encode(comp, rng)]
+        rows = np.stack(cols, axis=1)
+        norms = np.linalg.norm(rows, axis=1, keepdims=True)
+        return rows * np.minimum(1.0, self.bound / np.maximum(norms, 1e-300))
+
+    def decode(self, z: np.ndarray) -> pd.DataFrame:
+        out, k = {}, 0
+        for j, col in enumerate(self.schema.columns):
+            mix = self.mixtures[j]
+            if mix is None:
+                idx = self.icdm[j].decode(z[:, k])
+                k += 1
+                cats = np.array(list(col.categories) + [None], dtype=object)
+                out[col.name] = pd.Series(cats[idx], dtype=object)
+                continue
+            a, comp = np.clip(z[:, k], -self.clip, self.clip), self.icdm[j].decode(z[:, k + 1])
+            k += 2
+            missing = comp >= len(mix.weights)
+            t = np.where(missing, 0, comp)
+            v = np.clip(a * mix.sds[t] + mix.means[t], col.lower, col.upper)
+            series = pd.Series(np.rint(v).astype(np.int64), dtype="Int64") if col.integer else pd.Series(v, dtype="Float64")
+            series[missing] = pd.NA
+            out[col.name] = series
+        return pd.DataFrame(out, columns=self.schema.names)
+
+
+def repair_correlation(s: np.ndarray, eta: float = 1e-3) -> tuple[np.ndarray, np.ndarray]:
+    """A symmetric positive-definite matrix with unit diagonal near ``s``, and its Cholesky factor
+    (post-processing): symmetrise, clamp eigenvalues to ``eta`` times their mean (at least
+    ``eta``), rescale to unit diagonal, factorise, adding a growing ridge if that fails."""
+    s = (np.asarray(s, dtype=float) + np.asarray(s, dtype=float).T) / 2.0
+    if not np.all(np.isfinite(s)):
+        s = np.eye(len(s))
+    vals, vecs = np.linalg.eigh(s)
+    floor = eta * max(float(np.mean(np.abs(vals))), 1.0)
+    s = (vecs * np.maximum(vals, floor)) @ vecs.T
+    d = np.sqrt(np.diag(s))
+    r = s / np.outer(d, d)
+    r = (r + r.T) / 2.0
+    np.fill_diagonal(r, 1.0)
+    ridge = eta
+    while True:
+        try:
+            return r, np.linalg.cholesky(r)
+        except np.linalg.LinAlgError:
+            r = (r + ridge * np.eye(len(r))) / (1.0 + ridge)
+            ridge *= 2.0
+
+
+def upper(m: np.ndarray) -> np.ndarray:
+    return m[np.triu_indices(len(m))]
+
+
+def from_upper(v: np.ndarray, n: int) -> np.ndarray:
+    m = np.zeros((n, n))
+    m[np.triu_indices(n)] = v
+    return m + np.triu(m, 1).T
+
+
+# ---- the run ------------------------------------------------------------------------------------
+
+@dataclass
+class FedTDAModel:
+    encoding: Encoding
+    factor: np.ndarray          # Cholesky factor of the copula correlation
+    total: float                # noisy row total
+
+    def sample(self, rows: int, seed: int | None) -> pd.DataFrame:
+        rng = np.random.default_rng(seed)
+        z = rng.standard_normal((rows, self.factor.shape[0])) @ self.factor.T
+        return self.encoding.decode(z)
+
+
+def split_rho(rho: float, split: Sequence[float], n_cat: int, n_num: int) -> list[float]:
+    """Shares of ``rho`` for (total, categorical, numeric, covariance); an absent family's share
+    goes to the others in proportion."""
+    shares = [split[0], split[1] if n_cat else 0.0, split[2] if n_num else 0.0, split[3]]
+    total = sum(shares)
+    return [rho * s / total for s in shares]
+
+
+def run_fedtda(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: FedTDAOptions, rows: int | None,
+               encode_seed: int | None, sample_seed: int | None,
+               progress: Progress | None = None) -> core.MethodResult:
+    progress = progress or Silent()
+    silos = agg.silo_names
+    schema = agg.local(silos[0]).schema
+    names = schema.names
+    cat = [j for j, c in enumerate(schema.columns) if isinstance(c, CategoricalColumn)]
+    num = [j for j, c in enumerate(schema.columns) if isinstance(c, NumericColumn)]
+    rho_n, rho_cat, rho_num, rho_cov = split_rho(acc.rho_budget, opts.split, len(cat), len(num))
+    prob = core.Problem.build(names, schema.shape, [])
+    exact = opts.non_private
+    if exact:
+        acc.mark_non_private(NON_PRIVATE_WARNING)
+        progress.log(NON_PRIVATE_WARNING)
+
+    def release(requests, sensitivity, rho_part, query):
+        if exact:
+            return [agg.sum(lambda s, q=q: s.marginal(prob.columns(q)), among, round=0, label=query)
+                    for q, among in requests]
+        sigma = sensitivity / math.sqrt(2.0 * rho_part)
+        return measure_sums(agg, acc, noise, requests, prob, sigma, 0, query, sensitivity_l2=sensitivity)
+
+    n_sum = agg.sum(lambda s: np.array([s.true_size()], dtype=np.int64), silos, round=0, label="rows")
+    if not exact:
+        n_sum = gaussian_mechanism(acc, noise, n_sum, sigma=1.0 / math.sqrt(2.0 * rho_n), where=agg.where,
+                                   query="total number of rows", round=0)
+    n_hat = max(1.0, float(n_sum[0]))
+    hist_cat = release([((names[j],), silos) for j in cat], math.sqrt(len(cat)), rho_cat,
+                       "every categorical column's histogram") if cat else []
+    hist_num = release([((names[j],), silos) for j in num], math.sqrt(len(num)), rho_num,
+                       "every numeric column's histogram on its public bins") if num else []
+    progress.update(acc.rho_spent / acc.rho_budget, "released the total and the column histograms")
+
+    icdm: list[ICDM | None] = [None] * len(names)
+    mixtures: list[Mixture | None] = [None] * len(names)
+    for j, h in zip(cat, hist_cat):
+        icdm[j] = ICDM(_probabilities(h, n_hat), opts.icdm_lambda)
+    for j, h in zip(num, hist_num):
+        col = schema.columns[j]
+        mixtures[j] = fit_mixture(col, h[:col.n_bins], opts.components)
+        comp_mass = mixtures[j].weights * max(float(np.clip(h[:col.n_bins], 0, None).sum()), 1.0)
+        missing = [max(float(h[col.n_bins]), 0.0)] if col.missing else []
+        # components in the order of their means (then "missing"), so the code is monotone in the value
+        order = np.concatenate([np.argsort(mixtures[j].means, kind="stable"), np.arange(len(missing)) + len(comp_mass)])
+        icdm[j] = ICDM(_probabilities(np.concatenate([comp_mass, missing]), n_hat), opts.icdm_lambda, order)
+    width = len(cat) + 2 * len(num)
+    encoding = Encoding(schema, icdm, mixtures, opts.clip, opts.norm_factor * math.sqrt(width))
+
+    def second_moments(silo) -> np.ndarray:
+        rng = np.random.default_rng(None if encode_seed is None else [encode_seed, silos.index(silo.name)])
+        x = encoding.encode(silo.rows(), silo.values(), rng)
+        return upper(x.T @ x)
+
+    g = agg.sum(second_moments, silos, round=0, label="second moments of encoded rows")
+    if not exact:
+        b2 = encoding.bound ** 2
+        g = gaussian_mechanism(acc, noise, g, sigma=b2 / math.sqrt(2.0 * rho_cov), sensitivity_l2=b2,
+                               where=agg.where, round=0, query="upper triangle of the sum of x x^T of the "
+                               f"encoded rows (rows clipped to norm {encoding.bound:.4g})")
+    correlation, factor = repair_correlation(from_upper(g, width) / n_hat)
+    model = FedTDAModel(encoding, factor, n_hat)
+    n_rows = rows if rows is not None else max(1, int(round(n_hat)))
+    data = model.sample(n_rows, sample_seed)
+    progress.log(f"copula over {width} coordinates; sampled {n_rows} rows")
+    info = {"coordinates": width, "components": {names[j]: len(mixtures[j].weights) for j in num},
+            "traffic": agg.traffic.summary(silos) if hasattr(agg, "traffic") else None}
+    return core.MethodResult(None, model, 1, [], info, data=data)
+
+
+def _probabilities(counts: np.ndarray, n_hat: float) -> np.ndarray:
+    """``max(count, 0)`` plus a small floor (so every category keeps an interval), normalised."""
+    c = np.clip(np.asarray(counts, dtype=float), 0.0, None) + max(n_hat, 1.0) * 1e-6
+    return c / c.sum()
