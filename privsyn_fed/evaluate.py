@@ -7,6 +7,8 @@ whoever may see the real data, e.g. on a benchmark's public table).
   columns the Kolmogorov-Smirnov statistic on the values;
 * per pair: correlation similarity ``1 - |r_real - r_syn| / 2`` (Pearson, numeric pairs) and
   contingency similarity ``1 - TV`` of the binned 2-way table (other pairs);
+* ``fidelity``: mean Jensen-Shannon distance over categorical columns and mean Wasserstein
+  distance over numeric columns scaled to [0, 1] by their bounds (the Fed-TDA paper's measures);
 * ``tstr``: ROC-AUC on a real holdout of a gradient-boosted tree trained on the synthetic rows
   (train on synthetic, test on real), beside the same model trained on the real rows;
 * ``dcr``: distance to closest record of synthetic rows, to the real (training) rows and to the
@@ -65,6 +67,25 @@ def column_shapes(real_df, syn_df, real, syn, schema: Schema) -> dict[str, dict[
                 entry["ks"] = float(ks_2samp(a, b).statistic)
         out[col.name] = entry
     return out
+
+
+def fidelity(real_df, syn_df, real, syn, schema: Schema) -> dict[str, float | None]:
+    """The Fed-TDA paper's fidelity measures: mean Jensen-Shannon distance (base 2) between the
+    category distributions of the categorical columns, and mean Wasserstein distance between the
+    numeric columns' values scaled to [0, 1] by their public bounds."""
+    from scipy.spatial.distance import jensenshannon
+    from scipy.stats import wasserstein_distance
+
+    jsd, wd = [], []
+    for j, col in enumerate(schema.columns):
+        if isinstance(col, NumericColumn):
+            a, b = _numeric_values(real_df, col.name), _numeric_values(syn_df, col.name)
+            span = col.upper - col.lower
+            if len(a) and len(b):
+                wd.append(0.0 if span == 0 else wasserstein_distance((a - col.lower) / span, (b - col.lower) / span))
+        else:
+            jsd.append(float(jensenshannon(_marginal(real, schema.shape, [j]), _marginal(syn, schema.shape, [j]), 2.0)))
+    return {"jsd": float(np.mean(jsd)) if jsd else None, "wd": float(np.mean(wd)) if wd else None}
 
 
 def pair_trends(real_df, syn_df, real, syn, schema: Schema) -> dict[str, float]:
@@ -179,6 +200,7 @@ def evaluate(real_df: pd.DataFrame, syn_df: pd.DataFrame, schema: Schema, *, hol
                      "error": workload_error(real, syn, schema.shape, workload)},
         "columns": column_shapes(real_df, syn_df, real, syn, schema),
         "pairs": pair_trends(real_df, syn_df, real, syn, schema),
+        "fidelity": fidelity(real_df, syn_df, real, syn, schema),
     }
     cols = report["columns"].values()
     report["mean_tv"] = float(np.mean([c["tv"] for c in cols]))

@@ -77,3 +77,13 @@ def test_cli_evaluate_writes_json(schema_path, tmp_path, capsys):
     assert main(["evaluate", "--real", str(paths["real"]), "--synthetic", str(paths["syn"]), "--schema",
                  str(schema_path), "--label", "nope", "--holdout", str(paths["hold"])]) == 2
     assert "nope" in capsys.readouterr().err
+
+
+def test_fidelity_is_zero_for_a_copy_and_grows_with_distortion(schema):
+    real = make_frame(500, 1)
+    assert evaluate(real, real.copy(), schema)["fidelity"] == {"jsd": 0.0, "wd": 0.0}
+    shifted = real.copy()
+    shifted["income"] = (shifted["income"] + 30).clip(upper=100)
+    shifted["sex"] = "F"
+    fid = evaluate(real, shifted, schema)["fidelity"]
+    assert fid["wd"] > 0.1 and fid["jsd"] > 0.1

@@ -9,7 +9,8 @@ from hypothesis import given, settings, strategies as st
 
 import privsyn_fed as pf
 from privsyn_fed.accounting import audit_ledger
-from privsyn_fed.methods.fedtda import ICDM, Encoding, Mixture, fit_mixture, repair_correlation, upper
+from privsyn_fed.encode import numeric_bin
+from privsyn_fed.methods.fedtda import ICDM, Encoding, fit_mixture, mode_cdf, repair_correlation, upper
 from privsyn_fed.schema import NumericColumn
 
 from .conftest import SCHEMA, make_frame
@@ -44,20 +45,21 @@ def one_numeric_schema(lower=0.0, upper=100.0, integer=False, missing=False):
                                              "bins": 16, "integer": integer, "missing": missing}]})
 
 
-def test_mode_specific_normalisation_inverts_exactly():
-    schema = one_numeric_schema()
-    mix = Mixture(np.array([0.4, 0.6]), np.array([20.0, 70.0]), np.array([5.0, 8.0]))
-    enc = Encoding(schema, [ICDM(np.array([0.4, 0.6, 1e-6]), 1e-4, np.array([0, 1, 2]))], [mix], 4.0, 1e6)
+@pytest.mark.parametrize("integer", [False, True])
+def test_mode_specific_normalisation_inverts_exactly(integer):
+    schema = one_numeric_schema(integer=integer)
+    col = schema.columns[0]
     rng = np.random.default_rng(0)
-    x = np.concatenate([rng.normal(20, 5, 300), rng.normal(70, 8, 300)])
-    x = x[(x > 0) & (x < 100)]
+    x = np.concatenate([np.zeros(400), rng.normal(30, 5, 300), rng.normal(70, 8, 300)]).clip(0, 100)
+    x = np.round(x) if integer else x
+    counts = np.bincount(numeric_bin(col, x), minlength=col.n_bins) + rng.normal(0, 3, col.n_bins)
+    mode = mode_cdf(col, counts, fit_mixture(col, counts, 3), 1e-9)
+    t, a = mode.encode(x, rng)
+    assert np.abs(a).max() <= 6.0
+    assert np.allclose(mode.decode(t, a), x, atol=1e-6)
+    enc = Encoding(schema, [ICDM(np.append(mode.cum[-1], 1e-9), 1e-9, np.arange(mode.components + 1))], [mode], 1e6)
     z = enc.encode(np.zeros((len(x), 1), dtype=np.int64), x[:, None], rng)
-    comp = enc.icdm[0].decode(z[:, 1])
-    inside = np.abs(z[:, 0]) < 4.0                     # not clipped at c0
-    back = enc.decode(z)["x"].to_numpy(dtype=float)
-    assert inside.mean() > 0.95
-    assert np.allclose(back[inside], x[inside])
-    assert np.allclose(z[inside, 0], (x[inside] - mix.means[comp[inside]]) / mix.sds[comp[inside]])
+    assert np.allclose(enc.decode(z)["x"].to_numpy(dtype=float), x, atol=1e-6)
 
 
 @settings(max_examples=60, deadline=None)
@@ -90,16 +92,16 @@ def test_second_moment_sum_moves_by_at_most_b_squared(seed, n):
 
 
 def _encoding_for(schema, bound):
-    icdm, mixtures = [], []
+    icdm, modes = [], []
     for col in schema.columns:
         if isinstance(col, NumericColumn):
-            mix = fit_mixture(col, np.ones(col.n_bins), 3)
-            mixtures.append(mix)
-            icdm.append(ICDM(np.ones(len(mix.weights) + 1) / (len(mix.weights) + 1)))
+            mode = mode_cdf(col, np.ones(col.n_bins), fit_mixture(col, np.ones(col.n_bins), 3), 1e-4)
+            modes.append(mode)
+            icdm.append(ICDM(np.ones(mode.components + 1) / (mode.components + 1)))
         else:
-            mixtures.append(None)
+            modes.append(None)
             icdm.append(ICDM(np.ones(col.size) / col.size))
-    return Encoding(schema, icdm, mixtures, 4.0, bound)
+    return Encoding(schema, icdm, modes, bound)
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,10 @@ posterior; "missing" is one more component), become ``Phi^-1(u)`` with ``u`` uni
 category's interval of the ICDM (categories ordered by noisy frequency, ascending, ties by
 position; mixture components by their means, so that the code grows with the value; trimmed by
 ``lambda`` at both ends); a numeric value ``c`` in component ``t`` also becomes
-``a = clip((c - mu_t) / sigma_t, -c0, c0)``. Each coordinate is then close to ``N(0, 1)``, so the
+``a = Phi^-1(F_t(c))``, its mode-specific normalisation by the component's share of the noisy
+histogram (``ModeCDF``; ``|a| <= Phi^-1(1 - lambda)``). The research code's
+``(c - mu_t) / (4 sigma_t)`` assumes every mode is Gaussian and smears the point masses of columns
+such as Adult's capital gains across bins. Each coordinate is then close to ``N(0, 1)``, so the
 noisy second moment over ``N_hat`` estimates the copula's correlation; it is symmetrised, its
 eigenvalues are clamped, it is rescaled to unit diagonal and factorised (Cholesky, with a
 growing ridge if needed). Synthesis draws ``z ~ N(0, R)`` and inverts every encoding exactly:
@@ -54,7 +57,6 @@ EM_ITERATIONS = 200
 class FedTDAOptions:
     split: Sequence[float] = (0.05, 0.20, 0.35, 0.40)   # shares of rho: total, categorical, numeric, covariance
     components: int = 5             # most mixture components per numeric column
-    clip: float = 4.0               # c0: bound on a mode-normalised value
     norm_factor: float = 2.0        # encoded rows are clipped to norm norm_factor * sqrt(l)
     icdm_lambda: float = 1e-4       # ICDM trims [0, 1] to [lambda, 1 - lambda]
     non_private: bool = False       # exact statistics, no noise, no guarantee (testing only)
@@ -67,8 +69,8 @@ class FedTDAOptions:
             raise InputError("--split: the total and the covariance need a positive share")
         if self.components < 1:
             raise InputError(f"--components must be at least 1, not {self.components}")
-        if not self.clip > 0 or not self.norm_factor > 0:
-            raise InputError("--clip and --norm-factor must be positive")
+        if not self.norm_factor > 0:
+            raise InputError("norm_factor must be positive")
         if not 0 < self.icdm_lambda < 0.5:
             raise InputError(f"icdm_lambda must lie in (0, 0.5), not {self.icdm_lambda}")
 
@@ -107,7 +109,8 @@ class ICDM:
         return ndtri(u)
 
     def decode(self, x: np.ndarray) -> np.ndarray:
-        pos = np.searchsorted(self._cum, ndtr(x), side="right") - 1
+        """The category whose interval holds ``Phi(x)`` (compared in x space: ``Phi`` is monotone)."""
+        pos = np.searchsorted(ndtri(self._cum), x, side="right") - 1
         return self._order[np.clip(pos, 0, len(self._order) - 1)]
 
 
@@ -158,36 +161,92 @@ def fit_mixture(col: NumericColumn, counts: np.ndarray, components: int) -> Mixt
 # ---- the copula ---------------------------------------------------------------------------------
 
 @dataclass
+class ModeCDF:
+    """Mode-specific normalisation of one numeric column from its noisy histogram and mixture.
+
+    ``mass[b, t]`` is bin ``b``'s noisy count (floored at zero, plus a tiny floor) shared among the
+    components by their responsibilities at the bin centre. A value in bin ``b`` joins component
+    ``t`` with probability ``mass[b, t] / sum_t mass[b, t]`` and is normalised by that component's
+    CDF, linear inside each bin: ``a = Phi^-1(F_t(c))``, clamped to ``[lam, 1 - lam]`` (so
+    ``|a| <= Phi^-1(1 - lam)``, 3.72 for the default). Decoding inverts ``F_t`` exactly; whole
+    numbers are spread over ``[k, k + 1)`` before encoding and floored after decoding.
+    """
+
+    col: NumericColumn
+    mass: np.ndarray
+    lam: float
+
+    def __post_init__(self):
+        lo, hi = bin_edges(self.col)
+        self.lo = lo.astype(float)
+        self.width = (hi - lo + (1.0 if self.col.integer else 0.0)).astype(float)
+        self.cum = np.vstack([np.zeros(self.mass.shape[1]), np.cumsum(self.mass, axis=0)])   # (B+1, T)
+
+    @property
+    def components(self) -> int:
+        return self.mass.shape[1]
+
+    def encode(self, x: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """``(component, a)`` for values ``x`` (inside the bounds)."""
+        from ..encode import numeric_bin
+        b = numeric_bin(self.col, x)
+        share = self.mass[b] / self.mass[b].sum(axis=1, keepdims=True)
+        t = (share.cumsum(axis=1) > rng.random(len(x))[:, None]).argmax(axis=1)
+        pos = x + (rng.random(len(x)) if self.col.integer else 0.0)
+        frac = np.clip((pos - self.lo[b]) / np.where(self.width[b] > 0, self.width[b], 1.0), 0.0, 1.0)
+        u = (self.cum[b, t] + frac * self.mass[b, t]) / self.cum[-1, t]
+        return t, ndtri(np.clip(u, self.lam, 1 - self.lam))
+
+    def decode(self, t: np.ndarray, a: np.ndarray) -> np.ndarray:
+        target = ndtr(a) * self.cum[-1, t]
+        # one search over every component's CDF laid end to end (component k shifted by k * shift)
+        bins = len(self.lo)
+        shift = float(self.cum[-1].max()) * 2.0 + 1.0
+        stacked = (self.cum + np.arange(self.components) * shift).T.ravel()
+        pos = np.searchsorted(stacked, target + t * shift, side="right") - 1 - t * (bins + 1)
+        b = np.clip(pos, 0, bins - 1)
+        frac = np.clip((target - self.cum[b, t]) / self.mass[b, t], 0.0, 1.0)
+        out = self.lo[b] + frac * self.width[b]
+        if self.col.integer:
+            out = np.floor(out)
+        return np.clip(out, self.col.lower, self.col.upper)
+
+
+def mode_cdf(col: NumericColumn, counts: np.ndarray, mix: Mixture, lam: float) -> ModeCDF:
+    lo, hi = bin_edges(col)
+    resp = mix.posterior((lo + hi) / 2.0)
+    w = np.clip(np.asarray(counts, dtype=float), 0.0, None)
+    mass = (w + max(w.sum(), 1.0) * 1e-6)[:, None] * resp + 1e-12
+    return ModeCDF(col, mass, lam)
+
+
+@dataclass
 class Encoding:
     """The public parameters every silo encodes its rows with."""
 
     schema: Schema
     icdm: list[ICDM]                  # per column: categories, or mixture components (+ missing)
-    mixtures: list[Mixture | None]    # per column (None for categorical)
-    clip: float
+    modes: list[ModeCDF | None]       # per numeric column (None for categorical)
     bound: float                      # rows are clipped to this L2 norm
 
     @property
     def width(self) -> int:
-        return sum(2 if m is not None else 1 for m in self.mixtures)
+        return sum(2 if m is not None else 1 for m in self.modes)
 
     def encode(self, codes: np.ndarray, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """``(n, l)`` encoded rows, each clipped to L2 norm ``bound`` (runs inside a silo)."""
         cols = []
         for j, col in enumerate(self.schema.columns):
-            mix = self.mixtures[j]
-            if mix is None:
+            mode = self.modes[j]
+            if mode is None:
                 cols.append(self.icdm[j].encode(codes[:, j], rng))
                 continue
             x = values[:, j]
             missing = np.isnan(x)
-            comp = np.full(len(x), len(mix.weights))                  # "missing" is the last component
+            comp = np.full(len(x), mode.components)                  # "missing" is the last component
             a = np.zeros(len(x))
             if (~missing).any():
-                post = mix.posterior(x[~missing])
-                draw = (post.cumsum(axis=1) > rng.random(len(post))[:, None]).argmax(axis=1)
-                comp[~missing] = draw
-                a[~missing] = np.clip((x[~missing] - mix.means[draw]) / mix.sds[draw], -self.clip, self.clip)
+                comp[~missing], a[~missing] = mode.encode(x[~missing], rng)
             cols += [a, self.icdm[j].encode(comp, rng)]
         rows = np.stack(cols, axis=1)
         norms = np.linalg.norm(rows, axis=1, keepdims=True)
@@ -196,19 +255,18 @@ class Encoding:
     def decode(self, z: np.ndarray) -> pd.DataFrame:
         out, k = {}, 0
         for j, col in enumerate(self.schema.columns):
-            mix = self.mixtures[j]
-            if mix is None:
+            mode = self.modes[j]
+            if mode is None:
                 idx = self.icdm[j].decode(z[:, k])
                 k += 1
                 cats = np.array(list(col.categories) + [None], dtype=object)
                 out[col.name] = pd.Series(cats[idx], dtype=object)
                 continue
-            a, comp = np.clip(z[:, k], -self.clip, self.clip), self.icdm[j].decode(z[:, k + 1])
+            comp = self.icdm[j].decode(z[:, k + 1])
+            missing = comp >= mode.components
+            v = mode.decode(np.where(missing, 0, comp), z[:, k])
             k += 2
-            missing = comp >= len(mix.weights)
-            t = np.where(missing, 0, comp)
-            v = np.clip(a * mix.sds[t] + mix.means[t], col.lower, col.upper)
-            series = pd.Series(np.rint(v).astype(np.int64), dtype="Int64") if col.integer else pd.Series(v, dtype="Float64")
+            series = pd.Series(v.astype(np.int64), dtype="Int64") if col.integer else pd.Series(v, dtype="Float64")
             series[missing] = pd.NA
             out[col.name] = series
         return pd.DataFrame(out, columns=self.schema.names)
@@ -257,7 +315,7 @@ class FedTDAModel:
 
     def sample(self, rows: int, seed: int | None) -> pd.DataFrame:
         rng = np.random.default_rng(seed)
-        z = rng.standard_normal((rows, self.factor.shape[0])) @ self.factor.T
+        z = rng.standard_normal((rows, self.factor.shape[0]), dtype=np.float32) @ self.factor.T.astype(np.float32)
         return self.encoding.decode(z)
 
 
@@ -304,19 +362,20 @@ def run_fedtda(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: FedTD
     progress.update(acc.rho_spent / acc.rho_budget, "released the total and the column histograms")
 
     icdm: list[ICDM | None] = [None] * len(names)
-    mixtures: list[Mixture | None] = [None] * len(names)
+    modes: list[ModeCDF | None] = [None] * len(names)
     for j, h in zip(cat, hist_cat):
         icdm[j] = ICDM(_probabilities(h, n_hat), opts.icdm_lambda)
     for j, h in zip(num, hist_num):
         col = schema.columns[j]
-        mixtures[j] = fit_mixture(col, h[:col.n_bins], opts.components)
-        comp_mass = mixtures[j].weights * max(float(np.clip(h[:col.n_bins], 0, None).sum()), 1.0)
+        mix = fit_mixture(col, h[:col.n_bins], opts.components)
+        modes[j] = mode_cdf(col, h[:col.n_bins], mix, opts.icdm_lambda)
+        comp_mass = modes[j].cum[-1]
         missing = [max(float(h[col.n_bins]), 0.0)] if col.missing else []
         # components in the order of their means (then "missing"), so the code is monotone in the value
-        order = np.concatenate([np.argsort(mixtures[j].means, kind="stable"), np.arange(len(missing)) + len(comp_mass)])
+        order = np.concatenate([np.argsort(mix.means, kind="stable"), np.arange(len(missing)) + len(comp_mass)])
         icdm[j] = ICDM(_probabilities(np.concatenate([comp_mass, missing]), n_hat), opts.icdm_lambda, order)
     width = len(cat) + 2 * len(num)
-    encoding = Encoding(schema, icdm, mixtures, opts.clip, opts.norm_factor * math.sqrt(width))
+    encoding = Encoding(schema, icdm, modes, opts.norm_factor * math.sqrt(width))
 
     def second_moments(silo) -> np.ndarray:
         rng = np.random.default_rng(None if encode_seed is None else [encode_seed, silos.index(silo.name)])
@@ -334,7 +393,7 @@ def run_fedtda(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: FedTD
     n_rows = rows if rows is not None else max(1, int(round(n_hat)))
     data = model.sample(n_rows, sample_seed)
     progress.log(f"copula over {width} coordinates; sampled {n_rows} rows")
-    info = {"coordinates": width, "components": {names[j]: len(mixtures[j].weights) for j in num},
+    info = {"coordinates": width, "components": {names[j]: modes[j].components for j in num},
             "traffic": agg.traffic.summary(silos) if hasattr(agg, "traffic") else None}
     return core.MethodResult(None, model, 1, [], info, data=data)
 
