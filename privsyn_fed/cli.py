@@ -31,8 +31,10 @@ methods:
            AIM's select and measure run on the pooled answers
   flaim    federated: each sampled silo selects marginals locally, the aggregator sums and
            adds noise (variant private: AugFLAIM with a private heterogeneity proxy)
-The federated methods use an in-process trusted aggregator; secure computation (MPC) and
-fedtda are not available in this version.
+  fedtda   federated Gaussian copula: noisy total, noisy column histograms and the noisy
+           second moments of rows each silo encodes itself; real numeric values out
+The federated methods use an in-process trusted aggregator; secure computation (MPC) is not
+available in this version.
 
 sample rate: by default every silo takes part in every round when there are fewer than 100
 silos, and each silo takes part with probability 0.1 from 100 silos on (--sample-rate)."""

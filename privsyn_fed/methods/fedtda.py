@@ -233,6 +233,15 @@ class Encoding:
     def width(self) -> int:
         return sum(2 if m is not None else 1 for m in self.modes)
 
+    def public_arrays(self) -> dict[str, np.ndarray]:
+        """What the server sends every silo so that it can encode its rows."""
+        out = {}
+        for j, name in enumerate(self.schema.names):
+            out[f"{name}:icdm"] = np.concatenate([self.icdm[j].probs, self.icdm[j]._order])
+            if self.modes[j] is not None:
+                out[f"{name}:modes"] = self.modes[j].mass
+        return out
+
     def encode(self, codes: np.ndarray, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """``(n, l)`` encoded rows, each clipped to L2 norm ``bound`` (runs inside a silo)."""
         cols = []
@@ -376,6 +385,7 @@ def run_fedtda(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: FedTD
         icdm[j] = ICDM(_probabilities(np.concatenate([comp_mass, missing]), n_hat), opts.icdm_lambda, order)
     width = len(cat) + 2 * len(num)
     encoding = Encoding(schema, icdm, modes, opts.norm_factor * math.sqrt(width))
+    agg.broadcast(encoding.public_arrays(), silos, round=0)
 
     def second_moments(silo) -> np.ndarray:
         rng = np.random.default_rng(None if encode_seed is None else [encode_seed, silos.index(silo.name)])
