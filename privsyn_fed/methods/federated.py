@@ -128,14 +128,21 @@ def measure_initial_oneways(agg: Aggregator, acc: Accountant, noise: NoiseSource
 def measure_sums(agg: Aggregator, acc: Accountant, noise: NoiseSource,
                  requests: Sequence[tuple[tuple[str, ...], Sequence[str]]], prob, sigma: float, round: int,
                  query: str, sensitivity_l2: float = 1.0) -> list[np.ndarray]:
-    """For each ``(clique, silos)`` request, the marginal summed over those silos; all of them
-    released together as one Gaussian mechanism: ``N(0, sigma^2)`` per cell, with the caller's
-    L2 sensitivity of the concatenation (``sqrt(number of sums one record can be in)``)."""
-    sums = [agg.sum(lambda silo, q=q: silo.marginal(prob.columns(q)), among, round=round,
-                    label=f"marginal({', '.join(q)})") for q, among in requests]
+    """For each ``(clique, silos)`` request, the marginal summed over those silos (``noisy_sums``)."""
+    return noisy_sums(agg, acc, noise, [(f"marginal({', '.join(q)})",
+                                         lambda silo, q=q: silo.marginal(prob.columns(q)), among)
+                                        for q, among in requests], sigma, sensitivity_l2, query, round)
+
+
+def noisy_sums(agg: Aggregator, acc: Accountant, noise: NoiseSource, requests, sigma: float,
+               sensitivity_l2: float, query: str, round: int) -> list[np.ndarray]:
+    """For each ``(label, request, silos)``, ``sum_{k in silos} request(silo_k)``; all released
+    together as one Gaussian mechanism: ``N(0, sigma^2)`` per cell, with the caller's L2
+    sensitivity of the concatenation (``sqrt(number of sums one record can be in)`` for counts)."""
+    sums = [agg.sum(fn, among, round=round, label=label) for label, fn, among in requests]
     noisy = gaussian_mechanism(acc, noise, np.concatenate(sums), sigma=sigma, sensitivity_l2=sensitivity_l2,
                                query=query, where=agg.where, round=round,
-                               silos=len({k for _, among in requests for k in among}))
+                               silos=len({k for _, _, among in requests for k in among}))
     return np.split(noisy, np.cumsum([x.size for x in sums])[:-1])
 
 

@@ -5,9 +5,12 @@ Budget ``rho`` split (default 5% / 20% / 35% / 40%, ``split``) between four rele
 Gaussian mechanism over the sum across silos:
   1. the row total ``N`` (sensitivity 1);
   2. every categorical column's histogram, jointly (L2 sensitivity ``sqrt(n_d)``);
-  3. every numeric column's histogram on its public bins, jointly (``sqrt(n_c)``); the server fits
-     a 1-D Gaussian mixture to each noisy histogram (weighted EM on the bin centres, a fixed
-     number of iterations, components below weight 0.005 pruned): post-processing;
+  3. every numeric column's histogram, jointly (``sqrt(n_c)``), on its public bins each split in
+     ``refine`` (4; whole-number columns at most one bin per value), so the copula can place point
+     masses (Adult's zero capital gains) within a schema bin; counts below ``threshold`` (2) sigma
+     are set to zero, and the server fits a 1-D Gaussian mixture to each noisy histogram
+     (weighted EM on the bin centres, a fixed number of iterations, components below weight 0.005
+     pruned): all post-processing;
   4. the upper triangle of ``sum_rows x x^T`` of the silos' encoded rows, whose norm is clipped to
      ``B = norm_factor sqrt(l)``: one record changes it by ``x x^T``, of Frobenius norm at most
      ``B^2``, the L2 sensitivity of the released vector.
@@ -45,7 +48,7 @@ from ..mechanisms import NoiseSource, gaussian_mechanism
 from ..progress import Progress, Silent
 from ..schema import CategoricalColumn, NumericColumn, Schema
 from . import core
-from .federated import measure_sums
+from .federated import noisy_sums
 
 NON_PRIVATE_WARNING = ("NON-PRIVATE TEST MODE: fedtda ran with exact statistics and no noise; this "
                        "release has NO differential-privacy guarantee (for testing the method only)")
@@ -59,6 +62,8 @@ class FedTDAOptions:
     components: int = 5             # most mixture components per numeric column
     norm_factor: float = 2.0        # encoded rows are clipped to norm norm_factor * sqrt(l)
     icdm_lambda: float = 1e-4       # ICDM trims [0, 1] to [lambda, 1 - lambda]
+    threshold: float = 2.0          # noisy numeric-histogram counts below threshold x sigma count as empty
+    refine: int = 4                 # each schema bin is split in this many for the numeric histograms
     non_private: bool = False       # exact statistics, no noise, no guarantee (testing only)
 
     def validate(self) -> None:
@@ -328,6 +333,20 @@ class FedTDAModel:
         return self.encoding.decode(z)
 
 
+def refined(col: NumericColumn, factor: int) -> NumericColumn:
+    """The column with each public bin split in ``factor`` (integer columns: at most one bin per value)."""
+    import dataclasses
+    return dataclasses.replace(col, bins=col.bins * factor)
+
+
+def numeric_histogram(col: NumericColumn, values: np.ndarray) -> np.ndarray:
+    """Counts of a silo's values on ``col``'s bins, then the missing count if ``col`` allows it."""
+    from ..encode import numeric_bin
+    present = ~np.isnan(values)
+    counts = np.bincount(numeric_bin(col, values[present]), minlength=col.n_bins).astype(np.int64)
+    return np.append(counts, np.int64((~present).sum())) if col.missing else counts
+
+
 def split_rho(rho: float, split: Sequence[float], n_cat: int, n_num: int) -> list[float]:
     """Shares of ``rho`` for (total, categorical, numeric, covariance); an absent family's share
     goes to the others in proportion."""
@@ -346,28 +365,32 @@ def run_fedtda(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: FedTD
     cat = [j for j, c in enumerate(schema.columns) if isinstance(c, CategoricalColumn)]
     num = [j for j, c in enumerate(schema.columns) if isinstance(c, NumericColumn)]
     rho_n, rho_cat, rho_num, rho_cov = split_rho(acc.rho_budget, opts.split, len(cat), len(num))
-    prob = core.Problem.build(names, schema.shape, [])
     exact = opts.non_private
     if exact:
         acc.mark_non_private(NON_PRIVATE_WARNING)
         progress.log(NON_PRIVATE_WARNING)
 
-    def release(requests, sensitivity, rho_part, query):
+    def release(requests, sensitivity, rho_part, query, threshold=0.0):
+        """One histogram per request, summed over the silos; jointly noised unless ``exact``."""
         if exact:
-            return [agg.sum(lambda s, q=q: s.marginal(prob.columns(q)), among, round=0, label=query)
-                    for q, among in requests]
+            return [agg.sum(fn, silos, round=0, label=label) for label, fn in requests]
         sigma = sensitivity / math.sqrt(2.0 * rho_part)
-        return measure_sums(agg, acc, noise, requests, prob, sigma, 0, query, sensitivity_l2=sensitivity)
+        noisy = noisy_sums(agg, acc, noise, [(label, fn, silos) for label, fn in requests], sigma,
+                           sensitivity, query, 0)
+        # counts below threshold x sigma cannot be told from empty cells: treat them as empty
+        return [np.where(h < threshold * sigma, 0, h) for h in noisy]
 
     n_sum = agg.sum(lambda s: np.array([s.true_size()], dtype=np.int64), silos, round=0, label="rows")
     if not exact:
         n_sum = gaussian_mechanism(acc, noise, n_sum, sigma=1.0 / math.sqrt(2.0 * rho_n), where=agg.where,
                                    query="total number of rows", round=0)
     n_hat = max(1.0, float(n_sum[0]))
-    hist_cat = release([((names[j],), silos) for j in cat], math.sqrt(len(cat)), rho_cat,
+    fine = {j: refined(schema.columns[j], opts.refine) for j in num}
+    hist_cat = release([(names[j], lambda s, j=j: s.marginal([j])) for j in cat], math.sqrt(len(cat)), rho_cat,
                        "every categorical column's histogram") if cat else []
-    hist_num = release([((names[j],), silos) for j in num], math.sqrt(len(num)), rho_num,
-                       "every numeric column's histogram on its public bins") if num else []
+    hist_num = release([(names[j], lambda s, j=j: numeric_histogram(fine[j], s.values()[:, j])) for j in num],
+                       math.sqrt(len(num)), rho_num, f"every numeric column's histogram on its public bins "
+                       f"(each schema bin split in {opts.refine})", threshold=opts.threshold) if num else []
     progress.update(acc.rho_spent / acc.rho_budget, "released the total and the column histograms")
 
     icdm: list[ICDM | None] = [None] * len(names)
@@ -375,7 +398,7 @@ def run_fedtda(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: FedTD
     for j, h in zip(cat, hist_cat):
         icdm[j] = ICDM(_probabilities(h, n_hat), opts.icdm_lambda)
     for j, h in zip(num, hist_num):
-        col = schema.columns[j]
+        col = fine[j]
         mix = fit_mixture(col, h[:col.n_bins], opts.components)
         modes[j] = mode_cdf(col, h[:col.n_bins], mix, opts.icdm_lambda)
         comp_mass = modes[j].cum[-1]
