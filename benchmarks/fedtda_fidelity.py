@@ -93,21 +93,18 @@ def record(path: Path, dataset, beta, method, seed, result, seconds, df, schema,
 
 def report(args) -> None:
     rows = [json.loads(l) for l in open(Path(args.out) / "fedtda_fidelity.jsonl")]
-    fmt = lambda v: "n/a" if not v else f"{np.mean(v):.3f} ± {np.std(v, ddof=1) if len(v) > 1 else 0:.3f}"
+    fmt = lambda v, d=4: "n/a" if not v else f"{np.mean(v):.{d}f} ± {np.std(v, ddof=1) if len(v) > 1 else 0:.{d}f}"
     labels = {"fedtda-np": "Fed-TDA, non-private", "fedtda": "Fed-TDA, epsilon 1",
               "augflaim": "AugFLAIM (Private), epsilon 1", "aim": "AIM (central), epsilon 1"}
     print("| Dataset | beta | Method | JSD (categorical) | WD (numeric) | Workload error | Time (s) | Runs |")
     print("|---|---|---|---|---|---|---|---|")
     for dataset in dict.fromkeys(r["dataset"] for r in rows):
-        for beta in BETAS:
-            for method in labels:
-                rs = [r for r in rows if r["dataset"] == dataset and r["method"] == method
-                      and (r["beta"] == beta or method == "aim")]
-                if not rs:
-                    continue
+        for beta, method in [(b, m) for b in BETAS for m in labels if m != "aim"] + [(None, "aim")]:
+            rs = [r for r in rows if r["dataset"] == dataset and r["method"] == method and r["beta"] == beta]
+            if rs:
                 print(f"| {dataset} | {beta if method != 'aim' else 'pooled'} | {labels[method]} | "
-                      f"{fmt([r['jsd'] for r in rs])} | {fmt([r['wd'] for r in rs])} | "
-                      f"{fmt([r['workload_error'] for r in rs])} | {fmt([r['seconds'] for r in rs])} | {len(rs)} |")
+                  f"{fmt([r['jsd'] for r in rs])} | {fmt([r['wd'] for r in rs])} | "
+                  f"{fmt([r['workload_error'] for r in rs], 3)} | {fmt([r['seconds'] for r in rs], 1)} | {len(rs)} |")
     one_m = [r["sample_1m_seconds"] for r in rows if "sample_1m_seconds" in r]
     if one_m:
         print(f"\nFed-TDA sampling of 1,000,000 rows: {fmt(one_m)} s. Paper: {PAPER}.")
