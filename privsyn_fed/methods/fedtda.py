@@ -23,8 +23,9 @@ position; mixture components by their means, so that the code grows with the val
 ``a = Phi^-1(F_t(c))``, its mode-specific normalisation by the component's share of the noisy
 histogram (``ModeCDF``; ``|a| <= Phi^-1(1 - lambda)``). The research code's
 ``(c - mu_t) / (4 sigma_t)`` assumes every mode is Gaussian and smears the point masses of columns
-such as Adult's capital gains across bins. Each coordinate is then close to ``N(0, 1)``, so the
-noisy second moment over ``N_hat`` estimates the copula's correlation; it is symmetrised, its
+such as Adult's capital gains across bins. Each coordinate is then ``N(0, 1)`` by construction (up
+to the noise in the histograms), so the sum of the rows is not released (its expectation is 0)
+and the noisy second moment over ``N_hat`` estimates the copula's correlation; it is symmetrised, its
 eigenvalues are clamped, it is rescaled to unit diagonal and factorised (Cholesky, with a
 growing ridge if needed). Synthesis draws ``z ~ N(0, R)`` and inverts every encoding exactly:
 numeric values are real numbers inside the schema's bounds (whole numbers for integer columns),
