@@ -116,7 +116,7 @@ class ICDM:
 
     def decode(self, x: np.ndarray) -> np.ndarray:
         """The category whose interval holds ``Phi(x)`` (compared in x space: ``Phi`` is monotone)."""
-        pos = np.searchsorted(ndtri(self._cum), x, side="right") - 1
+        pos = np.searchsorted(ndtri(self._cum).astype(x.dtype), x, side="right") - 1
         return self._order[np.clip(pos, 0, len(self._order) - 1)]
 
 
@@ -330,7 +330,9 @@ class FedTDAModel:
 
     def sample(self, rows: int, seed: int | None) -> pd.DataFrame:
         rng = np.random.default_rng(seed)
-        z = rng.standard_normal((rows, self.factor.shape[0]), dtype=np.float32) @ self.factor.T.astype(np.float32)
+        width = self.factor.shape[0]
+        # computed transposed so that each coordinate (a column of z) is contiguous for decoding
+        z = (self.factor.astype(np.float32) @ rng.standard_normal((width, rows), dtype=np.float32)).T
         return self.encoding.decode(z)
 
 
