@@ -123,3 +123,9 @@ class InProcessAggregator:
         nbytes = sum(len(to_wire(np.asarray(v))) for v in payload.values())
         for name in to:
             self.traffic.add_received(name, round, nbytes)
+
+
+def traffic_summary(agg: Aggregator) -> dict[str, float] | None:
+    """The aggregator's measured traffic over all silos, if it records any."""
+    traffic = getattr(agg, "traffic", None)
+    return traffic.summary(agg.silo_names) if traffic is not None else None

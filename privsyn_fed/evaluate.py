@@ -26,6 +26,7 @@ import pandas as pd
 
 from .encode import encode_frame
 from .schema import NumericColumn, Schema
+from .silo import marginal_counts
 from .workload import sample_workload
 
 
@@ -39,9 +40,7 @@ def encode(df: pd.DataFrame, schema: Schema, source: str) -> np.ndarray:
 
 
 def _marginal(codes: np.ndarray, shape: list[int], clique) -> np.ndarray:
-    dims = [shape[i] for i in clique]
-    idx = np.ravel_multi_index(tuple(codes[:, i] for i in clique), dims)
-    counts = np.bincount(idx, minlength=int(np.prod(dims))).astype(float)
+    counts = marginal_counts(codes, shape, list(clique)).astype(float)
     return counts / max(1.0, counts.sum())
 
 
@@ -50,26 +49,32 @@ def workload_error(real: np.ndarray, synthetic: np.ndarray, shape: list[int], wo
                           for c in workload]))
 
 
-def _numeric_values(df: pd.DataFrame, name: str) -> np.ndarray:
-    x = pd.to_numeric(as_text(df[[name]])[name], errors="coerce").to_numpy(dtype=float)
+def numeric_columns(df: pd.DataFrame, schema: Schema) -> dict[str, pd.Series]:
+    """Each numeric column's values as floats (NaN where missing), parsed once."""
+    return {c.name: pd.to_numeric(as_text(df[[c.name]])[c.name], errors="coerce")
+            for c in schema.columns if isinstance(c, NumericColumn)}
+
+
+def _present(values: pd.Series) -> np.ndarray:
+    x = values.to_numpy(dtype=float)
     return x[np.isfinite(x)]
 
 
-def column_shapes(real_df, syn_df, real, syn, schema: Schema) -> dict[str, dict[str, float]]:
+def column_shapes(real_num, syn_num, real, syn, schema: Schema) -> dict[str, dict[str, float]]:
     from scipy.stats import ks_2samp
 
     out = {}
     for j, col in enumerate(schema.columns):
         entry = {"tv": 0.5 * float(np.abs(_marginal(real, schema.shape, [j]) - _marginal(syn, schema.shape, [j])).sum())}
         if isinstance(col, NumericColumn):
-            a, b = _numeric_values(real_df, col.name), _numeric_values(syn_df, col.name)
+            a, b = _present(real_num[col.name]), _present(syn_num[col.name])
             if len(a) and len(b):
                 entry["ks"] = float(ks_2samp(a, b).statistic)
         out[col.name] = entry
     return out
 
 
-def fidelity(real_df, syn_df, real, syn, schema: Schema) -> dict[str, float | None]:
+def fidelity(real_num, syn_num, real, syn, schema: Schema) -> dict[str, float | None]:
     """The Fed-TDA paper's fidelity measures: mean Jensen-Shannon distance (base 2) between the
     category distributions of the categorical columns, and mean Wasserstein distance between the
     numeric columns' values scaled to [0, 1] by their public bounds."""
@@ -79,7 +84,7 @@ def fidelity(real_df, syn_df, real, syn, schema: Schema) -> dict[str, float | No
     jsd, wd = [], []
     for j, col in enumerate(schema.columns):
         if isinstance(col, NumericColumn):
-            a, b = _numeric_values(real_df, col.name), _numeric_values(syn_df, col.name)
+            a, b = _present(real_num[col.name]), _present(syn_num[col.name])
             span = col.upper - col.lower
             if len(a) and len(b):
                 wd.append(0.0 if span == 0 else wasserstein_distance((a - col.lower) / span, (b - col.lower) / span))
@@ -88,13 +93,13 @@ def fidelity(real_df, syn_df, real, syn, schema: Schema) -> dict[str, float | No
     return {"jsd": float(np.mean(jsd)) if jsd else None, "wd": float(np.mean(wd)) if wd else None}
 
 
-def pair_trends(real_df, syn_df, real, syn, schema: Schema) -> dict[str, float]:
+def pair_trends(real_num, syn_num, real, syn, schema: Schema) -> dict[str, float]:
     corr, cont = [], []
     numeric = {c.name for c in schema.columns if isinstance(c, NumericColumn)}
     for i, j in itertools.combinations(range(len(schema.columns)), 2):
         a, b = schema.columns[i].name, schema.columns[j].name
         if a in numeric and b in numeric:
-            r = [_pearson(df, a, b) for df in (real_df, syn_df)]
+            r = [_pearson(num[a], num[b]) for num in (real_num, syn_num)]
             if all(np.isfinite(r)):
                 corr.append(1.0 - abs(r[0] - r[1]) / 2.0)
         else:
@@ -104,9 +109,7 @@ def pair_trends(real_df, syn_df, real, syn, schema: Schema) -> dict[str, float]:
             "contingency_similarity": float(np.mean(cont)) if cont else None}
 
 
-def _pearson(df: pd.DataFrame, a: str, b: str) -> float:
-    x = pd.to_numeric(as_text(df[[a]])[a], errors="coerce")
-    y = pd.to_numeric(as_text(df[[b]])[b], errors="coerce")
+def _pearson(x: pd.Series, y: pd.Series) -> float:
     ok = x.notna() & y.notna()
     if ok.sum() < 3 or x[ok].std() == 0 or y[ok].std() == 0:
         return float("nan")
@@ -193,14 +196,15 @@ def evaluate(real_df: pd.DataFrame, syn_df: pd.DataFrame, schema: Schema, *, hol
     """All the measures above as a JSON-ready dict (``tstr``, ``dcr``, ``nll`` need a holdout)."""
     real = encode(real_df, schema, "real")
     syn = encode(syn_df, schema, "synthetic")
+    real_num, syn_num = numeric_columns(real_df, schema), numeric_columns(syn_df, schema)
     workload = sample_workload(len(schema.names), 3, workload_size, workload_seed)
     report: dict[str, Any] = {
         "rows": {"real": int(len(real)), "synthetic": int(len(syn))},
         "workload": {"degree": min(3, len(schema.names)), "size": len(workload), "seed": workload_seed,
                      "error": workload_error(real, syn, schema.shape, workload)},
-        "columns": column_shapes(real_df, syn_df, real, syn, schema),
-        "pairs": pair_trends(real_df, syn_df, real, syn, schema),
-        "fidelity": fidelity(real_df, syn_df, real, syn, schema),
+        "columns": column_shapes(real_num, syn_num, real, syn, schema),
+        "pairs": pair_trends(real_num, syn_num, real, syn, schema),
+        "fidelity": fidelity(real_num, syn_num, real, syn, schema),
     }
     cols = report["columns"].values()
     report["mean_tv"] = float(np.mean([c["tv"] for c in cols]))

@@ -62,11 +62,7 @@ class Silo:
 
         Computed with one ``bincount`` on the mixed-radix index of the clique's columns.
         """
-        shape = [self.schema.shape[i] for i in clique]
-        if not clique:
-            return np.array([len(self._codes)], dtype=np.int64)
-        index = np.ravel_multi_index(tuple(self._codes[:, i] for i in clique), shape)
-        return np.bincount(index, minlength=int(np.prod(shape))).astype(np.int64)
+        return marginal_counts(self._codes, self.schema.shape, clique)
 
     def marginals(self, cliques: Iterable[Sequence[int]]) -> dict[tuple[int, ...], np.ndarray]:
         return {tuple(c): self.marginal(c) for c in cliques}
@@ -90,6 +86,16 @@ class Silo:
     def with_rows(self, codes: np.ndarray, name: str | None = None) -> "Silo":
         """A silo over other rows of the same schema (used to build neighbouring datasets in tests)."""
         return Silo(name or self.name, codes, self.schema)
+
+
+def marginal_counts(codes: np.ndarray, shape: Sequence[int], clique: Sequence[int]) -> np.ndarray:
+    """Counts of encoded rows over the cells of ``clique`` (row-major, int64): one ``bincount``
+    on the mixed-radix index of the clique's columns; the empty clique counts the rows."""
+    if not clique:
+        return np.array([len(codes)], dtype=np.int64)
+    dims = [shape[i] for i in clique]
+    index = np.ravel_multi_index(tuple(codes[:, i] for i in clique), dims)
+    return np.bincount(index, minlength=int(np.prod(dims))).astype(np.int64)
 
 
 def read_csv(path: str | Path) -> pd.DataFrame:

@@ -1,6 +1,5 @@
 """The empirical privacy check: it stays at or below the claim for the real mechanisms and
 catches deliberately broken ones (fixed seeds for the checks' own randomness)."""
-import numpy as np
 import pytest
 
 from privsyn_fed.accounting.empirical import (clopper_pearson, empirical_check, exponential_runner,

@@ -15,7 +15,7 @@ from privsyn_fed.methods import core
 from privsyn_fed.methods.distaim import distaim_params
 from privsyn_fed.methods.federated import ClientSampler, TotalEstimator, default_sample_rate
 from privsyn_fed.workload import downward_closure
-from privsyn_fed.methods.flaim import flaim_params, heterogeneity_gap, local_score, score_sensitivity
+from privsyn_fed.methods.flaim import heterogeneity_gap, local_score, score_sensitivity
 
 from .conftest import make_frame
 

@@ -154,3 +154,16 @@ def test_degenerate_columns_do_not_divide_by_zero():
         result = pf.synthesize([pf.Silo.from_frame(df, schema)], "fedtda", 1.0, 1e-6, seed=1, rows=200)
     assert (result.data["const"] == 5).all() and (result.data["one"] == "only").all()
     assert result.data["x"].between(0, 10).all()
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.floats(-10, 110)), min_size=0, max_size=40),
+       st.one_of(st.none(), st.floats(-10, 110)), st.sampled_from([1, 4, 8]), st.booleans())
+def test_refined_numeric_histogram_moves_one_cell_for_one_record(values, extra, refine, integer):
+    """One record adds one to one cell (a bin or the missing cell): L2 sensitivity 1 per column."""
+    from privsyn_fed.methods.fedtda import numeric_histogram, refined
+    col = refined(one_numeric_schema(integer=integer, missing=True).columns[0], refine)
+    clip = lambda v: np.nan if v is None else float(np.clip(np.round(v) if integer else v, 0, 100))
+    x = np.array([clip(v) for v in values], dtype=float)
+    diff = numeric_histogram(col, np.append(x, clip(extra))) - numeric_histogram(col, x)
+    assert diff.sum() == 1 and np.abs(diff).sum() == 1

@@ -27,7 +27,7 @@ import numpy as np
 
 from .. import pgm
 from ..accounting import Accountant
-from ..aggregate import Aggregator
+from ..aggregate import Aggregator, traffic_summary
 from ..mechanisms import NoiseSource, exponential_mechanism, gaussian_mechanism
 from ..progress import Progress, Silent
 from . import core
@@ -121,6 +121,6 @@ def run_distaim(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: Fede
     codes = core.sample_from(model, names, rows, sample_seed)
     progress.log(f"{t} rounds, pool of {len(pool.seen)} of {len(silos)} silos; sampled {len(codes)} rows")
     info = {"sample_rate": rate, "pooled_silos": len(pool.seen),
-            "traffic": agg.traffic.summary(silos) if hasattr(agg, "traffic") else None}
+            "traffic": traffic_summary(agg)}
     return core.MethodResult(codes, model, T, prob.workload, info)
 

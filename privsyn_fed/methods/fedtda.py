@@ -42,10 +42,10 @@ import pandas as pd
 from scipy.special import ndtr, ndtri
 
 from ..accounting import Accountant
-from ..aggregate import Aggregator
+from ..aggregate import Aggregator, traffic_summary
 from ..encode import bin_edges
 from ..errors import InputError
-from ..mechanisms import NoiseSource, gaussian_mechanism
+from ..mechanisms import NoiseSource
 from ..progress import Progress, Silent
 from ..schema import CategoricalColumn, NumericColumn, Schema
 from . import core
@@ -374,7 +374,8 @@ def run_fedtda(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: FedTD
         progress.log(NON_PRIVATE_WARNING)
 
     def release(requests, sensitivity, rho_part, query, threshold=0.0):
-        """One histogram per request, summed over the silos; jointly noised unless ``exact``."""
+        """Each request summed over the silos; released jointly as one Gaussian mechanism of
+        L2 sensitivity ``sensitivity`` with ``rho_part`` (no noise in the non-private test mode)."""
         if exact:
             return [agg.sum(fn, silos, round=0, label=label) for label, fn in requests]
         sigma = sensitivity / math.sqrt(2.0 * rho_part)
@@ -383,10 +384,8 @@ def run_fedtda(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: FedTD
         # counts below threshold x sigma cannot be told from empty cells: treat them as empty
         return [np.where(h < threshold * sigma, 0, h) for h in noisy]
 
-    n_sum = agg.sum(lambda s: np.array([s.true_size()], dtype=np.int64), silos, round=0, label="rows")
-    if not exact:
-        n_sum = gaussian_mechanism(acc, noise, n_sum, sigma=1.0 / math.sqrt(2.0 * rho_n), where=agg.where,
-                                   query="total number of rows", round=0)
+    n_sum, = release([("rows", lambda s: np.array([s.true_size()], dtype=np.int64))], 1.0, rho_n,
+                     "total number of rows")
     n_hat = max(1.0, float(n_sum[0]))
     fine = {j: refined(schema.columns[j], opts.refine) for j in num}
     hist_cat = release([(names[j], lambda s, j=j: s.marginal([j])) for j in cat], math.sqrt(len(cat)), rho_cat,
@@ -418,19 +417,15 @@ def run_fedtda(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: FedTD
         x = encoding.encode(silo.rows(), silo.values(), rng)
         return upper(x.T @ x)
 
-    g = agg.sum(second_moments, silos, round=0, label="second moments of encoded rows")
-    if not exact:
-        b2 = encoding.bound ** 2
-        g = gaussian_mechanism(acc, noise, g, sigma=b2 / math.sqrt(2.0 * rho_cov), sensitivity_l2=b2,
-                               where=agg.where, round=0, query="upper triangle of the sum of x x^T of the "
-                               f"encoded rows (rows clipped to norm {encoding.bound:.4g})")
-    correlation, factor = repair_correlation(from_upper(g, width) / n_hat)
+    g, = release([("second moments of encoded rows", second_moments)], encoding.bound ** 2, rho_cov,
+                 f"upper triangle of the sum of x x^T of the encoded rows (rows clipped to norm {encoding.bound:.4g})")
+    _, factor = repair_correlation(from_upper(g, width) / n_hat)
     model = FedTDAModel(encoding, factor, n_hat)
     n_rows = rows if rows is not None else max(1, int(round(n_hat)))
     data = model.sample(n_rows, sample_seed)
     progress.log(f"copula over {width} coordinates; sampled {n_rows} rows")
     info = {"coordinates": width, "components": {names[j]: modes[j].components for j in num},
-            "traffic": agg.traffic.summary(silos) if hasattr(agg, "traffic") else None}
+            "traffic": traffic_summary(agg)}
     return core.MethodResult(None, model, 1, [], info, data=data)
 
 

@@ -36,7 +36,7 @@ import numpy as np
 
 from .. import pgm
 from ..accounting import Accountant
-from ..aggregate import Aggregator
+from ..aggregate import Aggregator, traffic_summary
 from ..errors import InputError
 from ..mechanisms import NoiseSource, parallel_exponential_mechanism, parallel_gaussian_mechanism
 from ..progress import Progress, Silent
@@ -149,7 +149,7 @@ class FLAIMRun:
         self.progress.log(f"{opts.rounds} rounds, {len(self.measurements)} measurements; sampled {len(codes)} rows")
         info = {"variant": self.variant, "sample_rate": self.rate, "sigma": self.sigma, "epsilon_select": self.eps,
                 "score_sensitivity": self.delta_u, "dropped_for_size": self.dropped,
-                "traffic": self.agg.traffic.summary(self.agg.silo_names) if hasattr(self.agg, "traffic") else None}
+                "traffic": traffic_summary(self.agg)}
         return core.MethodResult(codes, model, opts.rounds, prob.workload, info)
 
     def round(self, t: int, model):
@@ -219,12 +219,15 @@ class FLAIMRun:
     def local_scores(self, silo, options: list[tuple[str, ...]], cands: dict, probs: dict) -> np.ndarray:
         """``u_k(q)`` for each option, computed on the silo's own rows."""
         cols = self.prob.columns
-        oneways = [silo.marginal([i]) for i in range(len(self.prob.names))] if self.variant == "private" else None
+        column_gaps = None
+        if self.variant == "private":                 # the gap of q is the mean of its columns' gaps
+            oneways = [silo.marginal([i]) for i in range(len(self.prob.names))]
+            column_gaps = [heterogeneity_gap(oneways, self.proxy, [i]) for i in range(len(oneways))]
         out = []
         for q in options:
             counts = silo.marginal(cols(q))
-            if oneways is not None:
-                gap = heterogeneity_gap(oneways, self.proxy, cols(q))
+            if column_gaps is not None:
+                gap = float(np.mean([column_gaps[i] for i in cols(q)]))
             elif self.oracle_probs is not None:
                 gap = float(np.abs(counts - counts.sum() * self.oracle_probs[q]).sum())
             else:
