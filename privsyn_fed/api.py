@@ -70,8 +70,9 @@ def synthesize(silos: Sequence[Silo], method: str = "aim", epsilon: float = 1.0,
     if method not in METHODS:
         raise InputError(f"unknown method {method!r}; available: {', '.join(METHODS)}")
     check_budget_args(epsilon, delta)
-    if len(silos) < MIN_SILOS[method]:
-        raise InputError(f"method {method} needs at least {MIN_SILOS[method]} silos, got {len(silos)}")
+    n_silos = len(aggregator.silo_names) if aggregator is not None else len(silos)
+    if n_silos < MIN_SILOS[method]:
+        raise InputError(f"method {method} needs at least {MIN_SILOS[method]} silos, got {n_silos}")
     schema: Schema = silos[0].schema
     seen = set()
     for s in silos:
@@ -86,8 +87,10 @@ def synthesize(silos: Sequence[Silo], method: str = "aim", epsilon: float = 1.0,
 
     opts, threat, run = _method(method, silos, aggregator, options)
     noise = noise_source(seed)
-    details = {"silos": len(silos), "columns": schema.names, "noise": noise.name,
+    details = {"silos": n_silos, "columns": schema.names, "noise": noise.name,
                "options": {k: v for k, v in vars(opts).items() if k != "workload"}}
+    if hasattr(aggregator, "ledger_details"):
+        details["mpc"] = aggregator.ledger_details()
     if method != "fedtda":
         from .methods.aim import workload_cliques
         details["workload"] = [[schema.names[i] for i in cl] for cl in workload_cliques(schema.names, opts)]

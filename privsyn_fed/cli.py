@@ -11,7 +11,8 @@ import os
 import sys
 from pathlib import Path
 
-from .errors import BudgetExceeded, InputError
+from .errors import BudgetExceeded, InputError, MPCError
+from .mpc import DEFAULT_TIMEOUT_S as DEFAULT_MPC_TIMEOUT
 
 DESCRIPTION = """\
 Differentially private synthetic data from several silos that share a schema.
@@ -149,6 +150,55 @@ def build_parser() -> argparse.ArgumentParser:
                    help="flaim only: selections per sampled silo per round (default 1); S > 1 costs "
                         "2S - 1 Gaussian releases per round, not S")
 
+    m = s.add_argument_group("secure computation (distaim)")
+    m.add_argument("--mpc", action="store_true",
+                   help="run distaim's select and measure on secret shares: each --silo becomes its own "
+                        "CrypTen party process (this process is party 0, the coordinator), plus a dealer "
+                        "process; only noisy marginals and selected indices are ever opened")
+    m.add_argument("--rendezvous", metavar="tcp://HOST:PORT",
+                   help="with --mpc across machines: party 0's address; the other parties and the dealer "
+                        "are started on their hosts (`privsyn-fed mpc-party`, `mpc-dealer`) and --silo "
+                        "names only this host's CSV")
+    m.add_argument("--parties", type=_positive_int, metavar="N",
+                   help="with --rendezvous: the number of silo parties (the dealer is extra)")
+    m.add_argument("--mpc-timeout", type=_float, default=DEFAULT_MPC_TIMEOUT, metavar="SECONDS",
+                   help=f"how long a party waits for the others before giving up (default {DEFAULT_MPC_TIMEOUT:g})")
+
+    md = sub.add_parser("mpc-demo", help="watch the parties compute on secret shares (generated data)",
+                        description="Start silo parties and a dealer as separate processes on this machine, "
+                                    "give each generated rows, and run DistAIM's secure sum, select and measure "
+                                    "on secret shares. Prints what one party holds next to what is opened, "
+                                    "checks the opened sum against the plaintext sum, and reports wall time, "
+                                    "communication rounds and bytes per party.")
+    md.add_argument("--parties", type=_positive_int, default=3, metavar="N", help="silo parties (default 3)")
+    md.add_argument("--rows", type=_positive_int, default=2000, metavar="N", help="rows per party (default 2000)")
+    md.add_argument("--rounds", type=_positive_int, default=3, metavar="T", help="DistAIM rounds (default 3)")
+    md.add_argument("--epsilon", type=_float, default=1.0, metavar="E", help="privacy budget (default 1)")
+    md.add_argument("--seed", type=int, default=0, metavar="S",
+                    help="seed of the generated data (the noise is always fresh)")
+
+    mp = sub.add_parser("mpc-party", help="run one silo party of an MPC release on this host",
+                        description="Join an MPC release as silo party RANK (1..N-1): load this host's CSV "
+                                    "and follow party 0 (the host running `synth --mpc --rendezvous`). Only "
+                                    "secret shares of its answers leave this process.")
+    mp.add_argument("--rank", type=int, required=True, metavar="K", help="this party's rank, 1..N-1")
+    mp.add_argument("--parties", type=_positive_int, required=True, metavar="N", help="number of silo parties")
+    mp.add_argument("--rendezvous", required=True, metavar="tcp://HOST:PORT", help="party 0's address")
+    mp.add_argument("--schema", required=True, metavar="SCHEMA", help="the public schema (same as party 0's)")
+    mp.add_argument("--silo", required=True, metavar="CSV", help="this party's CSV")
+    mp.add_argument("--timeout", type=_float, default=DEFAULT_MPC_TIMEOUT, metavar="SECONDS",
+                    help=f"how long to wait for the others (default {DEFAULT_MPC_TIMEOUT:g})")
+
+    dl = sub.add_parser("mpc-dealer", help="run the dealer (trusted third party) of an MPC release",
+                        description="Join an MPC release as the dealer (rank N): it deals CrypTen's correlated "
+                                    "randomness and the DP noise as secret shares, and sees no data. It must "
+                                    "run on a host that no silo party controls.")
+    dl.add_argument("--parties", type=_positive_int, required=True, metavar="N", help="number of silo parties")
+    dl.add_argument("--rendezvous", required=True, metavar="tcp://HOST:PORT", help="party 0's address")
+    dl.add_argument("--timeout", type=_float, default=DEFAULT_MPC_TIMEOUT, metavar="SECONDS",
+                    help=f"how long to wait for the parties (default {DEFAULT_MPC_TIMEOUT:g})")
+    dl.add_argument("--seed", type=int, metavar="S", help="seeded noise for tests: NOT private")
+
     au = sub.add_parser("audit", help="re-check a privacy ledger",
                         description="Recompute every entry of a ledger from its own parameters, the "
                                     "total, the budget and the (epsilon, delta) conversion. Exit 0 when "
@@ -229,13 +279,16 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         commands = {"synth": _synth, "audit": _audit, "partition": _partition, "evaluate": _evaluate,
-                    "budget": _budget}
+                    "budget": _budget, "mpc-demo": _mpc_demo, "mpc-party": _mpc_party, "mpc-dealer": _mpc_dealer}
         return commands[args.command](args)
     except InputError as exc:
         print(f"privsyn-fed: error: {exc}", file=sys.stderr)
         return 2
     except BudgetExceeded as exc:
         print(f"privsyn-fed: refused: {exc}", file=sys.stderr)
+        return 1
+    except MPCError as exc:
+        print(f"privsyn-fed: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("privsyn-fed: interrupted; the ledger records what was spent", file=sys.stderr)
@@ -314,7 +367,8 @@ def _synth(args: argparse.Namespace) -> int:
         if Path(args.report).suffix.lower() not in (".html", ".htm", ".md", ".markdown"):
             raise InputError(f"{args.report}: the report is written as .html or .md")
     options = _method_options(args)
-    if len(args.silo) < MIN_SILOS[args.method]:
+    _check_mpc_args(args)
+    if len(args.silo) < MIN_SILOS[args.method] and not args.rendezvous:
         raise InputError(f"--method {args.method} needs at least {MIN_SILOS[args.method]} --silo files, "
                          f"got {len(args.silo)}")
     if (args.dataset_id or args.total_epsilon is not None) and not args.budget_store:
@@ -329,14 +383,27 @@ def _synth(args: argparse.Namespace) -> int:
             args.dataset_id, epsilon=args.epsilon, delta=args.delta, method=args.method,
             total_epsilon=args.total_epsilon, ledger=str(ledger))
     try:
-        silos = [Silo.from_csv(p, schema) for p in args.silo]   # every input checked before any spend
-        for silo in silos:
-            for col, n in silo.clipped.items():
-                if n:
-                    print(f"privsyn-fed: note for the operator of {silo.name}: {n} value(s) of '{col}' lay "
-                          f"outside the schema's bounds and were clipped (private; not released)", file=sys.stderr)
-        result = synthesize(silos, args.method, args.epsilon, args.delta, rows=args.rows, seed=args.seed,
-                            ledger_path=ledger, progress=not args.quiet, reservation=reservation, **options)
+        def release(silos, aggregator=None):
+            for silo in silos:
+                for col, n in silo.clipped.items():
+                    if n:
+                        print(f"privsyn-fed: note for the operator of {silo.name}: {n} value(s) of '{col}' lay "
+                              f"outside the schema's bounds and were clipped (private; not released)",
+                              file=sys.stderr)
+            return synthesize(silos, args.method, args.epsilon, args.delta, rows=args.rows, seed=args.seed,
+                              ledger_path=ledger, progress=not args.quiet, reservation=reservation,
+                              aggregator=aggregator, **options)
+
+        if args.mpc:
+            from .mpc.launch import coordinator
+            with coordinator(args.schema, args.silo, rendezvous=args.rendezvous, parties=args.parties,
+                             seed=args.seed, timeout_s=args.mpc_timeout) as agg:
+                result = release([agg.own], agg)
+                n_silos = len(agg.silo_names)
+        else:
+            silos = [Silo.from_csv(p, schema) for p in args.silo]   # every input checked before any spend
+            result = release(silos)
+            n_silos = len(silos)
     except BaseException:
         if reservation is not None:
             reservation.settle(0.0, "rejected")        # only when nothing was charged (else already settled)
@@ -354,7 +421,7 @@ def _synth(args: argparse.Namespace) -> int:
         raise
     led = result.ledger
     print(f"wrote {out}: {len(result.data)} rows x {result.data.shape[1]} columns "
-          f"from {len(silos)} silo(s) by {args.method}")
+          f"from {n_silos} silo(s) by {args.method}" + (" over MPC" if args.mpc else ""))
     print(f"wrote {ledger}: epsilon={led['epsilon']:.4f} at delta={led['delta']:g} spent "
           f"(rho {led['rho_spent']:.6g} of {led['rho_budget']:.6g}) in {len(led['entries'])} mechanism calls")
     if args.report:
@@ -362,7 +429,11 @@ def _synth(args: argparse.Namespace) -> int:
     if args.model_out:
         print(f"wrote {args.model_out}: the fitted model (for `privsyn-fed evaluate --model`)")
     traffic = result.info.get("traffic")
-    if traffic:
+    if traffic and traffic.get("mpc"):
+        print(f"communication: {traffic['parties'][0]['rounds']:.0f} rounds; per party "
+              f"{traffic['mean_bytes_sent_per_active_silo'] / 1e6:.1f} MB on average "
+              f"(most {traffic['max_bytes_per_silo'] / 1e6:.1f} MB)")
+    elif traffic:
         print(f"communication: {traffic['silos_active']} of {traffic['silos']} silos took part; per silo "
               f"{traffic['mean_bytes_sent_per_active_silo'] / 1e6:.3f} MB sent and "
               f"{traffic['mean_bytes_received_per_active_silo'] / 1e6:.3f} MB received on average")
@@ -373,6 +444,43 @@ def _synth(args: argparse.Namespace) -> int:
               file=sys.stderr)
     print(f"check it with: privsyn-fed audit {ledger}")
     return 0
+
+
+def _check_mpc_args(args: argparse.Namespace) -> None:
+    if not args.mpc:
+        if args.rendezvous or args.parties:
+            raise InputError("--rendezvous and --parties belong to --mpc")
+        return
+    if args.method != "distaim":
+        raise InputError(f"--mpc runs --method distaim; {args.method} over MPC is not available")
+    if args.rendezvous:
+        if not args.rendezvous.startswith("tcp://") or ":" not in args.rendezvous[len("tcp://"):]:
+            raise InputError(f"--rendezvous must look like tcp://HOST:PORT, not {args.rendezvous!r}")
+        if not args.parties or args.parties < 2:
+            raise InputError("--rendezvous needs --parties N (at least 2 silo parties)")
+        if len(args.silo) != 1:
+            raise InputError("with --rendezvous, give only this host's --silo; the others join with "
+                             "`privsyn-fed mpc-party`")
+    elif args.parties and args.parties != len(args.silo):
+        raise InputError(f"--parties {args.parties} but {len(args.silo)} --silo files; on one machine each "
+                         "--silo is one party, so leave --parties out")
+    if not args.mpc_timeout > 0:
+        raise InputError(f"--mpc-timeout must be positive, not {args.mpc_timeout:g}")
+
+
+def _mpc_party(args: argparse.Namespace) -> int:
+    from .mpc.party import party_main
+    return party_main(args.rank, args.parties, args.rendezvous, args.schema, args.silo, args.timeout)
+
+
+def _mpc_dealer(args: argparse.Namespace) -> int:
+    from .mpc.party import dealer_main
+    return dealer_main(args.parties, args.rendezvous, args.timeout, args.seed)
+
+
+def _mpc_demo(args: argparse.Namespace) -> int:
+    from .mpc.demo import run_demo
+    return run_demo(parties=args.parties, rows=args.rows, rounds=args.rounds, epsilon=args.epsilon, seed=args.seed)
 
 
 def _audit(args: argparse.Namespace) -> int:

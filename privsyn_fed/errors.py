@@ -10,3 +10,7 @@ class InputError(ValueError):
 
 class BudgetExceeded(RuntimeError):
     """A charge would take the privacy ledger past its budget; nothing was released."""
+
+
+class MPCError(RuntimeError):
+    """A secure computation cannot go on (a party stopped, the rendezvous failed); one-line message."""

@@ -29,6 +29,7 @@ from .. import pgm
 from ..accounting import Accountant
 from ..aggregate import Aggregator, traffic_summary
 from ..mechanisms import NoiseSource, exponential_mechanism, gaussian_mechanism
+from ..silo import MarginalsQuery
 from ..progress import Progress, Silent
 from . import core
 from .aim import problem_for
@@ -37,7 +38,7 @@ from .federated import (ClientSampler, FederatedOptions, TotalEstimator, default
 
 
 def threat_model(agg: Aggregator) -> str:
-    return ("distaim: each silo sends its answers to every candidate marginal once, when first sampled; "
+    return ("distaim: each silo contributes its answers to every candidate marginal once, when first sampled; "
             f"{agg.threat_model}. Selection and measurement run on the pooled answers.")
 
 
@@ -49,12 +50,14 @@ def distaim_params(rho: float, rounds: int, n_columns: int, alpha: float) -> cor
 
 
 class Pool:
-    """The aggregate ``A_r = sum_{k in Seen} M_r(D_k)`` over every candidate marginal."""
+    """The aggregate ``A_r = sum_{k in Seen} M_r(D_k)`` over every candidate marginal, in the clear
+    at a trusted aggregator (an MPC aggregator supplies a pool of shares with the same methods)."""
 
     def __init__(self, agg: Aggregator, prob: core.Problem):
         self.agg, self.prob = agg, prob
         self.keys = list(prob.candidates)
         self.sizes = [prob.cells(q) for q in self.keys]
+        self.query = MarginalsQuery(tuple(tuple(prob.columns(q)) for q in self.keys))
         self.answers = {q: np.zeros(n, dtype=np.int64) for q, n in zip(self.keys, self.sizes)}
         self.seen: set[str] = set()
 
@@ -62,18 +65,26 @@ class Pool:
         """Silos not seen before send every candidate answer (one payload each); returns them."""
         new = [k for k in silos if k not in self.seen]
         if new:
-            def answers(silo):
-                return np.concatenate([silo.marginal(self.prob.columns(q)) for q in self.keys])
-            total = self.agg.sum(answers, new, round=round, label="candidate answers")
+            total = self.agg.sum(self.query, new, round=round, label="candidate answers")
             for q, part in zip(self.keys, np.split(total, np.cumsum(self.sizes)[:-1])):
                 self.answers[q] += part
             self.seen.update(new)
         return new
 
-    @property
-    def size(self) -> int:
-        """``N_t``: secret (stays with the aggregator; used only inside the mechanisms)."""
-        return int(self.answers[self.keys[0]].sum())
+    def select(self, acc: Accountant, noise: NoiseSource, cands: dict, model_marginals: dict, *, sigma: float,
+               epsilon: float, sensitivity: float, round: int, query: str) -> tuple[str, ...]:
+        """AIM's score against ``N_t p_r`` (``N_t`` the pool's true size, never released)."""
+        keys = list(cands)
+        n_pool = int(self.answers[self.keys[0]].sum())
+        scores = np.array([core.aim_score(cands[q], self.answers[q], n_pool * model_marginals[q], sigma)
+                           for q in keys])
+        return keys[exponential_mechanism(acc, noise, scores, epsilon=epsilon, sensitivity=sensitivity,
+                                          where=self.agg.where, round=round, query=query)]
+
+    def measure(self, acc: Accountant, noise: NoiseSource, q: tuple[str, ...], *, sigma: float, round: int,
+                query: str) -> np.ndarray:
+        return gaussian_mechanism(acc, noise, self.answers[q], sigma=sigma, where=self.agg.where, round=round,
+                                  query=query, silos=len(self.seen))
 
 
 def run_distaim(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: FederatedOptions,
@@ -95,7 +106,7 @@ def run_distaim(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: Fede
     model = fitter.fit(measurements)
     reader = pgm.MarginalReader(model)
     progress.update(acc.rho_spent / rho, f"measured {d} one-way marginals over sampled silos")
-    pool = Pool(agg, prob)
+    pool = agg.pool(prob) if hasattr(agg, "pool") else Pool(agg, prob)
 
     for t in range(1, T + 1):
         if t == T:
@@ -103,15 +114,11 @@ def run_distaim(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: Fede
         new = pool.add(sampler.draw(), round=t)
         limit = fit_limit(rho, acc.rho_spent + params.rho, opts.max_model_size)
         cands = core.filter_candidates(prob.candidates, pgm.model_cliques(model), domain, limit)
-        keys = list(cands)
-        n_pool = pool.size
-        scores = np.array([core.aim_score(cands[q], pool.answers[q], n_pool * normalised(reader(q)), params.sigma)
-                           for q in keys])
-        pick = keys[exponential_mechanism(acc, noise, scores, epsilon=params.epsilon,
-                                          sensitivity=2.0 * max(cands.values()), where=agg.where, round=t,
-                                          query=f"select among {len(keys)} candidate marginals (pooled)")]
-        y = gaussian_mechanism(acc, noise, pool.answers[pick], sigma=params.sigma, where=agg.where, round=t,
-                               query=f"marginal({', '.join(pick)}) over the pool", silos=len(pool.seen))
+        pick = pool.select(acc, noise, cands, {q: normalised(reader(q)) for q in cands}, sigma=params.sigma,
+                           epsilon=params.epsilon, sensitivity=2.0 * max(cands.values()), round=t,
+                           query=f"select among {len(cands)} candidate marginals (pooled)")
+        y = pool.measure(acc, noise, pick, sigma=params.sigma, round=t,
+                         query=f"marginal({', '.join(pick)}) over the pool")
         n_hat = totals.estimate(float(y.sum()), y.size, params.sigma, len(pool.seen))
         measurements.append(rescale(pick, y, params.sigma, n_hat, totals.population))
         model = fitter.fit(measurements)

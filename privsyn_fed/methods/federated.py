@@ -26,6 +26,7 @@ from ..accounting import Accountant
 from ..aggregate import Aggregator
 from ..errors import InputError
 from ..mechanisms import NoiseSource, gaussian_mechanism
+from ..silo import MarginalsQuery
 from .aim import AIMOptions
 
 #: With at least this many silos the default sample rate is ``MANY_SILOS_RATE``; below it every
@@ -110,9 +111,8 @@ def measure_initial_oneways(agg: Aggregator, acc: Accountant, noise: NoiseSource
     raw = []
     for i, name in enumerate(names):
         among = sampler.draw()
-        y = agg.sum(lambda silo, i=i: silo.marginal([i]), among, round=0, label=f"marginal({name})")
-        noisy = gaussian_mechanism(acc, noise, y, sigma=sigma, query=f"marginal({name})", where=agg.where,
-                                   round=0, silos=len(among))
+        noisy = noisy_sum(agg, acc, noise, MarginalsQuery(((i,),)), among, sigma=sigma,
+                          query=f"marginal({name})", round=0, cells=int(shape[i]))
         raw.append(((name,), noisy, len(among)))
     # rows per silo: inverse-variance mean of the per-column estimates (variance ~ cells sigma^2 / m^2)
     est = np.array([float(y.sum()) / m for _, y, m in raw])
@@ -123,6 +123,21 @@ def measure_initial_oneways(agg: Aggregator, acc: Accountant, noise: NoiseSource
         n_hat = totals.estimate(float(y.sum()), shape[i], sigma, m)
         out.append(rescale(clique, y, sigma, n_hat, totals.population, weighted))
     return out
+
+
+def noisy_sum(agg: Aggregator, acc: Accountant, noise: NoiseSource, request, among: Sequence[str], *,
+              sigma: float, query: str, round: int, cells: int) -> np.ndarray:
+    """``sum_{k in among} request(silo_k) + N(0, sigma^2)`` (L2 sensitivity 1), charged first.
+
+    A secure aggregator (``noisy_sum``) adds the noise inside MPC and opens only the noisy sum;
+    otherwise the aggregator's exact sum gets the noise here.
+    """
+    secure = getattr(agg, "noisy_sum", None)
+    if secure is None:
+        return gaussian_mechanism(acc, noise, agg.sum(request, among, round=round, label=query), sigma=sigma,
+                                  query=query, where=agg.where, round=round, silos=len(among))
+    acc.gaussian(query, 1.0, sigma, agg.where, round=round, silos=len(among), cells=cells, **agg.noise_fields())
+    return secure(request, among, sigma=sigma, round=round, label=query)
 
 
 def measure_sums(agg: Aggregator, acc: Accountant, noise: NoiseSource,

@@ -1,5 +1,12 @@
-"""Secure computation among silos (CrypTen over torch.distributed).
+"""Secure computation among silos: CrypTen parties over torch.distributed (gloo, TCP).
 
-Only the import shim is here so far; the parties, the secure aggregator and the secure select and
-measure steps are not available yet.
+* ``world``: joining the parties (rendezvous, CrypTen set-up, the command channel, traffic);
+* ``launch``: starting the parties and the dealer of one machine as processes;
+* ``dealer``: CrypTen's trusted third party, also dealing the DP noise as shares;
+* ``noise``: the dealer's exact samplers; ``secure``: sum, select and measure on shares;
+* ``aggregator``: the aggregator interface over MPC (party 0) and the other parties' loop;
+* ``demo``: ``privsyn-fed mpc-demo``.
 """
+
+#: Seconds a party waits for the others (between commands party 0 may fit a model for a while).
+DEFAULT_TIMEOUT_S = 600.0

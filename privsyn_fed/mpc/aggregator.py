@@ -1,0 +1,217 @@
+"""The MPC aggregator: party 0's view of a run in which every silo is its own CrypTen party.
+
+``MPCAggregator`` implements the aggregator interface for the coordinating party (rank 0): each
+call is broadcast as a command, every party secret-shares its own answer, and only noisy sums,
+selected indices (or, for checks, an exact sum) are opened, to party 0 alone. ``serve`` is the
+loop the other parties run: they answer only declared marginal queries over their own rows.
+``SharedPool`` keeps DistAIM's pool of answers as shares inside the parties.
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from ..silo import MarginalsQuery, Silo
+from . import secure, world
+from .noise import gumbel_rounding_slack
+
+COLLUSION = ("additive secret sharing among the n parties: any coalition of up to n-1 parties sees only "
+             "uniformly random shares; the dealer (a separate process that sees no data) must collude with "
+             "no party and must not see the released outputs, as it knows the noise it dealt")
+
+
+class MPCAggregator:
+    """Secure aggregation among CrypTen parties; runs in party 0, the coordinator."""
+
+    where = "mpc"
+
+    def __init__(self, own: Silo, names: Sequence[str], channel: world.Channel | None = None):
+        self.own = own
+        self.names = list(names)
+        self.channel = channel or world.Channel()
+        self.seeded = secure.dealer_seeded()
+        self.noise_name = ("dealer: seeded numpy (not private)" if self.seeded else
+                           "dealer: exact discrete Gaussian (OpenDP) / exactly rounded Gumbel (CSPRNG)")
+        self.shape = own.schema.shape
+        self.started = time.monotonic()
+        self.traffic = MPCTraffic(self)
+        self.threat_model = (f"secure multi-party computation among {len(self.names)} silo parties plus a "
+                             f"dealer (CrypTen, semi-honest, TTP provider): {COLLUSION}")
+
+    # ---- the aggregator interface -----------------------------------------------------------
+    @property
+    def silo_names(self) -> list[str]:
+        return list(self.names)
+
+    def local(self, name: str) -> Silo:
+        if name != self.own.name:
+            raise RuntimeError(f"{name} lives in another party's process; only secure sums reach it")
+        return self.own
+
+    def ranks(self, among: Sequence[str]) -> list[int]:
+        return sorted(self.names.index(n) for n in among)
+
+    def sum(self, request, among: Sequence[str], *, round: int, label: str) -> np.ndarray:
+        """The exact sum, opened to party 0: for checks only (no mechanism protects it)."""
+        q = _query(request, label)
+        self.channel.send({"op": "sum", "query": q.to_json(), "among": self.ranks(among)})
+        return secure.open_to_party0(secure.share_sum(q(self.own) if 0 in self.ranks(among) else None,
+                                                      self.ranks(among), q.size(self.shape)))
+
+    def noisy_sum(self, request, among: Sequence[str], *, sigma: float, round: int, label: str) -> np.ndarray:
+        q = _query(request, label)
+        ranks = self.ranks(among)
+        self.channel.send({"op": "noisy_sum", "query": q.to_json(), "among": ranks, "sigma": sigma})
+        return secure.noisy_sum(q(self.own) if 0 in ranks else None, ranks, q.size(self.shape), sigma)
+
+    def noise_fields(self) -> dict:
+        """Ledger fields of noise added inside MPC (``details.mpc`` has the full assumptions)."""
+        return {"sampler": self.noise_name, "noise_from": "dealer, secret-shared",
+                "collusion": f"up to {len(self.names) - 1} of {len(self.names)} parties; the dealer colludes with none"}
+
+    def ledger_details(self) -> dict:
+        """``details.mpc`` of the ledger."""
+        return {"parties": len(self.names), "provider": "TTP (dealer process)", "debug": False,
+                "framework": "CrypTen 0.4.1, semi-honest", "transport": "gloo over TCP, unencrypted",
+                "assumptions": COLLUSION, "noise": self.noise_name}
+
+    def broadcast(self, payload: Mapping[str, np.ndarray], to: Sequence[str], *, round: int) -> None:
+        raise NotImplementedError("sending models to MPC parties is not available (DistAIM needs none)")
+
+    def pool(self, prob) -> "SharedPool":
+        return SharedPool(self, prob)
+
+    def close(self) -> None:
+        self.channel.send({"op": "stop"})
+
+    def party_traffic(self) -> list[dict[str, float]]:
+        """Rounds and bytes per party (CrypTen's counts plus the command channel)."""
+        self.channel.send({"op": "traffic"})
+        rows = world.gather_to_party0(_traffic_row(self.channel))
+        return [{"rounds": r[0], "bytes": r[1], "command_bytes": r[2]} for r in rows]
+
+
+class MPCTraffic:
+    """``traffic_summary`` for an MPC run: measured at the end, per party."""
+
+    def __init__(self, agg: MPCAggregator):
+        self.agg = agg
+
+    def summary(self, names: Sequence[str]) -> dict[str, float]:
+        per = self.agg.party_traffic()
+        total = [p["bytes"] + p["command_bytes"] for p in per]
+        return {"mpc": True, "silos": len(names), "silos_active": len(names), "parties": per,
+                "rounds_max": max(p["rounds"] for p in per),
+                "mean_bytes_sent_per_active_silo": float(np.mean(total)),
+                "mean_bytes_received_per_active_silo": float(np.mean(total)),
+                "max_bytes_per_silo": float(max(total))}
+
+
+def _traffic_row(channel: world.Channel) -> list[float]:
+    t = world.traffic()
+    return [float(t["rounds"]), float(t["bytes"]), float(channel.bytes)]
+
+
+def _query(request, label: str) -> MarginalsQuery:
+    if not isinstance(request, MarginalsQuery):
+        raise TypeError(f"{label}: only declared marginal queries can be sent to MPC parties")
+    return request
+
+
+class SharedPool:
+    """DistAIM's pool ``A_r = sum_{k in Seen} M_r(D_k)``, held as shares by the parties."""
+
+    def __init__(self, agg: MPCAggregator, prob):
+        self.agg, self.prob = agg, prob
+        self.keys = list(prob.candidates)
+        self.sizes = [prob.cells(q) for q in self.keys]
+        self.starts = dict(zip(self.keys, np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(int)))
+        self.query = MarginalsQuery(tuple(tuple(prob.columns(q)) for q in self.keys))
+        self.seen: set[str] = set()
+        agg.channel.send({"op": "pool_new", "length": int(sum(self.sizes))})
+        self.shares = secure.zeros(int(sum(self.sizes)))
+
+    def cells(self, q) -> np.ndarray:
+        return np.arange(self.starts[q], self.starts[q] + self.prob.cells(q), dtype=np.int64)
+
+    def add(self, silos: list[str], round: int) -> list[str]:
+        new = [k for k in silos if k not in self.seen]
+        if new:
+            ranks = self.agg.ranks(new)
+            self.agg.channel.send({"op": "pool_add", "query": self.query.to_json(), "among": ranks})
+            mine = self.query(self.agg.own) if 0 in ranks else None
+            self.shares = self.shares + secure.share_sum(mine, ranks, int(sum(self.sizes)))
+            self.seen.update(new)
+        return new
+
+    def select(self, acc, noise, cands: dict, model_marginals: dict, *, sigma: float, epsilon: float, sensitivity: float,
+               round: int, query: str):
+        """The exponential mechanism on shares; charges ``epsilon`` (the rounding slack included).
+        ``noise`` (party 0's own source) is unused: the dealer supplies the noise."""
+        keys = list(cands)
+        weights = np.array([cands[q] for q in keys])
+        if not np.allclose(weights, np.round(weights)):
+            raise ValueError("secure select needs integer workload weights")
+        cells = np.concatenate([self.cells(q) for q in keys])
+        segment_ids = np.concatenate([np.full(self.prob.cells(q), i) for i, q in enumerate(keys)])
+        model = np.concatenate([np.floor(np.ldexp(model_marginals[q].ravel(), secure.SCORE_BITS)) for q in keys])
+        offsets = np.array([round_half(math.ldexp(math.sqrt(2 / math.pi) * sigma * self.prob.cells(q),
+                                                  secure.SCORE_BITS)) for q in keys])
+        # sample with eps_s so that eps_s + 4 / scale(eps_s) = epsilon: the charge covers the rounding
+        eps_s = epsilon / (1.0 + 4.0 / secure.gumbel_scale(1.0, sensitivity))
+        scale = secure.gumbel_scale(eps_s, sensitivity)
+        acc.exponential(query, sensitivity, epsilon, self.agg.where, round=round, candidates=len(keys),
+                        fixed_point={"score_bits": secure.SCORE_BITS, "epsilon_sampled": eps_s,
+                                     "gumbel_scale_grid_units": scale,
+                                     "rounding_slack": gumbel_rounding_slack(scale)},
+                        **self.agg.noise_fields())
+        arrays = {"cells": cells, "segment_ids": segment_ids, "model": model.astype(np.int64),
+                  "weights": np.round(weights).astype(np.int64), "offsets": offsets.astype(np.int64),
+                  "total_cells": self.cells(self.keys[0])}
+        self.agg.channel.send({"op": "select", "scale": scale}, arrays)
+        return keys[secure.secure_select(self.shares, scale=scale, **arrays)]
+
+    def measure(self, acc, noise, q, *, sigma: float, round: int, query: str) -> np.ndarray:
+        acc.gaussian(query, 1.0, sigma, self.agg.where, round=round, cells=self.prob.cells(q),
+                     silos=len(self.seen), **self.agg.noise_fields())
+        self.agg.channel.send({"op": "measure", "sigma": sigma}, {"cells": self.cells(q)})
+        return secure.secure_measure(self.shares, self.cells(q), sigma)
+
+
+def round_half(x: float) -> int:
+    return int(math.floor(x + 0.5))
+
+
+def serve(own: Silo, channel: world.Channel | None = None) -> None:
+    """A non-coordinating party: follow party 0's commands until ``stop``."""
+    channel = channel or world.Channel()
+    me = secure.rank()
+    shape = own.schema.shape
+    pool = None
+    while True:
+        cmd, arrays = channel.receive()
+        op = cmd["op"]
+        if op == "stop":
+            return
+        if op == "traffic":
+            world.gather_to_party0(_traffic_row(channel))
+        elif op in ("sum", "noisy_sum", "pool_add"):
+            q = MarginalsQuery.from_json(cmd["query"])
+            mine = q(own) if me in cmd["among"] else None
+            if op == "sum":
+                secure.open_to_party0(secure.share_sum(mine, cmd["among"], q.size(shape)))
+            elif op == "noisy_sum":
+                secure.noisy_sum(mine, cmd["among"], q.size(shape), cmd["sigma"])
+            else:
+                pool = pool + secure.share_sum(mine, cmd["among"], q.size(shape))
+        elif op == "pool_new":
+            pool = secure.zeros(int(cmd["length"]))
+        elif op == "select":
+            secure.secure_select(pool, scale=cmd["scale"], **arrays)
+        elif op == "measure":
+            secure.secure_measure(pool, arrays["cells"], cmd["sigma"])
+        else:
+            raise world.MPCError(f"unknown command {op!r} from party 0")

@@ -1,0 +1,191 @@
+"""Starting the parties of one machine: party ``k >= 1`` and the dealer as separate processes.
+
+The caller is party 0. Each other party is ``python -m privsyn_fed mpc-party`` reading only its
+own CSV; it prints ``ready`` once its rows are loaded and checked, then joins the rendezvous. The
+dealer is ``python -m privsyn_fed mpc-dealer`` and reads nothing. ``LocalParties`` waits for every
+``ready`` (a party that rejects its input stops the launch with that party's one-line error),
+reports a party that stopped during the run, and on exit ends every process it started.
+"""
+from __future__ import annotations
+
+import os
+import select
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Sequence
+
+from contextlib import contextmanager
+
+from ..errors import InputError, MPCError
+from . import DEFAULT_TIMEOUT_S
+
+READY_TIMEOUT_S = 120.0
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LocalParties:
+    """Parties ``1..n-1`` (one per silo after the first) and the dealer, on loopback TCP."""
+
+    def __init__(self, schema: str | Path, silos: Sequence[str | Path], seed: int | None = None,
+                 timeout_s: float = DEFAULT_TIMEOUT_S):
+        self.schema, self.silos = str(schema), [str(s) for s in silos]
+        self.seed, self.timeout_s = seed, timeout_s
+        self.parties = len(self.silos)
+        self.rendezvous = f"tcp://127.0.0.1:{free_port()}"
+        self.procs: list[tuple[str, subprocess.Popen, Path]] = []
+        self._logs = tempfile.TemporaryDirectory(prefix="privsyn-fed-mpc-")
+
+    def _start(self, label: str, args: list[str]) -> subprocess.Popen:
+        log = Path(self._logs.name) / f"{len(self.procs)}.err"
+        cmd = [sys.executable, "-m", "privsyn_fed", *args, "--rendezvous", self.rendezvous,
+               "--parties", str(self.parties), "--timeout", str(self.timeout_s)]
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        with open(log, "wb") as err:
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, env=env)
+        self.procs.append((label, proc, log))
+        return proc
+
+    def __enter__(self) -> "LocalParties":
+        try:
+            for k, path in enumerate(self.silos[1:], start=1):
+                self._start(f"party {k} ({path})", ["mpc-party", "--rank", str(k), "--schema", self.schema,
+                                                    "--silo", path])
+            self._start("the dealer", ["mpc-dealer"] + ([] if self.seed is None else ["--seed", str(self.seed)]))
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_ready(self) -> None:
+        waiting = {proc.stdout.fileno(): (label, proc) for label, proc, _ in self.procs[:-1]}
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while waiting:
+            self._raise_if_failed()
+            ready, _, _ = select.select(list(waiting), [], [], 0.2)
+            for fd in ready:
+                label, proc = waiting[fd]
+                line = proc.stdout.readline().decode(errors="replace").strip()
+                if line == "ready":
+                    del waiting[fd]
+                elif not line:
+                    proc.wait(timeout=10)
+                    self._raise_if_failed()
+            if time.monotonic() > deadline:
+                raise MPCError(f"{', '.join(lbl for lbl, _ in waiting.values())} did not load its silo within "
+                               f"{READY_TIMEOUT_S:.0f} s")
+
+    def failed(self) -> str | None:
+        """``'party k (file) exited with status s: <its message>'`` for the first process that
+        stopped with an error, else None."""
+        for label, proc, log in self.procs:
+            code = proc.poll()
+            if code not in (None, 0):
+                message = _last_line(log)
+                return f"{label} exited with status {code}" + (f": {message}" if message else "")
+        return None
+
+    def _raise_if_failed(self) -> None:
+        for label, proc, log in self.procs:
+            code = proc.poll()
+            if code == 2:
+                raise InputError(_last_line(log).removeprefix("privsyn-fed: error: ") or f"{label}: bad input")
+        problem = self.failed()
+        if problem:
+            raise MPCError(problem)
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        """Wait briefly for a clean exit, then end every process still running."""
+        deadline = time.monotonic() + grace_s
+        for _, proc, _ in self.procs:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for _, proc, _ in self.procs:
+            if proc.stdout:
+                proc.stdout.close()
+        self._logs.cleanup()
+
+    def kill(self) -> None:
+        for _, proc, _ in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            self.kill()
+        self.stop()
+
+
+@contextmanager
+def coordinator(schema_path: str | Path, silo_paths: Sequence[str | Path], *, rendezvous: str | None = None,
+                parties: int | None = None, seed: int | None = None, timeout_s: float = DEFAULT_TIMEOUT_S):
+    """Party 0 of an MPC run: yields its ``MPCAggregator``.
+
+    Without ``rendezvous`` every silo is a party on this machine (``LocalParties``); with it, only
+    ``silo_paths[0]`` is read here and the ``parties - 1`` others and the dealer join from their hosts.
+    A party that stops mid-run ends the run with ``MPCError`` naming it.
+    """
+    from ..schema import Schema
+    from ..silo import Silo
+    from . import world
+    from .aggregator import MPCAggregator
+
+    schema = Schema.load(schema_path)
+    own = Silo.from_csv(silo_paths[0], schema)
+    local = None if rendezvous else LocalParties(schema_path, silo_paths, seed, timeout_s)
+    n = len(silo_paths) if local else parties
+    names = [own.name] + ([str(p) for p in silo_paths[1:]] if local else [f"party-{k}" for k in range(1, n)])
+    with local or _Nothing():
+        world.join(world.Membership(local.rendezvous if local else rendezvous, n, 0, timeout_s))
+        try:
+            agg = MPCAggregator(own, names)
+            if agg.seeded != (seed is not None):
+                raise MPCError("the dealer's noise is " + ("seeded" if agg.seeded else "not seeded") +
+                               " but this run's is " + ("seeded" if seed is not None else "not") +
+                               "; start both with or both without --seed")
+            yield agg
+            agg.close()
+        except RuntimeError as exc:
+            if isinstance(exc, MPCError):
+                raise
+            problem = (local.failed() if local else None) or _lost_contact(exc)
+            if problem is None:
+                raise
+            raise MPCError(f"{problem}; the run stopped: no CSV was written, and the ledger records "
+                           "every value opened before the failure") from None
+        finally:
+            world.leave()
+
+
+class _Nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _lost_contact(exc: BaseException) -> str | None:
+    text = " ".join(str(exc).split())
+    markers = ("Connection", "connection", "Gloo", "gloo", "timed out", "Timeout", "closed", "reset by peer")
+    return f"lost contact with another party ({text[:200]})" if any(m in text for m in markers) else None
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = [ln.strip() for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:500] if lines else ""

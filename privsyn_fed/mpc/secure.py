@@ -1,0 +1,148 @@
+"""Secure sum, select and measure on integer shares (additive sharing over Z_{2^64}, CrypTen).
+
+Every party calls these functions in the same order with the same public arguments. Values are
+shared with precision 0 (plain integers), so sums, public multiples and the comparisons inside
+``abs`` and ``argmax`` are exact: no fixed-point rounding anywhere in the data path.
+
+Secure select (DistAIM's exponential mechanism). With the pooled answers ``A`` (shared), the
+pool size ``N = sum_j A_{r0 j}`` (shared, read off any candidate), public model marginals
+``p_r`` floored to ``P_rj = floor(2^f p_rj)`` (so ``sum_j P_rj <= 2^f``), integer weights ``w_r``
+and public offsets ``B_r = round(2^f sqrt(2/pi) sigma n_r)``:
+    ``u_r = w_r (sum_j |2^f A_rj - N P_rj| - B_r)``,
+which is ``2^f`` times AIM's score against ``P / 2^f``; adding one record moves it by at most
+``w_r (2^f + sum_j P_rj) <= 2^f * 2 w_r``, so the sensitivity is ``2^f Delta`` with
+``Delta = 2 max w`` (as in the clear). The dealer's rounded Gumbel noise ``K_r`` (scale
+``b = 2^f 2 Delta / eps``) is added, ties are broken by index (``s_r = (u_r + K_r) R + r``),
+and only ``argmax_r s_r`` is opened (to party 0).
+
+Secure measure: ``A_r + Z`` with ``Z`` the dealer's discrete Gaussian noise, opened to party 0.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+#: Fractional bits of the integer scores (``u_r`` is AIM's score times ``2^SCORE_BITS``).
+SCORE_BITS = 16
+
+
+def _crypten():
+    from .crypten_shim import import_crypten
+    return import_crypten()
+
+
+def rank() -> int:
+    import crypten.communicator as comm
+    return comm.get().get_rank()
+
+
+def _from_shares(share: torch.Tensor):
+    crypten = _crypten()
+    return crypten.mpc.MPCTensor.from_shares(share, precision=0)
+
+
+def share_sum(mine: np.ndarray | None, contributors: list[int], length: int):
+    """``sum_{k in contributors} x_k`` as shares; party ``k`` passes its vector ``x_k`` (others None)."""
+    _crypten()
+    from crypten.mpc.primitives import ArithmeticSharedTensor
+    total = torch.zeros(length, dtype=torch.long)
+    me = rank()
+    for k in contributors:
+        value = torch.from_numpy(np.asarray(mine, dtype=np.int64)) if k == me else None
+        total += ArithmeticSharedTensor(value, size=(length,), precision=0, src=k).share
+    return _from_shares(total)
+
+
+def zeros(length: int):
+    return _from_shares(torch.zeros(length, dtype=torch.long))
+
+
+def dealer_noise(kind: str, length: int, parameter: float):
+    """Shares of the dealer's noise: ``kind`` is ``dp_gaussian`` (sigma) or ``dp_gumbel`` (scale)."""
+    from crypten.common.rng import generate_random_ring_element
+    from crypten.mpc.provider.ttp_provider import TTPClient
+    client = TTPClient.get()
+    if rank() == 0:
+        share = client.ttp_request(kind, None, (length,), float(parameter))
+    else:
+        share = generate_random_ring_element((length,), generator=client.get_generator())
+    return _from_shares(share)
+
+
+def dealer_seeded() -> bool:
+    """Party 0 asks whether the dealer's noise is seeded (not private)."""
+    from crypten.mpc.provider.ttp_provider import TTPClient
+    return bool(TTPClient.get().ttp_request("dp_mode", None).item())
+
+
+def open_to_party0(x) -> np.ndarray | None:
+    """Open shares to party 0 only (the others get None)."""
+    value = x.get_plain_text(dst=0)
+    return np.asarray(value.numpy(), dtype=np.int64) if rank() == 0 else None
+
+
+def segment_sums(x, segment_ids: np.ndarray, segments: int):
+    """``sum`` of ``x`` within each segment: local on the shares."""
+    out = torch.zeros(segments, dtype=torch.long)
+    out.index_add_(0, torch.from_numpy(np.asarray(segment_ids, dtype=np.int64)), x.share)
+    return _from_shares(out)
+
+
+def gather(x, index: np.ndarray):
+    return _from_shares(x.share[torch.from_numpy(np.asarray(index, dtype=np.int64))])
+
+
+def add_public(x, value: np.ndarray):
+    """``x + c`` for a public integer vector ``c``: party 0 adds it to its share."""
+    share = x.share.clone()
+    if rank() == 0:
+        share += torch.from_numpy(np.asarray(value, dtype=np.int64))
+    return _from_shares(share)
+
+
+def mul_public(x, value) -> object:
+    """``c * x`` for public integers ``c`` (elementwise): local, exact in the ring."""
+    c = torch.as_tensor(np.asarray(value, dtype=np.int64))
+    return _from_shares(x.share * c)
+
+
+def gumbel_scale(epsilon: float, sensitivity: float) -> float:
+    """Gumbel scale in integer-score units: ``2^f * 2 Delta / eps``."""
+    return math.ldexp(2.0 * sensitivity / epsilon, SCORE_BITS)
+
+
+def secure_select(pool, cells: np.ndarray, segment_ids: np.ndarray, model: np.ndarray, weights: np.ndarray,
+                  offsets: np.ndarray, total_cells: np.ndarray, scale: float) -> int | None:
+    """Exponential mechanism on the shared pool (module docstring); party 0 gets the index.
+
+    ``cells``: pool positions of the candidates' cells; ``segment_ids``: candidate of each;
+    ``model``: ``P_rj`` per cell; ``total_cells``: pool positions of one candidate (for ``N``).
+    """
+    R = len(weights)
+    n_pool = segment_sums(gather(pool, total_cells), np.zeros(len(total_cells), dtype=np.int64), 1)
+    x = mul_public(gather(pool, cells), np.full(len(cells), 1 << SCORE_BITS, dtype=np.int64))
+    n_cells = _from_shares(n_pool.share.expand(len(cells)).clone())
+    delta = x - mul_public(n_cells, model)
+    s = segment_sums(delta.abs(), segment_ids, R)
+    u = mul_public(add_public(s, -np.asarray(offsets, dtype=np.int64)), weights)
+    noisy = u + dealer_noise("dp_gumbel", R, scale)
+    ranked = add_public(mul_public(noisy, np.full(R, R, dtype=np.int64)), np.arange(R))
+    one_hot = open_to_party0(ranked.argmax(one_hot=True))
+    if one_hot is None:
+        return None
+    picks = np.flatnonzero(one_hot)
+    if len(picks) != 1:
+        raise RuntimeError(f"secure argmax opened {len(picks)} winners; expected exactly one")
+    return int(picks[0])
+
+
+def secure_measure(pool, cells: np.ndarray, sigma: float) -> np.ndarray | None:
+    """``A[cells] + N_Z(0, sigma^2)`` opened to party 0."""
+    return open_to_party0(gather(pool, cells) + dealer_noise("dp_gaussian", len(cells), sigma))
+
+
+def noisy_sum(mine: np.ndarray | None, contributors: list[int], length: int, sigma: float) -> np.ndarray | None:
+    """``sum_k x_k + N_Z(0, sigma^2)`` opened to party 0; the exact sum is never opened."""
+    return open_to_party0(share_sum(mine, contributors, length) + dealer_noise("dp_gaussian", length, sigma))
