@@ -91,6 +91,7 @@ def synthesize(silos: Sequence[Silo], method: str = "aim", epsilon: float = 1.0,
                "options": {k: v for k, v in vars(opts).items() if k != "workload"}}
     if hasattr(aggregator, "ledger_details"):
         details["mpc"] = aggregator.ledger_details()
+        details["noise"] = aggregator.noise_name
     if method != "fedtda":
         from .methods.aim import workload_cliques
         details["workload"] = [[schema.names[i] for i in cl] for cl in workload_cliques(schema.names, opts)]

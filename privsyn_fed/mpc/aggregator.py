@@ -56,10 +56,14 @@ class MPCAggregator:
 
     def sum(self, request, among: Sequence[str], *, round: int, label: str) -> np.ndarray:
         """The exact sum, opened to party 0: for checks only (no mechanism protects it)."""
-        q = _query(request, label)
-        self.channel.send({"op": "sum", "query": q.to_json(), "among": self.ranks(among)})
-        return secure.open_to_party0(secure.share_sum(q(self.own) if 0 in self.ranks(among) else None,
-                                                      self.ranks(among), q.size(self.shape)))
+        return self.sum_and_share(request, among, label)[1]
+
+    def sum_and_share(self, request, among: Sequence[str], label: str = "sum") -> tuple[np.ndarray, np.ndarray]:
+        """Party 0's share of the exact sum (uniformly random on its own) and the opened sum."""
+        q, ranks = _query(request, label), self.ranks(among)
+        self.channel.send({"op": "sum", "query": q.to_json(), "among": ranks})
+        shared = secure.share_sum(q(self.own) if 0 in ranks else None, ranks, q.size(self.shape))
+        return shared.share.numpy().copy(), secure.open_to_party0(shared)
 
     def noisy_sum(self, request, among: Sequence[str], *, sigma: float, round: int, label: str) -> np.ndarray:
         q = _query(request, label)
@@ -147,32 +151,44 @@ class SharedPool:
             self.seen.update(new)
         return new
 
-    def select(self, acc, noise, cands: dict, model_marginals: dict, *, sigma: float, epsilon: float, sensitivity: float,
-               round: int, query: str):
-        """The exponential mechanism on shares; charges ``epsilon`` (the rounding slack included).
-        ``noise`` (party 0's own source) is unused: the dealer supplies the noise."""
+    def select_arrays(self, cands: dict, model_marginals: dict, sigma: float) -> dict[str, np.ndarray]:
+        """The public inputs of ``secure.secure_select`` for candidates ``cands`` (weights)."""
         keys = list(cands)
         weights = np.array([cands[q] for q in keys])
         if not np.allclose(weights, np.round(weights)):
             raise ValueError("secure select needs integer workload weights")
-        cells = np.concatenate([self.cells(q) for q in keys])
-        segment_ids = np.concatenate([np.full(self.prob.cells(q), i) for i, q in enumerate(keys)])
-        model = np.concatenate([np.floor(np.ldexp(model_marginals[q].ravel(), secure.SCORE_BITS)) for q in keys])
-        offsets = np.array([round_half(math.ldexp(math.sqrt(2 / math.pi) * sigma * self.prob.cells(q),
-                                                  secure.SCORE_BITS)) for q in keys])
-        # sample with eps_s so that eps_s + 4 / scale(eps_s) = epsilon: the charge covers the rounding
+        model = np.concatenate([np.floor(np.ldexp(np.ravel(model_marginals[q]), secure.SCORE_BITS)) for q in keys])
+        offsets = [round_half(math.ldexp(math.sqrt(2 / math.pi) * sigma * self.prob.cells(q), secure.SCORE_BITS))
+                   for q in keys]
+        return {"cells": np.concatenate([self.cells(q) for q in keys]),
+                "segment_ids": np.concatenate([np.full(self.prob.cells(q), i) for i, q in enumerate(keys)]),
+                "model": model.astype(np.int64), "weights": np.round(weights).astype(np.int64),
+                "offsets": np.array(offsets, dtype=np.int64), "total_cells": self.cells(self.keys[0])}
+
+    def select(self, acc, noise, cands: dict, model_marginals: dict, *, sigma: float, epsilon: float,
+               sensitivity: float, round: int, query: str):
+        """The exponential mechanism on shares. ``noise`` (party 0's own source) is unused: the
+        dealer supplies the noise."""
+        return self.select_many(acc, cands, model_marginals, sigma=sigma, epsilon=epsilon, sensitivity=sensitivity,
+                                round=round, query=query, draws=1)[0]
+
+    def select_many(self, acc, cands: dict, model_marginals: dict, *, sigma: float, epsilon: float,
+                    sensitivity: float, round: int, query: str, draws: int) -> list:
+        """``draws`` independent exponential mechanisms on the same scores, each charged ``epsilon``
+        (which covers the fixed-point rounding slack)."""
+        arrays = self.select_arrays(cands, model_marginals, sigma)
+        # sample at eps_s with eps_s + 4 / scale(eps_s) = epsilon
         eps_s = epsilon / (1.0 + 4.0 / secure.gumbel_scale(1.0, sensitivity))
         scale = secure.gumbel_scale(eps_s, sensitivity)
-        acc.exponential(query, sensitivity, epsilon, self.agg.where, round=round, candidates=len(keys),
-                        fixed_point={"score_bits": secure.SCORE_BITS, "epsilon_sampled": eps_s,
-                                     "gumbel_scale_grid_units": scale,
-                                     "rounding_slack": gumbel_rounding_slack(scale)},
-                        **self.agg.noise_fields())
-        arrays = {"cells": cells, "segment_ids": segment_ids, "model": model.astype(np.int64),
-                  "weights": np.round(weights).astype(np.int64), "offsets": offsets.astype(np.int64),
-                  "total_cells": self.cells(self.keys[0])}
-        self.agg.channel.send({"op": "select", "scale": scale}, arrays)
-        return keys[secure.secure_select(self.shares, scale=scale, **arrays)]
+        for _ in range(draws):
+            acc.exponential(query, sensitivity, epsilon, self.agg.where, round=round, candidates=len(cands),
+                            fixed_point={"score_bits": secure.SCORE_BITS, "epsilon_sampled": eps_s,
+                                         "gumbel_scale_grid_units": scale,
+                                         "rounding_slack": gumbel_rounding_slack(scale)},
+                            **self.agg.noise_fields())
+        self.agg.channel.send({"op": "select", "scale": scale, "draws": draws}, arrays)
+        keys = list(cands)
+        return [keys[i] for i in secure.secure_select(self.shares, scale=scale, draws=draws, **arrays)]
 
     def measure(self, acc, noise, q, *, sigma: float, round: int, query: str) -> np.ndarray:
         acc.gaussian(query, 1.0, sigma, self.agg.where, round=round, cells=self.prob.cells(q),
@@ -210,7 +226,7 @@ def serve(own: Silo, channel: world.Channel | None = None) -> None:
         elif op == "pool_new":
             pool = secure.zeros(int(cmd["length"]))
         elif op == "select":
-            secure.secure_select(pool, scale=cmd["scale"], **arrays)
+            secure.secure_select(pool, scale=cmd["scale"], draws=int(cmd["draws"]), **arrays)
         elif op == "measure":
             secure.secure_measure(pool, arrays["cells"], cmd["sigma"])
         else:

@@ -62,7 +62,7 @@ class LocalParties:
             self._start("the dealer", ["mpc-dealer"] + ([] if self.seed is None else ["--seed", str(self.seed)]))
             self._wait_ready()
         except BaseException:
-            self.stop()
+            self.stop(grace_s=0)
             raise
         return self
 
@@ -117,15 +117,8 @@ class LocalParties:
                 proc.stdout.close()
         self._logs.cleanup()
 
-    def kill(self) -> None:
-        for _, proc, _ in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-
     def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is not None:
-            self.kill()
-        self.stop()
+        self.stop()         # the others notice party 0 has gone and stop themselves; stragglers are killed
 
 
 @contextmanager

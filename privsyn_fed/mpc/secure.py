@@ -114,11 +114,12 @@ def gumbel_scale(epsilon: float, sensitivity: float) -> float:
 
 
 def secure_select(pool, cells: np.ndarray, segment_ids: np.ndarray, model: np.ndarray, weights: np.ndarray,
-                  offsets: np.ndarray, total_cells: np.ndarray, scale: float) -> int | None:
-    """Exponential mechanism on the shared pool (module docstring); party 0 gets the index.
+                  offsets: np.ndarray, total_cells: np.ndarray, scale: float, draws: int = 1) -> list[int] | None:
+    """Exponential mechanism on the shared pool (module docstring); party 0 gets the indices.
 
     ``cells``: pool positions of the candidates' cells; ``segment_ids``: candidate of each;
     ``model``: ``P_rj`` per cell; ``total_cells``: pool positions of one candidate (for ``N``).
+    ``draws`` independent selections share the scores, each with fresh noise.
     """
     R = len(weights)
     n_pool = segment_sums(gather(pool, total_cells), np.zeros(len(total_cells), dtype=np.int64), 1)
@@ -127,15 +128,27 @@ def secure_select(pool, cells: np.ndarray, segment_ids: np.ndarray, model: np.nd
     delta = x - mul_public(n_cells, model)
     s = segment_sums(delta.abs(), segment_ids, R)
     u = mul_public(add_public(s, -np.asarray(offsets, dtype=np.int64)), weights)
-    noisy = u + dealer_noise("dp_gumbel", R, scale)
-    ranked = add_public(mul_public(noisy, np.full(R, R, dtype=np.int64)), np.arange(R))
-    one_hot = open_to_party0(ranked.argmax(one_hot=True))
+    u_rows = _from_shares(u.share.unsqueeze(0).expand(draws, R).reshape(-1).clone())
+    noisy = u_rows + dealer_noise("dp_gumbel", draws * R, scale)
+    ranked = add_public(mul_public(noisy, np.full(draws * R, R, dtype=np.int64)), np.tile(np.arange(R), draws))
+    ranked = _from_shares(ranked.share.reshape(draws, R))
+    one_hot = open_to_party0(ranked.argmax(dim=1, one_hot=True))
     if one_hot is None:
         return None
-    picks = np.flatnonzero(one_hot)
-    if len(picks) != 1:
-        raise RuntimeError(f"secure argmax opened {len(picks)} winners; expected exactly one")
-    return int(picks[0])
+    if not np.all(one_hot.sum(axis=1) == 1):
+        raise RuntimeError("secure argmax did not open exactly one winner per draw")
+    return [int(i) for i in one_hot.argmax(axis=1)]
+
+
+def integer_scores(pool: np.ndarray, cells: np.ndarray, segment_ids: np.ndarray, model: np.ndarray,
+                   weights: np.ndarray, offsets: np.ndarray, total_cells: np.ndarray) -> np.ndarray:
+    """The scores ``u_r`` that ``secure_select`` computes on shares, in the clear (for tests and
+    the analysis: the exponential mechanism samples ``r`` with probability ~ ``exp(u_r / scale)``)."""
+    pool = np.asarray(pool, dtype=np.int64)
+    n = pool[total_cells].sum()
+    delta = (pool[cells] << SCORE_BITS) - n * np.asarray(model, dtype=np.int64)
+    s = np.bincount(segment_ids, weights=np.abs(delta), minlength=len(weights))
+    return (np.round(s).astype(np.int64) - offsets) * weights
 
 
 def secure_measure(pool, cells: np.ndarray, sigma: float) -> np.ndarray | None:

@@ -1,0 +1,288 @@
+"""Secure computation: real party processes (CrypTen over gloo on loopback) and the dealer."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import privsyn_fed as pf
+from privsyn_fed.accounting import Accountant
+from privsyn_fed.methods.core import Problem
+from privsyn_fed.mpc import secure
+from privsyn_fed.mpc.launch import coordinator, free_port
+from privsyn_fed.mpc.noise import discrete_gaussian, rounded_gumbel, rounded_gumbel_pmf
+from privsyn_fed.silo import MarginalsQuery
+
+from .conftest import SCHEMA, make_frame
+
+CLI = [sys.executable, "-m", "privsyn_fed"]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("mpc")
+    (tmp / "schema.json").write_text(json.dumps(SCHEMA))
+    paths = []
+    for k, n in enumerate([400, 300, 300]):
+        paths.append(tmp / f"silo{k}.csv")
+        make_frame(n, seed=10 + k).to_csv(paths[-1], index=False)
+    return tmp, tmp / "schema.json", paths
+
+
+@pytest.fixture(scope="module")
+def world(files):
+    """Three silo parties and the dealer, for the whole module; party 0 is this process."""
+    _, schema_path, paths = files
+    with coordinator(schema_path, paths, timeout_s=120) as agg:
+        yield agg
+    assert _children() == [], "party processes were left behind"
+
+
+def _children() -> list[int]:
+    """Live child processes of this test process (the parties it started)."""
+    me = os.getpid()
+    return [pid for pid, ppid, state, _ in _processes() if ppid == me and state != "Z"]
+
+
+def _parties() -> set[int]:
+    """Live party and dealer processes on this machine."""
+    return {pid for pid, _, state, cmd in _processes()
+            if state != "Z" and "privsyn_fed" in cmd and ("mpc-party" in cmd or "mpc-dealer" in cmd)}
+
+
+def _processes():
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+                with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                    cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            yield int(entry), int(fields[1]), fields[0], cmd
+
+
+def _plain(paths, schema_path, query):
+    schema = pf.Schema.load(schema_path)
+    return sum(query(pf.Silo.from_csv(p, schema)) for p in paths)
+
+
+def test_three_party_secure_sum_is_exact_and_a_share_hides_it(world, files):
+    _, schema_path, paths = files
+    query = MarginalsQuery(((0, 2), (1, 3, 4), ()))
+    share, opened = world.sum_and_share(query, world.silo_names)
+    expected = _plain(paths, schema_path, query)
+    assert opened.dtype == np.int64 and np.array_equal(opened, expected)
+    assert not np.array_equal(share, expected)
+    # a share is a uniform ring element: its top bit is a fair coin, whatever the counts are
+    assert 0.3 < np.mean(share < 0) < 0.7
+    # sums over a subset of the silos are exact too
+    part = world.sum(query, world.silo_names[1:], round=0, label="two silos")
+    assert np.array_equal(part, _plain(paths[1:], schema_path, query))
+
+
+def test_noise_added_inside_mpc_is_the_discrete_gaussian_tails_included(world, files):
+    _, schema_path, paths = files
+    query = MarginalsQuery(((0, 1, 2, 3, 4),))             # 8*6*2*4*2 = 768 cells
+    exact = _plain(paths, schema_path, query)
+    sigma = 7.0
+    noise = np.concatenate([world.noisy_sum(query, world.silo_names, sigma=sigma, round=0, label="t") - exact
+                            for _ in range(4)])
+    n = len(noise)
+    var = float(np.mean(noise.astype(float) ** 2))
+    # the discrete Gaussian's variance is sigma^2 to within 1e-10 at this sigma; chi-square band
+    lo, hi = stats.chi2.ppf([1e-4, 1 - 1e-4], n) * sigma ** 2 / n
+    assert lo < var < hi
+    # tails: P(|Z| > 2.5 sigma) by a binomial test, and the whole shape by a chi-square on bins
+    k = np.arange(-80, 81)
+    pmf = np.exp(-k ** 2 / (2 * sigma ** 2))
+    pmf /= pmf.sum()
+    tail = pmf[np.abs(k) > 2.5 * sigma].sum()
+    assert stats.binomtest(int(np.sum(np.abs(noise) > 2.5 * sigma)), n, tail).pvalue > 1e-4
+    edges = [-np.inf, -2.5 * sigma, -1.5 * sigma, -0.5 * sigma, 0.5 * sigma, 1.5 * sigma, 2.5 * sigma, np.inf]
+    observed = np.histogram(noise, bins=edges)[0]
+    expected = np.array([pmf[(k >= a) & (k < b)].sum() for a, b in zip(edges[:-1], edges[1:])]) * n
+    assert stats.chisquare(observed, expected * observed.sum() / expected.sum()).pvalue > 1e-4
+
+
+def test_secure_select_matches_the_exact_exponential_mechanism(world, files):
+    """Chi-square of secure selections against the exact probabilities exp(u_r / scale)."""
+    _, schema_path, paths = files
+    schema = pf.Schema.load(schema_path)
+    prob = Problem.build(schema.names, schema.shape, [(0,), (1,), (2,), (3,), (4,)])
+    pool = world.pool(prob)
+    pool.add(world.silo_names, round=1)
+    plain_pool = _plain(paths, schema_path, pool.query)
+    uniform = {q: np.full(prob.cells(q), 1.0 / prob.cells(q)) for q in prob.candidates}
+    arrays = pool.select_arrays(prob.candidates, uniform, sigma=5.0)
+    u = secure.integer_scores(plain_pool, **arrays)
+    # an epsilon that spreads the choice over several candidates (public: computed from the test data)
+    span = float(np.sort(u)[-1] - np.sort(u)[-3])
+    eps = 2 * 2.0 * 2 ** secure.SCORE_BITS / span
+    acc = Accountant(1e6, 1e-9, "distaim")
+    draws = 3000
+    picks = pool.select_many(acc, prob.candidates, uniform, sigma=5.0, epsilon=eps, sensitivity=2.0, round=1,
+                             query="t", draws=draws)
+    picks.append(pool.select(acc, None, prob.candidates, uniform, sigma=5.0, epsilon=eps, sensitivity=2.0,
+                             round=1, query="t"))
+    draws += 1
+    scale = acc.entries[-1]["fixed_point"]["gumbel_scale_grid_units"]
+    p = np.exp((u - u.max()) / scale)
+    p /= p.sum()
+    keys = list(prob.candidates)
+    observed = np.array([picks.count(q) for q in keys])
+    big = p * draws >= 5
+    obs = np.append(observed[big], observed[~big].sum())
+    exp_ = np.append(p[big], p[~big].sum()) * draws
+    keep = exp_ > 0
+    assert stats.chisquare(obs[keep], exp_[keep]).pvalue > 1e-3
+    # the ledger charges the planned epsilon, which covers the fixed-point rounding slack
+    e = acc.entries[-1]
+    assert e["where"] == "mpc" and math.isclose(e["epsilon"], eps)
+    assert e["fixed_point"]["epsilon_sampled"] + e["fixed_point"]["rounding_slack"] <= eps * (1 + 1e-12)
+
+
+def test_integer_scores_have_the_stated_sensitivity(files):
+    """D versus D plus one record: |u_r(D) - u_r(D')| <= 2^f * 2 w_r for the secure scores."""
+    _, schema_path, paths = files
+    schema = pf.Schema.load(schema_path)
+    silo = pf.Silo.from_csv(paths[0], schema)
+    prob = Problem.build(schema.names, schema.shape, [(0, 2), (1, 3, 4), (2, 4)])
+    keys = list(prob.candidates)
+    query = MarginalsQuery(tuple(tuple(prob.columns(q)) for q in keys))
+    rng = np.random.default_rng(5)
+    starts = np.concatenate([[0], np.cumsum([prob.cells(q) for q in keys])[:-1]])
+    cells = np.concatenate([np.arange(s, s + prob.cells(q)) for s, q in zip(starts, keys)])
+    seg = np.concatenate([np.full(prob.cells(q), i) for i, q in enumerate(keys)])
+    weights = np.array([prob.candidates[q] for q in keys], dtype=np.int64)
+    for trial in range(20):
+        model = np.concatenate([np.floor(rng.dirichlet(np.ones(prob.cells(q))) * 2 ** secure.SCORE_BITS)
+                                for q in keys]).astype(np.int64)
+        offsets = rng.integers(0, 2 ** 30, len(keys))
+        extra = np.array([[rng.integers(0, s) for s in schema.shape]])
+        d = query(silo)
+        d_plus = query(silo.with_rows(np.vstack([silo.rows(), extra])))
+        args = dict(cells=cells, segment_ids=seg, model=model, weights=weights, offsets=offsets,
+                    total_cells=np.arange(prob.cells(keys[0])))
+        diff = np.abs(secure.integer_scores(d_plus, **args) - secure.integer_scores(d, **args))
+        assert np.all(diff <= 2 ** secure.SCORE_BITS * 2 * weights)
+
+
+def test_exactly_rounded_gumbel_has_the_rounded_distribution():
+    bits = random.Random(3).getrandbits
+    draws = np.concatenate([rounded_gumbel(1, 2.5, bits) for _ in range(6000)])
+    ks, counts = np.unique(draws, return_counts=True)
+    p = rounded_gumbel_pmf(ks, 2.5)
+    big = p * len(draws) >= 5
+    observed = np.append(counts[big], counts[~big].sum())
+    expected = np.append(p[big], 1 - p[big].sum()) * len(draws)
+    assert stats.chisquare(observed, expected).pvalue > 1e-3
+    z = discrete_gaussian(4000, 3.0)
+    assert z.dtype == np.int64 and 8.0 < z.var() < 10.0
+
+
+def test_distaim_over_mpc_end_to_end_from_the_command_line(files, tmp_path):
+    _, schema_path, paths = files
+    out = tmp_path / "syn.csv"
+    run = subprocess.run(CLI + ["synth", "--method", "distaim", "--mpc", "--schema", str(schema_path),
+                                *sum([["--silo", str(p)] for p in paths], []), "--epsilon", "1", "--delta",
+                                "1e-9", "--out", str(out), "--rounds", "2", "--quiet"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert "over MPC" in run.stdout and "communication:" in run.stdout
+    data = pf.read_csv(out) if hasattr(pf, "read_csv") else __import__("pandas").read_csv(out)
+    assert list(data.columns) == [c["name"] for c in SCHEMA["columns"]] and len(data) > 0
+    ledger = json.loads(out.with_suffix(".ledger.json").read_text())
+    assert ledger["status"] == "complete" and ledger["details"]["mpc"]["provider"].startswith("TTP")
+    assert all(e["where"] == "mpc" for e in ledger["entries"])
+    audit = subprocess.run(CLI + ["audit", str(out.with_suffix(".ledger.json"))], capture_output=True, text=True)
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+
+
+def test_a_killed_party_stops_every_other_party_with_a_clear_error(files, tmp_path):
+    """Parties started as on separate hosts (--rendezvous); party 2 is killed mid-run."""
+    _, schema_path, paths = files
+    before = _parties()
+    rendezvous = f"tcp://127.0.0.1:{free_port()}"
+    common = ["--rendezvous", rendezvous, "--parties", "3"]
+    out, ledger = tmp_path / "syn.csv", tmp_path / "syn.ledger.json"
+    procs = {
+        "party0": subprocess.Popen(CLI + ["synth", "--method", "distaim", "--mpc", *common, "--mpc-timeout", "60",
+                                          "--schema", str(schema_path), "--silo", str(paths[0]), "--epsilon", "1",
+                                          "--delta", "1e-9", "--out", str(out), "--rounds", "30", "--quiet"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True),
+        "party1": subprocess.Popen(CLI + ["mpc-party", "--rank", "1", *common, "--timeout", "60", "--schema",
+                                          str(schema_path), "--silo", str(paths[1])],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True),
+        "party2": subprocess.Popen(CLI + ["mpc-party", "--rank", "2", *common, "--timeout", "60", "--schema",
+                                          str(schema_path), "--silo", str(paths[2])],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True),
+        "dealer": subprocess.Popen(CLI + ["mpc-dealer", *common, "--timeout", "60"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True),
+    }
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:        # wait until a few rounds have been opened
+            try:
+                if len(json.loads(ledger.read_text())["entries"]) >= 8:
+                    break
+            except (OSError, ValueError):
+                pass
+            assert procs["party0"].poll() is None, procs["party0"].communicate()[1]
+            time.sleep(0.2)
+        else:
+            pytest.fail("the run did not get going")
+        os.kill(procs["party2"].pid, signal.SIGKILL)
+        results = {name: p.communicate(timeout=90) for name, p in procs.items()}
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert procs["party0"].returncode == 1
+    err0 = results["party0"][1].strip().splitlines()
+    assert len(err0) == 1 and "lost contact" in err0[0] and "no CSV was written" in err0[0], err0
+    assert procs["party1"].returncode == 1 and "lost contact" in results["party1"][1]
+    assert "Traceback" not in results["party0"][1] + results["party1"][1]
+    assert not out.exists()
+    record = json.loads(ledger.read_text())
+    assert record["status"] == "failed" and len(record["entries"]) >= 8
+    assert _parties() - before == set()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--method", "flaim", "--mpc"], "flaim over MPC is not available"),
+    (["--method", "distaim", "--rendezvous", "tcp://127.0.0.1:1"], "belong to --mpc"),
+    (["--method", "distaim", "--mpc", "--rendezvous", "tcp://127.0.0.1:1"], "needs --parties"),
+])
+def test_mpc_usage_errors_are_one_line(files, tmp_path, args, message):
+    _, schema_path, paths = files
+    run = subprocess.run(CLI + ["synth", *args, "--schema", str(schema_path), "--silo", str(paths[0]),
+                                "--silo", str(paths[1]), "--epsilon", "1", "--delta", "1e-9",
+                                "--out", str(tmp_path / "o.csv")], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and message in run.stderr and len(run.stderr.strip().splitlines()) == 1
+
+
+def test_a_bad_csv_at_another_party_stops_the_launch_with_its_message(files, tmp_path):
+    _, schema_path, paths = files
+    before = _parties()
+    bad = tmp_path / "bad.csv"
+    bad.write_text("age,income,sex,region,label\n30,20,X,north,no\n")
+    run = subprocess.run(CLI + ["synth", "--method", "distaim", "--mpc", "--schema", str(schema_path),
+                                "--silo", str(paths[0]), "--silo", str(bad), "--epsilon", "1", "--delta", "1e-9",
+                                "--out", str(tmp_path / "o.csv")], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2, run.stderr
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and "bad.csv" in lines[0] and "sex" in lines[0]
+    assert not (tmp_path / "o.csv").exists()
+    assert _parties() - before == set()
