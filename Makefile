@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 # A CPU build of torch where the machine has one on disk (the default PyPI wheel is a large CUDA build).
 TORCH_SPEC := $(shell ls /opt/wheels/torch-2.13.0*cpu*.whl >/dev/null 2>&1 && echo 'torch==2.13.0' || echo 'torch>=2.2')
 
-.PHONY: install test demo bench bench-federated clean
+.PHONY: install test demo bench bench-federated bench-mpc clean
 
 install: $(STAMP)
 
@@ -30,6 +30,10 @@ bench: $(STAMP)
 	$(PY) benchmarks/aim_adult.py
 
 # The FLAIM paper's Adult results (Table 2 and the label-skew sweep); about 1.5 hours on 2 cores.
+bench-mpc: $(STAMP)
+	$(PY) benchmarks/mpc_adult.py run --rounds 10
+	$(PY) benchmarks/mpc_adult.py report | tee benchmarks/out/mpc_adult.md
+
 bench-federated: $(STAMP)
 	$(PY) benchmarks/flaim_adult.py table --seeds 3
 	$(PY) benchmarks/flaim_adult.py sweep --seeds 3

@@ -8,7 +8,8 @@ then passes it through a mechanism that charges the ledger before anything is re
 ``InProcessAggregator`` is the trusted aggregator that every simulation uses: all silos live in
 this process. Each payload is really serialised (numpy's ``.npy`` wire format) and deserialised,
 and its size is recorded per silo and per round, so communication is measured, not computed.
-An MPC aggregator (secret sharing among silo processes) implements the same interface.
+``mpc.aggregator.MPCAggregator`` (secret sharing among silo processes) implements the same
+interface, plus ``noisy_sum`` (noise added on shares) and ``pool`` (DistAIM's pool as shares).
 """
 from __future__ import annotations
 

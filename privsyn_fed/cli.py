@@ -396,8 +396,12 @@ def _synth(args: argparse.Namespace) -> int:
 
         if args.mpc:
             from .mpc.launch import coordinator
+            def log(message):
+                if not args.quiet:
+                    print(f"privsyn-fed: {message}", file=sys.stderr)
+
             with coordinator(args.schema, args.silo, rendezvous=args.rendezvous, parties=args.parties,
-                             seed=args.seed, timeout_s=args.mpc_timeout) as agg:
+                             seed=args.seed, timeout_s=args.mpc_timeout, log=log) as agg:
                 result = release([agg.own], agg)
                 n_silos = len(agg.silo_names)
         else:

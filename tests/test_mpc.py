@@ -11,11 +11,13 @@ import sys
 import time
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats
 
 import privsyn_fed as pf
 from privsyn_fed.accounting import Accountant
+from privsyn_fed.accounting.audit import audit_ledger
 from privsyn_fed.methods.core import Problem
 from privsyn_fed.mpc import secure
 from privsyn_fed.mpc.launch import coordinator, free_port
@@ -42,15 +44,10 @@ def files(tmp_path_factory):
 def world(files):
     """Three silo parties and the dealer, for the whole module; party 0 is this process."""
     _, schema_path, paths = files
+    before = _parties()
     with coordinator(schema_path, paths, timeout_s=120) as agg:
         yield agg
-    assert _children() == [], "party processes were left behind"
-
-
-def _children() -> list[int]:
-    """Live child processes of this test process (the parties it started)."""
-    me = os.getpid()
-    return [pid for pid, ppid, state, _ in _processes() if ppid == me and state != "Z"]
+    assert _parties() - before == set(), "party processes were left behind"
 
 
 def _parties() -> set[int]:
@@ -146,6 +143,10 @@ def test_secure_select_matches_the_exact_exponential_mechanism(world, files):
     exp_ = np.append(p[big], p[~big].sum()) * draws
     keep = exp_ > 0
     assert stats.chisquare(obs[keep], exp_[keep]).pvalue > 1e-3
+    # the test has power: the same draws reject the mechanism at half that epsilon
+    q = np.exp((u - u.max()) / (2 * scale))
+    q /= q.sum()
+    assert stats.chisquare(observed, q * draws).pvalue < 1e-3
     # the ledger charges the planned epsilon, which covers the fixed-point rounding slack
     e = acc.entries[-1]
     assert e["where"] == "mpc" and math.isclose(e["epsilon"], eps)
@@ -200,13 +201,20 @@ def test_distaim_over_mpc_end_to_end_from_the_command_line(files, tmp_path):
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     assert "over MPC" in run.stdout and "communication:" in run.stdout
-    data = pf.read_csv(out) if hasattr(pf, "read_csv") else __import__("pandas").read_csv(out)
+    data = pd.read_csv(out)
     assert list(data.columns) == [c["name"] for c in SCHEMA["columns"]] and len(data) > 0
     ledger = json.loads(out.with_suffix(".ledger.json").read_text())
     assert ledger["status"] == "complete" and ledger["details"]["mpc"]["provider"].startswith("TTP")
     assert all(e["where"] == "mpc" for e in ledger["entries"])
     audit = subprocess.run(CLI + ["audit", str(out.with_suffix(".ledger.json"))], capture_output=True, text=True)
     assert audit.returncode == 0, audit.stdout + audit.stderr
+    # the audit recomputes each selection's fixed-point slack: sampling at the full epsilon is caught
+    select = next(e for e in ledger["entries"] if e["mechanism"] == "exponential")
+    select["fixed_point"]["epsilon_sampled"] = select["epsilon"]
+    select["fixed_point"]["gumbel_scale_grid_units"] = 2 ** 16 * 2 * select["sensitivity"] / select["epsilon"]
+    assert any("rounding slack" in p for p in audit_ledger(ledger).problems)
+    del select["fixed_point"]
+    assert any("fixed-point parameters" in p for p in audit_ledger(ledger).problems)
 
 
 def test_a_killed_party_stops_every_other_party_with_a_clear_error(files, tmp_path):

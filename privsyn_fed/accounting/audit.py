@@ -81,6 +81,28 @@ def _check_composition(ledger: dict[str, Any], rep: AuditReport) -> None:
             rep.problems.append(f"{label}: a parallel entry must list the distinct silos it ran on")
 
 
+def _check_fixed_point(ledger: dict[str, Any], rep: AuditReport) -> None:
+    """A selection on secret shares samples rounded Gumbel noise of scale ``b = 2^bits 2 D / eps_s``;
+    rounding adds ``4 / b`` to its bounded range, so ``eps_s + 4 / b`` must not exceed the epsilon
+    charged (SECURITY.md, "Fixed-point effects")."""
+    for i, e in enumerate(ledger["entries"]):
+        if not isinstance(e, dict) or e.get("mechanism") != "exponential" or e.get("where") != "mpc":
+            continue
+        label = f"entry {i + 1} ({e.get('query', '?')})"
+        fp = e.get("fixed_point")
+        try:
+            scale = math.ldexp(2.0 * float(e["sensitivity"]) / float(fp["epsilon_sampled"]), int(fp["score_bits"]))
+            covered = float(fp["epsilon_sampled"]) + 4.0 / scale <= float(e["epsilon"]) * (1 + REL_TOL)
+            consistent = _close(scale, float(fp["gumbel_scale_grid_units"]))
+        except (TypeError, KeyError, ValueError, ZeroDivisionError):
+            rep.problems.append(f"{label}: a selection on secret shares must record its fixed-point parameters")
+            continue
+        if not consistent:
+            rep.problems.append(f"{label}: the recorded Gumbel scale does not match epsilon_sampled and the sensitivity")
+        elif not covered:
+            rep.problems.append(f"{label}: the fixed-point rounding slack is not covered by the epsilon charged")
+
+
 def _check_structure(ledger: dict[str, Any], rep: AuditReport) -> None:
     """For a finished run of a known method: every release the algorithm makes has an entry, with
     at least the sound sensitivity (recomputed from the recorded public workload)."""
@@ -189,6 +211,7 @@ def audit_ledger(ledger: dict[str, Any]) -> AuditReport:
         rep.warnings.append("SEEDED RUN: its noise is predictable to anyone who knows the seed; "
                             "the guarantee does not hold for this release (tests and demos only)")
     _check_composition(ledger, rep)
+    _check_fixed_point(ledger, rep)
     if ledger.get("status") == "complete":
         _check_structure(ledger, rep)
     mpc = (ledger.get("details") or {}).get("mpc") or {}

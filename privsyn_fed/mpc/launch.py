@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+import contextlib
 from contextlib import contextmanager
 
 from ..errors import InputError, MPCError
@@ -123,12 +124,14 @@ class LocalParties:
 
 @contextmanager
 def coordinator(schema_path: str | Path, silo_paths: Sequence[str | Path], *, rendezvous: str | None = None,
-                parties: int | None = None, seed: int | None = None, timeout_s: float = DEFAULT_TIMEOUT_S):
+                parties: int | None = None, seed: int | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
+                log=None):
     """Party 0 of an MPC run: yields its ``MPCAggregator``.
 
     Without ``rendezvous`` every silo is a party on this machine (``LocalParties``); with it, only
     ``silo_paths[0]`` is read here and the ``parties - 1`` others and the dealer join from their hosts.
-    A party that stops mid-run ends the run with ``MPCError`` naming it.
+    A party that stops mid-run ends the run with ``MPCError`` naming it. ``log`` gets one line once
+    every party has joined.
     """
     from ..schema import Schema
     from ..silo import Silo
@@ -140,8 +143,12 @@ def coordinator(schema_path: str | Path, silo_paths: Sequence[str | Path], *, re
     local = None if rendezvous else LocalParties(schema_path, silo_paths, seed, timeout_s)
     n = len(silo_paths) if local else parties
     names = [own.name] + ([str(p) for p in silo_paths[1:]] if local else [f"party-{k}" for k in range(1, n)])
-    with local or _Nothing():
+    start = time.monotonic()
+    with local or contextlib.nullcontext():
         world.join(world.Membership(local.rendezvous if local else rendezvous, n, 0, timeout_s))
+        if log:
+            log(f"{n} silo parties and the dealer joined in {time.monotonic() - start:.1f} s "
+                f"({'processes on this machine' if local else rendezvous})")
         try:
             agg = MPCAggregator(own, names)
             if agg.seeded != (seed is not None):
@@ -160,14 +167,6 @@ def coordinator(schema_path: str | Path, silo_paths: Sequence[str | Path], *, re
                            "every value opened before the failure") from None
         finally:
             world.leave()
-
-
-class _Nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def _lost_contact(exc: BaseException) -> str | None:

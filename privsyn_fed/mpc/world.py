@@ -31,10 +31,6 @@ class Membership:
     rank: int
     timeout_s: float = DEFAULT_TIMEOUT_S
 
-    @property
-    def is_dealer(self) -> bool:
-        return self.rank == self.parties
-
 
 def configure(m: Membership):
     """Set CrypTen's environment and configuration (TTP provider, traffic counting); returns crypten."""
