@@ -150,11 +150,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="flaim only: selections per sampled silo per round (default 1); S > 1 costs "
                         "2S - 1 Gaussian releases per round, not S")
 
-    m = s.add_argument_group("secure computation (distaim)")
+    m = s.add_argument_group("secure computation (distaim, fedtda)")
     m.add_argument("--mpc", action="store_true",
-                   help="run distaim's select and measure on secret shares: each --silo becomes its own "
+                   help="compute on secret shares (distaim: the pool, select and measure; fedtda: every "
+                        "noisy sum): each --silo becomes its own "
                         "CrypTen party process (this process is party 0, the coordinator), plus a dealer "
-                        "process; only noisy marginals and selected indices are ever opened")
+                        "process; only noisy statistics and selected indices are ever opened")
     m.add_argument("--rendezvous", metavar="tcp://HOST:PORT",
                    help="with --mpc across machines: party 0's address; the other parties and the dealer "
                         "are started on their hosts (`privsyn-fed mpc-party`, `mpc-dealer`) and --silo "
@@ -450,13 +451,17 @@ def _synth(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Methods whose every statistic can be computed on secret shares.
+MPC_METHODS = ("distaim", "fedtda")
+
+
 def _check_mpc_args(args: argparse.Namespace) -> None:
     if not args.mpc:
         if args.rendezvous or args.parties:
             raise InputError("--rendezvous and --parties belong to --mpc")
         return
-    if args.method != "distaim":
-        raise InputError(f"--mpc runs --method distaim; {args.method} over MPC is not available")
+    if args.method not in MPC_METHODS:
+        raise InputError(f"--mpc runs --method {' or '.join(MPC_METHODS)}; {args.method} over MPC is not available")
     if args.rendezvous:
         if not args.rendezvous.startswith("tcp://") or ":" not in args.rendezvous[len("tcp://"):]:
             raise InputError(f"--rendezvous must look like tcp://HOST:PORT, not {args.rendezvous!r}")

@@ -5,8 +5,6 @@ must pass it through a mechanism that charges the ledger before anything leaves 
 """
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -88,31 +86,6 @@ class Silo:
     def with_rows(self, codes: np.ndarray, name: str | None = None) -> "Silo":
         """A silo over other rows of the same schema (used to build neighbouring datasets in tests)."""
         return Silo(name or self.name, codes, self.schema)
-
-
-@dataclass(frozen=True)
-class MarginalsQuery:
-    """A request a silo answers: its marginal counts over ``cliques`` (column indices), concatenated.
-
-    It carries only public parameters, so it can travel to another process as JSON; a party
-    answers nothing but such declared requests.
-    """
-
-    cliques: tuple[tuple[int, ...], ...]
-
-    def __call__(self, silo: "Silo") -> np.ndarray:
-        return np.concatenate([silo.marginal(c) for c in self.cliques])
-
-    def size(self, shape: Sequence[int]) -> int:
-        """Length of the answer, known to every party from the public schema."""
-        return int(sum(np.prod([shape[i] for i in c], dtype=np.int64) for c in self.cliques))
-
-    def to_json(self) -> str:
-        return json.dumps({"marginals": [list(c) for c in self.cliques]})
-
-    @classmethod
-    def from_json(cls, text: str) -> "MarginalsQuery":
-        return cls(tuple(tuple(int(i) for i in c) for c in json.loads(text)["marginals"]))
 
 
 def marginal_counts(codes: np.ndarray, shape: Sequence[int], clique: Sequence[int]) -> np.ndarray:

@@ -22,7 +22,7 @@ from privsyn_fed.methods.core import Problem
 from privsyn_fed.mpc import secure
 from privsyn_fed.mpc.launch import coordinator, free_port
 from privsyn_fed.mpc.noise import discrete_gaussian, rounded_gumbel, rounded_gumbel_pmf
-from privsyn_fed.silo import MarginalsQuery
+from privsyn_fed.queries import MarginalsQuery
 
 from .conftest import SCHEMA, make_frame
 
@@ -153,6 +153,35 @@ def test_secure_select_matches_the_exact_exponential_mechanism(world, files):
     assert e["fixed_point"]["epsilon_sampled"] + e["fixed_point"]["rounding_slack"] <= eps * (1 + 1e-12)
 
 
+def test_real_valued_sums_are_exact_to_the_grid_and_fedtda_runs_on_shares(world, files):
+    """Fed-TDA's second moments travel as a declared query with its encoding; the opened sum is
+    the plaintext sum to within one grid step per party, and a whole Fed-TDA release over the
+    parties charges the rounding in its sensitivity."""
+    from privsyn_fed.methods.fedtda import Encoding, ICDM
+    from privsyn_fed.mpc.aggregator import REAL_BITS
+    from privsyn_fed.queries import NumericHistogramQuery, SecondMomentsQuery
+    _, schema_path, paths = files
+    schema = pf.Schema.load(schema_path)
+    rng = np.random.default_rng(2)
+    icdm = [ICDM(rng.dirichlet(np.ones(n))) for n in schema.shape]
+    query = SecondMomentsQuery(Encoding(schema, icdm, [None] * len(schema.columns), 3.0), seed=7)
+    opened = world.sum(query, world.silo_names, round=0, label="t")
+    assert np.allclose(opened, _plain(paths, schema_path, query), rtol=0, atol=3 * 2.0 ** -REAL_BITS)
+    hist = NumericHistogramQuery(1, 4)
+    assert np.array_equal(world.sum(hist, world.silo_names, round=0, label="t"), _plain(paths, schema_path, hist))
+
+    result = pf.synthesize([world.own], "fedtda", 1.0, 1e-9, aggregator=world, seed=4)
+    assert len(result.data) > 0 and list(result.data.columns) == schema.names
+    entries = result.ledger["entries"]
+    assert all(e["where"] == "mpc" for e in entries)
+    moments = entries[-1]
+    assert moments["fixed_point"]["rounding_l2"] > 0
+    assert math.isclose(moments["sensitivity_l2"], moments["fixed_point"]["sensitivity_planned"]
+                        + moments["fixed_point"]["rounding_l2"])
+    assert math.isclose(result.ledger["rho_spent"], result.ledger["rho_budget"], rel_tol=1e-9)
+    assert audit_ledger(result.ledger).ok
+
+
 def test_integer_scores_have_the_stated_sensitivity(files):
     """D versus D plus one record: |u_r(D) - u_r(D')| <= 2^f * 2 w_r for the secure scores."""
     _, schema_path, paths = files
@@ -270,6 +299,7 @@ def test_a_killed_party_stops_every_other_party_with_a_clear_error(files, tmp_pa
 
 @pytest.mark.parametrize("args, message", [
     (["--method", "flaim", "--mpc"], "flaim over MPC is not available"),
+    (["--method", "aim", "--mpc"], "aim over MPC is not available"),
     (["--method", "distaim", "--rendezvous", "tcp://127.0.0.1:1"], "belong to --mpc"),
     (["--method", "distaim", "--mpc", "--rendezvous", "tcp://127.0.0.1:1"], "needs --parties"),
 ])

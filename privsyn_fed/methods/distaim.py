@@ -29,7 +29,7 @@ from .. import pgm
 from ..accounting import Accountant
 from ..aggregate import Aggregator, traffic_summary
 from ..mechanisms import NoiseSource, exponential_mechanism, gaussian_mechanism
-from ..silo import MarginalsQuery
+from ..queries import MarginalsQuery
 from ..progress import Progress, Silent
 from . import core
 from .aim import problem_for

@@ -26,7 +26,7 @@ from ..accounting import Accountant
 from ..aggregate import Aggregator
 from ..errors import InputError
 from ..mechanisms import NoiseSource, gaussian_mechanism
-from ..silo import MarginalsQuery
+from ..queries import MarginalsQuery, concat
 from .aim import AIMOptions
 
 #: With at least this many silos the default sample rate is ``MANY_SILOS_RATE``; below it every
@@ -112,7 +112,7 @@ def measure_initial_oneways(agg: Aggregator, acc: Accountant, noise: NoiseSource
     for i, name in enumerate(names):
         among = sampler.draw()
         noisy = noisy_sum(agg, acc, noise, MarginalsQuery(((i,),)), among, sigma=sigma,
-                          query=f"marginal({name})", round=0, cells=int(shape[i]))
+                          query=f"marginal({name})", round=0)
         raw.append(((name,), noisy, len(among)))
     # rows per silo: inverse-variance mean of the per-column estimates (variance ~ cells sigma^2 / m^2)
     est = np.array([float(y.sum()) / m for _, y, m in raw])
@@ -126,18 +126,9 @@ def measure_initial_oneways(agg: Aggregator, acc: Accountant, noise: NoiseSource
 
 
 def noisy_sum(agg: Aggregator, acc: Accountant, noise: NoiseSource, request, among: Sequence[str], *,
-              sigma: float, query: str, round: int, cells: int) -> np.ndarray:
-    """``sum_{k in among} request(silo_k) + N(0, sigma^2)`` (L2 sensitivity 1), charged first.
-
-    A secure aggregator (``noisy_sum``) adds the noise inside MPC and opens only the noisy sum;
-    otherwise the aggregator's exact sum gets the noise here.
-    """
-    secure = getattr(agg, "noisy_sum", None)
-    if secure is None:
-        return gaussian_mechanism(acc, noise, agg.sum(request, among, round=round, label=query), sigma=sigma,
-                                  query=query, where=agg.where, round=round, silos=len(among))
-    acc.gaussian(query, 1.0, sigma, agg.where, round=round, silos=len(among), cells=cells, **agg.noise_fields())
-    return secure(request, among, sigma=sigma, round=round, label=query)
+              sigma: float, query: str, round: int) -> np.ndarray:
+    """``sum_{k in among} request(silo_k) + N(0, sigma^2)`` with L2 sensitivity 1 (``noisy_sums``)."""
+    return noisy_sums(agg, acc, noise, [(query, request, among)], sigma, 1.0, query, round)[0]
 
 
 def measure_sums(agg: Aggregator, acc: Accountant, noise: NoiseSource,
@@ -153,12 +144,32 @@ def noisy_sums(agg: Aggregator, acc: Accountant, noise: NoiseSource, requests, s
                sensitivity_l2: float, query: str, round: int) -> list[np.ndarray]:
     """For each ``(label, request, silos)``, ``sum_{k in silos} request(silo_k)``; all released
     together as one Gaussian mechanism: ``N(0, sigma^2)`` per cell, with the caller's L2
-    sensitivity of the concatenation (``sqrt(number of sums one record can be in)`` for counts)."""
-    sums = [agg.sum(fn, among, round=round, label=label) for label, fn, among in requests]
-    noisy = gaussian_mechanism(acc, noise, np.concatenate(sums), sigma=sigma, sensitivity_l2=sensitivity_l2,
-                               query=query, where=agg.where, round=round,
-                               silos=len({k for _, _, among in requests for k in among}))
-    return np.split(noisy, np.cumsum([x.size for x in sums])[:-1])
+    sensitivity of the concatenation (``sqrt(number of sums one record can be in)`` for counts).
+
+    A secure aggregator (one with ``noisy_sum``) adds the noise on secret shares and opens only the
+    noisy sums; it needs every request over the same silos. Its fixed-point rounding of real
+    answers adds ``agg.rounding_l2`` to the sensitivity, and sigma grows in proportion, so the
+    cost stays ``sensitivity_l2^2 / (2 sigma^2)``.
+    """
+    silos = len({k for _, _, among in requests for k in among})
+    secure = getattr(agg, "noisy_sum", None)
+    if secure is None:
+        sums = [agg.sum(fn, among, round=round, label=label) for label, fn, among in requests]
+        noisy = gaussian_mechanism(acc, noise, np.concatenate(sums), sigma=sigma, sensitivity_l2=sensitivity_l2,
+                                   query=query, where=agg.where, round=round, silos=silos)
+        return np.split(noisy, np.cumsum([x.size for x in sums])[:-1])
+    among = requests[0][2]
+    if any(list(a) != list(among) for _, _, a in requests):
+        raise ValueError(f"{query}: a secure sum releases requests over one set of silos at a time")
+    request = concat([fn for _, fn, _ in requests])
+    slack = agg.rounding_l2(request)
+    grown = sigma * (sensitivity_l2 + slack) / sensitivity_l2
+    acc.gaussian(query, sensitivity_l2 + slack, grown, agg.where, round=round, silos=silos,
+                 cells=request.size(agg.schema), **agg.noise_fields(),
+                 **({"fixed_point": {"sensitivity_planned": sensitivity_l2, "rounding_l2": slack}} if slack else {}))
+    noisy = secure(request, among, sigma=grown, round=round, label=query)
+    sizes = [fn.size(agg.schema) for _, fn, _ in requests]
+    return np.split(noisy, np.cumsum(sizes)[:-1])
 
 
 def model_payload(model) -> dict[str, np.ndarray]:

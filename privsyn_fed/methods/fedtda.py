@@ -47,6 +47,7 @@ from ..encode import bin_edges
 from ..errors import InputError
 from ..mechanisms import NoiseSource
 from ..progress import Progress, Silent
+from ..queries import MarginalsQuery, NumericHistogramQuery, SecondMomentsQuery
 from ..schema import CategoricalColumn, NumericColumn, Schema
 from . import core
 from .federated import noisy_sums
@@ -248,6 +249,31 @@ class Encoding:
                 out[f"{name}:modes"] = self.modes[j].mass
         return out
 
+    def to_wire(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """The encoding as a JSON header and arrays (it travels to MPC parties with its query)."""
+        header = {"bound": self.bound, "lam": [c.lam for c in self.icdm],
+                  "bins": [None if m is None else m.col.bins for m in self.modes],
+                  "mode_lam": [None if m is None else m.lam for m in self.modes]}
+        arrays = {}
+        for j, c in enumerate(self.icdm):
+            arrays[f"{j}:probs"] = np.asarray(c.probs, dtype=np.float64)
+            arrays[f"{j}:order"] = np.asarray(c._order, dtype=np.int64)
+            if self.modes[j] is not None:
+                arrays[f"{j}:mass"] = np.asarray(self.modes[j].mass, dtype=np.float64)
+        return header, arrays
+
+    @classmethod
+    def from_wire(cls, schema: Schema, header: dict, arrays: dict[str, np.ndarray]) -> "Encoding":
+        import dataclasses
+        icdm, modes = [], []
+        for j, col in enumerate(schema.columns):
+            icdm.append(ICDM(arrays[f"{j}:probs"], float(header["lam"][j]), arrays[f"{j}:order"]))
+            bins = header["bins"][j]
+            modes.append(None if bins is None else
+                         ModeCDF(dataclasses.replace(col, bins=int(bins)), arrays[f"{j}:mass"],
+                                 float(header["mode_lam"][j])))
+        return cls(schema, icdm, modes, float(header["bound"]))
+
     def encode(self, codes: np.ndarray, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """``(n, l)`` encoded rows, each clipped to L2 norm ``bound`` (runs inside a silo)."""
         cols = []
@@ -384,13 +410,12 @@ def run_fedtda(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: FedTD
         # counts below threshold x sigma cannot be told from empty cells: treat them as empty
         return [np.where(h < threshold * sigma, 0, h) for h in noisy]
 
-    n_sum, = release([("rows", lambda s: np.array([s.true_size()], dtype=np.int64))], 1.0, rho_n,
-                     "total number of rows")
+    n_sum, = release([("rows", MarginalsQuery(((),)))], 1.0, rho_n, "total number of rows")
     n_hat = max(1.0, float(n_sum[0]))
     fine = {j: refined(schema.columns[j], opts.refine) for j in num}
-    hist_cat = release([(names[j], lambda s, j=j: s.marginal([j])) for j in cat], math.sqrt(len(cat)), rho_cat,
+    hist_cat = release([(names[j], MarginalsQuery(((j,),))) for j in cat], math.sqrt(len(cat)), rho_cat,
                        "every categorical column's histogram") if cat else []
-    hist_num = release([(names[j], lambda s, j=j: numeric_histogram(fine[j], s.values()[:, j])) for j in num],
+    hist_num = release([(names[j], NumericHistogramQuery(j, opts.refine)) for j in num],
                        math.sqrt(len(num)), rho_num, f"every numeric column's histogram on its public bins "
                        f"(each schema bin split in {opts.refine})", threshold=opts.threshold) if num else []
     progress.update(acc.rho_spent / acc.rho_budget, "released the total and the column histograms")
@@ -412,12 +437,8 @@ def run_fedtda(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: FedTD
     encoding = Encoding(schema, icdm, modes, opts.norm_factor * math.sqrt(width))
     agg.broadcast(encoding.public_arrays(), silos, round=0)
 
-    def second_moments(silo) -> np.ndarray:
-        rng = np.random.default_rng(None if encode_seed is None else [encode_seed, silos.index(silo.name)])
-        x = encoding.encode(silo.rows(), silo.values(), rng)
-        return upper(x.T @ x)
-
-    g, = release([("second moments of encoded rows", second_moments)], encoding.bound ** 2, rho_cov,
+    g, = release([("second moments of encoded rows", SecondMomentsQuery(encoding, encode_seed))],
+                 encoding.bound ** 2, rho_cov,
                  f"upper triangle of the sum of x x^T of the encoded rows (rows clipped to norm {encoding.bound:.4g})")
     _, factor = repair_correlation(from_upper(g, width) / n_hat)
     model = FedTDAModel(encoding, factor, n_hat)

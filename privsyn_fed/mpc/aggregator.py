@@ -2,19 +2,22 @@
 
 ``MPCAggregator`` implements the aggregator interface for the coordinating party (rank 0): each
 call is broadcast as a command, every party secret-shares its own answer, and only noisy sums,
-selected indices (or, for checks, an exact sum) are opened, to party 0 alone. ``serve`` is the
-loop the other parties run: they answer only declared marginal queries over their own rows.
-``SharedPool`` keeps DistAIM's pool of answers as shares inside the parties.
+selected indices (or, for checks and Fed-TDA's labelled non-private mode, an exact sum) are opened,
+to party 0 alone. ``serve`` is the loop the other parties run: they answer only declared queries
+(``privsyn_fed.queries``) over their own rows. ``SharedPool`` keeps DistAIM's pool of answers as
+shares inside the parties. Real answers (Fed-TDA's second moments) are shared on the grid
+``2^-REAL_BITS``; the noise is then the discrete Gaussian on that grid, and the rounding is
+charged as extra sensitivity (``rounding_l2``).
 """
 from __future__ import annotations
 
 import math
-import time
 from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..silo import MarginalsQuery, Silo
+from ..queries import MarginalsQuery, from_wire
+from ..silo import Silo
 from . import secure, world
 from .noise import gumbel_rounding_slack
 
@@ -35,8 +38,7 @@ class MPCAggregator:
         self.seeded = secure.dealer_seeded()
         self.noise_name = ("dealer: seeded numpy (not private)" if self.seeded else
                            "dealer: exact discrete Gaussian (OpenDP) / exactly rounded Gumbel (CSPRNG)")
-        self.shape = own.schema.shape
-        self.started = time.monotonic()
+        self.schema = own.schema
         self.traffic = MPCTraffic(self)
         self.threat_model = (f"secure multi-party computation among {len(self.names)} silo parties plus a "
                              f"dealer (CrypTen, semi-honest, TTP provider): {COLLUSION}")
@@ -61,15 +63,27 @@ class MPCAggregator:
     def sum_and_share(self, request, among: Sequence[str], label: str = "sum") -> tuple[np.ndarray, np.ndarray]:
         """Party 0's share of the exact sum (uniformly random on its own) and the opened sum."""
         q, ranks = _query(request, label), self.ranks(among)
-        self.channel.send({"op": "sum", "query": q.to_json(), "among": ranks})
-        shared = secure.share_sum(q(self.own) if 0 in ranks else None, ranks, q.size(self.shape))
-        return shared.share.numpy().copy(), secure.open_to_party0(shared)
+        self._send("sum", q, ranks)
+        shared = secure.share_sum(_answer(q, self.own, 0, ranks), ranks, q.size(self.schema))
+        return shared.share.numpy().copy(), _decode(q, secure.open_to_party0(shared))
 
     def noisy_sum(self, request, among: Sequence[str], *, sigma: float, round: int, label: str) -> np.ndarray:
-        q = _query(request, label)
-        ranks = self.ranks(among)
-        self.channel.send({"op": "noisy_sum", "query": q.to_json(), "among": ranks, "sigma": sigma})
-        return secure.noisy_sum(q(self.own) if 0 in ranks else None, ranks, q.size(self.shape), sigma)
+        """``sum + N(0, sigma^2)``: the dealer's discrete Gaussian on the fixed-point grid of real
+        answers (``REAL_BITS``), opened to party 0; the exact sum is never opened."""
+        q, ranks = _query(request, label), self.ranks(among)
+        self._send("noisy_sum", q, ranks, sigma=sigma)
+        return _decode(q, secure.noisy_sum(_answer(q, self.own, 0, ranks), ranks, q.size(self.schema),
+                                           _grid_sigma(q, sigma)))
+
+    def rounding_l2(self, request) -> float:
+        """Extra L2 sensitivity from rounding a real answer to the grid: a record moves one silo's
+        rounded answer by its exact change plus at most one grid step per cell."""
+        q = _query(request, "rounding")
+        return math.sqrt(q.size(self.schema)) * math.ldexp(1.0, -REAL_BITS) if q.real else 0.0
+
+    def _send(self, op: str, q, ranks: list[int], **extra) -> None:
+        header, arrays = q.to_wire()
+        self.channel.send({"op": op, "query": header, "among": ranks, **extra}, arrays)
 
     def noise_fields(self) -> dict:
         """Ledger fields of noise added inside MPC (``details.mpc`` has the full assumptions)."""
@@ -83,7 +97,8 @@ class MPCAggregator:
                 "assumptions": COLLUSION, "noise": self.noise_name}
 
     def broadcast(self, payload: Mapping[str, np.ndarray], to: Sequence[str], *, round: int) -> None:
-        raise NotImplementedError("sending models to MPC parties is not available (DistAIM needs none)")
+        """Nothing to do: public arrays travel with the queries that use them (Fed-TDA's encoding
+        with its second-moments query); DistAIM sends the parties no model."""
 
     def pool(self, prob) -> "SharedPool":
         return SharedPool(self, prob)
@@ -119,10 +134,32 @@ def _traffic_row(channel: world.Channel) -> list[float]:
     return [float(t["rounds"]), float(t["bytes"]), float(channel.bytes)]
 
 
-def _query(request, label: str) -> MarginalsQuery:
-    if not isinstance(request, MarginalsQuery):
-        raise TypeError(f"{label}: only declared marginal queries can be sent to MPC parties")
+#: Fractional bits of real answers (Fed-TDA's second moments) on shares.
+REAL_BITS = 16
+
+
+def _query(request, label: str):
+    if not hasattr(request, "to_wire"):
+        raise TypeError(f"{label}: only declared queries (privsyn_fed.queries) can be sent to MPC parties")
     return request
+
+
+def _answer(q, own: Silo, me: int, ranks: list[int]) -> np.ndarray | None:
+    """This party's answer as ring integers (reals on the ``2^-REAL_BITS`` grid), if it contributes."""
+    if me not in ranks:
+        return None
+    value = np.asarray(q(own))
+    return np.rint(np.ldexp(value.astype(float), REAL_BITS)).astype(np.int64) if q.real else value.astype(np.int64)
+
+
+def _decode(q, opened: np.ndarray | None) -> np.ndarray | None:
+    if opened is None or not q.real:
+        return opened
+    return np.ldexp(opened.astype(float), -REAL_BITS)
+
+
+def _grid_sigma(q, sigma: float) -> float:
+    return math.ldexp(sigma, REAL_BITS) if q.real else sigma
 
 
 class SharedPool:
@@ -145,8 +182,8 @@ class SharedPool:
         new = [k for k in silos if k not in self.seen]
         if new:
             ranks = self.agg.ranks(new)
-            self.agg.channel.send({"op": "pool_add", "query": self.query.to_json(), "among": ranks})
-            mine = self.query(self.agg.own) if 0 in ranks else None
+            self.agg._send("pool_add", self.query, ranks)
+            mine = _answer(self.query, self.agg.own, 0, ranks)
             self.shares = self.shares + secure.share_sum(mine, ranks, int(sum(self.sizes)))
             self.seen.update(new)
         return new
@@ -205,7 +242,6 @@ def serve(own: Silo, channel: world.Channel | None = None) -> None:
     """A non-coordinating party: follow party 0's commands until ``stop``."""
     channel = channel or world.Channel()
     me = secure.rank()
-    shape = own.schema.shape
     pool = None
     while True:
         cmd, arrays = channel.receive()
@@ -215,14 +251,14 @@ def serve(own: Silo, channel: world.Channel | None = None) -> None:
         if op == "traffic":
             world.gather_to_party0(_traffic_row(channel))
         elif op in ("sum", "noisy_sum", "pool_add"):
-            q = MarginalsQuery.from_json(cmd["query"])
-            mine = q(own) if me in cmd["among"] else None
+            q = from_wire(own.schema, cmd["query"], arrays)
+            mine, length = _answer(q, own, me, cmd["among"]), q.size(own.schema)
             if op == "sum":
-                secure.open_to_party0(secure.share_sum(mine, cmd["among"], q.size(shape)))
+                secure.open_to_party0(secure.share_sum(mine, cmd["among"], length))
             elif op == "noisy_sum":
-                secure.noisy_sum(mine, cmd["among"], q.size(shape), cmd["sigma"])
+                secure.noisy_sum(mine, cmd["among"], length, _grid_sigma(q, cmd["sigma"]))
             else:
-                pool = pool + secure.share_sum(mine, cmd["among"], q.size(shape))
+                pool = pool + secure.share_sum(mine, cmd["among"], length)
         elif op == "pool_new":
             pool = secure.zeros(int(cmd["length"]))
         elif op == "select":

@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 
 from ..schema import Schema
-from ..silo import MarginalsQuery, Silo
+from ..queries import MarginalsQuery
+from ..silo import Silo
 
 DEMO_SCHEMA = {"columns": [
     {"name": "age", "type": "numeric", "lower": 18, "upper": 90, "bins": 8, "integer": True},
