@@ -150,10 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="flaim only: selections per sampled silo per round (default 1); S > 1 costs "
                         "2S - 1 Gaussian releases per round, not S")
 
-    m = s.add_argument_group("secure computation (distaim, fedtda)")
+    m = s.add_argument_group("secure computation (distaim, flaim, fedtda)")
     m.add_argument("--mpc", action="store_true",
-                   help="compute on secret shares (distaim: the pool, select and measure; fedtda: every "
-                        "noisy sum): each --silo becomes its own "
+                   help="compute on secret shares (distaim: the pool, select and measure; flaim and fedtda: "
+                        "every noisy sum, with each silo selecting in its own process): each --silo becomes its own "
                         "CrypTen party process (this process is party 0, the coordinator), plus a dealer "
                         "process; only noisy statistics and selected indices are ever opened")
     m.add_argument("--rendezvous", metavar="tcp://HOST:PORT",
@@ -452,7 +452,7 @@ def _synth(args: argparse.Namespace) -> int:
 
 
 #: Methods whose every statistic can be computed on secret shares.
-MPC_METHODS = ("distaim", "fedtda")
+MPC_METHODS = ("distaim", "flaim", "fedtda")
 
 
 def _check_mpc_args(args: argparse.Namespace) -> None:
@@ -462,6 +462,9 @@ def _check_mpc_args(args: argparse.Namespace) -> None:
         return
     if args.method not in MPC_METHODS:
         raise InputError(f"--mpc runs --method {' or '.join(MPC_METHODS)}; {args.method} over MPC is not available")
+    if args.method == "flaim" and ((args.local_steps or 1) > 1 or args.variant == "oracle"):
+        raise InputError("flaim over MPC runs one local step with --variant naive or private "
+                         "(--local-steps > 1 refits the model inside each silo; oracle is not private)")
     if args.rendezvous:
         if not args.rendezvous.startswith("tcp://") or ":" not in args.rendezvous[len("tcp://"):]:
             raise InputError(f"--rendezvous must look like tcp://HOST:PORT, not {args.rendezvous!r}")

@@ -128,10 +128,17 @@ def parallel_exponential_mechanism(acc: Accountant, noise: NoiseSource, scores: 
         s = np.asarray(s, dtype=float)
         if s.size == 0 or not np.all(np.isfinite(s)):
             raise ValueError(f"{name}: exponential mechanism needs a non-empty vector of finite scores")
-    acc.exponential(query, sensitivity, epsilon, where, sampler=noise.name, parallel_over="silos",
-                    silos=sorted(scores), **extra)
+    charge_parallel_exponential(acc, noise.name, list(scores), epsilon=epsilon, sensitivity=sensitivity,
+                                query=query, where=where, **extra)
     return {name: noise.noisy_argmax(np.asarray(s, dtype=float), 2.0 * sensitivity / epsilon)
             for name, s in scores.items()}
+
+
+def charge_parallel_exponential(acc: Accountant, sampler: str, silos, *, epsilon: float, sensitivity: float,
+                                query: str, where: str = "silo", **extra) -> None:
+    """The one charge of an exponential mechanism each silo runs on its own rows (``epsilon^2 / 8``)."""
+    acc.exponential(query, sensitivity, epsilon, where, sampler=sampler, parallel_over="silos",
+                    silos=sorted(silos), **extra)
 
 
 def parallel_gaussian_mechanism(acc: Accountant, noise: NoiseSource, values: dict[str, np.ndarray], *,

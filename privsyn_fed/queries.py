@@ -7,7 +7,10 @@ received as a JSON header plus arrays (``to_wire`` / ``from_wire``):
   * ``NumericHistogramQuery``: one numeric column's counts on its schema bins split ``refine`` ways;
   * ``SecondMomentsQuery``: Fed-TDA's ``upper(sum x x^T)`` of the rows encoded with a public
     encoding (real-valued);
-  * ``ConcatQuery``: several of them, concatenated (one mechanism releases them jointly).
+  * ``ConcatQuery``: several of them, concatenated (one mechanism releases them jointly);
+  * ``MaskedQuery``: a query only the parties ``ranks`` answer (the others contribute zeros), so
+    sums over different sets of silos can be released together;
+  * ``flaim.LocalScoresQuery``: a silo's FLAIM scores, for the selection it makes itself.
 """
 from __future__ import annotations
 
@@ -103,6 +106,35 @@ class ConcatQuery:
         return {"kind": "concat", "parts": headers}, arrays
 
 
+@dataclass(frozen=True, eq=False)
+class MaskedQuery:
+    query: object
+    ranks: tuple[int, ...]
+
+    @property
+    def real(self) -> bool:
+        return self.query.real
+
+    def size(self, schema) -> int:
+        return self.query.size(schema)
+
+    def to_wire(self) -> tuple[dict, dict[str, np.ndarray]]:
+        header, arrays = self.query.to_wire()
+        return {"kind": "masked", "ranks": list(self.ranks), "query": header}, arrays
+
+
+def answer(query, silo, rank: int) -> np.ndarray:
+    """Party ``rank``'s answer to ``query`` (zeros for the parts it is masked out of)."""
+    if isinstance(query, MaskedQuery):
+        if rank in query.ranks:
+            return np.asarray(query.query(silo))
+        return np.zeros(query.size(silo.schema), dtype=float if query.real else np.int64)
+    if isinstance(query, ConcatQuery):
+        parts = [answer(p, silo, rank) for p in query.parts]
+        return np.concatenate([p.astype(float) for p in parts] if query.real else parts)
+    return np.asarray(query(silo))
+
+
 def from_wire(schema, header: dict, arrays: dict[str, np.ndarray]):
     """Rebuild a query received from party 0; anything but the kinds above is refused."""
     kind = header.get("kind")
@@ -115,6 +147,11 @@ def from_wire(schema, header: dict, arrays: dict[str, np.ndarray]):
         seed = header["seed"]
         return SecondMomentsQuery(Encoding.from_wire(schema, header["encoding"], arrays),
                                   None if seed is None else int(seed))
+    if kind == "masked":
+        return MaskedQuery(from_wire(schema, header["query"], arrays), tuple(int(r) for r in header["ranks"]))
+    if kind == "local_scores":
+        from .methods.flaim import LocalScoresQuery
+        return LocalScoresQuery.from_wire(header, arrays)
     if kind == "concat":
         return ConcatQuery(tuple(from_wire(schema, h, {k.split("/", 1)[1]: v for k, v in arrays.items()
                                                        if k.startswith(f"{i}/")})

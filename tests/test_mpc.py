@@ -182,6 +182,35 @@ def test_real_valued_sums_are_exact_to_the_grid_and_fedtda_runs_on_shares(world,
     assert audit_ledger(result.ledger).ok
 
 
+def test_flaim_over_mpc_selects_in_each_silo_and_sums_masked_batches_on_shares(world, files):
+    from privsyn_fed.methods.flaim import LocalScoresQuery
+    _, schema_path, paths = files
+    names = world.silo_names
+    # sums over different silos, released together: each part answered only by its own silos
+    q1, q2 = MarginalsQuery(((0, 2),)), MarginalsQuery(((3,),))
+    batch, among = world.batch([(q1, names[:1]), (q2, names[1:])])
+    assert among == names
+    opened = world.sum(batch, among, round=0, label="t")
+    assert np.array_equal(opened, np.concatenate([_plain(paths[:1], schema_path, q1),
+                                                  _plain(paths[1:], schema_path, q2)]))
+    # each silo selects on its own rows: with a huge epsilon it picks its own best-scoring option
+    schema = pf.Schema.load(schema_path)
+    cliques = ((0,), (1,), (2, 4))
+    probs = tuple(np.full(int(np.prod([schema.shape[i] for i in c])), 1.0 / np.prod([schema.shape[i] for i in c]))
+                  for c in cliques)
+    query = LocalScoresQuery(cliques, (1.0, 1.0, 1.0), probs, 1.0)
+    picks = world.local_select(query, names, epsilon=1e9, sensitivity=2.0)
+    for name, path in zip(names, paths):
+        assert picks[name] == int(np.argmax(query(pf.Silo.from_csv(path, schema))))
+
+    result = pf.synthesize([world.own], "flaim", 1.0, 1e-9, aggregator=world, rounds=2, variant="private", seed=5)
+    entries = result.ledger["entries"]
+    selections = [e for e in entries if e["mechanism"] == "exponential"]
+    assert selections and all(e["where"] == "silo" and e["parallel_over"] == "silos" for e in selections)
+    assert all(e["where"] == "mpc" for e in entries if e["mechanism"] == "gaussian")
+    assert audit_ledger(result.ledger).ok and len(result.data) > 0
+
+
 def test_integer_scores_have_the_stated_sensitivity(files):
     """D versus D plus one record: |u_r(D) - u_r(D')| <= 2^f * 2 w_r for the secure scores."""
     _, schema_path, paths = files
@@ -298,7 +327,8 @@ def test_a_killed_party_stops_every_other_party_with_a_clear_error(files, tmp_pa
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--method", "flaim", "--mpc"], "flaim over MPC is not available"),
+    (["--method", "flaim", "--mpc", "--variant", "oracle"], "flaim over MPC runs one local step"),
+    (["--method", "flaim", "--mpc", "--local-steps", "2"], "flaim over MPC runs one local step"),
     (["--method", "aim", "--mpc"], "aim over MPC is not available"),
     (["--method", "distaim", "--rendezvous", "tcp://127.0.0.1:1"], "belong to --mpc"),
     (["--method", "distaim", "--mpc", "--rendezvous", "tcp://127.0.0.1:1"], "needs --parties"),

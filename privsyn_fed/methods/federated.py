@@ -26,7 +26,7 @@ from ..accounting import Accountant
 from ..aggregate import Aggregator
 from ..errors import InputError
 from ..mechanisms import NoiseSource, gaussian_mechanism
-from ..queries import MarginalsQuery, concat
+from ..queries import MarginalsQuery
 from .aim import AIMOptions
 
 #: With at least this many silos the default sample rate is ``MANY_SILOS_RATE``; below it every
@@ -135,9 +135,8 @@ def measure_sums(agg: Aggregator, acc: Accountant, noise: NoiseSource,
                  requests: Sequence[tuple[tuple[str, ...], Sequence[str]]], prob, sigma: float, round: int,
                  query: str, sensitivity_l2: float = 1.0) -> list[np.ndarray]:
     """For each ``(clique, silos)`` request, the marginal summed over those silos (``noisy_sums``)."""
-    return noisy_sums(agg, acc, noise, [(f"marginal({', '.join(q)})",
-                                         lambda silo, q=q: silo.marginal(prob.columns(q)), among)
-                                        for q, among in requests], sigma, sensitivity_l2, query, round)
+    return noisy_sums(agg, acc, noise, [(f"marginal({', '.join(q)})", MarginalsQuery((tuple(prob.columns(q)),)),
+                                         among) for q, among in requests], sigma, sensitivity_l2, query, round)
 
 
 def noisy_sums(agg: Aggregator, acc: Accountant, noise: NoiseSource, requests, sigma: float,
@@ -147,7 +146,7 @@ def noisy_sums(agg: Aggregator, acc: Accountant, noise: NoiseSource, requests, s
     sensitivity of the concatenation (``sqrt(number of sums one record can be in)`` for counts).
 
     A secure aggregator (one with ``noisy_sum``) adds the noise on secret shares and opens only the
-    noisy sums; it needs every request over the same silos. Its fixed-point rounding of real
+    noisy sums (requests over different silos travel as one masked batch). Its fixed-point rounding of real
     answers adds ``agg.rounding_l2`` to the sensitivity, and sigma grows in proportion, so the
     cost stays ``sensitivity_l2^2 / (2 sigma^2)``.
     """
@@ -158,10 +157,7 @@ def noisy_sums(agg: Aggregator, acc: Accountant, noise: NoiseSource, requests, s
         noisy = gaussian_mechanism(acc, noise, np.concatenate(sums), sigma=sigma, sensitivity_l2=sensitivity_l2,
                                    query=query, where=agg.where, round=round, silos=silos)
         return np.split(noisy, np.cumsum([x.size for x in sums])[:-1])
-    among = requests[0][2]
-    if any(list(a) != list(among) for _, _, a in requests):
-        raise ValueError(f"{query}: a secure sum releases requests over one set of silos at a time")
-    request = concat([fn for _, fn, _ in requests])
+    request, among = agg.batch([(fn, among) for _, fn, among in requests])
     slack = agg.rounding_l2(request)
     grown = sigma * (sensitivity_l2 + slack) / sensitivity_l2
     acc.gaussian(query, sensitivity_l2 + slack, grown, agg.where, round=round, silos=silos,

@@ -38,7 +38,8 @@ from .. import pgm
 from ..accounting import Accountant
 from ..aggregate import Aggregator, traffic_summary
 from ..errors import InputError
-from ..mechanisms import NoiseSource, parallel_exponential_mechanism, parallel_gaussian_mechanism
+from ..mechanisms import (NoiseSource, charge_parallel_exponential, parallel_exponential_mechanism,
+                          parallel_gaussian_mechanism)
 from ..progress import Progress, Silent
 from . import core
 from .aim import problem_for
@@ -102,6 +103,58 @@ def local_score(weight: float, local_counts: np.ndarray, model_probs: np.ndarray
     """``u_k(q) = w_q (||M_q(D_k) - n_k p_q||_1 - sqrt(2/pi) sigma n_q - gap)``."""
     n_k = float(np.sum(local_counts))
     return core.aim_score(weight, local_counts, n_k * np.asarray(model_probs), sigma) - weight * gap
+
+
+@dataclass(frozen=True, eq=False)
+class LocalScoresQuery:
+    """A silo's FLAIM scores ``u_k(q)`` on its own rows, from public inputs only: the options'
+    columns and weights, the model's normalised marginals, sigma, and the proxy (private variant)
+    or the pooled marginals (oracle). Never summed: the silo selects with them itself."""
+
+    cliques: tuple
+    weights: tuple
+    probs: tuple
+    sigma: float
+    proxy: tuple | None = None
+    oracle: tuple | None = None
+    real = True
+
+    def __call__(self, silo) -> np.ndarray:
+        column_gaps = None
+        if self.proxy is not None:                     # the gap of q is the mean of its columns' gaps
+            oneways = [silo.marginal([i]) for i in range(len(self.proxy))]
+            column_gaps = [heterogeneity_gap(oneways, self.proxy, [i]) for i in range(len(oneways))]
+        out = []
+        for r, cols in enumerate(self.cliques):
+            counts = silo.marginal(cols)
+            if column_gaps is not None:
+                gap = float(np.mean([column_gaps[i] for i in cols]))
+            elif self.oracle is not None:
+                gap = float(np.abs(counts - counts.sum() * np.ravel(self.oracle[r])).sum())
+            else:
+                gap = 0.0
+            out.append(local_score(self.weights[r], counts, self.probs[r], self.sigma, gap))
+        return np.array(out)
+
+    def size(self, schema) -> int:
+        return len(self.cliques)
+
+    def to_wire(self) -> tuple[dict, dict[str, np.ndarray]]:
+        if self.oracle is not None:
+            raise ValueError("the oracle variant's pooled marginals never leave party 0")
+        arrays = {f"p{r}": np.asarray(p, dtype=np.float64) for r, p in enumerate(self.probs)}
+        if self.proxy is not None:
+            arrays.update({f"proxy{i}": np.asarray(p, dtype=np.float64) for i, p in enumerate(self.proxy)})
+        return {"kind": "local_scores", "cliques": [list(c) for c in self.cliques], "weights": list(self.weights),
+                "sigma": self.sigma, "proxy": None if self.proxy is None else len(self.proxy)}, arrays
+
+    @classmethod
+    def from_wire(cls, header: dict, arrays: dict[str, np.ndarray]) -> "LocalScoresQuery":
+        n_proxy = header["proxy"]
+        return cls(tuple(tuple(int(i) for i in c) for c in header["cliques"]),
+                   tuple(float(w) for w in header["weights"]),
+                   tuple(arrays[f"p{r}"] for r in range(len(header["cliques"]))), float(header["sigma"]),
+                   None if n_proxy is None else tuple(arrays[f"proxy{i}"] for i in range(int(n_proxy))))
 
 
 def run_flaim(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: FLAIMOptions, rows: int | None,
@@ -205,11 +258,20 @@ class FLAIMRun:
         local_probs = {k: probs for k in sampled}
         for step in range(1, s + 1):
             options = {k: [q for q in cands if q not in picks[k]] for k in sampled}
-            scores = {k: self.local_scores(self.agg.local(k), options[k], cands, local_probs[k]) for k in sampled}
-            choice = parallel_exponential_mechanism(
-                self.acc, self.noise, scores, epsilon=self.eps, sensitivity=self.delta_u, where="silo", round=t,
-                local_step=step,
-                query=f"round {t}, local step {step}: each sampled silo selects among {len(cands)} candidates")
+            query = f"round {t}, local step {step}: each sampled silo selects among {len(cands)} candidates"
+            if hasattr(self.agg, "local_select"):     # each silo's own process scores and selects
+                if s > 1:
+                    raise ValueError("local steps > 1 are not available over MPC")
+                charge_parallel_exponential(self.acc, "each silo's own OpenDP noisy max", sampled,
+                                            epsilon=self.eps, sensitivity=self.delta_u, query=query, round=t,
+                                            local_step=step)
+                choice = self.agg.local_select(self.scores_query(list(cands), cands, local_probs[sampled[0]]),
+                                               sampled, epsilon=self.eps, sensitivity=self.delta_u)
+            else:
+                scores = {k: self.local_scores(self.agg.local(k), options[k], cands, local_probs[k]) for k in sampled}
+                choice = parallel_exponential_mechanism(self.acc, self.noise, scores, epsilon=self.eps,
+                                                        sensitivity=self.delta_u, where="silo", round=t,
+                                                        local_step=step, query=query)
             for k in sampled:
                 picks[k].append(options[k][choice[k]])
             if step < s:
@@ -218,22 +280,13 @@ class FLAIMRun:
 
     def local_scores(self, silo, options: list[tuple[str, ...]], cands: dict, probs: dict) -> np.ndarray:
         """``u_k(q)`` for each option, computed on the silo's own rows."""
-        cols = self.prob.columns
-        column_gaps = None
-        if self.variant == "private":                 # the gap of q is the mean of its columns' gaps
-            oneways = [silo.marginal([i]) for i in range(len(self.prob.names))]
-            column_gaps = [heterogeneity_gap(oneways, self.proxy, [i]) for i in range(len(oneways))]
-        out = []
-        for q in options:
-            counts = silo.marginal(cols(q))
-            if column_gaps is not None:
-                gap = float(np.mean([column_gaps[i] for i in cols(q)]))
-            elif self.oracle_probs is not None:
-                gap = float(np.abs(counts - counts.sum() * self.oracle_probs[q]).sum())
-            else:
-                gap = 0.0
-            out.append(local_score(cands[q], counts, probs[q], self.sigma, gap))
-        return np.array(out)
+        return self.scores_query(options, cands, probs)(silo)
+
+    def scores_query(self, options: list[tuple[str, ...]], cands: dict, probs: dict) -> "LocalScoresQuery":
+        return LocalScoresQuery(tuple(tuple(self.prob.columns(q)) for q in options),
+                                tuple(float(cands[q]) for q in options), tuple(np.ravel(probs[q]) for q in options),
+                                self.sigma, tuple(self.proxy) if self.variant == "private" else None,
+                                None if self.oracle_probs is None else tuple(self.oracle_probs[q] for q in options))
 
     def refine_local_models(self, t: int, step: int, sampled: list[str], picks: dict, cands: dict) -> dict:
         """Each silo measures its latest choice with ``N(0, sigma^2)`` (a release, charged once by

@@ -16,7 +16,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..queries import MarginalsQuery, from_wire
+from ..mechanisms import OpenDPNoise
+from ..queries import MarginalsQuery, MaskedQuery, answer, concat, from_wire
 from ..silo import Silo
 from . import secure, world
 from .noise import gumbel_rounding_slack
@@ -75,6 +76,22 @@ class MPCAggregator:
         return _decode(q, secure.noisy_sum(_answer(q, self.own, 0, ranks), ranks, q.size(self.schema),
                                            _grid_sigma(q, sigma)))
 
+    def batch(self, parts: Sequence[tuple[object, Sequence[str]]]) -> tuple[object, list[str]]:
+        """One query for several ``(request, silos)``: each part answered only by its silos."""
+        union = [n for n in self.names if any(n in among for _, among in parts)]
+        if all(sorted(among) == sorted(union) for _, among in parts):
+            return concat([q for q, _ in parts]), union
+        return concat([MaskedQuery(q, tuple(self.ranks(among))) for q, among in parts]), union
+
+    def local_select(self, request, among: Sequence[str], *, epsilon: float, sensitivity: float) -> dict[str, int]:
+        """Each silo in ``among`` scores with ``request`` on its own rows and runs the exponential
+        mechanism itself (OpenDP's noisy max); only the chosen indices reach party 0. The caller
+        charges it (parallel composition over the silos)."""
+        q, ranks = _query(request, "local selection"), self.ranks(among)
+        self._send("local_select", q, ranks, epsilon=epsilon, sensitivity=sensitivity)
+        rows = world.gather_to_party0([_local_choice(q, self.own, 0, ranks, epsilon, sensitivity)])
+        return {self.names[r]: int(rows[r][0]) for r in ranks}
+
     def rounding_l2(self, request) -> float:
         """Extra L2 sensitivity from rounding a real answer to the grid: a record moves one silo's
         rounded answer by its exact change plus at most one grid step per cell."""
@@ -98,7 +115,8 @@ class MPCAggregator:
 
     def broadcast(self, payload: Mapping[str, np.ndarray], to: Sequence[str], *, round: int) -> None:
         """Nothing to do: public arrays travel with the queries that use them (Fed-TDA's encoding
-        with its second-moments query); DistAIM sends the parties no model."""
+        with its second-moments query, FLAIM's model marginals and proxy with its local-scores
+        query); DistAIM sends the parties no model."""
 
     def pool(self, prob) -> "SharedPool":
         return SharedPool(self, prob)
@@ -148,8 +166,14 @@ def _answer(q, own: Silo, me: int, ranks: list[int]) -> np.ndarray | None:
     """This party's answer as ring integers (reals on the ``2^-REAL_BITS`` grid), if it contributes."""
     if me not in ranks:
         return None
-    value = np.asarray(q(own))
+    value = answer(q, own, me)
     return np.rint(np.ldexp(value.astype(float), REAL_BITS)).astype(np.int64) if q.real else value.astype(np.int64)
+
+
+def _local_choice(q, own: Silo, me: int, ranks: list[int], epsilon: float, sensitivity: float) -> float:
+    if me not in ranks:
+        return -1.0
+    return float(OpenDPNoise().noisy_argmax(np.asarray(q(own), dtype=float), 2.0 * sensitivity / epsilon))
 
 
 def _decode(q, opened: np.ndarray | None) -> np.ndarray | None:
@@ -259,6 +283,9 @@ def serve(own: Silo, channel: world.Channel | None = None) -> None:
                 secure.noisy_sum(mine, cmd["among"], length, _grid_sigma(q, cmd["sigma"]))
             else:
                 pool = pool + secure.share_sum(mine, cmd["among"], length)
+        elif op == "local_select":
+            q = from_wire(own.schema, cmd["query"], arrays)
+            world.gather_to_party0([_local_choice(q, own, me, cmd["among"], cmd["epsilon"], cmd["sensitivity"])])
         elif op == "pool_new":
             pool = secure.zeros(int(cmd["length"]))
         elif op == "select":
