@@ -354,3 +354,31 @@ def test_a_bad_csv_at_another_party_stops_the_launch_with_its_message(files, tmp
     assert len(lines) == 1 and "bad.csv" in lines[0] and "sex" in lines[0]
     assert not (tmp_path / "o.csv").exists()
     assert _parties() - before == set()
+
+
+def test_a_party_with_another_schema_is_named_and_nothing_is_written(files, tmp_path):
+    _, schema_path, paths = files
+    before = _parties()
+    other = json.loads(schema_path.read_text())
+    other["columns"][0]["bins"] = 4
+    (tmp_path / "other.json").write_text(json.dumps(other))
+    common = ["--rendezvous", f"tcp://127.0.0.1:{free_port()}", "--parties", "2", "--timeout", "60"]
+    party = subprocess.Popen(CLI + ["mpc-party", "--rank", "1", *common, "--schema", str(tmp_path / "other.json"),
+                                    "--silo", str(paths[1])], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    dealer = subprocess.Popen(CLI + ["mpc-dealer", *common], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        run = subprocess.run(CLI + ["synth", "--method", "distaim", "--mpc", *common[:4], "--schema", str(schema_path),
+                                    "--silo", str(paths[0]), "--epsilon", "1", "--delta", "1e-9", "--quiet",
+                                    "--out", str(tmp_path / "o.csv")], capture_output=True, text=True, timeout=120)
+        party_err = party.communicate(timeout=60)[1]
+        dealer.communicate(timeout=60)
+    finally:
+        for p in (party, dealer):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert run.returncode == 2 and "party-1: loaded a different schema" in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1
+    assert party.returncode == 1 and "schema differs" in party_err
+    assert not (tmp_path / "o.csv").exists() and not (tmp_path / "o.ledger.json").exists()
+    assert _parties() - before == set()

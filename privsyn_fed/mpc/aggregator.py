@@ -11,11 +11,14 @@ charged as extra sensitivity (``rounding_l2``).
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from typing import Mapping, Sequence
 
 import numpy as np
 
+from ..errors import InputError, MPCError
 from ..mechanisms import OpenDPNoise
 from ..queries import MarginalsQuery, MaskedQuery, answer, concat, from_wire
 from ..silo import Silo
@@ -41,6 +44,12 @@ class MPCAggregator:
                            "dealer: exact discrete Gaussian (OpenDP) / exactly rounded Gumbel (CSPRNG)")
         self.schema = own.schema
         self.traffic = MPCTraffic(self)
+        self.channel.send({"op": "hello", "schema": schema_fingerprint(own.schema)})
+        agree = world.gather_to_party0([1.0])
+        different = [self.names[k] for k, (ok,) in enumerate(agree) if not ok]
+        if different:
+            raise InputError(f"{', '.join(different)}: loaded a different schema than party 0's; every party "
+                             "must use the same public schema file")
         self.threat_model = (f"secure multi-party computation among {len(self.names)} silo parties plus a "
                              f"dealer (CrypTen, semi-honest, TTP provider): {COLLUSION}")
 
@@ -170,6 +179,10 @@ def _answer(q, own: Silo, me: int, ranks: list[int]) -> np.ndarray | None:
     return np.rint(np.ldexp(value.astype(float), REAL_BITS)).astype(np.int64) if q.real else value.astype(np.int64)
 
 
+def schema_fingerprint(schema) -> str:
+    return hashlib.sha256(json.dumps(schema.to_dict(), sort_keys=True).encode()).hexdigest()
+
+
 def _local_choice(q, own: Silo, me: int, ranks: list[int], epsilon: float, sensitivity: float) -> float:
     if me not in ranks:
         return -1.0
@@ -272,7 +285,12 @@ def serve(own: Silo, channel: world.Channel | None = None) -> None:
         op = cmd["op"]
         if op == "stop":
             return
-        if op == "traffic":
+        if op == "hello":
+            same = cmd["schema"] == schema_fingerprint(own.schema)
+            world.gather_to_party0([1.0 if same else 0.0])
+            if not same:
+                raise MPCError("this party's schema differs from party 0's; use the same public schema file")
+        elif op == "traffic":
             world.gather_to_party0(_traffic_row(channel))
         elif op in ("sum", "noisy_sum", "pool_add"):
             q = from_wire(own.schema, cmd["query"], arrays)

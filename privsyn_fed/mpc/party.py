@@ -21,7 +21,10 @@ def party_main(rank: int, parties: int, rendezvous: str, schema_path: str, silo_
     world.join(world.Membership(rendezvous, parties, rank, timeout_s))
     try:
         serve(own)
-    except (RuntimeError, world.MPCError) as exc:
+    except world.MPCError as exc:
+        print(f"privsyn-fed mpc-party {rank}: error: {exc}", file=sys.stderr)
+        return 1
+    except RuntimeError as exc:
         print(f"privsyn-fed mpc-party {rank}: error: lost contact with the other parties "
               f"({' '.join(str(exc).split())[:300]}); stopping", file=sys.stderr)
         return 1
