@@ -65,6 +65,23 @@ def _float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
 
 
+def _rendezvous(text: str) -> str:
+    host, sep, port = text.removeprefix("tcp://").rpartition(":")
+    if not text.startswith("tcp://") or not sep or not host or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"must look like tcp://HOST:PORT, not {text!r}")
+    return text
+
+
+def _add_membership_args(p: argparse.ArgumentParser) -> None:
+    """Where a party or the dealer of a multi-host MPC release finds the others."""
+    p.add_argument("--parties", type=_positive_int, required=True, metavar="N",
+                   help="number of silo parties (the dealer is extra)")
+    p.add_argument("--rendezvous", type=_rendezvous, required=True, metavar="tcp://HOST:PORT",
+                   help="party 0's address")
+    p.add_argument("--timeout", type=_float, default=DEFAULT_MPC_TIMEOUT, metavar="SECONDS",
+                   help=f"how long to wait for the others (default {DEFAULT_MPC_TIMEOUT:g})")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="privsyn-fed", description=DESCRIPTION,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -156,7 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "every noisy sum, with each silo selecting in its own process): each --silo becomes its own "
                         "CrypTen party process (this process is party 0, the coordinator), plus a dealer "
                         "process; only noisy statistics and selected indices are ever opened")
-    m.add_argument("--rendezvous", metavar="tcp://HOST:PORT",
+    m.add_argument("--rendezvous", type=_rendezvous, metavar="tcp://HOST:PORT",
                    help="with --mpc across machines: party 0's address; the other parties and the dealer "
                         "are started on their hosts (`privsyn-fed mpc-party`, `mpc-dealer`) and --silo "
                         "names only this host's CSV")
@@ -183,21 +200,15 @@ def build_parser() -> argparse.ArgumentParser:
                                     "and follow party 0 (the host running `synth --mpc --rendezvous`). Only "
                                     "secret shares of its answers leave this process.")
     mp.add_argument("--rank", type=int, required=True, metavar="K", help="this party's rank, 1..N-1")
-    mp.add_argument("--parties", type=_positive_int, required=True, metavar="N", help="number of silo parties")
-    mp.add_argument("--rendezvous", required=True, metavar="tcp://HOST:PORT", help="party 0's address")
+    _add_membership_args(mp)
     mp.add_argument("--schema", required=True, metavar="SCHEMA", help="the public schema (same as party 0's)")
     mp.add_argument("--silo", required=True, metavar="CSV", help="this party's CSV")
-    mp.add_argument("--timeout", type=_float, default=DEFAULT_MPC_TIMEOUT, metavar="SECONDS",
-                    help=f"how long to wait for the others (default {DEFAULT_MPC_TIMEOUT:g})")
 
     dl = sub.add_parser("mpc-dealer", help="run the dealer (trusted third party) of an MPC release",
                         description="Join an MPC release as the dealer (rank N): it deals CrypTen's correlated "
                                     "randomness and the DP noise as secret shares, and sees no data. It must "
                                     "run on a host that no silo party controls.")
-    dl.add_argument("--parties", type=_positive_int, required=True, metavar="N", help="number of silo parties")
-    dl.add_argument("--rendezvous", required=True, metavar="tcp://HOST:PORT", help="party 0's address")
-    dl.add_argument("--timeout", type=_float, default=DEFAULT_MPC_TIMEOUT, metavar="SECONDS",
-                    help=f"how long to wait for the parties (default {DEFAULT_MPC_TIMEOUT:g})")
+    _add_membership_args(dl)
     dl.add_argument("--seed", type=int, metavar="S", help="seeded noise for tests: NOT private")
 
     au = sub.add_parser("audit", help="re-check a privacy ledger",
@@ -466,8 +477,6 @@ def _check_mpc_args(args: argparse.Namespace) -> None:
         raise InputError("flaim over MPC runs one local step with --variant naive or private "
                          "(--local-steps > 1 refits the model inside each silo; oracle is not private)")
     if args.rendezvous:
-        if not args.rendezvous.startswith("tcp://") or ":" not in args.rendezvous[len("tcp://"):]:
-            raise InputError(f"--rendezvous must look like tcp://HOST:PORT, not {args.rendezvous!r}")
         if not args.parties or args.parties < 2:
             raise InputError("--rendezvous needs --parties N (at least 2 silo parties)")
         if len(args.silo) != 1:

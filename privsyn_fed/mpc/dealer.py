@@ -20,7 +20,7 @@ from .crypten_shim import import_crypten
 
 def run_dealer(seed: int | None = None) -> None:
     """Serve the parties until party 0 sends ``terminate`` (blocks; call after ``configure``)."""
-    crypten = import_crypten()
+    import_crypten()
     from crypten.mpc.provider.ttp_provider import TTPServer
 
     noise = ExactDealerNoise() if seed is None else SeededDealerNoise(seed)
@@ -40,5 +40,4 @@ def run_dealer(seed: int | None = None) -> None:
             """1 when the noise is seeded (not private), else 0: recorded in the ledger."""
             return torch.tensor([1 if noise.seeded else 0], dtype=torch.long)
 
-    del crypten
     Dealer()

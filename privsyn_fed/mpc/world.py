@@ -91,14 +91,16 @@ class Channel:
 
     def send(self, header: dict, arrays: dict[str, np.ndarray] | None = None) -> None:
         arrays = arrays or {}
+        odd = [k for k, v in arrays.items() if np.asarray(v).dtype not in (np.int64, np.float64)]
+        if odd:
+            raise TypeError(f"command arrays must be int64 or float64: {', '.join(odd)}")
         header = {**header, "_arrays": [[k, str(np.asarray(v).dtype), list(np.shape(v))]
                                         for k, v in arrays.items()]}
         raw = json.dumps(header).encode()
         self._bcast(torch.tensor([len(raw)], dtype=torch.long))
         self._bcast(torch.frombuffer(bytearray(raw), dtype=torch.uint8))
         for name, value in arrays.items():
-            value = np.ascontiguousarray(value)
-            self._bcast(torch.from_numpy(value.astype(value.dtype.newbyteorder("="))))
+            self._bcast(torch.from_numpy(np.ascontiguousarray(value)))
 
     def receive(self) -> tuple[dict, dict[str, np.ndarray]]:
         n = self._bcast(torch.zeros(1, dtype=torch.long))
