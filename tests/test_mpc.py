@@ -382,3 +382,38 @@ def test_a_party_with_another_schema_is_named_and_nothing_is_written(files, tmp_
     assert party.returncode == 1 and "schema differs" in party_err
     assert not (tmp_path / "o.csv").exists() and not (tmp_path / "o.ledger.json").exists()
     assert _parties() - before == set()
+
+
+def test_rounded_real_answers_keep_the_charged_sensitivity(files):
+    """D versus D plus one record (the records of D keep their encoding randomness): a silo's
+    second moments rounded to the shared grid move by at most the planned sensitivity B^2 plus the
+    charged rounding slack sqrt(cells) 2^-16."""
+    from privsyn_fed.methods.fedtda import Encoding, ICDM, upper
+    from privsyn_fed.mpc.aggregator import REAL_BITS, _answer
+
+    class Fixed:                       # a real-valued answer handed to the party's grid rounding
+        real = True
+
+        def __init__(self, value):
+            self.value = value
+
+        def __call__(self, silo):
+            return self.value
+
+    _, schema_path, paths = files
+    schema = pf.Schema.load(schema_path)
+    silo = pf.Silo.from_csv(paths[0], schema)
+    rng = np.random.default_rng(11)
+    bound = 2.0
+    encoding = Encoding(schema, [ICDM(rng.dirichlet(np.ones(n))) for n in schema.shape],
+                        [None] * len(schema.columns), bound)
+    cells = encoding.width * (encoding.width + 1) // 2
+    slack = math.sqrt(cells) * 2.0 ** -REAL_BITS
+    for trial in range(10):
+        extra = np.array([[rng.integers(0, s) for s in schema.shape]])
+        x = encoding.encode(np.vstack([silo.rows(), extra]), np.full((len(silo.rows()) + 1, len(schema.columns)),
+                                                                     np.nan), np.random.default_rng(trial))
+        d, d_plus = upper(x[:-1].T @ x[:-1]), upper(x.T @ x)
+        moved = (_answer(Fixed(d_plus), silo, 0, [0]) - _answer(Fixed(d), silo, 0, [0])) * 2.0 ** -REAL_BITS
+        assert np.linalg.norm(moved) <= bound ** 2 + slack
+        assert np.linalg.norm(d_plus - d) <= bound ** 2 + 1e-9
