@@ -1,10 +1,24 @@
-"""The Python API: ``synthesize(silos, method=..., epsilon=..., delta=...)``."""
+"""The Python API: ``synthesize(silos, method=..., epsilon=..., delta=...)``.
+
+A release moves through one lifecycle, so that its ledger, its budget reservation and its files
+always tell the same story:
+  1. ``prepare`` checks everything that needs no private data (the command line calls it before
+     it reserves any budget or reads any silo);
+  2. the method runs; every mechanism charges the ledger before its noisy value exists;
+  3. the caller's files are staged under temporary names (``write_outputs``);
+  4. the ledger is marked ``complete``, then the reservation is settled at the ledger's spend;
+  5. the staged files are renamed into place.
+Any failure or interrupt before step 5 discards the staged files, marks the ledger ``failed``
+with what it spent and settles the reservation at that spend (at zero only when no mechanism
+ran); if that settlement cannot be written the reservation stays counted in full.
+"""
 from __future__ import annotations
 
 import math
+import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -12,10 +26,11 @@ import pandas as pd
 from .accounting import Accountant, epsilon_to_rho
 from .accounting.budget_store import Reservation
 from .aggregate import Aggregator, InProcessAggregator
-from .encode import decode_codes
 from .errors import InputError
-from .fileio import write_atomic
+from .fileio import Staged, write_atomic
+from .interrupt import checkpoint
 from .mechanisms import noise_source
+from .output import SyntheticRows, check_rows, default_rows
 from .progress import Progress, Silent
 from .schema import Schema
 from .silo import Silo
@@ -23,39 +38,107 @@ from .silo import Silo
 METHODS = ("aim", "distaim", "flaim", "fedtda")
 #: Fewest silos each method accepts.
 MIN_SILOS = {"aim": 1, "distaim": 2, "flaim": 2, "fedtda": 1}
+#: Up to this many rows the synthetic table is drawn inside the run (a failure fails the run);
+#: larger tables are drawn chunk by chunk when read or written.
+EAGER_ROWS = 2_000_000
 
 
 @dataclass
 class SynthResult:
     """A synthetic table, the ledger of the release that produced it, and run details."""
 
-    data: pd.DataFrame
+    output: SyntheticRows
     ledger: dict[str, Any]
     method: str
     info: dict[str, Any]
     accountant: Accountant | None = field(default=None, repr=False)
-    #: The fitted graphical model the rows were sampled from (for holdout likelihoods).
+    #: The fitted model the rows are sampled from (for holdout likelihoods).
     model: Any = field(default=None, repr=False)
+    _data: pd.DataFrame | None = field(default=None, repr=False)
+
+    @property
+    def rows(self) -> int:
+        return self.output.count
+
+    @property
+    def data(self) -> pd.DataFrame:
+        """The whole table (drawn on first use when it was too large to draw during the run)."""
+        if self._data is None:
+            self._data = self.output.frame()
+        return self._data
+
+    def chunks(self) -> Iterator[pd.DataFrame]:
+        if self._data is not None:
+            yield self._data
+        else:
+            yield from self.output.chunks()
+
+    def write_csv(self, fh) -> None:
+        for i, part in enumerate(self.chunks()):
+            part.to_csv(fh, index=False, header=(i == 0), na_rep="")
 
     def to_csv(self, path: str | Path) -> None:
-        write_csv_atomic(self.data, Path(path))
-
-
-def write_csv_atomic(df: pd.DataFrame, path: Path) -> None:
-    write_atomic(path, lambda fh: df.to_csv(fh, index=False, na_rep=""))
+        write_atomic(Path(path), self.write_csv)
 
 
 def check_budget_args(epsilon: float, delta: float) -> None:
-    if not isinstance(epsilon, (int, float)) or not math.isfinite(epsilon) or epsilon <= 0:
+    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not math.isfinite(epsilon) or epsilon <= 0:
         raise InputError(f"epsilon must be a positive finite number, not {epsilon!r}")
-    if not isinstance(delta, (int, float)) or not 0 < delta < 1:
+    if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 < delta < 1:
         raise InputError(f"delta must lie strictly between 0 and 1, not {delta!r}")
+
+
+def check_seed(seed: int | None) -> None:
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
+                             or not 0 <= seed < 2 ** 63 - 16):
+        raise InputError(f"seed must be a whole number from 0 to 2^63 - 17, not {seed!r}")
+
+
+def _options_class(method: str):
+    if method == "aim":
+        from .methods.aim import AIMOptions
+        return AIMOptions
+    if method == "distaim":
+        from .methods.federated import FederatedOptions
+        return FederatedOptions
+    if method == "flaim":
+        from .methods.flaim import FLAIMOptions
+        return FLAIMOptions
+    from .methods.fedtda import FedTDAOptions
+    return FedTDAOptions
+
+
+def prepare(method: str, schema: Schema, n_silos: int, *, epsilon: float, delta: float,
+            rows: int | None = None, seed: int | None = None, **options: Any):
+    """Every check of a release request that needs no private data: the method, the budget,
+    the number of silos, the row count, the seed, and the method's options against the public
+    schema (workload and model sizes, round counts). Returns the method's validated options;
+    raises ``InputError`` naming what is wrong."""
+    if method not in METHODS:
+        raise InputError(f"unknown method {method!r}; available: {', '.join(METHODS)}")
+    check_budget_args(epsilon, delta)
+    if n_silos < MIN_SILOS[method]:
+        raise InputError(f"method {method} needs at least {MIN_SILOS[method]} silos, got {n_silos}")
+    check_rows(rows)
+    check_seed(seed)
+    cls = _options_class(method)
+    known = set(cls.__dataclass_fields__)
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise InputError(f"option {unknown[0]!r} does not apply to method {method}; it takes: "
+                         f"{', '.join(sorted(known))}")
+    opts = cls(**options)
+    opts.validate()
+    opts.check_schema(schema)
+    return opts
 
 
 def synthesize(silos: Sequence[Silo], method: str = "aim", epsilon: float = 1.0, delta: float = 1e-9, *,
                rows: int | None = None, seed: int | None = None, ledger_path: str | Path | None = None,
                progress: bool | Progress = False, aggregator: Aggregator | None = None,
-               reservation: Reservation | None = None, **options: Any) -> SynthResult:
+               reservation: Reservation | None = None,
+               write_outputs: Callable[["SynthResult", dict], Staged] | None = None,
+               **options: Any) -> SynthResult:
     """Release one synthetic table of the silos' union under (epsilon, delta)-DP.
 
     ``seed`` makes the run reproducible by drawing noise from a seeded generator; such a release
@@ -63,17 +146,18 @@ def synthesize(silos: Sequence[Silo], method: str = "aim", epsilon: float = 1.0,
     ``ledger_path`` makes the ledger durable: it is written before each noisy value is released.
     ``aggregator`` (federated methods) combines the silos' statistics; the default is the
     in-process trusted aggregator. ``reservation`` (from ``BudgetStore.reserve``, booked for
-    this run's epsilon and delta) is settled with what the ledger spent, whether the run
-    completes or fails. Method options are keyword arguments: ``AIMOptions`` for
-    ``aim``, ``FederatedOptions`` for ``distaim``, ``FLAIMOptions`` for ``flaim``.
+    this run's epsilon and delta) is settled at what the ledger spent, whether the run completes
+    or fails. ``write_outputs(result, final_ledger)`` stages the release's files and returns the
+    ``Staged`` set; they are published only once the ledger is complete and the reservation
+    settled (see the module docstring). Method options are keyword arguments: ``AIMOptions``
+    for ``aim``, ``FederatedOptions`` for ``distaim``, ``FLAIMOptions`` for ``flaim``,
+    ``FedTDAOptions`` for ``fedtda``.
     """
-    if method not in METHODS:
-        raise InputError(f"unknown method {method!r}; available: {', '.join(METHODS)}")
-    check_budget_args(epsilon, delta)
     n_silos = len(aggregator.silo_names) if aggregator is not None else len(silos)
-    if n_silos < MIN_SILOS[method]:
-        raise InputError(f"method {method} needs at least {MIN_SILOS[method]} silos, got {n_silos}")
+    if not silos:
+        raise InputError("no silos given")
     schema: Schema = silos[0].schema
+    opts = prepare(method, schema, n_silos, epsilon=epsilon, delta=delta, rows=rows, seed=seed, **options)
     seen = set()
     for s in silos:
         if s.schema.to_dict() != schema.to_dict():
@@ -81,11 +165,9 @@ def synthesize(silos: Sequence[Silo], method: str = "aim", epsilon: float = 1.0,
         if s.name in seen:
             raise InputError(f"{s.name}: the same silo is given twice")
         seen.add(s.name)
-    if rows is not None and (not isinstance(rows, (int, np.integer)) or rows < 1):
-        raise InputError(f"rows must be a positive integer, not {rows!r}")
     reporter = progress if isinstance(progress, Progress) else (Progress(method) if progress else Silent())
 
-    opts, threat, run = _method(method, silos, aggregator, options)
+    threat, run = _runner(method, silos, aggregator)
     noise = noise_source(seed)
     details = {"silos": n_silos, "columns": schema.names, "noise": noise.name,
                "options": {k: v for k, v in vars(opts).items() if k != "workload"}}
@@ -102,59 +184,75 @@ def synthesize(silos: Sequence[Silo], method: str = "aim", epsilon: float = 1.0,
                                    "run": reservation.run}
     acc = Accountant(epsilon, delta, method, seeded=noise.seeded, ledger_path=ledger_path,
                      threat_model=threat, details=details)
+    if reservation is not None:
+        reservation.bind(acc)
+    staged = None
     try:
-        result = run(acc, noise, opts, rows, seed, reporter)
-        rng = np.random.default_rng(None if seed is None else seed + 2)
-        data = result.data if result.data is not None else decode_codes(result.codes, schema, rng)
-    except BaseException:
-        acc.finish("failed")
+        fitted = run(acc, noise, opts, seed, reporter)
+        count = rows if rows is not None else default_rows(fitted.sampler.total)
+        output = SyntheticRows(fitted.sampler, count, secrets.randbits(63) if seed is None else seed + 1)
+        info = {"rounds": fitted.rounds, "workload": [list(c) for c in fitted.workload], "rows": count,
+                **fitted.info}
+        result = SynthResult(output, {}, method, info, acc, fitted.model)
+        if count <= EAGER_ROWS:
+            result._data = output.frame()
+        final = {"rounds": fitted.rounds, "rows": count,
+                 **{k: v for k, v in fitted.info.items() if k == "traffic"}}
+        if write_outputs is not None:
+            staged = write_outputs(result, acc.preview("complete", **final))
+        checkpoint()                 # the last safe point: after it the release is committed
+        acc.finish("complete", **final)
         if reservation is not None:
-            reservation.settle(acc.rho_spent, "failed")
+            reservation.settle(acc.rho_spent, "complete")
+    except BaseException as exc:
+        if staged is not None:
+            staged.discard()
+        for note in _abandon(acc, reservation):
+            exc.add_note(note)
         raise
     finally:
         reporter.close()
-    info = {"rounds": result.rounds, "workload": [list(c) for c in result.workload], "rows": len(data),
-            **result.info}
-    acc.finish("complete", rounds=result.rounds, rows=len(data),
-               **{k: v for k, v in result.info.items() if k == "traffic"})
+    result.ledger = acc.ledger()
+    if staged is not None:
+        staged.publish()
+    return result
+
+
+def _abandon(acc: Accountant, reservation: Reservation | None) -> list[str]:
+    """Mark a run that did not complete: ledger ``failed`` with its spend, reservation settled
+    at that spend. Returns what could not be recorded (a full disk, a locked store)."""
+    notes = []
+    try:
+        acc.finish("failed")
+    except Exception as exc:        # the ledger on disk still holds every charge written so far
+        notes.append(f"the ledger could not be marked failed ({' '.join(str(exc).split())})")
     if reservation is not None:
-        reservation.settle(acc.rho_spent, "complete")
-    return SynthResult(data, acc.ledger(), method, info, acc, result.model)
+        try:
+            reservation.fail()
+        except Exception as exc:
+            notes.append(f"the budget store could not be settled ({' '.join(str(exc).split())}); run "
+                         f"{reservation.run} stays counted at its whole reservation until "
+                         f"`privsyn-fed budget settle --budget-store {reservation.store.path} --run {reservation.run}`")
+    return notes
 
 
-def _method(method: str, silos: Sequence[Silo], aggregator: Aggregator | None, options: dict[str, Any]):
-    """Options, threat model and a runner ``(acc, noise, opts, rows, seed, progress)`` for ``method``."""
-    def seeds(seed):       # client sampling, then sampling rows from the model
-        return (None, None) if seed is None else (seed + 3, seed + 1)
+def _runner(method: str, silos: Sequence[Silo], aggregator: Aggregator | None):
+    """The threat model and a runner ``(acc, noise, opts, seed, progress) -> MethodResult``."""
+    def sampling_seed(seed):       # which silos take part (never the data)
+        return None if seed is None else seed + 3
 
     if method == "aim":
-        from .methods.aim import THREAT_MODEL, AIMOptions, run_aim
-        opts = _options(AIMOptions, options)
-        return opts, THREAT_MODEL, lambda acc, noise, o, rows, seed, prog: run_aim(
-            Silo.pooled(silos), acc, noise, o, rows, sample_seed=seeds(seed)[1], progress=prog)
+        from .methods.aim import THREAT_MODEL, run_aim
+        return THREAT_MODEL, lambda acc, noise, o, seed, prog: run_aim(Silo.pooled(silos), acc, noise, o, progress=prog)
     agg = aggregator or InProcessAggregator(silos)
     if method == "distaim":
         from .methods.distaim import run_distaim, threat_model
-        from .methods.federated import FederatedOptions
-        opts = _options(FederatedOptions, options)
-        return opts, threat_model(agg), lambda acc, noise, o, rows, seed, prog: run_distaim(
-            agg, acc, noise, o, rows, *seeds(seed), progress=prog)
+        return threat_model(agg), lambda acc, noise, o, seed, prog: run_distaim(
+            agg, acc, noise, o, sampling_seed(seed), progress=prog)
     if method == "fedtda":
-        from .methods.fedtda import FedTDAOptions, run_fedtda, threat_model
-        opts = _options(FedTDAOptions, options)
-        return opts, threat_model(agg), lambda acc, noise, o, rows, seed, prog: run_fedtda(
-            agg, acc, noise, o, rows, *seeds(seed), progress=prog)
-    from .methods.flaim import FLAIMOptions, run_flaim, threat_model
-    opts = _options(FLAIMOptions, options)
-    return opts, threat_model(agg), lambda acc, noise, o, rows, seed, prog: run_flaim(
-        agg, acc, noise, o, rows, *seeds(seed), progress=prog)
-
-
-def _options(cls, options: dict[str, Any]):
-    known = set(cls.__dataclass_fields__)
-    unknown = sorted(set(options) - known)
-    if unknown:
-        raise InputError(f"option {unknown[0]!r} does not apply to this method; it takes: {', '.join(sorted(known))}")
-    opts = cls(**options)
-    opts.validate()
-    return opts
+        from .methods.fedtda import run_fedtda, threat_model
+        return threat_model(agg), lambda acc, noise, o, seed, prog: run_fedtda(
+            agg, acc, noise, o, sampling_seed(seed), progress=prog)
+    from .methods.flaim import run_flaim, threat_model
+    return threat_model(agg), lambda acc, noise, o, seed, prog: run_flaim(
+        agg, acc, noise, o, sampling_seed(seed), progress=prog)

@@ -115,7 +115,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--model-out", metavar="MODEL.npz",
                    help="also save the fitted graphical model (post-processing of the release, safe to "
                         "publish with it) for `evaluate --model` (holdout likelihood)")
-    s.add_argument("--force", action="store_true", help="replace OUT and LEDGER if they already exist")
+    s.add_argument("--force", action="store_true",
+                   help="replace OUT, LEDGER, --report and --model-out if they already exist (never an input)")
+    s.add_argument("--allow-identical-silos", action="store_true",
+                   help="accept two --silo files with identical contents. By default they are refused: the same "
+                        "records would count twice while the ledger charges once")
     s.add_argument("--quiet", action="store_true", help="no progress display")
     b = s.add_argument_group("shared budget (several releases of one dataset draw on one total)")
     b.add_argument("--budget-store", metavar="STORE.db",
@@ -219,6 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
     au.add_argument("--json", action="store_true", help="print the audit result as JSON")
     au.add_argument("--report", metavar="REPORT.html",
                     help="also write a human-readable report (.html with a chart, or .md)")
+    au.add_argument("--force", action="store_true", help="replace --report if it already exists")
     em = au.add_argument_group("empirical check (instead of a ledger): does an implementation leak more "
                                "than it claims?")
     em.add_argument("--empirical", action="store_true",
@@ -234,13 +239,22 @@ def build_parser() -> argparse.ArgumentParser:
     em.add_argument("--confidence", type=_float, default=0.95, metavar="C",
                     help="confidence of the lower bound (default 0.95)")
 
-    bu = sub.add_parser("budget", help="show a budget store: runs, spend and what is left",
-                        description="Show the datasets of a budget store, their total budget, every run "
-                                    "that drew on it (reserved, complete, failed or rejected) and what is left.")
-    bu.add_argument("action", choices=["show"], help="what to do (show)")
+    bu = sub.add_parser("budget", help="show a budget store, or close a stale reservation",
+                        description="show: the datasets of a budget store, their total budget, every run that "
+                                    "drew on it (reserved, complete, failed, rejected or abandoned) and what is "
+                                    "left. settle: close the reservation of a run whose process is gone "
+                                    "(killed, or its host lost) at the spend its ledger records, never below it.",
+                        epilog="example:\n  privsyn-fed budget settle --budget-store budget.db --run 7",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    bu.add_argument("action", choices=["show", "settle"], help="show, or settle a stale reservation")
     bu.add_argument("--budget-store", required=True, metavar="STORE.db", help="the budget store file")
-    bu.add_argument("--dataset-id", metavar="ID", help="only this dataset (default: all)")
-    bu.add_argument("--json", action="store_true", help="print JSON")
+    bu.add_argument("--dataset-id", metavar="ID", help="show: only this dataset (default: all)")
+    bu.add_argument("--json", action="store_true", help="show: print JSON")
+    bu.add_argument("--run", type=_positive_int, metavar="N", help="settle: the run to close (see `budget show`)")
+    bu.add_argument("--ledger", metavar="LEDGER.json",
+                    help="settle: the run's ledger (default: the path the store recorded for it)")
+    bu.add_argument("--confirm-stopped", action="store_true",
+                    help="settle: the run was started on another host and you have made sure it has stopped")
 
     pa = sub.add_parser("partition", help="split one table into client CSVs (experiments)",
                         description="Split one table into K client CSVs for experiments, IID or with "
@@ -261,7 +275,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="Dirichlet concentration for dirichlet and quantity (default 0.5; smaller = more skew)")
     pa.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the split (default 0)")
     pa.add_argument("--out", required=True, metavar="DIR", help="folder for client_000.csv ... and manifest.json")
-    pa.add_argument("--force", action="store_true", help="write into DIR even if it already has files")
+    pa.add_argument("--force", action="store_true",
+                    help="replace DIR's client files and manifest from an earlier split, as a whole (DIR must "
+                         "hold nothing else)")
 
     ev = sub.add_parser("evaluate", help="compare a synthetic CSV with the real data",
                         description="Utility and disclosure measures of a synthetic table against the "
@@ -284,43 +300,60 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--model", metavar="MODEL.npz",
                     help="the model saved by `synth --model-out`: adds the holdout negative log-likelihood")
     ev.add_argument("--json", metavar="OUT.json", help="also write the full result as JSON")
+    ev.add_argument("--force", action="store_true", help="replace --json if it already exists")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; SIGINT and SIGTERM stop it at the next safe point (``interrupt``)."""
+    from .interrupt import deferred_signals
+
     args = build_parser().parse_args(argv)
+    with deferred_signals():
+        return _run(args)
+
+
+def _one_line(exc: BaseException) -> str:
+    """The exception's message and its notes (what could not be recorded) on one line."""
+    parts = [str(exc)] + list(getattr(exc, "__notes__", []))
+    return "; ".join(" ".join(p.split()) for p in parts if p.strip())
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .interrupt import Interrupted
+
+    commands = {"synth": _synth, "audit": _audit, "partition": _partition, "evaluate": _evaluate,
+                "budget": _budget, "mpc-demo": _mpc_demo, "mpc-party": _mpc_party, "mpc-dealer": _mpc_dealer}
     try:
-        commands = {"synth": _synth, "audit": _audit, "partition": _partition, "evaluate": _evaluate,
-                    "budget": _budget, "mpc-demo": _mpc_demo, "mpc-party": _mpc_party, "mpc-dealer": _mpc_dealer}
         return commands[args.command](args)
     except InputError as exc:
-        print(f"privsyn-fed: error: {exc}", file=sys.stderr)
+        print(f"privsyn-fed: error: {_one_line(exc)}", file=sys.stderr)
         return 2
     except BudgetExceeded as exc:
-        print(f"privsyn-fed: refused: {exc}", file=sys.stderr)
+        print(f"privsyn-fed: refused: {_one_line(exc)}", file=sys.stderr)
         return 1
     except MPCError as exc:
-        print(f"privsyn-fed: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        print(f"privsyn-fed: error: {_one_line(exc)}", file=sys.stderr)
         return 1
+    except Interrupted as exc:
+        print(f"privsyn-fed: {_one_line(exc)}; nothing was written but the ledger and the budget store, "
+              "which record what was spent", file=sys.stderr)
+        return exc.exit_status
     except KeyboardInterrupt:
         print("privsyn-fed: interrupted; the ledger records what was spent", file=sys.stderr)
+        return 130
+    except OSError as exc:         # the environment: a full disk, a folder made read-only meanwhile
+        where = f"{exc.filename}: " if exc.filename else ""
+        exc.args = (f"{where}{exc.strerror or exc}",)
+        print(f"privsyn-fed: error: {_one_line(exc)} (nothing was released)", file=sys.stderr)
         return 1
     except Exception as exc:  # an internal failure: one line, the ledger keeps what was spent
         if os.environ.get("PRIVSYN_FED_DEBUG"):
             raise
-        print(f"privsyn-fed: internal error: {type(exc).__name__}: {' '.join(str(exc).split())} "
+        print(f"privsyn-fed: internal error: {type(exc).__name__}: {_one_line(exc)} "
               "(no output was written; the ledger, if any, records what was spent; set "
               "PRIVSYN_FED_DEBUG=1 for the traceback)", file=sys.stderr)
         return 1
-
-
-def _check_output(path: Path, what: str, force: bool) -> None:
-    if not path.parent.is_dir():
-        raise InputError(f"{path}: the folder {str(path.parent)!r} for the {what} does not exist")
-    if path.is_dir():
-        raise InputError(f"{path}: is a folder; give a file name for the {what}")
-    if path.exists() and not force:
-        raise InputError(f"{path}: already exists; choose another name or pass --force to replace it")
 
 
 AIM_FAMILY = ("aim", "distaim", "flaim")
@@ -359,35 +392,43 @@ def _method_options(args: argparse.Namespace) -> dict:
 
 
 def _synth(args: argparse.Namespace) -> int:
-    from .api import MIN_SILOS, check_budget_args, synthesize
+    """Check everything public, reserve, read the silos, run, then commit the files (``api``)."""
+    from .api import prepare, synthesize
+    from .interrupt import checkpoint
+    from .paths import Named, check_distinct, check_files, check_identical_contents
     from .schema import Schema
     from .silo import Silo
 
-    check_budget_args(args.epsilon, args.delta)
     out = Path(args.out)
     ledger = Path(args.ledger) if args.ledger else out.with_suffix(".ledger.json")
-    if ledger.resolve() == out.resolve():
-        raise InputError(f"{ledger}: the ledger cannot be the output CSV itself")
-    _check_output(out, "synthetic CSV", args.force)
-    _check_output(ledger, "ledger", args.force)
-    if args.model_out:
-        if args.method not in AIM_FAMILY:
-            raise InputError(f"--model-out applies to the graphical-model methods ({', '.join(AIM_FAMILY)})")
-        _check_output(Path(args.model_out), "model", args.force)
-    if args.report:
-        _check_output(Path(args.report), "report", args.force)
-        if Path(args.report).suffix.lower() not in (".html", ".htm", ".md", ".markdown"):
-            raise InputError(f"{args.report}: the report is written as .html or .md")
     options = _method_options(args)
     _check_mpc_args(args)
-    if len(args.silo) < MIN_SILOS[args.method] and not args.rendezvous:
-        raise InputError(f"--method {args.method} needs at least {MIN_SILOS[args.method]} --silo files, "
-                         f"got {len(args.silo)}")
+    if args.model_out and args.method not in AIM_FAMILY:
+        raise InputError(f"--model-out applies to the graphical-model methods ({', '.join(AIM_FAMILY)})")
+    if args.report:
+        from .accounting.report import check_report_path
+        check_report_path(args.report)
     if (args.dataset_id or args.total_epsilon is not None) and not args.budget_store:
         raise InputError("--dataset-id and --total-epsilon need --budget-store")
     if args.budget_store and not args.dataset_id:
         raise InputError("--budget-store needs --dataset-id (the dataset this release draws on)")
+    silo_files = [Named("--silo", Path(p)) for p in args.silo]
+    outputs = [(Named("--out", out), "synthetic CSV"),
+               (Named("--ledger" if args.ledger else "the ledger", ledger), "ledger")]
+    if args.model_out:
+        outputs.append((Named("--model-out", Path(args.model_out)), "model"))
+    if args.report:
+        outputs.append((Named("--report", Path(args.report)), "report"))
+    stores = [Named("--budget-store", Path(args.budget_store))] if args.budget_store else []
+    check_files([Named("--schema", Path(args.schema)), *silo_files], outputs, force=args.force, stores=stores)
+    check_distinct(silo_files)
     schema = Schema.load(args.schema)
+    n_silos = args.parties if args.rendezvous else len(args.silo)
+    prepare(args.method, schema, n_silos, epsilon=args.epsilon, delta=args.delta, rows=args.rows,
+            seed=args.seed, **options)
+    if args.rows:
+        _check_disk(out, args.rows, len(schema.columns))
+
     reservation = None
     if args.budget_store:                                   # before any silo is read
         from .accounting.budget_store import BudgetStore
@@ -395,6 +436,13 @@ def _synth(args: argparse.Namespace) -> int:
             args.dataset_id, epsilon=args.epsilon, delta=args.delta, method=args.method,
             total_epsilon=args.total_epsilon, ledger=str(ledger))
     try:
+        checkpoint()
+        if not args.rendezvous:         # every silo file is on this machine
+            check_identical_contents(silo_files, args.allow_identical_silos)
+
+        def stage(result, final_ledger):
+            return _stage_outputs(args, out, schema, result, final_ledger)
+
         def release(silos, aggregator=None):
             for silo in silos:
                 for col, n in silo.clipped.items():
@@ -404,7 +452,7 @@ def _synth(args: argparse.Namespace) -> int:
                               file=sys.stderr)
             return synthesize(silos, args.method, args.epsilon, args.delta, rows=args.rows, seed=args.seed,
                               ledger_path=ledger, progress=not args.quiet, reservation=reservation,
-                              aggregator=aggregator, **options)
+                              aggregator=aggregator, write_outputs=stage, **options)
 
         if args.mpc:
             from .mpc.launch import coordinator
@@ -417,26 +465,22 @@ def _synth(args: argparse.Namespace) -> int:
                 result = release([agg.own], agg)
                 n_silos = len(agg.silo_names)
         else:
-            silos = [Silo.from_csv(p, schema) for p in args.silo]   # every input checked before any spend
+            silos = []
+            for p in args.silo:                   # every input checked before any spend
+                silos.append(Silo.from_csv(p, schema))
+                checkpoint()
             result = release(silos)
-            n_silos = len(silos)
-    except BaseException:
-        if reservation is not None:
-            reservation.settle(0.0, "rejected")        # only when nothing was charged (else already settled)
-        raise
-    try:
-        result.to_csv(out)
-        if args.model_out:
-            from .pgm import MarginalReader
-            MarginalReader(result.model).factorisation().save(args.model_out)
-        if args.report:
-            from .accounting.report import write_report
-            write_report(result.ledger, args.report)
-    except BaseException:
-        result.accountant.finish("failed")
+    except BaseException as exc:
+        if reservation is not None and reservation.accountant is None:   # no mechanism ran
+            try:
+                reservation.fail()
+            except Exception as settle_error:
+                exc.add_note(f"the budget store could not record that nothing was spent ({settle_error}); "
+                             f"run {reservation.run} stays counted at its whole reservation until "
+                             f"`privsyn-fed budget settle`")
         raise
     led = result.ledger
-    print(f"wrote {out}: {len(result.data)} rows x {result.data.shape[1]} columns "
+    print(f"wrote {out}: {result.rows} rows x {len(schema.columns)} columns "
           f"from {n_silos} silo(s) by {args.method}" + (" over MPC" if args.mpc else ""))
     print(f"wrote {ledger}: epsilon={led['epsilon']:.4f} at delta={led['delta']:g} spent "
           f"(rho {led['rho_spent']:.6g} of {led['rho_budget']:.6g}) in {len(led['entries'])} mechanism calls")
@@ -462,6 +506,41 @@ def _synth(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_disk(out: Path, rows: int, columns: int) -> None:
+    """Refuse a row count whose CSV cannot fit on the output's disk (at least 2 bytes a cell)."""
+    import shutil
+
+    from .output import min_csv_bytes
+    need, free = min_csv_bytes(rows, columns), shutil.disk_usage(out.parent).free
+    if need > free:
+        raise InputError(f"{out}: {rows:,} rows of {columns} columns need at least {need / 1e9:,.1f} GB, but "
+                         f"only {free / 1e9:,.1f} GB is free there; ask for fewer --rows")
+
+
+def _stage_outputs(args: argparse.Namespace, out: Path, schema, result, final_ledger):
+    """The release's files, written in full under temporary names (published on commit)."""
+    from .fileio import Staged
+
+    _check_disk(out, result.rows, len(schema.columns))
+    if not args.quiet and result.rows > 1_000_000:
+        print(f"privsyn-fed: writing {result.rows:,} rows to {out}", file=sys.stderr, flush=True)
+    staged = Staged()
+    try:
+        staged.add(out, result.write_csv)
+        if args.model_out:
+            from .pgm import MarginalReader
+            model = MarginalReader(result.model).factorisation().to_bytes()
+            staged.add(args.model_out, lambda fh: fh.write(model), binary=True)
+        if args.report:
+            from .accounting.report import render_report
+            text = render_report(final_ledger, args.report)
+            staged.add(args.report, lambda fh: fh.write(text))
+    except BaseException:
+        staged.discard()
+        raise
+    return staged
+
+
 #: Methods whose every statistic can be computed on secret shares.
 MPC_METHODS = ("distaim", "flaim", "fedtda")
 
@@ -485,8 +564,8 @@ def _check_mpc_args(args: argparse.Namespace) -> None:
     elif args.parties and args.parties != len(args.silo):
         raise InputError(f"--parties {args.parties} but {len(args.silo)} --silo files; on one machine each "
                          "--silo is one party, so leave --parties out")
-    if not args.mpc_timeout > 0:
-        raise InputError(f"--mpc-timeout must be positive, not {args.mpc_timeout:g}")
+    if not 0 < args.mpc_timeout < float("inf"):
+        raise InputError(f"--mpc-timeout must be a positive number of seconds, not {args.mpc_timeout:g}")
 
 
 def _mpc_party(args: argparse.Namespace) -> int:
@@ -515,7 +594,11 @@ def _audit(args: argparse.Namespace) -> int:
         raise InputError("--mechanism and --epsilon belong to --empirical")
 
     if args.report:
-        _check_output(Path(args.report), "report", force=True)
+        from .accounting.report import check_report_path
+        from .paths import Named, check_files
+        check_report_path(args.report)
+        check_files([Named("LEDGER", Path(args.ledger))], [(Named("--report", Path(args.report)), "report")],
+                    force=args.force)
     ledger = load_ledger(args.ledger)
     report = audit_ledger(ledger)
     if args.report:
@@ -567,6 +650,10 @@ def _budget(args: argparse.Namespace) -> int:
     from .accounting.budget_store import BudgetStore
     from .accounting.conversions import rho_to_epsilon
 
+    if args.action == "settle":
+        return _budget_settle(args)
+    if args.run or args.ledger or args.confirm_stopped:
+        raise InputError("--run, --ledger and --confirm-stopped belong to `budget settle`")
     store = BudgetStore(args.budget_store, create=False)
     ids = [args.dataset_id] if args.dataset_id else store.datasets()
     budgets = [store.budget(i) for i in ids]
@@ -591,15 +678,37 @@ def _budget(args: argparse.Namespace) -> int:
     return 0
 
 
+def _budget_settle(args: argparse.Namespace) -> int:
+    from .accounting import load_ledger
+    from .accounting.budget_store import BudgetStore
+    from .paths import Named, check_store
+
+    if args.run is None:
+        raise InputError("budget settle needs --run N (the run to close; see `privsyn-fed budget show`)")
+    if args.dataset_id or args.json:
+        raise InputError("--dataset-id and --json belong to `budget show`")
+    check_store(Named("--budget-store", Path(args.budget_store)))
+    store = BudgetStore(args.budget_store, create=False)
+    run = store.run(args.run)
+    path = args.ledger or run["ledger"]
+    if not path:
+        raise InputError(f"run {args.run} recorded no ledger; give --ledger (the run stays counted at its "
+                         "whole reservation meanwhile)")
+    ledger = load_ledger(path)
+    spent = store.settle_stale(args.run, ledger, str(path), confirm_stopped=args.confirm_stopped)
+    print(f"settled run {args.run} of dataset '{run['dataset']}' at rho {spent:.6g} (its ledger's spend; "
+          f"it had reserved {run['rho_reserved']:.6g}): abandoned")
+    return 0
+
+
 def _partition(args: argparse.Namespace) -> int:
-    from .partition import partition, write_partition
+    from .partition import check_partition_folder, partition, write_partition
+    from .paths import Named, check_input
     from .silo import read_csv
 
     out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"{out}: exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()) and not args.force:
-        raise InputError(f"{out}: folder is not empty; choose another or pass --force")
+    check_input(Named("DATA.csv", Path(args.data)))
+    check_partition_folder(out, Path(args.data), force=args.force)
     df = read_csv(args.data)
     if args.label is not None and args.label not in df.columns:
         raise InputError(f"{args.data}: label column '{args.label}' is not in the file")
@@ -618,6 +727,12 @@ def _evaluate(args: argparse.Namespace) -> int:
     from .schema import Schema
     from .silo import read_csv
 
+    from .paths import Named, check_files
+    inputs = [Named("--real", Path(args.real)), Named("--synthetic", Path(args.synthetic)),
+              Named("--schema", Path(args.schema))]
+    inputs += [Named(opt, Path(v)) for opt, v in (("--holdout", args.holdout), ("--model", args.model)) if v]
+    outputs = [(Named("--json", Path(args.json)), "evaluation JSON")] if args.json else []
+    check_files(inputs, outputs, force=args.force)
     schema = Schema.load(args.schema)
     if args.workload_size < 0:
         raise InputError(f"--workload-size must be 0 (all) or positive, not {args.workload_size}")
@@ -631,8 +746,6 @@ def _evaluate(args: argparse.Namespace) -> int:
     if args.model is not None:
         from .pgm import Factorisation
         model = Factorisation.load(args.model)
-    if args.json:
-        _check_output(Path(args.json), "evaluation JSON", force=True)
     holdout = read_csv(args.holdout) if args.holdout else None
     report = evaluate(read_csv(args.real), read_csv(args.synthetic), schema, holdout_df=holdout,
                       label=args.label, workload_size=args.workload_size or None,

@@ -1,15 +1,20 @@
-"""Atomic file replacement: readers see the old file or the complete new one, never a mix."""
+"""Atomic file replacement: readers see the old file or the complete new one, never a mix.
+
+``Staged`` holds several files written under temporary names beside their destinations until
+the caller commits: ``publish`` renames them all into place, ``discard`` removes them. A release
+stages its CSV, model and report, marks its ledger complete, and only then publishes.
+"""
 from __future__ import annotations
 
 import os
 import tempfile
 from pathlib import Path
-from typing import Callable, TextIO
+from typing import Callable
 
 
-def write_atomic(path: str | Path, write: Callable[[TextIO], None], binary: bool = False) -> None:
-    """Call ``write`` on a temporary file beside ``path``, fsync it, rename it over ``path`` and
-    fsync the folder (``binary``: ``write`` gets a binary file). On any failure the temporary file is removed and ``path`` is untouched."""
+def stage_file(path: str | Path, write: Callable, binary: bool = False) -> Path:
+    """Call ``write`` on a new temporary file beside ``path`` and fsync it; returns its name.
+    On any failure the temporary file is removed and the error re-raised."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -17,13 +22,55 @@ def write_atomic(path: str | Path, write: Callable[[TextIO], None], binary: bool
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
     except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        _unlink(tmp)
         raise
+    return Path(tmp)
+
+
+def _publish(tmp: Path, path: Path) -> None:
+    os.replace(tmp, path)
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def _unlink(tmp: str | Path) -> None:
+    try:
+        os.unlink(tmp)
+    except FileNotFoundError:
+        pass
+
+
+def write_atomic(path: str | Path, write: Callable, binary: bool = False) -> None:
+    """Call ``write`` on a temporary file beside ``path``, fsync it, rename it over ``path`` and
+    fsync the folder (``binary``: ``write`` gets a binary file). On any failure the temporary
+    file is removed and ``path`` is untouched."""
+    tmp = stage_file(path, write, binary)
+    try:
+        _publish(tmp, Path(path))
+    except BaseException:
+        _unlink(tmp)
+        raise
+
+
+class Staged:
+    """Files written in full under temporary names, published together or not at all."""
+
+    def __init__(self) -> None:
+        self.files: list[tuple[Path, Path]] = []
+
+    def add(self, path: str | Path, write: Callable, binary: bool = False) -> None:
+        self.files.append((stage_file(path, write, binary), Path(path)))
+
+    def publish(self) -> None:
+        for tmp, path in self.files:
+            _publish(tmp, path)
+        self.files = []
+
+    def discard(self) -> None:
+        for tmp, _ in self.files:
+            _unlink(tmp)
+        self.files = []

@@ -11,6 +11,10 @@ Schemes, all deterministic for a seed, every row in exactly one client, no clien
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -101,10 +105,70 @@ def _fill_empty(assignment: np.ndarray, clients: int, rng: np.random.Generator) 
     return assignment
 
 
+#: The files a partition writes; ``--force`` replaces a folder that holds only these.
+_OWN_FILE = re.compile(r"client_\d+\.csv|manifest\.json")
+
+
+def check_partition_folder(out: Path, data: Path, force: bool) -> None:
+    """``out`` may be new, an empty folder, or (with ``force``) a folder holding only an earlier
+    partition's files; the data file must not be one of them."""
+    from .paths import same_file
+
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out}: exists and is not a folder")
+    parent = out.resolve().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"{out}: the folder {str(parent)!r} is not writable")
+    if same_file(out, data) or data.resolve().is_relative_to(out.resolve()):
+        raise InputError(f"{data}: the table to split lies inside --out {out}, which partition replaces")
+    if not out.is_dir():
+        return
+    entries = list(out.iterdir())
+    if entries and not force:
+        raise InputError(f"{out}: folder is not empty; choose another or pass --force to replace its split")
+    foreign = sorted(e.name for e in entries if not (_OWN_FILE.fullmatch(e.name) and e.is_file()))
+    if foreign:
+        raise InputError(f"{out}: holds {foreign[0]!r}, which partition did not write; --force replaces only "
+                         "a folder of client_*.csv files and manifest.json, so choose another folder")
+    if any(same_file(e, data) for e in entries):
+        raise InputError(f"{data}: is the same file as one in --out {out}, which partition replaces")
+
+
 def write_partition(df: pd.DataFrame, part: Partition, out: Path, *, source: str, scheme: str,
                     label: str | None, alpha: float | None, seed: int) -> dict[str, Any]:
-    """One CSV per client (``client_000.csv`` ...) and ``manifest.json`` in ``out``."""
-    out.mkdir(parents=True, exist_ok=True)
+    """One CSV per client (``client_000.csv`` ...) and ``manifest.json``, written to a new folder
+    beside ``out`` that then replaces ``out`` as a whole (no client file of an earlier split
+    survives)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    new = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".new", dir=out.parent))
+    try:
+        manifest = _write_clients(df, part, new, source=source, scheme=scheme, label=label, alpha=alpha, seed=seed)
+        _swap_in(new, out)
+    except BaseException:
+        shutil.rmtree(new, ignore_errors=True)
+        raise
+    return manifest
+
+
+def _swap_in(new: Path, out: Path) -> None:
+    """Put folder ``new`` at ``out``; an earlier ``out`` is moved aside first and removed after."""
+    if not out.exists():
+        os.rename(new, out)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
+    os.rename(out, old / out.name)
+    try:
+        os.rename(new, out)
+    except BaseException:
+        os.rename(old / out.name, out)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _write_clients(df: pd.DataFrame, part: Partition, out: Path, *, source: str, scheme: str,
+                   label: str | None, alpha: float | None, seed: int) -> dict[str, Any]:
     width = max(3, len(str(part.clients - 1)))
     entries = []
     for k, rows in enumerate(part.parts()):

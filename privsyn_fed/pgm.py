@@ -36,9 +36,16 @@ with warnings.catch_warnings():
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
+from .interrupt import checkpoint  # noqa: E402
+
 #: Clear JAX's compiled programs when the process holds this many memory mappings
 #: (the kernel default limit is 65,530; every compiled program adds some).
 MAP_COUNT_LIMIT = 30_000
+
+
+def memory_mb() -> float:
+    """This machine's physical memory in MB."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 20
 
 
 def make_domain(names: Sequence[str], shape: Sequence[int]) -> Domain:
@@ -143,6 +150,9 @@ class CarriedMirrorDescent(estimation.MirrorDescent):
             fresh=jnp.asarray(False),
         )
 
+    def _callback_value(self, state, known_total, constraints=()):
+        return None          # the callback is only a safe point for signals: nothing to compute
+
     def _finalize(self, state, known_total, constraints=()):
         return MarkovRandomField(potentials=state.potentials, marginals=state.mu, total=known_total,
                                  constraints=constraints)
@@ -167,7 +177,8 @@ class ModelFitter:
             jax.clear_caches()
         merged = merge_measurements(measurements)
         self.model = self.estimator.estimate(self.domain, merged, iters=iters or self.iters,
-                                             warm_start=self.model, tol=self.tol, known_total=self.known_total)
+                                             warm_start=self.model, tol=self.tol, known_total=self.known_total,
+                                             callback_fn=lambda _: checkpoint())
         return self.model
 
 
@@ -267,17 +278,22 @@ class Factorisation:
             out += np.log(np.maximum(table[tuple(codes[:, column[a]] for a in cl)], 1e-300))
         return out
 
-    def save(self, path) -> None:
+    def to_bytes(self) -> bytes:
+        """The ``.npz`` file's contents (``save``)."""
         import io
         import json
-
-        from .fileio import write_atomic
 
         meta = {"format": MODEL_FORMAT, "total": self.total, "cliques": [list(c) for c, _ in self.factors]}
         buf = io.BytesIO()
         np.savez_compressed(buf, meta=np.array(json.dumps(meta)),
                             **{f"f{i}": t for i, (_, t) in enumerate(self.factors)})
-        write_atomic(path, lambda fh: fh.write(buf.getvalue()), binary=True)
+        return buf.getvalue()
+
+    def save(self, path) -> None:
+        from .fileio import write_atomic
+
+        data = self.to_bytes()
+        write_atomic(path, lambda fh: fh.write(data), binary=True)
 
     @classmethod
     def load(cls, path) -> "Factorisation":

@@ -7,6 +7,7 @@ every list here is sorted, so runs do not depend on hash order.
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Sequence
 
 import numpy as np
@@ -16,6 +17,14 @@ Clique = tuple[int, ...]
 DEFAULT_DEGREE = 3
 DEFAULT_SIZE = 64
 DEFAULT_WORKLOAD_SEED = 0
+#: Limits that keep a run's marginals in memory (checked before any budget is spent): cells of one
+#: marginal, cells of all candidate marginals together (the workload's downward closure), and
+#: the number of workload marginals.
+MAX_MARGINAL_CELLS = 10_000_000
+MAX_CANDIDATE_CELLS = 100_000_000
+MAX_WORKLOAD = 100_000
+#: Beyond this many K-way marginals a sample is drawn without listing them all.
+_ENUMERATE_LIMIT = 1_000_000
 
 
 def sample_workload(n_columns: int, degree: int = DEFAULT_DEGREE, size: int | None = DEFAULT_SIZE,
@@ -23,11 +32,46 @@ def sample_workload(n_columns: int, degree: int = DEFAULT_DEGREE, size: int | No
     """``size`` distinct ``degree``-way marginals drawn uniformly (all when ``size`` is None or
     at least their number)."""
     degree = min(degree, n_columns)
+    count = math.comb(n_columns, degree)
+    if count > _ENUMERATE_LIMIT and size is not None and size < count:
+        rng, picked = np.random.default_rng(seed), set()
+        while len(picked) < size:        # distinct uniform K-subsets, without listing all of them
+            picked.add(tuple(sorted(int(i) for i in rng.choice(n_columns, size=degree, replace=False))))
+        return sorted(picked)
     all_cliques = list(itertools.combinations(range(n_columns), degree))
     if size is None or size >= len(all_cliques):
         return all_cliques
     pick = np.random.default_rng(seed).choice(len(all_cliques), size=size, replace=False)
     return sorted(all_cliques[i] for i in pick)
+
+
+def workload_count(n_columns: int, degree: int, size: int | None) -> int:
+    """How many marginals ``sample_workload`` returns."""
+    count = math.comb(n_columns, min(degree, n_columns))
+    return count if size is None else min(size, count)
+
+
+def check_size(workload: Sequence[Clique], shape: Sequence[int], names: Sequence[str]) -> None:
+    """Refuse a workload whose marginals would not fit in memory (see the limits above)."""
+    from .errors import InputError
+
+    if len(workload) > MAX_WORKLOAD:
+        raise InputError(f"the workload has {len(workload):,} marginals, more than {MAX_WORKLOAD:,}; "
+                         "give a smaller --workload-size")
+    for cl in workload:
+        if n_cells(cl, shape) > MAX_MARGINAL_CELLS:
+            raise InputError(f"the workload marginal ({', '.join(names[i] for i in cl)}) has "
+                             f"{n_cells(cl, shape):,} cells, more than {MAX_MARGINAL_CELLS:,}; use fewer bins "
+                             "or categories, or a smaller --workload-degree")
+    subsets = sum(2 ** len(cl) - 1 for cl in workload)
+    if subsets > 10 * MAX_WORKLOAD:
+        raise InputError(f"the workload's {subsets:,} candidate marginals are too many; use a smaller "
+                         "--workload-degree or --workload-size")
+    total = sum(n_cells(cl, shape) for cl in downward_closure(workload))
+    if total > MAX_CANDIDATE_CELLS:
+        raise InputError(f"the workload's candidate marginals have {total:,} cells together, more than "
+                         f"{MAX_CANDIDATE_CELLS:,}; use fewer bins or categories, a smaller --workload-size "
+                         "or --workload-degree")
 
 
 def downward_closure(workload: Sequence[Clique]) -> dict[Clique, float]:

@@ -113,27 +113,30 @@ def test_budget_show_and_unknown_dataset(tmp_path, capsys):
 def test_synth_draws_on_the_store_and_is_refused_before_reading_silos(schema_path, silo_paths, tmp_path, capsys):
     store = tmp_path / "b.db"
     common = ["--schema", schema_path, "--epsilon", "1", "--delta", "1e-9", "--quiet", "--seed", "1",
-              "--rounds", "3", "--workload-size", "2", "--budget-store", store, "--dataset-id", "toy"]
+              "--workload-size", "2", "--budget-store", store, "--dataset-id", "toy"]
     first = tmp_path / "a.csv"
     args = ["synth", "--method", "flaim", "--silo", silo_paths[0], "--silo", silo_paths[1], "--out", first,
-            "--total-epsilon", "1.2", *common]
+            "--total-epsilon", "1.2", "--rounds", "3", *common]
     assert main([str(a) for a in args]) == 0
     capsys.readouterr()
     budget = BudgetStore(store).budget("toy")
     assert budget.runs[0]["status"] == "complete"
     assert budget.runs[0]["rho_spent"] == pytest.approx(epsilon_to_rho(1.0, 1e-9))
-    # the second run would exceed the total: refused before its (missing) silo is even opened
+    # the second run would exceed the total: refused before its silo (here one with a bad row) is read
+    bad = tmp_path / "bad.csv"
+    bad.write_text(silo_paths[2].read_text().replace(",F,", ",X,", 1))
     second = tmp_path / "b.csv"
-    args = ["synth", "--method", "aim", "--silo", tmp_path / "does-not-exist.csv", "--out", second, *common]
+    args = ["synth", "--method", "aim", "--silo", bad, "--out", second, *common]
     assert main([str(a) for a in args]) == 1
     err = capsys.readouterr().err
-    assert "refused" in err and "no silo was read" in err and "does-not-exist" not in err
+    assert "refused" in err and "no silo was read" in err and "'X'" not in err
     assert not second.exists() and not second.with_suffix(".ledger.json").exists()
     # a run rejected for bad input after reserving gives its reservation back (nothing released)
     third = tmp_path / "c.csv"
     small = [str(a) for a in common]
     small[small.index("--epsilon") + 1] = "0.1"
-    args = ["synth", "--method", "aim", "--silo", str(tmp_path / "does-not-exist.csv"), "--out", str(third), *small]
+    args = ["synth", "--method", "aim", "--silo", str(bad), "--out", str(third), *small]
     assert main(args) == 2
+    assert "'X'" in capsys.readouterr().err
     runs = BudgetStore(store).budget("toy").runs
     assert [r["status"] for r in runs] == ["complete", "rejected"] and runs[1]["rho_spent"] == 0.0

@@ -239,7 +239,7 @@ def test_federated_usage_errors(args, fragment, schema_path, silo_paths, tmp_pat
 def test_federated_methods_need_two_silos(schema_path, silo_paths, tmp_path, capsys):
     out = tmp_path / "x.csv"
     code, _, err = run_cli(federated_args(schema_path, silo_paths[:1], out, "flaim"), capsys)
-    assert_input_error(code, err, "needs at least 2 --silo files", out)
+    assert_input_error(code, err, "needs at least 2 silos", out)
 
 
 def test_oracle_variant_warns_loudly(schema_path, silo_paths, tmp_path, capsys):

@@ -9,11 +9,17 @@ the run's rho stays within ``rho_total``; then the whole series is ``(epsilon, d
   budget). It happens before any silo is read.
 * ``settle`` records what the run's ledger says it spent. Until then the full reservation
   counts, so a run that crashes after reserving never hands back budget it may have spent.
-* A run refused for bad input before anything was released settles at zero (``rejected``).
+* A run that fails or is interrupted settles at its accountant's spend (``failed``); only a run
+  in which no mechanism ever ran settles at zero (``rejected``). If the settlement itself
+  fails (a locked or full disk), the run stays ``reserved``: counted in full.
+* ``settle_stale`` lets the custodian close a reservation whose process is gone (killed, host
+  lost) at the spend its ledger records, never below it (``abandoned``).
 """
 from __future__ import annotations
 
 import math
+import os
+import socket
 import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -34,8 +40,10 @@ CREATE TABLE datasets (
 CREATE TABLE runs (
     id INTEGER PRIMARY KEY AUTOINCREMENT, dataset TEXT NOT NULL REFERENCES datasets(id),
     method TEXT NOT NULL, epsilon REAL NOT NULL, rho_reserved REAL NOT NULL, rho_spent REAL,
-    status TEXT NOT NULL, ledger TEXT, started TEXT NOT NULL, settled TEXT);
+    status TEXT NOT NULL, ledger TEXT, started TEXT NOT NULL, settled TEXT, host TEXT, pid INTEGER);
 """
+#: Columns added after the first release of the store format (added in place to older stores).
+_ADDED_COLUMNS = {"host": "TEXT", "pid": "INTEGER"}
 
 
 @dataclass
@@ -105,6 +113,10 @@ class BudgetStore:
         row = self.db.execute("SELECT value FROM meta WHERE key='format'").fetchone()
         if row is None or row[0] != STORE_FORMAT:
             raise InputError(f"{self.path}: unsupported budget store format {row[0] if row else None!r}")
+        have = {r[1] for r in self.db.execute("PRAGMA table_info(runs)")}
+        for name, kind in _ADDED_COLUMNS.items():
+            if name not in have:
+                self.db.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
 
     def close(self) -> None:
         self.db.close()
@@ -147,8 +159,9 @@ class BudgetStore:
                     f"rho={left:.6g} (epsilon {rho_to_epsilon(left, delta) if left > 0 else 0:.4g}) of "
                     f"the total epsilon {total_eps:g} is left; no silo was read and nothing was written")
             cur = self.db.execute(
-                "INSERT INTO runs (dataset, method, epsilon, rho_reserved, status, ledger, started) "
-                "VALUES (?, ?, ?, ?, 'reserved', ?, ?)", (dataset, method, epsilon, rho, ledger, _now()))
+                "INSERT INTO runs (dataset, method, epsilon, rho_reserved, status, ledger, started, host, pid) "
+                "VALUES (?, ?, ?, ?, 'reserved', ?, ?, ?, ?)",
+                (dataset, method, epsilon, rho, ledger, _now(), socket.gethostname(), os.getpid()))
             self.db.execute("COMMIT")
             return Reservation(self, int(cur.lastrowid), dataset, rho)
         except BaseException:
@@ -171,6 +184,46 @@ class BudgetStore:
         except BaseException:
             self.db.execute("ROLLBACK")
             raise
+
+    def run(self, run: int) -> dict[str, Any]:
+        cols = ["id", "dataset", "method", "epsilon", "rho_reserved", "rho_spent", "status", "ledger",
+                "started", "settled", "host", "pid"]
+        row = self.db.execute(f"SELECT {', '.join(cols)} FROM runs WHERE id=?", (run,)).fetchone()
+        if row is None:
+            raise InputError(f"{self.path}: no run {run}")
+        return dict(zip(cols, row))
+
+    def settle_stale(self, run: int, ledger: dict[str, Any], ledger_path: str, *,
+                     confirm_stopped: bool = False) -> float:
+        """Close a reservation whose process is gone at the spend ``ledger`` records (never below
+        it); returns that spend. ``ledger`` must be the run's own (its ``details.budget_store``
+        names this store's dataset and run) and add up; the process must be gone."""
+        from .ledger import entry_rho
+
+        r = self.run(run)
+        if r["status"] != "reserved":
+            raise InputError(f"run {run} of {self.path} is already settled ({r['status']})")
+        if r["host"] == socket.gethostname() and r["pid"] and _alive(int(r["pid"])):
+            raise InputError(f"run {run} is still running (process {r['pid']} on this host); stop it with "
+                             "Ctrl-C or SIGTERM and it settles itself")
+        if r["host"] != socket.gethostname() and not confirm_stopped:
+            raise InputError(f"run {run} was started on host {r['host'] or 'unknown'}, where this command cannot "
+                             "see whether it has stopped; make sure it has, then pass --confirm-stopped")
+        tag = (ledger.get("details") or {}).get("budget_store") or {}
+        if tag.get("run") != run or tag.get("dataset_id") != r["dataset"]:
+            raise InputError(f"{ledger_path}: this ledger does not belong to run {run} of dataset "
+                             f"'{r['dataset']}' (it names run {tag.get('run')!r} of {tag.get('dataset_id')!r})")
+        try:
+            total = sum(entry_rho(e) for e in ledger["entries"])
+            recorded = float(ledger["rho_spent"])
+        except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+            raise InputError(f"{ledger_path}: the ledger's entries do not give a spend ({exc})") from None
+        spent = max(total, recorded)
+        if spent > r["rho_reserved"] * (1 + TOLERANCE):
+            raise InputError(f"{ledger_path}: the ledger records rho {spent:.6g}, more than run {run} reserved "
+                             f"({r['rho_reserved']:.6g}); leaving the run counted at its reservation")
+        self.settle(run, spent, "abandoned")
+        return spent
 
     def _committed(self, dataset: str) -> float:
         """Settled runs count what they spent; unsettled ones their whole reservation."""
@@ -195,17 +248,49 @@ class BudgetStore:
         return DatasetBudget(dataset, ds[0], ds[1], ds[2], self._committed(dataset), runs)
 
 
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` on this host is a running privsyn-fed process."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return b"privsyn" in fh.read()
+    except OSError:
+        return True
+
+
 @dataclass
 class Reservation:
-    """A run's booked budget; ``settle`` it once with what the run's ledger spent."""
+    """A run's booked budget; settled once, at what the run's accountant spent.
+
+    ``bind`` attaches the run's accountant (anything with ``rho_spent`` and ``released``) as
+    soon as it exists; ``fail`` then settles at its spend, and at zero only if no mechanism ran.
+    """
 
     store: BudgetStore
     run: int
     dataset: str
     rho: float
     settled: bool = False
+    accountant: Any = None
+
+    def bind(self, accountant: Any) -> None:
+        self.accountant = accountant
 
     def settle(self, rho_spent: float, status: str) -> None:
         if not self.settled:
             self.store.settle(self.run, rho_spent, status)
             self.settled = True
+
+    def fail(self) -> None:
+        """Settle a run that did not complete: ``failed`` at its spend, or ``rejected`` at zero
+        when no mechanism ever ran."""
+        acc = self.accountant
+        if acc is not None and acc.released:
+            self.settle(acc.rho_spent, "failed")
+        else:
+            self.settle(0.0, "rejected")

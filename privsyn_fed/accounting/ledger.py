@@ -20,6 +20,7 @@ from typing import Any
 
 from ..errors import BudgetExceeded
 from ..fileio import write_atomic
+from ..interrupt import checkpoint
 from .conversions import epsilon_to_rho, rho_to_epsilon
 
 LEDGER_FORMAT = "privsyn-fed-ledger/1"
@@ -88,7 +89,10 @@ class Accountant:
         return self.rho_spent + rho <= self.rho_budget * (1 + BUDGET_TOLERANCE)
 
     def charge(self, entry: dict[str, Any]) -> dict[str, Any]:
-        """Record ``entry`` durably; refuse it if it would exceed the budget."""
+        """Record ``entry`` durably; refuse it if it would exceed the budget.
+
+        A safe point: a run that received SIGINT or SIGTERM stops here, before the charge."""
+        checkpoint()
         rho = entry_rho(entry)
         if not math.isfinite(rho) or rho < 0:
             raise ValueError(f"invalid privacy cost {rho!r}")
@@ -123,6 +127,18 @@ class Accountant:
         self.status = status
         self.details.update(details)
         self._persist()
+
+    def preview(self, status: str = "complete", **details: Any) -> dict[str, Any]:
+        """The ledger as ``finish(status, **details)`` would write it (nothing is written)."""
+        led = self.ledger()
+        led["status"] = status
+        led["details"] = {**self.details, **details}
+        return led
+
+    @property
+    def released(self) -> bool:
+        """Whether any mechanism was charged (so a noisy value may have been released)."""
+        return bool(self.entries)
 
     # ---- the ledger ---------------------------------------------------------------------------
     def ledger(self) -> dict[str, Any]:

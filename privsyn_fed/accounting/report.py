@@ -137,12 +137,23 @@ td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}
 """
 
 
-def write_report(ledger: dict[str, Any], path: str | Path, audit: AuditReport | None = None) -> None:
-    """Write the report as HTML (``.html``, ``.htm``) or Markdown (``.md``), atomically."""
-    path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix not in (".html", ".htm", ".md", ".markdown"):
+REPORT_SUFFIXES = (".html", ".htm", ".md", ".markdown")
+
+
+def check_report_path(path: str | Path) -> None:
+    if Path(path).suffix.lower() not in REPORT_SUFFIXES:
         raise InputError(f"{path}: the report is written as .html or .md")
+
+
+def render_report(ledger: dict[str, Any], path: str | Path, audit: AuditReport | None = None) -> str:
+    """The report as HTML (``.html``, ``.htm``) or Markdown (``.md``), by ``path``'s suffix."""
+    check_report_path(path)
     audit = audit or audit_ledger(ledger)
-    text = render_html(ledger, audit) if suffix in (".html", ".htm") else render_markdown(ledger, audit)
+    html = Path(path).suffix.lower() in (".html", ".htm")
+    return render_html(ledger, audit) if html else render_markdown(ledger, audit)
+
+
+def write_report(ledger: dict[str, Any], path: str | Path, audit: AuditReport | None = None) -> None:
+    """Write the report (``render_report``) atomically."""
+    text = render_report(ledger, path, audit)
     write_atomic(path, lambda fh: fh.write(text))

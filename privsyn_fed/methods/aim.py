@@ -56,6 +56,40 @@ class AIMOptions:
             raise InputError(f"--pgm-tol must be 0 or positive, not {self.pgm_tol}")
         if self.workload_degree < 1:
             raise InputError(f"--workload-degree must be positive, not {self.workload_degree}")
+        if self.rounds is not None and self.rounds > MAX_ROUNDS:
+            raise InputError(f"--rounds {self.rounds} is more than the {MAX_ROUNDS:,} rounds a run may have")
+        if self.workload_seed < 0:
+            raise InputError(f"--workload-seed must be 0 or a positive whole number, not {self.workload_seed}")
+        if self.workload_size is not None and self.workload_size < 0:
+            raise InputError(f"--workload-size must be 0 (all) or positive, not {self.workload_size}")
+        limit = pgm.memory_mb() / 8
+        if self.max_model_size > limit:
+            raise InputError(f"--max-model-size {self.max_model_size:g} MB does not fit this machine: a model fit "
+                             f"holds several copies of the model, so at most {limit:,.0f} MB")
+
+    def check_schema(self, schema) -> None:
+        """The checks that need the public schema: the workload, and AIM's 1-way measurements
+        (``d`` Gaussians of ``sigma^2 = T / (2 alpha rho)`` cost ``alpha d rho / T``, which must
+        leave budget for the rounds: ``T > alpha d``)."""
+        check_workload(self, schema)
+        d = len(schema.columns)
+        T = self.rounds or 16 * d
+        if self.alpha * d >= T:
+            raise InputError(f"--rounds {T} is too small for {d} columns: the 1-way measurements alone "
+                             f"would spend the budget (use at least {int(np.floor(self.alpha * d)) + 1})")
+
+
+#: The most rounds a run may have.
+MAX_ROUNDS = 100_000
+
+
+def check_workload(opts: "AIMOptions", schema) -> None:
+    """The workload and its candidates must fit in memory: refused before any budget is spent."""
+    from ..workload import check_size
+    d = len(schema.columns)
+    if opts.workload is None and opts.workload_degree > d:
+        raise InputError(f"--workload-degree {opts.workload_degree} is more than the {d} columns of the schema")
+    check_size(workload_cliques(schema.names, opts), schema.shape, schema.names)
 
 
 def workload_cliques(names: Sequence[str], opts: AIMOptions) -> list[tuple[int, ...]]:
@@ -76,19 +110,15 @@ def problem_for(schema, opts: AIMOptions) -> core.Problem:
     return core.Problem.build(schema.names, schema.shape, workload_cliques(schema.names, opts))
 
 
-def run_aim(silo: Silo, acc: Accountant, noise: NoiseSource, opts: AIMOptions, rows: int | None,
-            sample_seed: int | None, progress: Progress | None = None) -> core.MethodResult:
+def run_aim(silo: Silo, acc: Accountant, noise: NoiseSource, opts: AIMOptions,
+            progress: Progress | None = None) -> core.MethodResult:
     progress = progress or Silent()
     prob = problem_for(silo.schema, opts)
     names, domain, candidates = prob.names, prob.domain, prob.candidates
     d = len(names)
     rho = acc.rho_budget
     T = opts.rounds or 16 * d
-    params = core.initial_params(rho, T, opts.alpha)
-    oneway_cost = d / (2 * params.sigma ** 2)
-    if oneway_cost > rho:
-        raise InputError(f"--rounds {T} is too small for {d} columns: the 1-way measurements alone "
-                         f"would exceed the budget (use at least {int(np.ceil(opts.alpha * d)) + 1})")
+    params = core.initial_params(rho, T, opts.alpha)     # T > alpha d: checked by AIMOptions.check_schema
 
     def true_marginal(cl: tuple[str, ...]) -> np.ndarray:
         return silo.marginal(prob.columns(cl))
@@ -129,6 +159,5 @@ def run_aim(silo: Silo, acc: Accountant, noise: NoiseSource, opts: AIMOptions, r
         progress.update(acc.rho_spent / rho, f"round {t}: measured ({', '.join(pick)}), sigma={params.sigma:.1f}")
         if not terminate and core.should_anneal(before, estimate(pick), params.sigma):
             params = params.annealed()
-    codes = core.sample_from(model, names, rows, sample_seed)
-    progress.log(f"{t} rounds, {len(measurements)} measurements; sampled {len(codes)} rows")
-    return core.MethodResult(codes, model, t, prob.workload)
+    progress.log(f"{t} rounds, {len(measurements)} measurements")
+    return core.MethodResult(core.ModelSampler(model, silo.schema), model, t, prob.workload)

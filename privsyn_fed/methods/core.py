@@ -107,16 +107,27 @@ class Problem:
 
 @dataclass
 class MethodResult:
-    codes: np.ndarray
+    #: Draws the synthetic rows (``output.TableSampler``); its ``total`` is the noisy row count.
+    sampler: Any
+    #: The fitted model (the graphical model of the AIM family), for likelihoods.
     model: object
     rounds: int
     workload: list[tuple[str, ...]]
     info: dict[str, Any] = field(default_factory=dict)
-    #: The synthetic table itself, for methods that produce values rather than codes.
-    data: Any = None
 
 
-def sample_from(model, names: Sequence[str], rows: int | None, seed: int | None) -> np.ndarray:
-    """Encoded rows drawn from the model: ``rows`` of them, or its noisy total."""
-    n_rows = rows if rows is not None else max(1, int(round(float(model.total))))
-    return pgm.sample_codes(model, list(names), n_rows, seed)
+@dataclass
+class ModelSampler:
+    """Rows of a fitted graphical model, decoded to values inside the schema's bins."""
+
+    model: Any
+    schema: Any
+
+    @property
+    def total(self) -> float:
+        return float(self.model.total)
+
+    def sample(self, rows: int, seed: int) -> Any:
+        from ..encode import decode_codes
+        codes = pgm.sample_codes(self.model, self.schema.names, rows, seed)
+        return decode_codes(codes, self.schema, np.random.default_rng(seed + 1))

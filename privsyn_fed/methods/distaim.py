@@ -88,11 +88,12 @@ class Pool:
 
 
 def run_distaim(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: FederatedOptions,
-                rows: int | None, sampling_seed: int | None, sample_seed: int | None,
+                sampling_seed: int | None,
                 progress: Progress | None = None) -> core.MethodResult:
     progress = progress or Silent()
     silos = agg.silo_names
-    prob = problem_for(agg.local(silos[0]).schema, opts)
+    schema = agg.local(silos[0]).schema
+    prob = problem_for(schema, opts)
     names, shape, domain = prob.names, prob.shape, prob.domain
     d, T, rho = len(names), opts.rounds, acc.rho_budget
     params = distaim_params(rho, T, d, opts.alpha)
@@ -125,9 +126,8 @@ def run_distaim(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: Fede
         reader = pgm.MarginalReader(model)
         progress.update(acc.rho_spent / rho, f"round {t}/{T}: {len(new)} new silo(s), pool of {len(pool.seen)}; "
                                              f"measured ({', '.join(pick)})")
-    codes = core.sample_from(model, names, rows, sample_seed)
-    progress.log(f"{t} rounds, pool of {len(pool.seen)} of {len(silos)} silos; sampled {len(codes)} rows")
+    progress.log(f"{t} rounds, pool of {len(pool.seen)} of {len(silos)} silos")
     info = {"sample_rate": rate, "pooled_silos": len(pool.seen),
             "traffic": traffic_summary(agg)}
-    return core.MethodResult(codes, model, T, prob.workload, info)
+    return core.MethodResult(core.ModelSampler(model, schema), model, T, prob.workload, info)
 

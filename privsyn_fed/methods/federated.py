@@ -27,7 +27,7 @@ from ..aggregate import Aggregator
 from ..errors import InputError
 from ..mechanisms import NoiseSource, gaussian_mechanism
 from ..queries import MarginalsQuery
-from .aim import AIMOptions
+from .aim import AIMOptions, check_workload
 
 #: With at least this many silos the default sample rate is ``MANY_SILOS_RATE``; below it every
 #: silo takes part in every round.
@@ -51,6 +51,10 @@ class FederatedOptions(AIMOptions):
         super().validate()
         if self.sample_rate is not None and not 0 < self.sample_rate <= 1:
             raise InputError(f"--sample-rate must lie in (0, 1], not {self.sample_rate}")
+
+    def check_schema(self, schema) -> None:
+        """The workload's checks (the federated budget split is feasible for every ``T``)."""
+        check_workload(self, schema)
 
 
 class ClientSampler:

@@ -69,7 +69,7 @@ class FedTDAOptions:
     non_private: bool = False       # exact statistics, no noise, no guarantee (testing only)
 
     def validate(self) -> None:
-        if len(self.split) != 4 or any(not (x >= 0) for x in self.split) or not sum(self.split) > 0:
+        if len(self.split) != 4 or any(not (0 <= x < math.inf) for x in self.split) or not sum(self.split) > 0:
             raise InputError(f"--split needs four non-negative shares (total, categorical, numeric, "
                              f"covariance), not {list(self.split)}")
         if min(self.split[0], self.split[3]) <= 0:
@@ -80,6 +80,16 @@ class FedTDAOptions:
             raise InputError("norm_factor must be positive")
         if not 0 < self.icdm_lambda < 0.5:
             raise InputError(f"icdm_lambda must lie in (0, 0.5), not {self.icdm_lambda}")
+
+    def check_schema(self, schema: Schema) -> None:
+        """The released second moments have ``l (l + 1) / 2`` cells for ``l = n_cat + 2 n_num``
+        coordinates; refused before any budget is spent when they would not fit in memory."""
+        from ..workload import MAX_CANDIDATE_CELLS
+        n_num = sum(isinstance(c, NumericColumn) for c in schema.columns)
+        width = len(schema.columns) + n_num
+        if width * (width + 1) // 2 > MAX_CANDIDATE_CELLS:
+            raise InputError(f"fedtda's copula over {width} coordinates has too many second moments; "
+                             "use fewer columns")
 
 
 def threat_model(agg: Aggregator) -> str:
@@ -384,8 +394,8 @@ def split_rho(rho: float, split: Sequence[float], n_cat: int, n_num: int) -> lis
     return [rho * s / total for s in shares]
 
 
-def run_fedtda(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: FedTDAOptions, rows: int | None,
-               encode_seed: int | None, sample_seed: int | None,
+def run_fedtda(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: FedTDAOptions,
+               encode_seed: int | None,
                progress: Progress | None = None) -> core.MethodResult:
     progress = progress or Silent()
     silos = agg.silo_names
@@ -442,12 +452,10 @@ def run_fedtda(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: FedTD
                  f"upper triangle of the sum of x x^T of the encoded rows (rows clipped to norm {encoding.bound:.4g})")
     _, factor = repair_correlation(from_upper(g, width) / n_hat)
     model = FedTDAModel(encoding, factor, n_hat)
-    n_rows = rows if rows is not None else max(1, int(round(n_hat)))
-    data = model.sample(n_rows, sample_seed)
-    progress.log(f"copula over {width} coordinates; sampled {n_rows} rows")
+    progress.log(f"copula over {width} coordinates")
     info = {"coordinates": width, "components": {names[j]: modes[j].components for j in num},
             "traffic": traffic_summary(agg)}
-    return core.MethodResult(None, model, 1, [], info, data=data)
+    return core.MethodResult(model, model, 1, [], info)
 
 
 def _probabilities(counts: np.ndarray, n_hat: float) -> np.ndarray:

@@ -157,10 +157,10 @@ class LocalScoresQuery:
                    None if n_proxy is None else tuple(arrays[f"proxy{i}"] for i in range(int(n_proxy))))
 
 
-def run_flaim(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: FLAIMOptions, rows: int | None,
-              sampling_seed: int | None, sample_seed: int | None,
+def run_flaim(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: FLAIMOptions,
+              sampling_seed: int | None,
               progress: Progress | None = None) -> core.MethodResult:
-    return FLAIMRun(agg, acc, noise, opts, sampling_seed, progress or Silent()).run(rows, sample_seed)
+    return FLAIMRun(agg, acc, noise, opts, sampling_seed, progress or Silent()).run()
 
 
 class FLAIMRun:
@@ -171,7 +171,8 @@ class FLAIMRun:
         self.agg, self.acc, self.noise, self.opts, self.progress = agg, acc, noise, opts, progress
         self.variant = opts.variant
         self.weighted = opts.variant != "naive"
-        self.prob = problem_for(agg.local(agg.silo_names[0]).schema, opts)
+        self.schema = agg.local(agg.silo_names[0]).schema
+        self.prob = problem_for(self.schema, opts)
         self.sigma, self.eps, _ = flaim_params(acc.rho_budget, opts.rounds, opts.local_steps,
                                                len(self.prob.names), opts.alpha, self.variant)
         self.delta_u = score_sensitivity(max(self.prob.candidates.values()), self.variant)
@@ -183,7 +184,7 @@ class FLAIMRun:
         self.proxy_updates = 0
         self.dropped = 0
 
-    def run(self, rows: int | None, sample_seed: int | None) -> core.MethodResult:
+    def run(self) -> core.MethodResult:
         prob, opts, acc = self.prob, self.opts, self.acc
         if self.variant == "oracle":
             acc.mark_non_private(ORACLE_WARNING)
@@ -198,12 +199,11 @@ class FLAIMRun:
         self.oracle_probs = _pooled_probs(self.agg, prob) if self.variant == "oracle" else None
         for t in range(1, opts.rounds + 1):
             model = self.round(t, model)
-        codes = core.sample_from(model, prob.names, rows, sample_seed)
-        self.progress.log(f"{opts.rounds} rounds, {len(self.measurements)} measurements; sampled {len(codes)} rows")
+        self.progress.log(f"{opts.rounds} rounds, {len(self.measurements)} measurements")
         info = {"variant": self.variant, "sample_rate": self.rate, "sigma": self.sigma, "epsilon_select": self.eps,
                 "score_sensitivity": self.delta_u, "dropped_for_size": self.dropped,
                 "traffic": traffic_summary(self.agg)}
-        return core.MethodResult(codes, model, opts.rounds, prob.workload, info)
+        return core.MethodResult(core.ModelSampler(model, self.schema), model, opts.rounds, prob.workload, info)
 
     def round(self, t: int, model):
         """Global round ``t``: sample, select locally, aggregate with noise, refit."""
