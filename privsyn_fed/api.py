@@ -38,6 +38,9 @@ from .silo import Silo
 METHODS = ("aim", "distaim", "flaim", "fedtda")
 #: Fewest silos each method accepts.
 MIN_SILOS = {"aim": 1, "distaim": 2, "flaim": 2, "fedtda": 1}
+#: The largest epsilon and delta a release may state (the conversions are exact up to them).
+MAX_EPSILON = 1000.0
+MAX_DELTA = 0.1
 #: Up to this many rows the synthetic table is drawn inside the run (a failure fails the run);
 #: larger tables are drawn chunk by chunk when read or written.
 EAGER_ROWS = 2_000_000
@@ -82,16 +85,19 @@ class SynthResult:
 
 
 def check_budget_args(epsilon: float, delta: float) -> None:
-    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not math.isfinite(epsilon) or epsilon <= 0:
-        raise InputError(f"epsilon must be a positive finite number, not {epsilon!r}")
-    if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 < delta < 1:
-        raise InputError(f"delta must lie strictly between 0 and 1, not {delta!r}")
+    """``0 < epsilon <= MAX_EPSILON`` and ``0 < delta < MAX_DELTA``: beyond them the zCDP
+    conversion no longer has a meaningful (or a finite) answer."""
+    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not 0 < epsilon <= MAX_EPSILON:
+        raise InputError(f"--epsilon must be a positive number up to {MAX_EPSILON:g}, not {epsilon!r}")
+    if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 < delta < MAX_DELTA:
+        raise InputError(f"--delta must lie strictly between 0 and {MAX_DELTA:g} (use far less than one over the "
+                         f"number of rows, e.g. 1e-9), not {delta!r}")
 
 
 def check_seed(seed: int | None) -> None:
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
                              or not 0 <= seed < 2 ** 63 - 16):
-        raise InputError(f"seed must be a whole number from 0 to 2^63 - 17, not {seed!r}")
+        raise InputError(f"--seed must be a whole number from 0 to 2^63 - 17, not {seed!r}")
 
 
 def _options_class(method: str):
@@ -192,7 +198,10 @@ def synthesize(silos: Sequence[Silo], method: str = "aim", epsilon: float = 1.0,
         count = rows if rows is not None else default_rows(fitted.sampler.total)
         output = SyntheticRows(fitted.sampler, count, secrets.randbits(63) if seed is None else seed + 1)
         info = {"rounds": fitted.rounds, "workload": [list(c) for c in fitted.workload], "rows": count,
-                **fitted.info}
+                "noisy_total": float(fitted.sampler.total), **fitted.info}
+        if rows is None and count < fitted.sampler.total - 0.5:
+            reporter.log(f"the model's noisy total is {fitted.sampler.total:.4g} rows; drawing {count:,} "
+                         "(the default cap; --rows asks for more)")
         result = SynthResult(output, {}, method, info, acc, fitted.model)
         if count <= EAGER_ROWS:
             result._data = output.frame()
@@ -220,15 +229,19 @@ def synthesize(silos: Sequence[Silo], method: str = "aim", epsilon: float = 1.0,
 
 def _abandon(acc: Accountant, reservation: Reservation | None) -> list[str]:
     """Mark a run that did not complete: ledger ``failed`` with its spend, reservation settled
-    at that spend. Returns what could not be recorded (a full disk, a locked store)."""
+    at that spend. Returns one note each on what was recorded, or could not be (a full disk, a
+    locked store)."""
     notes = []
     try:
         acc.finish("failed")
+        if acc.ledger_path is not None:
+            notes.append(f"the ledger {acc.ledger_path} records rho {acc.rho_spent:.6g} spent (status failed)")
     except Exception as exc:        # the ledger on disk still holds every charge written so far
         notes.append(f"the ledger could not be marked failed ({' '.join(str(exc).split())})")
     if reservation is not None:
         try:
             reservation.fail()
+            notes.append(f"the budget store counts run {reservation.run} at that spend")
         except Exception as exc:
             notes.append(f"the budget store could not be settled ({' '.join(str(exc).split())}); run "
                          f"{reservation.run} stays counted at its whole reservation until "

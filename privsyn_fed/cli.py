@@ -34,8 +34,11 @@ methods:
            adds noise (variant private: AugFLAIM with a private heterogeneity proxy)
   fedtda   federated Gaussian copula: noisy total, noisy column histograms and the noisy
            second moments of rows each silo encodes itself; real numeric values out
-The federated methods use an in-process trusted aggregator; secure computation (MPC) is not
-available in this version.
+By default the federated methods use an in-process trusted aggregator that sees each silo's
+answers. With --mpc (distaim, flaim, fedtda) each silo is its own party process, and the noisy
+sums (and DistAIM's selection scores) are computed on secret shares among the parties and a
+dealer process: only noisy statistics and selected indices are opened (README, "Secure
+computation").
 
 sample rate: by default every silo takes part in every round when there are fewer than 100
 silos, and each silo takes part with probability 0.1 from 100 silos on (--sample-rate)."""
@@ -336,8 +339,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"privsyn-fed: error: {_one_line(exc)}", file=sys.stderr)
         return 1
     except Interrupted as exc:
-        print(f"privsyn-fed: {_one_line(exc)}; nothing was written but the ledger and the budget store, "
-              "which record what was spent", file=sys.stderr)
+        print(f"privsyn-fed: {_one_line(exc)}; no synthetic data was written", file=sys.stderr)
         return exc.exit_status
     except KeyboardInterrupt:
         print("privsyn-fed: interrupted; the ledger records what was spent", file=sys.stderr)
@@ -393,7 +395,7 @@ def _method_options(args: argparse.Namespace) -> dict:
 
 def _synth(args: argparse.Namespace) -> int:
     """Check everything public, reserve, read the silos, run, then commit the files (``api``)."""
-    from .api import prepare, synthesize
+    from .api import MAX_EPSILON, prepare, synthesize
     from .interrupt import checkpoint
     from .paths import Named, check_distinct, check_files, check_identical_contents
     from .schema import Schema
@@ -412,6 +414,8 @@ def _synth(args: argparse.Namespace) -> int:
         raise InputError("--dataset-id and --total-epsilon need --budget-store")
     if args.budget_store and not args.dataset_id:
         raise InputError("--budget-store needs --dataset-id (the dataset this release draws on)")
+    if args.total_epsilon is not None and not 0 < args.total_epsilon <= MAX_EPSILON:
+        raise InputError(f"--total-epsilon must be a positive number up to {MAX_EPSILON:g}, not {args.total_epsilon:g}")
     silo_files = [Named("--silo", Path(p)) for p in args.silo]
     outputs = [(Named("--out", out), "synthetic CSV"),
                (Named("--ledger" if args.ledger else "the ledger", ledger), "ledger")]

@@ -17,9 +17,11 @@ import pandas as pd
 from .errors import InputError
 from .interrupt import checkpoint
 
-#: The most rows one release may have (``--rows`` or the noisy total; a larger noisy total is
-#: capped here, which is post-processing).
+#: The most rows one release may have (``--rows``).
 MAX_ROWS = 1_000_000_000
+#: The most rows a release has by default (its noisy total, capped here: post-processing; a tiny
+#: epsilon can make the noisy total absurdly large). ``--rows`` asks for up to ``MAX_ROWS``.
+DEFAULT_MAX_ROWS = 10_000_000
 #: Rows drawn and written at a time.
 CHUNK_ROWS = 500_000
 
@@ -43,10 +45,10 @@ def check_rows(rows: int | None) -> None:
 
 
 def default_rows(total: float) -> int:
-    """The noisy total as a row count, between 1 and ``MAX_ROWS``."""
+    """The noisy total as a row count, between 1 and ``DEFAULT_MAX_ROWS``."""
     if not math.isfinite(total):
-        return MAX_ROWS if total > 0 else 1
-    return int(min(MAX_ROWS, max(1, round(total))))
+        return DEFAULT_MAX_ROWS if total > 0 else 1
+    return int(min(DEFAULT_MAX_ROWS, max(1, round(total))))
 
 
 def min_csv_bytes(rows: int, columns: int) -> int:

@@ -86,9 +86,9 @@ def test_bad_schema_exits_2(schema_text, fragment, schema_path, silo_paths, tmp_
 @pytest.mark.parametrize("eps, delta, fragment", [
     ("0", "1e-9", "epsilon must be a positive"),
     ("-1", "1e-9", "epsilon must be a positive"),
-    ("1", "0", "delta must lie strictly between 0 and 1"),
-    ("1", "1", "delta must lie strictly between 0 and 1"),
-    ("1", "1.5", "delta must lie strictly between 0 and 1"),
+    ("1", "0", "delta must lie strictly between 0 and 0.1"),
+    ("1", "1", "delta must lie strictly between 0 and 0.1"),
+    ("1", "1.5", "delta must lie strictly between 0 and 0.1"),
 ])
 def test_bad_budget_exits_2(eps, delta, fragment, schema_path, silo_paths, tmp_path, capsys):
     out = tmp_path / "syn.csv"

@@ -49,6 +49,8 @@ def epsilon_to_rho(epsilon: float, delta: float, iterations: int = 80) -> float:
             lo = mid
         else:
             hi = mid
+    if not math.isclose(rho_to_epsilon(lo, delta), epsilon, rel_tol=1e-2):   # OpenDP's grid at tiny rho
+        raise ValueError(f"no zCDP budget converts to epsilon {epsilon:g} at delta {delta:g}")
     return lo
 
 

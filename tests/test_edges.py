@@ -1,0 +1,366 @@
+"""What a mistake or a failure does to a release: real files, the real command line.
+
+No input, mistake or failure may (1) make a record count more often than the ledger says,
+(2) destroy or corrupt a file the user did not name as an output, (3) spend budget on a request
+that could never succeed, or (4) leave the budget store or a ledger misstating what was spent.
+"""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import sqlite3
+
+import pandas as pd
+import pytest
+
+from privsyn_fed.accounting.budget_store import BudgetStore
+from privsyn_fed.cli import main
+
+from .conftest import make_frame
+
+
+def run(args, capsys):
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def synth(schema_path, silos, out, *extra, method="fedtda"):
+    args = ["synth", "--method", method, "--schema", schema_path, "--epsilon", "1", "--delta", "1e-9",
+            "--out", out, "--quiet", "--seed", "3"]
+    for s in silos:
+        args += ["--silo", s]
+    return args + list(extra)
+
+
+def snapshot(folder):
+    return {p: p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file() and not p.is_symlink()}
+
+
+def one_line_refusal(code, err, fragment):
+    assert code == 2, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert fragment in lines[0], lines[0]
+
+
+# ---- outputs that alias each other or an input (finding 1) ----------------------------------------
+
+@pytest.mark.parametrize("case", ["report=out", "ledger=out-by-symlink", "store=out", "out=silo",
+                                  "out=schema", "out=silo-hardlink", "report=silo-symlink", "store=silo",
+                                  "ledger=schema"])
+def test_synth_refuses_outputs_that_alias_inputs_or_each_other(case, schema_path, silo_paths, tmp_path, capsys):
+    out = tmp_path / "syn.csv"
+    extra = ["--force"]
+    (tmp_path / "sub").mkdir()
+    if case == "report=out":
+        out = tmp_path / "syn.md"
+        extra += ["--report", tmp_path / "sub" / ".." / "syn.md"]
+    elif case == "ledger=out-by-symlink":
+        (tmp_path / "link.json").symlink_to(out)
+        extra += ["--ledger", tmp_path / "link.json"]
+    elif case == "store=out":
+        extra += ["--budget-store", out, "--dataset-id", "d", "--total-epsilon", "2"]
+    elif case == "out=silo":
+        out = silo_paths[0]
+    elif case == "out=schema":
+        out = schema_path
+    elif case == "out=silo-hardlink":
+        out = tmp_path / "hard.csv"
+        os.link(silo_paths[1], out)
+    elif case == "report=silo-symlink":
+        (tmp_path / "r.html").symlink_to(tmp_path / "sub" / ".." / silo_paths[0].name)
+        extra += ["--report", tmp_path / "r.html"]
+    elif case == "store=silo":
+        extra += ["--budget-store", silo_paths[1], "--dataset-id", "d", "--total-epsilon", "2"]
+    elif case == "ledger=schema":
+        extra += ["--ledger", schema_path]
+    before = snapshot(tmp_path)
+    code, _, err = run(synth(schema_path, silo_paths, out, *extra), capsys)
+    one_line_refusal(code, err, "is the same file as")
+    assert snapshot(tmp_path) == before
+
+
+def test_report_path_of_the_wrong_kind_is_refused_before_anything_is_read(schema_path, silo_paths, tmp_path, capsys):
+    code, _, err = run(synth(schema_path, silo_paths, tmp_path / "o.csv", "--report", tmp_path / "r.txt"), capsys)
+    one_line_refusal(code, err, "the report is written as .html or .md")
+
+
+def test_evaluate_and_audit_outputs_never_replace_inputs(schema_path, silo_paths, tmp_path, capsys):
+    out = tmp_path / "syn.csv"
+    assert run(synth(schema_path, silo_paths, out), capsys)[0] == 0
+    before = snapshot(tmp_path)
+    # evaluate --json pointed at its own --real file, with and without --force
+    for force in ([], ["--force"]):
+        code, _, err = run(["evaluate", "--real", silo_paths[0], "--synthetic", out, "--schema", schema_path,
+                            "--json", silo_paths[0], *force], capsys)
+        one_line_refusal(code, err, "already exists" if not force else "is the same file as")
+    # audit --report pointed at the ledger it reads
+    ledger = tmp_path / "syn.ledger.json"
+    (tmp_path / "alias.md").symlink_to(ledger)
+    code, _, err = run(["audit", ledger, "--report", tmp_path / "alias.md", "--force"], capsys)
+    assert code == 2 and "is the same file as" in err
+    # an existing report is replaced only with --force
+    report = tmp_path / "r.md"
+    report.write_text("keep me")
+    before = snapshot(tmp_path)
+    code, _, err = run(["audit", ledger, "--report", report], capsys)
+    one_line_refusal(code, err, "already exists")
+    assert snapshot(tmp_path) == before
+    assert run(["audit", ledger, "--report", report, "--force"], capsys)[0] in (0, 1)
+    assert "keep me" not in report.read_text()
+
+
+def test_outputs_in_a_read_only_folder_are_refused_before_any_reservation(schema_path, silo_paths, tmp_path, capsys):
+    if os.geteuid() == 0:
+        pytest.skip("root writes into read-only folders")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    store = tmp_path / "b.db"
+    try:
+        code, _, err = run(synth(schema_path, silo_paths, locked / "o.csv", "--budget-store", store,
+                                 "--dataset-id", "d", "--total-epsilon", "2"), capsys)
+    finally:
+        locked.chmod(0o700)
+    one_line_refusal(code, err, "is not writable")
+    assert not store.exists()
+
+
+# ---- one silo under two names (finding 2) ------------------------------------------------------
+
+@pytest.mark.parametrize("spelling", ["absolute", "dotdot", "symlink", "hardlink", "identical-string"])
+def test_one_silo_under_two_names_is_refused(spelling, schema_path, silo_paths, tmp_path, capsys):
+    first = silo_paths[0]
+    (tmp_path / "sub").mkdir()
+    second = {"absolute": lambda: first.resolve(),
+              "dotdot": lambda: tmp_path / "sub" / ".." / first.name,
+              "symlink": lambda: (tmp_path / "l.csv").symlink_to(first) or tmp_path / "l.csv",
+              "hardlink": lambda: os.link(first, tmp_path / "h.csv") or tmp_path / "h.csv",
+              "identical-string": lambda: first}[spelling]()
+    out = tmp_path / "o.csv"
+    code, _, err = run(synth(schema_path, [first, second, silo_paths[1]], out), capsys)
+    one_line_refusal(code, err, "same file")
+    assert not out.exists() and not out.with_suffix(".ledger.json").exists()
+
+
+def test_one_silo_twice_under_mpc_is_refused_before_any_party_starts(schema_path, silo_paths, tmp_path, capsys):
+    out = tmp_path / "o.csv"
+    code, _, err = run(synth(schema_path, [silo_paths[0], silo_paths[0]], out, "--mpc"), capsys)
+    one_line_refusal(code, err, "given twice as --silo")
+
+
+def test_silos_with_identical_contents_need_the_flag_that_names_the_risk(schema_path, silo_paths, tmp_path, capsys):
+    copy = tmp_path / "copy.csv"
+    shutil.copyfile(silo_paths[0], copy)
+    store = tmp_path / "b.db"
+    out = tmp_path / "o.csv"
+    code, _, err = run(synth(schema_path, [silo_paths[0], copy], out, "--budget-store", store, "--dataset-id", "d",
+                             "--total-epsilon", "3"), capsys)
+    one_line_refusal(code, err, "identical contents")
+    assert "--allow-identical-silos" in err and not out.exists()
+    run_row = BudgetStore(store).budget("d").runs[0]
+    assert run_row["status"] == "rejected" and run_row["rho_spent"] == 0.0       # nothing was spent
+    code, _, err = run(synth(schema_path, [silo_paths[0], copy], out, "--allow-identical-silos"), capsys)
+    assert code == 0, err
+
+
+# ---- partition --force replaces the folder as a whole (finding 3) ---------------------------------
+
+def test_partition_force_leaves_no_stale_client_files(tmp_path, capsys):
+    data = tmp_path / "data.csv"
+    make_frame(800, 0).to_csv(data, index=False)
+    out = tmp_path / "clients"
+    assert run(["partition", data, "--clients", "5", "--scheme", "iid", "--out", out], capsys)[0] == 0
+    assert run(["partition", data, "--clients", "3", "--scheme", "iid", "--out", out, "--force"], capsys)[0] == 0
+    files = sorted(p.name for p in out.iterdir())
+    assert files == ["client_000.csv", "client_001.csv", "client_002.csv", "manifest.json"]
+    total = sum(len(pd.read_csv(out / f)) for f in files if f.endswith(".csv"))
+    assert total == 800                            # every record in exactly one client file
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]      # no leftovers
+
+
+def test_partition_force_never_replaces_a_folder_of_other_files_or_its_own_input(tmp_path, capsys):
+    data = tmp_path / "data.csv"
+    make_frame(50, 0).to_csv(data, index=False)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    before = snapshot(tmp_path)
+    code, _, err = run(["partition", data, "--clients", "2", "--scheme", "iid", "--out", tmp_path, "--force"], capsys)
+    one_line_refusal(code, err, "lies inside --out")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "keep.txt").write_text("keep")
+    before = snapshot(tmp_path)
+    code, _, err = run(["partition", data, "--clients", "2", "--scheme", "iid", "--out", other, "--force"], capsys)
+    one_line_refusal(code, err, "which partition did not write")
+    assert snapshot(tmp_path) == before
+    # the table to split, as one of the client files of the folder being replaced
+    clients = tmp_path / "clients"
+    assert run(["partition", data, "--clients", "2", "--scheme", "iid", "--out", clients], capsys)[0] == 0
+    code, _, err = run(["partition", clients / "client_000.csv", "--clients", "2", "--scheme", "iid",
+                        "--out", clients, "--force"], capsys)
+    one_line_refusal(code, err, "lies inside --out")
+
+
+# ---- a declared category equal to a missing token (finding 4) -------------------------------------
+
+def test_declared_categories_win_over_missing_tokens(tmp_path, capsys):
+    schema = {"columns": [
+        {"name": "region", "type": "categorical", "categories": ["NA", "None", "null", "north"], "missing": True},
+        {"name": "x", "type": "numeric", "lower": 0, "upper": 10, "bins": 4}]}
+    schema_path = tmp_path / "schema.json"
+    schema_path.write_text(json.dumps(schema))
+    regions = ["NA"] * 300 + ["None"] * 200 + ["null"] * 100 + ["north"] * 150 + [""] * 50
+    silo = tmp_path / "s.csv"
+    pd.DataFrame({"region": regions, "x": [1.0] * 800}).to_csv(silo, index=False)
+    out = tmp_path / "o.csv"
+    args = ["synth", "--method", "fedtda", "--schema", schema_path, "--silo", silo, "--epsilon", "50",
+            "--delta", "1e-9", "--out", out, "--quiet", "--rows", "4000", "--seed", "1"]
+    assert run(args, capsys)[0] == 0
+    column = pd.read_csv(out, dtype=str, keep_default_na=False)["region"]
+    shares = column.value_counts(normalize=True)
+    assert shares["NA"] == pytest.approx(300 / 800, abs=0.05)
+    assert shares["None"] == pytest.approx(200 / 800, abs=0.05)
+    assert shares[""] == pytest.approx(50 / 800, abs=0.03)       # only the truly missing cells are blank
+
+
+def test_the_empty_category_cannot_also_be_missing(tmp_path, capsys):
+    schema_path = tmp_path / "schema.json"
+    schema_path.write_text(json.dumps({"columns": [
+        {"name": "c", "type": "categorical", "categories": ["", "a"], "missing": True}]}))
+    silo = tmp_path / "s.csv"
+    silo.write_text("c\na\n")
+    code, _, err = run(synth(schema_path, [silo], tmp_path / "o.csv"), capsys)
+    one_line_refusal(code, err, "cannot be told apart from a missing value")
+
+
+# ---- requests that could never succeed are refused before the reservation (findings 7, 8) ---------
+
+@pytest.mark.parametrize("method, extra, fragment", [
+    ("aim", ["--rows", "2000000000"], "more than the 1,000,000,000 rows"),
+    ("fedtda", ["--epsilon", "1e300"], "--epsilon must be a positive number up to 1000"),
+    ("aim", ["--rounds", "3"], "--rounds 3 is too small for 5 columns"),
+    ("aim", ["--workload-degree", "9"], "--workload-degree 9 is more than the 5 columns"),
+    ("aim", ["--seed", "-1"], "--seed must be a whole number"),
+    ("aim", ["--alpha", "1"], "--alpha must lie in (0, 1)"),
+    ("aim", ["--pgm-tol", "nan"], "--pgm-tol must be 0 or positive"),
+    ("aim", ["--max-model-size", "1e12"], "does not fit this machine"),
+    ("aim", ["--workload-seed", "-1"], "--workload-seed must be 0 or a positive whole number"),
+    ("fedtda", ["--split", "0.1,0.2,inf,0.3"], "--split needs four non-negative shares"),
+    ("distaim", ["--mpc", "--mpc-timeout", "0"], "--mpc-timeout must be a positive number"),
+    ("aim", ["--delta", "0.5"], "--delta must lie strictly between 0 and 0.1"),
+])
+def test_infeasible_requests_are_refused_before_the_budget_is_reserved(method, extra, fragment, schema_path,
+                                                                       silo_paths, tmp_path, capsys):
+    store = tmp_path / "b.db"
+    out = tmp_path / "o.csv"
+    args = synth(schema_path, silo_paths, out, "--budget-store", store, "--dataset-id", "d",
+                 "--total-epsilon", "5", method=method)
+    for i in range(0, len(extra), 2):            # replace an option the helper already set
+        if extra[i] in args:
+            args[args.index(extra[i]) + 1] = extra[i + 1]
+        else:
+            args += extra[i:i + 2]
+    code, _, err = run(args, capsys)
+    one_line_refusal(code, err, fragment)
+    assert not out.exists() and not out.with_suffix(".ledger.json").exists()
+    assert not store.exists()                     # not even the store was touched
+
+
+def test_a_workload_too_large_for_memory_is_refused_up_front(tmp_path, capsys):
+    cols = [{"name": f"c{i}", "type": "categorical", "categories": [str(k) for k in range(300)]} for i in range(3)]
+    schema_path = tmp_path / "schema.json"
+    schema_path.write_text(json.dumps({"columns": cols}))
+    silo = tmp_path / "s.csv"
+    silo.write_text("c0,c1,c2\n1,2,3\n")
+    code, _, err = run(synth(schema_path, [silo], tmp_path / "o.csv", method="aim"), capsys)
+    one_line_refusal(code, err, "cells, more than 10,000,000")
+
+
+def test_a_tiny_epsilon_still_gives_a_release(schema_path, silo_paths, tmp_path, capsys):
+    out = tmp_path / "o.csv"
+    args = synth(schema_path, silo_paths, out, "--rows", "50")
+    args[args.index("--epsilon") + 1] = "1e-12"
+    code, _, err = run(args, capsys)
+    assert code == 0, err
+    assert len(pd.read_csv(out)) == 50
+
+
+def test_the_default_row_count_is_capped():
+    from privsyn_fed.output import DEFAULT_MAX_ROWS, default_rows
+    assert default_rows(3.2e12) == DEFAULT_MAX_ROWS
+    assert default_rows(float("inf")) == DEFAULT_MAX_ROWS
+    assert default_rows(-5e9) == 1 and default_rows(812.4) == 812
+
+
+def test_large_outputs_are_drawn_in_chunks_with_bounded_memory(schema, silo_paths):
+    from privsyn_fed import Silo, synthesize
+    from privsyn_fed.output import CHUNK_ROWS
+    silos = [Silo.from_csv(p, schema) for p in silo_paths]
+    result = synthesize(silos, "fedtda", 1.0, 1e-9, rows=2 * CHUNK_ROWS + 7, seed=1)
+    sizes = [len(c) for c in result.output.chunks()]
+    assert max(sizes) <= CHUNK_ROWS and sum(sizes) == 2 * CHUNK_ROWS + 7
+    first = next(result.output.chunks())
+    assert first.equals(next(result.output.chunks()))    # the same rows every time they are read
+
+
+# ---- a failed settle never records a spent run as free (finding 6) --------------------------------
+
+def _store_run(store):
+    return BudgetStore(store).budget("d").runs[-1]
+
+
+@pytest.mark.parametrize("failure", ["ledger-final-write", "store-settle-locked", "csv-disk-full"])
+def test_failures_at_commit_keep_ledger_and_store_in_one_state(failure, schema_path, silo_paths, tmp_path,
+                                                               capsys, monkeypatch):
+    from privsyn_fed import api
+    from privsyn_fed.accounting import budget_store, ledger as ledger_mod
+
+    store = tmp_path / "b.db"
+    out = tmp_path / "o.csv"
+    if failure == "ledger-final-write":
+        original = ledger_mod.Accountant.finish
+
+        def finish(self, status="complete", **details):
+            if status == "complete":
+                raise OSError(errno.ENOSPC, "No space left on device", str(self.ledger_path))
+            return original(self, status, **details)
+        monkeypatch.setattr(ledger_mod.Accountant, "finish", finish)
+    elif failure == "store-settle-locked":
+        def settle(self, run, rho_spent, status):
+            raise sqlite3.OperationalError("database is locked")
+        monkeypatch.setattr(budget_store.BudgetStore, "settle", settle)
+    else:
+        def write_csv(self, fh):
+            fh.write("age,income\n")
+            raise OSError(errno.ENOSPC, "No space left on device", str(out))
+        monkeypatch.setattr(api.SynthResult, "write_csv", write_csv)
+    code, _, err = run(synth(schema_path, silo_paths, out, "--budget-store", store, "--dataset-id", "d",
+                             "--total-epsilon", "3"), capsys)
+    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".o.csv")]
+    led = json.loads(out.with_suffix(".ledger.json").read_text())
+    assert led["status"] in ("failed", "running") and led["rho_spent"] > 0
+    row = _store_run(store)
+    if failure == "store-settle-locked":
+        # the store could not be written at all: the run stays counted at its whole reservation
+        assert row["status"] == "reserved" and row["rho_spent"] is None
+        assert "budget settle" in err
+    else:
+        assert row["status"] == "failed" and row["rho_spent"] == pytest.approx(led["rho_spent"])
+
+
+def test_a_run_rejected_before_any_mechanism_gives_its_reservation_back(schema_path, silo_paths, tmp_path, capsys):
+    bad = tmp_path / "bad.csv"
+    bad.write_text(silo_paths[0].read_text().replace(",south,", ",mars,", 1))
+    store = tmp_path / "b.db"
+    out = tmp_path / "o.csv"
+    code, _, err = run(synth(schema_path, [bad, silo_paths[1]], out, "--budget-store", store, "--dataset-id", "d",
+                             "--total-epsilon", "3"), capsys)
+    one_line_refusal(code, err, "'mars'")
+    row = _store_run(store)
+    assert row["status"] == "rejected" and row["rho_spent"] == 0.0
+    assert not out.with_suffix(".ledger.json").exists()
