@@ -6,7 +6,7 @@ Noise comes from a ``NoiseSource``:
     Gaussian; selection is OpenDP's Gumbel noisy max (the exponential mechanism).
   * ``SeededNoise``: numpy's seeded generator, so tests and demos are reproducible. Anyone who
     knows the seed can predict the noise, so a run that uses it is marked ``seeded`` in the
-    ledger and the audit flags it. It must never be used for a real release.
+    ledger and the audit fails it. It must never be used for a real release.
 
 Exponential mechanism: with utility ``u`` of sensitivity ``D`` (``|u_r(D) - u_r(D')| <= D``),
 sampling ``P[r] ~ exp(eps u_r / (2 D))`` is the Gumbel-max of ``u_r + Gumbel(2 D / eps)``; it is

@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
             cmd += ["--silo", str(p)]
         steps = [cmd, ["audit", str(out / f"{name}.ledger.json")],
                  ["evaluate", "--real", str(out / "cps1988.csv"), "--synthetic", str(out / f"{name}.csv"),
-                  "--schema", str(schema), "--json", str(out / f"{name}.eval.json")]]
+                  "--schema", str(schema), "--json", str(out / f"{name}.eval.json"), "--force"]]
         for step in steps:
             print("demo: privsyn-fed " + " ".join(step), flush=True)
             status = cli_main(step)
