@@ -111,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="rows to generate (default: the model's noisy estimate of the total)")
     s.add_argument("--seed", type=int, metavar="S",
                    help="reproducible run for tests and demos: noise from a seeded generator. The "
-                        "ledger records it and audit flags it; never use it for a real release")
+                        "ledger records it and audit fails it; never use it for a real release")
     s.add_argument("--report", metavar="REPORT.html",
                    help="also write a one-page privacy report (.html or .md) to hand out with the CSV: "
                         "the guarantee, threat model, audit verdict, budget chart and mechanisms")
@@ -312,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     from .interrupt import deferred_signals
 
     args = build_parser().parse_args(argv)
-    with deferred_signals():
+    with deferred_signals(immediate=args.command != "synth"):      # only synth spends budget
         return _run(args)
 
 

@@ -30,10 +30,33 @@ def check_columns(header: list[str], schema: Schema, source: str) -> None:
         seen.add(name)
     for name in schema.names:
         if name not in seen:
-            raise InputError(f"{source}: missing column '{name}' (the schema declares it)")
+            raise InputError(f"{source}: missing column '{name}' (the schema declares it)"
+                             + delimiter_hint(",".join(header)))
     for name in header:
         if name not in schema.names:
             raise InputError(f"{source}: extra column '{name}' (not in the schema)")
+
+
+#: Column separators that people use instead of commas, as named in ``delimiter_hint``.
+OTHER_DELIMITERS = {";": "semicolons", "\t": "tabs", "|": "'|'"}
+
+
+def delimiter_hint(header_line: str) -> str:
+    """``'; the file seems to separate columns with semicolons ...'`` when the header holds one of
+    ``OTHER_DELIMITERS``, else ``''``: added to an error about a file that does not parse as expected."""
+    for sep, name in OTHER_DELIMITERS.items():
+        if sep in header_line:
+            return f"; the file seems to separate columns with {name}, but privsyn-fed reads comma-separated files"
+    return ""
+
+
+def cell_error(source: str, row: int, column: str, problem: str, public: str, fix: str = "") -> InputError:
+    """An error about one cell: ``problem`` may quote the cell's value (for this host's operator);
+    ``public`` says the same without it, for the message an MPC party relays to party 0."""
+    where = f"{source}: row {row}, column '{column}'"
+    return InputError(f"{where}: {problem}" + (f" ({fix})" if fix else ""),
+                      public=f"{where}: {public} ({fix + '; ' if fix else ''}"
+                             "the value itself is not shown to the other parties)")
 
 
 def encode_frame(df: pd.DataFrame, schema: Schema, source: str, with_values: bool = False):
@@ -53,7 +76,7 @@ def encode_frame(df: pd.DataFrame, schema: Schema, source: str, with_values: boo
     clipped: dict[str, int] = {}
     for j, col in enumerate(schema.columns):
         text = df[col.name].astype(str).str.strip().to_numpy()
-        is_missing = np.isin(text, MISSING_TOKENS + col.missing_values)
+        is_missing = missing_mask(col, text)
         if is_missing.any() and not col.missing:
             row = int(np.argmax(is_missing))
             raise InputError(f"{source}: row {row + 2}, column '{col.name}': missing value "
@@ -67,13 +90,22 @@ def encode_frame(df: pd.DataFrame, schema: Schema, source: str, with_values: boo
     return (codes, clipped, values) if with_values else (codes, clipped)
 
 
+def missing_mask(col, text: np.ndarray) -> np.ndarray:
+    """Cells that stand for a missing value: one of the missing tokens or the column's own
+    ``missing_values``, unless the schema declares that very text as a category (a declared
+    category always wins, so a category named ``NA`` or ``None`` is never read as missing)."""
+    tokens = [t for t in MISSING_TOKENS + col.missing_values
+              if not (isinstance(col, CategoricalColumn) and t in col.categories)]
+    return np.isin(text, tokens)
+
+
 def _encode_numeric(col: NumericColumn, text: np.ndarray, is_missing: np.ndarray,
                     source: str) -> tuple[np.ndarray, int, np.ndarray]:
     values = pd.to_numeric(pd.Series(np.where(is_missing, "nan", text)), errors="coerce").to_numpy(float)
     bad = ~is_missing & ~np.isfinite(values)
     if bad.any():
         row = int(np.argmax(bad))
-        raise InputError(f"{source}: row {row + 2}, column '{col.name}': {text[row]!r} is not a number")
+        raise cell_error(source, row + 2, col.name, f"{text[row]!r} is not a number", "a value that is not a number")
     present = ~is_missing
     n_clipped = int(np.sum(present & ((values < col.lower) | (values > col.upper))))
     x = np.clip(np.where(present, values, col.lower), col.lower, col.upper)
@@ -87,9 +119,9 @@ def numeric_bin(col: NumericColumn, x: np.ndarray) -> np.ndarray:
     """Bin index of values already clipped to the column's bounds."""
     B = col.n_bins
     if col.integer:
-        m = int(col.upper - col.lower + 1)
-        k = np.rint(x - col.lower).astype(np.int64)
-        return np.minimum(k * B // m, B - 1)
+        m = col.whole_numbers
+        k = np.rint(x).astype(np.int64) - int(col.lower)       # exact: no float difference
+        return np.minimum(_times_over(k, B, m), B - 1)
     if col.upper == col.lower:
         return np.zeros(len(x), dtype=np.int64)
     scaled = (x - col.lower) / (col.upper - col.lower) * B
@@ -104,8 +136,9 @@ def _encode_categorical(col: CategoricalColumn, text: np.ndarray, is_missing: np
     bad = (codes < 0) & ~is_missing
     if bad.any():
         row = int(np.argmax(bad))
-        raise InputError(f"{source}: row {row + 2}, column '{col.name}': category {text[row]!r} "
-                         f"is not in the schema (declare it, or set \"unknown\" to a catch-all)")
+        raise cell_error(source, row + 2, col.name, f"category {text[row]!r} is not in the schema",
+                         "a value that is not in the schema's categories",
+                         "declare it, or set \"unknown\" to a catch-all")
     if col.missing:
         codes[is_missing] = len(col.categories)
     return codes
@@ -153,13 +186,21 @@ def bin_midpoints(codes: np.ndarray, schema: Schema) -> np.ndarray:
     return out
 
 
+def _times_over(a: np.ndarray, b: int, c: int) -> np.ndarray:
+    """``floor(a * b / c)`` exactly, for int64 ``a``: in int64 when ``a * b`` cannot overflow,
+    else in Python integers (wide whole-number columns, up to 2^54 values)."""
+    if np.abs(a).max(initial=0) * float(b) < 2.0 ** 62:
+        return a * b // c
+    return (a.astype(object) * b // c).astype(np.int64)
+
+
 def bin_edges(col: NumericColumn) -> tuple[np.ndarray, np.ndarray]:
     """Lower and upper value of each bin (integer columns: the smallest and largest whole number)."""
     B = col.n_bins
     b = np.arange(B)
     if col.integer:
-        m = int(col.upper - col.lower + 1)
-        return col.lower + (-(-b * m // B)), col.lower + (-(-(b + 1) * m // B) - 1)
+        m = col.whole_numbers
+        return col.lower + (-_times_over(-b, m, B)), col.lower + (-_times_over(-(b + 1), m, B) - 1)
     if col.upper == col.lower:
         return np.full(B, col.lower), np.full(B, col.upper)
     width = (col.upper - col.lower) / B

@@ -1,11 +1,22 @@
 """Error types. The command line maps ``InputError`` to exit status 2 and prints only its message."""
+from __future__ import annotations
 
 
 class InputError(ValueError):
     """Bad input or bad usage: a file, column, row or value the user must fix.
 
-    The message is one line that names what is at fault.
+    The message is one line that names what is at fault. ``public``, when given, is the same
+    message without the private cell value it quotes: what an MPC party prints, since its error
+    is relayed to party 0 (``str(exc)`` is for this host's own operator only).
     """
+
+    def __init__(self, message: str, *, public: str | None = None):
+        super().__init__(message)
+        self.public = public
+
+    def shareable(self) -> str:
+        """The message as it may leave this host: ``public`` when the message quotes a cell value."""
+        return self.public or str(self)
 
 
 class BudgetExceeded(RuntimeError):
@@ -14,3 +25,14 @@ class BudgetExceeded(RuntimeError):
 
 class MPCError(RuntimeError):
     """A secure computation cannot go on (a party stopped, the rendezvous failed); one-line message."""
+
+
+def first_line(exc: BaseException, limit: int = 300) -> str:
+    """An exception's first non-empty line, white space collapsed, at most ``limit`` characters.
+
+    torch's errors may carry C++ stack frames on the lines after the message
+    (``TORCH_SHOW_CPP_STACKTRACES``); those never reach the user.
+    """
+    line = next((ln for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
+    line = " ".join(line.split())
+    return line if len(line) <= limit else line[:limit - 3] + "..."

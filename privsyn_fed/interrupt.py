@@ -9,6 +9,10 @@ the release is committed. ``checkpoint`` raises ``Interrupted`` (a ``BaseExcepti
 ``KeyboardInterrupt``, so ``except Exception`` blocks do not swallow it); the run then marks its
 ledger ``failed`` with what it spent, settles its budget reservation at that spend and writes no
 CSV. Without ``deferred_signals`` (library use) ``checkpoint`` never raises.
+
+Commands that spend no budget (``evaluate``, ``partition``, the MPC parties ...) use
+``deferred_signals(immediate=True)``: the signal raises ``Interrupted`` at once (SIGTERM then
+unwinds like Ctrl-C, so temporary files are removed instead of left behind).
 """
 from __future__ import annotations
 
@@ -52,12 +56,17 @@ def _record(signum, frame) -> None:
                     "point (no CSV will be written)\n".encode())
 
 
+def _raise(signum, frame) -> None:
+    raise Interrupted(signum)
+
+
 @contextmanager
-def deferred_signals():
-    """Record SIGINT and SIGTERM instead of raising; restore the previous handlers on exit."""
+def deferred_signals(immediate: bool = False):
+    """Record SIGINT and SIGTERM instead of raising (``immediate``: raise ``Interrupted`` at
+    once); restore the previous handlers on exit."""
     global _received
     _received = None
-    previous = {s: signal.signal(s, _record) for s in SIGNALS}
+    previous = {s: signal.signal(s, _raise if immediate else _record) for s in SIGNALS}
     try:
         yield
     finally:

@@ -18,6 +18,10 @@ from typing import Any
 from .errors import InputError
 
 DEFAULT_BINS = 32
+#: The most cells (bins or categories) one column may have, and the widest bounds: within
+#: ``+-2^53`` every whole number is exact in floating point, so bins and whole numbers stay exact.
+MAX_COLUMN_CELLS = 100_000
+MAX_ABS_BOUND = float(2 ** 53)
 #: Strings read as a missing value in an input CSV (a column may add its own with ``missing_values``).
 MISSING_TOKENS = ("", "NA", "N/A", "NaN", "nan", "null", "NULL", "None")
 
@@ -43,8 +47,13 @@ class NumericColumn:
     @property
     def n_bins(self) -> int:
         if self.integer:
-            return int(min(self.bins, self.upper - self.lower + 1))
+            return min(self.bins, self.whole_numbers)
         return 1 if self.upper == self.lower else self.bins
+
+    @property
+    def whole_numbers(self) -> int:
+        """``m = upper - lower + 1`` for an integer column, in exact integer arithmetic."""
+        return int(self.upper) - int(self.lower) + 1
 
     @property
     def size(self) -> int:
@@ -170,15 +179,25 @@ def _parse_column(spec: Any, index: int, source: str) -> Column:
     if not isinstance(spec, dict):
         raise InputError(f"{source}: column #{index + 1} is not an object")
     name = spec.get("name")
-    if not isinstance(name, str) or not name:
+    _refuse_yaml_literal(name, "\"name\"", f"{source}: column #{index + 1}", source, nulls=False)
+    if name is None or name == "":
         raise InputError(f"{source}: column #{index + 1} has no \"name\"")
+    if not isinstance(name, str):
+        raise InputError(f"{source}: column #{index + 1}: \"name\" must be text, not {name!r}")
+    if not name.strip():
+        raise InputError(f"{source}: column #{index + 1}: the name {name!r} is blank")
     where = f"{source}: column '{name}'"
+    if name != name.strip():
+        raise InputError(f"{where}: the name has leading or trailing spaces, which never match a CSV header "
+                         "(headers are read without them); remove them")
     kind = spec.get("type")
     known = {"name", "type", "missing", "missing_values"}
     missing = spec.get("missing", False)
     if not isinstance(missing, bool):
         raise InputError(f"{where}: \"missing\" must be true or false, not {missing!r}")
     missing_values = spec.get("missing_values", [])
+    for v in missing_values if isinstance(missing_values, list) else []:
+        _refuse_yaml_literal(v, "\"missing_values\" entry", where, source)
     if not isinstance(missing_values, list) or not all(isinstance(v, str) for v in missing_values):
         raise InputError(f"{where}: \"missing_values\" must be a list of strings")
     if kind == "numeric":
@@ -190,12 +209,17 @@ def _parse_column(spec: Any, index: int, source: str) -> Column:
             v = spec[key]
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
                 raise InputError(f"{where}: \"{key}\" must be a finite number, not {v!r}")
+            if abs(v) > MAX_ABS_BOUND:
+                raise InputError(f"{where}: \"{key}\" {v!r} is beyond +-2^53 (9,007,199,254,740,992), where "
+                                 "numbers are no longer exact; express the column in larger units")
         lower, upper = float(spec["lower"]), float(spec["upper"])
         if lower > upper:
             raise InputError(f"{where}: \"lower\" ({spec['lower']}) is above \"upper\" ({spec['upper']})")
         bins = spec.get("bins", DEFAULT_BINS)
         if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
             raise InputError(f"{where}: \"bins\" must be a positive integer, not {bins!r}")
+        if bins > MAX_COLUMN_CELLS:
+            raise InputError(f"{where}: \"bins\" {bins} is more than the {MAX_COLUMN_CELLS:,} cells a column may have")
         integer = spec.get("integer", False)
         if not isinstance(integer, bool):
             raise InputError(f"{where}: \"integer\" must be true or false, not {integer!r}")
@@ -209,17 +233,42 @@ def _parse_column(spec: Any, index: int, source: str) -> Column:
         cats = spec.get("categories")
         if not isinstance(cats, list) or not cats:
             raise InputError(f"{where}: categorical column needs a non-empty \"categories\" list")
+        for c in cats:
+            _refuse_yaml_literal(c, "category", where, source)
         cats = [str(c) if isinstance(c, (int, float)) and not isinstance(c, bool) else c for c in cats]
-        if not all(isinstance(c, str) for c in cats):
-            raise InputError(f"{where}: categories must be strings or numbers")
+        odd = next((c for c in cats if not isinstance(c, str)), None)
+        if odd is not None:
+            raise InputError(f"{where}: categories must be strings or numbers, not {odd!r}")
+        if len(cats) > MAX_COLUMN_CELLS:
+            raise InputError(f"{where}: {len(cats):,} categories are more than the {MAX_COLUMN_CELLS:,} cells a "
+                             "column may have")
         if len(set(cats)) != len(cats):
             dup = next(c for c in cats if cats.count(c) > 1)
             raise InputError(f"{where}: category {dup!r} is listed twice")
+        if missing and "" in cats:
+            raise InputError(f"{where}: the empty category \"\" cannot be told apart from a missing value, which "
+                             "is written as an empty cell; rename the category or drop \"missing\"")
         unknown = spec.get("unknown")
+        _refuse_yaml_literal(unknown, "\"unknown\" category", where, source, nulls=False)
         if unknown is not None and unknown not in cats:
             raise InputError(f"{where}: \"unknown\" category {unknown!r} is not in the categories list")
         return CategoricalColumn(name, tuple(cats), missing, unknown, tuple(missing_values))
     raise InputError(f"{where}: \"type\" must be \"numeric\" or \"categorical\", not {kind!r}")
+
+
+def _refuse_yaml_literal(value: Any, what: str, where: str, source: str, nulls: bool = True) -> None:
+    """In a YAML schema, refuse a boolean (or, with ``nulls``, a null) where text belongs, saying how
+    to keep it as text: YAML 1.1 reads unquoted yes/no, on/off and true/false as booleans and
+    null, ~ or an empty item as null."""
+    if Path(source).suffix.lower() not in (".yaml", ".yml"):
+        return
+    if isinstance(value, bool):
+        words = "yes, on and true" if value else "no, off and false"
+        raise InputError(f"{where}: {what} {value} is a YAML boolean (YAML reads unquoted {words} as {value}); "
+                         f"quote it (for example '{words.split(',')[0]}') to keep it as text")
+    if value is None and nulls:
+        raise InputError(f"{where}: a {what} is null (YAML reads unquoted null, ~ and an empty item as no value); "
+                         "quote it ('null') to keep it as text")
 
 
 def _reject_unknown_keys(spec: dict, known: set[str], where: str) -> None:

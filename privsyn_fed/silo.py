@@ -11,7 +11,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from .encode import encode_frame
+from .encode import delimiter_hint, encode_frame
 from .errors import InputError
 from .schema import Schema
 
@@ -110,6 +110,15 @@ def read_csv(path: str | Path) -> pd.DataFrame:
     except pd.errors.EmptyDataError:
         raise InputError(f"{path}: the file is empty (no header, no rows)") from None
     except (pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
-        raise InputError(f"{path}: cannot parse as CSV ({' '.join(str(exc).split())})") from None
+        raise InputError(f"{path}: cannot parse as CSV ({' '.join(str(exc).split())})"
+                         + delimiter_hint(_first_line(path))) from None
     df.columns = [str(c).strip() for c in df.columns]
     return df
+
+
+def _first_line(path: Path) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.readline()
+    except OSError:
+        return ""

@@ -280,6 +280,35 @@ def test_a_workload_too_large_for_memory_is_refused_up_front(tmp_path, capsys):
     one_line_refusal(code, err, "cells, more than 10,000,000")
 
 
+@pytest.mark.parametrize("column, fragment", [
+    ({"name": "x", "type": "numeric", "lower": 0, "upper": 1, "bins": 1_000_000_000}, "more than the 100,000 cells"),
+    ({"name": "x", "type": "numeric", "lower": -1.7e308, "upper": 1.7e308}, "beyond +-2^53"),
+    ({"name": "x", "type": "numeric", "lower": 0, "upper": 1e18, "integer": True}, "beyond +-2^53"),
+])
+def test_schemas_that_cannot_be_binned_are_refused(column, fragment, tmp_path, capsys):
+    schema_path = tmp_path / "schema.json"
+    schema_path.write_text(json.dumps({"columns": [column]}))
+    silo = tmp_path / "s.csv"
+    silo.write_text("x\n0\n")
+    code, _, err = run(synth(schema_path, [silo], tmp_path / "o.csv"), capsys)
+    one_line_refusal(code, err, fragment)
+
+
+def test_whole_numbers_up_to_2_to_the_53_are_binned_exactly():
+    import numpy as np
+
+    from privsyn_fed.encode import bin_edges, numeric_bin
+    from privsyn_fed.schema import NumericColumn
+    col = NumericColumn("id", 0.0, float(2 ** 53), bins=50_000, integer=True)
+    values = np.array([0, 1, 2 ** 52 + 12345, 2 ** 53 - 1, 2 ** 53, 180_143_985_094_819], dtype=float)
+    bins = numeric_bin(col, values)
+    m = 2 ** 53 + 1
+    assert bins.tolist() == [int(v) * 50_000 // m for v in values]           # exact integer arithmetic
+    lo, hi = bin_edges(col)
+    assert np.all(lo[bins] <= values) and np.all(values <= hi[bins])
+    assert lo[0] == 0 and hi[-1] == 2 ** 53 and np.all(lo[1:] == hi[:-1] + 1)   # no whole number lost
+
+
 def test_a_tiny_epsilon_still_gives_a_release(schema_path, silo_paths, tmp_path, capsys):
     out = tmp_path / "o.csv"
     args = synth(schema_path, silo_paths, out, "--rows", "50")

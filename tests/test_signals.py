@@ -53,6 +53,7 @@ def ledger_spend(path):
     (signal.SIGTERM, "aim", "round 2:", []),                           # between rounds
     (signal.SIGTERM, "distaim", "round 1/", ["--rounds", "6"]),        # federated, mid-run
     (signal.SIGINT, "fedtda", "writing 3,000,000 rows", ["--rows", "3000000"]),   # while the CSV is written
+    (signal.SIGINT, "distaim", "round 1/", ["--mpc", "--rounds", "4"]),            # parties as processes
 ])
 def test_a_signal_stops_the_run_with_ledger_and_store_at_its_spend(sig, method, marker, extra, schema_path,
                                                                    silo_paths, tmp_path):

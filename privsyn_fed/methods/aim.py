@@ -38,7 +38,7 @@ class AIMOptions:
     max_model_size: float = 80.0       # MB, junction-tree size cap (ramped by the share spent)
     pgm_iters: int = 1000              # mirror-descent iterations per refit (at most)
     pgm_tol: float | None = 1e-6       # stop a refit early once it has converged (None: never)
-    workload_degree: int = DEFAULT_DEGREE
+    workload_degree: int | None = None   # K; default 3 (or the number of columns, if fewer)
     workload_size: int | None = DEFAULT_SIZE
     workload_seed: int = DEFAULT_WORKLOAD_SEED
     workload: Sequence[Sequence[str]] | None = None   # explicit cliques (column names) instead
@@ -54,7 +54,7 @@ class AIMOptions:
             raise InputError(f"--pgm-iters must be positive, not {self.pgm_iters}")
         if self.pgm_tol is not None and not self.pgm_tol >= 0:
             raise InputError(f"--pgm-tol must be 0 or positive, not {self.pgm_tol}")
-        if self.workload_degree < 1:
+        if self.workload_degree is not None and self.workload_degree < 1:
             raise InputError(f"--workload-degree must be positive, not {self.workload_degree}")
         if self.rounds is not None and self.rounds > MAX_ROUNDS:
             raise InputError(f"--rounds {self.rounds} is more than the {MAX_ROUNDS:,} rounds a run may have")
@@ -87,7 +87,7 @@ def check_workload(opts: "AIMOptions", schema) -> None:
     """The workload and its candidates must fit in memory: refused before any budget is spent."""
     from ..workload import check_size
     d = len(schema.columns)
-    if opts.workload is None and opts.workload_degree > d:
+    if opts.workload is None and opts.workload_degree is not None and opts.workload_degree > d:
         raise InputError(f"--workload-degree {opts.workload_degree} is more than the {d} columns of the schema")
     check_size(workload_cliques(schema.names, opts), schema.shape, schema.names)
 
@@ -103,7 +103,8 @@ def workload_cliques(names: Sequence[str], opts: AIMOptions) -> list[tuple[int, 
                 raise InputError(f"workload: column '{unknown[0]}' is not in the schema")
             out.append(tuple(sorted(index[c] for c in set(cl))))
         return sorted(set(out))
-    return sample_workload(len(names), opts.workload_degree, opts.workload_size, opts.workload_seed)
+    degree = opts.workload_degree or min(DEFAULT_DEGREE, len(names))
+    return sample_workload(len(names), degree, opts.workload_size, opts.workload_seed)
 
 
 def problem_for(schema, opts: AIMOptions) -> core.Problem:

@@ -21,7 +21,7 @@ from typing import Sequence
 import contextlib
 from contextlib import contextmanager
 
-from ..errors import InputError, MPCError
+from ..errors import InputError, MPCError, first_line
 from . import DEFAULT_TIMEOUT_S
 
 READY_TIMEOUT_S = 120.0
@@ -50,8 +50,9 @@ class LocalParties:
         cmd = [sys.executable, "-m", "privsyn_fed", *args, "--rendezvous", self.rendezvous,
                "--parties", str(self.parties), "--timeout", str(self.timeout_s)]
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        with open(log, "wb") as err:
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, env=env)
+        with open(log, "wb") as err:   # a session of its own: Ctrl-C reaches party 0, which stops the others
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, env=env,
+                                    start_new_session=True)
         self.procs.append((label, proc, log))
         return proc
 
@@ -163,16 +164,19 @@ def coordinator(schema_path: str | Path, silo_paths: Sequence[str | Path], *, re
             problem = (local.failed() if local else None) or _lost_contact(exc)
             if problem is None:
                 raise
-            raise MPCError(f"{problem}; the run stopped: no CSV was written, and the ledger records "
-                           "every value opened before the failure") from None
+            error = MPCError(f"{problem}; the run stopped: no CSV was written, and the ledger records "
+                             "every value opened before the failure")
+            for note in getattr(exc, "__notes__", []):      # what the release recorded as it failed
+                error.add_note(note)
+            raise error from None
         finally:
             world.leave()
 
 
 def _lost_contact(exc: BaseException) -> str | None:
-    text = " ".join(str(exc).split())
+    text = first_line(exc, limit=200)
     markers = ("Connection", "connection", "Gloo", "gloo", "timed out", "Timeout", "closed", "reset by peer")
-    return f"lost contact with another party ({text[:200]})" if any(m in text for m in markers) else None
+    return f"lost contact with another party ({text})" if any(m in text for m in markers) else None
 
 
 def _last_line(path: Path) -> str:

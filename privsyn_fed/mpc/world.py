@@ -11,17 +11,29 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import socket
+import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-import torch.distributed as dist
 
-from ..errors import MPCError
+from ..errors import MPCError, first_line
 from . import DEFAULT_TIMEOUT_S
 from .crypten_shim import import_crypten
 
+if TYPE_CHECKING:
+    import torch
+
 __all__ = ["DEFAULT_TIMEOUT_S", "MPCError", "Membership", "Channel", "join", "leave"]
+
+# torch is imported only once it is needed (a party that cannot reach party 0 says so without
+# loading it). Its C++ log (c10d's connection retries, each with C++ stack frames) is off unless
+# the user sets TORCH_CPP_LOG_LEVEL: torch reads it when it loads, so import this module first.
+os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")
+
+#: Seconds between two tries to reach party 0's rendezvous port.
+RETRY_S = 0.25
 
 
 @dataclass
@@ -45,6 +57,8 @@ def configure(m: Membership):
 
 def _set_default_timeout(seconds: float) -> None:
     """A peer that stops answering fails every collective after ``seconds`` (gloo's default is 30 min)."""
+    import torch.distributed as dist
+
     timeout = datetime.timedelta(seconds=seconds)
     original = getattr(dist.init_process_group, "__wrapped_original__", dist.init_process_group)
 
@@ -58,13 +72,41 @@ def _set_default_timeout(seconds: float) -> None:
 
 def join(m: Membership):
     """Connect this party to the others (blocks until all ranks have joined); returns crypten."""
+    reach_party0(m)
     crypten = configure(m)
     try:
         crypten.init()
     except Exception as exc:
-        raise MPCError(f"could not join the parties at {m.rendezvous} as rank {m.rank} of {m.parties} "
-                       f"parties + dealer: {' '.join(str(exc).split())[:300]}") from None
+        raise cannot_join(m, first_line(exc)) from None
     return crypten
+
+
+def reach_party0(m: Membership) -> None:
+    """Wait until party 0's rendezvous port accepts a connection, for at most ``m.timeout_s``.
+
+    torch's store client would wait too, but past its timeout (a random backoff of up to that
+    long again) and logging each failed try; party 0 itself (rank 0) returns at once.
+    """
+    if m.rank == 0:
+        return
+    host, _, port = m.rendezvous.removeprefix("tcp://").rpartition(":")
+    deadline = time.monotonic() + m.timeout_s
+    while True:
+        try:
+            socket.create_connection((host.strip("[]"), int(port)),
+                                     timeout=min(2.0, max(0.1, deadline - time.monotonic()))).close()
+            return
+        except OSError as exc:
+            if time.monotonic() + RETRY_S >= deadline:
+                raise cannot_join(m, f"party 0 did not answer within {m.timeout_s:g} s "
+                                     f"({exc.strerror or first_line(exc)})") from None
+            time.sleep(RETRY_S)
+
+
+def cannot_join(m: Membership, reason: str) -> MPCError:
+    who = "the dealer" if m.rank == m.parties else f"party {m.rank}"
+    return MPCError(f"{who} could not join the parties at {m.rendezvous} ({m.parties} parties and the "
+                    f"dealer): {reason}")
 
 
 def leave() -> None:
@@ -85,11 +127,15 @@ class Channel:
         self.bytes = 0
 
     def _bcast(self, tensor: torch.Tensor) -> torch.Tensor:
+        import torch.distributed as dist
+
         dist.broadcast(tensor, src=0, group=self.group)
         self.bytes += tensor.numel() * tensor.element_size()
         return tensor
 
     def send(self, header: dict, arrays: dict[str, np.ndarray] | None = None) -> None:
+        import torch
+
         arrays = arrays or {}
         odd = [k for k, v in arrays.items() if np.asarray(v).dtype not in (np.int64, np.float64)]
         if odd:
@@ -103,6 +149,8 @@ class Channel:
             self._bcast(torch.from_numpy(np.ascontiguousarray(value)))
 
     def receive(self) -> tuple[dict, dict[str, np.ndarray]]:
+        import torch
+
         n = self._bcast(torch.zeros(1, dtype=torch.long))
         raw = self._bcast(torch.zeros(int(n.item()), dtype=torch.uint8))
         header = json.loads(bytes(raw.numpy()).decode())
@@ -125,6 +173,9 @@ def traffic() -> dict[str, int]:
 def gather_to_party0(values: list[float]) -> list[list[float]] | None:
     """Every party sends ``values`` (same length) to party 0; party 0 gets one list per party."""
     import crypten.communicator as comm
+    import torch
+    import torch.distributed as dist
+
     group = comm.get().main_group
     t = torch.tensor(values, dtype=torch.float64)
     rank = dist.get_rank()
