@@ -31,6 +31,20 @@ def make_frame(n: int, seed: int) -> pd.DataFrame:
     return pd.DataFrame({"age": age, "income": income.round(2), "sex": sex, "region": region, "label": label})
 
 
+def assert_audit_objects_only_to_the_seed(ledger: dict) -> None:
+    """Tests seed their noise to be reproducible; the audit must fail such a ledger for that reason
+    and for no other."""
+    from privsyn_fed.accounting import audit_ledger
+    problems = audit_ledger(ledger).problems
+    assert len(problems) == 1 and problems[0].startswith("SEEDED RUN"), problems
+
+
+def assert_cli_audit_objects_only_to_the_seed(stdout: str, returncode: int) -> None:
+    """The same through `privsyn-fed audit`: exit 1 and one PROBLEM line, the seeded run."""
+    problems = [line for line in stdout.splitlines() if line.startswith("PROBLEM")]
+    assert returncode == 1 and len(problems) == 1 and "SEEDED RUN" in problems[0], stdout
+
+
 @pytest.fixture
 def schema_dict():
     return json.loads(json.dumps(SCHEMA))

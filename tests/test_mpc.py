@@ -24,7 +24,7 @@ from privsyn_fed.mpc.launch import coordinator, free_port
 from privsyn_fed.mpc.noise import discrete_gaussian, rounded_gumbel, rounded_gumbel_pmf
 from privsyn_fed.queries import MarginalsQuery
 
-from .conftest import SCHEMA, make_frame
+from .conftest import SCHEMA, assert_audit_objects_only_to_the_seed, make_frame
 
 CLI = [sys.executable, "-m", "privsyn_fed"]
 
@@ -126,7 +126,7 @@ def test_secure_select_matches_the_exact_exponential_mechanism(world, files):
     # an epsilon that spreads the choice over several candidates (public: computed from the test data)
     span = float(np.sort(u)[-1] - np.sort(u)[-3])
     eps = 2 * 2.0 * 2 ** secure.SCORE_BITS / span
-    acc = Accountant(1e6, 1e-9, "distaim")
+    acc = Accountant(1000.0, 1e-9, "distaim")   # the largest budget; the draws need a big one
     draws = 3000
     picks = pool.select_many(acc, prob.candidates, uniform, sigma=5.0, epsilon=eps, sensitivity=2.0, round=1,
                              query="t", draws=draws)
@@ -179,7 +179,7 @@ def test_real_valued_sums_are_exact_to_the_grid_and_fedtda_runs_on_shares(world,
     assert math.isclose(moments["sensitivity_l2"], moments["fixed_point"]["sensitivity_planned"]
                         + moments["fixed_point"]["rounding_l2"])
     assert math.isclose(result.ledger["rho_spent"], result.ledger["rho_budget"], rel_tol=1e-9)
-    assert audit_ledger(result.ledger).ok
+    assert_audit_objects_only_to_the_seed(result.ledger)
 
 
 def test_flaim_over_mpc_selects_in_each_silo_and_sums_masked_batches_on_shares(world, files):
@@ -208,7 +208,8 @@ def test_flaim_over_mpc_selects_in_each_silo_and_sums_masked_batches_on_shares(w
     selections = [e for e in entries if e["mechanism"] == "exponential"]
     assert selections and all(e["where"] == "silo" and e["parallel_over"] == "silos" for e in selections)
     assert all(e["where"] == "mpc" for e in entries if e["mechanism"] == "gaussian")
-    assert audit_ledger(result.ledger).ok and len(result.data) > 0
+    assert_audit_objects_only_to_the_seed(result.ledger)
+    assert len(result.data) > 0
 
 
 def test_integer_scores_have_the_stated_sensitivity(files):

@@ -1,9 +1,19 @@
-"""Independent re-check of a ledger: every entry's cost from its own parameters, the total,
-the budget and the (epsilon, delta) conversion.
+"""Independent re-check of a ledger. It is total: any JSON file gets a verdict, never a crash.
 
-The conversion is checked twice: against OpenDP and against an independent implementation of
-the same bound (``cks_delta``). Problems make the ledger fail; warnings (a seeded run, a run
-that did not finish) are reported but do not make the arithmetic wrong.
+* **Shape** (``validate_ledger``; a failure is an ``InputError``, exit status 2, naming the field):
+  the format version, and the type of every field the audit reads (numbers finite, booleans
+  not numbers), however deeply nested the file.
+* **Arithmetic**: every entry's cost from its own parameters (sigma, sensitivity and epsilon
+  positive), the total, the budget, and the (epsilon, delta) conversion, checked against OpenDP
+  and against an independent implementation of the same bound (``cks_delta``).
+* **Structure**: a complete ledger carries ``details``; for every method the entries are the
+  ones its algorithm makes, with at least the sound sensitivities recomputed from public facts
+  the ledger records (the workload for the AIM family; the column types and options for Fed-TDA,
+  including the fixed-point rounding of secure sums).
+* **Guarantee**: a seeded run (top level, or any entry's sampler), a non-private run, a debug
+  MPC mode, a neighbouring relation other than add/remove one record, and a run that did not
+  complete all fail the audit.
+Problems make the ledger fail (exit 1); warnings are informational only.
 """
 from __future__ import annotations
 
@@ -15,14 +25,24 @@ from typing import Any
 
 from ..errors import InputError
 from .conversions import cks_delta, rho_to_epsilon
-from .ledger import entry_rho
+from .ledger import LEDGER_FORMAT, entry_rho
 
 REL_TOL = 1e-9
-REQUIRED_TOP = ("method", "neighbouring", "epsilon", "delta", "rho_budget", "rho_spent", "seeded", "entries")
-REQUIRED_ENTRY = {
-    "gaussian": ("step", "query", "sensitivity_l2", "sigma", "rho", "where"),
-    "exponential": ("step", "query", "sensitivity", "epsilon", "rho", "where"),
-}
+NUMBER, INTEGER = "number", "whole number"
+TOP_FIELDS = {"format": str, "method": str, "neighbouring": str, "epsilon": NUMBER, "delta": NUMBER,
+              "rho_budget": NUMBER, "rho_spent": NUMBER, "seeded": bool, "status": str, "entries": list}
+TOP_OPTIONAL = {"epsilon_budget": NUMBER, "non_private": str, "threat_model": str, "conversion": str,
+                "created": str, "updated": str, "details": dict}
+ENTRY_FIELDS = {"step": INTEGER, "mechanism": str, "query": str, "rho": NUMBER, "where": str}
+MECHANISM_FIELDS = {"gaussian": {"sensitivity_l2": NUMBER, "sigma": NUMBER},
+                    "exponential": {"sensitivity": NUMBER, "epsilon": NUMBER}}
+ENTRY_OPTIONAL = {"sampler": str, "round": INTEGER, "cells": INTEGER, "candidates": INTEGER,
+                  "parallel_over": str, "noise_from": str, "collusion": str, "fixed_point": dict}
+DETAILS_OPTIONAL = {"columns": list, "column_types": list, "workload": list, "options": dict, "rounds": INTEGER,
+                    "rows": INTEGER, "silos": INTEGER, "noise": str, "mpc": dict, "budget_store": dict,
+                    "traffic": dict}
+STATUSES = ("running", "complete", "failed")
+METHODS = ("aim", "distaim", "flaim", "fedtda")
 
 
 @dataclass
@@ -37,23 +57,104 @@ class AuditReport:
 
 
 def load_ledger(path: str | Path) -> dict[str, Any]:
+    """Read and shape-check a ledger file (``InputError`` naming the file and the field)."""
     path = Path(path)
+
+    def refuse_constant(name: str):
+        raise InputError(f"{path}: {name} is not a finite number; a ledger holds finite numbers only")
+
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = json.loads(path.read_text(encoding="utf-8"), parse_constant=refuse_constant)
     except FileNotFoundError:
         raise InputError(f"{path}: ledger file not found") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a folder, not a ledger") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    except RecursionError:
+        raise InputError(f"{path}: not a privsyn-fed ledger (JSON nested too deeply to read)") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: cannot read ledger ({exc})") from None
-    if not isinstance(raw, dict):
-        raise InputError(f"{path}: a ledger is a JSON object")
-    missing = [k for k in REQUIRED_TOP if k not in raw]
-    if missing:
-        raise InputError(f"{path}: not a privsyn-fed ledger (missing field '{missing[0]}')")
-    if not isinstance(raw["entries"], list):
-        raise InputError(f"{path}: 'entries' must be a list")
+    validate_ledger(raw, str(path))
     return raw
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    return {str: "a string", list: "a list", dict: "an object", int: "a number", float: "a number",
+            type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def _check_type(value: Any, want: Any, field: str, source: str) -> None:
+    if want == NUMBER:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    elif want == INTEGER:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    else:
+        ok = isinstance(value, want) and not (want is int and isinstance(value, bool))
+    if not ok:
+        name = want if isinstance(want, str) else {str: "a string", bool: "true or false", list: "a list",
+                                                    dict: "an object"}[want]
+        article = "" if name.startswith(("a ", "an ", "true")) else ("an " if name[0] in "aeiou" else "a ")
+        raise InputError(f"{source}: field '{field}' must be {article}{name}, not {_kind(value)}")
+
+
+def _check_fields(obj: dict, required: dict, optional: dict, prefix: str, source: str) -> None:
+    for key, want in required.items():
+        if key not in obj:
+            raise InputError(f"{source}: not a privsyn-fed ledger (missing field '{prefix}{key}')")
+        _check_type(obj[key], want, prefix + key, source)
+    for key, want in optional.items():
+        if key in obj:
+            _check_type(obj[key], want, prefix + key, source)
+
+
+def validate_ledger(raw: Any, source: str = "ledger") -> None:
+    """The ledger's shape: its format and the type of every field the audit reads."""
+    if not isinstance(raw, dict):
+        raise InputError(f"{source}: a ledger is a JSON object, not {_kind(raw)}")
+    if "format" not in raw:
+        raise InputError(f"{source}: not a privsyn-fed ledger (missing field 'format')")
+    if raw["format"] != LEDGER_FORMAT:
+        raise InputError(f"{source}: unsupported ledger format {raw['format']!r} (this version reads "
+                         f"{LEDGER_FORMAT!r})")
+    _check_fields(raw, TOP_FIELDS, TOP_OPTIONAL, "", source)
+    if raw["status"] not in STATUSES:
+        raise InputError(f"{source}: field 'status' must be one of {', '.join(STATUSES)}, not {raw['status']!r}")
+    for i, e in enumerate(raw["entries"]):
+        prefix = f"entries[{i}]."
+        _check_type(e, dict, f"entries[{i}]", source)
+        _check_fields(e, ENTRY_FIELDS, ENTRY_OPTIONAL, prefix, source)
+        if e["mechanism"] not in MECHANISM_FIELDS:
+            raise InputError(f"{source}: field '{prefix}mechanism' must be gaussian or exponential, "
+                             f"not {e['mechanism']!r}")
+        _check_fields(e, MECHANISM_FIELDS[e["mechanism"]], {}, prefix, source)
+        if "silos" in e and not (isinstance(e["silos"], int) and not isinstance(e["silos"], bool)
+                                 or isinstance(e["silos"], list) and all(isinstance(x, str) for x in e["silos"])):
+            raise InputError(f"{source}: field '{prefix}silos' must be a number or a list of silo names")
+        for key, value in e.get("fixed_point", {}).items():
+            _check_type(value, NUMBER, f"{prefix}fixed_point.{key}", source)
+    details = raw.get("details", {})
+    _check_fields(details, {}, DETAILS_OPTIONAL, "details.", source)
+    for key in ("columns", "column_types"):
+        for i, v in enumerate(details.get(key, [])):
+            _check_type(v, str, f"details.{key}[{i}]", source)
+    for i, clique in enumerate(details.get("workload", [])):
+        _check_type(clique, list, f"details.workload[{i}]", source)
+        for j, v in enumerate(clique):
+            _check_type(v, str, f"details.workload[{i}][{j}]", source)
+    for key, value in details.get("options", {}).items():
+        if isinstance(value, (dict, list)) and key != "split":
+            raise InputError(f"{source}: field 'details.options.{key}' must be a plain value, not {_kind(value)}")
+    options = details.get("options", {})
+    for key, want in (("rounds", INTEGER), ("local_steps", INTEGER), ("variant", str), ("norm_factor", NUMBER)):
+        if options.get(key) is not None:
+            _check_type(options[key], want, f"details.options.{key}", source)
+    for i, v in enumerate(options.get("split") or []):
+        _check_type(v, NUMBER, f"details.options.split[{i}]", source)
+    if "debug" in details.get("mpc", {}):
+        _check_type(details["mpc"]["debug"], bool, "details.mpc.debug", source)
 
 
 def _close(a: float, b: float, tol: float = REL_TOL) -> bool:
@@ -111,13 +212,12 @@ def _check_structure(ledger: dict[str, Any], rep: AuditReport) -> None:
     d = ledger.get("details") or {}
     method, options = ledger.get("method"), d.get("options") or {}
     columns, workload = d.get("columns"), d.get("workload")
-    if method not in ("aim", "distaim", "flaim"):
-        rep.warnings.append(f"no structural check (one entry per release, sound sensitivities) is defined "
-                            f"for method {method!r}; its arithmetic was checked")
+    if method == "fedtda":
+        _check_fedtda(ledger, d, rep)
         return
     if not columns or not workload:
-        rep.warnings.append("the ledger does not record its method's columns and workload; "
-                            "its structure (one entry per release, sound sensitivities) was not checked")
+        rep.problems.append("the ledger does not record its method's columns and workload (details), so its "
+                            "structure (one entry per release, sound sensitivities) cannot be checked")
         return
     try:
         index = {c: i for i, c in enumerate(columns)}
@@ -126,7 +226,11 @@ def _check_structure(ledger: dict[str, Any], rep: AuditReport) -> None:
         rep.problems.append("details.workload names columns that are not in details.columns")
         return
     variant = options.get("variant", "private")
-    factor = EM_SENSITIVITY[(method, variant) if method == "flaim" else method]
+    key = (method, variant) if method == "flaim" else method
+    if key not in EM_SENSITIVITY:
+        rep.problems.append(f"details.options.variant {variant!r} is not a flaim variant")
+        return
+    factor = EM_SENSITIVITY[key]
     ems = [(i, e) for i, e in enumerate(ledger["entries"]) if isinstance(e, dict) and e.get("mechanism") == "exponential"]
     gauss = [(i, e) for i, e in enumerate(ledger["entries"]) if isinstance(e, dict) and e.get("mechanism") == "gaussian"]
     for i, e in ems:
@@ -155,36 +259,63 @@ def _check_structure(ledger: dict[str, Any], rep: AuditReport) -> None:
                                 f"{count}: an entry is missing or extra")
 
 
+def _check_fedtda(ledger: dict[str, Any], d: dict[str, Any], rep: AuditReport) -> None:
+    """Fed-TDA makes, in order, Gaussian releases of the row total (sensitivity 1), every
+    categorical histogram jointly (``sqrt(n_cat)``, absent without categorical columns), every
+    numeric histogram jointly (``sqrt(n_num)``, absent without numeric columns) and the second
+    moments of rows clipped to ``B = norm_factor sqrt(n_cat + 2 n_num)`` (``B^2``). A secure sum
+    adds its fixed-point rounding to a planned sensitivity that must be the sound one."""
+    types, options = d.get("column_types"), d.get("options") or {}
+    if not types or options.get("norm_factor") is None:
+        rep.problems.append("the ledger does not record fedtda's column types and options (details), so its "
+                            "structure (one entry per release, sound sensitivities) cannot be checked")
+        return
+    n_cat, n_num = types.count("categorical"), types.count("numeric")
+    width = n_cat + 2 * n_num
+    expect = [("the row total", 1.0)]
+    expect += [("the categorical histograms", math.sqrt(n_cat))] if n_cat else []
+    expect += [("the numeric histograms", math.sqrt(n_num))] if n_num else []
+    expect += [("the second moments", float(options["norm_factor"]) ** 2 * width)]
+    entries = ledger["entries"]
+    if any(e["mechanism"] != "gaussian" for e in entries) or len(entries) != len(expect):
+        rep.problems.append(f"{len(entries)} entries, but a complete fedtda run over {n_cat} categorical and {n_num} "
+                            f"numeric columns makes {len(expect)} Gaussian releases: an entry is missing or extra")
+        return
+    for i, (e, (what, sound)) in enumerate(zip(entries, expect)):
+        label = f"entry {i + 1} ({e['query']})"
+        fp = e.get("fixed_point") or {}
+        planned = float(fp.get("sensitivity_planned", e["sensitivity_l2"]))
+        rounding = float(fp.get("rounding_l2", 0.0))
+        if planned < sound * (1 - 1e-9):
+            rep.problems.append(f"{label}: sensitivity {planned:g} is below the sound value {sound:g} of {what}")
+        elif rounding < 0 or not _close(float(e["sensitivity_l2"]), planned + rounding):
+            rep.problems.append(f"{label}: sensitivity {e['sensitivity_l2']:g} is not the planned {planned:g} plus "
+                                f"the fixed-point rounding {rounding:g}")
+
+
+def _seeded_samplers(ledger: dict[str, Any]) -> list[str]:
+    names = [e.get("sampler", "") for e in ledger["entries"]] + [(ledger.get("details") or {}).get("noise", "")]
+    return sorted({n for n in names if "seeded" in n.lower()})
+
+
 def audit_ledger(ledger: dict[str, Any]) -> AuditReport:
+    """Audit a ledger (see the module docstring); ``InputError`` when it is not shaped like one."""
+    validate_ledger(ledger)
     rep = AuditReport()
     total = 0.0
     for i, e in enumerate(ledger["entries"]):
-        label = f"entry {i + 1}"
-        if not isinstance(e, dict):
-            rep.problems.append(f"{label}: not an object")
-            continue
-        mech = e.get("mechanism")
-        if mech not in REQUIRED_ENTRY:
-            rep.problems.append(f"{label}: unknown mechanism {mech!r}")
-            continue
-        absent = [k for k in REQUIRED_ENTRY[mech] if k not in e]
-        if absent:
-            rep.problems.append(f"{label}: missing field '{absent[0]}'")
-            continue
+        mech = e["mechanism"]
         label = f"entry {i + 1} (step {e['step']}, {e['query']})"
         if e["step"] != i + 1:
             rep.problems.append(f"{label}: step number {e['step']} out of sequence (expected {i + 1})")
-        try:
-            expected = entry_rho(e)
-        except (TypeError, ValueError, ZeroDivisionError) as exc:
-            rep.problems.append(f"{label}: parameters do not give a cost ({exc})")
+        params = ("sensitivity_l2", "sigma") if mech == "gaussian" else ("sensitivity", "epsilon")
+        bad = [k for k in params if not e[k] > 0]
+        if bad:
+            rep.problems.append(f"{label}: {bad[0]} must be positive, not {e[bad[0]]!r}")
             continue
+        expected = entry_rho(e)
         if not _close(float(e["rho"]), expected):
             rep.problems.append(f"{label}: recorded rho {e['rho']:.6g} but its parameters give {expected:.6g}")
-        if mech == "gaussian" and not float(e["sensitivity_l2"]) > 0:
-            rep.problems.append(f"{label}: sensitivity must be positive")
-        if mech == "exponential" and not float(e["sensitivity"]) > 0:
-            rep.problems.append(f"{label}: sensitivity must be positive")
         total += expected
     rho_spent, rho_budget = float(ledger["rho_spent"]), float(ledger["rho_budget"])
     delta, epsilon = float(ledger["delta"]), float(ledger["epsilon"])
@@ -194,6 +325,10 @@ def audit_ledger(ledger: dict[str, Any]) -> AuditReport:
         rep.problems.append(f"the entries spend {total:.8g}, more than the budget rho_budget={rho_budget:.8g}")
     if not 0 < delta < 1:
         rep.problems.append(f"delta {delta!r} is not in (0, 1)")
+    elif rho_budget < 0:
+        rep.problems.append(f"rho_budget {rho_budget!r} is negative")
+    elif not math.isfinite(rho_to_epsilon(total, delta)):
+        rep.problems.append(f"the entries spend rho {total:.8g}, which no finite epsilon covers")
     else:
         eps_opendp = rho_to_epsilon(total, delta)
         if not _close(epsilon, eps_opendp, 1e-6):
@@ -204,15 +339,20 @@ def audit_ledger(ledger: dict[str, Any]) -> AuditReport:
         eb = ledger.get("epsilon_budget")
         if eb is not None and rho_to_epsilon(rho_budget, delta) > float(eb) * (1 + 1e-6):
             rep.problems.append(f"rho_budget {rho_budget:.8g} converts to more than epsilon_budget {eb}")
-    if ledger.get("neighbouring") != "add/remove one record":
-        rep.warnings.append(f"neighbouring relation is {ledger.get('neighbouring')!r}; "
-                            "sensitivities here assume add/remove one record")
-    if ledger.get("seeded"):
-        rep.warnings.append("SEEDED RUN: its noise is predictable to anyone who knows the seed; "
-                            "the guarantee does not hold for this release (tests and demos only)")
+    if ledger["neighbouring"] != "add/remove one record":
+        rep.problems.append(f"neighbouring relation is {ledger['neighbouring']!r}; every sensitivity here is "
+                            "derived for add/remove one record")
+    if ledger["method"] not in METHODS:
+        rep.problems.append(f"unknown method {ledger['method']!r}: no algorithm to check the entries against")
+    if ledger["seeded"]:
+        rep.problems.append("SEEDED RUN: its noise is predictable to anyone who knows the seed; this is not a "
+                            "private release (tests and demos only)")
+    elif _seeded_samplers(ledger):
+        rep.problems.append(f"SEEDED NOISE: the ledger says it is not seeded, but noise came from "
+                            f"{_seeded_samplers(ledger)[0]!r}; this is not a private release")
     _check_composition(ledger, rep)
     _check_fixed_point(ledger, rep)
-    if ledger.get("status") == "complete":
+    if ledger["status"] == "complete" and ledger["method"] in METHODS:
         _check_structure(ledger, rep)
     mpc = (ledger.get("details") or {}).get("mpc") or {}
     if isinstance(mpc, dict) and mpc.get("debug"):
@@ -220,9 +360,9 @@ def audit_ledger(ledger: dict[str, Any]) -> AuditReport:
                             "the other parties' values; this release is not protected by secure computation")
     if ledger.get("non_private"):
         rep.problems.append(f"NOT PRIVATE: {ledger['non_private']}")
-    if ledger.get("status") not in (None, "complete"):
-        rep.warnings.append(f"run status is {ledger.get('status')!r}: the release did not finish; "
-                            "the entries record what was spent before it stopped")
+    if ledger["status"] != "complete":
+        rep.problems.append(f"the run did not complete (status {ledger['status']!r}): no synthetic data belongs "
+                            "to this ledger; its entries record what was spent before it stopped")
     rep.summary = {"entries": len(ledger["entries"]), "rho_spent": total, "rho_budget": rho_budget,
                    "epsilon": epsilon, "delta": delta, "method": ledger.get("method")}
     return rep
