@@ -229,20 +229,23 @@ def synthesize(silos: Sequence[Silo], method: str = "aim", epsilon: float = 1.0,
 
 
 def _abandon(acc: Accountant, reservation: Reservation | None) -> list[str]:
-    """Mark a run that did not complete: ledger ``failed`` with its spend, reservation settled
-    at that spend. Returns one note each on what was recorded, or could not be (a full disk, a
-    locked store)."""
+    """Mark a run that did not complete: ledger ``failed`` with its spend (no ledger at all when
+    nothing was charged), reservation settled at that spend. Returns one note each on what was
+    recorded, or could not be (a full disk, a locked store)."""
     notes = []
-    try:
-        acc.finish("failed")
-        if acc.ledger_path is not None:
-            notes.append(f"the ledger {acc.ledger_path} records rho {acc.rho_spent:.6g} spent (status failed)")
-    except Exception as exc:        # the ledger on disk still holds every charge written so far
-        notes.append(f"the ledger could not be marked failed ({' '.join(str(exc).split())})")
+    acc.status = "failed"
+    if acc.released or acc.non_private is not None:
+        try:
+            acc.finish("failed")
+            if acc.ledger_path is not None:
+                notes.append(f"the ledger {acc.ledger_path} records rho {acc.rho_spent:.6g} spent (status failed)")
+        except Exception as exc:        # the ledger on disk still holds every charge written so far
+            notes.append(f"the ledger could not be marked failed ({' '.join(str(exc).split())})")
     if reservation is not None:
         try:
             reservation.fail()
-            notes.append(f"the budget store counts run {reservation.run} at that spend")
+            if acc.released:
+                notes.append(f"the budget store counts run {reservation.run} at that spend")
         except Exception as exc:
             notes.append(f"the budget store could not be settled ({' '.join(str(exc).split())}); run "
                          f"{reservation.run} stays counted at its whole reservation until "

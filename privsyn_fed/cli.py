@@ -430,15 +430,15 @@ def _synth(args: argparse.Namespace) -> int:
     n_silos = args.parties if args.rendezvous else len(args.silo)
     prepare(args.method, schema, n_silos, epsilon=args.epsilon, delta=args.delta, rows=args.rows,
             seed=args.seed, **options)
-    if args.rows:
-        _check_disk(out, args.rows, len(schema.columns))
+    if args.rows and _csv_too_large(out, args.rows, len(schema.columns)):
+        raise InputError(f"{out}: {_csv_too_large(out, args.rows, len(schema.columns))}; ask for fewer --rows")
 
     reservation = None
     if args.budget_store:                                   # before any silo is read
         from .accounting.budget_store import BudgetStore
         reservation = BudgetStore(args.budget_store).reserve(
             args.dataset_id, epsilon=args.epsilon, delta=args.delta, method=args.method,
-            total_epsilon=args.total_epsilon, ledger=str(ledger))
+            total_epsilon=args.total_epsilon, ledger=str(ledger.resolve()))
     try:
         checkpoint()
         if not args.rendezvous:         # every silo file is on this machine
@@ -510,22 +510,25 @@ def _synth(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_disk(out: Path, rows: int, columns: int) -> None:
-    """Refuse a row count whose CSV cannot fit on the output's disk (at least 2 bytes a cell)."""
+def _csv_too_large(out: Path, rows: int, columns: int) -> str | None:
+    """Why a CSV of ``rows`` rows cannot fit on the output's disk (at least 2 bytes a cell), or None."""
     import shutil
 
     from .output import min_csv_bytes
     need, free = min_csv_bytes(rows, columns), shutil.disk_usage(out.parent).free
-    if need > free:
-        raise InputError(f"{out}: {rows:,} rows of {columns} columns need at least {need / 1e9:,.1f} GB, but "
-                         f"only {free / 1e9:,.1f} GB is free there; ask for fewer --rows")
+    if need <= free:
+        return None
+    return f"{rows:,} rows of {columns} columns need at least {need / 1e9:,.1f} GB, but only {free / 1e9:,.1f} GB is free"
 
 
 def _stage_outputs(args: argparse.Namespace, out: Path, schema, result, final_ledger):
     """The release's files, written in full under temporary names (published on commit)."""
     from .fileio import Staged
 
-    _check_disk(out, result.rows, len(schema.columns))
+    full = _csv_too_large(out, result.rows, len(schema.columns))
+    if full:                         # the row count came from the model's noisy total
+        import errno
+        raise OSError(errno.ENOSPC, full, str(out))
     if not args.quiet and result.rows > 1_000_000:
         print(f"privsyn-fed: writing {result.rows:,} rows to {out}", file=sys.stderr, flush=True)
     staged = Staged()

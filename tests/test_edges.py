@@ -393,3 +393,21 @@ def test_a_run_rejected_before_any_mechanism_gives_its_reservation_back(schema_p
     row = _store_run(store)
     assert row["status"] == "rejected" and row["rho_spent"] == 0.0
     assert not out.with_suffix(".ledger.json").exists()
+
+
+def test_a_failure_before_any_charge_leaves_no_ledger_and_no_spend(schema_path, silo_paths, tmp_path, capsys,
+                                                                   monkeypatch):
+    import privsyn_fed.methods.fedtda as fedtda
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the method broke before measuring anything")
+    store = tmp_path / "b.db"
+    out = tmp_path / "o.csv"
+    args = synth(schema_path, silo_paths, out, "--budget-store", store, "--dataset-id", "d", "--total-epsilon", "3")
+    with monkeypatch.context() as m:
+        m.setattr(fedtda, "run_fedtda", broken)
+        code, _, err = run(args, capsys)
+    assert code == 1 and "broke before measuring" in err
+    assert not out.exists() and not out.with_suffix(".ledger.json").exists()
+    assert _store_run(store)["status"] == "rejected" and _store_run(store)["rho_spent"] == 0.0
+    assert run(args, capsys)[0] == 0          # the same command, corrected, runs without --force
