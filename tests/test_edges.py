@@ -411,3 +411,26 @@ def test_a_failure_before_any_charge_leaves_no_ledger_and_no_spend(schema_path, 
     assert not out.exists() and not out.with_suffix(".ledger.json").exists()
     assert _store_run(store)["status"] == "rejected" and _store_run(store)["rho_spent"] == 0.0
     assert run(args, capsys)[0] == 0          # the same command, corrected, runs without --force
+
+
+@pytest.mark.parametrize("case", ["report-is-the-csv", "silo-by-symlink", "rows-too-many", "rounds-too-few"])
+def test_refusals_as_a_user_meets_them(case, schema_path, silo_paths, tmp_path):
+    """The installed command in a real process: exit 2, one line, nothing written, store untouched."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "o.md"
+    extra = {"report-is-the-csv": ["--report", str(out)],
+             "silo-by-symlink": ["--silo", str(tmp_path / "link.csv")],
+             "rows-too-many": ["--rows", "2000000000"],
+             "rounds-too-few": ["--method", "aim", "--rounds", "3"]}[case]
+    (tmp_path / "link.csv").symlink_to(silo_paths[0])
+    store = tmp_path / "b.db"
+    args = synth(schema_path, silo_paths, out, *extra, "--budget-store", store, "--dataset-id", "d",
+                 "--total-epsilon", "3")
+    proc = subprocess.run([sys.executable, "-m", "privsyn_fed", *map(str, args)], capture_output=True, text=True,
+                          timeout=120)
+    one_line_refusal(proc.returncode, proc.stderr, "error:")
+    assert not out.exists() and not store.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["link.csv", "schema.json", "silo0.csv",
+                                                                 "silo1.csv", "silo2.csv"])
