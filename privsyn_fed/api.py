@@ -144,7 +144,7 @@ def synthesize(silos: Sequence[Silo], method: str = "aim", epsilon: float = 1.0,
                progress: bool | Progress = False, aggregator: Aggregator | None = None,
                reservation: Reservation | None = None,
                write_outputs: Callable[["SynthResult", dict], Staged] | None = None,
-               **options: Any) -> SynthResult:
+               allow_identical_silos: bool = False, **options: Any) -> SynthResult:
     """Release one synthetic table of the silos' union under (epsilon, delta)-DP.
 
     ``seed`` makes the run reproducible by drawing noise from a seeded generator; such a release
@@ -155,7 +155,8 @@ def synthesize(silos: Sequence[Silo], method: str = "aim", epsilon: float = 1.0,
     this run's epsilon and delta) is settled at what the ledger spent, whether the run completes
     or fails. ``write_outputs(result, final_ledger)`` stages the release's files and returns the
     ``Staged`` set; they are published only once the ledger is complete and the reservation
-    settled (see the module docstring). Method options are keyword arguments: ``AIMOptions``
+    settled (see the module docstring). Two silos holding the same rows (in any order) are
+    refused unless ``allow_identical_silos``. Method options are keyword arguments: ``AIMOptions``
     for ``aim``, ``FederatedOptions`` for ``distaim``, ``FLAIMOptions`` for ``flaim``,
     ``FedTDAOptions`` for ``fedtda``.
     """
@@ -164,13 +165,18 @@ def synthesize(silos: Sequence[Silo], method: str = "aim", epsilon: float = 1.0,
         raise InputError("no silos given")
     schema: Schema = silos[0].schema
     opts = prepare(method, schema, n_silos, epsilon=epsilon, delta=delta, rows=rows, seed=seed, **options)
-    seen = set()
+    seen: dict = {}
     for s in silos:
         if s.schema.to_dict() != schema.to_dict():
             raise InputError(f"{s.name}: silo was read with a different schema")
-        if s.name in seen:
+        if s.name in seen.values():
             raise InputError(f"{s.name}: the same silo is given twice")
-        seen.add(s.name)
+        twin = seen.get(s.fingerprint())
+        if twin is not None and not allow_identical_silos:
+            raise InputError(f"{s.name} and {twin} hold the same rows: every record would count twice while the "
+                             "ledger charges once (allow_identical_silos=True if they really are different "
+                             "people's rows)")
+        seen[s.fingerprint()] = s.name
     reporter = progress if isinstance(progress, Progress) else (Progress(method) if progress else Silent())
 
     threat, run = _runner(method, silos, aggregator)

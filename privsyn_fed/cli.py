@@ -456,7 +456,8 @@ def _synth(args: argparse.Namespace) -> int:
                               file=sys.stderr)
             return synthesize(silos, args.method, args.epsilon, args.delta, rows=args.rows, seed=args.seed,
                               ledger_path=ledger, progress=not args.quiet, reservation=reservation,
-                              aggregator=aggregator, write_outputs=stage, **options)
+                              aggregator=aggregator, write_outputs=stage,
+                              allow_identical_silos=args.allow_identical_silos, **options)
 
         if args.mpc:
             from .mpc.launch import coordinator

@@ -434,3 +434,16 @@ def test_refusals_as_a_user_meets_them(case, schema_path, silo_paths, tmp_path):
     assert not out.exists() and not store.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["link.csv", "schema.json", "silo0.csv",
                                                                  "silo1.csv", "silo2.csv"])
+
+
+def test_the_api_refuses_the_same_rows_under_two_silo_objects(schema):
+    from privsyn_fed import Silo, synthesize
+    from privsyn_fed.errors import InputError
+    frame = make_frame(200, 4)
+    shuffled = frame.sample(frac=1.0, random_state=1)               # the same rows in another order
+    silos = [Silo.from_frame(frame, schema, name="a"), Silo.from_frame(shuffled, schema, name="b")]
+    with pytest.raises(InputError, match="hold the same rows"):
+        synthesize(silos, "fedtda", 1.0, 1e-9)
+    one_more = pd.concat([shuffled, frame.iloc[:1]])               # a neighbouring table is not refused
+    assert synthesize([silos[0], Silo.from_frame(one_more, schema, name="c")], "fedtda", 1.0, 1e-9, rows=5)
+    assert synthesize(silos, "fedtda", 1.0, 1e-9, rows=5, allow_identical_silos=True)
