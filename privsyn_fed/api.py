@@ -35,9 +35,9 @@ from .progress import Progress, Silent
 from .schema import Schema
 from .silo import Silo
 
-METHODS = ("aim", "distaim", "flaim", "fedtda")
+METHODS = ("aim", "distaim", "flaim", "fedtda", "independent")
 #: Fewest silos each method accepts.
-MIN_SILOS = {"aim": 1, "distaim": 2, "flaim": 2, "fedtda": 1}
+MIN_SILOS = {"aim": 1, "distaim": 2, "flaim": 2, "fedtda": 1, "independent": 1}
 #: The largest epsilon and delta a release may state (the conversions are exact up to them).
 MAX_EPSILON = 1000.0
 MAX_DELTA = 0.1
@@ -110,6 +110,9 @@ def _options_class(method: str):
     if method == "flaim":
         from .methods.flaim import FLAIMOptions
         return FLAIMOptions
+    if method == "independent":
+        from .methods.independent import IndependentOptions
+        return IndependentOptions
     from .methods.fedtda import FedTDAOptions
     return FedTDAOptions
 
@@ -187,7 +190,7 @@ def synthesize(silos: Sequence[Silo], method: str = "aim", epsilon: float = 1.0,
     if hasattr(aggregator, "ledger_details"):
         details["mpc"] = aggregator.ledger_details()
         details["noise"] = aggregator.noise_name
-    if method != "fedtda":
+    if method in ("aim", "distaim", "flaim"):
         from .methods.aim import workload_cliques
         details["workload"] = [[schema.names[i] for i in cl] for cl in workload_cliques(schema.names, opts)]
     if reservation is not None:
@@ -272,6 +275,9 @@ def _runner(method: str, silos: Sequence[Silo], aggregator: Aggregator | None):
         from .methods.distaim import run_distaim, threat_model
         return threat_model(agg), lambda acc, noise, o, seed, prog: run_distaim(
             agg, acc, noise, o, sampling_seed(seed), progress=prog)
+    if method == "independent":
+        from .methods.independent import run_independent, threat_model
+        return threat_model(agg), lambda acc, noise, o, seed, prog: run_independent(agg, acc, noise, o, progress=prog)
     if method == "fedtda":
         from .methods.fedtda import run_fedtda, threat_model
         return threat_model(agg), lambda acc, noise, o, seed, prog: run_fedtda(

@@ -34,8 +34,10 @@ methods:
            adds noise (variant private: AugFLAIM with a private heterogeneity proxy)
   fedtda   federated Gaussian copula: noisy total, noisy column histograms and the noisy
            second moments of rows each silo encodes itself; real numeric values out
+  independent  the baseline: the whole budget on every column's noisy 1-way marginal, columns
+           drawn independently (no relationships between columns survive)
 By default the federated methods use an in-process trusted aggregator that sees each silo's
-answers. With --mpc (distaim, flaim, fedtda) each silo is its own party process, and the noisy
+answers. With --mpc (distaim, flaim, fedtda, independent) each silo is its own party process, and the noisy
 sums (and DistAIM's selection scores) are computed on secret shares among the parties and a
 dealer process: only noisy statistics and selected indices are opened (README, "Secure
 computation").
@@ -95,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Release one synthetic CSV of the union of the silos under "
                                    "(epsilon, delta)-differential privacy, with its privacy ledger.",
                        epilog=SYNTH_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    s.add_argument("--method", choices=["aim", "distaim", "flaim", "fedtda"], default="aim",
+    s.add_argument("--method", choices=["aim", "distaim", "flaim", "fedtda", "independent"], default="aim",
                    help="synthesis method (default aim: trusted-curator AIM over the pooled rows); "
                         "see below")
     s.add_argument("--schema", required=True, metavar="SCHEMA",
@@ -174,9 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="flaim only: selections per sampled silo per round (default 1); S > 1 costs "
                         "2S - 1 Gaussian releases per round, not S")
 
-    m = s.add_argument_group("secure computation (distaim, flaim, fedtda)")
+    m = s.add_argument_group("secure computation (distaim, flaim, fedtda, independent)")
     m.add_argument("--mpc", action="store_true",
-                   help="compute on secret shares (distaim: the pool, select and measure; flaim and fedtda: "
+                   help="compute on secret shares (distaim: the pool, select and measure; flaim, fedtda and independent: "
                         "every noisy sum, with each silo selecting in its own process): each --silo becomes its own "
                         "CrypTen party process (this process is party 0, the coordinator), plus a dealer "
                         "process; only noisy statistics and selected indices are ever opened")
@@ -302,6 +304,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--workload-seed", type=int, default=0, metavar="S", help="seed of the workload (default 0)")
     ev.add_argument("--model", metavar="MODEL.npz",
                     help="the model saved by `synth --model-out`: adds the holdout negative log-likelihood")
+    ev.add_argument("--baseline", metavar="BASELINE.csv",
+                    help="another release of the same data to report beside this one, typically "
+                         "`synth --method independent` at the same budget: the error a release should beat")
     ev.add_argument("--json", metavar="OUT.json", help="also write the full result as JSON")
     ev.add_argument("--force", action="store_true", help="replace --json if it already exists")
     return parser
@@ -550,7 +555,7 @@ def _stage_outputs(args: argparse.Namespace, out: Path, schema, result, final_le
 
 
 #: Methods whose every statistic can be computed on secret shares.
-MPC_METHODS = ("distaim", "flaim", "fedtda")
+MPC_METHODS = ("distaim", "flaim", "fedtda", "independent")
 
 
 def _check_mpc_args(args: argparse.Namespace) -> None:
@@ -738,7 +743,8 @@ def _evaluate(args: argparse.Namespace) -> int:
     from .paths import Named, check_files
     inputs = [Named("--real", Path(args.real)), Named("--synthetic", Path(args.synthetic)),
               Named("--schema", Path(args.schema))]
-    inputs += [Named(opt, Path(v)) for opt, v in (("--holdout", args.holdout), ("--model", args.model)) if v]
+    inputs += [Named(opt, Path(v)) for opt, v in (("--holdout", args.holdout), ("--model", args.model),
+                                                  ("--baseline", args.baseline)) if v]
     outputs = [(Named("--json", Path(args.json)), "evaluation JSON")] if args.json else []
     check_files(inputs, outputs, force=args.force)
     schema = Schema.load(args.schema)
@@ -755,20 +761,33 @@ def _evaluate(args: argparse.Namespace) -> int:
         from .pgm import Factorisation
         model = Factorisation.load(args.model)
     holdout = read_csv(args.holdout) if args.holdout else None
-    report = evaluate(read_csv(args.real), read_csv(args.synthetic), schema, holdout_df=holdout,
-                      label=args.label, workload_size=args.workload_size or None,
-                      workload_seed=args.workload_seed, model=model)
+    real = read_csv(args.real)
+    common = dict(holdout_df=holdout, label=args.label, workload_size=args.workload_size or None,
+                  workload_seed=args.workload_seed)
+    report = evaluate(real, read_csv(args.synthetic), schema, model=model, **common)
+    base = None
+    if args.baseline:
+        base = evaluate(real, read_csv(args.baseline), schema, **common)
+        report["baseline"] = {"file": str(args.baseline), **base}
+
+    def show(value, key, digits=4):
+        """``value``, and the baseline's beside it when there is one."""
+        text = "n/a" if value is None else f"{value:.{digits}f}"
+        other = key(base) if base is not None else None
+        return text if other is None else f"{text} (baseline {other:.{digits}f})"
+
     w, p = report["workload"], report["pairs"]
-    print(f"workload error {w['error']:.4f} ({w['size']} {w['degree']}-way marginals, seed {w['seed']})")
-    print(f"mean total variation {report['mean_tv']:.4f}" + (
-        f", mean KS {report['mean_ks']:.4f}" if report["mean_ks"] is not None else ""))
+    print(f"workload error {show(w['error'], lambda b: b['workload']['error'])} "
+          f"({w['size']} {w['degree']}-way marginals, seed {w['seed']})")
+    print(f"mean total variation {show(report['mean_tv'], lambda b: b['mean_tv'])}" + (
+        f", mean KS {show(report['mean_ks'], lambda b: b['mean_ks'])}" if report["mean_ks"] is not None else ""))
     for key in ("correlation_similarity", "contingency_similarity"):
         if p[key] is not None:
-            print(f"{key.replace('_', ' ')} {p[key]:.4f}")
+            print(f"{key.replace('_', ' ')} {show(p[key], lambda b, k=key: b['pairs'][k])}")
     if "tstr" in report:
         t = report["tstr"]
-        fmt = lambda v: "n/a" if v is None else f"{v:.4f}"
-        print(f"ROC-AUC for {t['label']}: trained on synthetic {fmt(t['auc_synthetic'])}, on real {fmt(t['auc_real'])}")
+        print(f"ROC-AUC for {t['label']}: trained on synthetic {show(t['auc_synthetic'], lambda b: b['tstr']['auc_synthetic'])}, "
+              f"on real {show(t['auc_real'], lambda b: None)}")
     if "dcr" in report:
         d = report["dcr"]
         print(f"distance to closest record: median {d['median_to_train']:.3f} to real, "
@@ -776,6 +795,9 @@ def _evaluate(args: argparse.Namespace) -> int:
     if "nll" in report:
         print(f"holdout negative log-likelihood {report['nll']['mean']:.3f} nats per row "
               f"(median {report['nll']['median']:.3f})")
+    if base is not None:
+        verdict = "better than" if w["error"] < base["workload"]["error"] else "NOT better than"
+        print(f"this release is {verdict} the baseline {args.baseline} on workload error")
     if args.json:
         write_atomic(Path(args.json), lambda fh: fh.write(json.dumps(report, indent=2) + "\n"))
         print(f"wrote {args.json}")

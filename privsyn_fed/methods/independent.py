@@ -1,0 +1,89 @@
+"""Independent noisy 1-way marginals: the simplest synthesizer, and the baseline every release
+should beat.
+
+The whole budget ``rho`` buys one Gaussian release of every column's 1-way marginal, summed over
+the silos. A record is in one cell of each of the ``d`` marginals, so their concatenation has L2
+sensitivity ``sqrt(d)`` and ``sigma = sqrt(d / (2 rho))`` per cell (the cost of ``d`` separate
+releases of ``rho / d`` each). Everything after is post-processing: each noisy marginal, clipped
+at zero, is a column distribution (uniform when no cell is positive); the row total is the
+inverse-variance mean of the ``d`` noisy sums (variance ``cells_j sigma^2`` each); rows are drawn
+column by column, independently, and numeric columns are decoded to values inside their bins.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..accounting import Accountant
+from ..aggregate import Aggregator, traffic_summary
+from ..encode import decode_codes
+from ..mechanisms import NoiseSource
+from ..progress import Progress, Silent
+from ..queries import MarginalsQuery
+from ..schema import Schema
+from . import core
+from .federated import noisy_sums, normalised
+
+
+@dataclass
+class IndependentOptions:
+    """The method has no options: it spends the whole budget on the 1-way marginals."""
+
+    def validate(self) -> None:
+        pass
+
+    def check_schema(self, schema: Schema) -> None:
+        pass
+
+
+def threat_model(agg: Aggregator) -> str:
+    return f"independent: each silo sends its 1-way marginal counts; {agg.threat_model}."
+
+
+def oneway_sigma(rho: float, n_columns: int) -> float:
+    """``sqrt(d / (2 rho))``: the noise of every cell when all ``d`` 1-ways share ``rho``."""
+    return math.sqrt(n_columns / (2.0 * rho))
+
+
+def total_estimate(marginals: Sequence[np.ndarray]) -> float:
+    """Inverse-variance mean of the noisy sums (each has variance ``cells sigma^2``); at least 1."""
+    weights = np.array([1.0 / m.size for m in marginals])
+    sums = np.array([float(np.sum(m)) for m in marginals])
+    return max(1.0, float((weights * sums).sum() / weights.sum()))
+
+
+@dataclass
+class IndependentModel:
+    """Column distributions of the noisy 1-ways; rows drawn independently, column by column."""
+
+    probs: list[np.ndarray]
+    schema: Schema
+    total: float
+
+    @classmethod
+    def from_noisy(cls, marginals: Sequence[np.ndarray], schema: Schema) -> "IndependentModel":
+        return cls([normalised(m) for m in marginals], schema, total_estimate(marginals))
+
+    def sample(self, rows: int, seed: int) -> pd.DataFrame:
+        rng = np.random.default_rng(seed)
+        codes = np.stack([rng.choice(p.size, size=rows, p=p) for p in self.probs], axis=1)
+        return decode_codes(codes, self.schema, rng)
+
+
+def run_independent(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: IndependentOptions,
+                    progress: Progress | None = None) -> core.MethodResult:
+    progress = progress or Silent()
+    silos = agg.silo_names
+    schema = agg.local(silos[0]).schema
+    d = len(schema.columns)
+    sigma = oneway_sigma(acc.rho_budget, d)
+    requests = [(f"marginal({name})", MarginalsQuery(((j,),)), silos) for j, name in enumerate(schema.names)]
+    noisy = noisy_sums(agg, acc, noise, requests, sigma, math.sqrt(d), "every column's 1-way marginal", 0)
+    model = IndependentModel.from_noisy(noisy, schema)
+    progress.update(acc.rho_spent / acc.rho_budget, f"released {d} one-way marginals (sigma {sigma:.3g})")
+    info = {"sigma": sigma, "traffic": traffic_summary(agg)}
+    return core.MethodResult(model, model, 1, [], info)
