@@ -216,6 +216,8 @@ def synthesize(silos: Sequence[Silo], method: str = "aim", epsilon: float = 1.0,
         if count <= EAGER_ROWS:
             result._data = output.frame()
         final = {"rounds": fitted.rounds, "rows": count,
+                 **expected_oneway_error(fitted.info.get("oneway_sigmas"), schema, fitted.sampler.total,
+                                         acc.rho_budget),
                  **{k: v for k, v in fitted.info.items() if k == "traffic"}}
         if write_outputs is not None:
             staged = write_outputs(result, acc.preview("complete", **final))
@@ -235,6 +237,23 @@ def synthesize(silos: Sequence[Silo], method: str = "aim", epsilon: float = 1.0,
     if staged is not None:
         staged.publish()
     return result
+
+
+def expected_oneway_error(sigmas: Sequence[float] | None, schema: Schema, total: float,
+                          rho: float) -> dict[str, float]:
+    """The release's expected mean 1-way total variation distance from its own noise scales and
+    noisy total (public): ``TVD_j ~ (1/2) sqrt(2/pi) sigma_j c_j / N`` for column ``j`` with ``c_j``
+    cells (an upper estimate: it ignores the clipping of negative counts), beside the same for
+    the independent method at this budget (``sigma = sqrt(d / (2 rho))``), which puts every bit of
+    the budget on the 1-ways and so has the least 1-way noise any release can have."""
+    if not sigmas or not all(math.isfinite(s) for s in sigmas):
+        return {}
+    from .methods.independent import oneway_sigma
+    cells = np.array(schema.shape, dtype=float)
+    scale = 0.5 * math.sqrt(2.0 / math.pi) / max(float(total), 1.0)
+    own = float(np.mean(scale * np.asarray(sigmas, dtype=float) * cells))
+    base = float(np.mean(scale * oneway_sigma(rho, len(cells)) * cells))
+    return {"expected_oneway_tvd": own, "expected_oneway_tvd_independent": base}
 
 
 def _abandon(acc: Accountant, reservation: Reservation | None) -> list[str]:

@@ -364,6 +364,9 @@ def _run(args: argparse.Namespace) -> int:
 
 
 AIM_FAMILY = ("aim", "distaim", "flaim")
+#: ``synth`` warns when a release's expected 1-way error exceeds the independent method's by more
+#: than this (in mean total variation distance).
+ONEWAY_MARGIN = 0.01
 
 
 def _method_options(args: argparse.Namespace) -> dict:
@@ -507,6 +510,11 @@ def _synth(args: argparse.Namespace) -> int:
         print(f"communication: {traffic['silos_active']} of {traffic['silos']} silos took part; per silo "
               f"{traffic['mean_bytes_sent_per_active_silo'] / 1e6:.3f} MB sent and "
               f"{traffic['mean_bytes_received_per_active_silo'] / 1e6:.3f} MB received on average")
+    own, base = (led.get("details", {}).get(k) for k in ("expected_oneway_tvd", "expected_oneway_tvd_independent"))
+    if own is not None and base is not None and own > base + ONEWAY_MARGIN:
+        print(f"warning: expected 1-way error {own:.3f} (mean total variation) against {base:.3f} for --method "
+              "independent at this budget: on this little data the baseline may beat this release; compare "
+              "them with `privsyn-fed evaluate --baseline`", file=sys.stderr)
     if led.get("non_private"):
         print(f"WARNING: {led['non_private']}", file=sys.stderr)
     if led["seeded"]:

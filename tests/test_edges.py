@@ -251,6 +251,7 @@ def test_the_empty_category_cannot_also_be_missing(tmp_path, capsys):
     ("aim", ["--workload-seed", "-1"], "--workload-seed must be 0 or a positive whole number"),
     ("fedtda", ["--split", "0.1,0.2,inf,0.3"], "--split needs four non-negative shares"),
     ("distaim", ["--mpc", "--mpc-timeout", "0"], "--mpc-timeout must be a positive number"),
+    ("fedtda", ["--split", "0.1,0,0.5,0.4"], "--split gives the categorical histograms no budget"),
     ("aim", ["--delta", "0.5"], "--delta must lie strictly between 0 and 0.1"),
 ])
 def test_infeasible_requests_are_refused_before_the_budget_is_reserved(method, extra, fragment, schema_path,

@@ -1,18 +1,36 @@
-"""Independent re-check of a ledger. It is total: any JSON file gets a verdict, never a crash.
+"""Independent re-check of a ledger. It is total: any JSON file, and any dict handed to
+``audit_ledger``, gets a verdict or a one-line ``InputError``, never a crash.
 
-* **Shape** (``validate_ledger``; a failure is an ``InputError``, exit status 2, naming the field):
-  the format version, and the type of every field the audit reads (numbers finite, booleans
-  not numbers), however deeply nested the file.
-* **Arithmetic**: every entry's cost from its own parameters (sigma, sensitivity and epsilon
-  positive), the total, the budget, and the (epsilon, delta) conversion, checked against OpenDP
-  and against an independent implementation of the same bound (``cks_delta``).
-* **Structure**: a complete ledger carries ``details``; for every method the entries are the
-  ones its algorithm makes, with at least the sound sensitivities recomputed from public facts
-  the ledger records (the workload for the AIM family; the column types and options for Fed-TDA,
-  including the fixed-point rounding of secure sums).
-* **Guarantee**: a seeded run (top level, or any entry's sampler), a non-private run, a debug
-  MPC mode, a neighbouring relation other than add/remove one record, and a run that did not
-  complete all fail the audit.
+* **Shape** (``validate_ledger``, run by ``load_ledger`` and by ``audit_ledger`` itself; a failure
+  is an ``InputError``, exit status 2, naming the field, e.g. ``field 'entries[3].rho' must be a
+  number, not a string``): the format is exactly ``privsyn-fed-ledger/1``; every field the audit
+  reads has its type (numbers finite, booleans not numbers, whole numbers at most 2^53); the
+  status is running, complete or failed; a mechanism is gaussian or exponential. A file with
+  NaN or Infinity, or nested too deeply for Python's JSON reader, is refused in one line.
+* **Arithmetic**: each entry's cost recomputed here from its own parameters (``D^2 / (2 sigma^2)``
+  or ``eps^2 / 8``; sigma, sensitivity and epsilon must be positive), the step numbers, the total
+  (``rho_spent``), the budget, and the (epsilon, delta) conversion, checked against OpenDP and
+  against an independent implementation of the same bound (``cks_delta``).
+* **Where and how**: every entry ran at a known place (curator, aggregator, silo, mpc); parallel
+  composition only for a mechanism each silo runs on its own rows; a run over MPC records its
+  secure computation (``details.mpc`` with its debug flag), has no trusted curator or aggregator,
+  and each selection on secret shares records fixed-point parameters whose rounding slack the
+  epsilon charged covers.
+* **Structure**: a complete ledger carries the ``details`` its method's check needs, and its
+  entries are exactly the ones the algorithm makes, with at least the sound sensitivities
+  recomputed from public facts the ledger records: for the AIM family (aim, distaim, flaim) the
+  workload's largest weight, the number of rounds (and local steps) and the columns; for
+  Fed-TDA the column types and options: the row total (1), the categorical histograms jointly
+  (``sqrt(n_cat)``), the numeric histograms jointly (``sqrt(n_num)``) and the second moments
+  (``B^2``, ``B = norm_factor sqrt(n_cat + 2 n_num)``), all Gaussian; an entry summed on secret
+  shares may add its fixed-point rounding (``fixed_point.rounding_l2``) to a planned sensitivity
+  that must be the sound one, and Fed-TDA's second moments on shares round by at least
+  ``sqrt(cells) 2^-16``.
+* **Guarantee**: a seeded run (``seeded`` at the top level, or a seeded noise source named by any
+  entry's ``sampler`` or ``noise_from``, ``details.noise`` or ``details.mpc.noise``), a
+  non-private run, a debug MPC mode, a neighbouring relation other than add/remove one record,
+  an unknown method, and a run that did not complete (status running or failed: no release
+  belongs to it; its entries still record what was spent and are checked) all fail the audit.
 Problems make the ledger fail (exit 1); warnings are informational only.
 """
 from __future__ import annotations
@@ -25,9 +43,11 @@ from typing import Any
 
 from ..errors import InputError
 from .conversions import cks_delta, rho_to_epsilon
-from .ledger import LEDGER_FORMAT, entry_rho
+from .ledger import LEDGER_FORMAT
 
 REL_TOL = 1e-9
+#: Whole-number fields are at most this large (exactly representable as floats).
+MAX_INTEGER = 2 ** 53
 NUMBER, INTEGER = "number", "whole number"
 TOP_FIELDS = {"format": str, "method": str, "neighbouring": str, "epsilon": NUMBER, "delta": NUMBER,
               "rho_budget": NUMBER, "rho_spent": NUMBER, "seeded": bool, "status": str, "entries": list}
@@ -41,8 +61,15 @@ ENTRY_OPTIONAL = {"sampler": str, "round": INTEGER, "cells": INTEGER, "candidate
 DETAILS_OPTIONAL = {"columns": list, "column_types": list, "workload": list, "options": dict, "rounds": INTEGER,
                     "rows": INTEGER, "silos": INTEGER, "noise": str, "mpc": dict, "budget_store": dict,
                     "traffic": dict}
+MPC_OPTIONAL = {"debug": bool, "provider": str, "noise": str}
 STATUSES = ("running", "complete", "failed")
-METHODS = ("aim", "distaim", "flaim", "fedtda")
+#: Secure sums of real values (Fed-TDA's second moments) are shared on the grid 2^-MPC_REAL_BITS
+#: (``privsyn_fed.mpc.aggregator.REAL_BITS``; kept here so that the audit needs no MPC stack).
+MPC_REAL_BITS = 16
+METHODS = ("aim", "distaim", "flaim", "fedtda", "independent")
+#: Where a mechanism runs: the central curator (AIM), the aggregator of the silos' sums, a silo on
+#: its own rows, or secure computation among the silos.
+WHERE = ("curator", "aggregator", "silo", "mpc")
 
 
 @dataclass
@@ -86,18 +113,45 @@ def _kind(value: Any) -> str:
             type(None): "null"}.get(type(value), type(value).__name__)
 
 
+def _show(value: Any) -> str:
+    """A value for a one-line message: a string quoted and shortened, anything else by its kind."""
+    if not isinstance(value, str):
+        return _kind(value)
+    return repr(value) if len(value) <= 60 else repr(value[:57] + "...")
+
+
+def _finite(value: Any) -> bool:
+    """A JSON number that is a finite float (booleans are not numbers; huge integers are not finite)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
 def _check_type(value: Any, want: Any, field: str, source: str) -> None:
     if want == NUMBER:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        ok = _finite(value)
     elif want == INTEGER:
-        ok = isinstance(value, int) and not isinstance(value, bool)
+        ok = isinstance(value, int) and not isinstance(value, bool) and abs(value) <= MAX_INTEGER
     else:
         ok = isinstance(value, want) and not (want is int and isinstance(value, bool))
     if not ok:
         name = want if isinstance(want, str) else {str: "a string", bool: "true or false", list: "a list",
                                                     dict: "an object"}[want]
         article = "" if name.startswith(("a ", "an ", "true")) else ("an " if name[0] in "aeiou" else "a ")
-        raise InputError(f"{source}: field '{field}' must be {article}{name}, not {_kind(value)}")
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and want in (NUMBER, INTEGER):
+            if not _finite(value):
+                name, article = f"finite {name}", "a "
+                got = "a number too large for a float" if isinstance(value, int) else repr(value)
+            elif want == INTEGER and isinstance(value, int):
+                name, got = f"{name} of at most 2^53", "a larger one"
+            else:
+                got = "a fraction" if want == INTEGER else _kind(value)
+        else:
+            got = _kind(value)
+        raise InputError(f"{source}: field '{field}' must be {article}{name}, not {got}")
 
 
 def _check_fields(obj: dict, required: dict, optional: dict, prefix: str, source: str) -> None:
@@ -117,18 +171,18 @@ def validate_ledger(raw: Any, source: str = "ledger") -> None:
     if "format" not in raw:
         raise InputError(f"{source}: not a privsyn-fed ledger (missing field 'format')")
     if raw["format"] != LEDGER_FORMAT:
-        raise InputError(f"{source}: unsupported ledger format {raw['format']!r} (this version reads "
+        raise InputError(f"{source}: unsupported ledger format {_show(raw['format'])} (this version reads "
                          f"{LEDGER_FORMAT!r})")
     _check_fields(raw, TOP_FIELDS, TOP_OPTIONAL, "", source)
     if raw["status"] not in STATUSES:
-        raise InputError(f"{source}: field 'status' must be one of {', '.join(STATUSES)}, not {raw['status']!r}")
+        raise InputError(f"{source}: field 'status' must be one of {', '.join(STATUSES)}, not {_show(raw['status'])}")
     for i, e in enumerate(raw["entries"]):
         prefix = f"entries[{i}]."
         _check_type(e, dict, f"entries[{i}]", source)
         _check_fields(e, ENTRY_FIELDS, ENTRY_OPTIONAL, prefix, source)
         if e["mechanism"] not in MECHANISM_FIELDS:
             raise InputError(f"{source}: field '{prefix}mechanism' must be gaussian or exponential, "
-                             f"not {e['mechanism']!r}")
+                             f"not {_show(e['mechanism'])}")
         _check_fields(e, MECHANISM_FIELDS[e["mechanism"]], {}, prefix, source)
         if "silos" in e and not (isinstance(e["silos"], int) and not isinstance(e["silos"], bool)
                                  or isinstance(e["silos"], list) and all(isinstance(x, str) for x in e["silos"])):
@@ -151,10 +205,26 @@ def validate_ledger(raw: Any, source: str = "ledger") -> None:
     for key, want in (("rounds", INTEGER), ("local_steps", INTEGER), ("variant", str), ("norm_factor", NUMBER)):
         if options.get(key) is not None:
             _check_type(options[key], want, f"details.options.{key}", source)
-    for i, v in enumerate(options.get("split") or []):
-        _check_type(v, NUMBER, f"details.options.split[{i}]", source)
-    if "debug" in details.get("mpc", {}):
-        _check_type(details["mpc"]["debug"], bool, "details.mpc.debug", source)
+    if options.get("split") is not None:
+        if not isinstance(options["split"], tuple):     # a ledger in memory holds the option's tuple
+            _check_type(options["split"], list, "details.options.split", source)
+        for i, v in enumerate(options["split"]):
+            _check_type(v, NUMBER, f"details.options.split[{i}]", source)
+    _check_fields(details.get("mpc", {}), {}, MPC_OPTIONAL, "details.mpc.", source)
+
+
+def _cost(e: dict[str, Any]) -> float:
+    """An entry's zCDP cost from its own parameters, computed here (not by the accountant), without
+    overflow: ``D^2 / (2 sigma^2)`` or ``eps^2 / 8``; ``inf`` when it does not fit in a float."""
+    if e["mechanism"] == "gaussian":
+        ratio = float(e["sensitivity_l2"]) / float(e["sigma"])
+        return 0.5 * ratio * ratio
+    eps = float(e["epsilon"])
+    return eps * eps / 8.0
+
+
+def _square(x: float) -> float:
+    return float(x) * float(x)      # inf rather than OverflowError
 
 
 def _close(a: float, b: float, tol: float = REL_TOL) -> bool:
@@ -182,26 +252,73 @@ def _check_composition(ledger: dict[str, Any], rep: AuditReport) -> None:
             rep.problems.append(f"{label}: a parallel entry must list the distinct silos it ran on")
 
 
+def _mpc_run(ledger: dict[str, Any]) -> bool:
+    """Whether the run computed on secret shares (``details.mpc``, or an entry ``where`` mpc)."""
+    return "mpc" in (ledger.get("details") or {}) or any(e["where"] == "mpc" for e in ledger["entries"])
+
+
+def _check_where(ledger: dict[str, Any], rep: AuditReport) -> None:
+    """Where each mechanism ran decides which checks apply: it must be a known place, and a run over
+    MPC (no trusted aggregator or curator) records its secure computation, debug mode included."""
+    mpc = (ledger.get("details") or {}).get("mpc")
+    for i, e in enumerate(ledger["entries"]):
+        label = f"entry {i + 1} ({e['query']})"
+        if e["where"] not in WHERE:
+            rep.problems.append(f"{label}: where {e['where']!r} is not one of {', '.join(WHERE)}, so the audit "
+                                "cannot tell which checks apply to it")
+        elif mpc is not None and e["where"] in ("curator", "aggregator"):
+            rep.problems.append(f"{label}: a run over MPC has no trusted {e['where']}; its mechanisms run on secret "
+                                "shares (where 'mpc') or in a silo (where 'silo')")
+    if _mpc_run(ledger) and (mpc is None or "debug" not in mpc):
+        rep.problems.append("entries were computed on secret shares, but the ledger does not record the secure "
+                            "computation (details.mpc, with its debug flag), so it cannot be checked")
+
+
 def _check_fixed_point(ledger: dict[str, Any], rep: AuditReport) -> None:
     """A selection on secret shares samples rounded Gumbel noise of scale ``b = 2^bits 2 D / eps_s``;
     rounding adds ``4 / b`` to its bounded range, so ``eps_s + 4 / b`` must not exceed the epsilon
-    charged (SECURITY.md, "Fixed-point effects")."""
+    charged (SECURITY.md, "Fixed-point effects"). In a run over MPC every selection that is not a
+    silo's own (parallel over the silos) is one on secret shares."""
+    mpc_run = _mpc_run(ledger)
     for i, e in enumerate(ledger["entries"]):
-        if not isinstance(e, dict) or e.get("mechanism") != "exponential" or e.get("where") != "mpc":
+        if e["mechanism"] != "exponential" or not (e["where"] == "mpc" or mpc_run and not e.get("parallel_over")):
             continue
         label = f"entry {i + 1} ({e.get('query', '?')})"
         fp = e.get("fixed_point")
         try:
-            scale = math.ldexp(2.0 * float(e["sensitivity"]) / float(fp["epsilon_sampled"]), int(fp["score_bits"]))
-            covered = float(fp["epsilon_sampled"]) + 4.0 / scale <= float(e["epsilon"]) * (1 + REL_TOL)
+            eps_s, bits = float(fp["epsilon_sampled"]), fp["score_bits"]
+            if not (eps_s > 0 and bits == int(bits) and 0 <= bits <= 64):
+                raise ValueError("not a sampling epsilon and a number of bits")
+            scale = math.ldexp(2.0 * float(e["sensitivity"]) / eps_s, int(bits))
+            covered = eps_s + 4.0 / scale <= float(e["epsilon"]) * (1 + REL_TOL)
             consistent = _close(scale, float(fp["gumbel_scale_grid_units"]))
-        except (TypeError, KeyError, ValueError, ZeroDivisionError):
+        except (TypeError, KeyError, ValueError, ZeroDivisionError, OverflowError):
             rep.problems.append(f"{label}: a selection on secret shares must record its fixed-point parameters")
             continue
         if not consistent:
-            rep.problems.append(f"{label}: the recorded Gumbel scale does not match epsilon_sampled and the sensitivity")
+            rep.problems.append(f"{label}: the recorded Gumbel scale does not match epsilon_sampled and the "
+                                "sensitivity")
         elif not covered:
             rep.problems.append(f"{label}: the fixed-point rounding slack is not covered by the epsilon charged")
+
+
+def _check_independent(ledger: dict[str, Any], d: dict[str, Any], rep: AuditReport) -> None:
+    """The independent method makes one Gaussian release of every column's 1-way marginal: a record
+    is in one cell of each of the ``d`` marginals, so its sensitivity is at least ``sqrt(d)``."""
+    columns = d.get("columns")
+    if not columns:
+        rep.problems.append("the ledger does not record its columns (details), so the structure of an "
+                            "independent release (one Gaussian of sensitivity sqrt(d)) cannot be checked")
+        return
+    entries = ledger["entries"]
+    if len(entries) != 1 or entries[0]["mechanism"] != "gaussian":
+        rep.problems.append(f"{len(entries)} entries, but a complete independent run makes one Gaussian release "
+                            "of every column's 1-way marginal: an entry is missing or extra")
+        return
+    sound = math.sqrt(len(columns))
+    if float(entries[0]["sensitivity_l2"]) < sound * (1 - 1e-9):
+        rep.problems.append(f"entry 1 ({entries[0]['query']}): sensitivity {entries[0]['sensitivity_l2']:g} is below "
+                            f"the sound value sqrt({len(columns)}) = {sound:g} of {len(columns)} one-way marginals")
 
 
 def _check_structure(ledger: dict[str, Any], rep: AuditReport) -> None:
@@ -214,6 +331,9 @@ def _check_structure(ledger: dict[str, Any], rep: AuditReport) -> None:
     columns, workload = d.get("columns"), d.get("workload")
     if method == "fedtda":
         _check_fedtda(ledger, d, rep)
+        return
+    if method == "independent":
+        _check_independent(ledger, d, rep)
         return
     if not columns or not workload:
         rep.problems.append("the ledger does not record its method's columns and workload (details), so its "
@@ -231,8 +351,8 @@ def _check_structure(ledger: dict[str, Any], rep: AuditReport) -> None:
         rep.problems.append(f"details.options.variant {variant!r} is not a flaim variant")
         return
     factor = EM_SENSITIVITY[key]
-    ems = [(i, e) for i, e in enumerate(ledger["entries"]) if isinstance(e, dict) and e.get("mechanism") == "exponential"]
-    gauss = [(i, e) for i, e in enumerate(ledger["entries"]) if isinstance(e, dict) and e.get("mechanism") == "gaussian"]
+    ems = [(i, e) for i, e in enumerate(ledger["entries"]) if e["mechanism"] == "exponential"]
+    gauss = [(i, e) for i, e in enumerate(ledger["entries"]) if e["mechanism"] == "gaussian"]
     for i, e in ems:
         if float(e.get("sensitivity", 0)) < factor * w_max * (1 - 1e-12):
             rep.problems.append(f"entry {i + 1} ({e.get('query')}): sensitivity {e.get('sensitivity')} is below "
@@ -241,14 +361,21 @@ def _check_structure(ledger: dict[str, Any], rep: AuditReport) -> None:
         if float(e.get("sensitivity_l2", 0)) < 1.0 - 1e-12:
             rep.problems.append(f"entry {i + 1} ({e.get('query')}): a count marginal has L2 sensitivity at least 1")
     n_cols = len(columns)
+    rounds = d.get("rounds") if method == "aim" else options.get("rounds")
+    steps = options.get("local_steps", 1) if method == "flaim" else 1
+    if rounds is None or rounds < 1 or steps is None or steps < 1:
+        where = "details.rounds" if method == "aim" else "details.options.rounds"
+        rep.problems.append(f"the ledger does not record a positive number of rounds ({where}"
+                            f"{', local_steps' if method == 'flaim' else ''}), so the number of releases a complete "
+                            f"{method} run makes cannot be checked")
+        return
     if method in ("aim", "distaim"):
-        rounds = d.get("rounds") if method == "aim" else options.get("rounds")
-        expect = {"exponential": rounds, "gaussian": None if rounds is None else n_cols + rounds}
+        expect = {"exponential": rounds, "gaussian": n_cols + rounds}
     else:
-        T, s = int(options.get("rounds") or 0), int(options.get("local_steps") or 1)
+        T, s = rounds, steps
         expect = {"exponential": T * s}
         need = T * (2 * s - 1) + (T * n_cols if variant == "private" else n_cols)
-        have = sum(float(e["sensitivity_l2"]) ** 2 for _, e in gauss)
+        have = sum(_square(e["sensitivity_l2"]) for _, e in gauss)
         if have < need * (1 - 1e-9):
             rep.problems.append(f"the Gaussian releases add up to {have:g} unit-sensitivity measurements, fewer "
                                 f"than the {need} a {variant} FLAIM run with T={T}, s={s} makes")
@@ -264,38 +391,60 @@ def _check_fedtda(ledger: dict[str, Any], d: dict[str, Any], rep: AuditReport) -
     categorical histogram jointly (``sqrt(n_cat)``, absent without categorical columns), every
     numeric histogram jointly (``sqrt(n_num)``, absent without numeric columns) and the second
     moments of rows clipped to ``B = norm_factor sqrt(n_cat + 2 n_num)`` (``B^2``). A secure sum
-    adds its fixed-point rounding to a planned sensitivity that must be the sound one."""
-    types, options = d.get("column_types"), d.get("options") or {}
+    adds its fixed-point rounding to a planned sensitivity that must be the sound one; on secret
+    shares the second moments (real values on the grid ``2^-MPC_REAL_BITS``) round by at least
+    ``sqrt(cells) 2^-MPC_REAL_BITS``."""
+    types, columns, options = d.get("column_types"), d.get("columns"), d.get("options") or {}
     if not types or options.get("norm_factor") is None:
         rep.problems.append("the ledger does not record fedtda's column types and options (details), so its "
                             "structure (one entry per release, sound sensitivities) cannot be checked")
         return
+    unknown = sorted(set(types) - {"categorical", "numeric"})
+    if unknown or (columns is not None and len(columns) != len(types)):
+        rep.problems.append("details.column_types must give one type, categorical or numeric, per column of "
+                            "details.columns" + (f" (not {unknown[0]!r})" if unknown else ""))
+        return
+    norm_factor = float(options["norm_factor"])
+    if not norm_factor > 0:
+        rep.problems.append(f"details.options.norm_factor {norm_factor:g} is not positive: fedtda clips rows to "
+                            "a positive norm")
+        return
     n_cat, n_num = types.count("categorical"), types.count("numeric")
-    width = n_cat + 2 * n_num
-    expect = [("the row total", 1.0)]
-    expect += [("the categorical histograms", math.sqrt(n_cat))] if n_cat else []
-    expect += [("the numeric histograms", math.sqrt(n_num))] if n_num else []
-    expect += [("the second moments", float(options["norm_factor"]) ** 2 * width)]
+    width, mpc_run = n_cat + 2 * n_num, _mpc_run(ledger)
+    moments = width * (width + 1) // 2
+    expect = [("the row total", 1.0, 0)]
+    expect += [("the categorical histograms", math.sqrt(n_cat), 0)] if n_cat else []
+    expect += [("the numeric histograms", math.sqrt(n_num), 0)] if n_num else []
+    expect += [("the second moments", _square(norm_factor) * width, moments)]
     entries = ledger["entries"]
     if any(e["mechanism"] != "gaussian" for e in entries) or len(entries) != len(expect):
         rep.problems.append(f"{len(entries)} entries, but a complete fedtda run over {n_cat} categorical and {n_num} "
                             f"numeric columns makes {len(expect)} Gaussian releases: an entry is missing or extra")
         return
-    for i, (e, (what, sound)) in enumerate(zip(entries, expect)):
+    for i, (e, (what, sound, real_cells)) in enumerate(zip(entries, expect)):
         label = f"entry {i + 1} ({e['query']})"
         fp = e.get("fixed_point") or {}
         planned = float(fp.get("sensitivity_planned", e["sensitivity_l2"]))
         rounding = float(fp.get("rounding_l2", 0.0))
+        grid = math.sqrt(real_cells) * math.ldexp(1.0, -MPC_REAL_BITS) if mpc_run else 0.0
         if planned < sound * (1 - 1e-9):
             rep.problems.append(f"{label}: sensitivity {planned:g} is below the sound value {sound:g} of {what}")
         elif rounding < 0 or not _close(float(e["sensitivity_l2"]), planned + rounding):
             rep.problems.append(f"{label}: sensitivity {e['sensitivity_l2']:g} is not the planned {planned:g} plus "
                                 f"the fixed-point rounding {rounding:g}")
+        elif rounding < grid * (1 - 1e-9):
+            rep.problems.append(f"{label}: {what} summed on secret shares are rounded to the grid 2^-{MPC_REAL_BITS}, "
+                                f"which adds {grid:.6g} to the sensitivity (sqrt({real_cells}) grid steps), but the "
+                                f"ledger records a rounding of {rounding:g}")
 
 
 def _seeded_samplers(ledger: dict[str, Any]) -> list[str]:
-    names = [e.get("sampler", "") for e in ledger["entries"]] + [(ledger.get("details") or {}).get("noise", "")]
-    return sorted({n for n in names if "seeded" in n.lower()})
+    """Noise sources that say they are seeded (or not private): each entry's ``sampler`` and
+    ``noise_from`` (MPC: the dealer's), ``details.noise`` and ``details.mpc.noise``."""
+    details = ledger.get("details") or {}
+    names = [e.get(key, "") for e in ledger["entries"] for key in ("sampler", "noise_from")]
+    names += [details.get("noise", ""), (details.get("mpc") or {}).get("noise", "")]
+    return sorted({n for n in names if "seeded" in n.lower() or "not private" in n.lower()})
 
 
 def audit_ledger(ledger: dict[str, Any]) -> AuditReport:
@@ -313,7 +462,7 @@ def audit_ledger(ledger: dict[str, Any]) -> AuditReport:
         if bad:
             rep.problems.append(f"{label}: {bad[0]} must be positive, not {e[bad[0]]!r}")
             continue
-        expected = entry_rho(e)
+        expected = _cost(e)
         if not _close(float(e["rho"]), expected):
             rep.problems.append(f"{label}: recorded rho {e['rho']:.6g} but its parameters give {expected:.6g}")
         total += expected
@@ -334,7 +483,11 @@ def audit_ledger(ledger: dict[str, Any]) -> AuditReport:
         if not _close(epsilon, eps_opendp, 1e-6):
             rep.problems.append(f"epsilon {epsilon:.8g} is not what rho={total:.8g} converts to at "
                                 f"delta={delta:g} ({eps_opendp:.8g})")
-        if total > 0 and cks_delta(total, eps_opendp) > delta * (1 + 1e-6):
+        try:
+            agrees = total == 0 or cks_delta(total, eps_opendp) <= delta * (1 + 1e-6)
+        except (OverflowError, ValueError, ZeroDivisionError):
+            agrees = False
+        if not agrees:
             rep.problems.append("OpenDP's conversion disagrees with the independent CKS bound")
         eb = ledger.get("epsilon_budget")
         if eb is not None and rho_to_epsilon(rho_budget, delta) > float(eb) * (1 + 1e-6):
@@ -350,6 +503,7 @@ def audit_ledger(ledger: dict[str, Any]) -> AuditReport:
     elif _seeded_samplers(ledger):
         rep.problems.append(f"SEEDED NOISE: the ledger says it is not seeded, but noise came from "
                             f"{_seeded_samplers(ledger)[0]!r}; this is not a private release")
+    _check_where(ledger, rep)
     _check_composition(ledger, rep)
     _check_fixed_point(ledger, rep)
     if ledger["status"] == "complete" and ledger["method"] in METHODS:

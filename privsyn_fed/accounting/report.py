@@ -4,6 +4,7 @@ step, and the mechanisms that spent it. HTML (with an inline SVG chart) or Markd
 from __future__ import annotations
 
 import html
+import math
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -69,8 +70,10 @@ def render_markdown(ledger: dict[str, Any], audit: AuditReport) -> str:
     for i, c in enumerate(cum):
         if len(cum) > 40 and i % max(1, len(cum) // 40) and i != len(cum) - 1:
             continue
-        bar = "#" * int(round(width * c / budget)) if budget > 0 else ""
-        lines.append(f"step {i + 1:>4} |{bar:<{width}}| {100 * c / budget:5.1f}%")
+        share = c / budget if budget > 0 else 0.0
+        share = share if math.isfinite(share) else 0.0          # a tampered, subnormal budget
+        bar = "#" * int(round(width * min(1.0, max(0.0, share))))
+        lines.append(f"step {i + 1:>4} |{bar:<{width}}| {100 * share:5.1f}%")
     lines += ["```", "", "## Mechanisms", "",
               "| mechanism | where | parallel over | sensitivity | calls | scale | rho | share |",
               "|---|---|---|---|---|---|---|---|"]

@@ -161,4 +161,5 @@ def run_aim(silo: Silo, acc: Accountant, noise: NoiseSource, opts: AIMOptions,
         if not terminate and core.should_anneal(before, estimate(pick), params.sigma):
             params = params.annealed()
     progress.log(f"{t} rounds, {len(measurements)} measurements")
-    return core.MethodResult(core.ModelSampler(model, silo.schema), model, t, prob.workload)
+    info = {"oneway_sigmas": core.oneway_sigmas(measurements, names, prob.shape)}
+    return core.MethodResult(core.ModelSampler(model, silo.schema), model, t, prob.workload, info)

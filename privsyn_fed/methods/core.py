@@ -116,6 +116,20 @@ class MethodResult:
     info: dict[str, Any] = field(default_factory=dict)
 
 
+def oneway_sigmas(measurements, names: Sequence[str], shape: Sequence[int]) -> list[float]:
+    """Per column, the noise (standard deviation per cell, in counts) of its 1-way marginal as
+    every measurement containing it determines it. A measurement over ``r`` with ``c_r`` cells
+    and noise ``sigma_r`` sums ``c_r / c_j`` of its cells into each cell of column ``j``, so the
+    precisions add: ``1 / s_j^2 = sum_r c_j / (c_r sigma_r^2)``. Public: noise scales only."""
+    precision = np.zeros(len(names))
+    index = {n: i for i, n in enumerate(names)}
+    for clique, _, sigma in measurements:
+        cells = float(np.prod([shape[index[c]] for c in clique]))
+        for c in clique:
+            precision[index[c]] += shape[index[c]] / (cells * float(sigma) ** 2)
+    return [float(p ** -0.5) if p > 0 else math.inf for p in precision]
+
+
 @dataclass
 class ModelSampler:
     """Rows of a fitted graphical model, decoded to values inside the schema's bins."""

@@ -128,6 +128,7 @@ def run_distaim(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: Fede
                                              f"measured ({', '.join(pick)})")
     progress.log(f"{t} rounds, pool of {len(pool.seen)} of {len(silos)} silos")
     info = {"sample_rate": rate, "pooled_silos": len(pool.seen),
+            "oneway_sigmas": core.oneway_sigmas(measurements, names, prob.shape),
             "traffic": traffic_summary(agg)}
     return core.MethodResult(core.ModelSampler(model, schema), model, T, prob.workload, info)
 

@@ -86,6 +86,11 @@ class FedTDAOptions:
         coordinates; refused before any budget is spent when they would not fit in memory."""
         from ..workload import MAX_CANDIDATE_CELLS
         n_num = sum(isinstance(c, NumericColumn) for c in schema.columns)
+        n_cat = len(schema.columns) - n_num
+        for count, share, family in ((n_cat, self.split[1], "categorical"), (n_num, self.split[2], "numeric")):
+            if count and not share > 0:
+                raise InputError(f"--split gives the {family} histograms no budget, but the schema has {count} "
+                                 f"{family} column(s); give them a positive share")
         width = len(schema.columns) + n_num
         if width * (width + 1) // 2 > MAX_CANDIDATE_CELLS:
             raise InputError(f"fedtda's copula over {width} coordinates has too many second moments; "
@@ -454,8 +459,26 @@ def run_fedtda(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: FedTD
     model = FedTDAModel(encoding, factor, n_hat)
     progress.log(f"copula over {width} coordinates")
     info = {"coordinates": width, "components": {names[j]: modes[j].components for j in num},
+            "oneway_sigmas": _oneway_sigmas(schema, fine, rho_cat, rho_num, exact),
             "traffic": traffic_summary(agg)}
     return core.MethodResult(model, model, 1, [], info)
+
+
+def _oneway_sigmas(schema: Schema, fine: dict, rho_cat: float, rho_num: float, exact: bool) -> list[float]:
+    """Per column, the noise per schema cell of its released histogram: ``sqrt(n_cat / (2 rho_cat))``
+    for a categorical column; for a numeric one ``sqrt(n_num / (2 rho_num))`` per refined bin, and a
+    schema bin sums ``refined bins / schema bins`` of them (thresholding aside)."""
+    if exact:
+        return [0.0] * len(schema.columns)
+    n_cat = sum(isinstance(c, CategoricalColumn) for c in schema.columns)
+    n_num = len(schema.columns) - n_cat
+    out = []
+    for j, col in enumerate(schema.columns):
+        if isinstance(col, CategoricalColumn):
+            out.append(math.sqrt(n_cat / (2.0 * rho_cat)))
+        else:
+            out.append(math.sqrt(n_num / (2.0 * rho_num) * fine[j].n_bins / col.n_bins))
+    return out
 
 
 def _probabilities(counts: np.ndarray, n_hat: float) -> np.ndarray:

@@ -202,6 +202,7 @@ class FLAIMRun:
         self.progress.log(f"{opts.rounds} rounds, {len(self.measurements)} measurements")
         info = {"variant": self.variant, "sample_rate": self.rate, "sigma": self.sigma, "epsilon_select": self.eps,
                 "score_sensitivity": self.delta_u, "dropped_for_size": self.dropped,
+                "oneway_sigmas": core.oneway_sigmas(self.measurements, prob.names, prob.shape),
                 "traffic": traffic_summary(self.agg)}
         return core.MethodResult(core.ModelSampler(model, self.schema), model, opts.rounds, prob.workload, info)
 

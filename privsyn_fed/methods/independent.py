@@ -85,5 +85,5 @@ def run_independent(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: 
     noisy = noisy_sums(agg, acc, noise, requests, sigma, math.sqrt(d), "every column's 1-way marginal", 0)
     model = IndependentModel.from_noisy(noisy, schema)
     progress.update(acc.rho_spent / acc.rho_budget, f"released {d} one-way marginals (sigma {sigma:.3g})")
-    info = {"sigma": sigma, "traffic": traffic_summary(agg)}
+    info = {"sigma": sigma, "oneway_sigmas": [sigma] * d, "traffic": traffic_summary(agg)}
     return core.MethodResult(model, model, 1, [], info)
