@@ -185,6 +185,7 @@ def synthesize(silos: Sequence[Silo], method: str = "aim", epsilon: float = 1.0,
     threat, run = _runner(method, silos, aggregator)
     noise = noise_source(seed)
     details = {"silos": n_silos, "columns": schema.names, "column_types": [c.type for c in schema.columns],
+               "shape": list(schema.shape),
                "noise": noise.name,
                "options": {k: v for k, v in vars(opts).items() if k != "workload"}}
     if hasattr(aggregator, "ledger_details"):

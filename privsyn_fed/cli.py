@@ -143,9 +143,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seed of the (public, data-independent) workload sample (default 0)")
     a = s.add_argument_group("options of the AIM family (aim, distaim, flaim)")
     a.add_argument("--rounds", type=_positive_int, metavar="T",
-                   help="budget split into T rounds (default: 16 x number of columns for aim, 10 for "
-                        "distaim and flaim); aim anneals and stops when the budget is spent, distaim "
-                        "and flaim run exactly T global rounds")
+                   help="budget split into T rounds; aim anneals and stops when the budget is spent, "
+                        "distaim and flaim run exactly T global rounds (default: planned from a noisy row "
+                        "total that costs 1%% of the budget: fewer rounds, and stronger 1-ways, when the data "
+                        "are small; at most 16 x columns for aim and 10 for distaim and flaim; the ledger "
+                        "records the plan under details.schedule)")
     a.add_argument("--alpha", type=_float, metavar="A",
                    help="share of each round spent on measurement rather than selection (default 0.9)")
     a.add_argument("--max-model-size", type=_float, metavar="MB",
@@ -158,7 +160,9 @@ def build_parser() -> argparse.ArgumentParser:
     t = s.add_argument_group("fedtda options")
     t.add_argument("--split", metavar="N,CAT,NUM,COV",
                    help="shares of the budget for the row total, the categorical histograms, the numeric "
-                        "histograms and the covariance (default 0.05,0.2,0.35,0.4)")
+                        "histograms and the covariance, e.g. 0.05,0.2,0.35,0.4 (default: planned from a noisy "
+                        "row total that costs 1%% of the budget: the histograms get an equal share per column "
+                        "and the covariance 40%% where its correlations can be measured, else 5%%)")
     t.add_argument("--components", type=_positive_int, metavar="K",
                    help="most Gaussian-mixture components per numeric column (default 5)")
     t.add_argument("--non-private", action="store_true",

@@ -60,7 +60,7 @@ ENTRY_OPTIONAL = {"sampler": str, "round": INTEGER, "cells": INTEGER, "candidate
                   "parallel_over": str, "noise_from": str, "collusion": str, "fixed_point": dict}
 DETAILS_OPTIONAL = {"columns": list, "column_types": list, "workload": list, "options": dict, "rounds": INTEGER,
                     "rows": INTEGER, "silos": INTEGER, "noise": str, "mpc": dict, "budget_store": dict,
-                    "traffic": dict}
+                    "traffic": dict, "shape": list, "schedule": dict}
 MPC_OPTIONAL = {"debug": bool, "provider": str, "noise": str}
 STATUSES = ("running", "complete", "failed")
 #: Secure sums of real values (Fed-TDA's second moments) are shared on the grid 2^-MPC_REAL_BITS
@@ -194,6 +194,10 @@ def validate_ledger(raw: Any, source: str = "ledger") -> None:
     for key in ("columns", "column_types"):
         for i, v in enumerate(details.get(key, [])):
             _check_type(v, str, f"details.{key}[{i}]", source)
+    for i, v in enumerate(details.get("shape", [])):
+        _check_type(v, INTEGER, f"details.shape[{i}]", source)
+    for key, value in details.get("schedule", {}).items():
+        _check_type(value, INTEGER if key in ("rounds", "refine") else NUMBER, f"details.schedule.{key}", source)
     for i, clique in enumerate(details.get("workload", [])):
         _check_type(clique, list, f"details.workload[{i}]", source)
         for j, v in enumerate(clique):
@@ -361,20 +365,30 @@ def _check_structure(ledger: dict[str, Any], rep: AuditReport) -> None:
         if float(e.get("sensitivity_l2", 0)) < 1.0 - 1e-12:
             rep.problems.append(f"entry {i + 1} ({e.get('query')}): a count marginal has L2 sensitivity at least 1")
     n_cols = len(columns)
-    rounds = d.get("rounds") if method == "aim" else options.get("rounds")
     steps = options.get("local_steps", 1) if method == "flaim" else 1
-    if rounds is None or rounds < 1 or steps is None or steps < 1:
-        where = "details.rounds" if method == "aim" else "details.options.rounds"
-        rep.problems.append(f"the ledger does not record a positive number of rounds ({where}"
-                            f"{', local_steps' if method == 'flaim' else ''}), so the number of releases a complete "
-                            f"{method} run makes cannot be checked")
-        return
+    schedule = d.get("schedule")
+    if schedule is not None:
+        closure = downward_closure([tuple(sorted(index[c] for c in cl)) for cl in workload])
+        planned = _check_aim_family_schedule(ledger, d, closure, variant, rep)
+        if planned is None:
+            return
+        rounds = d.get("rounds") if method == "aim" else planned
+    else:                           # T given (or a ledger from before schedules were planned)
+        rounds = d.get("rounds") if method == "aim" else options.get("rounds")
+        if rounds is None or rounds < 1 or steps is None or steps < 1:
+            where = "details.rounds" if method == "aim" else "details.options.rounds"
+            rep.problems.append(f"the ledger does not record a positive number of rounds ({where}"
+                                f"{', local_steps' if method == 'flaim' else ''}) or a planned schedule "
+                                f"(details.schedule), so the number of releases a complete {method} run makes "
+                                "cannot be checked")
+            return
+    total = 1 if schedule is not None else 0           # the planning total
     if method in ("aim", "distaim"):
-        expect = {"exponential": rounds, "gaussian": n_cols + rounds}
+        expect = {"exponential": rounds, "gaussian": total + n_cols + rounds}
     else:
         T, s = rounds, steps
         expect = {"exponential": T * s}
-        need = T * (2 * s - 1) + (T * n_cols if variant == "private" else n_cols)
+        need = total + T * (2 * s - 1) + (max(T, 1) * n_cols if variant == "private" else n_cols)
         have = sum(_square(e["sensitivity_l2"]) for _, e in gauss)
         if have < need * (1 - 1e-9):
             rep.problems.append(f"the Gaussian releases add up to {have:g} unit-sensitivity measurements, fewer "
@@ -384,6 +398,72 @@ def _check_structure(ledger: dict[str, Any], rep: AuditReport) -> None:
         if count is not None and found != count:
             rep.problems.append(f"{found} {mech} entries, but a complete {method} run of these options makes "
                                 f"{count}: an entry is missing or extra")
+
+
+def _planning_total(ledger: dict[str, Any], schedule: dict[str, Any], rep: AuditReport) -> float | None:
+    """A planned schedule starts with the row total: a Gaussian of sensitivity 1 at
+    ``allocation.TOTAL_SHARE`` of the budget. Returns the budget left after it (None on a problem)."""
+    from .. import allocation
+
+    entries = ledger["entries"]
+    rho_budget = float(ledger["rho_budget"])
+    first = entries[0] if entries else None
+    if (first is None or first["mechanism"] != "gaussian" or not _close(float(first["sensitivity_l2"]), 1.0)
+            or not _close(float(first["sigma"]), allocation.total_sigma(rho_budget), 1e-9)):
+        rep.problems.append("a planned schedule starts with the row total (one Gaussian of sensitivity 1 with "
+                            f"{allocation.TOTAL_SHARE:g} of the budget), and the first entry is not that release")
+        return None
+    if not _close(float(schedule.get("total_share", -1)), allocation.TOTAL_SHARE) or \
+            not _close(float(schedule.get("noise_to_signal", -1)), allocation.NOISE_TO_SIGNAL):
+        rep.problems.append("details.schedule records other constants than this version's allocation rule "
+                            f"(total_share {allocation.TOTAL_SHARE:g}, noise_to_signal {allocation.NOISE_TO_SIGNAL:g})")
+        return None
+    if "noisy_total" not in schedule:
+        rep.problems.append("details.schedule does not record the noisy total the schedule was planned from")
+        return None
+    return rho_budget - _cost(first)
+
+
+def _check_aim_family_schedule(ledger: dict[str, Any], d: dict[str, Any], closure: dict, variant: str,
+                               rep: AuditReport) -> int | None:
+    """The rounds a planned AIM, DistAIM or FLAIM schedule must have, recomputed from the recorded
+    noisy total and the public facts of the ledger (``allocation``), and the noise of the 1-ways
+    that follow the total. Returns the planned rounds (None on a problem)."""
+    from .. import allocation
+
+    schedule, options, method = d["schedule"], d.get("options") or {}, ledger["method"]
+    shape, columns = d.get("shape"), d.get("columns") or []
+    if not isinstance(shape, list) or len(shape) != len(columns):
+        rep.problems.append("a planned schedule is recomputed from the domain, but details.shape does not give "
+                            "the cells of every column")
+        return None
+    rest = _planning_total(ledger, schedule, rep)
+    if rest is None:
+        return None
+    n_hat, alpha, n_cols = float(schedule["noisy_total"]), float(options.get("alpha", 0.9)), len(columns)
+    cells = [math.prod(shape[i] for i in cl) for cl in closure if len(cl) > 1]
+    steps = int(options.get("local_steps") or 1)
+    if method == "aim":
+        planned = allocation.plan_aim(n_hat, rest, alpha, n_cols, cells)
+        sigma = allocation.aim_sigma(rest, allocation.aim_units(planned, n_cols, alpha), alpha)
+    elif method == "distaim":
+        planned = allocation.plan_distaim(n_hat, rest, alpha, n_cols, cells, allocation.FEDERATED_ROUNDS)
+        sigma = allocation.distaim_sigma(rest, planned, n_cols, alpha)
+    else:
+        planned = allocation.plan_flaim(n_hat, rest, alpha, n_cols, cells, allocation.FEDERATED_ROUNDS, steps,
+                                        variant, int(d.get("silos") or 1))
+        sigma = allocation.flaim_sigma(rest, planned, steps, n_cols, alpha, variant)
+    if schedule.get("rounds") != planned:
+        rep.problems.append(f"details.schedule plans {schedule.get('rounds')} rounds, but the allocation rule "
+                            f"gives {planned} for the recorded noisy total {n_hat:g}")
+        return None
+    oneways = ledger["entries"][1:1 + n_cols]
+    if len(oneways) < n_cols or any(e["mechanism"] != "gaussian" or not _close(float(e["sigma"]), sigma, 1e-9)
+                                    for e in oneways):
+        rep.problems.append(f"the {n_cols} one-way measurements after the total must have the planned noise "
+                            f"sigma {sigma:.6g}")
+        return None
+    return planned
 
 
 def _check_fedtda(ledger: dict[str, Any], d: dict[str, Any], rep: AuditReport) -> None:
@@ -436,6 +516,43 @@ def _check_fedtda(ledger: dict[str, Any], d: dict[str, Any], rep: AuditReport) -
             rep.problems.append(f"{label}: {what} summed on secret shares are rounded to the grid 2^-{MPC_REAL_BITS}, "
                                 f"which adds {grid:.6g} to the sensitivity (sqrt({real_cells}) grid steps), but the "
                                 f"ledger records a rounding of {rounding:g}")
+    if d.get("schedule") is not None and not rep.problems:
+        _check_fedtda_schedule(ledger, d, types, norm_factor * math.sqrt(width), rep)
+
+
+def _check_fedtda_schedule(ledger: dict[str, Any], d: dict[str, Any], types: list, bound: float,
+                           rep: AuditReport) -> bool:
+    """A planned Fed-TDA schedule, recomputed from the recorded noisy total and the public facts of
+    the ledger (``allocation.plan_fedtda``), and each release's noise against its planned share."""
+    from .. import allocation
+
+    schedule, shape, options = d["schedule"], d.get("shape"), d.get("options") or {}
+    if not isinstance(shape, list) or len(shape) != len(types):
+        rep.problems.append("a planned schedule is recomputed from the domain, but details.shape does not give "
+                            "the cells of every column")
+        return False
+    rest = _planning_total(ledger, schedule, rep)
+    if rest is None:
+        return False
+    n_cat = types.count("categorical")
+    numeric = [shape[j] for j, t in enumerate(types) if t == "numeric"]
+    plan = allocation.plan_fedtda(float(schedule["noisy_total"]), rest, numeric, n_cat, bound,
+                                  int(options.get("refine") or 4))
+    recorded = {k: schedule.get(k) for k in plan.record()}
+    if not all(_close(float(recorded[k] if recorded[k] is not None else -1), float(v)) for k, v in plan.record().items()):
+        rep.problems.append(f"details.schedule records {recorded}, but the allocation rule gives {plan.record()} for "
+                            f"the recorded noisy total {schedule['noisy_total']:g}")
+        return False
+    parts = ([plan.rho_cat] if n_cat else []) + ([plan.rho_num] if numeric else []) + [plan.rho_cov]
+    for e, rho_part in zip(ledger["entries"][1:], parts):
+        fp = e.get("fixed_point") or {}
+        planned = float(fp.get("sensitivity_planned", e["sensitivity_l2"]))
+        sigma = float(e["sigma"]) * planned / float(e["sensitivity_l2"])     # before any fixed-point growth
+        if not _close(sigma, planned / math.sqrt(2.0 * rho_part), 1e-9):
+            rep.problems.append(f"entry {e['step']} ({e['query']}): its noise does not spend the planned rho "
+                                f"{rho_part:.6g}")
+            return False
+    return True
 
 
 def _seeded_samplers(ledger: dict[str, Any]) -> list[str]:

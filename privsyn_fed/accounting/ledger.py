@@ -118,6 +118,12 @@ class Accountant:
                             "sensitivity": float(sensitivity), "epsilon": float(epsilon),
                             "where": where, **extra})
 
+    def note(self, **details: Any) -> None:
+        """Record public facts of the run in the ledger's ``details`` now (e.g. a schedule planned
+        from released values), so that a run that fails later still shows them."""
+        self.details.update(details)
+        self._persist()
+
     def mark_non_private(self, reason: str) -> None:
         """Declare, in the ledger itself, that the release uses unprotected statistics."""
         self.non_private = reason

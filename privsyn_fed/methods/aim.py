@@ -1,9 +1,10 @@
 """Central AIM (McKenna et al., PVLDB 2022): the trusted-curator baseline.
 
-One curator holds the pooled rows of every silo. With budget ``rho``, ``T`` (default ``16 d``)
-and ``alpha = 0.9``:
+One curator holds the pooled rows of every silo. With budget ``rho``, ``T`` and ``alpha = 0.9``:
+  0. unless ``T`` is given, release the row total with 1% of ``rho`` and plan ``R`` rounds from it
+     (``allocation.plan_aim``): ``T = R + alpha d`` units of the rest;
   1. measure every column's 1-way marginal with ``sigma_0 = sqrt(T / (2 alpha rho))`` and fit
-     a graphical model;
+     a graphical model (with ``R = 0`` the 1-ways take the whole budget and the run ends here);
   2. each round: apply the final-round rule; keep candidates (the workload's downward closure)
      whose junction tree stays below ``max_model_size * rho_used / rho`` MB; select one with the
      exponential mechanism on ``u_r = w_r (||M_r(D) - M_r(p)||_1 - sqrt(2/pi) sigma n_r)``
@@ -18,7 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .. import pgm
+from .. import allocation, pgm
 from ..accounting import Accountant
 from ..errors import InputError
 from ..mechanisms import NoiseSource, exponential_mechanism, gaussian_mechanism
@@ -33,7 +34,7 @@ THREAT_MODEL = ("aim: a trusted curator pools every silo's rows and runs AIM; th
 
 @dataclass
 class AIMOptions:
-    rounds: int | None = None          # T; default 16 * d
+    rounds: int | None = None          # T; default planned from a noisy row total
     alpha: float = 0.9                 # share of each round's budget spent on measurement
     max_model_size: float = 80.0       # MB, junction-tree size cap (ramped by the share spent)
     pgm_iters: int = 1000              # mirror-descent iterations per refit (at most)
@@ -73,8 +74,8 @@ class AIMOptions:
         leave budget for the rounds: ``T > alpha d``)."""
         check_workload(self, schema)
         d = len(schema.columns)
-        T = self.rounds or 16 * d
-        if self.alpha * d >= T:
+        T = self.rounds
+        if T is not None and self.alpha * d >= T:
             raise InputError(f"--rounds {T} is too small for {d} columns: the 1-way measurements alone "
                              f"would spend the budget (use at least {int(np.floor(self.alpha * d)) + 1})")
 
@@ -118,11 +119,18 @@ def run_aim(silo: Silo, acc: Accountant, noise: NoiseSource, opts: AIMOptions,
     names, domain, candidates = prob.names, prob.domain, prob.candidates
     d = len(names)
     rho = acc.rho_budget
-    T = opts.rounds or 16 * d
-    params = core.initial_params(rho, T, opts.alpha)     # T > alpha d: checked by AIMOptions.check_schema
 
     def true_marginal(cl: tuple[str, ...]) -> np.ndarray:
         return silo.marginal(prob.columns(cl))
+
+    T, planned = opts.rounds, None
+    if T is None:
+        total = gaussian_mechanism(acc, noise, silo.marginal([]), sigma=allocation.total_sigma(rho),
+                                   query="total number of rows (plans the schedule)", where="curator")
+        planned = allocation.plan_aim(float(total[0]), acc.remaining, opts.alpha, d, prob.multiway_cells())
+        T = allocation.aim_units(planned, d, opts.alpha)
+        acc.note(schedule=allocation.schedule_record(float(total[0]), rounds=planned, units=T))
+    params = core.initial_params(acc.remaining, T, opts.alpha)    # T > alpha d unless planned
 
     answers = {cl: true_marginal(cl) for cl in candidates}      # private; used only inside mechanisms
 
@@ -136,7 +144,7 @@ def run_aim(silo: Silo, acc: Accountant, noise: NoiseSource, opts: AIMOptions,
     model = fitter.fit(measurements)
     estimate = pgm.MarginalReader(model)
 
-    t, terminate = 0, False
+    t, terminate = 0, planned == 0         # no rounds planned: the 1-ways took the whole budget
     while not terminate:
         t += 1
         last = core.final_round(params, acc.remaining, opts.alpha)

@@ -104,6 +104,10 @@ class Problem:
     def cells(self, clique: Sequence[str]) -> int:
         return int(np.prod([self.shape[i] for i in self.columns(clique)], dtype=np.int64))
 
+    def multiway_cells(self) -> list[int]:
+        """Cells of every candidate over two or more columns (what a round may measure)."""
+        return [self.cells(q) for q in self.candidates if len(q) > 1]
+
 
 @dataclass
 class MethodResult:

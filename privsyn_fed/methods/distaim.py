@@ -2,6 +2,9 @@
 
 With budget ``rho``, ``T`` rounds, ``d`` columns and ``alpha``:
 ``sigma = sqrt((T + d) / (2 alpha rho))``, ``eps = sqrt(8 (1 - alpha) rho / T)``.
+  0. unless ``T`` is given, the row total is released with 1% of ``rho`` and ``T`` (at most 10)
+     is planned from it (``allocation.plan_distaim``); ``rho`` is then what is left; with ``T = 0``
+     the 1-ways take all of it (``sigma = sqrt(d / (2 rho))``) and the run ends after step 1;
   1. every column's 1-way marginal over a fresh client sample is measured; a model is fitted;
   2. each round: silos are Poisson-sampled; a sampled silo not seen before contributes its
      answers to every candidate marginal once, and the pool ``A_r`` (held by the aggregator; secret
@@ -25,7 +28,7 @@ import math
 
 import numpy as np
 
-from .. import pgm
+from .. import allocation, pgm
 from ..accounting import Accountant
 from ..aggregate import Aggregator, traffic_summary
 from ..mechanisms import NoiseSource, exponential_mechanism, gaussian_mechanism
@@ -33,8 +36,8 @@ from ..queries import MarginalsQuery
 from ..progress import Progress, Silent
 from . import core
 from .aim import problem_for
-from .federated import (ClientSampler, FederatedOptions, TotalEstimator, default_sample_rate, fit_limit,
-                        measure_initial_oneways, normalised, rescale)
+from .federated import (FEDERATED_ROUNDS, ClientSampler, FederatedOptions, TotalEstimator, default_sample_rate,
+                        fit_limit, measure_initial_oneways, normalised, planning_total, rescale)
 
 
 def threat_model(agg: Aggregator) -> str:
@@ -44,9 +47,9 @@ def threat_model(agg: Aggregator) -> str:
 
 def distaim_params(rho: float, rounds: int, n_columns: int, alpha: float) -> core.RoundParams:
     """``sigma = sqrt((T + d) / (2 alpha rho))``, ``eps = sqrt(8 (1 - alpha) rho / T)``: the ``d``
-    initial 1-ways and ``T`` rounds spend exactly ``rho``."""
-    return core.RoundParams(math.sqrt((rounds + n_columns) / (2.0 * alpha * rho)),
-                            math.sqrt(8.0 * (1.0 - alpha) * rho / rounds))
+    initial 1-ways and ``T`` rounds spend exactly ``rho`` (``T = 0``: the 1-ways alone)."""
+    eps = math.sqrt(8.0 * (1.0 - alpha) * rho / rounds) if rounds else 0.0
+    return core.RoundParams(allocation.distaim_sigma(rho, rounds, n_columns, alpha), eps)
 
 
 class Pool:
@@ -96,7 +99,11 @@ def run_distaim(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: Fede
     prob = problem_for(schema, opts)
     names, shape, domain = prob.names, prob.shape, prob.domain
     d, T, rho = len(names), opts.rounds, acc.rho_budget
-    params = distaim_params(rho, T, d, opts.alpha)
+    if T is None:
+        n_hat = planning_total(agg, acc, noise)
+        T = allocation.plan_distaim(n_hat, acc.remaining, opts.alpha, d, prob.multiway_cells(), FEDERATED_ROUNDS)
+        acc.note(schedule=allocation.schedule_record(n_hat, rounds=T))
+    params = distaim_params(acc.remaining, T, d, opts.alpha)
     rate = opts.sample_rate or default_sample_rate(len(silos))
     sampler = ClientSampler(silos, rate, np.random.default_rng(sampling_seed))
     totals = TotalEstimator(len(silos))
@@ -126,7 +133,7 @@ def run_distaim(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: Fede
         reader = pgm.MarginalReader(model)
         progress.update(acc.rho_spent / rho, f"round {t}/{T}: {len(new)} new silo(s), pool of {len(pool.seen)}; "
                                              f"measured ({', '.join(pick)})")
-    progress.log(f"{t} rounds, pool of {len(pool.seen)} of {len(silos)} silos")
+    progress.log(f"{T} rounds, pool of {len(pool.seen)} of {len(silos)} silos")
     info = {"sample_rate": rate, "pooled_silos": len(pool.seen),
             "oneway_sigmas": core.oneway_sigmas(measurements, names, prob.shape),
             "traffic": traffic_summary(agg)}

@@ -23,28 +23,19 @@ import numpy as np
 
 from .. import pgm
 from ..accounting import Accountant
+from ..allocation import FEDERATED_ROUNDS, default_sample_rate  # noqa: F401  (shared by DistAIM and FLAIM)
 from ..aggregate import Aggregator
 from ..errors import InputError
 from ..mechanisms import NoiseSource, gaussian_mechanism
 from ..queries import MarginalsQuery
 from .aim import AIMOptions, check_workload
 
-#: With at least this many silos the default sample rate is ``MANY_SILOS_RATE``; below it every
-#: silo takes part in every round.
-MANY_SILOS = 100
-MANY_SILOS_RATE = 0.1
-
 Measurement = tuple[tuple[str, ...], np.ndarray, float]
-
-
-def default_sample_rate(n_silos: int) -> float:
-    """1 (every silo, every round) for fewer than 100 silos; 0.1 from 100 silos on (the FLAIM paper)."""
-    return MANY_SILOS_RATE if n_silos >= MANY_SILOS else 1.0
 
 
 @dataclass
 class FederatedOptions(AIMOptions):
-    rounds: int | None = 10            # T, global rounds
+    rounds: int | None = None          # T, global rounds; default planned (at most FEDERATED_ROUNDS)
     sample_rate: float | None = None   # p; default from ``default_sample_rate``
 
     def validate(self) -> None:
@@ -129,6 +120,15 @@ def measure_initial_oneways(agg: Aggregator, acc: Accountant, noise: NoiseSource
     return out
 
 
+def planning_total(agg: Aggregator, acc: Accountant, noise: NoiseSource) -> float:
+    """The row total over every silo, released with ``allocation.TOTAL_SHARE`` of the budget
+    (sensitivity 1), from which a federated schedule is planned."""
+    from .. import allocation
+    y = noisy_sum(agg, acc, noise, MarginalsQuery(((),)), agg.silo_names, sigma=allocation.total_sigma(acc.rho_budget),
+                  query="total number of rows (plans the schedule)", round=0)
+    return float(y[0])
+
+
 def noisy_sum(agg: Aggregator, acc: Accountant, noise: NoiseSource, request, among: Sequence[str], *,
               sigma: float, query: str, round: int) -> np.ndarray:
     """``sum_{k in among} request(silo_k) + N(0, sigma^2)`` with L2 sensitivity 1 (``noisy_sums``)."""
@@ -182,6 +182,21 @@ def normalised(table: np.ndarray) -> np.ndarray:
     pos = np.clip(np.asarray(table, dtype=float), 0.0, None)
     total = pos.sum()
     return pos / total if total > 0 else np.full(pos.shape, 1.0 / pos.size)
+
+
+def projected(table: np.ndarray, total: float) -> np.ndarray:
+    """The distribution nearest a noisy histogram: the Euclidean projection of ``table`` onto
+    ``{x >= 0, sum x = total}`` (``max(table - c, 0)`` with the shift ``c`` that makes it sum to
+    ``total``; Norm-Sub in PrivSyn), scaled to sum to one. Unlike clipping at zero it does not
+    turn the noise of empty cells into mass; it is the maximum-likelihood histogram under
+    Gaussian noise with the given total. Post-processing."""
+    y = np.asarray(table, dtype=float).ravel()
+    total = max(float(total), 1e-12)
+    top = np.sort(y)[::-1]
+    shifts = (np.cumsum(top) - total) / np.arange(1, y.size + 1)
+    k = int(np.nonzero(top - shifts > 0)[0][-1])
+    x = np.clip(y - shifts[k], 0.0, None)
+    return (x / x.sum()).reshape(np.shape(table))
 
 
 def fit_limit(rho_budget: float, rho_after: float, max_model_size: float) -> float:

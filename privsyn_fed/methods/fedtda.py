@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import ndtr, ndtri
 
+from .. import allocation
 from ..accounting import Accountant
 from ..aggregate import Aggregator, traffic_summary
 from ..encode import bin_edges
@@ -50,7 +51,10 @@ from ..progress import Progress, Silent
 from ..queries import MarginalsQuery, NumericHistogramQuery, SecondMomentsQuery
 from ..schema import CategoricalColumn, NumericColumn, Schema
 from . import core
-from .federated import noisy_sums
+from .federated import noisy_sums, projected
+
+#: Off-diagonal second moments are soft-thresholded at this many standard deviations of their noise.
+SHRINK = 2.0
 
 NON_PRIVATE_WARNING = ("NON-PRIVATE TEST MODE: fedtda ran with exact statistics and no noise; this "
                        "release has NO differential-privacy guarantee (for testing the method only)")
@@ -60,7 +64,7 @@ EM_ITERATIONS = 200
 
 @dataclass
 class FedTDAOptions:
-    split: Sequence[float] = (0.05, 0.20, 0.35, 0.40)   # shares of rho: total, categorical, numeric, covariance
+    split: Sequence[float] | None = None   # shares of rho (total, categorical, numeric, covariance); default planned
     components: int = 5             # most mixture components per numeric column
     norm_factor: float = 2.0        # encoded rows are clipped to norm norm_factor * sqrt(l)
     icdm_lambda: float = 1e-4       # ICDM trims [0, 1] to [lambda, 1 - lambda]
@@ -69,11 +73,14 @@ class FedTDAOptions:
     non_private: bool = False       # exact statistics, no noise, no guarantee (testing only)
 
     def validate(self) -> None:
-        if len(self.split) != 4 or any(not (0 <= x < math.inf) for x in self.split) or not sum(self.split) > 0:
-            raise InputError(f"--split needs four non-negative shares (total, categorical, numeric, "
-                             f"covariance), not {list(self.split)}")
-        if min(self.split[0], self.split[3]) <= 0:
-            raise InputError("--split: the total and the covariance need a positive share")
+        if self.split is not None:
+            if len(self.split) != 4 or any(not (0 <= x < math.inf) for x in self.split) or not sum(self.split) > 0:
+                raise InputError(f"--split needs four non-negative shares (total, categorical, numeric, "
+                                 f"covariance), not {list(self.split)}")
+            if min(self.split[0], self.split[3]) <= 0:
+                raise InputError("--split: the total and the covariance need a positive share")
+        if self.refine not in (1, 2, 4):
+            raise InputError(f"refine must be 1, 2 or 4, not {self.refine}")
         if self.components < 1:
             raise InputError(f"--components must be at least 1, not {self.components}")
         if not self.norm_factor > 0:
@@ -87,7 +94,8 @@ class FedTDAOptions:
         from ..workload import MAX_CANDIDATE_CELLS
         n_num = sum(isinstance(c, NumericColumn) for c in schema.columns)
         n_cat = len(schema.columns) - n_num
-        for count, share, family in ((n_cat, self.split[1], "categorical"), (n_num, self.split[2], "numeric")):
+        shares = self.split or (1.0, 1.0, 1.0, 1.0)
+        for count, share, family in ((n_cat, shares[1], "categorical"), (n_num, shares[2], "numeric")):
             if count and not share > 0:
                 raise InputError(f"--split gives the {family} histograms no budget, but the schema has {count} "
                                  f"{family} column(s); give them a positive share")
@@ -351,6 +359,15 @@ def repair_correlation(s: np.ndarray, eta: float = 1e-3) -> tuple[np.ndarray, np
             ridge *= 2.0
 
 
+def thresholded(s: np.ndarray, t: float) -> np.ndarray:
+    """Off-diagonal entries moved toward zero by ``t`` (soft thresholding: ``sign(x) max(|x| - t, 0)``).
+    With ``t`` a multiple of the noise of one entry, correlations that the noise could explain are
+    dropped instead of becoming spurious dependence in the copula (post-processing)."""
+    out = np.sign(s) * np.maximum(np.abs(s) - t, 0.0)
+    np.fill_diagonal(out, np.diag(s))
+    return out
+
+
 def upper(m: np.ndarray) -> np.ndarray:
     return m[np.triu_indices(len(m))]
 
@@ -408,31 +425,46 @@ def run_fedtda(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: FedTD
     names = schema.names
     cat = [j for j, c in enumerate(schema.columns) if isinstance(c, CategoricalColumn)]
     num = [j for j, c in enumerate(schema.columns) if isinstance(c, NumericColumn)]
-    rho_n, rho_cat, rho_num, rho_cov = split_rho(acc.rho_budget, opts.split, len(cat), len(num))
     exact = opts.non_private
     if exact:
         acc.mark_non_private(NON_PRIVATE_WARNING)
         progress.log(NON_PRIVATE_WARNING)
+    width = len(cat) + 2 * len(num)
+    bound = opts.norm_factor * math.sqrt(width)
 
-    def release(requests, sensitivity, rho_part, query, threshold=0.0):
+    def release(requests, sensitivity, rho_part, query):
         """Each request summed over the silos; released jointly as one Gaussian mechanism of
         L2 sensitivity ``sensitivity`` with ``rho_part`` (no noise in the non-private test mode)."""
         if exact:
-            return [agg.sum(fn, silos, round=0, label=label) for label, fn in requests]
+            return [agg.sum(fn, silos, round=0, label=label) for label, fn in requests], 0.0
         sigma = sensitivity / math.sqrt(2.0 * rho_part)
-        noisy = noisy_sums(agg, acc, noise, [(label, fn, silos) for label, fn in requests], sigma,
-                           sensitivity, query, 0)
-        # counts below threshold x sigma cannot be told from empty cells: treat them as empty
-        return [np.where(h < threshold * sigma, 0, h) for h in noisy]
+        return noisy_sums(agg, acc, noise, [(label, fn, silos) for label, fn in requests], sigma,
+                          sensitivity, query, 0), sigma
 
-    n_sum, = release([("rows", MarginalsQuery(((),)))], 1.0, rho_n, "total number of rows")
-    n_hat = max(1.0, float(n_sum[0]))
-    fine = {j: refined(schema.columns[j], opts.refine) for j in num}
-    hist_cat = release([(names[j], MarginalsQuery(((j,),))) for j in cat], math.sqrt(len(cat)), rho_cat,
-                       "every categorical column's histogram") if cat else []
-    hist_num = release([(names[j], NumericHistogramQuery(j, opts.refine)) for j in num],
-                       math.sqrt(len(num)), rho_num, f"every numeric column's histogram on its public bins "
-                       f"(each schema bin split in {opts.refine})", threshold=opts.threshold) if num else []
+    if opts.split is None:               # planned from a noisy total (allocation.plan_fedtda)
+        rho = acc.rho_budget
+        (n_sum,), _ = release([("rows", MarginalsQuery(((),)))], 1.0, allocation.TOTAL_SHARE * rho,
+                              "total number of rows (plans the schedule)")
+        n_hat = max(1.0, float(n_sum[0]))
+        plan = allocation.plan_fedtda(n_hat, acc.remaining, [schema.shape[j] for j in num], len(cat), bound,
+                                      opts.refine)
+        rho_cat, rho_num, rho_cov, refine = plan.rho_cat, plan.rho_num, plan.rho_cov, plan.refine
+        acc.note(schedule=allocation.schedule_record(n_hat, **plan.record()))
+    else:
+        rho_n, rho_cat, rho_num, rho_cov = split_rho(acc.rho_budget, opts.split, len(cat), len(num))
+        (n_sum,), _ = release([("rows", MarginalsQuery(((),)))], 1.0, rho_n, "total number of rows")
+        n_hat = max(1.0, float(n_sum[0]))
+        refine = opts.refine
+    fine = {j: refined(schema.columns[j], refine) for j in num}
+    hist_cat, _ = release([(names[j], MarginalsQuery(((j,),))) for j in cat], math.sqrt(len(cat)), rho_cat,
+                          "every categorical column's histogram") if cat else ([], 0.0)
+    hist_num, sigma_num = release([(names[j], NumericHistogramQuery(j, refine)) for j in num],
+                                  math.sqrt(len(num)), rho_num, f"every numeric column's histogram on its public "
+                                  f"bins (each schema bin split in {refine})") if num else ([], 0.0)
+    # the nearest histograms with the noisy total; counts of refined bins below threshold x sigma
+    # cannot be told from empty ones: treat them as empty
+    cut = opts.threshold * sigma_num if refine > 1 else 0.0
+    hist_num = [np.where(h < cut, 0.0, h) for h in (projected(h, n_hat) * n_hat for h in hist_num)]
     progress.update(acc.rho_spent / acc.rho_budget, "released the total and the column histograms")
 
     icdm: list[ICDM | None] = [None] * len(names)
@@ -448,14 +480,14 @@ def run_fedtda(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: FedTD
         # components in the order of their means (then "missing"), so the code is monotone in the value
         order = np.concatenate([np.argsort(mix.means, kind="stable"), np.arange(len(missing)) + len(comp_mass)])
         icdm[j] = ICDM(_probabilities(np.concatenate([comp_mass, missing]), n_hat), opts.icdm_lambda, order)
-    width = len(cat) + 2 * len(num)
-    encoding = Encoding(schema, icdm, modes, opts.norm_factor * math.sqrt(width))
+    encoding = Encoding(schema, icdm, modes, bound)
     agg.broadcast(encoding.public_arrays(), silos, round=0)
 
-    g, = release([("second moments of encoded rows", SecondMomentsQuery(encoding, encode_seed))],
-                 encoding.bound ** 2, rho_cov,
-                 f"upper triangle of the sum of x x^T of the encoded rows (rows clipped to norm {encoding.bound:.4g})")
-    _, factor = repair_correlation(from_upper(g, width) / n_hat)
+    (g,), sigma_cov = release([("second moments of encoded rows", SecondMomentsQuery(encoding, encode_seed))],
+                              encoding.bound ** 2, rho_cov, f"upper triangle of the sum of x x^T of the encoded rows "
+                              f"(rows clipped to norm {encoding.bound:.4g})")
+    moments = thresholded(from_upper(g, width) / n_hat, SHRINK * sigma_cov / n_hat)
+    _, factor = repair_correlation(moments)
     model = FedTDAModel(encoding, factor, n_hat)
     progress.log(f"copula over {width} coordinates")
     info = {"coordinates": width, "components": {names[j]: modes[j].components for j in num},
@@ -482,6 +514,7 @@ def _oneway_sigmas(schema: Schema, fine: dict, rho_cat: float, rho_num: float, e
 
 
 def _probabilities(counts: np.ndarray, n_hat: float) -> np.ndarray:
-    """``max(count, 0)`` plus a small floor (so every category keeps an interval), normalised."""
-    c = np.clip(np.asarray(counts, dtype=float), 0.0, None) + max(n_hat, 1.0) * 1e-6
+    """The nearest histogram with total ``n_hat`` (``projected``) plus a small floor (so every
+    category keeps an interval), normalised."""
+    c = projected(counts, n_hat) * n_hat + max(n_hat, 1.0) * 1e-6
     return c / c.sum()

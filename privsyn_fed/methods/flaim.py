@@ -34,7 +34,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .. import pgm
+from .. import allocation, pgm
 from ..accounting import Accountant
 from ..aggregate import Aggregator, traffic_summary
 from ..errors import InputError
@@ -43,9 +43,9 @@ from ..mechanisms import (NoiseSource, charge_parallel_exponential, parallel_exp
 from ..progress import Progress, Silent
 from . import core
 from .aim import problem_for
-from .federated import (ClientSampler, FederatedOptions, Measurement, TotalEstimator, default_sample_rate,
-                        fit_limit, keep_within_size, measure_initial_oneways, measure_sums, model_payload,
-                        normalised, rescale)
+from .federated import (FEDERATED_ROUNDS, ClientSampler, FederatedOptions, Measurement, TotalEstimator,
+                        default_sample_rate, fit_limit, keep_within_size, measure_initial_oneways, measure_sums,
+                        model_payload, normalised, planning_total, rescale)
 
 VARIANTS = ("naive", "private", "oracle")
 ORACLE_WARNING = ("ORACLE VARIANT: the silos' heterogeneity term uses the true pooled marginals, "
@@ -75,11 +75,11 @@ def threat_model(agg: Aggregator) -> str:
 def flaim_params(rho: float, rounds: int, local_steps: int, n_columns: int, alpha: float,
                  variant: str) -> tuple[float, float, int]:
     """``(sigma, eps, G)``: ``G`` Gaussians of sensitivity 1 and ``T s`` exponential
-    mechanisms (parallel over silos) spend exactly ``rho``."""
-    T, s, d = rounds, local_steps, n_columns
-    gaussians = T * (2 * s - 1) + (T * d if variant == "private" else d)
-    return (math.sqrt(gaussians / (2.0 * alpha * rho)), math.sqrt(8.0 * (1.0 - alpha) * rho / (T * s)),
-            gaussians)
+    mechanisms (parallel over silos) spend exactly ``rho`` (``T = 0``: the 1-ways alone)."""
+    T, s = rounds, local_steps
+    eps = math.sqrt(8.0 * (1.0 - alpha) * rho / (T * s)) if T else 0.0
+    return (allocation.flaim_sigma(rho, T, s, n_columns, alpha, variant), eps,
+            allocation.flaim_gaussians(T, s, n_columns, variant))
 
 
 def score_sensitivity(max_weight: float, variant: str) -> float:
@@ -173,10 +173,10 @@ class FLAIMRun:
         self.weighted = opts.variant != "naive"
         self.schema = agg.local(agg.silo_names[0]).schema
         self.prob = problem_for(self.schema, opts)
-        self.sigma, self.eps, _ = flaim_params(acc.rho_budget, opts.rounds, opts.local_steps,
-                                               len(self.prob.names), opts.alpha, self.variant)
         self.delta_u = score_sensitivity(max(self.prob.candidates.values()), self.variant)
         self.rate = opts.sample_rate or default_sample_rate(len(agg.silo_names))
+        self.rounds = opts.rounds
+        self.sigma = self.eps = 0.0
         self.sampler = ClientSampler(agg.silo_names, self.rate, np.random.default_rng(sampling_seed))
         self.totals = TotalEstimator(len(agg.silo_names))
         self.measurements: list[Measurement] = []
@@ -184,11 +184,25 @@ class FLAIMRun:
         self.proxy_updates = 0
         self.dropped = 0
 
+    def plan(self) -> None:
+        """``T`` as given, or planned from a noisy total (``allocation.plan_flaim``); then sigma and eps
+        from the budget left."""
+        opts, acc, d = self.opts, self.acc, len(self.prob.names)
+        if self.rounds is None:
+            n_hat = planning_total(self.agg, acc, self.noise)
+            self.rounds = allocation.plan_flaim(n_hat, acc.remaining, opts.alpha, d, self.prob.multiway_cells(),
+                                                FEDERATED_ROUNDS, opts.local_steps, self.variant,
+                                                len(self.agg.silo_names))
+            acc.note(schedule=allocation.schedule_record(n_hat, rounds=self.rounds))
+        self.sigma, self.eps, _ = flaim_params(acc.remaining, self.rounds, opts.local_steps, d, opts.alpha,
+                                               self.variant)
+
     def run(self) -> core.MethodResult:
         prob, opts, acc = self.prob, self.opts, self.acc
         if self.variant == "oracle":
             acc.mark_non_private(ORACLE_WARNING)
             self.progress.log(ORACLE_WARNING)
+        self.plan()
         self.measurements = measure_initial_oneways(self.agg, acc, self.noise, self.sampler, prob.names,
                                                     prob.shape, self.sigma, self.totals, self.weighted)
         self.proxy = [normalised(y) for _, y, _ in self.measurements]
@@ -197,19 +211,19 @@ class FLAIMRun:
         model = self.fitter.fit(self.measurements)
         self.progress.update(acc.rho_spent / acc.rho_budget, f"measured {len(prob.names)} one-way marginals")
         self.oracle_probs = _pooled_probs(self.agg, prob) if self.variant == "oracle" else None
-        for t in range(1, opts.rounds + 1):
+        for t in range(1, self.rounds + 1):
             model = self.round(t, model)
-        self.progress.log(f"{opts.rounds} rounds, {len(self.measurements)} measurements")
+        self.progress.log(f"{self.rounds} rounds, {len(self.measurements)} measurements")
         info = {"variant": self.variant, "sample_rate": self.rate, "sigma": self.sigma, "epsilon_select": self.eps,
                 "score_sensitivity": self.delta_u, "dropped_for_size": self.dropped,
                 "oneway_sigmas": core.oneway_sigmas(self.measurements, prob.names, prob.shape),
                 "traffic": traffic_summary(self.agg)}
-        return core.MethodResult(core.ModelSampler(model, self.schema), model, opts.rounds, prob.workload, info)
+        return core.MethodResult(core.ModelSampler(model, self.schema), model, self.rounds, prob.workload, info)
 
     def round(self, t: int, model):
         """Global round ``t``: sample, select locally, aggregate with noise, refit."""
         prob, opts, acc, s, d = self.prob, self.opts, self.acc, self.opts.local_steps, len(self.prob.names)
-        proxy_round = self.variant == "private" and t < opts.rounds
+        proxy_round = self.variant == "private" and t < self.rounds
         round_rho = s * self.eps ** 2 / 8 + ((2 * s - 1) + (d if proxy_round else 0)) / (2 * self.sigma ** 2)
         limit = fit_limit(acc.rho_budget, acc.rho_spent + round_rho, opts.max_model_size)
         cands = core.filter_candidates(prob.candidates, pgm.model_cliques(model), prob.domain, limit)
@@ -248,7 +262,7 @@ class FLAIMRun:
         self.measurements += new
         model = self.fitter.fit(self.measurements)
         self.progress.update(acc.rho_spent / acc.rho_budget,
-                             f"round {t}/{opts.rounds}: {len(sampled)} silos chose {len(kept)} marginal(s)")
+                             f"round {t}/{self.rounds}: {len(sampled)} silos chose {len(kept)} marginal(s)")
         return model
 
     def select_locally(self, t: int, sampled: list[str], cands: dict, probs: dict) -> dict[str, list[tuple[str, ...]]]:

@@ -4,10 +4,12 @@ should beat.
 The whole budget ``rho`` buys one Gaussian release of every column's 1-way marginal, summed over
 the silos. A record is in one cell of each of the ``d`` marginals, so their concatenation has L2
 sensitivity ``sqrt(d)`` and ``sigma = sqrt(d / (2 rho))`` per cell (the cost of ``d`` separate
-releases of ``rho / d`` each). Everything after is post-processing: each noisy marginal, clipped
-at zero, is a column distribution (uniform when no cell is positive); the row total is the
-inverse-variance mean of the ``d`` noisy sums (variance ``cells_j sigma^2`` each); rows are drawn
-column by column, independently, and numeric columns are decoded to values inside their bins.
+releases of ``rho / d`` each). Everything after is post-processing: the row total is the
+inverse-variance mean of the ``d`` noisy sums (variance ``cells_j sigma^2`` each); each noisy
+marginal is projected onto the histograms with that total (``projected``: the nearest non-negative
+one, not clipped at zero, so the noise of empty cells does not become mass) and is a column
+distribution; rows are drawn column by column, independently, and numeric columns are decoded to
+values inside their bins.
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ from ..progress import Progress, Silent
 from ..queries import MarginalsQuery
 from ..schema import Schema
 from . import core
-from .federated import noisy_sums, normalised
+from .federated import noisy_sums, projected
 
 
 @dataclass
@@ -66,7 +68,8 @@ class IndependentModel:
 
     @classmethod
     def from_noisy(cls, marginals: Sequence[np.ndarray], schema: Schema) -> "IndependentModel":
-        return cls([normalised(m) for m in marginals], schema, total_estimate(marginals))
+        total = total_estimate(marginals)
+        return cls([projected(m, total) for m in marginals], schema, total)
 
     def sample(self, rows: int, seed: int) -> pd.DataFrame:
         rng = np.random.default_rng(seed)
