@@ -184,6 +184,13 @@ def normalised(table: np.ndarray) -> np.ndarray:
     return pos / total if total > 0 else np.full(pos.shape, 1.0 / pos.size)
 
 
+def combined_total(estimates: Sequence[float], variances: Sequence[float]) -> float:
+    """Inverse-variance mean of independent noisy estimates of one row total (e.g. the sums of
+    several noisy histograms, each with variance ``cells sigma^2``); at least 1. Post-processing."""
+    w = 1.0 / np.asarray(variances, dtype=float)
+    return max(1.0, float((w * np.asarray(estimates, dtype=float)).sum() / w.sum()))
+
+
 def projected(table: np.ndarray, total: float) -> np.ndarray:
     """The distribution nearest a noisy histogram: the Euclidean projection of ``table`` onto
     ``{x >= 0, sum x = total}`` (``max(table - c, 0)`` with the shift ``c`` that makes it sum to

@@ -51,7 +51,7 @@ from ..progress import Progress, Silent
 from ..queries import MarginalsQuery, NumericHistogramQuery, SecondMomentsQuery
 from ..schema import CategoricalColumn, NumericColumn, Schema
 from . import core
-from .federated import noisy_sums, projected
+from .federated import combined_total, noisy_sums, projected
 
 #: Off-diagonal second moments are soft-thresholded at this many standard deviations of their noise.
 SHRINK = 2.0
@@ -443,8 +443,8 @@ def run_fedtda(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: FedTD
 
     if opts.split is None:               # planned from a noisy total (allocation.plan_fedtda)
         rho = acc.rho_budget
-        (n_sum,), _ = release([("rows", MarginalsQuery(((),)))], 1.0, allocation.TOTAL_SHARE * rho,
-                              "total number of rows (plans the schedule)")
+        (n_sum,), sigma_n = release([("rows", MarginalsQuery(((),)))], 1.0, allocation.TOTAL_SHARE * rho,
+                                    "total number of rows (plans the schedule)")
         n_hat = max(1.0, float(n_sum[0]))
         plan = allocation.plan_fedtda(n_hat, acc.remaining, [schema.shape[j] for j in num], len(cat), bound,
                                       opts.refine)
@@ -452,17 +452,21 @@ def run_fedtda(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: FedTD
         acc.note(schedule=allocation.schedule_record(n_hat, **plan.record()))
     else:
         rho_n, rho_cat, rho_num, rho_cov = split_rho(acc.rho_budget, opts.split, len(cat), len(num))
-        (n_sum,), _ = release([("rows", MarginalsQuery(((),)))], 1.0, rho_n, "total number of rows")
+        (n_sum,), sigma_n = release([("rows", MarginalsQuery(((),)))], 1.0, rho_n, "total number of rows")
         n_hat = max(1.0, float(n_sum[0]))
         refine = opts.refine
     fine = {j: refined(schema.columns[j], refine) for j in num}
-    hist_cat, _ = release([(names[j], MarginalsQuery(((j,),))) for j in cat], math.sqrt(len(cat)), rho_cat,
-                          "every categorical column's histogram") if cat else ([], 0.0)
+    hist_cat, sigma_cat = release([(names[j], MarginalsQuery(((j,),))) for j in cat], math.sqrt(len(cat)), rho_cat,
+                                  "every categorical column's histogram") if cat else ([], 0.0)
     hist_num, sigma_num = release([(names[j], NumericHistogramQuery(j, refine)) for j in num],
                                   math.sqrt(len(num)), rho_num, f"every numeric column's histogram on its public "
                                   f"bins (each schema bin split in {refine})") if num else ([], 0.0)
-    # the nearest histograms with the noisy total; counts of refined bins below threshold x sigma
-    # cannot be told from empty ones: treat them as empty
+    if not exact:         # the total, and the sum of every histogram, estimate the rows: combined
+        n_hat = combined_total([n_hat] + [float(h.sum()) for h in hist_cat + hist_num],
+                               [sigma_n ** 2] + [h.size * sigma_cat ** 2 for h in hist_cat]
+                               + [h.size * sigma_num ** 2 for h in hist_num])
+    # the nearest histograms with that total; counts of refined bins below threshold x sigma cannot
+    # be told from empty ones: treat them as empty
     cut = opts.threshold * sigma_num if refine > 1 else 0.0
     hist_num = [np.where(h < cut, 0.0, h) for h in (projected(h, n_hat) * n_hat for h in hist_num)]
     progress.update(acc.rho_spent / acc.rho_budget, "released the total and the column histograms")

@@ -28,7 +28,7 @@ from ..progress import Progress, Silent
 from ..queries import MarginalsQuery
 from ..schema import Schema
 from . import core
-from .federated import noisy_sums, projected
+from .federated import combined_total, noisy_sums, projected
 
 
 @dataclass
@@ -53,9 +53,7 @@ def oneway_sigma(rho: float, n_columns: int) -> float:
 
 def total_estimate(marginals: Sequence[np.ndarray]) -> float:
     """Inverse-variance mean of the noisy sums (each has variance ``cells sigma^2``); at least 1."""
-    weights = np.array([1.0 / m.size for m in marginals])
-    sums = np.array([float(np.sum(m)) for m in marginals])
-    return max(1.0, float((weights * sums).sum() / weights.sum()))
+    return combined_total([float(np.sum(m)) for m in marginals], [m.size for m in marginals])
 
 
 @dataclass
