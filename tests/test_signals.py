@@ -49,8 +49,8 @@ def ledger_spend(path):
 
 
 @pytest.mark.parametrize("sig, method, marker, extra", [
-    (signal.SIGINT, "aim", "fitting the model", []),                   # inside the first model fit
-    (signal.SIGTERM, "aim", "round 2:", []),                           # between rounds
+    (signal.SIGINT, "aim", "fitting the model", ["--rounds", "80"]),   # inside the first model fit
+    (signal.SIGTERM, "aim", "round 2:", ["--rounds", "80"]),           # between rounds
     (signal.SIGTERM, "distaim", "round 1/", ["--rounds", "6"]),        # federated, mid-run
     (signal.SIGINT, "fedtda", "writing 3,000,000 rows", ["--rows", "3000000"]),   # while the CSV is written
     (signal.SIGINT, "distaim", "round 1/", ["--mpc", "--rounds", "4"]),            # parties as processes
@@ -75,7 +75,7 @@ def test_a_signal_stops_the_run_with_ledger_and_store_at_its_spend(sig, method, 
 
 
 def test_a_killed_run_keeps_its_reservation_until_the_custodian_settles_it(schema_path, silo_paths, tmp_path):
-    proc, out, log = start_synth(schema_path, silo_paths, tmp_path, "aim")
+    proc, out, log = start_synth(schema_path, silo_paths, tmp_path, "aim", "--rounds", "80")
     wait_for(proc, log, "round 1:")
     store = str(tmp_path / "b.db")
     settle = [*CLI, "budget", "settle", "--budget-store", store, "--run", "1"]
