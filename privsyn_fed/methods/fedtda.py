@@ -53,8 +53,10 @@ from ..schema import CategoricalColumn, NumericColumn, Schema
 from . import core
 from .federated import combined_total, noisy_sums, projected
 
-#: Off-diagonal second moments are soft-thresholded at this many standard deviations of their noise.
-SHRINK = 2.0
+#: Off-diagonal second moments are soft-thresholded at ``sqrt(2 ln p)`` standard deviations of their
+#: noise for ``p`` off-diagonal entries (the universal threshold: pure noise then survives in none of
+#: them with high probability), times this factor.
+SHRINK = 1.0
 
 NON_PRIVATE_WARNING = ("NON-PRIVATE TEST MODE: fedtda ran with exact statistics and no noise; this "
                        "release has NO differential-privacy guarantee (for testing the method only)")
@@ -263,6 +265,15 @@ class Encoding:
     def width(self) -> int:
         return sum(2 if m is not None else 1 for m in self.modes)
 
+    def value_coordinates(self) -> list[int]:
+        """Coordinates of the numeric columns' values; each is followed by its component's code."""
+        out, k = [], 0
+        for mode in self.modes:
+            if mode is not None:
+                out.append(k)
+            k += 2 if mode is not None else 1
+        return out
+
     def public_arrays(self) -> dict[str, np.ndarray]:
         """What the server sends every silo so that it can encode its rows."""
         out = {}
@@ -359,13 +370,21 @@ def repair_correlation(s: np.ndarray, eta: float = 1e-3) -> tuple[np.ndarray, np
             ridge *= 2.0
 
 
-def thresholded(s: np.ndarray, t: float) -> np.ndarray:
-    """Off-diagonal entries moved toward zero by ``t`` (soft thresholding: ``sign(x) max(|x| - t, 0)``).
-    With ``t`` a multiple of the noise of one entry, correlations that the noise could explain are
-    dropped instead of becoming spurious dependence in the copula (post-processing)."""
-    out = np.sign(s) * np.maximum(np.abs(s) - t, 0.0)
-    np.fill_diagonal(out, np.diag(s))
+def correlation_estimate(s: np.ndarray, t: float) -> np.ndarray:
+    """The copula's correlation from a noisy second moment of standard normal coordinates: unit
+    diagonal (each coordinate is ``N(0, 1)`` by construction), off-diagonal entries moved toward
+    zero by ``t`` (soft thresholding: ``sign(x) max(|x| - t, 0)``), and none at all when ``t >= 1``
+    (no correlation can then be told from noise). With ``t`` a multiple of the noise of one entry,
+    correlations the noise could explain are dropped instead of becoming spurious dependence in
+    the copula (post-processing)."""
+    out = np.sign(s) * np.maximum(np.abs(s) - t, 0.0) if t < 1 else np.zeros_like(s)
+    np.fill_diagonal(out, 1.0)
     return out
+
+
+def universal_threshold(width: int) -> float:
+    """``sqrt(2 ln p)`` for the ``p = l (l - 1) / 2`` off-diagonal entries of an ``l x l`` matrix (at least 1)."""
+    return math.sqrt(2.0 * math.log(max(width * (width - 1) / 2.0, math.e / 2.0)))
 
 
 def upper(m: np.ndarray) -> np.ndarray:
@@ -490,8 +509,10 @@ def run_fedtda(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: FedTD
     (g,), sigma_cov = release([("second moments of encoded rows", SecondMomentsQuery(encoding, encode_seed))],
                               encoding.bound ** 2, rho_cov, f"upper triangle of the sum of x x^T of the encoded rows "
                               f"(rows clipped to norm {encoding.bound:.4g})")
-    moments = thresholded(from_upper(g, width) / n_hat, SHRINK * sigma_cov / n_hat)
-    _, factor = repair_correlation(moments)
+    corr = correlation_estimate(from_upper(g, width) / n_hat, SHRINK * universal_threshold(width) * sigma_cov / n_hat)
+    for k in encoding.value_coordinates():     # a value's code is uniform given its component: no correlation
+        corr[k, k + 1] = corr[k + 1, k] = 0.0
+    _, factor = repair_correlation(corr)
     model = FedTDAModel(encoding, factor, n_hat)
     progress.log(f"copula over {width} coordinates")
     info = {"coordinates": width, "components": {names[j]: modes[j].components for j in num},
