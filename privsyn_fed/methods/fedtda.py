@@ -1,16 +1,18 @@
 """Fed-TDA (Duan et al.) with every released statistic differentially private: a Gaussian copula
 over mode-normalised numeric columns and ICDM-encoded categorical columns.
 
-Budget ``rho`` split (default 5% / 20% / 35% / 40%, ``split``) between four releases, each one
-Gaussian mechanism over the sum across silos:
+Budget ``rho`` split between four releases, each one Gaussian mechanism over the sum across silos
+(``split`` as given, or planned: 1% of ``rho`` on the total and the rest by ``allocation.plan_fedtda``):
   1. the row total ``N`` (sensitivity 1);
   2. every categorical column's histogram, jointly (L2 sensitivity ``sqrt(n_d)``);
   3. every numeric column's histogram, jointly (``sqrt(n_c)``), on its public bins each split in
-     ``refine`` (4; whole-number columns at most one bin per value), so the copula can place point
-     masses (Adult's zero capital gains) within a schema bin; counts below ``threshold`` (2) sigma
-     are set to zero, and the server fits a 1-D Gaussian mixture to each noisy histogram
-     (weighted EM on the bin centres, a fixed number of iterations, components below weight 0.005
-     pruned): all post-processing;
+     ``refine`` (at most 4, planned from the rows; whole-number columns at most one bin per value),
+     so the copula can place point masses (Adult's zero capital gains) within a schema bin. Every
+     histogram is projected onto the nearest one whose total is the inverse-variance combination of
+     the noisy total and the histograms' sums; counts of split bins below ``threshold`` (2) sigma are
+     set to zero, and the server fits a 1-D Gaussian mixture to each numeric histogram (weighted EM
+     on the bin centres, a fixed number of iterations, components below weight 0.005 pruned): all
+     post-processing;
   4. the upper triangle of ``sum_rows x x^T`` of the silos' encoded rows, whose norm is clipped to
      ``B = norm_factor sqrt(l)``: one record changes it by ``x x^T``, of Frobenius norm at most
      ``B^2``, the L2 sensitivity of the released vector.
@@ -25,11 +27,13 @@ histogram (``ModeCDF``; ``|a| <= Phi^-1(1 - lambda)``). The research code's
 ``(c - mu_t) / (4 sigma_t)`` assumes every mode is Gaussian and smears the point masses of columns
 such as Adult's capital gains across bins. Each coordinate is then ``N(0, 1)`` by construction (up
 to the noise in the histograms), so the sum of the rows is not released (its expectation is 0)
-and the noisy second moment over ``N_hat`` estimates the copula's correlation; it is symmetrised, its
-eigenvalues are clamped, it is rescaled to unit diagonal and factorised (Cholesky, with a
-growing ridge if needed). Synthesis draws ``z ~ N(0, R)`` and inverts every encoding exactly:
-numeric values are real numbers inside the schema's bounds (whole numbers for integer columns),
-categorical values are schema categories.
+and the noisy second moment over ``N_hat`` estimates the copula's correlation: unit diagonal,
+off-diagonal entries soft-thresholded at the universal threshold ``sqrt(2 ln p)`` times their
+noise (none kept once that reaches 1), zero between a value's code and its component's code (they
+are independent by construction); it is symmetrised, its eigenvalues are clamped and it is
+factorised (Cholesky, with a growing ridge if needed). Synthesis draws ``z ~ N(0, R)`` and
+inverts every encoding exactly: numeric values are real numbers inside the schema's bounds (whole
+numbers for integer columns), categorical values are schema categories.
 """
 from __future__ import annotations
 

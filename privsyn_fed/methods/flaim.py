@@ -5,6 +5,9 @@ With budget ``rho``, ``T`` global rounds, ``s`` local steps, ``d`` columns and `
     oracle) or ``G = T (2s - 1 + d)`` (private: the proxy's 1-ways in rounds 1..T-1 as well);
     ``eps = sqrt(8 (1 - alpha) rho / (T s))``. ``s > 1`` costs ``2s - 1`` Gaussians a round: the
     ``s - 1`` local measurements that steer later local selections are releases too.
+  0. unless ``T`` is given, the row total is released with 1% of ``rho`` and ``T`` (at most 10)
+     is planned from it (``allocation.plan_flaim``); ``rho`` is then what is left; with ``T = 0``
+     the 1-ways take all of it (``sigma = sqrt(d / (2 rho))``) and the run ends after step 1;
   1. every column's 1-way marginal over a fresh client sample is measured; a model is fitted;
   2. each round ``t``: silos are Poisson-sampled at rate ``p``; each sampled silo ``k`` runs the
      exponential mechanism on its own rows with the score
