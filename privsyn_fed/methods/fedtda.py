@@ -28,7 +28,7 @@ histogram (``ModeCDF``; ``|a| <= Phi^-1(1 - lambda)``). The research code's
 such as Adult's capital gains across bins. Each coordinate is then ``N(0, 1)`` by construction (up
 to the noise in the histograms), so the sum of the rows is not released (its expectation is 0)
 and the noisy second moment over ``N_hat`` estimates the copula's correlation: unit diagonal,
-off-diagonal entries soft-thresholded at the universal threshold ``sqrt(2 ln p)`` times their
+off-diagonal entries hard-thresholded at the universal threshold ``sqrt(2 ln p)`` times their
 noise (none kept once that reaches 1), zero between a value's code and its component's code (they
 are independent by construction); it is symmetrised, its eigenvalues are clamped and it is
 factorised (Cholesky, with a growing ridge if needed). Synthesis draws ``z ~ N(0, R)`` and
@@ -57,7 +57,7 @@ from ..schema import CategoricalColumn, NumericColumn, Schema
 from . import core
 from .federated import combined_total, noisy_sums, projected
 
-#: Off-diagonal second moments are soft-thresholded at ``sqrt(2 ln p)`` standard deviations of their
+#: Off-diagonal second moments are hard-thresholded at ``sqrt(2 ln p)`` standard deviations of their
 #: noise for ``p`` off-diagonal entries (the universal threshold: pure noise then survives in none of
 #: them with high probability), times this factor.
 SHRINK = 1.0
@@ -376,12 +376,12 @@ def repair_correlation(s: np.ndarray, eta: float = 1e-3) -> tuple[np.ndarray, np
 
 def correlation_estimate(s: np.ndarray, t: float) -> np.ndarray:
     """The copula's correlation from a noisy second moment of standard normal coordinates: unit
-    diagonal (each coordinate is ``N(0, 1)`` by construction), off-diagonal entries moved toward
-    zero by ``t`` (soft thresholding: ``sign(x) max(|x| - t, 0)``), and none at all when ``t >= 1``
-    (no correlation can then be told from noise). With ``t`` a multiple of the noise of one entry,
-    correlations the noise could explain are dropped instead of becoming spurious dependence in
-    the copula (post-processing)."""
-    out = np.sign(s) * np.maximum(np.abs(s) - t, 0.0) if t < 1 else np.zeros_like(s)
+    diagonal (each coordinate is ``N(0, 1)`` by construction), off-diagonal entries kept where
+    ``|x| > t`` and zero elsewhere (hard thresholding: a kept correlation is not shrunk), and none
+    at all when ``t >= 1`` (no correlation can then be told from noise). With ``t`` a multiple of
+    the noise of one entry, correlations the noise could explain are dropped instead of becoming
+    spurious dependence in the copula (post-processing)."""
+    out = np.where(np.abs(s) > t, s, 0.0) if t < 1 else np.zeros_like(s)
     np.fill_diagonal(out, 1.0)
     return out
 
