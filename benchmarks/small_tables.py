@@ -121,20 +121,71 @@ def run(args: argparse.Namespace) -> None:
                             print(json.dumps(row), flush=True)
 
 
+COLUMNS = [("independent", "any"), ("aim", "any"), ("distaim", "any"), ("flaim", "dirichlet"), ("flaim", "iid"),
+           ("fedtda", "any"), ("exact-1way", "any"), ("half-sample", "any")]
+RELEASES = [c for c in COLUMNS[1:6]]
+
+
+def _cell(rows: pd.DataFrame, method: str, where: str, measure: str) -> pd.Series:
+    sel = rows[(rows.method == method) & (rows.partition == where)]
+    return sel.set_index("seed")[measure]
+
+
+def verdict(own: pd.Series, base: pd.Series) -> str:
+    """Paired over the seeds (each seed is one real subsample, the same for every method):
+    ``<`` when the mean difference is below minus its standard deviation, ``=`` when within one
+    standard deviation, ``>`` when above it."""
+    diff = (own - base).dropna()
+    if len(diff) < 2:
+        return "?"
+    mean, sd = diff.mean(), diff.std(ddof=1)
+    return "<" if mean < -sd else ("=" if mean <= sd else ">")
+
+
 def report(args: argparse.Namespace) -> None:
     rows = pd.DataFrame([json.loads(line) for line in OUT.read_text().splitlines()])
-    keys = ["table", "size", "epsilon", "partition", "method"]
-    agg = rows.groupby(keys).agg(n=("error", "size"), error=("error", "mean"), error_sd=("error", "std"),
-                                 tv=("tv", "mean"), auc=("auc", "mean")).reset_index()
-    print("| table | rows | epsilon | partition | method | runs | 3-way workload error | 1-way TVD | TSTR AUC |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    order = {m: i for i, m in enumerate(list(METHODS) + ["exact-1way", "half-sample"])}
-    agg["o"] = agg["method"].map(order)
-    for _, r in agg.sort_values(keys[:-1] + ["o"]).iterrows():
-        sd = "" if pd.isna(r.error_sd) else f" +- {r.error_sd:.3f}"
-        auc = "" if pd.isna(r.auc) else f"{r.auc:.2f}"
-        print(f"| {r.table} | {r['size'] or 'full'} | {r.epsilon:g} | {r.partition} | {r.method} | {r.n} | "
-              f"{r.error:.3f}{sd} | {r.tv:.3f} | {auc} |")
+    rows["size"] = rows["size"].astype(int)
+    rows["rows"] = rows["rows"].astype(int)
+    label = {("flaim", "dirichlet"): "flaim (Dirichlet)", ("flaim", "iid"): "flaim (IID)"}
+    head = [label.get(c, c[0]) for c in COLUMNS]
+    for measure, title, digits in (("error", "3-way workload error (mean +- sd over seeds; <, = or > the "
+                                    "independent method, paired by seed)", 3),
+                                   ("tv", "mean 1-way total variation distance", 3),
+                                   ("auc", "TSTR ROC-AUC", 2)):
+        print(f"\n**{title}**\n")
+        print("| table | rows | epsilon | " + " | ".join(head) + " |")
+        print("|---|---|---|" + "---|" * len(head))
+        for (table, n, eps), g in rows.groupby(["table", "rows", "epsilon"]):
+            cells = []
+            base = _cell(g, "independent", "any", "error")
+            for method, where in COLUMNS:
+                v = _cell(g, method, where, measure)
+                if v.empty:
+                    cells.append("")
+                    continue
+                text = f"{v.mean():.{digits}f}"
+                if measure == "error" and len(v) > 1:
+                    text += f" +- {v.std(ddof=1):.{digits}f}"
+                    if (method, where) in RELEASES:
+                        text += f" {verdict(_cell(g, method, where, 'error'), base)}"
+                cells.append(text)
+            print(f"| {table} | {int(n):,} | {eps:g} | " + " | ".join(cells) + " |")
+    print("\n**Goals**\n")
+    worse = []
+    strict = []
+    for (table, n, eps), g in rows.groupby(["table", "rows", "epsilon"]):
+        base = _cell(g, "independent", "any", "error")
+        for method, where in RELEASES:
+            v = verdict(_cell(g, method, where, "error"), base)
+            name = label.get((method, where), method)
+            if v == ">":
+                worse.append(f"{name} on {table} {int(n):,} rows at epsilon {eps:g}")
+            if eps == 1 and n >= 3000 and v != "<":
+                strict.append(f"{name} on {table} {int(n):,} rows ({v})")
+    print(f"* at or below the independent method within one standard deviation everywhere: "
+          f"{'met' if not worse else 'not met: ' + '; '.join(worse)}")
+    print(f"* strictly below it from 3,000 rows up at epsilon 1: "
+          f"{'met' if not strict else 'not met: ' + '; '.join(strict)}")
 
 
 def main() -> None:
