@@ -401,11 +401,17 @@ def _check_structure(ledger: dict[str, Any], rep: AuditReport) -> None:
                                 f"{count}: an entry is missing or extra")
 
 
-def _planning_total(ledger: dict[str, Any], schedule: dict[str, Any], rep: AuditReport) -> float | None:
-    """A planned schedule starts with the row total: a Gaussian of sensitivity 1 at
-    ``allocation.TOTAL_SHARE`` of the budget. Returns the budget left after it (None on a problem)."""
+def _planning_total(ledger: dict[str, Any], d: dict[str, Any], n_columns: int, rep: AuditReport) -> float | None:
+    """A planned schedule is recomputed from the domain (``details.shape``) and starts with the row
+    total: a Gaussian of sensitivity 1 at ``allocation.TOTAL_SHARE`` of the budget. Returns the
+    budget left after it (None on a problem)."""
     from .. import allocation
 
+    schedule, shape = d["schedule"], d.get("shape")
+    if not isinstance(shape, list) or len(shape) != n_columns:
+        rep.problems.append("a planned schedule is recomputed from the domain, but details.shape does not give "
+                            "the cells of every column")
+        return None
     entries = ledger["entries"]
     rho_budget = float(ledger["rho_budget"])
     first = entries[0] if entries else None
@@ -434,11 +440,7 @@ def _check_aim_family_schedule(ledger: dict[str, Any], d: dict[str, Any], closur
 
     schedule, options, method = d["schedule"], d.get("options") or {}, ledger["method"]
     shape, columns = d.get("shape"), d.get("columns") or []
-    if not isinstance(shape, list) or len(shape) != len(columns):
-        rep.problems.append("a planned schedule is recomputed from the domain, but details.shape does not give "
-                            "the cells of every column")
-        return None
-    rest = _planning_total(ledger, schedule, rep)
+    rest = _planning_total(ledger, d, len(columns), rep)
     if rest is None:
         return None
     n_hat, alpha, n_cols = float(schedule["noisy_total"]), float(options.get("alpha", 0.9)), len(columns)
@@ -528,11 +530,7 @@ def _check_fedtda_schedule(ledger: dict[str, Any], d: dict[str, Any], types: lis
     from .. import allocation
 
     schedule, shape, options = d["schedule"], d.get("shape"), d.get("options") or {}
-    if not isinstance(shape, list) or len(shape) != len(types):
-        rep.problems.append("a planned schedule is recomputed from the domain, but details.shape does not give "
-                            "the cells of every column")
-        return False
-    rest = _planning_total(ledger, schedule, rep)
+    rest = _planning_total(ledger, d, len(types), rep)
     if rest is None:
         return False
     n_cat = types.count("categorical")
