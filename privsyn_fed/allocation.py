@@ -22,12 +22,12 @@ nothing but the 1-ways is measured (the independent method's allocation), and AI
 share when the data are large. This is AIM's schedule with ``T = R + alpha d`` instead of ``16 d``;
 MST spends a third on its 1-ways and OpenDP's contingency tables half, whatever the data size.
 
-**Fed-TDA** (``fedtda_plan``). Each histogram column gets the same budget (the independent
+**Fed-TDA** (``plan_fedtda``). Each histogram column gets the same budget (the independent
 method's split). The noise of one entry of the copula's correlation estimate is
-``s = B^2 / (N_hat sqrt(2 rho_cov))``; the covariance gets the share that brings ``s`` to
-``CORRELATION_NOISE`` where that costs at most ``MAX_COVARIANCE_SHARE``, and at least
-``MIN_COVARIANCE_SHARE``. Each public bin is split in ``refine`` (1, 2 or 4, at most the option)
-only while a refined bin still expects ``REFINED_BIN_SIGMAS`` times its noise in rows.
+``s = B^2 / (N_hat sqrt(2 rho_cov))``; the covariance gets ``MAX_COVARIANCE_SHARE`` of the budget
+when that brings ``s`` to at most ``CORRELATION_NOISE``, and ``MIN_COVARIANCE_SHARE`` otherwise.
+Each public bin is split in ``refine`` (1, 2 or 4, at most the option) only while a refined bin
+still expects ``REFINED_BIN_SIGMAS`` times its noise in rows.
 """
 from __future__ import annotations
 

@@ -57,10 +57,6 @@ from ..schema import CategoricalColumn, NumericColumn, Schema
 from . import core
 from .federated import combined_total, noisy_sums, projected
 
-#: Off-diagonal second moments are hard-thresholded at ``sqrt(2 ln p)`` standard deviations of their
-#: noise for ``p`` off-diagonal entries (the universal threshold: pure noise then survives in none of
-#: them with high probability), times this factor.
-SHRINK = 1.0
 
 NON_PRIVATE_WARNING = ("NON-PRIVATE TEST MODE: fedtda ran with exact statistics and no noise; this "
                        "release has NO differential-privacy guarantee (for testing the method only)")
@@ -464,20 +460,20 @@ def run_fedtda(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: FedTD
         return noisy_sums(agg, acc, noise, [(label, fn, silos) for label, fn in requests], sigma,
                           sensitivity, query, 0), sigma
 
-    if opts.split is None:               # planned from a noisy total (allocation.plan_fedtda)
-        rho = acc.rho_budget
-        (n_sum,), sigma_n = release([("rows", MarginalsQuery(((),)))], 1.0, allocation.TOTAL_SHARE * rho,
-                                    "total number of rows (plans the schedule)")
-        n_hat = max(1.0, float(n_sum[0]))
+    planned = opts.split is None         # the rest planned from the noisy total (allocation.plan_fedtda)
+    if planned:
+        rho_n = allocation.TOTAL_SHARE * acc.rho_budget
+    else:
+        rho_n, rho_cat, rho_num, rho_cov = split_rho(acc.rho_budget, opts.split, len(cat), len(num))
+    (n_sum,), sigma_n = release([("rows", MarginalsQuery(((),)))], 1.0, rho_n,
+                                "total number of rows" + (" (plans the schedule)" if planned else ""))
+    n_hat = max(1.0, float(n_sum[0]))
+    refine = opts.refine
+    if planned:
         plan = allocation.plan_fedtda(n_hat, acc.remaining, [schema.shape[j] for j in num], len(cat), bound,
                                       opts.refine)
         rho_cat, rho_num, rho_cov, refine = plan.rho_cat, plan.rho_num, plan.rho_cov, plan.refine
         acc.note(schedule=allocation.schedule_record(n_hat, **plan.record()))
-    else:
-        rho_n, rho_cat, rho_num, rho_cov = split_rho(acc.rho_budget, opts.split, len(cat), len(num))
-        (n_sum,), sigma_n = release([("rows", MarginalsQuery(((),)))], 1.0, rho_n, "total number of rows")
-        n_hat = max(1.0, float(n_sum[0]))
-        refine = opts.refine
     fine = {j: refined(schema.columns[j], refine) for j in num}
     hist_cat, sigma_cat = release([(names[j], MarginalsQuery(((j,),))) for j in cat], math.sqrt(len(cat)), rho_cat,
                                   "every categorical column's histogram") if cat else ([], 0.0)
@@ -513,7 +509,8 @@ def run_fedtda(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: FedTD
     (g,), sigma_cov = release([("second moments of encoded rows", SecondMomentsQuery(encoding, encode_seed))],
                               encoding.bound ** 2, rho_cov, f"upper triangle of the sum of x x^T of the encoded rows "
                               f"(rows clipped to norm {encoding.bound:.4g})")
-    corr = correlation_estimate(from_upper(g, width) / n_hat, SHRINK * universal_threshold(width) * sigma_cov / n_hat)
+    # the universal threshold: pure noise survives in none of the p entries with high probability
+    corr = correlation_estimate(from_upper(g, width) / n_hat, universal_threshold(width) * sigma_cov / n_hat)
     for k in encoding.value_coordinates():     # a value's code is uniform given its component: no correlation
         corr[k, k + 1] = corr[k + 1, k] = 0.0
     _, factor = repair_correlation(corr)
