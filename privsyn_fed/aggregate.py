@@ -1,27 +1,34 @@
 """Aggregators: how per-silo statistics are combined, and what each silo sends and receives.
 
-A federated method never reads another silo's rows. It asks an aggregator for the **sum over a
-set of silos** of a statistic each silo computes on its own rows (``request(silo)``), and it
-broadcasts public values (the model) to silos. The aggregator returns the exact sum: the method
-then passes it through a mechanism that charges the ledger before anything is released.
+A federated method never reads a silo's rows. It asks its aggregator, through the ``Aggregator``
+protocol below, for noisy results only: noisy sums over sets of silos (``noisy_sum``, several of
+them at once with ``batch``), selections and measurements each silo makes on its own rows
+(``local_select``, ``local_noisy_answers``), and DistAIM's pool (``pool``). Every one of those is
+called by ``mechanisms``, which charges the ledger first; the aggregator is the noise backend.
 
 ``InProcessAggregator`` is the trusted aggregator that every simulation uses: all silos live in
 this process. Each payload is really serialised (numpy's ``.npy`` wire format) and deserialised,
 and its size is recorded per silo and per round, so communication is measured, not computed.
 ``mpc.aggregator.MPCAggregator`` (secret sharing among silo processes) implements the same
-interface, plus ``noisy_sum`` (noise added on shares) and ``pool`` (DistAIM's pool as shares).
+protocol with the noise added on shares.
+
+An exact sum exists only as ``open_exact_sum_for_checks``: it is refused once a release run has
+bound its accountant (``bind_release``), unless that run's ledger declares it non-private.
 """
 from __future__ import annotations
 
 import io
 from collections import defaultdict
-from typing import Callable, Iterable, Mapping, Protocol, Sequence
+from typing import Any, Iterable, Mapping, Protocol, Sequence
 
 import numpy as np
 
+from .noise import NoiseSource, add_gaussian
+from .pool import Pool
+from .queries import ConcatQuery, MaskedQuery, Query, concat
+from .schema import Schema
+from .scores import aim_score
 from .silo import Silo
-
-Request = Callable[[Silo], np.ndarray]
 
 
 def to_wire(array: np.ndarray) -> bytes:
@@ -32,28 +39,80 @@ def to_wire(array: np.ndarray) -> bytes:
 
 
 def from_wire(payload: bytes) -> np.ndarray:
+    """The array ``to_wire`` encoded."""
     return np.load(io.BytesIO(payload), allow_pickle=False)
 
 
 class Aggregator(Protocol):
-    """What methods may ask of the silos."""
+    """Everything a method may ask of the silos (through ``mechanisms``, for anything noisy)."""
 
     #: Recorded as ``where`` on the ledger entries of noise added to this aggregator's sums.
     where: str
-    #: Who sees the exact sums; stated in the ledger's threat model.
+    #: Who sees what; stated in the ledger's threat model.
     threat_model: str
+    #: The public schema every silo was read with.
+    schema: Schema
+    #: Whether sums are computed on secret shares (no process sees an exact sum).
+    secure: bool
 
     @property
-    def silo_names(self) -> list[str]: ...
+    def silo_names(self) -> list[str]:
+        """The silos, in a fixed order."""
 
-    def sum(self, request: Request, among: Sequence[str], *, round: int, label: str) -> np.ndarray:
-        """``sum_{k in among} request(silo_k)``: int64 for counts, float64 otherwise."""
+    def bind_release(self, accountant: Any) -> None:
+        """Bind a release's accountant (None when it ends): while one is bound, exact sums are
+        refused unless its ledger declares the run non-private."""
 
-    def broadcast(self, payload: Mapping[str, np.ndarray], to: Sequence[str], *, round: int) -> None:
-        """Send public arrays (the model, the proxy) to the silos ``to``."""
+    def broadcast(self, payload: Mapping[str, np.ndarray], to: Sequence[str], *, round_index: int) -> None:
+        """Send public arrays (the model, the proxy, the encoding) to the silos ``to``."""
 
-    def local(self, name: str) -> Silo:
-        """The silo ``name``, for computation that stays on that silo (a local selection)."""
+    def batch(self, parts: Sequence[tuple[Query, Sequence[str]]]) -> tuple[Query, list[str]]:
+        """One query for several ``(query, silos)`` parts, each answered only by its own silos."""
+
+    def rounding_l2(self, query: Query) -> float:
+        """Extra L2 sensitivity that this backend's rounding of ``query``'s answers adds."""
+
+    def noise_fields(self, noise: NoiseSource, *, local: bool = False) -> dict[str, Any]:
+        """Ledger fields saying where the noise comes from (``local``: drawn by each silo)."""
+
+    def noisy_sum(self, query: Query, among: Sequence[str], *, sigma: float, noise: NoiseSource,
+                  round_index: int, label: str) -> np.ndarray:
+        """``sum_{k in among} query(silo_k) + N(0, sigma^2)`` per cell; the exact sum is never released."""
+
+    def local_select(self, queries: Mapping[str, Query], *, scale: float, noise: NoiseSource,
+                     round_index: int) -> dict[str, int]:
+        """Each silo ``k`` takes the noisy max (Gumbel ``scale``) of its own scores ``queries[k]``."""
+
+    def local_noisy_answers(self, queries: Mapping[str, Query], *, sigma: float, noise: NoiseSource,
+                            round_index: int) -> dict[str, np.ndarray]:
+        """Each silo ``k`` adds ``N(0, sigma^2)`` to its own answer to ``queries[k]``."""
+
+    def pool(self, cliques: Mapping[tuple[str, ...], Sequence[int]]) -> Pool:
+        """An empty pool of answers to the candidate marginals ``cliques`` (name -> columns)."""
+
+    def open_exact_sum_for_checks(self, query: Query, among: Sequence[str], *, label: str,
+                                  round_index: int = 0) -> np.ndarray:
+        """The exact sum, for checks and non-private test modes only (refused in a private release)."""
+
+    def ledger_details(self, noise: NoiseSource) -> dict[str, Any]:
+        """Fields of the ledger's ``details`` that describe this aggregator and its noise."""
+
+    def traffic_summary(self) -> dict[str, Any] | None:
+        """Measured communication (bytes per silo, rounds), if this aggregator records it."""
+
+
+def refuse_exact_sum_in_release(release: Any, label: str) -> None:
+    """Raise unless no release is bound or the bound release is declared non-private."""
+    if release is not None and getattr(release, "non_private", None) is None:
+        raise PermissionError(f"{label}: an exact sum is refused during a private release; only noisy "
+                              "results leave the aggregator")
+
+
+def check_declared(query: Any, label: str) -> Query:
+    """``query`` if it is a declared query (``privsyn_fed.queries``); a ``TypeError`` otherwise."""
+    if not isinstance(query, Query):
+        raise TypeError(f"{label}: only declared queries (privsyn_fed.queries) can be sent to silos")
+    return query
 
 
 class Traffic:
@@ -63,13 +122,14 @@ class Traffic:
         self.sent: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
         self.received: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
 
-    def add_sent(self, silo: str, round: int, nbytes: int) -> None:
-        self.sent[silo][round] += nbytes
+    def add_sent(self, silo: str, round_index: int, nbytes: int) -> None:
+        self.sent[silo][round_index] += nbytes
 
-    def add_received(self, silo: str, round: int, nbytes: int) -> None:
-        self.received[silo][round] += nbytes
+    def add_received(self, silo: str, round_index: int, nbytes: int) -> None:
+        self.received[silo][round_index] += nbytes
 
     def per_silo(self, names: Iterable[str]) -> dict[str, dict[str, int]]:
+        """Total bytes sent and received by each silo."""
         return {n: {"sent": sum(self.sent[n].values()), "received": sum(self.received[n].values())}
                 for n in names}
 
@@ -87,9 +147,11 @@ class Traffic:
 
 
 class InProcessAggregator:
-    """A trusted aggregator in this process: sums the silos' serialised answers in the clear."""
+    """A trusted aggregator in this process: sums the silos' serialised answers in the clear,
+    then adds the noise it is handed."""
 
     where = "aggregator"
+    secure = False
     threat_model = ("a trusted aggregator (in this process) receives each sampled silo's statistics "
                     "and sees their exact sum before adding the noise; the released values are DP "
                     "against everyone else, not against the aggregator")
@@ -98,35 +160,131 @@ class InProcessAggregator:
         names = [s.name for s in silos]
         if len(set(names)) != len(names):
             raise ValueError("silo names must be distinct")
+        if not silos:
+            raise ValueError("an aggregator needs at least one silo")
         self._silos = {s.name: s for s in silos}
+        self.schema = silos[0].schema
         self.traffic = Traffic()
+        self.release: Any = None
 
     @property
     def silo_names(self) -> list[str]:
         return list(self._silos)
 
-    def local(self, name: str) -> Silo:
-        return self._silos[name]
+    def bind_release(self, accountant: Any) -> None:
+        self.release = accountant
 
-    def sum(self, request: Request, among: Sequence[str], *, round: int, label: str) -> np.ndarray:
+    def broadcast(self, payload: Mapping[str, np.ndarray], to: Sequence[str], *, round_index: int) -> None:
+        nbytes = sum(len(to_wire(np.asarray(v))) for v in payload.values())
+        for name in to:
+            self.traffic.add_received(name, round_index, nbytes)
+
+    def batch(self, parts: Sequence[tuple[Query, Sequence[str]]]) -> tuple[Query, list[str]]:
+        union = [n for n in self.silo_names if any(n in among for _, among in parts)]
+        if all(sorted(among) == sorted(union) for _, among in parts):
+            return concat([q for q, _ in parts]), union
+        ranks = {n: r for r, n in enumerate(self.silo_names)}
+        return concat([MaskedQuery(q, tuple(sorted(ranks[n] for n in among))) for q, among in parts]), union
+
+    def rounding_l2(self, query: Query) -> float:
+        return 0.0                          # answers are summed exactly, in float64 or int64
+
+    def noise_fields(self, noise: NoiseSource, *, local: bool = False) -> dict[str, Any]:
+        return {"sampler": noise.name}
+
+    def noisy_sum(self, query: Query, among: Sequence[str], *, sigma: float, noise: NoiseSource,
+                  round_index: int, label: str) -> np.ndarray:
+        return add_gaussian(noise, self._exact_sum(query, among, round_index, label), sigma)
+
+    def local_select(self, queries: Mapping[str, Query], *, scale: float, noise: NoiseSource,
+                     round_index: int) -> dict[str, int]:
+        out = {}
+        for name, query in queries.items():
+            scores = np.asarray(check_declared(query, "local selection")(self._silos[name]), dtype=float)
+            if scores.size == 0 or not np.all(np.isfinite(scores)):
+                raise ValueError(f"{name}: a selection needs a non-empty vector of finite scores")
+            out[name] = noise.noisy_argmax(scores, scale)
+        return out
+
+    def local_noisy_answers(self, queries: Mapping[str, Query], *, sigma: float, noise: NoiseSource,
+                            round_index: int) -> dict[str, np.ndarray]:
+        return {name: add_gaussian(noise, np.asarray(check_declared(q, "local answer")(self._silos[name])), sigma)
+                for name, q in queries.items()}
+
+    def pool(self, cliques: Mapping[tuple[str, ...], Sequence[int]]) -> Pool:
+        return Pool(cliques, self.schema.shape, PlainPoolStorage(self))
+
+    def open_exact_sum_for_checks(self, query: Query, among: Sequence[str], *, label: str,
+                                  round_index: int = 0) -> np.ndarray:
+        refuse_exact_sum_in_release(self.release, label)
+        return self._exact_sum(query, among, round_index, label)
+
+    def ledger_details(self, noise: NoiseSource) -> dict[str, Any]:
+        return {"noise": noise.name}
+
+    def traffic_summary(self) -> dict[str, Any] | None:
+        return self.traffic.summary(self.silo_names)
+
+    def _exact_sum(self, query: Query, among: Sequence[str], round_index: int, label: str) -> np.ndarray:
+        """``sum_{k in among} query(silo_k)`` (a masked part over its own silos only): int64 for
+        counts, float64 otherwise. Each silo's answer to each part travels as one payload."""
         if not among:
             raise ValueError(f"{label}: no silo to sum over")
+        check_declared(query, label)
+        parts = query.parts if isinstance(query, ConcatQuery) else (query,)
+        sums = []
+        for part in parts:
+            inner, silos = part, among
+            if isinstance(part, MaskedQuery):
+                inner, silos = part.query, [self.silo_names[r] for r in part.ranks]
+            sums.append(self._sum_over(inner, silos, round_index))
+        return np.concatenate([s.astype(float) for s in sums]) if query.real else np.concatenate(sums)
+
+    def _sum_over(self, query: Query, among: Sequence[str], round_index: int) -> np.ndarray:
         total = None
         for name in among:
-            payload = to_wire(np.asarray(request(self._silos[name])))
-            self.traffic.add_sent(name, round, len(payload))
+            payload = to_wire(np.asarray(query(self._silos[name])))
+            self.traffic.add_sent(name, round_index, len(payload))
             value = from_wire(payload)
             value = value.astype(np.int64 if np.issubdtype(value.dtype, np.integer) else np.float64)
             total = value if total is None else total + value
         return total
 
-    def broadcast(self, payload: Mapping[str, np.ndarray], to: Sequence[str], *, round: int) -> None:
-        nbytes = sum(len(to_wire(np.asarray(v))) for v in payload.values())
-        for name in to:
-            self.traffic.add_received(name, round, nbytes)
 
+class PlainPoolStorage:
+    """A pool's answers in the clear, inside a trusted in-process aggregator."""
 
-def traffic_summary(agg: Aggregator) -> dict[str, float] | None:
-    """The aggregator's measured traffic over all silos, if it records any."""
-    traffic = getattr(agg, "traffic", None)
-    return traffic.summary(agg.silo_names) if traffic is not None else None
+    def __init__(self, agg: InProcessAggregator):
+        self.agg = agg
+        self.where = agg.where
+        self.answers: np.ndarray | None = None
+
+    def accumulate(self, query: Query, silos: Sequence[str], round_index: int) -> None:
+        total = self.agg._exact_sum(query, silos, round_index, "candidate answers")
+        self.answers = total if self.answers is None else self.answers + total
+
+    def selection(self, epsilon: float, sensitivity: float, noise: NoiseSource) -> tuple[float, dict[str, Any]]:
+        return 2.0 * sensitivity / epsilon, {"sampler": noise.name}
+
+    def measurement_fields(self, noise: NoiseSource) -> dict[str, Any]:
+        return {"sampler": noise.name}
+
+    def select(self, pool: Pool, cands: Mapping[tuple[str, ...], float],
+               model_marginals: Mapping[tuple[str, ...], np.ndarray], *, sigma: float, scale: float,
+               noise: NoiseSource, draws: int) -> list[int]:
+        """AIM's score against ``N_t p_r`` (``N_t`` the pool's true size, never released)."""
+        answers = self._answers()
+        n_pool = int(answers[pool.cells(pool.keys[0])].sum())
+        scores = np.array([aim_score(w, answers[pool.cells(q)], n_pool * np.ravel(model_marginals[q]), sigma)
+                           for q, w in cands.items()])
+        if scores.size == 0 or not np.all(np.isfinite(scores)):
+            raise ValueError("a selection needs a non-empty vector of finite scores")
+        return [noise.noisy_argmax(scores, scale) for _ in range(draws)]
+
+    def measure(self, cells: np.ndarray, sigma: float, noise: NoiseSource) -> np.ndarray:
+        return add_gaussian(noise, self._answers()[cells], sigma)
+
+    def _answers(self) -> np.ndarray:
+        if self.answers is None:
+            raise ValueError("the pool is empty: no silo has contributed yet")
+        return self.answers

@@ -35,11 +35,12 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from .scores import SQRT_2_OVER_PI
+
 #: Share of the budget spent on the row total that a planned schedule reads.
 TOTAL_SHARE = 0.01
 #: A measurement is planned when its expected L1 noise is at most this share of its rows.
 NOISE_TO_SIGNAL = 0.1
-SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
 
 def schedule_record(noisy_total: float, **plan) -> dict:

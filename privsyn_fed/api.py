@@ -8,9 +8,9 @@ always tell the same story:
   3. the caller's files are staged under temporary names (``write_outputs``);
   4. the ledger is marked ``complete``, then the reservation is settled at the ledger's spend;
   5. the staged files are renamed into place.
-Any failure or interrupt before step 5 discards the staged files, marks the ledger ``failed``
-with what it spent and settles the reservation at that spend (at zero only when no mechanism
-ran); if that settlement cannot be written the reservation stays counted in full.
+Any failure or interrupt before step 5 discards the staged files and marks the ledger ``failed``
+with what it spent; ``budget_store.reserved``, which holds the reservation, then settles it at
+that spend (at zero only when no mechanism ran), or leaves it counted in full if it cannot.
 """
 from __future__ import annotations
 
@@ -29,15 +29,13 @@ from .aggregate import Aggregator, InProcessAggregator
 from .errors import InputError
 from .fileio import Staged, write_atomic
 from .interrupt import checkpoint
-from .mechanisms import noise_source
+from .methods import METHODS, MethodSpec
+from .noise import noise_source
 from .output import SyntheticRows, check_rows, default_rows
 from .progress import Progress, Silent
 from .schema import Schema
 from .silo import Silo
 
-METHODS = ("aim", "distaim", "flaim", "fedtda", "independent")
-#: Fewest silos each method accepts.
-MIN_SILOS = {"aim": 1, "distaim": 2, "flaim": 2, "fedtda": 1, "independent": 1}
 #: The largest epsilon and delta a release may state (the conversions are exact up to them).
 MAX_EPSILON = 1000.0
 MAX_DELTA = 0.1
@@ -100,37 +98,24 @@ def check_seed(seed: int | None) -> None:
         raise InputError(f"--seed must be a whole number from 0 to 2^63 - 17, not {seed!r}")
 
 
-def _options_class(method: str):
-    if method == "aim":
-        from .methods.aim import AIMOptions
-        return AIMOptions
-    if method == "distaim":
-        from .methods.federated import FederatedOptions
-        return FederatedOptions
-    if method == "flaim":
-        from .methods.flaim import FLAIMOptions
-        return FLAIMOptions
-    if method == "independent":
-        from .methods.independent import IndependentOptions
-        return IndependentOptions
-    from .methods.fedtda import FedTDAOptions
-    return FedTDAOptions
-
-
 def prepare(method: str, schema: Schema, n_silos: int, *, epsilon: float, delta: float,
-            rows: int | None = None, seed: int | None = None, **options: Any):
+            rows: int | None = None, seed: int | None = None, mpc: bool = False, **options: Any):
     """Every check of a release request that needs no private data: the method, the budget,
-    the number of silos, the row count, the seed, and the method's options against the public
-    schema (workload and model sizes, round counts). Returns the method's validated options;
-    raises ``InputError`` naming what is wrong."""
+    the number of silos, the row count, the seed, whether the method runs over MPC (``mpc``), and
+    the method's options against the public schema (workload and model sizes, round counts).
+    Returns the method's validated options; raises ``InputError`` naming what is wrong."""
     if method not in METHODS:
         raise InputError(f"unknown method {method!r}; available: {', '.join(METHODS)}")
+    spec = METHODS[method]
     check_budget_args(epsilon, delta)
-    if n_silos < MIN_SILOS[method]:
-        raise InputError(f"method {method} needs at least {MIN_SILOS[method]} silos, got {n_silos}")
+    if n_silos < spec.min_silos:
+        raise InputError(f"method {method} needs at least {spec.min_silos} silos, got {n_silos}")
+    if mpc and not spec.mpc:
+        raise InputError(f"--mpc runs --method {' or '.join(n for n, s in METHODS.items() if s.mpc)}; "
+                         f"{method} over MPC is not available")
     check_rows(rows)
     check_seed(seed)
-    cls = _options_class(method)
+    cls = spec.options_class
     known = set(cls.__dataclass_fields__)
     unknown = sorted(set(options) - known)
     if unknown:
@@ -139,6 +124,8 @@ def prepare(method: str, schema: Schema, n_silos: int, *, epsilon: float, delta:
     opts = cls(**options)
     opts.validate()
     opts.check_schema(schema)
+    if mpc:
+        opts.check_mpc()
     return opts
 
 
@@ -154,20 +141,20 @@ def synthesize(silos: Sequence[Silo], method: str = "aim", epsilon: float = 1.0,
     is marked ``seeded`` in its ledger and carries no real guarantee (tests and demos only).
     ``ledger_path`` makes the ledger durable: it is written before each noisy value is released.
     ``aggregator`` (federated methods) combines the silos' statistics; the default is the
-    in-process trusted aggregator. ``reservation`` (from ``BudgetStore.reserve``, booked for
-    this run's epsilon and delta) is settled at what the ledger spent, whether the run completes
-    or fails. ``write_outputs(result, final_ledger)`` stages the release's files and returns the
+    in-process trusted aggregator. ``reservation`` (from ``budget_store.reserved``, booked for
+    this run's epsilon and delta) is settled here at what the ledger spent when the run
+    completes; when it fails, the ``reserved`` block settles it. ``write_outputs(result, final_ledger)`` stages the release's files and returns the
     ``Staged`` set; they are published only once the ledger is complete and the reservation
     settled (see the module docstring). Two silos holding the same rows (in any order) are
-    refused unless ``allow_identical_silos``. Method options are keyword arguments: ``AIMOptions``
-    for ``aim``, ``FederatedOptions`` for ``distaim``, ``FLAIMOptions`` for ``flaim``,
-    ``FedTDAOptions`` for ``fedtda``.
+    refused unless ``allow_identical_silos``. Method options are keyword arguments of the
+    method's options class (``methods.METHODS[method].options_class``).
     """
     n_silos = len(aggregator.silo_names) if aggregator is not None else len(silos)
     if not silos:
         raise InputError("no silos given")
     schema: Schema = silos[0].schema
-    opts = prepare(method, schema, n_silos, epsilon=epsilon, delta=delta, rows=rows, seed=seed, **options)
+    opts = prepare(method, schema, n_silos, epsilon=epsilon, delta=delta, rows=rows, seed=seed,
+                   mpc=aggregator is not None and aggregator.secure, **options)
     seen: dict = {}
     for s in silos:
         if s.schema.to_dict() != schema.to_dict():
@@ -182,16 +169,16 @@ def synthesize(silos: Sequence[Silo], method: str = "aim", epsilon: float = 1.0,
         seen[s.fingerprint()] = s.name
     reporter = progress if isinstance(progress, Progress) else (Progress(method) if progress else Silent())
 
-    threat, run = _runner(method, silos, aggregator)
+    spec = METHODS[method]
+    agg = None if spec.central else (aggregator or InProcessAggregator(silos))
+    threat, run = spec.threat_model(agg), _runner(spec, silos, agg)
     noise = noise_source(seed)
     details = {"silos": n_silos, "columns": schema.names, "column_types": [c.type for c in schema.columns],
                "shape": list(schema.shape),
                "noise": noise.name,
-               "options": {k: v for k, v in vars(opts).items() if k != "workload"}}
-    if hasattr(aggregator, "ledger_details"):
-        details["mpc"] = aggregator.ledger_details()
-        details["noise"] = aggregator.noise_name
-    if method in ("aim", "distaim", "flaim"):
+               "options": {k: v for k, v in vars(opts).items() if k != "workload"},
+               **(agg.ledger_details(noise) if agg is not None else {})}
+    if spec.graphical:
         from .methods.aim import workload_cliques
         details["workload"] = [[schema.names[i] for i in cl] for cl in workload_cliques(schema.names, opts)]
     if reservation is not None:
@@ -203,6 +190,8 @@ def synthesize(silos: Sequence[Silo], method: str = "aim", epsilon: float = 1.0,
                      threat_model=threat, details=details)
     if reservation is not None:
         reservation.bind(acc)
+    if agg is not None:
+        agg.bind_release(acc)
     staged = None
     try:
         fitted = run(acc, noise, opts, seed, reporter)
@@ -229,10 +218,12 @@ def synthesize(silos: Sequence[Silo], method: str = "aim", epsilon: float = 1.0,
     except BaseException as exc:
         if staged is not None:
             staged.discard()
-        for note in _abandon(acc, reservation):
+        for note in _abandon(acc):
             exc.add_note(note)
         raise
     finally:
+        if agg is not None:
+            agg.bind_release(None)
         reporter.close()
     result.ledger = acc.ledger()
     if staged is not None:
@@ -257,10 +248,10 @@ def expected_oneway_error(sigmas: Sequence[float] | None, schema: Schema, total:
     return {"expected_oneway_tvd": own, "expected_oneway_tvd_independent": base}
 
 
-def _abandon(acc: Accountant, reservation: Reservation | None) -> list[str]:
+def _abandon(acc: Accountant) -> list[str]:
     """Mark a run that did not complete: ledger ``failed`` with its spend (no ledger at all when
-    nothing was charged), reservation settled at that spend. Returns one note each on what was
-    recorded, or could not be (a full disk, a locked store)."""
+    nothing was charged). Returns a note on what was recorded, or could not be (a full disk).
+    The budget reservation is settled by ``budget_store.reserved``, which holds it."""
     notes = []
     acc.status = "failed"
     if acc.released or acc.non_private is not None:
@@ -270,38 +261,13 @@ def _abandon(acc: Accountant, reservation: Reservation | None) -> list[str]:
                 notes.append(f"the ledger {acc.ledger_path} records rho {acc.rho_spent:.6g} spent (status failed)")
         except Exception as exc:        # the ledger on disk still holds every charge written so far
             notes.append(f"the ledger could not be marked failed ({' '.join(str(exc).split())})")
-    if reservation is not None:
-        try:
-            reservation.fail()
-            if acc.released:
-                notes.append(f"the budget store counts run {reservation.run} at that spend")
-        except Exception as exc:
-            notes.append(f"the budget store could not be settled ({' '.join(str(exc).split())}); run "
-                         f"{reservation.run} stays counted at its whole reservation until "
-                         f"`privsyn-fed budget settle --budget-store {reservation.store.path} --run {reservation.run}`")
     return notes
 
 
-def _runner(method: str, silos: Sequence[Silo], aggregator: Aggregator | None):
-    """The threat model and a runner ``(acc, noise, opts, seed, progress) -> MethodResult``."""
-    def sampling_seed(seed):       # which silos take part (never the data)
-        return None if seed is None else seed + 3
-
-    if method == "aim":
-        from .methods.aim import THREAT_MODEL, run_aim
-        return THREAT_MODEL, lambda acc, noise, o, seed, prog: run_aim(Silo.pooled(silos), acc, noise, o, progress=prog)
-    agg = aggregator or InProcessAggregator(silos)
-    if method == "distaim":
-        from .methods.distaim import run_distaim, threat_model
-        return threat_model(agg), lambda acc, noise, o, seed, prog: run_distaim(
-            agg, acc, noise, o, sampling_seed(seed), progress=prog)
-    if method == "independent":
-        from .methods.independent import run_independent, threat_model
-        return threat_model(agg), lambda acc, noise, o, seed, prog: run_independent(agg, acc, noise, o, progress=prog)
-    if method == "fedtda":
-        from .methods.fedtda import run_fedtda, threat_model
-        return threat_model(agg), lambda acc, noise, o, seed, prog: run_fedtda(
-            agg, acc, noise, o, sampling_seed(seed), progress=prog)
-    from .methods.flaim import run_flaim, threat_model
-    return threat_model(agg), lambda acc, noise, o, seed, prog: run_flaim(
-        agg, acc, noise, o, sampling_seed(seed), progress=prog)
+def _runner(spec: MethodSpec, silos: Sequence[Silo], agg: Aggregator | None):
+    """A runner ``(acc, noise, opts, seed, progress) -> MethodResult`` for the method ``spec``."""
+    if spec.central:
+        return lambda acc, noise, o, seed, prog: spec.run(Silo.pooled(silos), acc, noise, o, progress=prog)
+    # the method's public randomness (which silos take part, the encoding's draws), never the data
+    return lambda acc, noise, o, seed, prog: spec.run(agg, acc, noise, o, None if seed is None else seed + 3,
+                                                       progress=prog)

@@ -14,6 +14,8 @@ columns), which never leaves the schema's bounds.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 
@@ -205,3 +207,16 @@ def bin_edges(col: NumericColumn) -> tuple[np.ndarray, np.ndarray]:
         return np.full(B, col.lower), np.full(B, col.upper)
     width = (col.upper - col.lower) / B
     return col.lower + b * width, col.lower + (b + 1) * width
+
+
+def refined(col: NumericColumn, factor: int) -> NumericColumn:
+    """The column with each public bin split in ``factor`` (integer columns: at most one bin per value)."""
+    return dataclasses.replace(col, bins=col.bins * factor)
+
+
+def numeric_histogram(col: NumericColumn, values: np.ndarray) -> np.ndarray:
+    """Counts of a silo's values on ``col``'s bins, then the missing count if ``col`` allows it."""
+    present = ~np.isnan(values)
+    counts = np.bincount(numeric_bin(col, values[present]), minlength=col.n_bins).astype(np.int64)
+    return np.append(counts, np.int64((~present).sum())) if col.missing else counts
+

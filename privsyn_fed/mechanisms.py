@@ -1,151 +1,164 @@
-"""Gaussian and exponential mechanisms that charge the accountant before they release anything.
+"""The mechanism layer: the one place where privacy costs are charged.
 
-Noise comes from a ``NoiseSource``:
-  * ``OpenDPNoise`` (the default): OpenDP's exact samplers. Counts get the discrete Gaussian on
-    the integers (exact, and the fast path); real vectors get OpenDP's floating-point-safe
-    Gaussian; selection is OpenDP's Gumbel noisy max (the exponential mechanism).
-  * ``SeededNoise``: numpy's seeded generator, so tests and demos are reproducible. Anyone who
-    knows the seed can predict the noise, so a run that uses it is marked ``seeded`` in the
-    ledger and the audit fails it. It must never be used for a real release.
+Every function here charges the accountant first (which refuses a charge beyond the budget and
+writes the ledger before anything is released), then asks a noise backend for the noisy result:
+``noise.NoiseSource`` for values in the clear (central AIM), the aggregator for sums over silos and
+for what each silo computes on its own rows, a pool's storage for DistAIM's pooled answers. The
+backend reports what the ledger must record about it (sampler, where the noise comes from,
+fixed-point rounding); a backend that rounds (secret shares) grows the noise so that the charged
+cost is the planned one.
 
-Exponential mechanism: with utility ``u`` of sensitivity ``D`` (``|u_r(D) - u_r(D')| <= D``),
-sampling ``P[r] ~ exp(eps u_r / (2 D))`` is the Gumbel-max of ``u_r + Gumbel(2 D / eps)``; it is
-``eps``-DP and ``eps^2/8``-zCDP (bounded range).
+Gaussian mechanism: ``values + N(0, sigma^2 I)`` with L2 sensitivity ``D`` costs ``D^2 / (2 sigma^2)``.
+Exponential mechanism: with utility ``u`` of sensitivity ``D``, sampling ``P[r] ~ exp(eps u_r / (2 D))``
+is the Gumbel-max of ``u_r + Gumbel(2 D / eps)``; it is ``eps``-DP and ``eps^2/8``-zCDP.
+Parallel composition: a mechanism each silo runs on its own (disjoint) rows costs what one costs.
 """
 from __future__ import annotations
 
-from typing import Protocol
+import math
+from typing import Any, Mapping, Sequence
 
 import numpy as np
-import opendp.prelude as dp
 
 from .accounting import Accountant
+from .aggregate import Aggregator
+from .noise import NoiseSource, add_gaussian
+from .pool import Clique, Pool
+from .queries import Query
 
-dp.enable_features("contrib")
-
-
-class NoiseSource(Protocol):
-    name: str
-    seeded: bool
-
-    def gaussian_counts(self, counts: np.ndarray, sigma: float) -> np.ndarray: ...
-
-    def gaussian_reals(self, values: np.ndarray, sigma: float) -> np.ndarray: ...
-
-    def noisy_argmax(self, scores: np.ndarray, scale: float) -> int: ...
+#: ``(ledger label, query, silos)``: one sum over the silos that answer it.
+SumRequest = tuple[str, Query, Sequence[str]]
 
 
-class OpenDPNoise:
-    """OpenDP's floating-point-safe samplers (fresh system randomness; cannot be seeded)."""
-
-    name = "opendp"
-    seeded = False
-
-    def gaussian_counts(self, counts: np.ndarray, sigma: float) -> np.ndarray:
-        meas = dp.m.make_gaussian(dp.vector_domain(dp.atom_domain(T="i64")), dp.l2_distance(T="i64"),
-                                  scale=float(sigma))
-        return np.asarray(meas(np.asarray(counts, dtype=np.int64).tolist()), dtype=np.int64)
-
-    def gaussian_reals(self, values: np.ndarray, sigma: float) -> np.ndarray:
-        meas = dp.m.make_gaussian(dp.vector_domain(dp.atom_domain(T=float, nan=False)),
-                                  dp.l2_distance(T=float), scale=float(sigma))
-        return np.asarray(meas(np.asarray(values, dtype=float).tolist()), dtype=float)
-
-    def noisy_argmax(self, scores: np.ndarray, scale: float) -> int:
-        meas = dp.m.make_noisy_max(dp.vector_domain(dp.atom_domain(T=float, nan=False)),
-                                   dp.linf_distance(T=float), dp.zero_concentrated_divergence(),
-                                   scale=float(scale))
-        return int(meas(np.asarray(scores, dtype=float).tolist()))
+def _round(round_index: int | None) -> dict[str, int]:
+    return {} if round_index is None else {"round": int(round_index)}
 
 
-class SeededNoise:
-    """Reproducible numpy noise for tests and demos. NOT private: the seed predicts the noise."""
-
-    name = "seeded-numpy"
-    seeded = True
-
-    def __init__(self, seed: int):
-        self.rng = np.random.default_rng(seed)
-
-    def gaussian_counts(self, counts: np.ndarray, sigma: float) -> np.ndarray:
-        noise = np.rint(self.rng.normal(0.0, sigma, size=np.shape(counts))).astype(np.int64)
-        return np.asarray(counts, dtype=np.int64) + noise
-
-    def gaussian_reals(self, values: np.ndarray, sigma: float) -> np.ndarray:
-        return np.asarray(values, dtype=float) + self.rng.normal(0.0, sigma, size=np.shape(values))
-
-    def noisy_argmax(self, scores: np.ndarray, scale: float) -> int:
-        scores = np.asarray(scores, dtype=float)
-        return int(np.argmax(scores + self.rng.gumbel(0.0, scale, size=scores.shape)))
+def _finite_scores(scores: np.ndarray, who: str = "") -> np.ndarray:
+    scores = np.asarray(scores, dtype=float)
+    if scores.size == 0 or not np.all(np.isfinite(scores)):
+        raise ValueError(f"{who}exponential mechanism needs a non-empty vector of finite scores")
+    return scores
 
 
-def noise_source(seed: int | None) -> NoiseSource:
-    return OpenDPNoise() if seed is None else SeededNoise(seed)
+# ---- values in the clear (the trusted curator) ------------------------------------------------
 
-
-def gaussian_mechanism(acc: Accountant, noise: NoiseSource, values: np.ndarray, *, sigma: float,
-                       query: str, where: str, sensitivity_l2: float = 1.0, **extra) -> np.ndarray:
+def gaussian_mechanism(acc: Accountant, noise: NoiseSource, values: np.ndarray, *, sigma: float, query: str,
+                       where: str, sensitivity_l2: float = 1.0, round_index: int | None = None,
+                       **extra: Any) -> np.ndarray:
     """Release ``values + N(0, sigma^2 I)``; integer input gets the discrete Gaussian.
 
     Charges ``sensitivity_l2^2 / (2 sigma^2)`` first; the caller states the sensitivity.
     """
     values = np.asarray(values)
-    acc.gaussian(query, sensitivity_l2, sigma, where, sampler=noise.name, cells=int(values.size), **extra)
-    return _add_gaussian(noise, values, sigma)
-
-
-def _add_gaussian(noise: NoiseSource, values: np.ndarray, sigma: float) -> np.ndarray:
-    """Discrete Gaussian for integer vectors, the continuous one otherwise."""
-    values = np.asarray(values)
-    if np.issubdtype(values.dtype, np.integer):
-        return noise.gaussian_counts(values, sigma)
-    return noise.gaussian_reals(values, sigma)
+    acc.gaussian(query, sensitivity_l2, sigma, where, sampler=noise.name, cells=int(values.size),
+                 **_round(round_index), **extra)
+    return add_gaussian(noise, values, sigma)
 
 
 def exponential_mechanism(acc: Accountant, noise: NoiseSource, scores: np.ndarray, *, epsilon: float,
-                          sensitivity: float, query: str, where: str, **extra) -> int:
+                          sensitivity: float, query: str, where: str, round_index: int | None = None,
+                          **extra: Any) -> int:
     """Index ``r`` drawn with probability proportional to ``exp(epsilon * scores[r] / (2 sensitivity))``.
 
     Charges ``epsilon^2 / 8`` first.
     """
-    scores = np.asarray(scores, dtype=float)
-    if scores.size == 0 or not np.all(np.isfinite(scores)):
-        raise ValueError("exponential mechanism needs a non-empty vector of finite scores")
-    acc.exponential(query, sensitivity, epsilon, where, sampler=noise.name, candidates=int(scores.size), **extra)
+    scores = _finite_scores(scores)
+    acc.exponential(query, sensitivity, epsilon, where, sampler=noise.name, candidates=int(scores.size),
+                    **_round(round_index), **extra)
     return noise.noisy_argmax(scores, 2.0 * sensitivity / epsilon)
 
 
-def parallel_exponential_mechanism(acc: Accountant, noise: NoiseSource, scores: dict[str, np.ndarray], *,
-                                   epsilon: float, sensitivity: float, query: str, where: str,
-                                   **extra) -> dict[str, int]:
-    """One exponential mechanism per silo, each on that silo's own rows only.
+# ---- sums over silos ------------------------------------------------------------------------
 
-    The silos hold disjoint records (a neighbouring dataset adds or removes one record in one
-    silo), so by parallel composition the whole set costs what one costs: ``epsilon^2 / 8``,
-    charged once with ``parallel_over: silos``.
+def noisy_sums(agg: Aggregator, acc: Accountant, noise: NoiseSource, requests: Sequence[SumRequest],
+               sigma: float, sensitivity_l2: float, query: str, round_index: int) -> list[np.ndarray]:
+    """For each ``(label, query, silos)``, ``sum_{k in silos} query(silo_k)``; all released
+    together as one Gaussian mechanism: ``N(0, sigma^2)`` per cell, with the caller's L2
+    sensitivity of the concatenation (``sqrt(number of sums one record can be in)`` for counts).
+
+    The aggregator adds the noise (on secret shares under MPC, where requests over different silos
+    travel as one masked batch). Its rounding of real answers adds ``agg.rounding_l2`` to the
+    sensitivity, and sigma grows in proportion, so the cost stays ``sensitivity_l2^2 / (2 sigma^2)``.
     """
-    for name, s in scores.items():
-        s = np.asarray(s, dtype=float)
-        if s.size == 0 or not np.all(np.isfinite(s)):
-            raise ValueError(f"{name}: exponential mechanism needs a non-empty vector of finite scores")
-    charge_parallel_exponential(acc, noise.name, list(scores), epsilon=epsilon, sensitivity=sensitivity,
-                                query=query, where=where, **extra)
-    return {name: noise.noisy_argmax(np.asarray(s, dtype=float), 2.0 * sensitivity / epsilon)
-            for name, s in scores.items()}
+    silos = len({k for _, _, among in requests for k in among})
+    request, among = agg.batch([(q, among) for _, q, among in requests])
+    slack = agg.rounding_l2(request)
+    grown = sigma * (sensitivity_l2 + slack) / sensitivity_l2
+    fixed_point = {"fixed_point": {"sensitivity_planned": sensitivity_l2, "rounding_l2": slack}} if slack else {}
+    acc.gaussian(query, sensitivity_l2 + slack, grown, agg.where, round=round_index, silos=silos,
+                 cells=request.size(agg.schema), **agg.noise_fields(noise), **fixed_point)
+    noisy = agg.noisy_sum(request, among, sigma=grown, noise=noise, round_index=round_index, label=query)
+    sizes = [q.size(agg.schema) for _, q, _ in requests]
+    return np.split(noisy, np.cumsum(sizes)[:-1])
 
 
-def charge_parallel_exponential(acc: Accountant, sampler: str, silos, *, epsilon: float, sensitivity: float,
-                                query: str, where: str = "silo", **extra) -> None:
-    """The one charge of an exponential mechanism each silo runs on its own rows (``epsilon^2 / 8``)."""
-    acc.exponential(query, sensitivity, epsilon, where, sampler=sampler, parallel_over="silos",
-                    silos=sorted(silos), **extra)
+def noisy_sum(agg: Aggregator, acc: Accountant, noise: NoiseSource, request: Query, among: Sequence[str], *,
+              sigma: float, query: str, round_index: int) -> np.ndarray:
+    """``sum_{k in among} request(silo_k) + N(0, sigma^2)`` with L2 sensitivity 1 (``noisy_sums``)."""
+    return noisy_sums(agg, acc, noise, [(query, request, among)], sigma, 1.0, query, round_index)[0]
 
 
-def parallel_gaussian_mechanism(acc: Accountant, noise: NoiseSource, values: dict[str, np.ndarray], *,
-                                sigma: float, query: str, where: str, sensitivity_l2: float = 1.0,
-                                **extra) -> dict[str, np.ndarray]:
-    """``values[k] + N(0, sigma^2 I)`` for each silo ``k`` on its own rows; charged once
+def exact_sums_in_a_non_private_run(acc: Accountant, agg: Aggregator,
+                                    requests: Sequence[SumRequest]) -> list[np.ndarray]:
+    """The exact sums, for a run whose ledger already declares it non-private (a test mode or a
+    research oracle); refused otherwise. Nothing is charged: such a release has no guarantee."""
+    if acc.non_private is None:
+        raise PermissionError("exact sums are only for runs whose ledger is marked non-private")
+    return [agg.open_exact_sum_for_checks(q, among, label=label) for label, q, among in requests]
+
+
+# ---- each silo on its own rows (parallel composition) ----------------------------------------
+
+def local_exponential_mechanism(agg: Aggregator, acc: Accountant, noise: NoiseSource, scores: Mapping[str, Query],
+                                *, epsilon: float, sensitivity: float, query: str, round_index: int,
+                                **extra: Any) -> dict[str, int]:
+    """Each silo ``k`` runs the exponential mechanism on its own scores ``scores[k]`` (a query it
+    answers on its own rows). The silos hold disjoint records, so by parallel composition the
+    whole set costs what one costs: ``epsilon^2 / 8``, charged once with ``parallel_over: silos``."""
+    acc.exponential(query, sensitivity, epsilon, "silo", parallel_over="silos", silos=sorted(scores),
+                    round=round_index, **agg.noise_fields(noise, local=True), **extra)
+    return agg.local_select(scores, scale=2.0 * sensitivity / epsilon, noise=noise, round_index=round_index)
+
+
+def local_gaussian_mechanism(agg: Aggregator, acc: Accountant, noise: NoiseSource, answers: Mapping[str, Query],
+                             *, sigma: float, query: str, round_index: int, sensitivity_l2: float = 1.0,
+                             **extra: Any) -> dict[str, np.ndarray]:
+    """``answers[k](silo_k) + N(0, sigma^2 I)`` for each silo ``k`` on its own rows; charged once
     (``sensitivity_l2^2 / (2 sigma^2)``, parallel composition over disjoint silos)."""
-    acc.gaussian(query, sensitivity_l2, sigma, where, sampler=noise.name, parallel_over="silos",
-                 silos=sorted(values), **extra)
-    return {name: _add_gaussian(noise, v, sigma) for name, v in values.items()}
+    acc.gaussian(query, sensitivity_l2, sigma, "silo", parallel_over="silos", silos=sorted(answers),
+                 round=round_index, **agg.noise_fields(noise, local=True), **extra)
+    return agg.local_noisy_answers(answers, sigma=sigma, noise=noise, round_index=round_index)
+
+
+# ---- DistAIM's pool ------------------------------------------------------------------------------
+
+def pooled_exponential_mechanism(acc: Accountant, pool: Pool, noise: NoiseSource, cands: Mapping[Clique, float],
+                                 model_marginals: Mapping[Clique, np.ndarray], *, sigma: float, epsilon: float,
+                                 sensitivity: float, query: str, round_index: int, draws: int = 1) -> list[Clique]:
+    """``draws`` independent exponential mechanisms on AIM's scores of the pooled answers
+    (``pool.storage`` scores against ``N_t p_r``), each charged ``epsilon^2 / 8``. A storage that
+    samples on a fixed-point grid samples at a smaller epsilon so that ``epsilon`` covers its
+    rounding, and reports how in the ledger fields it returns."""
+    if not cands:
+        raise ValueError("exponential mechanism needs a non-empty set of candidates")
+    scale, fields = pool.storage.selection(epsilon, sensitivity, noise)
+    for _ in range(draws):
+        acc.exponential(query, sensitivity, epsilon, pool.where, round=round_index, candidates=len(cands), **fields)
+    keys = list(cands)
+    picks = pool.storage.select(pool, cands, model_marginals, sigma=sigma, scale=scale, noise=noise, draws=draws)
+    return [keys[i] for i in picks]
+
+
+def pooled_gaussian_mechanism(acc: Accountant, pool: Pool, noise: NoiseSource, q: Clique, *, sigma: float,
+                              query: str, round_index: int) -> np.ndarray:
+    """The pooled marginal ``A_q + N(0, sigma^2 I)`` (L2 sensitivity 1)."""
+    cells = pool.cells(q)
+    acc.gaussian(query, 1.0, sigma, pool.where, round=round_index, cells=int(cells.size), silos=len(pool.seen),
+                 **pool.storage.measurement_fields(noise))
+    return pool.storage.measure(cells, sigma, noise)
+
+
+def gaussian_sigma(sensitivity_l2: float, rho: float) -> float:
+    """The ``sigma`` at which a Gaussian of this L2 sensitivity costs ``rho``: ``D / sqrt(2 rho)``."""
+    return sensitivity_l2 / math.sqrt(2.0 * rho)

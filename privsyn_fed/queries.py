@@ -10,19 +10,44 @@ received as a JSON header plus arrays (``to_wire`` / ``from_wire``):
   * ``ConcatQuery``: several of them, concatenated (one mechanism releases them jointly);
   * ``MaskedQuery``: a query only the parties ``ranks`` answer (the others contribute zeros), so
     sums over different sets of silos can be released together;
-  * ``flaim.LocalScoresQuery``: a silo's FLAIM scores, for the selection it makes itself.
+  * ``LocalScoresQuery``: a silo's FLAIM scores, for the selection it makes itself.
+Everything a party needs to answer them is numpy and scipy only (no model code, no JAX).
 """
 from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Protocol, Sequence, runtime_checkable
 
 import numpy as np
+
+from .copula import upper
+from .copula_encoding import Encoding
+from .encode import numeric_histogram, refined
+from .scores import heterogeneity_gap, local_score
+
+
+@runtime_checkable
+class Query(Protocol):
+    """A declared statistic of one silo's rows, built from public parameters only."""
+
+    #: Whether the answer is real-valued (rounded to a grid on secret shares) rather than counts.
+    real: bool
+
+    def __call__(self, silo: Any) -> np.ndarray:
+        """The silo's private answer (to be released only through a mechanism)."""
+
+    def size(self, schema: Any) -> int:
+        """Length of the answer, known to every party from the public schema."""
+
+    def to_wire(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """A JSON header and arrays from which ``from_wire`` rebuilds the query in another process."""
 
 
 @dataclass(frozen=True)
 class MarginalsQuery:
+    """Marginal counts over ``cliques`` (column indices), concatenated; ``()`` counts the rows."""
+
     cliques: tuple[tuple[int, ...], ...]
     real = False
 
@@ -39,16 +64,16 @@ class MarginalsQuery:
 
 @dataclass(frozen=True)
 class NumericHistogramQuery:
+    """One numeric column's counts on its schema bins each split ``refine`` ways (then missing)."""
+
     column: int
     refine: int
     real = False
 
     def _col(self, schema):
-        from .methods.fedtda import refined
         return refined(schema.columns[self.column], self.refine)
 
     def __call__(self, silo) -> np.ndarray:
-        from .methods.fedtda import numeric_histogram
         return numeric_histogram(self._col(silo.schema), silo.values()[:, self.column])
 
     def size(self, schema) -> int:
@@ -64,12 +89,11 @@ class SecondMomentsQuery:
     """``upper(sum_i x_i x_i^T)`` over the silo's rows encoded by ``encoding`` (each clipped to its
     bound); the encoding's randomness comes from ``seed`` and the silo's name (None: fresh)."""
 
-    encoding: object
+    encoding: Encoding
     seed: int | None
     real = True
 
     def __call__(self, silo) -> np.ndarray:
-        from .methods.fedtda import upper
         rng = np.random.default_rng(None if self.seed is None else [self.seed, zlib.crc32(silo.name.encode())])
         x = self.encoding.encode(silo.rows(), silo.values(), rng)
         return upper(x.T @ x)
@@ -85,6 +109,8 @@ class SecondMomentsQuery:
 
 @dataclass(frozen=True)
 class ConcatQuery:
+    """Several queries' answers, concatenated (released jointly by one mechanism)."""
+
     parts: tuple
     @property
     def real(self) -> bool:
@@ -108,7 +134,9 @@ class ConcatQuery:
 
 @dataclass(frozen=True, eq=False)
 class MaskedQuery:
-    query: object
+    """``query`` answered only by the parties ``ranks``; the others contribute zeros."""
+
+    query: Query
     ranks: tuple[int, ...]
 
     @property
@@ -143,14 +171,12 @@ def from_wire(schema, header: dict, arrays: dict[str, np.ndarray]):
     if kind == "numeric_histogram":
         return NumericHistogramQuery(int(header["column"]), int(header["refine"]))
     if kind == "second_moments":
-        from .methods.fedtda import Encoding
         seed = header["seed"]
         return SecondMomentsQuery(Encoding.from_wire(schema, header["encoding"], arrays),
                                   None if seed is None else int(seed))
     if kind == "masked":
         return MaskedQuery(from_wire(schema, header["query"], arrays), tuple(int(r) for r in header["ranks"]))
     if kind == "local_scores":
-        from .methods.flaim import LocalScoresQuery
         return LocalScoresQuery.from_wire(header, arrays)
     if kind == "concat":
         return ConcatQuery(tuple(from_wire(schema, h, {k.split("/", 1)[1]: v for k, v in arrays.items()
@@ -159,5 +185,58 @@ def from_wire(schema, header: dict, arrays: dict[str, np.ndarray]):
     raise ValueError(f"a party answers only declared queries, not {kind!r}")
 
 
-def concat(queries: Sequence) -> object:
+def concat(queries: Sequence[Query]) -> Query:
+    """One query answering all of ``queries`` in order."""
     return queries[0] if len(queries) == 1 else ConcatQuery(tuple(queries))
+
+
+@dataclass(frozen=True, eq=False)
+class LocalScoresQuery:
+    """A silo's FLAIM scores ``u_k(q)`` on its own rows, from public inputs only: the options'
+    columns and weights, the model's normalised marginals, sigma, and the proxy (private variant)
+    or the pooled marginals (oracle). Never summed: the silo selects with them itself."""
+
+    cliques: tuple
+    weights: tuple
+    probs: tuple
+    sigma: float
+    proxy: tuple | None = None
+    oracle: tuple | None = None
+    real = True
+
+    def __call__(self, silo) -> np.ndarray:
+        column_gaps = None
+        if self.proxy is not None:                     # the gap of q is the mean of its columns' gaps
+            oneways = [silo.marginal([i]) for i in range(len(self.proxy))]
+            column_gaps = [heterogeneity_gap(oneways, self.proxy, [i]) for i in range(len(oneways))]
+        out = []
+        for r, cols in enumerate(self.cliques):
+            counts = silo.marginal(cols)
+            if column_gaps is not None:
+                gap = float(np.mean([column_gaps[i] for i in cols]))
+            elif self.oracle is not None:
+                gap = float(np.abs(counts - counts.sum() * np.ravel(self.oracle[r])).sum())
+            else:
+                gap = 0.0
+            out.append(local_score(self.weights[r], counts, self.probs[r], self.sigma, gap))
+        return np.array(out)
+
+    def size(self, schema) -> int:
+        return len(self.cliques)
+
+    def to_wire(self) -> tuple[dict, dict[str, np.ndarray]]:
+        if self.oracle is not None:
+            raise ValueError("the oracle variant's pooled marginals never leave party 0")
+        arrays = {f"p{r}": np.asarray(p, dtype=np.float64) for r, p in enumerate(self.probs)}
+        if self.proxy is not None:
+            arrays.update({f"proxy{i}": np.asarray(p, dtype=np.float64) for i, p in enumerate(self.proxy)})
+        return {"kind": "local_scores", "cliques": [list(c) for c in self.cliques], "weights": list(self.weights),
+                "sigma": self.sigma, "proxy": None if self.proxy is None else len(self.proxy)}, arrays
+
+    @classmethod
+    def from_wire(cls, header: dict, arrays: dict[str, np.ndarray]) -> "LocalScoresQuery":
+        n_proxy = header["proxy"]
+        return cls(tuple(tuple(int(i) for i in c) for c in header["cliques"]),
+                   tuple(float(w) for w in header["weights"]),
+                   tuple(arrays[f"p{r}"] for r in range(len(header["cliques"]))), float(header["sigma"]),
+                   None if n_proxy is None else tuple(arrays[f"proxy{i}"] for i in range(int(n_proxy))))

@@ -11,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 import privsyn_fed as pf
 from privsyn_fed import allocation
 from privsyn_fed.accounting import audit_ledger
-from privsyn_fed.mechanisms import SeededNoise
+from privsyn_fed.noise import SeededNoise
 from privsyn_fed.methods.federated import projected
 
 from .conftest import SCHEMA, make_frame

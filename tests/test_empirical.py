@@ -5,7 +5,7 @@ import pytest
 from privsyn_fed.accounting.empirical import (clopper_pearson, empirical_check, exponential_runner,
                                               gaussian_runner, aim_round_runner)
 from privsyn_fed.cli import main
-from privsyn_fed.mechanisms import OpenDPNoise, SeededNoise
+from privsyn_fed.noise import OpenDPNoise, SeededNoise
 
 
 class HalfScaleNoise(SeededNoise):

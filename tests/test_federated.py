@@ -15,7 +15,9 @@ from privsyn_fed.methods import core
 from privsyn_fed.methods.distaim import distaim_params
 from privsyn_fed.methods.federated import ClientSampler, TotalEstimator, default_sample_rate
 from privsyn_fed.workload import downward_closure
-from privsyn_fed.methods.flaim import heterogeneity_gap, local_score, score_sensitivity
+from privsyn_fed.methods.flaim import score_sensitivity
+from privsyn_fed.queries import MarginalsQuery
+from privsyn_fed.scores import heterogeneity_gap, local_score
 
 from .conftest import assert_audit_objects_only_to_the_seed, make_frame
 
@@ -35,16 +37,16 @@ def npy_size(array) -> int:
 def test_aggregator_sums_exactly_and_counts_the_bytes_of_each_payload(schema):
     silos = silos_from(schema, [50, 70, 90])
     agg = InProcessAggregator(silos)
-    total = agg.sum(lambda s: s.marginal([0, 2]), ["silo0", "silo2"], round=3, label="t")
+    total = agg.open_exact_sum_for_checks(MarginalsQuery(((0, 2),)), ["silo0", "silo2"], label="t", round_index=3)
     assert total.dtype == np.int64
     assert np.array_equal(total, silos[0].marginal([0, 2]) + silos[2].marginal([0, 2]))
-    agg.sum(lambda s: s.marginal([1]), ["silo2"], round=4, label="t")
+    agg.open_exact_sum_for_checks(MarginalsQuery(((1,),)), ["silo2"], label="t", round_index=4)
     sent = agg.traffic.per_silo(agg.silo_names)
     assert sent["silo0"]["sent"] == npy_size(silos[0].marginal([0, 2]))
     assert sent["silo2"]["sent"] == npy_size(silos[2].marginal([0, 2])) + npy_size(silos[2].marginal([1]))
     assert sent["silo1"] == {"sent": 0, "received": 0}
     assert agg.traffic.sent["silo2"][4] == npy_size(silos[2].marginal([1]))
-    agg.broadcast({"a": np.zeros(10), "b": np.ones((2, 3))}, ["silo1"], round=5)
+    agg.broadcast({"a": np.zeros(10), "b": np.ones((2, 3))}, ["silo1"], round_index=5)
     assert agg.traffic.per_silo(["silo1"])["silo1"]["received"] == npy_size(np.zeros(10)) + npy_size(np.ones((2, 3)))
 
 
@@ -52,7 +54,7 @@ def test_counts_do_not_wrap(schema):
     """Sums are int64: far above the 16-bit limit the research code wrapped at."""
     big = pf.Silo("big", np.zeros((70_000, 5), dtype=np.int64), schema)
     agg = InProcessAggregator([big, big.with_rows(big.rows(), name="big2")])
-    assert agg.sum(lambda s: s.marginal([2]), ["big", "big2"], round=1, label="t")[0] == 140_000
+    assert agg.open_exact_sum_for_checks(MarginalsQuery(((2,),)), ["big", "big2"], label="t")[0] == 140_000
 
 
 # ---- sensitivities (property tests on D and D plus one record in one silo) -------------------

@@ -4,8 +4,8 @@ from scipy import stats
 
 from privsyn_fed.accounting import Accountant
 from privsyn_fed.errors import BudgetExceeded
-from privsyn_fed.mechanisms import (OpenDPNoise, SeededNoise, exponential_mechanism, gaussian_mechanism,
-                                    noise_source)
+from privsyn_fed.mechanisms import exponential_mechanism, gaussian_mechanism
+from privsyn_fed.noise import OpenDPNoise, SeededNoise, noise_source
 
 # Tests of OpenDP's samplers use fresh system randomness (they cannot be seeded); their acceptance
 # regions are set so that a correct sampler fails with probability about 1e-6.

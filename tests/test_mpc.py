@@ -5,6 +5,7 @@ import json
 import math
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from scipy import stats
 import privsyn_fed as pf
 from privsyn_fed.accounting import Accountant
 from privsyn_fed.accounting.audit import audit_ledger
+from privsyn_fed.mechanisms import pooled_exponential_mechanism
 from privsyn_fed.methods.core import Problem
 from privsyn_fed.mpc import secure
 from privsyn_fed.mpc.launch import coordinator, free_port
@@ -77,14 +79,14 @@ def _plain(paths, schema_path, query):
 def test_three_party_secure_sum_is_exact_and_a_share_hides_it(world, files):
     _, schema_path, paths = files
     query = MarginalsQuery(((0, 2), (1, 3, 4), ()))
-    share, opened = world.sum_and_share(query, world.silo_names)
+    share, opened = world.exact_sum_and_share_for_checks(query, world.silo_names)
     expected = _plain(paths, schema_path, query)
     assert opened.dtype == np.int64 and np.array_equal(opened, expected)
     assert not np.array_equal(share, expected)
     # a share is a uniform ring element: its top bit is a fair coin, whatever the counts are
     assert 0.3 < np.mean(share < 0) < 0.7
     # sums over a subset of the silos are exact too
-    part = world.sum(query, world.silo_names[1:], round=0, label="two silos")
+    part = world.open_exact_sum_for_checks(query, world.silo_names[1:], label="two silos")
     assert np.array_equal(part, _plain(paths[1:], schema_path, query))
 
 
@@ -93,7 +95,7 @@ def test_noise_added_inside_mpc_is_the_discrete_gaussian_tails_included(world, f
     query = MarginalsQuery(((0, 1, 2, 3, 4),))             # 8*6*2*4*2 = 768 cells
     exact = _plain(paths, schema_path, query)
     sigma = 7.0
-    noise = np.concatenate([world.noisy_sum(query, world.silo_names, sigma=sigma, round=0, label="t") - exact
+    noise = np.concatenate([world.noisy_sum(query, world.silo_names, sigma=sigma, noise=None, round_index=0, label="t") - exact
                             for _ in range(4)])
     n = len(noise)
     var = float(np.mean(noise.astype(float) ** 2))
@@ -117,21 +119,21 @@ def test_secure_select_matches_the_exact_exponential_mechanism(world, files):
     _, schema_path, paths = files
     schema = pf.Schema.load(schema_path)
     prob = Problem.build(schema.names, schema.shape, [(0,), (1,), (2,), (3,), (4,)])
-    pool = world.pool(prob)
-    pool.add(world.silo_names, round=1)
+    pool = world.pool({q: prob.columns(q) for q in prob.candidates})
+    pool.add(world.silo_names, round_index=1)
     plain_pool = _plain(paths, schema_path, pool.query)
     uniform = {q: np.full(prob.cells(q), 1.0 / prob.cells(q)) for q in prob.candidates}
-    arrays = pool.select_arrays(prob.candidates, uniform, sigma=5.0)
+    arrays = pool.storage.select_arrays(pool, prob.candidates, uniform, sigma=5.0)
     u = secure.integer_scores(plain_pool, **arrays)
     # an epsilon that spreads the choice over several candidates (public: computed from the test data)
     span = float(np.sort(u)[-1] - np.sort(u)[-3])
     eps = 2 * 2.0 * 2 ** secure.SCORE_BITS / span
     acc = Accountant(1000.0, 1e-9, "distaim")   # the largest budget; the draws need a big one
     draws = 3000
-    picks = pool.select_many(acc, prob.candidates, uniform, sigma=5.0, epsilon=eps, sensitivity=2.0, round=1,
-                             query="t", draws=draws)
-    picks.append(pool.select(acc, None, prob.candidates, uniform, sigma=5.0, epsilon=eps, sensitivity=2.0,
-                             round=1, query="t"))
+    picks = pooled_exponential_mechanism(acc, pool, None, prob.candidates, uniform, sigma=5.0, epsilon=eps,
+                                         sensitivity=2.0, round_index=1, query="t", draws=draws)
+    picks += pooled_exponential_mechanism(acc, pool, None, prob.candidates, uniform, sigma=5.0, epsilon=eps,
+                                          sensitivity=2.0, round_index=1, query="t")
     draws += 1
     scale = acc.entries[-1]["fixed_point"]["gumbel_scale_grid_units"]
     p = np.exp((u - u.max()) / scale)
@@ -157,7 +159,8 @@ def test_real_valued_sums_are_exact_to_the_grid_and_fedtda_runs_on_shares(world,
     """Fed-TDA's second moments travel as a declared query with its encoding; the opened sum is
     the plaintext sum to within one grid step per party, and a whole Fed-TDA release over the
     parties charges the rounding in its sensitivity."""
-    from privsyn_fed.methods.fedtda import Encoding, ICDM
+    from privsyn_fed.copula import ICDM
+    from privsyn_fed.copula_encoding import Encoding
     from privsyn_fed.mpc.aggregator import REAL_BITS
     from privsyn_fed.queries import NumericHistogramQuery, SecondMomentsQuery
     _, schema_path, paths = files
@@ -165,10 +168,10 @@ def test_real_valued_sums_are_exact_to_the_grid_and_fedtda_runs_on_shares(world,
     rng = np.random.default_rng(2)
     icdm = [ICDM(rng.dirichlet(np.ones(n))) for n in schema.shape]
     query = SecondMomentsQuery(Encoding(schema, icdm, [None] * len(schema.columns), 3.0), seed=7)
-    opened = world.sum(query, world.silo_names, round=0, label="t")
+    opened = world.open_exact_sum_for_checks(query, world.silo_names, label="t")
     assert np.allclose(opened, _plain(paths, schema_path, query), rtol=0, atol=3 * 2.0 ** -REAL_BITS)
     hist = NumericHistogramQuery(1, 4)
-    assert np.array_equal(world.sum(hist, world.silo_names, round=0, label="t"), _plain(paths, schema_path, hist))
+    assert np.array_equal(world.open_exact_sum_for_checks(hist, world.silo_names, label="t"), _plain(paths, schema_path, hist))
 
     result = pf.synthesize([world.own], "fedtda", 1.0, 1e-9, aggregator=world, seed=4)
     assert len(result.data) > 0 and list(result.data.columns) == schema.names
@@ -183,14 +186,14 @@ def test_real_valued_sums_are_exact_to_the_grid_and_fedtda_runs_on_shares(world,
 
 
 def test_flaim_over_mpc_selects_in_each_silo_and_sums_masked_batches_on_shares(world, files):
-    from privsyn_fed.methods.flaim import LocalScoresQuery
+    from privsyn_fed.queries import LocalScoresQuery
     _, schema_path, paths = files
     names = world.silo_names
     # sums over different silos, released together: each part answered only by its own silos
     q1, q2 = MarginalsQuery(((0, 2),)), MarginalsQuery(((3,),))
     batch, among = world.batch([(q1, names[:1]), (q2, names[1:])])
     assert among == names
-    opened = world.sum(batch, among, round=0, label="t")
+    opened = world.open_exact_sum_for_checks(batch, among, label="t")
     assert np.array_equal(opened, np.concatenate([_plain(paths[:1], schema_path, q1),
                                                   _plain(paths[1:], schema_path, q2)]))
     # each silo selects on its own rows: with a huge epsilon it picks its own best-scoring option
@@ -199,7 +202,7 @@ def test_flaim_over_mpc_selects_in_each_silo_and_sums_masked_batches_on_shares(w
     probs = tuple(np.full(int(np.prod([schema.shape[i] for i in c])), 1.0 / np.prod([schema.shape[i] for i in c]))
                   for c in cliques)
     query = LocalScoresQuery(cliques, (1.0, 1.0, 1.0), probs, 1.0)
-    picks = world.local_select(query, names, epsilon=1e9, sensitivity=2.0)
+    picks = world.local_select(dict.fromkeys(names, query), scale=2.0 * 2.0 / 1e9, noise=None, round_index=0)
     for name, path in zip(names, paths):
         assert picks[name] == int(np.argmax(query(pf.Silo.from_csv(path, schema))))
 
@@ -389,7 +392,8 @@ def test_rounded_real_answers_keep_the_charged_sensitivity(files):
     """D versus D plus one record (the records of D keep their encoding randomness): a silo's
     second moments rounded to the shared grid move by at most the planned sensitivity B^2 plus the
     charged rounding slack sqrt(cells) 2^-16."""
-    from privsyn_fed.methods.fedtda import Encoding, ICDM, upper
+    from privsyn_fed.copula import ICDM, upper
+    from privsyn_fed.copula_encoding import Encoding
     from privsyn_fed.mpc.aggregator import REAL_BITS, _answer
 
     class Fixed:                       # a real-valued answer handed to the party's grid rounding
@@ -418,3 +422,30 @@ def test_rounded_real_answers_keep_the_charged_sensitivity(files):
         moved = (_answer(Fixed(d_plus), silo, 0, [0]) - _answer(Fixed(d), silo, 0, [0])) * 2.0 ** -REAL_BITS
         assert np.linalg.norm(moved) <= bound ** 2 + slack
         assert np.linalg.norm(d_plus - d) <= bound ** 2 + 1e-9
+
+
+@pytest.mark.parametrize("method, options", [("distaim", {"rounds": 2}), ("flaim", {"rounds": 2, "variant": "naive"}),
+                                             ("flaim", {"rounds": 2, "variant": "private"}), ("fedtda", {}),
+                                             ("independent", {})],
+                         ids=["distaim", "flaim-naive", "flaim-private", "fedtda", "independent"])
+def test_one_method_code_charges_the_same_mechanisms_over_both_aggregators(world, files, method, options):
+    """Parity: the same run (fixed seed) over the in-process aggregator and over MPC charges the
+    same sequence of (mechanism, query, rho); only where the noise is drawn, the sampler and
+    rounding-grown sensitivities differ. Which marginals a selection picks depends on its noise
+    (drawn by different samplers), so a query's list of marginals is compared as ``(..)``."""
+    _, schema_path, paths = files
+    schema = pf.Schema.load(schema_path)
+    silos = [pf.Silo.from_csv(p, schema) for p in paths]
+    for silo, name in zip(silos, world.silo_names):
+        silo.name = name
+    options = {"workload_size": 4, **options} if method in ("distaim", "flaim") else options
+    plain = pf.synthesize(silos, method, 4.0, 1e-9, seed=9, rows=20, **options)
+    secure = pf.synthesize([world.own], method, 4.0, 1e-9, aggregator=world, seed=9, rows=20, **options)
+
+    def charges(ledger):
+        return [(e["mechanism"], re.sub(r"\([^)]*\)(; \([^)]*\))*", "(..)", e["query"]), round(e["rho"], 9))
+                for e in ledger["entries"]]
+
+    assert charges(secure.ledger) == charges(plain.ledger)
+    assert {e["where"] for e in secure.ledger["entries"]} <= {"mpc", "silo"}
+    assert {e["where"] for e in plain.ledger["entries"]} <= {"aggregator", "silo"}

@@ -21,10 +21,11 @@ import math
 import os
 import socket
 import sqlite3
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from ..errors import BudgetExceeded, InputError
 from .conversions import epsilon_to_rho, rho_to_epsilon
@@ -294,3 +295,41 @@ class Reservation:
             self.settle(acc.rho_spent, "failed")
         else:
             self.settle(0.0, "rejected")
+
+
+@contextmanager
+def reserved(path: str | Path, dataset: str, *, epsilon: float, delta: float, method: str,
+             total_epsilon: float | None = None, ledger: str | None = None) -> Iterator[Reservation]:
+    """Reserve a run's budget in the store at ``path`` for the block (``BudgetStore.reserve``).
+
+    The release inside the block binds its accountant and settles the reservation when it
+    completes (``api.synthesize(reservation=...)``). A block left any other way settles it with
+    ``fail``: at the accountant's spend, or at zero when no mechanism ran. If the store cannot be
+    written, the run stays counted at its whole reservation and the exception says how to close it.
+    """
+    reservation = BudgetStore(path).reserve(dataset, epsilon=epsilon, delta=delta, method=method,
+                                            total_epsilon=total_epsilon, ledger=ledger)
+    try:
+        yield reservation
+    except BaseException as exc:
+        note = _settle_failed(reservation)
+        if note:
+            exc.add_note(note)
+        raise
+    note = _settle_failed(reservation)
+    if note:
+        raise RuntimeError(note)
+
+
+def _settle_failed(reservation: Reservation) -> str | None:
+    """``reservation.fail()`` unless it is settled already; what was recorded, or could not be."""
+    if reservation.settled:
+        return None
+    spent = reservation.accountant is not None and reservation.accountant.released
+    try:
+        reservation.fail()
+    except Exception as exc:
+        return (f"the budget store could not be settled ({' '.join(str(exc).split())}); run {reservation.run} "
+                f"stays counted at its whole reservation until `privsyn-fed budget settle --budget-store "
+                f"{reservation.store.path} --run {reservation.run}`")
+    return f"the budget store counts run {reservation.run} at that spend" if spent else None

@@ -19,7 +19,7 @@ Mechanisms (each runs the library's own code with the noise calibrated from the 
     sensitivity in opposite directions (``D``: all 0; ``D'``: candidate 0 up, the rest down);
     statistic: whether candidate 0 is chosen;
   * ``aim-round``: AIM's selection on a small table and the same table plus a canary record, with
-    the AIM score (``core.aim_score``) against a uniform model, at the full round budget;
+    the AIM score (``scores.aim_score``) against a uniform model, at the full round budget;
     statistic: whether the marginal whose score the canary raised most is chosen.
 """
 from __future__ import annotations
@@ -154,10 +154,10 @@ def exponential_runner(epsilon: float, delta: float, noise, sensitivity_factor: 
 
 
 def aim_round_runner(epsilon: float, delta: float, noise, seed: int = 0) -> Runner:
-    """AIM's selection (score ``core.aim_score``, sensitivity ``max w``) on a small table vs the
+    """AIM's selection (score ``scores.aim_score``, sensitivity ``max w``) on a small table vs the
     same table plus a canary, against a uniform model, with the whole budget on selection."""
     from ..mechanisms import exponential_mechanism
-    from ..methods import core
+    from ..scores import aim_score
     from ..workload import downward_closure
 
     rng = np.random.default_rng(seed)
@@ -175,7 +175,7 @@ def aim_round_runner(epsilon: float, delta: float, noise, seed: int = 0) -> Runn
             counts = np.bincount(np.ravel_multi_index(tuple(data[:, i] for i in cl), dims),
                                  minlength=int(np.prod(dims)))
             uniform = np.full(counts.size, len(data) / counts.size)
-            out.append(core.aim_score(cands[cl], counts, uniform, sigma))
+            out.append(aim_score(cands[cl], counts, uniform, sigma))
         return np.array(out)
 
     base, moved = scores(rows), scores(np.vstack([rows, canary]))

@@ -22,7 +22,8 @@ import numpy as np
 from .. import allocation, pgm
 from ..accounting import Accountant
 from ..errors import InputError
-from ..mechanisms import NoiseSource, exponential_mechanism, gaussian_mechanism
+from ..mechanisms import exponential_mechanism, gaussian_mechanism
+from ..noise import NoiseSource
 from ..progress import Progress, Silent
 from ..silo import Silo
 from ..workload import DEFAULT_DEGREE, DEFAULT_SIZE, DEFAULT_WORKLOAD_SEED, sample_workload
@@ -30,6 +31,11 @@ from . import core
 
 THREAT_MODEL = ("aim: a trusted curator pools every silo's rows and runs AIM; the curator sees all raw "
                 "data, everyone else sees only the synthetic output.")
+
+
+def selection_sensitivity(max_weight: float, opts: "AIMOptions") -> float:
+    """``max w``: one record moves one cell of each candidate's marginal by one."""
+    return max_weight
 
 
 @dataclass
@@ -43,6 +49,9 @@ class AIMOptions:
     workload_size: int | None = DEFAULT_SIZE
     workload_seed: int = DEFAULT_WORKLOAD_SEED
     workload: Sequence[Sequence[str]] | None = None   # explicit cliques (column names) instead
+
+    def check_mpc(self) -> None:
+        """Nothing to add: ``prepare`` checks that the method runs over MPC at all."""
 
     def validate(self) -> None:
         if self.rounds is not None and self.rounds < 1:
@@ -155,12 +164,12 @@ def run_aim(silo: Silo, acc: Accountant, noise: NoiseSource, opts: AIMOptions,
         keys = list(cands)
         scores = np.array([core.aim_score(cands[cl], answers[cl], estimate(cl), params.sigma)
                            for cl in keys])
-        sensitivity = max(cands.values())
+        sensitivity = selection_sensitivity(max(cands.values()), opts)
         pick = keys[exponential_mechanism(acc, noise, scores, epsilon=params.epsilon, sensitivity=sensitivity,
                                           query=f"select among {len(keys)} candidate marginals",
-                                          where="curator", round=t)]
+                                          where="curator", round_index=t)]
         y = gaussian_mechanism(acc, noise, answers[pick], sigma=params.sigma,
-                               query=f"marginal({', '.join(pick)})", where="curator", round=t)
+                               query=f"marginal({', '.join(pick)})", where="curator", round_index=t)
         measurements.append((pick, y, params.sigma))
         before = estimate(pick)
         model = fitter.fit(measurements)

@@ -12,9 +12,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import pgm
+from ..scores import SQRT_2_OVER_PI, aim_score  # noqa: F401  (part of the AIM family's steps)
 from ..workload import downward_closure
 
-SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
 
 @dataclass
@@ -62,13 +62,6 @@ def filter_candidates(candidates: dict[tuple[str, ...], float], model_cliques: S
         if frozenset(cl) in free or pgm.hypothetical_size_mb(domain, list(model_cliques) + [cl]) <= size_limit_mb:
             kept[cl] = w
     return kept
-
-
-def aim_score(weight: float, true_marginal: np.ndarray, model_marginal: np.ndarray, sigma: float) -> float:
-    """``u_r = w_r (||M_r(D) - M_r(p)||_1 - sqrt(2/pi) sigma n_r)``; sensitivity ``w_r`` under
-    add/remove (one record moves one cell of ``M_r(D)`` by one)."""
-    n_r = true_marginal.size
-    return weight * (float(np.abs(true_marginal - model_marginal).sum()) - SQRT_2_OVER_PI * sigma * n_r)
 
 
 def should_anneal(before: np.ndarray, after: np.ndarray, sigma: float) -> bool:

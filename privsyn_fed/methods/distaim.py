@@ -30,9 +30,9 @@ import numpy as np
 
 from .. import allocation, pgm
 from ..accounting import Accountant
-from ..aggregate import Aggregator, traffic_summary
-from ..mechanisms import NoiseSource, exponential_mechanism, gaussian_mechanism
-from ..queries import MarginalsQuery
+from ..aggregate import Aggregator
+from ..mechanisms import pooled_exponential_mechanism, pooled_gaussian_mechanism
+from ..noise import NoiseSource
 from ..progress import Progress, Silent
 from . import core
 from .aim import problem_for
@@ -45,6 +45,11 @@ def threat_model(agg: Aggregator) -> str:
             f"{agg.threat_model}. Selection and measurement run on the pooled answers.")
 
 
+def selection_sensitivity(max_weight: float, opts: FederatedOptions) -> float:
+    """``2 max w``: a pooled record moves ``A_r`` by one cell and ``N_t p_r`` by ``p_r``."""
+    return 2.0 * max_weight
+
+
 def distaim_params(rho: float, rounds: int, n_columns: int, alpha: float) -> core.RoundParams:
     """``sigma = sqrt((T + d) / (2 alpha rho))``, ``eps = sqrt(8 (1 - alpha) rho / T)``: the ``d``
     initial 1-ways and ``T`` rounds spend exactly ``rho`` (``T = 0``: the 1-ways alone)."""
@@ -52,50 +57,12 @@ def distaim_params(rho: float, rounds: int, n_columns: int, alpha: float) -> cor
     return core.RoundParams(allocation.distaim_sigma(rho, rounds, n_columns, alpha), eps)
 
 
-class Pool:
-    """The aggregate ``A_r = sum_{k in Seen} M_r(D_k)`` over every candidate marginal, in the clear
-    at a trusted aggregator (an MPC aggregator supplies a pool of shares with the same methods)."""
-
-    def __init__(self, agg: Aggregator, prob: core.Problem):
-        self.agg, self.prob = agg, prob
-        self.keys = list(prob.candidates)
-        self.sizes = [prob.cells(q) for q in self.keys]
-        self.query = MarginalsQuery(tuple(tuple(prob.columns(q)) for q in self.keys))
-        self.answers = {q: np.zeros(n, dtype=np.int64) for q, n in zip(self.keys, self.sizes)}
-        self.seen: set[str] = set()
-
-    def add(self, silos: list[str], round: int) -> list[str]:
-        """Silos not seen before send every candidate answer (one payload each); returns them."""
-        new = [k for k in silos if k not in self.seen]
-        if new:
-            total = self.agg.sum(self.query, new, round=round, label="candidate answers")
-            for q, part in zip(self.keys, np.split(total, np.cumsum(self.sizes)[:-1])):
-                self.answers[q] += part
-            self.seen.update(new)
-        return new
-
-    def select(self, acc: Accountant, noise: NoiseSource, cands: dict, model_marginals: dict, *, sigma: float,
-               epsilon: float, sensitivity: float, round: int, query: str) -> tuple[str, ...]:
-        """AIM's score against ``N_t p_r`` (``N_t`` the pool's true size, never released)."""
-        keys = list(cands)
-        n_pool = int(self.answers[self.keys[0]].sum())
-        scores = np.array([core.aim_score(cands[q], self.answers[q], n_pool * model_marginals[q], sigma)
-                           for q in keys])
-        return keys[exponential_mechanism(acc, noise, scores, epsilon=epsilon, sensitivity=sensitivity,
-                                          where=self.agg.where, round=round, query=query)]
-
-    def measure(self, acc: Accountant, noise: NoiseSource, q: tuple[str, ...], *, sigma: float, round: int,
-                query: str) -> np.ndarray:
-        return gaussian_mechanism(acc, noise, self.answers[q], sigma=sigma, where=self.agg.where, round=round,
-                                  query=query, silos=len(self.seen))
-
-
 def run_distaim(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: FederatedOptions,
                 sampling_seed: int | None,
                 progress: Progress | None = None) -> core.MethodResult:
     progress = progress or Silent()
     silos = agg.silo_names
-    schema = agg.local(silos[0]).schema
+    schema = agg.schema
     prob = problem_for(schema, opts)
     names, shape, domain = prob.names, prob.shape, prob.domain
     d, T, rho = len(names), opts.rounds, acc.rho_budget
@@ -114,19 +81,21 @@ def run_distaim(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: Fede
     model = fitter.fit(measurements)
     reader = pgm.MarginalReader(model)
     progress.update(acc.rho_spent / rho, f"measured {d} one-way marginals over sampled silos")
-    pool = agg.pool(prob) if hasattr(agg, "pool") else Pool(agg, prob)
+    pool = agg.pool({q: prob.columns(q) for q in prob.candidates})
 
     for t in range(1, T + 1):
         if t == T:
             params = core.last_round(acc.remaining, opts.alpha)
-        new = pool.add(sampler.draw(), round=t)
+        new = pool.add(sampler.draw(), round_index=t)
         limit = fit_limit(rho, acc.rho_spent + params.rho, opts.max_model_size)
         cands = core.filter_candidates(prob.candidates, pgm.model_cliques(model), domain, limit)
-        pick = pool.select(acc, noise, cands, {q: normalised(reader(q)) for q in cands}, sigma=params.sigma,
-                           epsilon=params.epsilon, sensitivity=2.0 * max(cands.values()), round=t,
-                           query=f"select among {len(cands)} candidate marginals (pooled)")
-        y = pool.measure(acc, noise, pick, sigma=params.sigma, round=t,
-                         query=f"marginal({', '.join(pick)}) over the pool")
+        pick, = pooled_exponential_mechanism(acc, pool, noise, cands, {q: normalised(reader(q)) for q in cands},
+                                             sigma=params.sigma, epsilon=params.epsilon,
+                                             sensitivity=selection_sensitivity(max(cands.values()), opts),
+                                             round_index=t,
+                                             query=f"select among {len(cands)} candidate marginals (pooled)")
+        y = pooled_gaussian_mechanism(acc, pool, noise, pick, sigma=params.sigma, round_index=t,
+                                      query=f"marginal({', '.join(pick)}) over the pool")
         n_hat = totals.estimate(float(y.sum()), y.size, params.sigma, len(pool.seen))
         measurements.append(rescale(pick, y, params.sigma, n_hat, totals.population))
         model = fitter.fit(measurements)
@@ -136,6 +105,6 @@ def run_distaim(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: Fede
     progress.log(f"{T} rounds, pool of {len(pool.seen)} of {len(silos)} silos")
     info = {"sample_rate": rate, "pooled_silos": len(pool.seen),
             "oneway_sigmas": core.oneway_sigmas(measurements, names, prob.shape),
-            "traffic": traffic_summary(agg)}
+            "traffic": agg.traffic_summary()}
     return core.MethodResult(core.ModelSampler(model, schema), model, T, prob.workload, info)
 

@@ -26,7 +26,8 @@ from ..accounting import Accountant
 from ..allocation import FEDERATED_ROUNDS, default_sample_rate  # noqa: F401  (shared by DistAIM and FLAIM)
 from ..aggregate import Aggregator
 from ..errors import InputError
-from ..mechanisms import NoiseSource, gaussian_mechanism
+from ..mechanisms import noisy_sum, noisy_sums
+from ..noise import NoiseSource
 from ..queries import MarginalsQuery
 from .aim import AIMOptions, check_workload
 
@@ -107,7 +108,7 @@ def measure_initial_oneways(agg: Aggregator, acc: Accountant, noise: NoiseSource
     for i, name in enumerate(names):
         among = sampler.draw()
         noisy = noisy_sum(agg, acc, noise, MarginalsQuery(((i,),)), among, sigma=sigma,
-                          query=f"marginal({name})", round=0)
+                          query=f"marginal({name})", round_index=0)
         raw.append(((name,), noisy, len(among)))
     # rows per silo: inverse-variance mean of the per-column estimates (variance ~ cells sigma^2 / m^2)
     est = np.array([float(y.sum()) / m for _, y, m in raw])
@@ -125,51 +126,16 @@ def planning_total(agg: Aggregator, acc: Accountant, noise: NoiseSource) -> floa
     (sensitivity 1), from which a federated schedule is planned."""
     from .. import allocation
     y = noisy_sum(agg, acc, noise, MarginalsQuery(((),)), agg.silo_names, sigma=allocation.total_sigma(acc.rho_budget),
-                  query="total number of rows (plans the schedule)", round=0)
+                  query="total number of rows (plans the schedule)", round_index=0)
     return float(y[0])
 
 
-def noisy_sum(agg: Aggregator, acc: Accountant, noise: NoiseSource, request, among: Sequence[str], *,
-              sigma: float, query: str, round: int) -> np.ndarray:
-    """``sum_{k in among} request(silo_k) + N(0, sigma^2)`` with L2 sensitivity 1 (``noisy_sums``)."""
-    return noisy_sums(agg, acc, noise, [(query, request, among)], sigma, 1.0, query, round)[0]
-
-
 def measure_sums(agg: Aggregator, acc: Accountant, noise: NoiseSource,
-                 requests: Sequence[tuple[tuple[str, ...], Sequence[str]]], prob, sigma: float, round: int,
+                 requests: Sequence[tuple[tuple[str, ...], Sequence[str]]], prob, sigma: float, round_index: int,
                  query: str, sensitivity_l2: float = 1.0) -> list[np.ndarray]:
     """For each ``(clique, silos)`` request, the marginal summed over those silos (``noisy_sums``)."""
     return noisy_sums(agg, acc, noise, [(f"marginal({', '.join(q)})", MarginalsQuery((tuple(prob.columns(q)),)),
-                                         among) for q, among in requests], sigma, sensitivity_l2, query, round)
-
-
-def noisy_sums(agg: Aggregator, acc: Accountant, noise: NoiseSource, requests, sigma: float,
-               sensitivity_l2: float, query: str, round: int) -> list[np.ndarray]:
-    """For each ``(label, request, silos)``, ``sum_{k in silos} request(silo_k)``; all released
-    together as one Gaussian mechanism: ``N(0, sigma^2)`` per cell, with the caller's L2
-    sensitivity of the concatenation (``sqrt(number of sums one record can be in)`` for counts).
-
-    A secure aggregator (one with ``noisy_sum``) adds the noise on secret shares and opens only the
-    noisy sums (requests over different silos travel as one masked batch). Its fixed-point rounding of real
-    answers adds ``agg.rounding_l2`` to the sensitivity, and sigma grows in proportion, so the
-    cost stays ``sensitivity_l2^2 / (2 sigma^2)``.
-    """
-    silos = len({k for _, _, among in requests for k in among})
-    secure = getattr(agg, "noisy_sum", None)
-    if secure is None:
-        sums = [agg.sum(fn, among, round=round, label=label) for label, fn, among in requests]
-        noisy = gaussian_mechanism(acc, noise, np.concatenate(sums), sigma=sigma, sensitivity_l2=sensitivity_l2,
-                                   query=query, where=agg.where, round=round, silos=silos)
-        return np.split(noisy, np.cumsum([x.size for x in sums])[:-1])
-    request, among = agg.batch([(fn, among) for _, fn, among in requests])
-    slack = agg.rounding_l2(request)
-    grown = sigma * (sensitivity_l2 + slack) / sensitivity_l2
-    acc.gaussian(query, sensitivity_l2 + slack, grown, agg.where, round=round, silos=silos,
-                 cells=request.size(agg.schema), **agg.noise_fields(),
-                 **({"fixed_point": {"sensitivity_planned": sensitivity_l2, "rounding_l2": slack}} if slack else {}))
-    noisy = secure(request, among, sigma=grown, round=round, label=query)
-    sizes = [fn.size(agg.schema) for _, fn, _ in requests]
-    return np.split(noisy, np.cumsum(sizes)[:-1])
+                                         among) for q, among in requests], sigma, sensitivity_l2, query, round_index)
 
 
 def model_payload(model) -> dict[str, np.ndarray]:

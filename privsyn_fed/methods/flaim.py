@@ -39,11 +39,12 @@ import numpy as np
 
 from .. import allocation, pgm
 from ..accounting import Accountant
-from ..aggregate import Aggregator, traffic_summary
+from ..aggregate import Aggregator
 from ..errors import InputError
-from ..mechanisms import (NoiseSource, charge_parallel_exponential, parallel_exponential_mechanism,
-                          parallel_gaussian_mechanism)
+from ..mechanisms import exact_sums_in_a_non_private_run, local_exponential_mechanism, local_gaussian_mechanism
+from ..noise import NoiseSource
 from ..progress import Progress, Silent
+from ..queries import LocalScoresQuery, MarginalsQuery
 from . import core
 from .aim import problem_for
 from .federated import (FEDERATED_ROUNDS, ClientSampler, FederatedOptions, Measurement, TotalEstimator,
@@ -68,6 +69,12 @@ class FLAIMOptions(FederatedOptions):
         if self.local_steps < 1:
             raise InputError(f"--local-steps must be a positive integer, not {self.local_steps}")
 
+    def check_mpc(self) -> None:
+        """Over MPC a silo's process only answers declared queries: one local step, a private variant."""
+        if self.local_steps > 1 or self.variant == "oracle":
+            raise InputError("flaim over MPC runs one local step with --variant naive or private "
+                             "(--local-steps > 1 refits the model inside each silo; oracle is not private)")
+
 
 def threat_model(agg: Aggregator) -> str:
     return ("flaim: each sampled silo selects marginals on its own rows (exponential mechanism, run "
@@ -90,74 +97,9 @@ def score_sensitivity(max_weight: float, variant: str) -> float:
     return (2.0 if variant == "naive" else 4.0) * max_weight
 
 
-def heterogeneity_gap(local_oneways: Sequence[np.ndarray], proxy: Sequence[np.ndarray],
-                      columns: Sequence[int]) -> float:
-    """``n_k tau_k(q) = (1/|q|) sum_{i in q} ||M_i(D_k) - n_k s_i||_1`` (count scale); moves by at
-    most 2 when a record is added to silo ``k``."""
-    gaps = []
-    for i in columns:
-        m = np.asarray(local_oneways[i], dtype=float)
-        gaps.append(float(np.abs(m - m.sum() * proxy[i]).sum()))
-    return float(np.mean(gaps))
-
-
-def local_score(weight: float, local_counts: np.ndarray, model_probs: np.ndarray, sigma: float,
-                gap: float = 0.0) -> float:
-    """``u_k(q) = w_q (||M_q(D_k) - n_k p_q||_1 - sqrt(2/pi) sigma n_q - gap)``."""
-    n_k = float(np.sum(local_counts))
-    return core.aim_score(weight, local_counts, n_k * np.asarray(model_probs), sigma) - weight * gap
-
-
-@dataclass(frozen=True, eq=False)
-class LocalScoresQuery:
-    """A silo's FLAIM scores ``u_k(q)`` on its own rows, from public inputs only: the options'
-    columns and weights, the model's normalised marginals, sigma, and the proxy (private variant)
-    or the pooled marginals (oracle). Never summed: the silo selects with them itself."""
-
-    cliques: tuple
-    weights: tuple
-    probs: tuple
-    sigma: float
-    proxy: tuple | None = None
-    oracle: tuple | None = None
-    real = True
-
-    def __call__(self, silo) -> np.ndarray:
-        column_gaps = None
-        if self.proxy is not None:                     # the gap of q is the mean of its columns' gaps
-            oneways = [silo.marginal([i]) for i in range(len(self.proxy))]
-            column_gaps = [heterogeneity_gap(oneways, self.proxy, [i]) for i in range(len(oneways))]
-        out = []
-        for r, cols in enumerate(self.cliques):
-            counts = silo.marginal(cols)
-            if column_gaps is not None:
-                gap = float(np.mean([column_gaps[i] for i in cols]))
-            elif self.oracle is not None:
-                gap = float(np.abs(counts - counts.sum() * np.ravel(self.oracle[r])).sum())
-            else:
-                gap = 0.0
-            out.append(local_score(self.weights[r], counts, self.probs[r], self.sigma, gap))
-        return np.array(out)
-
-    def size(self, schema) -> int:
-        return len(self.cliques)
-
-    def to_wire(self) -> tuple[dict, dict[str, np.ndarray]]:
-        if self.oracle is not None:
-            raise ValueError("the oracle variant's pooled marginals never leave party 0")
-        arrays = {f"p{r}": np.asarray(p, dtype=np.float64) for r, p in enumerate(self.probs)}
-        if self.proxy is not None:
-            arrays.update({f"proxy{i}": np.asarray(p, dtype=np.float64) for i, p in enumerate(self.proxy)})
-        return {"kind": "local_scores", "cliques": [list(c) for c in self.cliques], "weights": list(self.weights),
-                "sigma": self.sigma, "proxy": None if self.proxy is None else len(self.proxy)}, arrays
-
-    @classmethod
-    def from_wire(cls, header: dict, arrays: dict[str, np.ndarray]) -> "LocalScoresQuery":
-        n_proxy = header["proxy"]
-        return cls(tuple(tuple(int(i) for i in c) for c in header["cliques"]),
-                   tuple(float(w) for w in header["weights"]),
-                   tuple(arrays[f"p{r}"] for r in range(len(header["cliques"]))), float(header["sigma"]),
-                   None if n_proxy is None else tuple(arrays[f"proxy{i}"] for i in range(int(n_proxy))))
+def selection_sensitivity(max_weight: float, opts: FLAIMOptions) -> float:
+    """``score_sensitivity`` for the options' variant."""
+    return score_sensitivity(max_weight, opts.variant)
 
 
 def run_flaim(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: FLAIMOptions,
@@ -174,7 +116,7 @@ class FLAIMRun:
         self.agg, self.acc, self.noise, self.opts, self.progress = agg, acc, noise, opts, progress
         self.variant = opts.variant
         self.weighted = opts.variant != "naive"
-        self.schema = agg.local(agg.silo_names[0]).schema
+        self.schema = agg.schema
         self.prob = problem_for(self.schema, opts)
         self.delta_u = score_sensitivity(max(self.prob.candidates.values()), self.variant)
         self.rate = opts.sample_rate or default_sample_rate(len(agg.silo_names))
@@ -213,14 +155,14 @@ class FLAIMRun:
                                       known_total=self.totals.population)
         model = self.fitter.fit(self.measurements)
         self.progress.update(acc.rho_spent / acc.rho_budget, f"measured {len(prob.names)} one-way marginals")
-        self.oracle_probs = _pooled_probs(self.agg, prob) if self.variant == "oracle" else None
+        self.oracle_probs = _pooled_probs(self.agg, acc, prob) if self.variant == "oracle" else None
         for t in range(1, self.rounds + 1):
             model = self.round(t, model)
         self.progress.log(f"{self.rounds} rounds, {len(self.measurements)} measurements")
         info = {"variant": self.variant, "sample_rate": self.rate, "sigma": self.sigma, "epsilon_select": self.eps,
                 "score_sensitivity": self.delta_u, "dropped_for_size": self.dropped,
                 "oneway_sigmas": core.oneway_sigmas(self.measurements, prob.names, prob.shape),
-                "traffic": traffic_summary(self.agg)}
+                "traffic": self.agg.traffic_summary()}
         return core.MethodResult(core.ModelSampler(model, self.schema), model, self.rounds, prob.workload, info)
 
     def round(self, t: int, model):
@@ -236,7 +178,7 @@ class FLAIMRun:
         payload = model_payload(model)
         if self.variant == "private":
             payload.update({f"proxy:{prob.names[i]}": self.proxy[i] for i in range(d)})
-        self.agg.broadcast(payload, sampled, round=t)
+        self.agg.broadcast(payload, sampled, round_index=t)
         reader = pgm.MarginalReader(model)
         picks = self.select_locally(t, sampled, cands, {q: normalised(reader(q)) for q in cands})
 
@@ -276,29 +218,18 @@ class FLAIMRun:
         local_probs = {k: probs for k in sampled}
         for step in range(1, s + 1):
             options = {k: [q for q in cands if q not in picks[k]] for k in sampled}
-            query = f"round {t}, local step {step}: each sampled silo selects among {len(cands)} candidates"
-            if hasattr(self.agg, "local_select"):     # each silo's own process scores and selects
-                if s > 1:
-                    raise ValueError("local steps > 1 are not available over MPC")
-                charge_parallel_exponential(self.acc, "each silo's own OpenDP noisy max", sampled,
-                                            epsilon=self.eps, sensitivity=self.delta_u, query=query, round=t,
-                                            local_step=step)
-                choice = self.agg.local_select(self.scores_query(list(cands), cands, local_probs[sampled[0]]),
-                                               sampled, epsilon=self.eps, sensitivity=self.delta_u)
-            else:
-                scores = {k: self.local_scores(self.agg.local(k), options[k], cands, local_probs[k]) for k in sampled}
-                choice = parallel_exponential_mechanism(self.acc, self.noise, scores, epsilon=self.eps,
-                                                        sensitivity=self.delta_u, where="silo", round=t,
-                                                        local_step=step, query=query)
+            queries = {k: self.scores_query(options[k], cands, local_probs[k]) for k in sampled}
+            if step == 1:            # every silo has the same options and model: one query for all
+                queries = dict.fromkeys(sampled, queries[sampled[0]])
+            choice = local_exponential_mechanism(
+                self.agg, self.acc, self.noise, queries, epsilon=self.eps, sensitivity=self.delta_u, round_index=t,
+                local_step=step, query=f"round {t}, local step {step}: each sampled silo selects among "
+                                       f"{len(cands)} candidates")
             for k in sampled:
                 picks[k].append(options[k][choice[k]])
             if step < s:
                 local_probs = self.refine_local_models(t, step, sampled, picks, cands)
         return picks
-
-    def local_scores(self, silo, options: list[tuple[str, ...]], cands: dict, probs: dict) -> np.ndarray:
-        """``u_k(q)`` for each option, computed on the silo's own rows."""
-        return self.scores_query(options, cands, probs)(silo)
 
     def scores_query(self, options: list[tuple[str, ...]], cands: dict, probs: dict) -> "LocalScoresQuery":
         return LocalScoresQuery(tuple(tuple(self.prob.columns(q)) for q in options),
@@ -309,9 +240,10 @@ class FLAIMRun:
     def refine_local_models(self, t: int, step: int, sampled: list[str], picks: dict, cands: dict) -> dict:
         """Each silo measures its latest choice with ``N(0, sigma^2)`` (a release, charged once by
         parallel composition) and refits its own copy of the model with it."""
-        local = parallel_gaussian_mechanism(
-            self.acc, self.noise, {k: self.agg.local(k).marginal(self.prob.columns(picks[k][-1])) for k in sampled},
-            sigma=self.sigma, where="silo", round=t, local_step=step,
+        local = local_gaussian_mechanism(
+            self.agg, self.acc, self.noise,
+            {k: MarginalsQuery((tuple(self.prob.columns(picks[k][-1])),)) for k in sampled},
+            sigma=self.sigma, round_index=t, local_step=step,
             query=f"round {t}, local step {step}: each silo measures its choice for its own model copy")
         out = {}
         for k in sampled:
@@ -342,10 +274,9 @@ def _by_popularity(picks: dict[str, list[tuple[str, ...]]]) -> list[tuple[str, .
     return sorted(counts, key=lambda q: (-counts[q], q))
 
 
-def _pooled_probs(agg: Aggregator, prob: core.Problem) -> dict[tuple[str, ...], np.ndarray]:
-    """ORACLE ONLY: the true pooled marginals ``M_q(D)/N`` (not private)."""
-    out = {}
-    for q in prob.candidates:
-        total = sum(agg.local(k).marginal(prob.columns(q)) for k in agg.silo_names)
-        out[q] = total / max(1, total.sum())
-    return out
+def _pooled_probs(agg: Aggregator, acc: Accountant, prob: core.Problem) -> dict[tuple[str, ...], np.ndarray]:
+    """ORACLE ONLY: the true pooled marginals ``M_q(D)/N`` (not private; the ledger says so)."""
+    totals = exact_sums_in_a_non_private_run(acc, agg, [(f"oracle: marginal({', '.join(q)})",
+                                                         MarginalsQuery((tuple(prob.columns(q)),)), agg.silo_names)
+                                                        for q in prob.candidates])
+    return {q: total / max(1, total.sum()) for q, total in zip(prob.candidates, totals)}

@@ -21,14 +21,15 @@ import numpy as np
 import pandas as pd
 
 from ..accounting import Accountant
-from ..aggregate import Aggregator, traffic_summary
+from ..aggregate import Aggregator
 from ..encode import decode_codes
-from ..mechanisms import NoiseSource
+from ..mechanisms import noisy_sums
+from ..noise import NoiseSource
 from ..progress import Progress, Silent
 from ..queries import MarginalsQuery
 from ..schema import Schema
 from . import core
-from .federated import combined_total, noisy_sums, projected
+from .federated import combined_total, projected
 
 
 @dataclass
@@ -36,10 +37,13 @@ class IndependentOptions:
     """The method has no options: it spends the whole budget on the 1-way marginals."""
 
     def validate(self) -> None:
-        pass
+        """No options, nothing to check."""
 
     def check_schema(self, schema: Schema) -> None:
-        pass
+        """Any schema will do."""
+
+    def check_mpc(self) -> None:
+        """The 1-ways are one declared query: nothing to refuse over MPC."""
 
 
 def threat_model(agg: Aggregator) -> str:
@@ -76,15 +80,17 @@ class IndependentModel:
 
 
 def run_independent(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: IndependentOptions,
-                    progress: Progress | None = None) -> core.MethodResult:
+                    seed: int | None = None, progress: Progress | None = None) -> core.MethodResult:
+    """Every column's noisy 1-way marginal in one Gaussian release (``seed``: unused, the method
+    draws no public randomness)."""
     progress = progress or Silent()
     silos = agg.silo_names
-    schema = agg.local(silos[0]).schema
+    schema = agg.schema
     d = len(schema.columns)
     sigma = oneway_sigma(acc.rho_budget, d)
     requests = [(f"marginal({name})", MarginalsQuery(((j,),)), silos) for j, name in enumerate(schema.names)]
     noisy = noisy_sums(agg, acc, noise, requests, sigma, math.sqrt(d), "every column's 1-way marginal", 0)
     model = IndependentModel.from_noisy(noisy, schema)
     progress.update(acc.rho_spent / acc.rho_budget, f"released {d} one-way marginals (sigma {sigma:.3g})")
-    info = {"sigma": sigma, "oneway_sigmas": [sigma] * d, "traffic": traffic_summary(agg)}
+    info = {"sigma": sigma, "oneway_sigmas": [sigma] * d, "traffic": agg.traffic_summary()}
     return core.MethodResult(model, model, 1, [], info)

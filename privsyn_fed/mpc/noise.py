@@ -27,7 +27,7 @@ from typing import Callable
 import mpmath
 import numpy as np
 
-from ..mechanisms import OpenDPNoise
+from ..noise import OpenDPNoise
 
 Bits = Callable[[int], int]
 

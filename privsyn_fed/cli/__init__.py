@@ -1,0 +1,87 @@
+"""The ``privsyn-fed`` command line: one module per command group.
+
+  * ``synth``: a release (``synth.py``);
+  * ``audit``: a ledger, or a mechanism empirically (``audit.py``);
+  * ``budget``: the budget store (``budget.py``);
+  * ``partition`` and ``evaluate``: data, not releases (``data.py``);
+  * ``mpc-demo``, ``mpc-party``, ``mpc-dealer``: secure computation (``mpc.py``).
+
+Exit status: 0 success; 2 bad input or bad usage (one line on stderr naming what is at fault);
+1 anything else, including a ledger that fails its audit.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from ..errors import BudgetExceeded, InputError, MPCError
+from . import audit, budget, data, mpc, synth
+from .common import Parser, one_line
+
+DESCRIPTION = """\
+Differentially private synthetic data from several silos that share a schema.
+Every release writes a zCDP privacy ledger that `privsyn-fed audit` re-checks."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of every command."""
+    parser = Parser(prog="privsyn-fed", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    sub.required = True
+    synth.add_parser(sub)
+    mpc.add_parsers(sub)
+    audit.add_parsers(sub)
+    budget.add_parsers(sub)
+    data.add_parsers(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; SIGINT and SIGTERM stop it at the next safe point (``interrupt``)."""
+    from ..interrupt import deferred_signals
+
+    args = build_parser().parse_args(argv)
+    with deferred_signals(immediate=args.command != "synth"):      # only synth spends budget
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ..interrupt import Interrupted
+
+    commands = {"synth": synth.run, "audit": audit.run, "partition": data.run_partition,
+                "evaluate": data.run_evaluate, "budget": budget.run, "mpc-demo": mpc.run_demo_command,
+                "mpc-party": mpc.run_party, "mpc-dealer": mpc.run_dealer}
+    try:
+        return commands[args.command](args)
+    except InputError as exc:
+        print(f"privsyn-fed: error: {one_line(exc)}", file=sys.stderr)
+        return 2
+    except BudgetExceeded as exc:
+        print(f"privsyn-fed: refused: {one_line(exc)}", file=sys.stderr)
+        return 1
+    except MPCError as exc:
+        print(f"privsyn-fed: error: {one_line(exc)}", file=sys.stderr)
+        return 1
+    except Interrupted as exc:
+        print(f"privsyn-fed: {one_line(exc)}; no synthetic data was written", file=sys.stderr)
+        return exc.exit_status
+    except KeyboardInterrupt:
+        print("privsyn-fed: interrupted; the ledger records what was spent", file=sys.stderr)
+        return 130
+    except OSError as exc:         # the environment: a full disk, a folder made read-only meanwhile
+        where = f"{exc.filename}: " if exc.filename else ""
+        exc.args = (f"{where}{exc.strerror or exc}",)
+        print(f"privsyn-fed: error: {one_line(exc)} (nothing was released)", file=sys.stderr)
+        return 1
+    except Exception as exc:  # an internal failure: one line, the ledger keeps what was spent
+        if os.environ.get("PRIVSYN_FED_DEBUG"):
+            raise
+        print(f"privsyn-fed: internal error: {type(exc).__name__}: {one_line(exc)} "
+              "(no output was written; the ledger, if any, records what was spent; set "
+              "PRIVSYN_FED_DEBUG=1 for the traceback)", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

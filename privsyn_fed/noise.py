@@ -1,0 +1,88 @@
+"""Noise sources: where the randomness of every mechanism comes from.
+
+  * ``OpenDPNoise`` (the default): OpenDP's exact samplers. Counts get the discrete Gaussian on
+    the integers (exact, and the fast path); real vectors get OpenDP's floating-point-safe
+    Gaussian; selection is OpenDP's Gumbel noisy max (the exponential mechanism).
+  * ``SeededNoise``: numpy's seeded generator, so tests and demos are reproducible. Anyone who
+    knows the seed can predict the noise, so a run that uses it is marked ``seeded`` in the
+    ledger and the audit fails it. It must never be used for a real release.
+A noise source only adds noise; charging the ledger is ``mechanisms``' job.
+"""
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+import opendp.prelude as dp
+
+dp.enable_features("contrib")
+
+
+class NoiseSource(Protocol):
+    """A sampler of Gaussian and Gumbel-max noise."""
+
+    name: str
+    seeded: bool
+
+    def gaussian_counts(self, counts: np.ndarray, sigma: float) -> np.ndarray: ...
+
+    def gaussian_reals(self, values: np.ndarray, sigma: float) -> np.ndarray: ...
+
+    def noisy_argmax(self, scores: np.ndarray, scale: float) -> int: ...
+
+
+class OpenDPNoise:
+    """OpenDP's floating-point-safe samplers (fresh system randomness; cannot be seeded)."""
+
+    name = "opendp"
+    seeded = False
+
+    def gaussian_counts(self, counts: np.ndarray, sigma: float) -> np.ndarray:
+        meas = dp.m.make_gaussian(dp.vector_domain(dp.atom_domain(T="i64")), dp.l2_distance(T="i64"),
+                                  scale=float(sigma))
+        return np.asarray(meas(np.asarray(counts, dtype=np.int64).tolist()), dtype=np.int64)
+
+    def gaussian_reals(self, values: np.ndarray, sigma: float) -> np.ndarray:
+        meas = dp.m.make_gaussian(dp.vector_domain(dp.atom_domain(T=float, nan=False)),
+                                  dp.l2_distance(T=float), scale=float(sigma))
+        return np.asarray(meas(np.asarray(values, dtype=float).tolist()), dtype=float)
+
+    def noisy_argmax(self, scores: np.ndarray, scale: float) -> int:
+        meas = dp.m.make_noisy_max(dp.vector_domain(dp.atom_domain(T=float, nan=False)),
+                                   dp.linf_distance(T=float), dp.zero_concentrated_divergence(),
+                                   scale=float(scale))
+        return int(meas(np.asarray(scores, dtype=float).tolist()))
+
+
+class SeededNoise:
+    """Reproducible numpy noise for tests and demos. NOT private: the seed predicts the noise."""
+
+    name = "seeded-numpy"
+    seeded = True
+
+    def __init__(self, seed: int):
+        self.rng = np.random.default_rng(seed)
+
+    def gaussian_counts(self, counts: np.ndarray, sigma: float) -> np.ndarray:
+        noise = np.rint(self.rng.normal(0.0, sigma, size=np.shape(counts))).astype(np.int64)
+        return np.asarray(counts, dtype=np.int64) + noise
+
+    def gaussian_reals(self, values: np.ndarray, sigma: float) -> np.ndarray:
+        return np.asarray(values, dtype=float) + self.rng.normal(0.0, sigma, size=np.shape(values))
+
+    def noisy_argmax(self, scores: np.ndarray, scale: float) -> int:
+        scores = np.asarray(scores, dtype=float)
+        return int(np.argmax(scores + self.rng.gumbel(0.0, scale, size=scores.shape)))
+
+
+def noise_source(seed: int | None) -> NoiseSource:
+    """OpenDP's samplers, or seeded numpy noise (not private) when ``seed`` is given."""
+    return OpenDPNoise() if seed is None else SeededNoise(seed)
+
+
+def add_gaussian(noise: NoiseSource, values: np.ndarray, sigma: float) -> np.ndarray:
+    """Discrete Gaussian for integer vectors, the continuous one otherwise."""
+    values = np.asarray(values)
+    if np.issubdtype(values.dtype, np.integer):
+        return noise.gaussian_counts(values, sigma)
+    return noise.gaussian_reals(values, sigma)

@@ -1,0 +1,147 @@
+"""The four roles hold in the code: one module charges the ledger, methods reach silos only through
+the declared aggregator protocol, parties load no model code, and the registry matches the audit."""
+from __future__ import annotations
+
+import ast
+import inspect
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import privsyn_fed as pf
+from privsyn_fed.accounting import Accountant, audit
+from privsyn_fed.aggregate import Aggregator, InProcessAggregator
+from privsyn_fed.methods import METHODS
+from privsyn_fed.mpc.aggregator import MPCAggregator
+from privsyn_fed.queries import MarginalsQuery
+
+from .conftest import make_frame
+
+PACKAGE = Path(pf.__file__).parent
+CHARGES = {"charge", "gaussian", "exponential"}
+
+
+def _calls(path: Path):
+    """``(attribute, line)`` of every method call in a module, except on a noise sampler
+    (``noise.gaussian(...)`` draws noise; it charges nothing)."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            receiver = node.func.value
+            if not (isinstance(receiver, ast.Name) and receiver.id == "noise"):
+                yield node.func.attr, node.lineno
+
+
+def test_the_ledger_is_charged_from_the_mechanism_layer_only():
+    """``Accountant.charge`` (and its ``gaussian`` / ``exponential`` entry points) is called from
+    ``mechanisms.py`` and from the accountant itself, nowhere else in the package."""
+    charging = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
+                for attr, _ in _calls(p) if attr in CHARGES}
+    assert charging == {"mechanisms.py", "accounting/ledger.py"}, charging
+
+
+def test_methods_use_the_declared_protocol_only():
+    """No probing of the aggregator, no exact sums and no silo access from method code."""
+    for path in (PACKAGE / "methods").glob("*.py"):
+        text = path.read_text()
+        names = {n.id for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Name)}
+        assert not {"hasattr", "getattr"} & names - ({"getattr"} if path.name == "__init__.py" else set()), path
+        for forbidden in ("open_exact_sum_for_checks", "exact_sum_and_share", "._silos", ".local("):
+            assert forbidden not in text, f"{path.name} uses {forbidden}"
+
+
+@pytest.mark.parametrize("cls", [InProcessAggregator, MPCAggregator])
+def test_both_aggregators_implement_the_whole_protocol(cls):
+    members = {n for n in dir(Aggregator) if not n.startswith("_")} | set(Aggregator.__annotations__)
+    for name in members:
+        assert hasattr(cls, name) or name in ("threat_model", "schema", "where", "secure"), f"{cls.__name__}.{name}"
+        if callable(getattr(Aggregator, name, None)) and not isinstance(getattr(Aggregator, name), property):
+            ours = inspect.signature(getattr(cls, name)).parameters
+            declared = inspect.signature(getattr(Aggregator, name)).parameters
+            assert list(ours) == list(declared), f"{cls.__name__}.{name}: {list(ours)} != {list(declared)}"
+
+
+def test_parties_load_no_model_code():
+    """A party's serve loop and the wire protocol import neither JAX nor mbi (nor any method)."""
+    code = ("import sys, privsyn_fed.queries, privsyn_fed.mpc.party, privsyn_fed.mpc.aggregator; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'mbi') "
+            "or m.startswith('privsyn_fed.methods.') or m == 'privsyn_fed.pgm'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def _module_imports(path: Path, modules: set[str]) -> set[str]:
+    """The package modules ``path`` imports, anywhere in it (function-local imports included)."""
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    package = list(rel.parts[:-1])
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            mod = ".".join(base + (node.module.split(".") if node.module else []))
+            for alias in node.names:
+                out.add(f"{mod}.{alias.name}" if f"{mod}.{alias.name}" in modules else mod)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+    return out
+
+
+def test_the_import_graph_has_no_cycle():
+    """No module imports, directly or not, a module that imports it (a submodule's import of
+    its own ancestor packages does not count: they are initialised first)."""
+    modules = {}
+    for p in PACKAGE.rglob("*.py"):
+        rel = p.relative_to(PACKAGE.parent).with_suffix("")
+        modules[".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)] = p
+    graph = {m: {d for d in _module_imports(p, set(modules)) if d in modules and d != m
+                 and not m.startswith(d + ".")} for m, p in modules.items()}
+    state: dict[str, int] = {}
+
+    def visit(m: str, trail: list[str]) -> None:
+        state[m] = 1
+        for d in sorted(graph[m]):
+            if state.get(d) == 1:
+                pytest.fail("import cycle: " + " -> ".join(trail[trail.index(d):] + [d]))
+            if d not in state:
+                visit(d, trail + [d])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+
+
+def test_the_registry_agrees_with_the_audit():
+    """The audit keeps its own methods and selection sensitivities on purpose; they must match."""
+    assert set(audit.METHODS) == set(METHODS)
+    for name, spec in METHODS.items():
+        opts = spec.options_class()
+        variants = ("naive", "private", "oracle") if name == "flaim" else (None,)
+        for variant in variants:
+            if variant:
+                opts.variant = variant
+            key = (name, variant) if variant else name
+            assert spec.selection_sensitivity(1.0, opts) == audit.EM_SENSITIVITY.get(key), key
+
+
+def test_an_exact_sum_is_refused_during_a_private_release(schema):
+    silos = [pf.Silo.from_frame(make_frame(50, seed=k), schema, name=f"s{k}") for k in range(2)]
+    agg = InProcessAggregator(silos)
+    query = MarginalsQuery(((0,),))
+    exact = agg.open_exact_sum_for_checks(query, agg.silo_names, label="check")
+    assert exact.sum() == 100
+    acc = Accountant(1.0, 1e-9, "independent")
+    agg.bind_release(acc)
+    with pytest.raises(PermissionError, match="refused"):
+        agg.open_exact_sum_for_checks(query, agg.silo_names, label="check")
+    acc.mark_non_private("a test mode")
+    assert np.array_equal(agg.open_exact_sum_for_checks(query, agg.silo_names, label="check"), exact)
+    agg.bind_release(None)
+
+
+def test_only_declared_queries_reach_a_silo(schema):
+    agg = InProcessAggregator([pf.Silo.from_frame(make_frame(20, seed=1), schema, name="s")])
+    with pytest.raises(TypeError, match="declared queries"):
+        agg.open_exact_sum_for_checks(lambda silo: silo.marginal([0]), ["s"], label="lambda")
