@@ -7,7 +7,9 @@ STAMP  := $(VENV)/.installed
 # A CPU build of torch where the machine has one on disk (the default PyPI wheel is a large CUDA build).
 TORCH_SPEC := $(shell ls /opt/wheels/torch-2.13.0*cpu*.whl >/dev/null 2>&1 && echo 'torch==2.13.0' || echo 'torch>=2.2')
 
-.PHONY: install test demo bench bench-federated bench-mpc bench-small clean
+PY_SOURCES := privsyn_fed tests examples benchmarks
+
+.PHONY: install lint test demo bench bench-federated bench-mpc bench-small clean
 
 install: $(STAMP)
 
@@ -19,7 +21,13 @@ $(STAMP): pyproject.toml Makefile
 	$(PIP) install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-test: $(STAMP)
+# Style (ruff: lint and format) and types (mypy on privsyn_fed/), then the tests.
+lint: $(STAMP)
+	$(PY) -m ruff check $(PY_SOURCES)
+	$(PY) -m ruff format --check $(PY_SOURCES)
+	$(PY) -m mypy
+
+test: lint
 	$(PY) -m pytest -q
 
 demo: $(STAMP)

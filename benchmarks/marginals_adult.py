@@ -1,7 +1,8 @@
 """How long a silo takes to answer all 455 three-way marginals of UCI Adult (48,842 rows).
 
-    .venv/bin/python benchmarks/marginals_adult.py
+.venv/bin/python benchmarks/marginals_adult.py
 """
+
 import itertools
 import sys
 import time
@@ -22,5 +23,6 @@ cliques = list(itertools.combinations(range(len(schema.columns)), 3))
 start = time.perf_counter()
 cells = sum(silo.marginal(c).size for c in cliques)
 elapsed = time.perf_counter() - start
-print(f"read and encode {csv.name}: {loaded:.2f}s; {len(cliques)} three-way marginals "
-      f"({cells:,} cells): {elapsed:.2f}s")
+print(
+    f"read and encode {csv.name}: {loaded:.2f}s; {len(cliques)} three-way marginals ({cells:,} cells): {elapsed:.2f}s"
+)

@@ -9,6 +9,7 @@ the wall time of each round is taken from the progress updates (select, measure 
 refit), and the MPC run also reports CrypTen's communication rounds and bytes per party.
 Results are appended to ``benchmarks/out/mpc_adult.jsonl``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,9 +22,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from adult import load_adult  # noqa: E402
-
 import pandas as pd  # noqa: E402
+from adult import load_adult  # noqa: E402
 
 import privsyn_fed as pf  # noqa: E402
 from privsyn_fed.evaluate import evaluate  # noqa: E402
@@ -74,16 +74,23 @@ def run(args) -> None:
             else:
                 with coordinator(schema_path, paths) as agg:
                     joined = time.monotonic()
-                    result = pf.synthesize([agg.own], "distaim", 1.0, 1e-9, aggregator=agg, progress=clock,
-                                           **options)
+                    result = pf.synthesize([agg.own], "distaim", 1.0, 1e-9, aggregator=agg, progress=clock, **options)
                     traffic = result.info["traffic"]["parties"]
             total = time.monotonic() - start
             steps = round_times(joined, clock.marks)
             report = evaluate(train, result.data, schema, label="income")
-            row = {"mode": mode, "parties": args.parties, "rounds": args.rounds, "seconds_total": total,
-                   "seconds_start": joined - start, "seconds_oneways": steps[0], "seconds_per_round": steps[1:],
-                   "workload_error": report["workload"]["error"], "traffic": traffic,
-                   "selected": [e["query"] for e in result.ledger["entries"] if e["mechanism"] == "gaussian"]}
+            row = {
+                "mode": mode,
+                "parties": args.parties,
+                "rounds": args.rounds,
+                "seconds_total": total,
+                "seconds_start": joined - start,
+                "seconds_oneways": steps[0],
+                "seconds_per_round": steps[1:],
+                "workload_error": report["workload"]["error"],
+                "traffic": traffic,
+                "selected": [e["query"] for e in result.ledger["entries"] if e["mechanism"] == "gaussian"],
+            }
             print(json.dumps({k: v for k, v in row.items() if k != "selected"}))
             with open(OUT / "mpc_adult.jsonl", "a") as fh:
                 fh.write(json.dumps(row) + "\n")
@@ -91,18 +98,22 @@ def run(args) -> None:
 
 def report(_args) -> None:
     rows = [json.loads(line) for line in open(OUT / "mpc_adult.jsonl")]
-    print("| Run | Start (s) | 1-ways (s) | Round 1 (s) | Rounds 2..T mean / max (s) | Total (s) | "
-          "Workload error | CrypTen rounds, party 0 / others | MB per party |")
+    print(
+        "| Run | Start (s) | 1-ways (s) | Round 1 (s) | Rounds 2..T mean / max (s) | Total (s) | "
+        "Workload error | CrypTen rounds, party 0 / others | MB per party |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         rest = r["seconds_per_round"][1:]
         t = r["traffic"]
-        comm = (f"{t[0]['rounds']:.0f} / {t[1]['rounds']:.0f}" if t else "n/a")
-        mb = (" / ".join(f"{(p['bytes'] + p['command_bytes']) / 1e6:.0f}" for p in t) if t else "n/a")
-        print(f"| {r['mode']}, {r['parties']} parties, T={r['rounds']} | {r['seconds_start']:.1f} | "
-              f"{r['seconds_oneways']:.1f} | {r['seconds_per_round'][0]:.1f} | "
-              f"{np.mean(rest):.1f} / {np.max(rest):.1f} | {r['seconds_total']:.0f} | {r['workload_error']:.3f} | "
-              f"{comm} | {mb} |")
+        comm = f"{t[0]['rounds']:.0f} / {t[1]['rounds']:.0f}" if t else "n/a"
+        mb = " / ".join(f"{(p['bytes'] + p['command_bytes']) / 1e6:.0f}" for p in t) if t else "n/a"
+        print(
+            f"| {r['mode']}, {r['parties']} parties, T={r['rounds']} | {r['seconds_start']:.1f} | "
+            f"{r['seconds_oneways']:.1f} | {r['seconds_per_round'][0]:.1f} | "
+            f"{np.mean(rest):.1f} / {np.max(rest):.1f} | {r['seconds_total']:.0f} | {r['workload_error']:.3f} | "
+            f"{comm} | {mb} |"
+        )
 
 
 def main() -> None:

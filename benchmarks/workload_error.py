@@ -1,5 +1,6 @@
 """Workload error: mean over the workload's marginals of ``|| M_r(D)/|D| - M_r(S)/|S| ||_1``
 (normalised L1, between 0 and 2), computed on the schema's encoded bins."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -18,6 +18,7 @@ Run from the repository root:
     .venv/bin/python examples/federated_flaim.py
     .venv/bin/python examples/federated_flaim.py --out my-out --rows 5000 --clients 10 --alpha 0.1 --rounds 4
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,10 +42,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clients", type=int, default=6, help="number of clients (default %(default)s)")
     ap.add_argument("--alpha", type=float, default=0.5, help="Dirichlet concentration (default %(default)s)")
     ap.add_argument("--label", default="region", help="column whose distribution is skewed (default %(default)s)")
-    ap.add_argument("--rounds", type=int, default=2,
-                    help="FLAIM global rounds (default %(default)s; 0 plans them from a noisy row total)")
-    ap.add_argument("--synthetic-rows", type=int, default=None,
-                    help="synthetic rows to draw (default: the model's noisy total)")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=2,
+        help="FLAIM global rounds (default %(default)s; 0 plans them from a noisy row total)",
+    )
+    ap.add_argument(
+        "--synthetic-rows", type=int, default=None, help="synthetic rows to draw (default: the model's noisy total)"
+    )
     ap.add_argument("--epsilon", type=float, default=1.0)
     ap.add_argument("--delta", type=float, default=1e-9)
     args = ap.parse_args(argv)
@@ -75,25 +81,36 @@ def main(argv: list[str] | None = None) -> int:
     if args.rounds:
         options["rounds"] = args.rounds
     ledger_path = out / "flaim.ledger.json"
-    result = pf.synthesize(silos, method="flaim", epsilon=args.epsilon, delta=args.delta,
-                           rows=args.synthetic_rows, ledger_path=ledger_path, **options)
+    result = pf.synthesize(
+        silos,
+        method="flaim",
+        epsilon=args.epsilon,
+        delta=args.delta,
+        rows=args.synthetic_rows,
+        ledger_path=ledger_path,
+        **options,
+    )
 
     # 3. The CSV, the ledger and its audit.
     csv_path = out / "flaim.csv"
     result.to_csv(csv_path)
     report = audit_ledger(load_ledger(ledger_path))
-    print(f"wrote {csv_path} ({result.rows} rows, {result.info['rounds']} rounds) and {ledger_path}; "
-          f"epsilon {result.ledger['epsilon']:.4g} at delta {result.ledger['delta']:g}; "
-          f"audit {'OK' if report.ok else 'FAILED'}")
+    print(
+        f"wrote {csv_path} ({result.rows} rows, {result.info['rounds']} rounds) and {ledger_path}; "
+        f"epsilon {result.ledger['epsilon']:.4g} at delta {result.ledger['delta']:g}; "
+        f"audit {'OK' if report.ok else 'FAILED'}"
+    )
     for problem in report.problems:
         print(f"AUDIT PROBLEM: {problem}")
 
     # 4. Utility against the real rows (the same measures as `privsyn-fed evaluate`).
     measures = evaluate(real, result.data, schema)
     (out / "flaim.eval.json").write_text(json.dumps(measures, indent=2) + "\n")
-    print(f"workload error {measures['workload']['error']:.3f} "
-          f"({measures['workload']['size']} {measures['workload']['degree']}-way marginals; 0 is perfect, 2 the worst); "
-          f"mean per-column total variation {measures['mean_tv']:.3f}")
+    print(
+        f"workload error {measures['workload']['error']:.3f} "
+        f"({measures['workload']['size']} {measures['workload']['degree']}-way marginals; 0 is perfect, 2 the worst); "
+        f"mean per-column total variation {measures['mean_tv']:.3f}"
+    )
     return 0 if report.ok else 1
 
 

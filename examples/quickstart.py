@@ -13,6 +13,7 @@ Run from the repository root:
     .venv/bin/python examples/quickstart.py
     .venv/bin/python examples/quickstart.py --out my-out --rows 2000 --silos 4 --epsilon 0.5
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,8 +47,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="demo-out/examples/quickstart", help="output folder (default %(default)s)")
     ap.add_argument("--rows", type=int, default=3000, help="real rows to sample from CPS1988 (default %(default)s)")
     ap.add_argument("--silos", type=int, default=3, help="number of silos to split them into (default %(default)s)")
-    ap.add_argument("--synthetic-rows", type=int, default=1000,
-                    help="synthetic rows to draw (default %(default)s; without it the model's noisy total)")
+    ap.add_argument(
+        "--synthetic-rows",
+        type=int,
+        default=1000,
+        help="synthetic rows to draw (default %(default)s; without it the model's noisy total)",
+    )
     ap.add_argument("--method", default="aim", choices=["aim", "distaim", "flaim", "fedtda", "independent"])
     ap.add_argument("--epsilon", type=float, default=1.0)
     ap.add_argument("--delta", type=float, default=1e-9)
@@ -68,23 +73,31 @@ def main(argv: list[str] | None = None) -> int:
     for k, part in enumerate(np.array_split(np.arange(len(table)), args.silos)):
         path = out / "silos" / f"silo_{k}.csv"
         table.iloc[part].to_csv(path, index=False)
-        silos.append(pf.Silo.from_csv(path, schema))    # reads and encodes the rows against the schema
+        silos.append(pf.Silo.from_csv(path, schema))  # reads and encodes the rows against the schema
     print(f"{len(silos)} silos of {len(table)} rows in total, in {out / 'silos'}")
 
     # 3. The release. Every noisy measurement is charged to the ledger (written to ledger_path
     #    before the noisy value is used). No seed: a seeded run is for tests only and fails the audit.
     ledger_path = out / "synthetic.ledger.json"
-    result = pf.synthesize(silos, method=args.method, epsilon=args.epsilon, delta=args.delta,
-                           rows=args.synthetic_rows, ledger_path=ledger_path)
+    result = pf.synthesize(
+        silos,
+        method=args.method,
+        epsilon=args.epsilon,
+        delta=args.delta,
+        rows=args.synthetic_rows,
+        ledger_path=ledger_path,
+    )
 
     # 4. The synthetic table has exactly the schema's columns, in the schema's order.
     csv_path = out / "synthetic.csv"
     result.to_csv(csv_path)
     ledger = result.ledger
     print(f"wrote {csv_path} ({result.rows} rows) and {ledger_path}")
-    print(f"method {ledger['method']}: spent rho {ledger['rho_spent']:.6g} of {ledger['rho_budget']:.6g}, "
-          f"that is epsilon {ledger['epsilon']:.4g} at delta {ledger['delta']:g}, "
-          f"in {len(ledger['entries'])} mechanism calls")
+    print(
+        f"method {ledger['method']}: spent rho {ledger['rho_spent']:.6g} of {ledger['rho_budget']:.6g}, "
+        f"that is epsilon {ledger['epsilon']:.4g} at delta {ledger['delta']:g}, "
+        f"in {len(ledger['entries'])} mechanism calls"
+    )
     print(result.data.head(5).to_string(index=False))
 
     # 5. The audit recomputes every entry's cost, the total, the (epsilon, delta) conversion and

@@ -15,6 +15,7 @@ protocol with the noise added on shares.
 An exact sum exists only as ``open_exact_sum_for_checks``: it is refused once a release run has
 bound its accountant (``bind_release``), unless that run's ledger declares it non-private.
 """
+
 from __future__ import annotations
 
 import io
@@ -75,23 +76,27 @@ class Aggregator(Protocol):
     def noise_fields(self, noise: NoiseSource, *, local: bool = False) -> dict[str, Any]:
         """Ledger fields saying where the noise comes from (``local``: drawn by each silo)."""
 
-    def noisy_sum(self, query: Query, among: Sequence[str], *, sigma: float, noise: NoiseSource,
-                  round_index: int, label: str) -> np.ndarray:
+    def noisy_sum(
+        self, query: Query, among: Sequence[str], *, sigma: float, noise: NoiseSource, round_index: int, label: str
+    ) -> np.ndarray:
         """``sum_{k in among} query(silo_k) + N(0, sigma^2)`` per cell; the exact sum is never released."""
 
-    def local_select(self, queries: Mapping[str, Query], *, scale: float, noise: NoiseSource,
-                     round_index: int) -> dict[str, int]:
+    def local_select(
+        self, queries: Mapping[str, Query], *, scale: float, noise: NoiseSource, round_index: int
+    ) -> dict[str, int]:
         """Each silo ``k`` takes the noisy max (Gumbel ``scale``) of its own scores ``queries[k]``."""
 
-    def local_noisy_answers(self, queries: Mapping[str, Query], *, sigma: float, noise: NoiseSource,
-                            round_index: int) -> dict[str, np.ndarray]:
+    def local_noisy_answers(
+        self, queries: Mapping[str, Query], *, sigma: float, noise: NoiseSource, round_index: int
+    ) -> dict[str, np.ndarray]:
         """Each silo ``k`` adds ``N(0, sigma^2)`` to its own answer to ``queries[k]``."""
 
     def pool(self, cliques: Mapping[tuple[str, ...], Sequence[int]]) -> Pool:
         """An empty pool of answers to the candidate marginals ``cliques`` (name -> columns)."""
 
-    def open_exact_sum_for_checks(self, query: Query, among: Sequence[str], *, label: str,
-                                  round_index: int = 0) -> np.ndarray:
+    def open_exact_sum_for_checks(
+        self, query: Query, among: Sequence[str], *, label: str, round_index: int = 0
+    ) -> np.ndarray:
         """The exact sum, for checks and non-private test modes only (refused in a private release)."""
 
     def ledger_details(self, noise: NoiseSource) -> dict[str, Any]:
@@ -104,8 +109,9 @@ class Aggregator(Protocol):
 def refuse_exact_sum_in_release(release: Any, label: str) -> None:
     """Raise unless no release is bound or the bound release is declared non-private."""
     if release is not None and getattr(release, "non_private", None) is None:
-        raise PermissionError(f"{label}: an exact sum is refused during a private release; only noisy "
-                              "results leave the aggregator")
+        raise PermissionError(
+            f"{label}: an exact sum is refused during a private release; only noisy results leave the aggregator"
+        )
 
 
 def check_declared(query: Any, label: str) -> Query:
@@ -130,8 +136,7 @@ class Traffic:
 
     def per_silo(self, names: Iterable[str]) -> dict[str, dict[str, int]]:
         """Total bytes sent and received by each silo."""
-        return {n: {"sent": sum(self.sent[n].values()), "received": sum(self.received[n].values())}
-                for n in names}
+        return {n: {"sent": sum(self.sent[n].values()), "received": sum(self.received[n].values())} for n in names}
 
     def summary(self, names: Sequence[str]) -> dict[str, float]:
         """Totals, and the mean over silos that took part at least once (bytes)."""
@@ -139,11 +144,15 @@ class Traffic:
         active = [v for v in per.values() if v["sent"] or v["received"]]
         total_sent = sum(v["sent"] for v in per.values())
         total_received = sum(v["received"] for v in per.values())
-        return {"silos": len(names), "silos_active": len(active),
-                "bytes_sent_total": total_sent, "bytes_received_total": total_received,
-                "mean_bytes_sent_per_active_silo": total_sent / max(1, len(active)),
-                "mean_bytes_received_per_active_silo": total_received / max(1, len(active)),
-                "max_bytes_per_silo": max((v["sent"] + v["received"] for v in per.values()), default=0)}
+        return {
+            "silos": len(names),
+            "silos_active": len(active),
+            "bytes_sent_total": total_sent,
+            "bytes_received_total": total_received,
+            "mean_bytes_sent_per_active_silo": total_sent / max(1, len(active)),
+            "mean_bytes_received_per_active_silo": total_received / max(1, len(active)),
+            "max_bytes_per_silo": max((v["sent"] + v["received"] for v in per.values()), default=0),
+        }
 
 
 class InProcessAggregator:
@@ -152,9 +161,11 @@ class InProcessAggregator:
 
     where = "aggregator"
     secure = False
-    threat_model = ("a trusted aggregator (in this process) receives each sampled silo's statistics "
-                    "and sees their exact sum before adding the noise; the released values are DP "
-                    "against everyone else, not against the aggregator")
+    threat_model = (
+        "a trusted aggregator (in this process) receives each sampled silo's statistics "
+        "and sees their exact sum before adding the noise; the released values are DP "
+        "against everyone else, not against the aggregator"
+    )
 
     def __init__(self, silos: Sequence[Silo]):
         names = [s.name for s in silos]
@@ -187,17 +198,19 @@ class InProcessAggregator:
         return concat([MaskedQuery(q, tuple(sorted(ranks[n] for n in among))) for q, among in parts]), union
 
     def rounding_l2(self, query: Query) -> float:
-        return 0.0                          # answers are summed exactly, in float64 or int64
+        return 0.0  # answers are summed exactly, in float64 or int64
 
     def noise_fields(self, noise: NoiseSource, *, local: bool = False) -> dict[str, Any]:
         return {"sampler": noise.name}
 
-    def noisy_sum(self, query: Query, among: Sequence[str], *, sigma: float, noise: NoiseSource,
-                  round_index: int, label: str) -> np.ndarray:
+    def noisy_sum(
+        self, query: Query, among: Sequence[str], *, sigma: float, noise: NoiseSource, round_index: int, label: str
+    ) -> np.ndarray:
         return add_gaussian(noise, self._exact_sum(query, among, round_index, label), sigma)
 
-    def local_select(self, queries: Mapping[str, Query], *, scale: float, noise: NoiseSource,
-                     round_index: int) -> dict[str, int]:
+    def local_select(
+        self, queries: Mapping[str, Query], *, scale: float, noise: NoiseSource, round_index: int
+    ) -> dict[str, int]:
         out = {}
         for name, query in queries.items():
             scores = np.asarray(check_declared(query, "local selection")(self._silos[name]), dtype=float)
@@ -206,16 +219,20 @@ class InProcessAggregator:
             out[name] = noise.noisy_argmax(scores, scale)
         return out
 
-    def local_noisy_answers(self, queries: Mapping[str, Query], *, sigma: float, noise: NoiseSource,
-                            round_index: int) -> dict[str, np.ndarray]:
-        return {name: add_gaussian(noise, np.asarray(check_declared(q, "local answer")(self._silos[name])), sigma)
-                for name, q in queries.items()}
+    def local_noisy_answers(
+        self, queries: Mapping[str, Query], *, sigma: float, noise: NoiseSource, round_index: int
+    ) -> dict[str, np.ndarray]:
+        return {
+            name: add_gaussian(noise, np.asarray(check_declared(q, "local answer")(self._silos[name])), sigma)
+            for name, q in queries.items()
+        }
 
     def pool(self, cliques: Mapping[tuple[str, ...], Sequence[int]]) -> Pool:
         return Pool(cliques, self.schema.shape, PlainPoolStorage(self))
 
-    def open_exact_sum_for_checks(self, query: Query, among: Sequence[str], *, label: str,
-                                  round_index: int = 0) -> np.ndarray:
+    def open_exact_sum_for_checks(
+        self, query: Query, among: Sequence[str], *, label: str, round_index: int = 0
+    ) -> np.ndarray:
         refuse_exact_sum_in_release(self.release, label)
         return self._exact_sum(query, among, round_index, label)
 
@@ -269,14 +286,26 @@ class PlainPoolStorage:
     def measurement_fields(self, noise: NoiseSource) -> dict[str, Any]:
         return {"sampler": noise.name}
 
-    def select(self, pool: Pool, cands: Mapping[tuple[str, ...], float],
-               model_marginals: Mapping[tuple[str, ...], np.ndarray], *, sigma: float, scale: float,
-               noise: NoiseSource, draws: int) -> list[int]:
+    def select(
+        self,
+        pool: Pool,
+        cands: Mapping[tuple[str, ...], float],
+        model_marginals: Mapping[tuple[str, ...], np.ndarray],
+        *,
+        sigma: float,
+        scale: float,
+        noise: NoiseSource,
+        draws: int,
+    ) -> list[int]:
         """AIM's score against ``N_t p_r`` (``N_t`` the pool's true size, never released)."""
         answers = self._answers()
         n_pool = int(answers[pool.cells(pool.keys[0])].sum())
-        scores = np.array([aim_score(w, answers[pool.cells(q)], n_pool * np.ravel(model_marginals[q]), sigma)
-                           for q, w in cands.items()])
+        scores = np.array(
+            [
+                aim_score(w, answers[pool.cells(q)], n_pool * np.ravel(model_marginals[q]), sigma)
+                for q, w in cands.items()
+            ]
+        )
         if scores.size == 0 or not np.all(np.isfinite(scores)):
             raise ValueError("a selection needs a non-empty vector of finite scores")
         return [noise.noisy_argmax(scores, scale) for _ in range(draws)]

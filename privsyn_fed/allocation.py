@@ -29,6 +29,7 @@ when that brings ``s`` to at most ``CORRELATION_NOISE``, and ``MIN_COVARIANCE_SH
 Each public bin is split in ``refine`` (1, 2 or 4, at most the option) only while a refined bin
 still expects ``REFINED_BIN_SIGMAS`` times its noise in rows.
 """
+
 from __future__ import annotations
 
 import math
@@ -46,8 +47,7 @@ NOISE_TO_SIGNAL = 0.1
 def schedule_record(noisy_total: float, **plan) -> dict:
     """What the ledger records of a planned schedule (``details.schedule``): the released total,
     the rule's constants, and the plan."""
-    return {"noisy_total": float(noisy_total), "total_share": TOTAL_SHARE, "noise_to_signal": NOISE_TO_SIGNAL,
-            **plan}
+    return {"noisy_total": float(noisy_total), "total_share": TOTAL_SHARE, "noise_to_signal": NOISE_TO_SIGNAL, **plan}
 
 
 def total_sigma(rho: float) -> float:
@@ -60,8 +60,9 @@ def worth_measuring(cells: float, sigma: float, rows: float) -> bool:
     return SQRT_2_OVER_PI * sigma * cells <= NOISE_TO_SIGNAL * rows
 
 
-def planned_rounds(n_hat: float, candidate_cells: Sequence[int], sigma_for: Callable[[int], float],
-                   max_rounds: int) -> int:
+def planned_rounds(
+    n_hat: float, candidate_cells: Sequence[int], sigma_for: Callable[[int], float], max_rounds: int
+) -> int:
     """The largest ``R`` in ``[0, max_rounds]`` whose ``R``-th smallest candidate (the largest one
     beyond their count) is worth measuring with ``sigma_for(R)``. Both grow with ``R``, so the
     rule stops at the first ``R`` that fails."""
@@ -109,8 +110,9 @@ def oneway_only_sigma(rho: float, n_columns: int) -> float:
 def plan_aim(n_hat: float, rho: float, alpha: float, n_columns: int, candidate_cells: Sequence[int]) -> int:
     """Planned AIM rounds: at most AIM's default ``16 d`` units in all."""
     max_rounds = int(math.floor(16 * n_columns - alpha * n_columns))
-    return planned_rounds(n_hat, candidate_cells,
-                          lambda r: aim_sigma(rho, aim_units(r, n_columns, alpha), alpha), max_rounds)
+    return planned_rounds(
+        n_hat, candidate_cells, lambda r: aim_sigma(rho, aim_units(r, n_columns, alpha), alpha), max_rounds
+    )
 
 
 def distaim_sigma(rho: float, rounds: int, n_columns: int, alpha: float) -> float:
@@ -120,8 +122,9 @@ def distaim_sigma(rho: float, rounds: int, n_columns: int, alpha: float) -> floa
     return math.sqrt((rounds + n_columns) / (2.0 * alpha * rho))
 
 
-def plan_distaim(n_hat: float, rho: float, alpha: float, n_columns: int, candidate_cells: Sequence[int],
-                 max_rounds: int) -> int:
+def plan_distaim(
+    n_hat: float, rho: float, alpha: float, n_columns: int, candidate_cells: Sequence[int], max_rounds: int
+) -> int:
     return planned_rounds(n_hat, candidate_cells, lambda r: distaim_sigma(rho, r, n_columns, alpha), max_rounds)
 
 
@@ -139,12 +142,25 @@ def flaim_sigma(rho: float, rounds: int, local_steps: int, n_columns: int, alpha
     return math.sqrt(flaim_gaussians(rounds, local_steps, n_columns, variant) / (2.0 * alpha * rho))
 
 
-def plan_flaim(n_hat: float, rho: float, alpha: float, n_columns: int, candidate_cells: Sequence[int],
-               max_rounds: int, local_steps: int, variant: str, n_silos: int) -> int:
+def plan_flaim(
+    n_hat: float,
+    rho: float,
+    alpha: float,
+    n_columns: int,
+    candidate_cells: Sequence[int],
+    max_rounds: int,
+    local_steps: int,
+    variant: str,
+    n_silos: int,
+) -> int:
     """Planned FLAIM rounds. A chosen marginal is summed over the silos that chose it, which may be
     a single one: the rows behind a measurement are taken as one silo's share, ``N_hat / K``."""
-    return planned_rounds(n_hat / n_silos, candidate_cells,
-                          lambda r: flaim_sigma(rho, r, local_steps, n_columns, alpha, variant), max_rounds)
+    return planned_rounds(
+        n_hat / n_silos,
+        candidate_cells,
+        lambda r: flaim_sigma(rho, r, local_steps, n_columns, alpha, variant),
+        max_rounds,
+    )
 
 
 # ---- Fed-TDA -------------------------------------------------------------------------------------
@@ -171,18 +187,23 @@ class FedTDAPlan:
     refine: int
 
     def record(self) -> dict:
-        return {"rho_categorical": self.rho_cat, "rho_numeric": self.rho_num, "rho_covariance": self.rho_cov,
-                "refine": self.refine}
+        return {
+            "rho_categorical": self.rho_cat,
+            "rho_numeric": self.rho_num,
+            "rho_covariance": self.rho_cov,
+            "refine": self.refine,
+        }
 
 
-def plan_fedtda(n_hat: float, rho: float, numeric_cells: Sequence[int], n_categorical: int, bound: float,
-                max_refine: int) -> FedTDAPlan:
+def plan_fedtda(
+    n_hat: float, rho: float, numeric_cells: Sequence[int], n_categorical: int, bound: float, max_refine: int
+) -> FedTDAPlan:
     """The covariance's share from the noise of its correlations, the rest to the histograms at
     equal budget per column, and the refinement from the numeric histograms' noise (module
     docstring); ``numeric_cells`` are the numeric columns' cells in the domain."""
     n_num = len(numeric_cells)
     d = n_categorical + n_num
-    noise = bound ** 2 / (n_hat * math.sqrt(2.0 * MAX_COVARIANCE_SHARE * rho))
+    noise = bound**2 / (n_hat * math.sqrt(2.0 * MAX_COVARIANCE_SHARE * rho))
     share = MAX_COVARIANCE_SHARE if noise <= CORRELATION_NOISE else MIN_COVARIANCE_SHARE
     hist = (1.0 - share) * rho
     rho_cat, rho_num = hist * n_categorical / d, hist * n_num / d

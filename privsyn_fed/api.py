@@ -12,8 +12,10 @@ Any failure or interrupt before step 5 discards the staged files and marks the l
 with what it spent; ``budget_store.reserved``, which holds the reservation, then settles it at
 that spend (at zero only when no mechanism ran), or leaves it counted in full if it cannot.
 """
+
 from __future__ import annotations
 
+import dataclasses
 import math
 import secrets
 from dataclasses import dataclass, field
@@ -88,18 +90,31 @@ def check_budget_args(epsilon: float, delta: float) -> None:
     if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not 0 < epsilon <= MAX_EPSILON:
         raise InputError(f"--epsilon must be a positive number up to {MAX_EPSILON:g}, not {epsilon!r}")
     if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 < delta < MAX_DELTA:
-        raise InputError(f"--delta must lie strictly between 0 and {MAX_DELTA:g} (use far less than one over the "
-                         f"number of rows, e.g. 1e-9), not {delta!r}")
+        raise InputError(
+            f"--delta must lie strictly between 0 and {MAX_DELTA:g} (use far less than one over the "
+            f"number of rows, e.g. 1e-9), not {delta!r}"
+        )
 
 
 def check_seed(seed: int | None) -> None:
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
-                             or not 0 <= seed < 2 ** 63 - 16):
+    if seed is not None and (
+        isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63 - 16
+    ):
         raise InputError(f"--seed must be a whole number from 0 to 2^63 - 17, not {seed!r}")
 
 
-def prepare(method: str, schema: Schema, n_silos: int, *, epsilon: float, delta: float,
-            rows: int | None = None, seed: int | None = None, mpc: bool = False, **options: Any):
+def prepare(
+    method: str,
+    schema: Schema,
+    n_silos: int,
+    *,
+    epsilon: float,
+    delta: float,
+    rows: int | None = None,
+    seed: int | None = None,
+    mpc: bool = False,
+    **options: Any,
+):
     """Every check of a release request that needs no private data: the method, the budget,
     the number of silos, the row count, the seed, whether the method runs over MPC (``mpc``), and
     the method's options against the public schema (workload and model sizes, round counts).
@@ -111,16 +126,19 @@ def prepare(method: str, schema: Schema, n_silos: int, *, epsilon: float, delta:
     if n_silos < spec.min_silos:
         raise InputError(f"method {method} needs at least {spec.min_silos} silos, got {n_silos}")
     if mpc and not spec.mpc:
-        raise InputError(f"--mpc runs --method {' or '.join(n for n, s in METHODS.items() if s.mpc)}; "
-                         f"{method} over MPC is not available")
+        raise InputError(
+            f"--mpc runs --method {' or '.join(n for n, s in METHODS.items() if s.mpc)}; "
+            f"{method} over MPC is not available"
+        )
     check_rows(rows)
     check_seed(seed)
     cls = spec.options_class
-    known = set(cls.__dataclass_fields__)
+    known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(options) - known)
     if unknown:
-        raise InputError(f"option {unknown[0]!r} does not apply to method {method}; it takes: "
-                         f"{', '.join(sorted(known))}")
+        raise InputError(
+            f"option {unknown[0]!r} does not apply to method {method}; it takes: {', '.join(sorted(known))}"
+        )
     opts = cls(**options)
     opts.validate()
     opts.check_schema(schema)
@@ -129,12 +147,22 @@ def prepare(method: str, schema: Schema, n_silos: int, *, epsilon: float, delta:
     return opts
 
 
-def synthesize(silos: Sequence[Silo], method: str = "aim", epsilon: float = 1.0, delta: float = 1e-9, *,
-               rows: int | None = None, seed: int | None = None, ledger_path: str | Path | None = None,
-               progress: bool | Progress = False, aggregator: Aggregator | None = None,
-               reservation: Reservation | None = None,
-               write_outputs: Callable[["SynthResult", dict], Staged] | None = None,
-               allow_identical_silos: bool = False, **options: Any) -> SynthResult:
+def synthesize(
+    silos: Sequence[Silo],
+    method: str = "aim",
+    epsilon: float = 1.0,
+    delta: float = 1e-9,
+    *,
+    rows: int | None = None,
+    seed: int | None = None,
+    ledger_path: str | Path | None = None,
+    progress: bool | Progress = False,
+    aggregator: Aggregator | None = None,
+    reservation: Reservation | None = None,
+    write_outputs: Callable[["SynthResult", dict], Staged] | None = None,
+    allow_identical_silos: bool = False,
+    **options: Any,
+) -> SynthResult:
     """Release one synthetic table of the silos' union under (epsilon, delta)-DP.
 
     ``seed`` makes the run reproducible by drawing noise from a seeded generator; such a release
@@ -143,9 +171,10 @@ def synthesize(silos: Sequence[Silo], method: str = "aim", epsilon: float = 1.0,
     ``aggregator`` (federated methods) combines the silos' statistics; the default is the
     in-process trusted aggregator. ``reservation`` (from ``budget_store.reserved``, booked for
     this run's epsilon and delta) is settled here at what the ledger spent when the run
-    completes; when it fails, the ``reserved`` block settles it. ``write_outputs(result, final_ledger)`` stages the release's files and returns the
-    ``Staged`` set; they are published only once the ledger is complete and the reservation
-    settled (see the module docstring). Two silos holding the same rows (in any order) are
+    completes; when it fails, the ``reserved`` block settles it. ``write_outputs(result,
+    final_ledger)`` stages the release's files and returns the ``Staged`` set; they are
+    published only once the ledger is complete and the reservation settled (see the module
+    docstring). Two silos holding the same rows (in any order) are
     refused unless ``allow_identical_silos``. Method options are keyword arguments of the
     method's options class (``methods.METHODS[method].options_class``).
     """
@@ -153,8 +182,17 @@ def synthesize(silos: Sequence[Silo], method: str = "aim", epsilon: float = 1.0,
     if not silos:
         raise InputError("no silos given")
     schema: Schema = silos[0].schema
-    opts = prepare(method, schema, n_silos, epsilon=epsilon, delta=delta, rows=rows, seed=seed,
-                   mpc=aggregator is not None and aggregator.secure, **options)
+    opts = prepare(
+        method,
+        schema,
+        n_silos,
+        epsilon=epsilon,
+        delta=delta,
+        rows=rows,
+        seed=seed,
+        mpc=aggregator is not None and aggregator.secure,
+        **options,
+    )
     seen: dict = {}
     for s in silos:
         if s.schema.to_dict() != schema.to_dict():
@@ -163,9 +201,11 @@ def synthesize(silos: Sequence[Silo], method: str = "aim", epsilon: float = 1.0,
             raise InputError(f"{s.name}: the same silo is given twice")
         twin = seen.get(s.fingerprint())
         if twin is not None and not allow_identical_silos:
-            raise InputError(f"{s.name} and {twin} hold the same rows: every record would count twice while the "
-                             "ledger charges once (allow_identical_silos=True if they really are different "
-                             "people's rows)")
+            raise InputError(
+                f"{s.name} and {twin} hold the same rows: every record would count twice while the "
+                "ledger charges once (allow_identical_silos=True if they really are different "
+                "people's rows)"
+            )
         seen[s.fingerprint()] = s.name
     reporter = progress if isinstance(progress, Progress) else (Progress(method) if progress else Silent())
 
@@ -173,21 +213,30 @@ def synthesize(silos: Sequence[Silo], method: str = "aim", epsilon: float = 1.0,
     agg = None if spec.central else (aggregator or InProcessAggregator(silos))
     threat, run = spec.threat_model(agg), _runner(spec, silos, agg)
     noise = noise_source(seed)
-    details = {"silos": n_silos, "columns": schema.names, "column_types": [c.type for c in schema.columns],
-               "shape": list(schema.shape),
-               "noise": noise.name,
-               "options": {k: v for k, v in vars(opts).items() if k != "workload"},
-               **(agg.ledger_details(noise) if agg is not None else {})}
+    details = {
+        "silos": n_silos,
+        "columns": schema.names,
+        "column_types": [c.type for c in schema.columns],
+        "shape": list(schema.shape),
+        "noise": noise.name,
+        "options": {k: v for k, v in vars(opts).items() if k != "workload"},
+        **(agg.ledger_details(noise) if agg is not None else {}),
+    }
     if spec.graphical:
         from .methods.aim import workload_cliques
+
         details["workload"] = [[schema.names[i] for i in cl] for cl in workload_cliques(schema.names, opts)]
     if reservation is not None:
         if reservation.rho < epsilon_to_rho(epsilon, delta) * (1 - 1e-12):
             raise ValueError("the reservation is smaller than this run's budget")
-        details["budget_store"] = {"path": str(reservation.store.path), "dataset_id": reservation.dataset,
-                                   "run": reservation.run}
-    acc = Accountant(epsilon, delta, method, seeded=noise.seeded, ledger_path=ledger_path,
-                     threat_model=threat, details=details)
+        details["budget_store"] = {
+            "path": str(reservation.store.path),
+            "dataset_id": reservation.dataset,
+            "run": reservation.run,
+        }
+    acc = Accountant(
+        epsilon, delta, method, seeded=noise.seeded, ledger_path=ledger_path, threat_model=threat, details=details
+    )
     if reservation is not None:
         reservation.bind(acc)
     if agg is not None:
@@ -197,21 +246,30 @@ def synthesize(silos: Sequence[Silo], method: str = "aim", epsilon: float = 1.0,
         fitted = run(acc, noise, opts, seed, reporter)
         count = rows if rows is not None else default_rows(fitted.sampler.total)
         output = SyntheticRows(fitted.sampler, count, secrets.randbits(63) if seed is None else seed + 1)
-        info = {"rounds": fitted.rounds, "workload": [list(c) for c in fitted.workload], "rows": count,
-                "noisy_total": float(fitted.sampler.total), **fitted.info}
+        info = {
+            "rounds": fitted.rounds,
+            "workload": [list(c) for c in fitted.workload],
+            "rows": count,
+            "noisy_total": float(fitted.sampler.total),
+            **fitted.info,
+        }
         if rows is None and count < fitted.sampler.total - 0.5:
-            reporter.log(f"the model's noisy total is {fitted.sampler.total:.4g} rows; drawing {count:,} "
-                         "(the default cap; --rows asks for more)")
+            reporter.log(
+                f"the model's noisy total is {fitted.sampler.total:.4g} rows; drawing {count:,} "
+                "(the default cap; --rows asks for more)"
+            )
         result = SynthResult(output, {}, method, info, acc, fitted.model)
         if count <= EAGER_ROWS:
             result._data = output.frame()
-        final = {"rounds": fitted.rounds, "rows": count,
-                 **expected_oneway_error(fitted.info.get("oneway_sigmas"), schema, fitted.sampler.total,
-                                         acc.rho_budget),
-                 **{k: v for k, v in fitted.info.items() if k == "traffic"}}
+        final = {
+            "rounds": fitted.rounds,
+            "rows": count,
+            **expected_oneway_error(fitted.info.get("oneway_sigmas"), schema, fitted.sampler.total, acc.rho_budget),
+            **{k: v for k, v in fitted.info.items() if k == "traffic"},
+        }
         if write_outputs is not None:
             staged = write_outputs(result, acc.preview("complete", **final))
-        checkpoint()                 # the last safe point: after it the release is committed
+        checkpoint()  # the last safe point: after it the release is committed
         acc.finish("complete", **final)
         if reservation is not None:
             reservation.settle(acc.rho_spent, "complete")
@@ -231,8 +289,7 @@ def synthesize(silos: Sequence[Silo], method: str = "aim", epsilon: float = 1.0,
     return result
 
 
-def expected_oneway_error(sigmas: Sequence[float] | None, schema: Schema, total: float,
-                          rho: float) -> dict[str, float]:
+def expected_oneway_error(sigmas: Sequence[float] | None, schema: Schema, total: float, rho: float) -> dict[str, float]:
     """The release's expected mean 1-way total variation distance from its own noise scales and
     noisy total (public): ``TVD_j ~ (1/2) sqrt(2/pi) sigma_j c_j / N`` for column ``j`` with ``c_j``
     cells (an upper estimate: it ignores the clipping of negative counts), beside the same for
@@ -241,6 +298,7 @@ def expected_oneway_error(sigmas: Sequence[float] | None, schema: Schema, total:
     if not sigmas or not all(math.isfinite(s) for s in sigmas):
         return {}
     from .methods.independent import oneway_sigma
+
     cells = np.array(schema.shape, dtype=float)
     scale = 0.5 * math.sqrt(2.0 / math.pi) / max(float(total), 1.0)
     own = float(np.mean(scale * np.asarray(sigmas, dtype=float) * cells))
@@ -259,7 +317,7 @@ def _abandon(acc: Accountant) -> list[str]:
             acc.finish("failed")
             if acc.ledger_path is not None:
                 notes.append(f"the ledger {acc.ledger_path} records rho {acc.rho_spent:.6g} spent (status failed)")
-        except Exception as exc:        # the ledger on disk still holds every charge written so far
+        except Exception as exc:  # the ledger on disk still holds every charge written so far
             notes.append(f"the ledger could not be marked failed ({' '.join(str(exc).split())})")
     return notes
 
@@ -269,5 +327,6 @@ def _runner(spec: MethodSpec, silos: Sequence[Silo], agg: Aggregator | None):
     if spec.central:
         return lambda acc, noise, o, seed, prog: spec.run(Silo.pooled(silos), acc, noise, o, progress=prog)
     # the method's public randomness (which silos take part, the encoding's draws), never the data
-    return lambda acc, noise, o, seed, prog: spec.run(agg, acc, noise, o, None if seed is None else seed + 3,
-                                                       progress=prog)
+    return lambda acc, noise, o, seed, prog: spec.run(
+        agg, acc, noise, o, None if seed is None else seed + 3, progress=prog
+    )

@@ -8,6 +8,7 @@
   correlation from a noisy second moment (post-processing).
 * ``upper`` / ``from_upper``: a symmetric matrix as its upper triangle and back.
 """
+
 from __future__ import annotations
 
 import math
@@ -25,6 +26,7 @@ EM_ITERATIONS = 200
 
 # ---- ICDM ---------------------------------------------------------------------------------------
 
+
 @dataclass
 class ICDM:
     """Categories laid out on ``[lam, 1 - lam]`` in ``order`` (default: by probability, ascending,
@@ -39,10 +41,9 @@ class ICDM:
 
     def __post_init__(self):
         p = np.asarray(self.probs, dtype=float)
-        order = (np.lexsort((np.arange(len(p)), p)) if self.order is None
-                 else np.asarray(self.order, dtype=np.int64))
+        order = np.lexsort((np.arange(len(p)), p)) if self.order is None else np.asarray(self.order, dtype=np.int64)
         cum = np.concatenate([[0.0], np.cumsum(p[order])])
-        cum = self.lam + (1.0 - 2.0 * self.lam) * cum / cum[-1]     # laid out on [lam, 1 - lam]
+        cum = self.lam + (1.0 - 2.0 * self.lam) * cum / cum[-1]  # laid out on [lam, 1 - lam]
         self.lo, self.hi = np.empty(len(p)), np.empty(len(p))
         self.lo[order], self.hi[order] = cum[:-1], cum[1:]
         self._order, self._cum = order, cum
@@ -59,6 +60,7 @@ class ICDM:
 
 # ---- numeric columns: mixtures from noisy histograms ---------------------------------------------
 
+
 @dataclass
 class Mixture:
     weights: np.ndarray
@@ -67,7 +69,7 @@ class Mixture:
 
     def posterior(self, x: np.ndarray) -> np.ndarray:
         z = (x[:, None] - self.means) / self.sds
-        logp = np.log(self.weights) - np.log(self.sds) - 0.5 * z ** 2
+        logp = np.log(self.weights) - np.log(self.sds) - 0.5 * z**2
         logp -= logp.max(axis=1, keepdims=True)
         p = np.exp(logp)
         return p / p.sum(axis=1, keepdims=True)
@@ -84,24 +86,25 @@ def fit_mixture(col: NumericColumn, counts: np.ndarray, components: int) -> Mixt
     w = np.clip(np.asarray(counts, dtype=float), 0.0, None)
     if w.sum() <= 0 or span == 0:
         return Mixture(np.ones(1), np.array([(col.lower + col.upper) / 2.0]), np.array([max(span / 4.0, floor)]))
-    k = int(min(components, np.count_nonzero(w)))
+    k = min(int(components), int(np.count_nonzero(w)))
     cdf = np.cumsum(w) / w.sum()
     means = centres[np.minimum(np.searchsorted(cdf, (np.arange(k) + 0.5) / k), len(centres) - 1)].astype(float)
     sds = np.full(k, max(span / (2.0 * k), floor))
     weights = np.full(k, 1.0 / k)
-    within = width ** 2 / 12.0
+    within = width**2 / 12.0
     for _ in range(EM_ITERATIONS):
         r = Mixture(weights, means, sds).posterior(centres) * w[:, None]
         mass = r.sum(axis=0) + 1e-12
         weights = mass / mass.sum()
         means = (r * centres[:, None]).sum(axis=0) / mass
         var = (r * ((centres[:, None] - means) ** 2 + within[:, None])).sum(axis=0) / mass
-        sds = np.sqrt(np.maximum(var, floor ** 2))
+        sds = np.sqrt(np.maximum(var, floor**2))
     keep = weights >= MIN_WEIGHT
     return Mixture(weights[keep] / weights[keep].sum(), means[keep], sds[keep])
 
 
 # ---- the copula ---------------------------------------------------------------------------------
+
 
 @dataclass
 class ModeCDF:
@@ -123,7 +126,7 @@ class ModeCDF:
         lo, hi = bin_edges(self.col)
         self.lo = lo.astype(float)
         self.width = (hi - lo + (1.0 if self.col.integer else 0.0)).astype(float)
-        self.cum = np.vstack([np.zeros(self.mass.shape[1]), np.cumsum(self.mass, axis=0)])   # (B+1, T)
+        self.cum = np.vstack([np.zeros(self.mass.shape[1]), np.cumsum(self.mass, axis=0)])  # (B+1, T)
 
     @property
     def components(self) -> int:
@@ -160,7 +163,6 @@ def mode_cdf(col: NumericColumn, counts: np.ndarray, mix: Mixture, lam: float) -
     w = np.clip(np.asarray(counts, dtype=float), 0.0, None)
     mass = (w + max(w.sum(), 1.0) * 1e-6)[:, None] * resp + 1e-12
     return ModeCDF(col, mass, lam)
-
 
 
 def repair_correlation(s: np.ndarray, eta: float = 1e-3) -> tuple[np.ndarray, np.ndarray]:
@@ -211,4 +213,3 @@ def from_upper(v: np.ndarray, n: int) -> np.ndarray:
     m = np.zeros((n, n))
     m[np.triu_indices(n)] = v
     return m + np.triu(m, 1).T
-

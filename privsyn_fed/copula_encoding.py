@@ -1,15 +1,17 @@
 """The public encoding every silo applies to its own rows before Fed-TDA's second moments, and its
 wire format (it travels to MPC parties with the ``SecondMomentsQuery`` that uses it)."""
+
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import pandas as pd
 
 from .copula import ICDM, ModeCDF
-from .schema import Schema
+from .schema import CategoricalColumn, NumericColumn, Schema
 
 
 @dataclass
@@ -17,9 +19,9 @@ class Encoding:
     """The public parameters every silo encodes its rows with."""
 
     schema: Schema
-    icdm: list[ICDM]                  # per column: categories, or mixture components (+ missing)
-    modes: list[ModeCDF | None]       # per numeric column (None for categorical)
-    bound: float                      # rows are clipped to this L2 norm
+    icdm: list[ICDM]  # per column: categories, or mixture components (+ missing)
+    modes: list[ModeCDF | None]  # per numeric column (None for categorical)
+    bound: float  # rows are clipped to this L2 norm
 
     @property
     def width(self) -> int:
@@ -45,9 +47,12 @@ class Encoding:
 
     def to_wire(self) -> tuple[dict, dict[str, np.ndarray]]:
         """The encoding as a JSON header and arrays (it travels to MPC parties with its query)."""
-        header = {"bound": self.bound, "lam": [c.lam for c in self.icdm],
-                  "bins": [None if m is None else m.col.bins for m in self.modes],
-                  "mode_lam": [None if m is None else m.lam for m in self.modes]}
+        header = {
+            "bound": self.bound,
+            "lam": [c.lam for c in self.icdm],
+            "bins": [None if m is None else m.col.bins for m in self.modes],
+            "mode_lam": [None if m is None else m.lam for m in self.modes],
+        }
         arrays = {}
         for j, c in enumerate(self.icdm):
             arrays[f"{j}:probs"] = np.asarray(c.probs, dtype=np.float64)
@@ -62,9 +67,15 @@ class Encoding:
         for j, col in enumerate(schema.columns):
             icdm.append(ICDM(arrays[f"{j}:probs"], float(header["lam"][j]), arrays[f"{j}:order"]))
             bins = header["bins"][j]
-            modes.append(None if bins is None else
-                         ModeCDF(dataclasses.replace(col, bins=int(bins)), arrays[f"{j}:mass"],
-                                 float(header["mode_lam"][j])))
+            modes.append(
+                None
+                if bins is None
+                else ModeCDF(
+                    dataclasses.replace(cast(NumericColumn, col), bins=int(bins)),
+                    arrays[f"{j}:mass"],
+                    float(header["mode_lam"][j]),
+                )
+            )
         return cls(schema, icdm, modes, float(header["bound"]))
 
     def encode(self, codes: np.ndarray, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -77,7 +88,7 @@ class Encoding:
                 continue
             x = values[:, j]
             missing = np.isnan(x)
-            comp = np.full(len(x), mode.components)                  # "missing" is the last component
+            comp = np.full(len(x), mode.components)  # "missing" is the last component
             a = np.zeros(len(x))
             if (~missing).any():
                 comp[~missing], a[~missing] = mode.encode(x[~missing], rng)
@@ -93,15 +104,15 @@ class Encoding:
             if mode is None:
                 idx = self.icdm[j].decode(z[:, k])
                 k += 1
-                cats = np.array(list(col.categories) + [None], dtype=object)
+                cats = np.array(list(cast(CategoricalColumn, col).categories) + [None], dtype=object)
                 out[col.name] = pd.Series(cats[idx], dtype=object)
                 continue
             comp = self.icdm[j].decode(z[:, k + 1])
             missing = comp >= mode.components
             v = mode.decode(np.where(missing, 0, comp), z[:, k])
             k += 2
-            series = pd.Series(v.astype(np.int64), dtype="Int64") if col.integer else pd.Series(v, dtype="Float64")
+            integer = cast(NumericColumn, col).integer
+            series = pd.Series(v.astype(np.int64), dtype="Int64") if integer else pd.Series(v, dtype="Float64")
             series[missing] = pd.NA
             out[col.name] = series
         return pd.DataFrame(out, columns=self.schema.names)
-

@@ -12,6 +12,7 @@ Decoding (post-processing of private output, so ordinary numpy randomness is fin
 bin becomes a value drawn uniformly inside the bin (a uniformly drawn whole number for integer
 columns), which never leaves the schema's bounds.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -32,8 +33,9 @@ def check_columns(header: list[str], schema: Schema, source: str) -> None:
         seen.add(name)
     for name in schema.names:
         if name not in seen:
-            raise InputError(f"{source}: missing column '{name}' (the schema declares it)"
-                             + delimiter_hint(",".join(header)))
+            raise InputError(
+                f"{source}: missing column '{name}' (the schema declares it)" + delimiter_hint(",".join(header))
+            )
     for name in header:
         if name not in schema.names:
             raise InputError(f"{source}: extra column '{name}' (not in the schema)")
@@ -56,9 +58,10 @@ def cell_error(source: str, row: int, column: str, problem: str, public: str, fi
     """An error about one cell: ``problem`` may quote the cell's value (for this host's operator);
     ``public`` says the same without it, for the message an MPC party relays to party 0."""
     where = f"{source}: row {row}, column '{column}'"
-    return InputError(f"{where}: {problem}" + (f" ({fix})" if fix else ""),
-                      public=f"{where}: {public} ({fix + '; ' if fix else ''}"
-                             "the value itself is not shown to the other parties)")
+    return InputError(
+        f"{where}: {problem}" + (f" ({fix})" if fix else ""),
+        public=f"{where}: {public} ({fix + '; ' if fix else ''}the value itself is not shown to the other parties)",
+    )
 
 
 def encode_frame(df: pd.DataFrame, schema: Schema, source: str, with_values: bool = False):
@@ -81,8 +84,10 @@ def encode_frame(df: pd.DataFrame, schema: Schema, source: str, with_values: boo
         is_missing = missing_mask(col, text)
         if is_missing.any() and not col.missing:
             row = int(np.argmax(is_missing))
-            raise InputError(f"{source}: row {row + 2}, column '{col.name}': missing value "
-                             f"(declare \"missing\": true in the schema to allow it)")
+            raise InputError(
+                f"{source}: row {row + 2}, column '{col.name}': missing value "
+                f'(declare "missing": true in the schema to allow it)'
+            )
         if isinstance(col, NumericColumn):
             codes[:, j], clipped[col.name], x = _encode_numeric(col, text, is_missing, source)
             if values is not None:
@@ -96,13 +101,17 @@ def missing_mask(col, text: np.ndarray) -> np.ndarray:
     """Cells that stand for a missing value: one of the missing tokens or the column's own
     ``missing_values``, unless the schema declares that very text as a category (a declared
     category always wins, so a category named ``NA`` or ``None`` is never read as missing)."""
-    tokens = [t for t in MISSING_TOKENS + col.missing_values
-              if not (isinstance(col, CategoricalColumn) and t in col.categories)]
+    tokens = [
+        t
+        for t in MISSING_TOKENS + col.missing_values
+        if not (isinstance(col, CategoricalColumn) and t in col.categories)
+    ]
     return np.isin(text, tokens)
 
 
-def _encode_numeric(col: NumericColumn, text: np.ndarray, is_missing: np.ndarray,
-                    source: str) -> tuple[np.ndarray, int, np.ndarray]:
+def _encode_numeric(
+    col: NumericColumn, text: np.ndarray, is_missing: np.ndarray, source: str
+) -> tuple[np.ndarray, int, np.ndarray]:
     values = pd.to_numeric(pd.Series(np.where(is_missing, "nan", text)), errors="coerce").to_numpy(float)
     bad = ~is_missing & ~np.isfinite(values)
     if bad.any():
@@ -122,7 +131,7 @@ def numeric_bin(col: NumericColumn, x: np.ndarray) -> np.ndarray:
     B = col.n_bins
     if col.integer:
         m = col.whole_numbers
-        k = np.rint(x).astype(np.int64) - int(col.lower)       # exact: no float difference
+        k = np.rint(x).astype(np.int64) - int(col.lower)  # exact: no float difference
         return np.minimum(_times_over(k, B, m), B - 1)
     if col.upper == col.lower:
         return np.zeros(len(x), dtype=np.int64)
@@ -130,17 +139,21 @@ def numeric_bin(col: NumericColumn, x: np.ndarray) -> np.ndarray:
     return np.clip(np.floor(scaled), 0, B - 1).astype(np.int64)
 
 
-def _encode_categorical(col: CategoricalColumn, text: np.ndarray, is_missing: np.ndarray,
-                        source: str) -> np.ndarray:
+def _encode_categorical(col: CategoricalColumn, text: np.ndarray, is_missing: np.ndarray, source: str) -> np.ndarray:
     index = {c: i for i, c in enumerate(col.categories)}
     fallback = index[col.unknown] if col.unknown is not None else -1
     codes = np.fromiter((index.get(v, fallback) for v in text), dtype=np.int64, count=len(text))
     bad = (codes < 0) & ~is_missing
     if bad.any():
         row = int(np.argmax(bad))
-        raise cell_error(source, row + 2, col.name, f"category {text[row]!r} is not in the schema",
-                         "a value that is not in the schema's categories",
-                         "declare it, or set \"unknown\" to a catch-all")
+        raise cell_error(
+            source,
+            row + 2,
+            col.name,
+            f"category {text[row]!r} is not in the schema",
+            "a value that is not in the schema's categories",
+            'declare it, or set "unknown" to a catch-all',
+        )
     if col.missing:
         codes[is_missing] = len(col.categories)
     return codes
@@ -191,7 +204,7 @@ def bin_midpoints(codes: np.ndarray, schema: Schema) -> np.ndarray:
 def _times_over(a: np.ndarray, b: int, c: int) -> np.ndarray:
     """``floor(a * b / c)`` exactly, for int64 ``a``: in int64 when ``a * b`` cannot overflow,
     else in Python integers (wide whole-number columns, up to 2^54 values)."""
-    if np.abs(a).max(initial=0) * float(b) < 2.0 ** 62:
+    if np.abs(a).max(initial=0) * float(b) < 2.0**62:
         return a * b // c
     return (a.astype(object) * b // c).astype(np.int64)
 
@@ -219,4 +232,3 @@ def numeric_histogram(col: NumericColumn, values: np.ndarray) -> np.ndarray:
     present = ~np.isnan(values)
     counts = np.bincount(numeric_bin(col, values[present]), minlength=col.n_bins).astype(np.int64)
     return np.append(counts, np.int64((~present).sum())) if col.missing else counts
-

@@ -1,4 +1,5 @@
 """Error types. The command line maps ``InputError`` to exit status 2 and prints only its message."""
+
 from __future__ import annotations
 
 
@@ -35,4 +36,4 @@ def first_line(exc: BaseException, limit: int = 300) -> str:
     """
     line = next((ln for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
     line = " ".join(line.split())
-    return line if len(line) <= limit else line[:limit - 3] + "..."
+    return line if len(line) <= limit else line[: limit - 3] + "..."

@@ -16,6 +16,7 @@ whoever may see the real data, e.g. on a benchmark's public table).
 * ``nll``: mean negative log-likelihood (nats) of the holdout rows under the method's model (its
   exact likelihood: cells the model believes nearly empty cost many nats).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -45,14 +46,16 @@ def _marginal(codes: np.ndarray, shape: list[int], clique) -> np.ndarray:
 
 
 def workload_error(real: np.ndarray, synthetic: np.ndarray, shape: list[int], workload) -> float:
-    return float(np.mean([np.abs(_marginal(real, shape, c) - _marginal(synthetic, shape, c)).sum()
-                          for c in workload]))
+    return float(np.mean([np.abs(_marginal(real, shape, c) - _marginal(synthetic, shape, c)).sum() for c in workload]))
 
 
 def numeric_columns(df: pd.DataFrame, schema: Schema) -> dict[str, pd.Series]:
     """Each numeric column's values as floats (NaN where missing), parsed once."""
-    return {c.name: pd.to_numeric(as_text(df[[c.name]])[c.name], errors="coerce")
-            for c in schema.columns if isinstance(c, NumericColumn)}
+    return {
+        c.name: pd.to_numeric(as_text(df[[c.name]])[c.name], errors="coerce")
+        for c in schema.columns
+        if isinstance(c, NumericColumn)
+    }
 
 
 def _present(values: pd.Series) -> np.ndarray:
@@ -65,7 +68,9 @@ def column_shapes(real_num, syn_num, real, syn, schema: Schema) -> dict[str, dic
 
     out = {}
     for j, col in enumerate(schema.columns):
-        entry = {"tv": 0.5 * float(np.abs(_marginal(real, schema.shape, [j]) - _marginal(syn, schema.shape, [j])).sum())}
+        entry = {
+            "tv": 0.5 * float(np.abs(_marginal(real, schema.shape, [j]) - _marginal(syn, schema.shape, [j])).sum())
+        }
         if isinstance(col, NumericColumn):
             a, b = _present(real_num[col.name]), _present(syn_num[col.name])
             if len(a) and len(b):
@@ -105,8 +110,10 @@ def pair_trends(real_num, syn_num, real, syn, schema: Schema) -> dict[str, float
         else:
             tv = 0.5 * np.abs(_marginal(real, schema.shape, [i, j]) - _marginal(syn, schema.shape, [i, j])).sum()
             cont.append(1.0 - float(tv))
-    return {"correlation_similarity": float(np.mean(corr)) if corr else None,
-            "contingency_similarity": float(np.mean(cont)) if cont else None}
+    return {
+        "correlation_similarity": float(np.mean(corr)) if corr else None,
+        "contingency_similarity": float(np.mean(cont)) if cont else None,
+    }
 
 
 def _pearson(x: pd.Series, y: pd.Series) -> float:
@@ -130,9 +137,8 @@ def tstr_auc(train: np.ndarray, test: np.ndarray, schema: Schema, label: str, se
         return None
     y_train = train[:, j]
     if len(np.unique(y_train)) < 2:
-        return 0.5                      # a constant predictor
-    clf = HistGradientBoostingClassifier(categorical_features=np.array(categorical), random_state=seed,
-                                         max_iter=200)
+        return 0.5  # a constant predictor
+    clf = HistGradientBoostingClassifier(categorical_features=np.array(categorical), random_state=seed, max_iter=200)
     clf.fit(train[:, features], y_train)
     proba = clf.predict_proba(test[:, features])
     if len(classes) == 2:
@@ -157,8 +163,9 @@ def _features(codes: np.ndarray, schema: Schema) -> np.ndarray:
     return np.hstack(parts)
 
 
-def distance_to_closest_record(real: np.ndarray, holdout: np.ndarray, syn: np.ndarray, schema: Schema,
-                               rows: int = 2000, seed: int = 0) -> dict[str, float]:
+def distance_to_closest_record(
+    real: np.ndarray, holdout: np.ndarray, syn: np.ndarray, schema: Schema, rows: int = 2000, seed: int = 0
+) -> dict[str, float]:
     from sklearn.neighbors import NearestNeighbors
 
     rng = np.random.default_rng(seed)
@@ -169,8 +176,12 @@ def distance_to_closest_record(real: np.ndarray, holdout: np.ndarray, syn: np.nd
     d_train = NearestNeighbors(n_neighbors=1).fit(_features(train_ref, schema)).kneighbors(query)[0][:, 0]
     d_hold = NearestNeighbors(n_neighbors=1).fit(_features(hold_ref, schema)).kneighbors(query)[0][:, 0]
     closer = float(np.mean(d_train < d_hold) + 0.5 * np.mean(d_train == d_hold))
-    return {"median_to_train": float(np.median(d_train)), "median_to_holdout": float(np.median(d_hold)),
-            "share_closer_to_train": closer, "exact_copies_of_train": float(np.mean(d_train == 0))}
+    return {
+        "median_to_train": float(np.median(d_train)),
+        "median_to_holdout": float(np.median(d_hold)),
+        "share_closer_to_train": closer,
+        "exact_copies_of_train": float(np.mean(d_train == 0)),
+    }
 
 
 def holdout_nll(model: Any, holdout: np.ndarray, schema: Schema) -> dict[str, float]:
@@ -190,9 +201,18 @@ def holdout_nll(model: Any, holdout: np.ndarray, schema: Schema) -> dict[str, fl
     return {"mean": float(nll.mean()), "median": float(np.median(nll))}
 
 
-def evaluate(real_df: pd.DataFrame, syn_df: pd.DataFrame, schema: Schema, *, holdout_df: pd.DataFrame | None = None,
-             label: str | None = None, workload_size: int | None = 64, workload_seed: int = 0,
-             model: Any = None, seed: int = 0) -> dict[str, Any]:
+def evaluate(
+    real_df: pd.DataFrame,
+    syn_df: pd.DataFrame,
+    schema: Schema,
+    *,
+    holdout_df: pd.DataFrame | None = None,
+    label: str | None = None,
+    workload_size: int | None = 64,
+    workload_seed: int = 0,
+    model: Any = None,
+    seed: int = 0,
+) -> dict[str, Any]:
     """All the measures above as a JSON-ready dict (``tstr``, ``dcr``, ``nll`` need a holdout)."""
     real = encode(real_df, schema, "real")
     syn = encode(syn_df, schema, "synthetic")
@@ -200,8 +220,12 @@ def evaluate(real_df: pd.DataFrame, syn_df: pd.DataFrame, schema: Schema, *, hol
     workload = sample_workload(len(schema.names), 3, workload_size, workload_seed)
     report: dict[str, Any] = {
         "rows": {"real": int(len(real)), "synthetic": int(len(syn))},
-        "workload": {"degree": min(3, len(schema.names)), "size": len(workload), "seed": workload_seed,
-                     "error": workload_error(real, syn, schema.shape, workload)},
+        "workload": {
+            "degree": min(3, len(schema.names)),
+            "size": len(workload),
+            "seed": workload_seed,
+            "error": workload_error(real, syn, schema.shape, workload),
+        },
         "columns": column_shapes(real_num, syn_num, real, syn, schema),
         "pairs": pair_trends(real_num, syn_num, real, syn, schema),
         "fidelity": fidelity(real_num, syn_num, real, syn, schema),
@@ -214,8 +238,11 @@ def evaluate(real_df: pd.DataFrame, syn_df: pd.DataFrame, schema: Schema, *, hol
         hold = encode(holdout_df, schema, "holdout")
         report["rows"]["holdout"] = int(len(hold))
         if label is not None:
-            report["tstr"] = {"label": label, "auc_synthetic": tstr_auc(syn, hold, schema, label, seed),
-                              "auc_real": tstr_auc(real, hold, schema, label, seed)}
+            report["tstr"] = {
+                "label": label,
+                "auc_synthetic": tstr_auc(syn, hold, schema, label, seed),
+                "auc_real": tstr_auc(real, hold, schema, label, seed),
+            }
         report["dcr"] = distance_to_closest_record(real, hold, syn, schema, seed=seed)
         if model is not None:
             report["nll"] = holdout_nll(model, hold, schema)

@@ -4,6 +4,7 @@
 the caller commits: ``publish`` renames them all into place, ``discard`` removes them. A release
 stages its CSV, model and report, marks its ledger complete, and only then publishes.
 """
+
 from __future__ import annotations
 
 import os
@@ -18,7 +19,7 @@ def stage_file(path: str | Path, write: Callable, binary: bool = False) -> Path:
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="")) as fh:
+        with os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())

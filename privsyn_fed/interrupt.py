@@ -14,6 +14,7 @@ Commands that spend no budget (``evaluate``, ``partition``, the MPC parties ...)
 ``deferred_signals(immediate=True)``: the signal raises ``Interrupted`` at once (SIGTERM then
 unwinds like Ctrl-C, so temporary files are removed instead of left behind).
 """
+
 from __future__ import annotations
 
 import os
@@ -51,9 +52,12 @@ def _record(signum, frame) -> None:
     global _received
     first = _received is None
     _received = _received or signum
-    if first:   # os.write: the main thread may be inside a buffered write to stderr right now
-        os.write(2, f"\nprivsyn-fed: {signal.Signals(signum).name} received: stopping at the next safe "
-                    "point (no CSV will be written)\n".encode())
+    if first:  # os.write: the main thread may be inside a buffered write to stderr right now
+        os.write(
+            2,
+            f"\nprivsyn-fed: {signal.Signals(signum).name} received: stopping at the next safe "
+            "point (no CSV will be written)\n".encode(),
+        )
 
 
 def _raise(signum, frame) -> None:

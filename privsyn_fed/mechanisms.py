@@ -13,6 +13,7 @@ Exponential mechanism: with utility ``u`` of sensitivity ``D``, sampling ``P[r] 
 is the Gumbel-max of ``u_r + Gumbel(2 D / eps)``; it is ``eps``-DP and ``eps^2/8``-zCDP.
 Parallel composition: a mechanism each silo runs on its own (disjoint) rows costs what one costs.
 """
+
 from __future__ import annotations
 
 import math
@@ -43,36 +44,73 @@ def _finite_scores(scores: np.ndarray, who: str = "") -> np.ndarray:
 
 # ---- values in the clear (the trusted curator) ------------------------------------------------
 
-def gaussian_mechanism(acc: Accountant, noise: NoiseSource, values: np.ndarray, *, sigma: float, query: str,
-                       where: str, sensitivity_l2: float = 1.0, round_index: int | None = None,
-                       **extra: Any) -> np.ndarray:
+
+def gaussian_mechanism(
+    acc: Accountant,
+    noise: NoiseSource,
+    values: np.ndarray,
+    *,
+    sigma: float,
+    query: str,
+    where: str,
+    sensitivity_l2: float = 1.0,
+    round_index: int | None = None,
+    **extra: Any,
+) -> np.ndarray:
     """Release ``values + N(0, sigma^2 I)``; integer input gets the discrete Gaussian.
 
     Charges ``sensitivity_l2^2 / (2 sigma^2)`` first; the caller states the sensitivity.
     """
     values = np.asarray(values)
-    acc.gaussian(query, sensitivity_l2, sigma, where, sampler=noise.name, cells=int(values.size),
-                 **_round(round_index), **extra)
+    acc.gaussian(
+        query, sensitivity_l2, sigma, where, sampler=noise.name, cells=int(values.size), **_round(round_index), **extra
+    )
     return add_gaussian(noise, values, sigma)
 
 
-def exponential_mechanism(acc: Accountant, noise: NoiseSource, scores: np.ndarray, *, epsilon: float,
-                          sensitivity: float, query: str, where: str, round_index: int | None = None,
-                          **extra: Any) -> int:
+def exponential_mechanism(
+    acc: Accountant,
+    noise: NoiseSource,
+    scores: np.ndarray,
+    *,
+    epsilon: float,
+    sensitivity: float,
+    query: str,
+    where: str,
+    round_index: int | None = None,
+    **extra: Any,
+) -> int:
     """Index ``r`` drawn with probability proportional to ``exp(epsilon * scores[r] / (2 sensitivity))``.
 
     Charges ``epsilon^2 / 8`` first.
     """
     scores = _finite_scores(scores)
-    acc.exponential(query, sensitivity, epsilon, where, sampler=noise.name, candidates=int(scores.size),
-                    **_round(round_index), **extra)
+    acc.exponential(
+        query,
+        sensitivity,
+        epsilon,
+        where,
+        sampler=noise.name,
+        candidates=int(scores.size),
+        **_round(round_index),
+        **extra,
+    )
     return noise.noisy_argmax(scores, 2.0 * sensitivity / epsilon)
 
 
 # ---- sums over silos ------------------------------------------------------------------------
 
-def noisy_sums(agg: Aggregator, acc: Accountant, noise: NoiseSource, requests: Sequence[SumRequest],
-               sigma: float, sensitivity_l2: float, query: str, round_index: int) -> list[np.ndarray]:
+
+def noisy_sums(
+    agg: Aggregator,
+    acc: Accountant,
+    noise: NoiseSource,
+    requests: Sequence[SumRequest],
+    sigma: float,
+    sensitivity_l2: float,
+    query: str,
+    round_index: int,
+) -> list[np.ndarray]:
     """For each ``(label, query, silos)``, ``sum_{k in silos} query(silo_k)``; all released
     together as one Gaussian mechanism: ``N(0, sigma^2)`` per cell, with the caller's L2
     sensitivity of the concatenation (``sqrt(number of sums one record can be in)`` for counts).
@@ -86,21 +124,40 @@ def noisy_sums(agg: Aggregator, acc: Accountant, noise: NoiseSource, requests: S
     slack = agg.rounding_l2(request)
     grown = sigma * (sensitivity_l2 + slack) / sensitivity_l2
     fixed_point = {"fixed_point": {"sensitivity_planned": sensitivity_l2, "rounding_l2": slack}} if slack else {}
-    acc.gaussian(query, sensitivity_l2 + slack, grown, agg.where, round=round_index, silos=silos,
-                 cells=request.size(agg.schema), **agg.noise_fields(noise), **fixed_point)
+    acc.gaussian(
+        query,
+        sensitivity_l2 + slack,
+        grown,
+        agg.where,
+        round=round_index,
+        silos=silos,
+        cells=request.size(agg.schema),
+        **agg.noise_fields(noise),
+        **fixed_point,
+    )
     noisy = agg.noisy_sum(request, among, sigma=grown, noise=noise, round_index=round_index, label=query)
     sizes = [q.size(agg.schema) for _, q, _ in requests]
     return np.split(noisy, np.cumsum(sizes)[:-1])
 
 
-def noisy_sum(agg: Aggregator, acc: Accountant, noise: NoiseSource, request: Query, among: Sequence[str], *,
-              sigma: float, query: str, round_index: int) -> np.ndarray:
+def noisy_sum(
+    agg: Aggregator,
+    acc: Accountant,
+    noise: NoiseSource,
+    request: Query,
+    among: Sequence[str],
+    *,
+    sigma: float,
+    query: str,
+    round_index: int,
+) -> np.ndarray:
     """``sum_{k in among} request(silo_k) + N(0, sigma^2)`` with L2 sensitivity 1 (``noisy_sums``)."""
     return noisy_sums(agg, acc, noise, [(query, request, among)], sigma, 1.0, query, round_index)[0]
 
 
-def exact_sums_in_a_non_private_run(acc: Accountant, agg: Aggregator,
-                                    requests: Sequence[SumRequest]) -> list[np.ndarray]:
+def exact_sums_in_a_non_private_run(
+    acc: Accountant, agg: Aggregator, requests: Sequence[SumRequest]
+) -> list[np.ndarray]:
     """The exact sums, for a run whose ledger already declares it non-private (a test mode or a
     research oracle); refused otherwise. Nothing is charged: such a release has no guarantee."""
     if acc.non_private is None:
@@ -110,32 +167,81 @@ def exact_sums_in_a_non_private_run(acc: Accountant, agg: Aggregator,
 
 # ---- each silo on its own rows (parallel composition) ----------------------------------------
 
-def local_exponential_mechanism(agg: Aggregator, acc: Accountant, noise: NoiseSource, scores: Mapping[str, Query],
-                                *, epsilon: float, sensitivity: float, query: str, round_index: int,
-                                **extra: Any) -> dict[str, int]:
+
+def local_exponential_mechanism(
+    agg: Aggregator,
+    acc: Accountant,
+    noise: NoiseSource,
+    scores: Mapping[str, Query],
+    *,
+    epsilon: float,
+    sensitivity: float,
+    query: str,
+    round_index: int,
+    **extra: Any,
+) -> dict[str, int]:
     """Each silo ``k`` runs the exponential mechanism on its own scores ``scores[k]`` (a query it
     answers on its own rows). The silos hold disjoint records, so by parallel composition the
     whole set costs what one costs: ``epsilon^2 / 8``, charged once with ``parallel_over: silos``."""
-    acc.exponential(query, sensitivity, epsilon, "silo", parallel_over="silos", silos=sorted(scores),
-                    round=round_index, **agg.noise_fields(noise, local=True), **extra)
+    acc.exponential(
+        query,
+        sensitivity,
+        epsilon,
+        "silo",
+        parallel_over="silos",
+        silos=sorted(scores),
+        round=round_index,
+        **agg.noise_fields(noise, local=True),
+        **extra,
+    )
     return agg.local_select(scores, scale=2.0 * sensitivity / epsilon, noise=noise, round_index=round_index)
 
 
-def local_gaussian_mechanism(agg: Aggregator, acc: Accountant, noise: NoiseSource, answers: Mapping[str, Query],
-                             *, sigma: float, query: str, round_index: int, sensitivity_l2: float = 1.0,
-                             **extra: Any) -> dict[str, np.ndarray]:
+def local_gaussian_mechanism(
+    agg: Aggregator,
+    acc: Accountant,
+    noise: NoiseSource,
+    answers: Mapping[str, Query],
+    *,
+    sigma: float,
+    query: str,
+    round_index: int,
+    sensitivity_l2: float = 1.0,
+    **extra: Any,
+) -> dict[str, np.ndarray]:
     """``answers[k](silo_k) + N(0, sigma^2 I)`` for each silo ``k`` on its own rows; charged once
     (``sensitivity_l2^2 / (2 sigma^2)``, parallel composition over disjoint silos)."""
-    acc.gaussian(query, sensitivity_l2, sigma, "silo", parallel_over="silos", silos=sorted(answers),
-                 round=round_index, **agg.noise_fields(noise, local=True), **extra)
+    acc.gaussian(
+        query,
+        sensitivity_l2,
+        sigma,
+        "silo",
+        parallel_over="silos",
+        silos=sorted(answers),
+        round=round_index,
+        **agg.noise_fields(noise, local=True),
+        **extra,
+    )
     return agg.local_noisy_answers(answers, sigma=sigma, noise=noise, round_index=round_index)
 
 
 # ---- DistAIM's pool ------------------------------------------------------------------------------
 
-def pooled_exponential_mechanism(acc: Accountant, pool: Pool, noise: NoiseSource, cands: Mapping[Clique, float],
-                                 model_marginals: Mapping[Clique, np.ndarray], *, sigma: float, epsilon: float,
-                                 sensitivity: float, query: str, round_index: int, draws: int = 1) -> list[Clique]:
+
+def pooled_exponential_mechanism(
+    acc: Accountant,
+    pool: Pool,
+    noise: NoiseSource,
+    cands: Mapping[Clique, float],
+    model_marginals: Mapping[Clique, np.ndarray],
+    *,
+    sigma: float,
+    epsilon: float,
+    sensitivity: float,
+    query: str,
+    round_index: int,
+    draws: int = 1,
+) -> list[Clique]:
     """``draws`` independent exponential mechanisms on AIM's scores of the pooled answers
     (``pool.storage`` scores against ``N_t p_r``), each charged ``epsilon^2 / 8``. A storage that
     samples on a fixed-point grid samples at a smaller epsilon so that ``epsilon`` covers its
@@ -150,12 +256,21 @@ def pooled_exponential_mechanism(acc: Accountant, pool: Pool, noise: NoiseSource
     return [keys[i] for i in picks]
 
 
-def pooled_gaussian_mechanism(acc: Accountant, pool: Pool, noise: NoiseSource, q: Clique, *, sigma: float,
-                              query: str, round_index: int) -> np.ndarray:
+def pooled_gaussian_mechanism(
+    acc: Accountant, pool: Pool, noise: NoiseSource, q: Clique, *, sigma: float, query: str, round_index: int
+) -> np.ndarray:
     """The pooled marginal ``A_q + N(0, sigma^2 I)`` (L2 sensitivity 1)."""
     cells = pool.cells(q)
-    acc.gaussian(query, 1.0, sigma, pool.where, round=round_index, cells=int(cells.size), silos=len(pool.seen),
-                 **pool.storage.measurement_fields(noise))
+    acc.gaussian(
+        query,
+        1.0,
+        sigma,
+        pool.where,
+        round=round_index,
+        cells=int(cells.size),
+        silos=len(pool.seen),
+        **pool.storage.measurement_fields(noise),
+    )
     return pool.storage.measure(cells, sigma, noise)
 
 

@@ -8,6 +8,7 @@
     ledger and the audit fails it. It must never be used for a real release.
 A noise source only adds noise; charging the ledger is ``mechanisms``' job.
 """
+
 from __future__ import annotations
 
 from typing import Protocol
@@ -38,19 +39,24 @@ class OpenDPNoise:
     seeded = False
 
     def gaussian_counts(self, counts: np.ndarray, sigma: float) -> np.ndarray:
-        meas = dp.m.make_gaussian(dp.vector_domain(dp.atom_domain(T="i64")), dp.l2_distance(T="i64"),
-                                  scale=float(sigma))
+        meas = dp.m.make_gaussian(
+            dp.vector_domain(dp.atom_domain(T="i64")), dp.l2_distance(T="i64"), scale=float(sigma)
+        )
         return np.asarray(meas(np.asarray(counts, dtype=np.int64).tolist()), dtype=np.int64)
 
     def gaussian_reals(self, values: np.ndarray, sigma: float) -> np.ndarray:
-        meas = dp.m.make_gaussian(dp.vector_domain(dp.atom_domain(T=float, nan=False)),
-                                  dp.l2_distance(T=float), scale=float(sigma))
+        meas = dp.m.make_gaussian(
+            dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l2_distance(T=float), scale=float(sigma)
+        )
         return np.asarray(meas(np.asarray(values, dtype=float).tolist()), dtype=float)
 
     def noisy_argmax(self, scores: np.ndarray, scale: float) -> int:
-        meas = dp.m.make_noisy_max(dp.vector_domain(dp.atom_domain(T=float, nan=False)),
-                                   dp.linf_distance(T=float), dp.zero_concentrated_divergence(),
-                                   scale=float(scale))
+        meas = dp.m.make_noisy_max(
+            dp.vector_domain(dp.atom_domain(T=float, nan=False)),
+            dp.linf_distance(T=float),
+            dp.zero_concentrated_divergence(),
+            scale=float(scale),
+        )
         return int(meas(np.asarray(scores, dtype=float).tolist()))
 
 

@@ -5,6 +5,7 @@ a time, each chunk from its own seed derived from the release's sampling seed, s
 come out however often they are read, and memory stays bounded by one chunk whatever the row
 count: a CSV of ``MAX_ROWS`` rows is written without ever holding more than one chunk.
 """
+
 from __future__ import annotations
 
 import math

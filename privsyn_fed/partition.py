@@ -8,6 +8,7 @@ Schemes, all deterministic for a seed, every row in exactly one client, no clien
     rows (numeric columns standardised, others one-hot), one client per cluster;
   * ``quantity``: client sizes ``~ Dir(alpha 1_K)``, rows assigned at random.
 """
+
 from __future__ import annotations
 
 import json
@@ -39,8 +40,9 @@ class Partition:
         return [np.flatnonzero(self.assignment == k) for k in range(self.clients)]
 
 
-def partition(df: pd.DataFrame, clients: int, scheme: str, *, label: str | None = None, alpha: float = 0.5,
-              seed: int = 0) -> Partition:
+def partition(
+    df: pd.DataFrame, clients: int, scheme: str, *, label: str | None = None, alpha: float = 0.5, seed: int = 0
+) -> Partition:
     if scheme not in SCHEMES:
         raise InputError(f"unknown scheme {scheme!r}; choose from {', '.join(SCHEMES)}")
     n = len(df)
@@ -130,14 +132,25 @@ def check_partition_folder(out: Path, data: Path, force: bool) -> None:
         raise InputError(f"{out}: folder is not empty; choose another or pass --force to replace its split")
     foreign = sorted(e.name for e in entries if not (_OWN_FILE.fullmatch(e.name) and e.is_file()))
     if foreign:
-        raise InputError(f"{out}: holds {foreign[0]!r}, which partition did not write; --force replaces only "
-                         "a folder of client_*.csv files and manifest.json, so choose another folder")
+        raise InputError(
+            f"{out}: holds {foreign[0]!r}, which partition did not write; --force replaces only "
+            "a folder of client_*.csv files and manifest.json, so choose another folder"
+        )
     if any(same_file(e, data) for e in entries):
         raise InputError(f"{data}: is the same file as one in --out {out}, which partition replaces")
 
 
-def write_partition(df: pd.DataFrame, part: Partition, out: Path, *, source: str, scheme: str,
-                    label: str | None, alpha: float | None, seed: int) -> dict[str, Any]:
+def write_partition(
+    df: pd.DataFrame,
+    part: Partition,
+    out: Path,
+    *,
+    source: str,
+    scheme: str,
+    label: str | None,
+    alpha: float | None,
+    seed: int,
+) -> dict[str, Any]:
     """One CSV per client (``client_000.csv`` ...) and ``manifest.json``, written to a new folder
     beside ``out`` that then replaces ``out`` as a whole (no client file of an earlier split
     survives)."""
@@ -167,8 +180,17 @@ def _swap_in(new: Path, out: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def _write_clients(df: pd.DataFrame, part: Partition, out: Path, *, source: str, scheme: str,
-                   label: str | None, alpha: float | None, seed: int) -> dict[str, Any]:
+def _write_clients(
+    df: pd.DataFrame,
+    part: Partition,
+    out: Path,
+    *,
+    source: str,
+    scheme: str,
+    label: str | None,
+    alpha: float | None,
+    seed: int,
+) -> dict[str, Any]:
     width = max(3, len(str(part.clients - 1)))
     entries = []
     for k, rows in enumerate(part.parts()):
@@ -177,11 +199,20 @@ def _write_clients(df: pd.DataFrame, part: Partition, out: Path, *, source: str,
         write_atomic(out / name, lambda fh, c=chunk: c.to_csv(fh, index=False))
         entry: dict[str, Any] = {"file": name, "rows": int(len(rows))}
         if label is not None:
-            entry["label_histogram"] = {str(v): int(c) for v, c in chunk[label].astype(str).value_counts().sort_index().items()}
+            entry["label_histogram"] = {
+                str(v): int(c) for v, c in chunk[label].astype(str).value_counts().sort_index().items()
+            }
         entries.append(entry)
-    manifest = {"source": source, "scheme": scheme, "clients": part.clients, "seed": seed,
-                "alpha": alpha if scheme in ("dirichlet", "quantity") else None, "label": label,
-                "rows": int(len(df)), "files": entries}
+    manifest = {
+        "source": source,
+        "scheme": scheme,
+        "clients": part.clients,
+        "seed": seed,
+        "alpha": alpha if scheme in ("dirichlet", "quantity") else None,
+        "label": label,
+        "rows": int(len(df)),
+        "files": entries,
+    }
 
     def dump(fh):
         json.dump(manifest, fh, indent=2)

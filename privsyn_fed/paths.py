@@ -11,6 +11,7 @@ inputs and its outputs; ``check_files`` refuses:
 finds silos whose bytes are identical (a SHA-256 digest computed on this machine and never sent
 anywhere): their records would count twice while the ledger charges them once.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -96,15 +97,16 @@ def check_store(item: Named) -> None:
 def check_distinct(items: Sequence[Named]) -> None:
     """No two of ``items`` are the same file."""
     for i, a in enumerate(items):
-        for b in items[i + 1:]:
+        for b in items[i + 1 :]:
             if same_file(a.path, b.path):
                 if a.option == b.option:
                     raise InputError(f"{a.path} and {b.path} are the same file, given twice as {a.option}")
                 raise InputError(f"{b.label} is the same file as {a.label}; give them different files")
 
 
-def check_files(inputs: Iterable[Named], outputs: Iterable[tuple[Named, str]], *, force: bool,
-                stores: Iterable[Named] = ()) -> None:
+def check_files(
+    inputs: Iterable[Named], outputs: Iterable[tuple[Named, str]], *, force: bool, stores: Iterable[Named] = ()
+) -> None:
     """Every check on a command's files that needs no file content (see the module docstring).
 
     ``outputs`` pairs each output with a description (``"synthetic CSV"``); ``stores`` are files
@@ -119,10 +121,12 @@ def check_files(inputs: Iterable[Named], outputs: Iterable[tuple[Named, str]], *
         check_store(item)
     written = [item for item, _ in outputs] + stores
     for i, w in enumerate(written):
-        for other in written[i + 1:] + inputs:
+        for other in written[i + 1 :] + inputs:
             if same_file(w.path, other.path):
-                raise InputError(f"{w.label} is the same file as {other.label}; an output must not "
-                                 "replace an input or another output")
+                raise InputError(
+                    f"{w.label} is the same file as {other.label}; an output must not "
+                    "replace an input or another output"
+                )
 
 
 def file_digest(path: Path) -> str:
@@ -146,7 +150,9 @@ def check_identical_contents(silos: Sequence[Named], allow: bool) -> None:
         except OSError as exc:
             raise InputError(f"{item.path}: cannot read ({exc.strerror or exc})") from None
         if digest in seen:
-            raise InputError(f"{item.path} and {seen[digest].path} have identical contents: every record would "
-                             "count twice while the ledger charges once; give each silo once, or pass "
-                             "--allow-identical-silos if they really are different people's rows")
+            raise InputError(
+                f"{item.path} and {seen[digest].path} have identical contents: every record would "
+                "count twice while the ledger charges once; give each silo once, or pass "
+                "--allow-identical-silos if they really are different people's rows"
+            )
         seen[digest] = item

@@ -15,6 +15,7 @@ potentials) and adds what long runs need:
   * an optional relative tolerance: a refit stops early once 50 iterations improve the loss by
     less than ``tol * loss`` twice in a row (mbi's own rule), instead of always running ``iters``.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -28,9 +29,7 @@ jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_enable_compilation_cache", False)
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
-    import mbi  # noqa: E402
-    from mbi import (CliqueVector, Domain, Factor, LinearMeasurement, MarkovRandomField,  # noqa: E402
-                     estimation, junction_tree)
+    from mbi import CliqueVector, Domain, Factor, LinearMeasurement, MarkovRandomField, estimation, junction_tree  # noqa: E402
     from mbi.clique_utils import reverse_clique_mapping  # noqa: E402
 
 import jax.numpy as jnp  # noqa: E402
@@ -45,7 +44,7 @@ MAP_COUNT_LIMIT = 30_000
 
 def memory_mb() -> float:
     """This machine's physical memory in MB."""
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 20
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20
 
 
 def make_domain(names: Sequence[str], shape: Sequence[int]) -> Domain:
@@ -60,9 +59,9 @@ def merge_measurements(measurements: Sequence[tuple[tuple[str, ...], np.ndarray,
         groups.setdefault(tuple(clique), []).append((np.asarray(y, dtype=float), float(sigma)))
     merged = []
     for clique, items in groups.items():
-        precision = sum(1.0 / s ** 2 for _, s in items)
-        y = sum(v / s ** 2 for v, s in items) / precision
-        merged.append(LinearMeasurement(y, clique, stddev=float(precision ** -0.5)))
+        precision = sum(1.0 / s**2 for _, s in items)
+        y = np.sum([v / s**2 for v, s in items], axis=0) / precision
+        merged.append(LinearMeasurement(y, clique, stddev=float(precision**-0.5)))
     return merged
 
 
@@ -100,16 +99,17 @@ def expanded_tables(potentials: CliqueVector | None, domain: Domain, cliques) ->
 def expand_potentials(potentials: CliqueVector | None, domain: Domain, cliques) -> CliqueVector:
     """The potentials re-expressed over ``cliques`` (same distribution), as mbi factors."""
     tables = expanded_tables(potentials, domain, cliques)
-    return CliqueVector(domain, list(tables),
-                        {cl: Factor(domain.project(cl), jnp.asarray(t)) for cl, t in tables.items()})
+    return CliqueVector(
+        domain, list(tables), {cl: Factor(domain.project(cl), jnp.asarray(t)) for cl, t in tables.items()}
+    )
 
 
 class CarriedState(NamedTuple):
-    mu: CliqueVector            # marginals of ``potentials`` (placeholder while ``fresh``)
+    mu: CliqueVector  # marginals of ``potentials`` (placeholder while ``fresh``)
     potentials: CliqueVector
     alpha: Any
     loss: Any
-    fresh: Any                  # True until ``mu`` has been computed for ``potentials``
+    fresh: Any  # True until ``mu`` has been computed for ``potentials``
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,18 +151,18 @@ class CarriedMirrorDescent(estimation.MirrorDescent):
         )
 
     def _callback_value(self, state, known_total, constraints=()):
-        return None          # the callback is only a safe point for signals: nothing to compute
+        return None  # the callback is only a safe point for signals: nothing to compute
 
     def _finalize(self, state, known_total, constraints=()):
-        return MarkovRandomField(potentials=state.potentials, marginals=state.mu, total=known_total,
-                                 constraints=constraints)
+        return MarkovRandomField(
+            potentials=state.potentials, marginals=state.mu, total=known_total, constraints=constraints
+        )
 
 
 class ModelFitter:
     """Fits a Markov random field to noisy marginals, warm-starting round after round."""
 
-    def __init__(self, domain: Domain, iters: int = 1000, tol: float | None = None,
-                 known_total: float | None = None):
+    def __init__(self, domain: Domain, iters: int = 1000, tol: float | None = None, known_total: float | None = None):
         self.domain = domain
         self.iters = iters
         self.tol = tol
@@ -171,14 +171,21 @@ class ModelFitter:
         self.estimator = CarriedMirrorDescent()
         self.model: MarkovRandomField | None = None
 
-    def fit(self, measurements: Sequence[tuple[tuple[str, ...], np.ndarray, float]],
-            iters: int | None = None) -> MarkovRandomField:
+    def fit(
+        self, measurements: Sequence[tuple[tuple[str, ...], np.ndarray, float]], iters: int | None = None
+    ) -> MarkovRandomField:
         if map_count() > MAP_COUNT_LIMIT:
             jax.clear_caches()
         merged = merge_measurements(measurements)
-        self.model = self.estimator.estimate(self.domain, merged, iters=iters or self.iters,
-                                             warm_start=self.model, tol=self.tol, known_total=self.known_total,
-                                             callback_fn=lambda _: checkpoint())
+        self.model = self.estimator.estimate(
+            self.domain,
+            merged,
+            iters=iters or self.iters,
+            warm_start=self.model,
+            tol=self.tol,
+            known_total=self.known_total,
+            callback_fn=lambda _: checkpoint(),
+        )
         return self.model
 
 
@@ -196,8 +203,9 @@ class MarginalReader:
 
     def __init__(self, model: MarkovRandomField):
         self.total = float(model.total)
-        self.marginals = {tuple(cl): np.asarray(model.marginals[cl].values, dtype=float)
-                          for cl in model.marginals.cliques}
+        self.marginals = {
+            tuple(cl): np.asarray(model.marginals[cl].values, dtype=float) for cl in model.marginals.cliques
+        }
         self._model = model
         self._factors: list[tuple[tuple[str, ...], np.ndarray]] | None = None
 
@@ -209,14 +217,14 @@ class MarginalReader:
         jtree, _ = junction_tree.make_junction_tree(domain, [tuple(c) for c in potentials.cliques])
         nodes = [tuple(c) for c in junction_tree.maximal_cliques(jtree)]
         preorder, parent, roots = [], {}, set()
-        for component in nx.connected_components(jtree):   # a forest when the model is disconnected
+        for component in nx.connected_components(jtree):  # a forest when the model is disconnected
             root = next(c for c in nodes if c in component)
             roots.add(root)
             preorder += [tuple(c) for c in nx.dfs_preorder_nodes(jtree, root)]
             parent.update({tuple(k): tuple(v) for k, v in nx.dfs_predecessors(jtree, root).items()})
         table = expanded_tables(potentials, domain, nodes)
         factors = []
-        for c in reversed(preorder):                      # children before their parent
+        for c in reversed(preorder):  # children before their parent
             if c in roots:
                 factors.append((c, np.exp(table[c] - logsumexp(table[c]))))
                 continue
@@ -285,8 +293,8 @@ class Factorisation:
 
         meta = {"format": MODEL_FORMAT, "total": self.total, "cliques": [list(c) for c, _ in self.factors]}
         buf = io.BytesIO()
-        np.savez_compressed(buf, meta=np.array(json.dumps(meta)),
-                            **{f"f{i}": t for i, (_, t) in enumerate(self.factors)})
+        arrays: dict[str, Any] = {f"f{i}": t for i, (_, t) in enumerate(self.factors)}
+        np.savez_compressed(buf, meta=np.array(json.dumps(meta)), **arrays)
         return buf.getvalue()
 
     def save(self, path) -> None:

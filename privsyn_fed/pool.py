@@ -8,6 +8,7 @@ and leaves the answers to a storage backend that its aggregator supplies:
 A storage scores, selects and measures on the pooled answers, with the noise it is handed; only
 ``mechanisms`` calls those steps, after it has charged the ledger. Numpy only: parties import it.
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping, Protocol, Sequence
@@ -36,8 +37,17 @@ class PoolStorage(Protocol):
     def measurement_fields(self, noise: NoiseSource) -> dict[str, Any]:
         """The ledger fields that describe how a measurement's noise is drawn here."""
 
-    def select(self, pool: "Pool", cands: Mapping[Clique, float], model_marginals: Mapping[Clique, np.ndarray],
-               *, sigma: float, scale: float, noise: NoiseSource, draws: int) -> list[int]:
+    def select(
+        self,
+        pool: "Pool",
+        cands: Mapping[Clique, float],
+        model_marginals: Mapping[Clique, np.ndarray],
+        *,
+        sigma: float,
+        scale: float,
+        noise: NoiseSource,
+        draws: int,
+    ) -> list[int]:
         """``draws`` indices into ``cands``, each the noisy max of AIM's scores with Gumbel ``scale``."""
 
     def measure(self, cells: np.ndarray, sigma: float, noise: NoiseSource) -> np.ndarray:

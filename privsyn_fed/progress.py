@@ -3,6 +3,7 @@
 On a terminal a one-line bar shows the share of the privacy budget spent (the natural measure of
 how far an AIM-family run has got); elsewhere each update is its own log line.
 """
+
 from __future__ import annotations
 
 import sys

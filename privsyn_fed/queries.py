@@ -13,11 +13,12 @@ received as a JSON header plus arrays (``to_wire`` / ``from_wire``):
   * ``LocalScoresQuery``: a silo's FLAIM scores, for the selection it makes itself.
 Everything a party needs to answer them is numpy and scipy only (no model code, no JAX).
 """
+
 from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, Sequence, cast, runtime_checkable
 
 import numpy as np
 
@@ -31,8 +32,9 @@ from .scores import heterogeneity_gap, local_score
 class Query(Protocol):
     """A declared statistic of one silo's rows, built from public parameters only."""
 
-    #: Whether the answer is real-valued (rounded to a grid on secret shares) rather than counts.
-    real: bool
+    @property
+    def real(self) -> bool:
+        """Whether the answer is real-valued (rounded to a grid on secret shares) rather than counts."""
 
     def __call__(self, silo: Any) -> np.ndarray:
         """The silo's private answer (to be released only through a mechanism)."""
@@ -112,6 +114,7 @@ class ConcatQuery:
     """Several queries' answers, concatenated (released jointly by one mechanism)."""
 
     parts: tuple
+
     @property
     def real(self) -> bool:
         return any(p.real for p in self.parts)
@@ -143,6 +146,10 @@ class MaskedQuery:
     def real(self) -> bool:
         return self.query.real
 
+    def __call__(self, silo) -> np.ndarray:
+        """The inner query's answer; whether a silo takes part is decided by its rank (``answer``)."""
+        return np.asarray(self.query(silo))
+
     def size(self, schema) -> int:
         return self.query.size(schema)
 
@@ -172,22 +179,26 @@ def from_wire(schema, header: dict, arrays: dict[str, np.ndarray]):
         return NumericHistogramQuery(int(header["column"]), int(header["refine"]))
     if kind == "second_moments":
         seed = header["seed"]
-        return SecondMomentsQuery(Encoding.from_wire(schema, header["encoding"], arrays),
-                                  None if seed is None else int(seed))
+        return SecondMomentsQuery(
+            Encoding.from_wire(schema, header["encoding"], arrays), None if seed is None else int(seed)
+        )
     if kind == "masked":
         return MaskedQuery(from_wire(schema, header["query"], arrays), tuple(int(r) for r in header["ranks"]))
     if kind == "local_scores":
         return LocalScoresQuery.from_wire(header, arrays)
     if kind == "concat":
-        return ConcatQuery(tuple(from_wire(schema, h, {k.split("/", 1)[1]: v for k, v in arrays.items()
-                                                       if k.startswith(f"{i}/")})
-                                 for i, h in enumerate(header["parts"])))
+        return ConcatQuery(
+            tuple(
+                from_wire(schema, h, {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith(f"{i}/")})
+                for i, h in enumerate(header["parts"])
+            )
+        )
     raise ValueError(f"a party answers only declared queries, not {kind!r}")
 
 
 def concat(queries: Sequence[Query]) -> Query:
     """One query answering all of ``queries`` in order."""
-    return queries[0] if len(queries) == 1 else ConcatQuery(tuple(queries))
+    return queries[0] if len(queries) == 1 else cast(Query, ConcatQuery(tuple(queries)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -206,7 +217,7 @@ class LocalScoresQuery:
 
     def __call__(self, silo) -> np.ndarray:
         column_gaps = None
-        if self.proxy is not None:                     # the gap of q is the mean of its columns' gaps
+        if self.proxy is not None:  # the gap of q is the mean of its columns' gaps
             oneways = [silo.marginal([i]) for i in range(len(self.proxy))]
             column_gaps = [heterogeneity_gap(oneways, self.proxy, [i]) for i in range(len(oneways))]
         out = []
@@ -230,13 +241,21 @@ class LocalScoresQuery:
         arrays = {f"p{r}": np.asarray(p, dtype=np.float64) for r, p in enumerate(self.probs)}
         if self.proxy is not None:
             arrays.update({f"proxy{i}": np.asarray(p, dtype=np.float64) for i, p in enumerate(self.proxy)})
-        return {"kind": "local_scores", "cliques": [list(c) for c in self.cliques], "weights": list(self.weights),
-                "sigma": self.sigma, "proxy": None if self.proxy is None else len(self.proxy)}, arrays
+        return {
+            "kind": "local_scores",
+            "cliques": [list(c) for c in self.cliques],
+            "weights": list(self.weights),
+            "sigma": self.sigma,
+            "proxy": None if self.proxy is None else len(self.proxy),
+        }, arrays
 
     @classmethod
     def from_wire(cls, header: dict, arrays: dict[str, np.ndarray]) -> "LocalScoresQuery":
         n_proxy = header["proxy"]
-        return cls(tuple(tuple(int(i) for i in c) for c in header["cliques"]),
-                   tuple(float(w) for w in header["weights"]),
-                   tuple(arrays[f"p{r}"] for r in range(len(header["cliques"]))), float(header["sigma"]),
-                   None if n_proxy is None else tuple(arrays[f"proxy{i}"] for i in range(int(n_proxy))))
+        return cls(
+            tuple(tuple(int(i) for i in c) for c in header["cliques"]),
+            tuple(float(w) for w in header["weights"]),
+            tuple(arrays[f"p{r}"] for r in range(len(header["cliques"]))),
+            float(header["sigma"]),
+            None if n_proxy is None else tuple(arrays[f"proxy{i}"] for i in range(int(n_proxy))),
+        )

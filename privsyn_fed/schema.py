@@ -7,6 +7,7 @@ Domain sizes: a numeric column has ``bins`` cells (plus one when ``missing`` is 
 categorical column has ``len(categories)`` cells (plus one when ``missing`` is allowed). The
 missing cell, when present, is always the last one.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,7 +22,7 @@ DEFAULT_BINS = 32
 #: The most cells (bins or categories) one column may have, and the widest bounds: within
 #: ``+-2^53`` every whole number is exact in floating point, so bins and whole numbers stay exact.
 MAX_COLUMN_CELLS = 100_000
-MAX_ABS_BOUND = float(2 ** 53)
+MAX_ABS_BOUND = float(2**53)
 #: Strings read as a missing value in an input CSV (a column may add its own with ``missing_values``).
 MISSING_TOKENS = ("", "NA", "N/A", "NaN", "nan", "null", "NULL", "None")
 
@@ -60,8 +61,13 @@ class NumericColumn:
         return self.n_bins + (1 if self.missing else 0)
 
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"name": self.name, "type": "numeric", "lower": self.lower,
-                             "upper": self.upper, "bins": self.bins}
+        d: dict[str, Any] = {
+            "name": self.name,
+            "type": "numeric",
+            "lower": self.lower,
+            "upper": self.upper,
+            "bins": self.bins,
+        }
         if self.integer:
             d["integer"] = True
         if self.missing:
@@ -91,8 +97,7 @@ class CategoricalColumn:
         return len(self.categories) + (1 if self.missing else 0)
 
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"name": self.name, "type": "categorical",
-                             "categories": list(self.categories)}
+        d: dict[str, Any] = {"name": self.name, "type": "categorical", "categories": list(self.categories)}
         if self.missing:
             d["missing"] = True
         if self.unknown is not None:
@@ -151,14 +156,13 @@ class Schema:
             try:
                 raw = json.loads(text)
             except json.JSONDecodeError as exc:
-                raise InputError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: "
-                                 f"{exc.msg})") from None
+                raise InputError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
         return cls.from_dict(raw, source=str(path))
 
     @classmethod
     def from_dict(cls, raw: Any, source: str = "<schema>") -> "Schema":
         if not isinstance(raw, dict) or not isinstance(raw.get("columns"), list):
-            raise InputError(f"{source}: a schema is an object with a list under \"columns\"")
+            raise InputError(f'{source}: a schema is an object with a list under "columns"')
         if not raw["columns"]:
             raise InputError(f"{source}: the schema has no columns")
         columns, seen = [], set()
@@ -179,60 +183,65 @@ def _parse_column(spec: Any, index: int, source: str) -> Column:
     if not isinstance(spec, dict):
         raise InputError(f"{source}: column #{index + 1} is not an object")
     name = spec.get("name")
-    _refuse_yaml_literal(name, "\"name\"", f"{source}: column #{index + 1}", source, nulls=False)
+    _refuse_yaml_literal(name, '"name"', f"{source}: column #{index + 1}", source, nulls=False)
     if name is None or name == "":
-        raise InputError(f"{source}: column #{index + 1} has no \"name\"")
+        raise InputError(f'{source}: column #{index + 1} has no "name"')
     if not isinstance(name, str):
-        raise InputError(f"{source}: column #{index + 1}: \"name\" must be text, not {name!r}")
+        raise InputError(f'{source}: column #{index + 1}: "name" must be text, not {name!r}')
     if not name.strip():
         raise InputError(f"{source}: column #{index + 1}: the name {name!r} is blank")
     where = f"{source}: column '{name}'"
     if name != name.strip():
-        raise InputError(f"{where}: the name has leading or trailing spaces, which never match a CSV header "
-                         "(headers are read without them); remove them")
+        raise InputError(
+            f"{where}: the name has leading or trailing spaces, which never match a CSV header "
+            "(headers are read without them); remove them"
+        )
     kind = spec.get("type")
     known = {"name", "type", "missing", "missing_values"}
     missing = spec.get("missing", False)
     if not isinstance(missing, bool):
-        raise InputError(f"{where}: \"missing\" must be true or false, not {missing!r}")
+        raise InputError(f'{where}: "missing" must be true or false, not {missing!r}')
     missing_values = spec.get("missing_values", [])
     for v in missing_values if isinstance(missing_values, list) else []:
-        _refuse_yaml_literal(v, "\"missing_values\" entry", where, source)
+        _refuse_yaml_literal(v, '"missing_values" entry', where, source)
     if not isinstance(missing_values, list) or not all(isinstance(v, str) for v in missing_values):
-        raise InputError(f"{where}: \"missing_values\" must be a list of strings")
+        raise InputError(f'{where}: "missing_values" must be a list of strings')
     if kind == "numeric":
         known |= {"lower", "upper", "bins", "integer"}
         _reject_unknown_keys(spec, known, where)
         for key in ("lower", "upper"):
             if key not in spec:
-                raise InputError(f"{where}: numeric column needs a public \"{key}\" bound")
+                raise InputError(f'{where}: numeric column needs a public "{key}" bound')
             v = spec[key]
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise InputError(f"{where}: \"{key}\" must be a finite number, not {v!r}")
+                raise InputError(f'{where}: "{key}" must be a finite number, not {v!r}')
             if abs(v) > MAX_ABS_BOUND:
-                raise InputError(f"{where}: \"{key}\" {v!r} is beyond +-2^53 (9,007,199,254,740,992), where "
-                                 "numbers are no longer exact; express the column in larger units")
+                raise InputError(
+                    f'{where}: "{key}" {v!r} is beyond +-2^53 (9,007,199,254,740,992), where '
+                    "numbers are no longer exact; express the column in larger units"
+                )
         lower, upper = float(spec["lower"]), float(spec["upper"])
         if lower > upper:
-            raise InputError(f"{where}: \"lower\" ({spec['lower']}) is above \"upper\" ({spec['upper']})")
+            raise InputError(f'{where}: "lower" ({spec["lower"]}) is above "upper" ({spec["upper"]})')
         bins = spec.get("bins", DEFAULT_BINS)
         if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
-            raise InputError(f"{where}: \"bins\" must be a positive integer, not {bins!r}")
+            raise InputError(f'{where}: "bins" must be a positive integer, not {bins!r}')
         if bins > MAX_COLUMN_CELLS:
-            raise InputError(f"{where}: \"bins\" {bins} is more than the {MAX_COLUMN_CELLS:,} cells a column may have")
+            raise InputError(f'{where}: "bins" {bins} is more than the {MAX_COLUMN_CELLS:,} cells a column may have')
         integer = spec.get("integer", False)
         if not isinstance(integer, bool):
-            raise InputError(f"{where}: \"integer\" must be true or false, not {integer!r}")
+            raise InputError(f'{where}: "integer" must be true or false, not {integer!r}')
         if integer and (lower != math.floor(lower) or upper != math.floor(upper)):
-            raise InputError(f"{where}: an integer column needs whole-number bounds, "
-                             f"not [{spec['lower']}, {spec['upper']}]")
+            raise InputError(
+                f"{where}: an integer column needs whole-number bounds, not [{spec['lower']}, {spec['upper']}]"
+            )
         return NumericColumn(name, lower, upper, bins, integer, missing, tuple(missing_values))
     if kind == "categorical":
         known |= {"categories", "unknown"}
         _reject_unknown_keys(spec, known, where)
         cats = spec.get("categories")
         if not isinstance(cats, list) or not cats:
-            raise InputError(f"{where}: categorical column needs a non-empty \"categories\" list")
+            raise InputError(f'{where}: categorical column needs a non-empty "categories" list')
         for c in cats:
             _refuse_yaml_literal(c, "category", where, source)
         cats = [str(c) if isinstance(c, (int, float)) and not isinstance(c, bool) else c for c in cats]
@@ -240,20 +249,23 @@ def _parse_column(spec: Any, index: int, source: str) -> Column:
         if odd is not None:
             raise InputError(f"{where}: categories must be strings or numbers, not {odd!r}")
         if len(cats) > MAX_COLUMN_CELLS:
-            raise InputError(f"{where}: {len(cats):,} categories are more than the {MAX_COLUMN_CELLS:,} cells a "
-                             "column may have")
+            raise InputError(
+                f"{where}: {len(cats):,} categories are more than the {MAX_COLUMN_CELLS:,} cells a column may have"
+            )
         if len(set(cats)) != len(cats):
             dup = next(c for c in cats if cats.count(c) > 1)
             raise InputError(f"{where}: category {dup!r} is listed twice")
         if missing and "" in cats:
-            raise InputError(f"{where}: the empty category \"\" cannot be told apart from a missing value, which "
-                             "is written as an empty cell; rename the category or drop \"missing\"")
+            raise InputError(
+                f'{where}: the empty category "" cannot be told apart from a missing value, which '
+                'is written as an empty cell; rename the category or drop "missing"'
+            )
         unknown = spec.get("unknown")
-        _refuse_yaml_literal(unknown, "\"unknown\" category", where, source, nulls=False)
+        _refuse_yaml_literal(unknown, '"unknown" category', where, source, nulls=False)
         if unknown is not None and unknown not in cats:
-            raise InputError(f"{where}: \"unknown\" category {unknown!r} is not in the categories list")
+            raise InputError(f'{where}: "unknown" category {unknown!r} is not in the categories list')
         return CategoricalColumn(name, tuple(cats), missing, unknown, tuple(missing_values))
-    raise InputError(f"{where}: \"type\" must be \"numeric\" or \"categorical\", not {kind!r}")
+    raise InputError(f'{where}: "type" must be "numeric" or "categorical", not {kind!r}')
 
 
 def _refuse_yaml_literal(value: Any, what: str, where: str, source: str, nulls: bool = True) -> None:
@@ -264,11 +276,15 @@ def _refuse_yaml_literal(value: Any, what: str, where: str, source: str, nulls: 
         return
     if isinstance(value, bool):
         words = "yes, on and true" if value else "no, off and false"
-        raise InputError(f"{where}: {what} {value} is a YAML boolean (YAML reads unquoted {words} as {value}); "
-                         f"quote it (for example '{words.split(',')[0]}') to keep it as text")
+        raise InputError(
+            f"{where}: {what} {value} is a YAML boolean (YAML reads unquoted {words} as {value}); "
+            f"quote it (for example '{words.split(',')[0]}') to keep it as text"
+        )
     if value is None and nulls:
-        raise InputError(f"{where}: a {what} is null (YAML reads unquoted null, ~ and an empty item as no value); "
-                         "quote it ('null') to keep it as text")
+        raise InputError(
+            f"{where}: a {what} is null (YAML reads unquoted null, ~ and an empty item as no value); "
+            "quote it ('null') to keep it as text"
+        )
 
 
 def _reject_unknown_keys(spec: dict, known: set[str], where: str) -> None:

@@ -5,6 +5,7 @@
   ``u_k(q) = w_q (||M_q(D_k) - n_k p_q||_1 - sqrt(2/pi) sigma n_q - n_k tau_k(q))``.
 Their sensitivities are stated where a mechanism uses them (``methods.aim``, ``methods.flaim``).
 """
+
 from __future__ import annotations
 
 import math
@@ -22,8 +23,9 @@ def aim_score(weight: float, true_marginal: np.ndarray, model_marginal: np.ndarr
     return weight * (float(np.abs(true_marginal - model_marginal).sum()) - SQRT_2_OVER_PI * sigma * n_r)
 
 
-def heterogeneity_gap(local_oneways: Sequence[np.ndarray], proxy: Sequence[np.ndarray],
-                      columns: Sequence[int]) -> float:
+def heterogeneity_gap(
+    local_oneways: Sequence[np.ndarray], proxy: Sequence[np.ndarray], columns: Sequence[int]
+) -> float:
     """``n_k tau_k(q) = (1/|q|) sum_{i in q} ||M_i(D_k) - n_k s_i||_1`` (count scale); moves by at
     most 2 when a record is added to silo ``k``."""
     gaps = []
@@ -33,9 +35,9 @@ def heterogeneity_gap(local_oneways: Sequence[np.ndarray], proxy: Sequence[np.nd
     return float(np.mean(gaps))
 
 
-def local_score(weight: float, local_counts: np.ndarray, model_probs: np.ndarray, sigma: float,
-                gap: float = 0.0) -> float:
+def local_score(
+    weight: float, local_counts: np.ndarray, model_probs: np.ndarray, sigma: float, gap: float = 0.0
+) -> float:
     """``u_k(q) = w_q (||M_q(D_k) - n_k p_q||_1 - sqrt(2/pi) sigma n_q - gap)``."""
     n_k = float(np.sum(local_counts))
     return aim_score(weight, local_counts, n_k * np.asarray(model_probs), sigma) - weight * gap
-

@@ -3,6 +3,7 @@
 A silo answers statistic requests (marginal count vectors). What it returns is private; callers
 must pass it through a mechanism that charges the ledger before anything leaves the process.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,8 +20,14 @@ from .schema import Schema
 class Silo:
     """Encoded private rows of one party over a public schema."""
 
-    def __init__(self, name: str, codes: np.ndarray, schema: Schema, clipped: dict[str, int] | None = None,
-                 values: np.ndarray | None = None):
+    def __init__(
+        self,
+        name: str,
+        codes: np.ndarray,
+        schema: Schema,
+        clipped: dict[str, int] | None = None,
+        values: np.ndarray | None = None,
+    ):
         codes = np.asarray(codes, dtype=np.int64)
         if codes.ndim != 2 or codes.shape[1] != len(schema.columns):
             raise ValueError("codes must be an (n, d) array over the schema's columns")
@@ -80,6 +87,7 @@ class Silo:
         encodings computed inside this silo. Bin midpoints when the silo holds codes only."""
         if self._values is None:
             from .encode import bin_midpoints
+
             return bin_midpoints(self._codes, self.schema)
         return self._values
 
@@ -106,7 +114,7 @@ def row_multiset_hash(codes: np.ndarray) -> int:
     with np.errstate(over="ignore"):
         h = np.zeros(len(codes), dtype=np.uint64)
         for j in range(codes.shape[1]):
-            h = _mix(h ^ (codes[:, j].astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15 * (j + 1) % 2 ** 64)))
+            h = _mix(h ^ (codes[:, j].astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15 * (j + 1) % 2**64)))
         return int(h.sum(dtype=np.uint64))
 
 
@@ -132,8 +140,9 @@ def read_csv(path: str | Path) -> pd.DataFrame:
     except pd.errors.EmptyDataError:
         raise InputError(f"{path}: the file is empty (no header, no rows)") from None
     except (pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
-        raise InputError(f"{path}: cannot parse as CSV ({' '.join(str(exc).split())})"
-                         + delimiter_hint(_first_line(path))) from None
+        raise InputError(
+            f"{path}: cannot parse as CSV ({' '.join(str(exc).split())})" + delimiter_hint(_first_line(path))
+        ) from None
     df.columns = [str(c).strip() for c in df.columns]
     return df
 

@@ -4,6 +4,7 @@ The default workload follows the FLAIM evaluation: a seeded sample of 64 three-w
 (all of them when there are fewer). Cliques are tuples of column indices in schema order, and
 every list here is sorted, so runs do not depend on hash order.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -27,15 +28,16 @@ MAX_WORKLOAD = 100_000
 _ENUMERATE_LIMIT = 1_000_000
 
 
-def sample_workload(n_columns: int, degree: int = DEFAULT_DEGREE, size: int | None = DEFAULT_SIZE,
-                    seed: int = DEFAULT_WORKLOAD_SEED) -> list[Clique]:
+def sample_workload(
+    n_columns: int, degree: int = DEFAULT_DEGREE, size: int | None = DEFAULT_SIZE, seed: int = DEFAULT_WORKLOAD_SEED
+) -> list[Clique]:
     """``size`` distinct ``degree``-way marginals drawn uniformly (all when ``size`` is None or
     at least their number)."""
     degree = min(degree, n_columns)
     count = math.comb(n_columns, degree)
     if count > _ENUMERATE_LIMIT and size is not None and size < count:
-        rng, picked = np.random.default_rng(seed), set()
-        while len(picked) < size:        # distinct uniform K-subsets, without listing all of them
+        rng, picked = np.random.default_rng(seed), set[Clique]()
+        while len(picked) < size:  # distinct uniform K-subsets, without listing all of them
             picked.add(tuple(sorted(int(i) for i in rng.choice(n_columns, size=degree, replace=False))))
         return sorted(picked)
     all_cliques = list(itertools.combinations(range(n_columns), degree))
@@ -56,27 +58,34 @@ def check_size(workload: Sequence[Clique], shape: Sequence[int], names: Sequence
     from .errors import InputError
 
     if len(workload) > MAX_WORKLOAD:
-        raise InputError(f"the workload has {len(workload):,} marginals, more than {MAX_WORKLOAD:,}; "
-                         "give a smaller --workload-size")
+        raise InputError(
+            f"the workload has {len(workload):,} marginals, more than {MAX_WORKLOAD:,}; give a smaller --workload-size"
+        )
     for cl in workload:
         if n_cells(cl, shape) > MAX_MARGINAL_CELLS:
-            raise InputError(f"the workload marginal ({', '.join(names[i] for i in cl)}) has "
-                             f"{n_cells(cl, shape):,} cells, more than {MAX_MARGINAL_CELLS:,}; use fewer bins "
-                             "or categories, or a smaller --workload-degree")
+            raise InputError(
+                f"the workload marginal ({', '.join(names[i] for i in cl)}) has "
+                f"{n_cells(cl, shape):,} cells, more than {MAX_MARGINAL_CELLS:,}; use fewer bins "
+                "or categories, or a smaller --workload-degree"
+            )
     subsets = sum(2 ** len(cl) - 1 for cl in workload)
     if subsets > 10 * MAX_WORKLOAD:
-        raise InputError(f"the workload's {subsets:,} candidate marginals are too many; use a smaller "
-                         "--workload-degree or --workload-size")
+        raise InputError(
+            f"the workload's {subsets:,} candidate marginals are too many; use a smaller "
+            "--workload-degree or --workload-size"
+        )
     total = sum(n_cells(cl, shape) for cl in downward_closure(workload))
     if total > MAX_CANDIDATE_CELLS:
-        raise InputError(f"the workload's candidate marginals have {total:,} cells together, more than "
-                         f"{MAX_CANDIDATE_CELLS:,}; use fewer bins or categories, a smaller --workload-size "
-                         "or --workload-degree")
+        raise InputError(
+            f"the workload's candidate marginals have {total:,} cells together, more than "
+            f"{MAX_CANDIDATE_CELLS:,}; use fewer bins or categories, a smaller --workload-size "
+            "or --workload-degree"
+        )
 
 
 def downward_closure(workload: Sequence[Clique]) -> dict[Clique, float]:
     """Every non-empty subset ``r`` of a workload clique, with weight ``w_r = sum_s |r & s|``."""
-    subsets = set()
+    subsets: set[Clique] = set()
     for s in workload:
         for k in range(1, len(s) + 1):
             subsets.update(itertools.combinations(s, k))

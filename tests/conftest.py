@@ -1,4 +1,5 @@
 """Shared fixtures: a small mixed schema and generated silos written as real CSV files."""
+
 from __future__ import annotations
 
 import json
@@ -35,6 +36,7 @@ def assert_audit_objects_only_to_the_seed(ledger: dict) -> None:
     """Tests seed their noise to be reproducible; the audit must fail such a ledger for that reason
     and for no other."""
     from privsyn_fed.accounting import audit_ledger
+
     problems = audit_ledger(ledger).problems
     assert len(problems) == 1 and problems[0].startswith("SEEDED RUN"), problems
 

@@ -3,10 +3,10 @@ import math
 
 import opendp.prelude as dp
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from privsyn_fed.accounting import (Accountant, audit_ledger, cks_delta, epsilon_to_rho, load_ledger,
-                                    rho_to_epsilon)
+from privsyn_fed.accounting import Accountant, audit_ledger, cks_delta, epsilon_to_rho, load_ledger, rho_to_epsilon
 from privsyn_fed.errors import BudgetExceeded, InputError
 
 dp.enable_features("contrib")
@@ -28,8 +28,9 @@ def test_conversion_agrees_with_independent_cks_bound(rho, delta):
 
 def test_conversion_is_opendps():
     rho, delta = 0.2, 1e-7
-    meas = dp.m.make_gaussian(dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float),
-                              scale=1 / math.sqrt(2 * rho))
+    meas = dp.m.make_gaussian(
+        dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float), scale=1 / math.sqrt(2 * rho)
+    )
     assert rho_to_epsilon(rho, delta) == dp.c.make_zCDP_to_approxDP(meas).map(1.0).epsilon(delta)
 
 
@@ -39,9 +40,9 @@ def test_write_ahead_ledger_is_on_disk_before_release(tmp_path):
     assert not path.exists()
     acc.gaussian("marginal(a)", 1.0, 50.0, "curator")
     on_disk = json.loads(path.read_text())
-    assert on_disk["entries"][0]["rho"] == pytest.approx(1 / (2 * 50.0 ** 2))
+    assert on_disk["entries"][0]["rho"] == pytest.approx(1 / (2 * 50.0**2))
     assert on_disk["status"] == "running"
-    problems = audit_ledger(on_disk).problems        # the arithmetic adds up; the run has not finished
+    problems = audit_ledger(on_disk).problems  # the arithmetic adds up; the run has not finished
     assert len(problems) == 1 and "did not complete" in problems[0]
 
 
@@ -57,8 +58,7 @@ def test_charge_over_budget_is_refused_and_not_recorded(tmp_path):
 
 
 @settings(max_examples=50, deadline=None)
-@given(st.lists(st.tuples(st.booleans(), st.floats(0.01, 100.0)), min_size=1, max_size=30),
-       st.floats(0.05, 5.0))
+@given(st.lists(st.tuples(st.booleans(), st.floats(0.01, 100.0)), min_size=1, max_size=30), st.floats(0.05, 5.0))
 def test_ledger_never_exceeds_budget_and_sums(charges, epsilon):
     """Property: whatever is asked, accepted charges sum to rho_spent <= rho_budget."""
     acc = Accountant(epsilon, 1e-8, "test")
@@ -74,7 +74,7 @@ def test_ledger_never_exceeds_budget_and_sums(charges, epsilon):
     assert acc.rho_spent == pytest.approx(sum(e["rho"] for e in acc.entries))
     led = acc.ledger()
     assert led["epsilon"] <= epsilon * (1 + 1e-6)
-    problems = audit_ledger(led).problems           # the arithmetic adds up (method "test" never ran)
+    problems = audit_ledger(led).problems  # the arithmetic adds up (method "test" never ran)
     assert all(p.startswith(("unknown method", "the run did not complete")) for p in problems), problems
 
 
@@ -94,21 +94,26 @@ def test_audit_accepts_an_honest_ledger():
     assert rep.ok and not rep.warnings
 
 
-@pytest.mark.parametrize("tamper, fragment", [
-    (lambda l: l["entries"][0].update(sigma=80.0), "parameters give"),
-    (lambda l: l["entries"].pop(1), "out of sequence"),
-    (lambda l: l.update(rho_spent=l["rho_spent"] / 2), "entries add up to"),
-    (lambda l: l.update(epsilon=l["epsilon"] / 2), "converts to"),
-    (lambda l: l["entries"][2].update(epsilon=0.5, rho=0.5 ** 2 / 8), "entries add up to"),
-    (lambda l: l.update(rho_budget=1e-6), "more than the budget"),
-    (lambda l: (l["entries"].pop(), l.update(rho_spent=sum(e["rho"] for e in l["entries"]))),
-     "an entry is missing"),
-    (lambda l: l["entries"][2].update(sensitivity=1.0), "below the sound value"),
-    (lambda l: l["entries"][0].update(sensitivity_l2=0.5, rho=0.5 ** 2 / (2 * 40.0 ** 2)), "sensitivity at least 1"),
-    (lambda l: l["entries"][2].update(parallel_over="silos", silos=["x"]), "parallel composition is only valid"),
-    (lambda l: l.update(non_private="oracle"), "NOT PRIVATE"),
-    (lambda l: l["details"].update(mpc={"debug": True, "provider": "trusted-first-party"}), "DEBUG MPC MODE"),
-])
+@pytest.mark.parametrize(
+    "tamper, fragment",
+    [
+        (lambda l: l["entries"][0].update(sigma=80.0), "parameters give"),
+        (lambda l: l["entries"].pop(1), "out of sequence"),
+        (lambda l: l.update(rho_spent=l["rho_spent"] / 2), "entries add up to"),
+        (lambda l: l.update(epsilon=l["epsilon"] / 2), "converts to"),
+        (lambda l: l["entries"][2].update(epsilon=0.5, rho=0.5**2 / 8), "entries add up to"),
+        (lambda l: l.update(rho_budget=1e-6), "more than the budget"),
+        (
+            lambda l: (l["entries"].pop(), l.update(rho_spent=sum(e["rho"] for e in l["entries"]))),
+            "an entry is missing",
+        ),
+        (lambda l: l["entries"][2].update(sensitivity=1.0), "below the sound value"),
+        (lambda l: l["entries"][0].update(sensitivity_l2=0.5, rho=0.5**2 / (2 * 40.0**2)), "sensitivity at least 1"),
+        (lambda l: l["entries"][2].update(parallel_over="silos", silos=["x"]), "parallel composition is only valid"),
+        (lambda l: l.update(non_private="oracle"), "NOT PRIVATE"),
+        (lambda l: l["details"].update(mpc={"debug": True, "provider": "trusted-first-party"}), "DEBUG MPC MODE"),
+    ],
+)
 def test_audit_catches_tampering(tamper, fragment):
     led = sample_ledger()
     tamper(led)

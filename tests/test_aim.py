@@ -1,7 +1,7 @@
-
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import privsyn_fed as pf
 from privsyn_fed.methods import core
@@ -13,7 +13,7 @@ from .conftest import assert_audit_objects_only_to_the_seed
 def test_initial_params_make_each_round_cost_rho_over_t():
     p = core.initial_params(0.015, 80, 0.9)
     assert p.rho == pytest.approx(0.015 / 80)
-    assert 1 / (2 * p.sigma ** 2) == pytest.approx(0.9 * 0.015 / 80)
+    assert 1 / (2 * p.sigma**2) == pytest.approx(0.9 * 0.015 / 80)
 
 
 def test_final_round_spends_exactly_what_is_left():
@@ -21,7 +21,7 @@ def test_final_round_spends_exactly_what_is_left():
     assert core.final_round(p, 3 * p.rho, 0.9) is None
     last = core.final_round(p, 1.5 * p.rho, 0.9)
     assert last.rho == pytest.approx(1.5 * p.rho)
-    assert 1 / (2 * last.sigma ** 2) == pytest.approx(0.9 * 1.5 * p.rho)
+    assert 1 / (2 * last.sigma**2) == pytest.approx(0.9 * 1.5 * p.rho)
 
 
 def test_workload_sample_is_seeded_and_closure_weights():
@@ -39,7 +39,7 @@ def test_aim_score_sensitivity_holds_for_an_added_record(n, seed, sigma, weight,
     rng = np.random.default_rng(seed)
     cells = data.draw(st.integers(1, 12))
     counts = np.bincount(rng.integers(0, cells, n), minlength=cells).astype(np.int64)
-    model = rng.uniform(0, 2 * n / cells, cells)            # public model marginal
+    model = rng.uniform(0, 2 * n / cells, cells)  # public model marginal
     extra = np.zeros(cells, dtype=np.int64)
     extra[data.draw(st.integers(0, cells - 1))] = 1
     u, u_plus = (core.aim_score(weight, c, model, sigma) for c in (counts, counts + extra))
@@ -53,6 +53,7 @@ def small_silos(schema, silo_paths):
 @pytest.fixture(scope="module")
 def seeded_run(tmp_path_factory):
     from tests.conftest import SCHEMA, make_frame
+
     schema = pf.Schema.from_dict(SCHEMA)
     silos = [pf.Silo.from_frame(make_frame(n, k).astype(str), schema, f"s{k}") for k, n in enumerate([500, 400])]
     ledger = tmp_path_factory.mktemp("aim") / "ledger.json"
@@ -78,7 +79,7 @@ def test_aim_output_follows_the_schema(seeded_run):
     schema, _, result, _ = seeded_run
     df = result.data
     assert list(df.columns) == schema.names
-    assert 700 <= len(df) <= 1100                      # noisy total of 900 rows
+    assert 700 <= len(df) <= 1100  # noisy total of 900 rows
     assert df["age"].between(18, 90).all() and (df["age"] == df["age"].round()).all()
     assert df["income"].between(0, 100).all()
     assert set(df["sex"]) <= {"F", "M"} and set(df["label"]) <= {"no", "yes"}

@@ -1,4 +1,5 @@
 """Data-size-aware schedules: pure functions of a released noisy total and the public domain."""
+
 from __future__ import annotations
 
 import copy
@@ -6,13 +7,14 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import privsyn_fed as pf
 from privsyn_fed import allocation
 from privsyn_fed.accounting import audit_ledger
-from privsyn_fed.noise import SeededNoise
 from privsyn_fed.methods.federated import projected
+from privsyn_fed.noise import SeededNoise
 
 from .conftest import SCHEMA, make_frame
 
@@ -34,7 +36,7 @@ def test_planned_aim_rounds_spend_exactly_the_budget_left(n_hat, rho, d, alpha, 
     units = allocation.aim_units(rounds, d, alpha)
     sigma = allocation.aim_sigma(rho, units, alpha)
     eps = math.sqrt(8 * (1 - alpha) * rho / units)
-    spent = d / (2 * sigma ** 2) + rounds * (1 / (2 * sigma ** 2) + eps ** 2 / 8)
+    spent = d / (2 * sigma**2) + rounds * (1 / (2 * sigma**2) + eps**2 / 8)
     assert spent == pytest.approx(rho, rel=1e-12)
 
 
@@ -42,9 +44,11 @@ def test_planned_aim_rounds_spend_exactly_the_budget_left(n_hat, rho, d, alpha, 
 @given(st.floats(1, 1e7), st.floats(1e-5, 10), st.integers(1, 30), cells, st.integers(2, 200))
 def test_the_rule_plans_more_rounds_only_with_more_rows_or_budget(n_hat, rho, d, candidate_cells, silos):
     """Monotone: more rows or more budget never plan fewer rounds (for every method)."""
-    plans = [lambda n, r: allocation.plan_aim(n, r, 0.9, d, candidate_cells),
-             lambda n, r: allocation.plan_distaim(n, r, 0.9, d, candidate_cells, 10),
-             lambda n, r: allocation.plan_flaim(n, r, 0.9, d, candidate_cells, 10, 1, "private", silos)]
+    plans = [
+        lambda n, r: allocation.plan_aim(n, r, 0.9, d, candidate_cells),
+        lambda n, r: allocation.plan_distaim(n, r, 0.9, d, candidate_cells, 10),
+        lambda n, r: allocation.plan_flaim(n, r, 0.9, d, candidate_cells, 10, 1, "private", silos),
+    ]
     for plan in plans:
         assert plan(n_hat, rho) <= plan(2 * n_hat, rho)
         assert plan(n_hat, rho) <= plan(n_hat, 2 * rho)
@@ -61,21 +65,29 @@ def test_a_round_is_planned_only_while_its_marginal_is_worth_measuring():
             assert math.sqrt(2 / math.pi) * sigma(r) * 10 <= allocation.NOISE_TO_SIGNAL * n_hat
         if r < math.floor(16 * d - alpha * d):
             assert math.sqrt(2 / math.pi) * sigma(r + 1) * 10 > allocation.NOISE_TO_SIGNAL * n_hat
-    assert allocation.plan_aim(10, rho, alpha, d, [10]) == 0            # nothing measurable: 1-ways only
+    assert allocation.plan_aim(10, rho, alpha, d, [10]) == 0  # nothing measurable: 1-ways only
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.floats(1, 1e7), st.floats(1e-5, 10), st.lists(st.integers(1, 200), max_size=8), st.integers(0, 8),
-       st.floats(1, 20), st.sampled_from([1, 2, 4]))
+@given(
+    st.floats(1, 1e7),
+    st.floats(1e-5, 10),
+    st.lists(st.integers(1, 200), max_size=8),
+    st.integers(0, 8),
+    st.floats(1, 20),
+    st.sampled_from([1, 2, 4]),
+)
 def test_fedtda_plan_spends_exactly_the_budget_left(n_hat, rho, numeric, n_cat, bound, max_refine):
     if not numeric and not n_cat:
         n_cat = 1
     plan = allocation.plan_fedtda(n_hat, rho, numeric, n_cat, bound, max_refine)
     assert plan.rho_cat + plan.rho_num + plan.rho_cov == pytest.approx(rho, rel=1e-12)
     assert plan.refine in (1, 2, 4) and plan.refine <= max_refine
-    assert any(plan.rho_cov == pytest.approx(s * rho) for s in (allocation.MIN_COVARIANCE_SHARE,
-                                                                 allocation.MAX_COVARIANCE_SHARE))
-    if numeric and n_cat:            # equal budget per histogram column
+    assert any(
+        plan.rho_cov == pytest.approx(s * rho)
+        for s in (allocation.MIN_COVARIANCE_SHARE, allocation.MAX_COVARIANCE_SHARE)
+    )
+    if numeric and n_cat:  # equal budget per histogram column
         assert plan.rho_cat / n_cat == pytest.approx(plan.rho_num / len(numeric), rel=1e-12)
 
 
@@ -103,6 +115,7 @@ def test_projection_is_the_nearest_histogram_with_the_total(values, total):
 
 
 # ---- the runs ------------------------------------------------------------------------------------
+
 
 class FixedTotal:
     """Seeded noise, except that the first release (the planning total) comes out as ``value``:
@@ -137,7 +150,7 @@ def test_neighbouring_datasets_with_the_same_noisy_total_get_the_same_schedule(m
     the noise of every release are identical, so nothing private but the released total enters."""
     schema = pf.Schema.from_dict(SCHEMA)
     frames = [make_frame(300, 1), make_frame(250, 2)]
-    plus = [frames[0], make_frame(251, 2)]            # one more record in the second silo
+    plus = [frames[0], make_frame(251, 2)]  # one more record in the second silo
     ledgers = []
     for data in (frames, plus):
         monkeypatch.setattr("privsyn_fed.api.noise_source", lambda seed: FixedTotal(seed, 560))
@@ -145,9 +158,9 @@ def test_neighbouring_datasets_with_the_same_noisy_total_get_the_same_schedule(m
     a, b = ledgers
     assert a["details"]["schedule"] == b["details"]["schedule"]
     assert a["details"]["schedule"]["noisy_total"] == 560
-    if method != "aim":              # AIM's count of rounds also follows its (data-dependent) annealing
+    if method != "aim":  # AIM's count of rounds also follows its (data-dependent) annealing
         assert [e.get("sigma") for e in a["entries"]] == [e.get("sigma") for e in b["entries"]]
-    assert [e.get("sigma") for e in a["entries"][:1 + 5]] == [e.get("sigma") for e in b["entries"][:1 + 5]]
+    assert [e.get("sigma") for e in a["entries"][: 1 + 5]] == [e.get("sigma") for e in b["entries"][: 1 + 5]]
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -187,13 +200,15 @@ OTHER_TOTAL = {"aim": 1 / 50, "distaim": 1 / 50, "flaim": 1 / 50, "fedtda": 50}
 
 
 @pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize("tamper,message", [
-    (lambda s, m: s.update(noisy_total=s["noisy_total"] * OTHER_TOTAL[m]), "allocation rule gives"),
-    (lambda s, m: s.update(noise_to_signal=2.0), "other constants"),
-    (lambda s, m: s.pop("noisy_total"), "does not record the noisy total"),
-])
-def test_a_schedule_that_does_not_follow_from_its_noisy_total_fails_the_audit(planned_ledgers, method, tamper,
-                                                                              message):
+@pytest.mark.parametrize(
+    "tamper,message",
+    [
+        (lambda s, m: s.update(noisy_total=s["noisy_total"] * OTHER_TOTAL[m]), "allocation rule gives"),
+        (lambda s, m: s.update(noise_to_signal=2.0), "other constants"),
+        (lambda s, m: s.pop("noisy_total"), "does not record the noisy total"),
+    ],
+)
+def test_a_schedule_that_does_not_follow_from_its_noisy_total_fails_the_audit(planned_ledgers, method, tamper, message):
     led = copy.deepcopy(planned_ledgers[method])
     tamper(led["details"]["schedule"], method)
     assert any(message in p for p in audit_ledger(led).problems), audit_ledger(led).problems

@@ -1,5 +1,6 @@
 """The shared budget store: reserve before reading, settle after, refuse what does not fit,
 serialise concurrent runs, keep crashed reservations, reject foreign files untouched."""
+
 import hashlib
 import multiprocessing as mp
 import os
@@ -17,7 +18,7 @@ def test_reserve_settle_and_refuse(tmp_path):
     store = BudgetStore(tmp_path / "b.db")
     first = store.reserve("adult", epsilon=1.0, delta=1e-9, method="aim", total_epsilon=2.0)
     budget = store.budget("adult")
-    assert budget.rho_committed == pytest.approx(epsilon_to_rho(1.0, 1e-9))      # the whole reservation
+    assert budget.rho_committed == pytest.approx(epsilon_to_rho(1.0, 1e-9))  # the whole reservation
     first.settle(0.5 * first.rho, "complete")
     assert store.budget("adult").rho_committed == pytest.approx(0.5 * first.rho)
     with pytest.raises(BudgetExceeded, match="no silo was read"):
@@ -51,7 +52,8 @@ def test_two_concurrent_runs_cannot_both_take_the_last_budget(tmp_path):
     path = tmp_path / "b.db"
     store = BudgetStore(path)
     store.reserve("d", epsilon=1.0, delta=1e-9, method="aim", total_epsilon=1.6).settle(
-        epsilon_to_rho(1.0, 1e-9), "complete")        # what is left fits one more epsilon-1 run at most
+        epsilon_to_rho(1.0, 1e-9), "complete"
+    )  # what is left fits one more epsilon-1 run at most
     ctx = mp.get_context("spawn")
     barrier, results = ctx.Barrier(2), ctx.Queue()
     procs = [ctx.Process(target=_contend, args=(path, barrier, results)) for _ in range(2)]
@@ -66,7 +68,7 @@ def test_two_concurrent_runs_cannot_both_take_the_last_budget(tmp_path):
 
 def _reserve_then_crash(path):
     BudgetStore(path).reserve("d", epsilon=1.0, delta=1e-9, method="aim", total_epsilon=1.2)
-    os._exit(3)                                   # dies between reserve and settle
+    os._exit(3)  # dies between reserve and settle
 
 
 def test_a_crashed_run_keeps_its_reservation(tmp_path):
@@ -112,11 +114,40 @@ def test_budget_show_and_unknown_dataset(tmp_path, capsys):
 
 def test_synth_draws_on_the_store_and_is_refused_before_reading_silos(schema_path, silo_paths, tmp_path, capsys):
     store = tmp_path / "b.db"
-    common = ["--schema", schema_path, "--epsilon", "1", "--delta", "1e-9", "--quiet", "--seed", "1",
-              "--workload-size", "2", "--budget-store", store, "--dataset-id", "toy"]
+    common = [
+        "--schema",
+        schema_path,
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-9",
+        "--quiet",
+        "--seed",
+        "1",
+        "--workload-size",
+        "2",
+        "--budget-store",
+        store,
+        "--dataset-id",
+        "toy",
+    ]
     first = tmp_path / "a.csv"
-    args = ["synth", "--method", "flaim", "--silo", silo_paths[0], "--silo", silo_paths[1], "--out", first,
-            "--total-epsilon", "1.2", "--rounds", "3", *common]
+    args = [
+        "synth",
+        "--method",
+        "flaim",
+        "--silo",
+        silo_paths[0],
+        "--silo",
+        silo_paths[1],
+        "--out",
+        first,
+        "--total-epsilon",
+        "1.2",
+        "--rounds",
+        "3",
+        *common,
+    ]
     assert main([str(a) for a in args]) == 0
     capsys.readouterr()
     budget = BudgetStore(store).budget("toy")

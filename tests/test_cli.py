@@ -17,8 +17,20 @@ def run_cli(args, capsys):
 
 
 def synth_args(schema_path, silos, out, *extra):
-    args = ["synth", "--method", "aim", "--schema", schema_path, "--epsilon", "1", "--delta", "1e-9",
-            "--out", out, "--quiet"]
+    args = [
+        "synth",
+        "--method",
+        "aim",
+        "--schema",
+        schema_path,
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-9",
+        "--out",
+        out,
+        "--quiet",
+    ]
     for s in silos:
         args += ["--silo", s]
     return args + list(extra)
@@ -40,14 +52,17 @@ def edit_silo(path, old, new):
     path.write_text(text.replace(old, new, 1))
 
 
-@pytest.mark.parametrize("case, fragment", [
-    ("missing_column", "missing column 'label'"),
-    ("extra_column", "extra column 'zip'"),
-    ("unknown_category", "category 'X' is not in the schema"),
-    ("non_numeric", "'abc' is not a number"),
-    ("missing_value", "missing value"),
-    ("empty_silo", "the table has no rows"),
-])
+@pytest.mark.parametrize(
+    "case, fragment",
+    [
+        ("missing_column", "missing column 'label'"),
+        ("extra_column", "extra column 'zip'"),
+        ("unknown_category", "category 'X' is not in the schema"),
+        ("non_numeric", "'abc' is not a number"),
+        ("missing_value", "missing value"),
+        ("empty_silo", "the table has no rows"),
+    ],
+)
 def test_bad_silo_input_exits_2_naming_the_problem(case, fragment, schema_path, silo_paths, tmp_path, capsys):
     bad = silo_paths[1]
     lines = bad.read_text().splitlines()
@@ -72,10 +87,13 @@ def test_bad_silo_input_exits_2_naming_the_problem(case, fragment, schema_path, 
         assert "row 6" in err
 
 
-@pytest.mark.parametrize("schema_text, fragment", [
-    ("{bad json", "not valid JSON"),
-    ('{"columns": [{"name": "age", "type": "numeric"}]}', "needs a public \"lower\" bound"),
-])
+@pytest.mark.parametrize(
+    "schema_text, fragment",
+    [
+        ("{bad json", "not valid JSON"),
+        ('{"columns": [{"name": "age", "type": "numeric"}]}', 'needs a public "lower" bound'),
+    ],
+)
 def test_bad_schema_exits_2(schema_text, fragment, schema_path, silo_paths, tmp_path, capsys):
     schema_path.write_text(schema_text)
     out = tmp_path / "syn.csv"
@@ -83,13 +101,16 @@ def test_bad_schema_exits_2(schema_text, fragment, schema_path, silo_paths, tmp_
     assert_input_error(code, err, fragment, out)
 
 
-@pytest.mark.parametrize("eps, delta, fragment", [
-    ("0", "1e-9", "epsilon must be a positive"),
-    ("-1", "1e-9", "epsilon must be a positive"),
-    ("1", "0", "delta must lie strictly between 0 and 0.1"),
-    ("1", "1", "delta must lie strictly between 0 and 0.1"),
-    ("1", "1.5", "delta must lie strictly between 0 and 0.1"),
-])
+@pytest.mark.parametrize(
+    "eps, delta, fragment",
+    [
+        ("0", "1e-9", "epsilon must be a positive"),
+        ("-1", "1e-9", "epsilon must be a positive"),
+        ("1", "0", "delta must lie strictly between 0 and 0.1"),
+        ("1", "1", "delta must lie strictly between 0 and 0.1"),
+        ("1", "1.5", "delta must lie strictly between 0 and 0.1"),
+    ],
+)
 def test_bad_budget_exits_2(eps, delta, fragment, schema_path, silo_paths, tmp_path, capsys):
     out = tmp_path / "syn.csv"
     args = synth_args(schema_path, silo_paths, out)
@@ -123,8 +144,12 @@ def test_end_to_end_synth_then_audit(schema_path, silo_paths, tmp_path):
     """The installed command, as a user runs it: a CSV and a ledger that audit accepts."""
     out = tmp_path / "syn.csv"
     env = dict(os.environ)
-    cmd = [sys.executable, "-m", "privsyn_fed"] + [str(a) for a in synth_args(
-        schema_path, silo_paths, out, "--seed", "3", "--rounds", "10", "--pgm-iters", "200", "--rows", "250")]
+    cmd = [sys.executable, "-m", "privsyn_fed"] + [
+        str(a)
+        for a in synth_args(
+            schema_path, silo_paths, out, "--seed", "3", "--rounds", "10", "--pgm-iters", "200", "--rows", "250"
+        )
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr
     ledger = out.with_suffix(".ledger.json")
@@ -133,32 +158,37 @@ def test_end_to_end_synth_then_audit(schema_path, silo_paths, tmp_path):
     assert len(out.read_text().splitlines()) == 251
     led = json.loads(ledger.read_text())
     assert led["method"] == "aim" and led["seeded"] is True
-    audit = subprocess.run([sys.executable, "-m", "privsyn_fed", "audit", str(ledger)],
-                           capture_output=True, text=True, timeout=120)
+    audit = subprocess.run(
+        [sys.executable, "-m", "privsyn_fed", "audit", str(ledger)], capture_output=True, text=True, timeout=120
+    )
     assert_cli_audit_objects_only_to_the_seed(audit.stdout, audit.returncode)
     led["entries"][0]["sigma"] *= 2
     ledger.write_text(json.dumps(led))
-    audit = subprocess.run([sys.executable, "-m", "privsyn_fed", "audit", str(ledger)],
-                           capture_output=True, text=True, timeout=120)
+    audit = subprocess.run(
+        [sys.executable, "-m", "privsyn_fed", "audit", str(ledger)], capture_output=True, text=True, timeout=120
+    )
     assert audit.returncode == 1 and "PROBLEM" in audit.stdout
 
 
 def test_clipped_values_are_reported_to_the_operator_not_an_error(schema_path, silo_paths, tmp_path, capsys):
-    edit_silo(silo_paths[0], "\n", "\n200,50,F,north,no\n")   # age 200 > upper bound 90
+    edit_silo(silo_paths[0], "\n", "\n200,50,F,north,no\n")  # age 200 > upper bound 90
     out = tmp_path / "syn.csv"
-    code, _, err = run_cli(synth_args(schema_path, silo_paths, out, "--seed", "1", "--rounds", "10",
-                                      "--pgm-iters", "100"), capsys)
+    code, _, err = run_cli(
+        synth_args(schema_path, silo_paths, out, "--seed", "1", "--rounds", "10", "--pgm-iters", "100"), capsys
+    )
     assert code == 0, err
     assert "1 value(s) of 'age'" in err and "clipped" in err
     assert out.exists()
 
 
-def test_internal_failure_is_one_line_exit_1_and_leaves_a_failed_ledger(schema_path, silo_paths, tmp_path,
-                                                                         capsys, monkeypatch):
+def test_internal_failure_is_one_line_exit_1_and_leaves_a_failed_ledger(
+    schema_path, silo_paths, tmp_path, capsys, monkeypatch
+):
     import privsyn_fed.methods.aim as aim
 
     def broken(*args, **kwargs):
         raise RuntimeError("model fit diverged")
+
     monkeypatch.setattr(aim.pgm.ModelFitter, "fit", broken)
     monkeypatch.delenv("PRIVSYN_FED_DEBUG", raising=False)
     out = tmp_path / "syn.csv"
@@ -168,7 +198,7 @@ def test_internal_failure_is_one_line_exit_1_and_leaves_a_failed_ledger(schema_p
     assert not out.exists()
     led = json.loads(out.with_suffix(".ledger.json").read_text())
     assert led["status"] == "failed"
-    assert len(led["entries"]) == 5          # the five 1-way measurements were released before the failure
+    assert len(led["entries"]) == 5  # the five 1-way measurements were released before the failure
 
 
 def federated_args(schema_path, silos, out, method, *extra):
@@ -180,8 +210,12 @@ def federated_args(schema_path, silos, out, method, *extra):
 @pytest.mark.parametrize("method, extra", [("flaim", ["--variant", "private"]), ("distaim", [])])
 def test_federated_synth_from_silo_files_then_audit(method, extra, schema_path, silo_paths, tmp_path):
     out = tmp_path / f"{method}.csv"
-    cmd = [sys.executable, "-m", "privsyn_fed"] + [str(a) for a in federated_args(
-        schema_path, silo_paths, out, method, "--seed", "2", "--rounds", "3", "--workload-size", "4", *extra)]
+    cmd = [sys.executable, "-m", "privsyn_fed"] + [
+        str(a)
+        for a in federated_args(
+            schema_path, silo_paths, out, method, "--seed", "2", "--rounds", "3", "--workload-size", "4", *extra
+        )
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert "communication: 3 of 3 silos took part" in proc.stdout
@@ -189,27 +223,76 @@ def test_federated_synth_from_silo_files_then_audit(method, extra, schema_path, 
     led = json.loads(out.with_suffix(".ledger.json").read_text())
     assert led["method"] == method and led["status"] == "complete"
     assert led["details"]["traffic"]["bytes_sent_total"] > 0
-    audit = subprocess.run([sys.executable, "-m", "privsyn_fed", "audit", str(out.with_suffix(".ledger.json"))],
-                           capture_output=True, text=True, timeout=120)
+    audit = subprocess.run(
+        [sys.executable, "-m", "privsyn_fed", "audit", str(out.with_suffix(".ledger.json"))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert_cli_audit_objects_only_to_the_seed(audit.stdout, audit.returncode)
 
 
 def test_saved_model_gives_the_holdout_likelihood(schema_path, silo_paths, tmp_path, capsys):
     out, model = tmp_path / "f.csv", tmp_path / "f.model.npz"
-    code, stdout, err = run_cli(federated_args(schema_path, silo_paths, out, "flaim", "--seed", "2", "--rounds", "2",
-                                               "--workload-size", "3", "--model-out", model), capsys)
+    code, stdout, err = run_cli(
+        federated_args(
+            schema_path,
+            silo_paths,
+            out,
+            "flaim",
+            "--seed",
+            "2",
+            "--rounds",
+            "2",
+            "--workload-size",
+            "3",
+            "--model-out",
+            model,
+        ),
+        capsys,
+    )
     assert code == 0, err
     hold = tmp_path / "hold.csv"
     make_frame(200, 8).to_csv(hold, index=False)
     report = tmp_path / "eval.json"
-    code, stdout, err = run_cli(["evaluate", "--real", silo_paths[0], "--synthetic", out, "--schema", schema_path,
-                                 "--holdout", hold, "--model", model, "--json", report], capsys)
+    code, stdout, err = run_cli(
+        [
+            "evaluate",
+            "--real",
+            silo_paths[0],
+            "--synthetic",
+            out,
+            "--schema",
+            schema_path,
+            "--holdout",
+            hold,
+            "--model",
+            model,
+            "--json",
+            report,
+        ],
+        capsys,
+    )
     assert code == 0, err
     nll = json.loads(report.read_text())["nll"]
     assert 0 < nll["median"] <= nll["mean"] * 1.5 and nll["mean"] < 40 and "negative log-likelihood" in stdout
     model.write_bytes(b"not a model")
-    code, _, err = run_cli(["evaluate", "--real", silo_paths[0], "--synthetic", out, "--schema", schema_path,
-                            "--holdout", hold, "--model", model], capsys)
+    code, _, err = run_cli(
+        [
+            "evaluate",
+            "--real",
+            silo_paths[0],
+            "--synthetic",
+            out,
+            "--schema",
+            schema_path,
+            "--holdout",
+            hold,
+            "--model",
+            model,
+        ],
+        capsys,
+    )
     assert code == 2 and "not a readable privsyn-fed model" in err
 
 
@@ -221,12 +304,15 @@ def test_federated_bad_silo_is_rejected_before_any_spend(method, schema_path, si
     assert_input_error(code, err, str(silo_paths[2]), out)
 
 
-@pytest.mark.parametrize("args, fragment", [
-    (["--method", "flaim", "--sample-rate", "0"], "--sample-rate must lie in (0, 1]"),
-    (["--method", "distaim", "--sample-rate", "1.01"], "--sample-rate must lie in (0, 1]"),
-    (["--method", "aim", "--variant", "naive"], "--variant applies to --method flaim"),
-    (["--method", "distaim", "--local-steps", "2"], "--local-steps applies to --method flaim"),
-])
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["--method", "flaim", "--sample-rate", "0"], "--sample-rate must lie in (0, 1]"),
+        (["--method", "distaim", "--sample-rate", "1.01"], "--sample-rate must lie in (0, 1]"),
+        (["--method", "aim", "--variant", "naive"], "--variant applies to --method flaim"),
+        (["--method", "distaim", "--local-steps", "2"], "--local-steps applies to --method flaim"),
+    ],
+)
 def test_federated_usage_errors(args, fragment, schema_path, silo_paths, tmp_path, capsys):
     out = tmp_path / "x.csv"
     base = synth_args(schema_path, silo_paths, out)
@@ -243,8 +329,23 @@ def test_federated_methods_need_two_silos(schema_path, silo_paths, tmp_path, cap
 
 def test_oracle_variant_warns_loudly(schema_path, silo_paths, tmp_path, capsys):
     out = tmp_path / "o.csv"
-    code, _, err = run_cli(federated_args(schema_path, silo_paths, out, "flaim", "--variant", "oracle",
-                                          "--seed", "1", "--rounds", "1", "--workload-size", "2"), capsys)
+    code, _, err = run_cli(
+        federated_args(
+            schema_path,
+            silo_paths,
+            out,
+            "flaim",
+            "--variant",
+            "oracle",
+            "--seed",
+            "1",
+            "--rounds",
+            "1",
+            "--workload-size",
+            "2",
+        ),
+        capsys,
+    )
     assert code == 0
     assert "NO differential-privacy guarantee" in err
     code, out_text, _ = run_cli(["audit", out.with_suffix(".ledger.json")], capsys)
@@ -253,16 +354,22 @@ def test_oracle_variant_warns_loudly(schema_path, silo_paths, tmp_path, capsys):
 
 def test_fedtda_from_silo_files_then_audit(schema_path, silo_paths, tmp_path, capsys):
     out = tmp_path / "t.csv"
-    code, stdout, err = run_cli(federated_args(schema_path, silo_paths, out, "fedtda", "--seed", "1",
-                                               "--split", "0.1,0.2,0.3,0.4", "--components", "3"), capsys)
+    code, stdout, err = run_cli(
+        federated_args(
+            schema_path, silo_paths, out, "fedtda", "--seed", "1", "--split", "0.1,0.2,0.3,0.4", "--components", "3"
+        ),
+        capsys,
+    )
     assert code == 0, err
     led = json.loads(out.with_suffix(".ledger.json").read_text())
     assert led["method"] == "fedtda" and len(led["entries"]) == 4
     code, stdout, _ = run_cli(["audit", out.with_suffix(".ledger.json")], capsys)
     assert_cli_audit_objects_only_to_the_seed(stdout, code)
-    code, _, err = run_cli(federated_args(schema_path, silo_paths, tmp_path / "u.csv", "fedtda", "--rounds", "3"),
-                           capsys)
+    code, _, err = run_cli(
+        federated_args(schema_path, silo_paths, tmp_path / "u.csv", "fedtda", "--rounds", "3"), capsys
+    )
     assert code == 2 and "--rounds applies to --method aim or distaim or flaim" in err
-    code, _, err = run_cli(federated_args(schema_path, silo_paths, tmp_path / "v.csv", "fedtda", "--split", "1,2"),
-                           capsys)
+    code, _, err = run_cli(
+        federated_args(schema_path, silo_paths, tmp_path / "v.csv", "fedtda", "--split", "1,2"), capsys
+    )
     assert code == 2 and "--split" in err

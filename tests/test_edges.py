@@ -4,6 +4,7 @@ No input, mistake or failure may (1) make a record count more often than the led
 (2) destroy or corrupt a file the user did not name as an output, (3) spend budget on a request
 that could never succeed, or (4) leave the budget store or a ledger misstating what was spent.
 """
+
 from __future__ import annotations
 
 import errno
@@ -28,8 +29,22 @@ def run(args, capsys):
 
 
 def synth(schema_path, silos, out, *extra, method="fedtda"):
-    args = ["synth", "--method", method, "--schema", schema_path, "--epsilon", "1", "--delta", "1e-9",
-            "--out", out, "--quiet", "--seed", "3"]
+    args = [
+        "synth",
+        "--method",
+        method,
+        "--schema",
+        schema_path,
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-9",
+        "--out",
+        out,
+        "--quiet",
+        "--seed",
+        "3",
+    ]
     for s in silos:
         args += ["--silo", s]
     return args + list(extra)
@@ -48,9 +63,21 @@ def one_line_refusal(code, err, fragment):
 
 # ---- outputs that alias each other or an input (finding 1) ----------------------------------------
 
-@pytest.mark.parametrize("case", ["report=out", "ledger=out-by-symlink", "store=out", "out=silo",
-                                  "out=schema", "out=silo-hardlink", "report=silo-symlink", "store=silo",
-                                  "ledger=schema"])
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "report=out",
+        "ledger=out-by-symlink",
+        "store=out",
+        "out=silo",
+        "out=schema",
+        "out=silo-hardlink",
+        "report=silo-symlink",
+        "store=silo",
+        "ledger=schema",
+    ],
+)
 def test_synth_refuses_outputs_that_alias_inputs_or_each_other(case, schema_path, silo_paths, tmp_path, capsys):
     out = tmp_path / "syn.csv"
     extra = ["--force"]
@@ -94,8 +121,21 @@ def test_evaluate_and_audit_outputs_never_replace_inputs(schema_path, silo_paths
     before = snapshot(tmp_path)
     # evaluate --json pointed at its own --real file, with and without --force
     for force in ([], ["--force"]):
-        code, _, err = run(["evaluate", "--real", silo_paths[0], "--synthetic", out, "--schema", schema_path,
-                            "--json", silo_paths[0], *force], capsys)
+        code, _, err = run(
+            [
+                "evaluate",
+                "--real",
+                silo_paths[0],
+                "--synthetic",
+                out,
+                "--schema",
+                schema_path,
+                "--json",
+                silo_paths[0],
+                *force,
+            ],
+            capsys,
+        )
         one_line_refusal(code, err, "already exists" if not force else "is the same file as")
     # audit --report pointed at the ledger it reads
     ledger = tmp_path / "syn.ledger.json"
@@ -121,8 +161,20 @@ def test_outputs_in_a_read_only_folder_are_refused_before_any_reservation(schema
     locked.chmod(0o500)
     store = tmp_path / "b.db"
     try:
-        code, _, err = run(synth(schema_path, silo_paths, locked / "o.csv", "--budget-store", store,
-                                 "--dataset-id", "d", "--total-epsilon", "2"), capsys)
+        code, _, err = run(
+            synth(
+                schema_path,
+                silo_paths,
+                locked / "o.csv",
+                "--budget-store",
+                store,
+                "--dataset-id",
+                "d",
+                "--total-epsilon",
+                "2",
+            ),
+            capsys,
+        )
     finally:
         locked.chmod(0o700)
     one_line_refusal(code, err, "is not writable")
@@ -131,15 +183,18 @@ def test_outputs_in_a_read_only_folder_are_refused_before_any_reservation(schema
 
 # ---- one silo under two names (finding 2) ------------------------------------------------------
 
+
 @pytest.mark.parametrize("spelling", ["absolute", "dotdot", "symlink", "hardlink", "identical-string"])
 def test_one_silo_under_two_names_is_refused(spelling, schema_path, silo_paths, tmp_path, capsys):
     first = silo_paths[0]
     (tmp_path / "sub").mkdir()
-    second = {"absolute": lambda: first.resolve(),
-              "dotdot": lambda: tmp_path / "sub" / ".." / first.name,
-              "symlink": lambda: (tmp_path / "l.csv").symlink_to(first) or tmp_path / "l.csv",
-              "hardlink": lambda: os.link(first, tmp_path / "h.csv") or tmp_path / "h.csv",
-              "identical-string": lambda: first}[spelling]()
+    second = {
+        "absolute": lambda: first.resolve(),
+        "dotdot": lambda: tmp_path / "sub" / ".." / first.name,
+        "symlink": lambda: (tmp_path / "l.csv").symlink_to(first) or tmp_path / "l.csv",
+        "hardlink": lambda: os.link(first, tmp_path / "h.csv") or tmp_path / "h.csv",
+        "identical-string": lambda: first,
+    }[spelling]()
     out = tmp_path / "o.csv"
     code, _, err = run(synth(schema_path, [first, second, silo_paths[1]], out), capsys)
     one_line_refusal(code, err, "same file")
@@ -157,17 +212,30 @@ def test_silos_with_identical_contents_need_the_flag_that_names_the_risk(schema_
     shutil.copyfile(silo_paths[0], copy)
     store = tmp_path / "b.db"
     out = tmp_path / "o.csv"
-    code, _, err = run(synth(schema_path, [silo_paths[0], copy], out, "--budget-store", store, "--dataset-id", "d",
-                             "--total-epsilon", "3"), capsys)
+    code, _, err = run(
+        synth(
+            schema_path,
+            [silo_paths[0], copy],
+            out,
+            "--budget-store",
+            store,
+            "--dataset-id",
+            "d",
+            "--total-epsilon",
+            "3",
+        ),
+        capsys,
+    )
     one_line_refusal(code, err, "identical contents")
     assert "--allow-identical-silos" in err and not out.exists()
     run_row = BudgetStore(store).budget("d").runs[0]
-    assert run_row["status"] == "rejected" and run_row["rho_spent"] == 0.0       # nothing was spent
+    assert run_row["status"] == "rejected" and run_row["rho_spent"] == 0.0  # nothing was spent
     code, _, err = run(synth(schema_path, [silo_paths[0], copy], out, "--allow-identical-silos"), capsys)
     assert code == 0, err
 
 
 # ---- partition --force replaces the folder as a whole (finding 3) ---------------------------------
+
 
 def test_partition_force_leaves_no_stale_client_files(tmp_path, capsys):
     data = tmp_path / "data.csv"
@@ -178,8 +246,8 @@ def test_partition_force_leaves_no_stale_client_files(tmp_path, capsys):
     files = sorted(p.name for p in out.iterdir())
     assert files == ["client_000.csv", "client_001.csv", "client_002.csv", "manifest.json"]
     total = sum(len(pd.read_csv(out / f)) for f in files if f.endswith(".csv"))
-    assert total == 800                            # every record in exactly one client file
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]      # no leftovers
+    assert total == 800  # every record in exactly one client file
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no leftovers
 
 
 def test_partition_force_never_replaces_a_folder_of_other_files_or_its_own_input(tmp_path, capsys):
@@ -200,37 +268,62 @@ def test_partition_force_never_replaces_a_folder_of_other_files_or_its_own_input
     # the table to split, as one of the client files of the folder being replaced
     clients = tmp_path / "clients"
     assert run(["partition", data, "--clients", "2", "--scheme", "iid", "--out", clients], capsys)[0] == 0
-    code, _, err = run(["partition", clients / "client_000.csv", "--clients", "2", "--scheme", "iid",
-                        "--out", clients, "--force"], capsys)
+    code, _, err = run(
+        ["partition", clients / "client_000.csv", "--clients", "2", "--scheme", "iid", "--out", clients, "--force"],
+        capsys,
+    )
     one_line_refusal(code, err, "lies inside --out")
 
 
 # ---- a declared category equal to a missing token (finding 4) -------------------------------------
 
+
 def test_declared_categories_win_over_missing_tokens(tmp_path, capsys):
-    schema = {"columns": [
-        {"name": "region", "type": "categorical", "categories": ["NA", "None", "null", "north"], "missing": True},
-        {"name": "x", "type": "numeric", "lower": 0, "upper": 10, "bins": 4}]}
+    schema = {
+        "columns": [
+            {"name": "region", "type": "categorical", "categories": ["NA", "None", "null", "north"], "missing": True},
+            {"name": "x", "type": "numeric", "lower": 0, "upper": 10, "bins": 4},
+        ]
+    }
     schema_path = tmp_path / "schema.json"
     schema_path.write_text(json.dumps(schema))
     regions = ["NA"] * 300 + ["None"] * 200 + ["null"] * 100 + ["north"] * 150 + [""] * 50
     silo = tmp_path / "s.csv"
     pd.DataFrame({"region": regions, "x": [1.0] * 800}).to_csv(silo, index=False)
     out = tmp_path / "o.csv"
-    args = ["synth", "--method", "fedtda", "--schema", schema_path, "--silo", silo, "--epsilon", "50",
-            "--delta", "1e-9", "--out", out, "--quiet", "--rows", "4000", "--seed", "1"]
+    args = [
+        "synth",
+        "--method",
+        "fedtda",
+        "--schema",
+        schema_path,
+        "--silo",
+        silo,
+        "--epsilon",
+        "50",
+        "--delta",
+        "1e-9",
+        "--out",
+        out,
+        "--quiet",
+        "--rows",
+        "4000",
+        "--seed",
+        "1",
+    ]
     assert run(args, capsys)[0] == 0
     column = pd.read_csv(out, dtype=str, keep_default_na=False)["region"]
     shares = column.value_counts(normalize=True)
     assert shares["NA"] == pytest.approx(300 / 800, abs=0.05)
     assert shares["None"] == pytest.approx(200 / 800, abs=0.05)
-    assert shares[""] == pytest.approx(50 / 800, abs=0.03)       # only the truly missing cells are blank
+    assert shares[""] == pytest.approx(50 / 800, abs=0.03)  # only the truly missing cells are blank
 
 
 def test_the_empty_category_cannot_also_be_missing(tmp_path, capsys):
     schema_path = tmp_path / "schema.json"
-    schema_path.write_text(json.dumps({"columns": [
-        {"name": "c", "type": "categorical", "categories": ["", "a"], "missing": True}]}))
+    schema_path.write_text(
+        json.dumps({"columns": [{"name": "c", "type": "categorical", "categories": ["", "a"], "missing": True}]})
+    )
     silo = tmp_path / "s.csv"
     silo.write_text("c\na\n")
     code, _, err = run(synth(schema_path, [silo], tmp_path / "o.csv"), capsys)
@@ -239,36 +332,51 @@ def test_the_empty_category_cannot_also_be_missing(tmp_path, capsys):
 
 # ---- requests that could never succeed are refused before the reservation (findings 7, 8) ---------
 
-@pytest.mark.parametrize("method, extra, fragment", [
-    ("aim", ["--rows", "2000000000"], "more than the 1,000,000,000 rows"),
-    ("fedtda", ["--epsilon", "1e300"], "--epsilon must be a positive number up to 1000"),
-    ("aim", ["--rounds", "3"], "--rounds 3 is too small for 5 columns"),
-    ("aim", ["--workload-degree", "9"], "--workload-degree 9 is more than the 5 columns"),
-    ("aim", ["--seed", "-1"], "--seed must be a whole number"),
-    ("aim", ["--alpha", "1"], "--alpha must lie in (0, 1)"),
-    ("aim", ["--pgm-tol", "nan"], "--pgm-tol must be 0 or positive"),
-    ("aim", ["--max-model-size", "1e12"], "does not fit this machine"),
-    ("aim", ["--workload-seed", "-1"], "--workload-seed must be 0 or a positive whole number"),
-    ("fedtda", ["--split", "0.1,0.2,inf,0.3"], "--split needs four non-negative shares"),
-    ("distaim", ["--mpc", "--mpc-timeout", "0"], "--mpc-timeout must be a positive number"),
-    ("fedtda", ["--split", "0.1,0,0.5,0.4"], "--split gives the categorical histograms no budget"),
-    ("aim", ["--delta", "0.5"], "--delta must lie strictly between 0 and 0.1"),
-])
-def test_infeasible_requests_are_refused_before_the_budget_is_reserved(method, extra, fragment, schema_path,
-                                                                       silo_paths, tmp_path, capsys):
+
+@pytest.mark.parametrize(
+    "method, extra, fragment",
+    [
+        ("aim", ["--rows", "2000000000"], "more than the 1,000,000,000 rows"),
+        ("fedtda", ["--epsilon", "1e300"], "--epsilon must be a positive number up to 1000"),
+        ("aim", ["--rounds", "3"], "--rounds 3 is too small for 5 columns"),
+        ("aim", ["--workload-degree", "9"], "--workload-degree 9 is more than the 5 columns"),
+        ("aim", ["--seed", "-1"], "--seed must be a whole number"),
+        ("aim", ["--alpha", "1"], "--alpha must lie in (0, 1)"),
+        ("aim", ["--pgm-tol", "nan"], "--pgm-tol must be 0 or positive"),
+        ("aim", ["--max-model-size", "1e12"], "does not fit this machine"),
+        ("aim", ["--workload-seed", "-1"], "--workload-seed must be 0 or a positive whole number"),
+        ("fedtda", ["--split", "0.1,0.2,inf,0.3"], "--split needs four non-negative shares"),
+        ("distaim", ["--mpc", "--mpc-timeout", "0"], "--mpc-timeout must be a positive number"),
+        ("fedtda", ["--split", "0.1,0,0.5,0.4"], "--split gives the categorical histograms no budget"),
+        ("aim", ["--delta", "0.5"], "--delta must lie strictly between 0 and 0.1"),
+    ],
+)
+def test_infeasible_requests_are_refused_before_the_budget_is_reserved(
+    method, extra, fragment, schema_path, silo_paths, tmp_path, capsys
+):
     store = tmp_path / "b.db"
     out = tmp_path / "o.csv"
-    args = synth(schema_path, silo_paths, out, "--budget-store", store, "--dataset-id", "d",
-                 "--total-epsilon", "5", method=method)
-    for i in range(0, len(extra), 2):            # replace an option the helper already set
+    args = synth(
+        schema_path,
+        silo_paths,
+        out,
+        "--budget-store",
+        store,
+        "--dataset-id",
+        "d",
+        "--total-epsilon",
+        "5",
+        method=method,
+    )
+    for i in range(0, len(extra), 2):  # replace an option the helper already set
         if extra[i] in args:
             args[args.index(extra[i]) + 1] = extra[i + 1]
         else:
-            args += extra[i:i + 2]
+            args += extra[i : i + 2]
     code, _, err = run(args, capsys)
     one_line_refusal(code, err, fragment)
     assert not out.exists() and not out.with_suffix(".ledger.json").exists()
-    assert not store.exists()                     # not even the store was touched
+    assert not store.exists()  # not even the store was touched
 
 
 def test_a_workload_too_large_for_memory_is_refused_up_front(tmp_path, capsys):
@@ -281,11 +389,17 @@ def test_a_workload_too_large_for_memory_is_refused_up_front(tmp_path, capsys):
     one_line_refusal(code, err, "cells, more than 10,000,000")
 
 
-@pytest.mark.parametrize("column, fragment", [
-    ({"name": "x", "type": "numeric", "lower": 0, "upper": 1, "bins": 1_000_000_000}, "more than the 100,000 cells"),
-    ({"name": "x", "type": "numeric", "lower": -1.7e308, "upper": 1.7e308}, "beyond +-2^53"),
-    ({"name": "x", "type": "numeric", "lower": 0, "upper": 1e18, "integer": True}, "beyond +-2^53"),
-])
+@pytest.mark.parametrize(
+    "column, fragment",
+    [
+        (
+            {"name": "x", "type": "numeric", "lower": 0, "upper": 1, "bins": 1_000_000_000},
+            "more than the 100,000 cells",
+        ),
+        ({"name": "x", "type": "numeric", "lower": -1.7e308, "upper": 1.7e308}, "beyond +-2^53"),
+        ({"name": "x", "type": "numeric", "lower": 0, "upper": 1e18, "integer": True}, "beyond +-2^53"),
+    ],
+)
 def test_schemas_that_cannot_be_binned_are_refused(column, fragment, tmp_path, capsys):
     schema_path = tmp_path / "schema.json"
     schema_path.write_text(json.dumps({"columns": [column]}))
@@ -300,14 +414,15 @@ def test_whole_numbers_up_to_2_to_the_53_are_binned_exactly():
 
     from privsyn_fed.encode import bin_edges, numeric_bin
     from privsyn_fed.schema import NumericColumn
-    col = NumericColumn("id", 0.0, float(2 ** 53), bins=50_000, integer=True)
-    values = np.array([0, 1, 2 ** 52 + 12345, 2 ** 53 - 1, 2 ** 53, 180_143_985_094_819], dtype=float)
+
+    col = NumericColumn("id", 0.0, float(2**53), bins=50_000, integer=True)
+    values = np.array([0, 1, 2**52 + 12345, 2**53 - 1, 2**53, 180_143_985_094_819], dtype=float)
     bins = numeric_bin(col, values)
-    m = 2 ** 53 + 1
-    assert bins.tolist() == [int(v) * 50_000 // m for v in values]           # exact integer arithmetic
+    m = 2**53 + 1
+    assert bins.tolist() == [int(v) * 50_000 // m for v in values]  # exact integer arithmetic
     lo, hi = bin_edges(col)
     assert np.all(lo[bins] <= values) and np.all(values <= hi[bins])
-    assert lo[0] == 0 and hi[-1] == 2 ** 53 and np.all(lo[1:] == hi[:-1] + 1)   # no whole number lost
+    assert lo[0] == 0 and hi[-1] == 2**53 and np.all(lo[1:] == hi[:-1] + 1)  # no whole number lost
 
 
 def test_a_tiny_epsilon_still_gives_a_release(schema_path, silo_paths, tmp_path, capsys):
@@ -321,6 +436,7 @@ def test_a_tiny_epsilon_still_gives_a_release(schema_path, silo_paths, tmp_path,
 
 def test_the_default_row_count_is_capped():
     from privsyn_fed.output import DEFAULT_MAX_ROWS, default_rows
+
     assert default_rows(3.2e12) == DEFAULT_MAX_ROWS
     assert default_rows(float("inf")) == DEFAULT_MAX_ROWS
     assert default_rows(-5e9) == 1 and default_rows(812.4) == 812
@@ -329,25 +445,29 @@ def test_the_default_row_count_is_capped():
 def test_large_outputs_are_drawn_in_chunks_with_bounded_memory(schema, silo_paths):
     from privsyn_fed import Silo, synthesize
     from privsyn_fed.output import CHUNK_ROWS
+
     silos = [Silo.from_csv(p, schema) for p in silo_paths]
     result = synthesize(silos, "fedtda", 1.0, 1e-9, rows=2 * CHUNK_ROWS + 7, seed=1)
     sizes = [len(c) for c in result.output.chunks()]
     assert max(sizes) <= CHUNK_ROWS and sum(sizes) == 2 * CHUNK_ROWS + 7
     first = next(result.output.chunks())
-    assert first.equals(next(result.output.chunks()))    # the same rows every time they are read
+    assert first.equals(next(result.output.chunks()))  # the same rows every time they are read
 
 
 # ---- a failed settle never records a spent run as free (finding 6) --------------------------------
+
 
 def _store_run(store):
     return BudgetStore(store).budget("d").runs[-1]
 
 
 @pytest.mark.parametrize("failure", ["ledger-final-write", "store-settle-locked", "csv-disk-full"])
-def test_failures_at_commit_keep_ledger_and_store_in_one_state(failure, schema_path, silo_paths, tmp_path,
-                                                               capsys, monkeypatch):
+def test_failures_at_commit_keep_ledger_and_store_in_one_state(
+    failure, schema_path, silo_paths, tmp_path, capsys, monkeypatch
+):
     from privsyn_fed import api
-    from privsyn_fed.accounting import budget_store, ledger as ledger_mod
+    from privsyn_fed.accounting import budget_store
+    from privsyn_fed.accounting import ledger as ledger_mod
 
     store = tmp_path / "b.db"
     out = tmp_path / "o.csv"
@@ -358,18 +478,25 @@ def test_failures_at_commit_keep_ledger_and_store_in_one_state(failure, schema_p
             if status == "complete":
                 raise OSError(errno.ENOSPC, "No space left on device", str(self.ledger_path))
             return original(self, status, **details)
+
         monkeypatch.setattr(ledger_mod.Accountant, "finish", finish)
     elif failure == "store-settle-locked":
+
         def settle(self, run, rho_spent, status):
             raise sqlite3.OperationalError("database is locked")
+
         monkeypatch.setattr(budget_store.BudgetStore, "settle", settle)
     else:
+
         def write_csv(self, fh):
             fh.write("age,income\n")
             raise OSError(errno.ENOSPC, "No space left on device", str(out))
+
         monkeypatch.setattr(api.SynthResult, "write_csv", write_csv)
-    code, _, err = run(synth(schema_path, silo_paths, out, "--budget-store", store, "--dataset-id", "d",
-                             "--total-epsilon", "3"), capsys)
+    code, _, err = run(
+        synth(schema_path, silo_paths, out, "--budget-store", store, "--dataset-id", "d", "--total-epsilon", "3"),
+        capsys,
+    )
     assert code == 1 and len(err.strip().splitlines()) == 1, err
     assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".o.csv")]
     led = json.loads(out.with_suffix(".ledger.json").read_text())
@@ -388,20 +515,26 @@ def test_a_run_rejected_before_any_mechanism_gives_its_reservation_back(schema_p
     bad.write_text(silo_paths[0].read_text().replace(",south,", ",mars,", 1))
     store = tmp_path / "b.db"
     out = tmp_path / "o.csv"
-    code, _, err = run(synth(schema_path, [bad, silo_paths[1]], out, "--budget-store", store, "--dataset-id", "d",
-                             "--total-epsilon", "3"), capsys)
+    code, _, err = run(
+        synth(
+            schema_path, [bad, silo_paths[1]], out, "--budget-store", store, "--dataset-id", "d", "--total-epsilon", "3"
+        ),
+        capsys,
+    )
     one_line_refusal(code, err, "'mars'")
     row = _store_run(store)
     assert row["status"] == "rejected" and row["rho_spent"] == 0.0
     assert not out.with_suffix(".ledger.json").exists()
 
 
-def test_a_failure_before_any_charge_leaves_no_ledger_and_no_spend(schema_path, silo_paths, tmp_path, capsys,
-                                                                   monkeypatch):
+def test_a_failure_before_any_charge_leaves_no_ledger_and_no_spend(
+    schema_path, silo_paths, tmp_path, capsys, monkeypatch
+):
     import privsyn_fed.methods.fedtda as fedtda
 
     def broken(*args, **kwargs):
         raise RuntimeError("the method broke before measuring anything")
+
     store = tmp_path / "b.db"
     out = tmp_path / "o.csv"
     args = synth(schema_path, silo_paths, out, "--budget-store", store, "--dataset-id", "d", "--total-epsilon", "3")
@@ -411,7 +544,7 @@ def test_a_failure_before_any_charge_leaves_no_ledger_and_no_spend(schema_path, 
     assert code == 1 and "broke before measuring" in err
     assert not out.exists() and not out.with_suffix(".ledger.json").exists()
     assert _store_run(store)["status"] == "rejected" and _store_run(store)["rho_spent"] == 0.0
-    assert run(args, capsys)[0] == 0          # the same command, corrected, runs without --force
+    assert run(args, capsys)[0] == 0  # the same command, corrected, runs without --force
 
 
 @pytest.mark.parametrize("case", ["report-is-the-csv", "silo-by-symlink", "rows-too-many", "rounds-too-few"])
@@ -421,30 +554,36 @@ def test_refusals_as_a_user_meets_them(case, schema_path, silo_paths, tmp_path):
     import sys
 
     out = tmp_path / "o.md"
-    extra = {"report-is-the-csv": ["--report", str(out)],
-             "silo-by-symlink": ["--silo", str(tmp_path / "link.csv")],
-             "rows-too-many": ["--rows", "2000000000"],
-             "rounds-too-few": ["--method", "aim", "--rounds", "3"]}[case]
+    extra = {
+        "report-is-the-csv": ["--report", str(out)],
+        "silo-by-symlink": ["--silo", str(tmp_path / "link.csv")],
+        "rows-too-many": ["--rows", "2000000000"],
+        "rounds-too-few": ["--method", "aim", "--rounds", "3"],
+    }[case]
     (tmp_path / "link.csv").symlink_to(silo_paths[0])
     store = tmp_path / "b.db"
-    args = synth(schema_path, silo_paths, out, *extra, "--budget-store", store, "--dataset-id", "d",
-                 "--total-epsilon", "3")
-    proc = subprocess.run([sys.executable, "-m", "privsyn_fed", *map(str, args)], capture_output=True, text=True,
-                          timeout=120)
+    args = synth(
+        schema_path, silo_paths, out, *extra, "--budget-store", store, "--dataset-id", "d", "--total-epsilon", "3"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "privsyn_fed", *map(str, args)], capture_output=True, text=True, timeout=120
+    )
     one_line_refusal(proc.returncode, proc.stderr, "error:")
     assert not out.exists() and not store.exists()
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["link.csv", "schema.json", "silo0.csv",
-                                                                 "silo1.csv", "silo2.csv"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["link.csv", "schema.json", "silo0.csv", "silo1.csv", "silo2.csv"]
+    )
 
 
 def test_the_api_refuses_the_same_rows_under_two_silo_objects(schema):
     from privsyn_fed import Silo, synthesize
     from privsyn_fed.errors import InputError
+
     frame = make_frame(200, 4)
-    shuffled = frame.sample(frac=1.0, random_state=1)               # the same rows in another order
+    shuffled = frame.sample(frac=1.0, random_state=1)  # the same rows in another order
     silos = [Silo.from_frame(frame, schema, name="a"), Silo.from_frame(shuffled, schema, name="b")]
     with pytest.raises(InputError, match="hold the same rows"):
         synthesize(silos, "fedtda", 1.0, 1e-9)
-    one_more = pd.concat([shuffled, frame.iloc[:1]])               # a neighbouring table is not refused
+    one_more = pd.concat([shuffled, frame.iloc[:1]])  # a neighbouring table is not refused
     assert synthesize([silos[0], Silo.from_frame(one_more, schema, name="c")], "fedtda", 1.0, 1e-9, rows=5)
     assert synthesize(silos, "fedtda", 1.0, 1e-9, rows=5, allow_identical_silos=True)

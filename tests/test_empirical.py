@@ -1,9 +1,15 @@
 """The empirical privacy check: it stays at or below the claim for the real mechanisms and
 catches deliberately broken ones (fixed seeds for the checks' own randomness)."""
+
 import pytest
 
-from privsyn_fed.accounting.empirical import (clopper_pearson, empirical_check, exponential_runner,
-                                              gaussian_runner, aim_round_runner)
+from privsyn_fed.accounting.empirical import (
+    aim_round_runner,
+    clopper_pearson,
+    empirical_check,
+    exponential_runner,
+    gaussian_runner,
+)
 from privsyn_fed.cli import main
 from privsyn_fed.noise import OpenDPNoise, SeededNoise
 
@@ -25,14 +31,15 @@ def test_clopper_pearson_bounds_cover_the_estimate():
 def test_gaussian_check_passes_the_real_mechanism_and_catches_half_noise(epsilon):
     good = empirical_check("gaussian", gaussian_runner(epsilon, 1e-5, SeededNoise(11)), epsilon, 1e-5, 200_000)
     bad = empirical_check("gaussian", gaussian_runner(epsilon, 1e-5, HalfScaleNoise(11)), epsilon, 1e-5, 200_000)
-    assert good.consistent and good.epsilon_lower_bound > 0.3 * epsilon     # informative, below the claim
+    assert good.consistent and good.epsilon_lower_bound > 0.3 * epsilon  # informative, below the claim
     assert not bad.consistent and bad.epsilon_lower_bound > epsilon
 
 
 def test_exponential_check_catches_an_understated_sensitivity():
     good = empirical_check("exponential", exponential_runner(1.0, 1e-5, SeededNoise(5)), 1.0, 1e-5, 15_000)
-    bad = empirical_check("exponential", exponential_runner(1.0, 1e-5, SeededNoise(5), sensitivity_factor=0.5),
-                          1.0, 1e-5, 15_000)
+    bad = empirical_check(
+        "exponential", exponential_runner(1.0, 1e-5, SeededNoise(5), sensitivity_factor=0.5), 1.0, 1e-5, 15_000
+    )
     assert good.consistent
     assert not bad.consistent and bad.epsilon_lower_bound > 1.0
 

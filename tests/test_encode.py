@@ -1,7 +1,8 @@
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import privsyn_fed as pf
 from privsyn_fed.encode import decode_codes, encode_frame
@@ -13,13 +14,18 @@ def frame(**cols):
 
 
 def test_encode_bins_categories_and_missing(schema):
-    df = frame(age=[18, 90, 54], income=[0, 100, 50], sex=["F", "M", "M"], region=["north", "", "east"],
-               label=["no", "yes", "no"])
+    df = frame(
+        age=[18, 90, 54],
+        income=[0, 100, 50],
+        sex=["F", "M", "M"],
+        region=["north", "", "east"],
+        label=["no", "yes", "no"],
+    )
     codes, clipped = encode_frame(df, schema, "t.csv")
     assert codes.dtype == np.int64
-    assert codes[:, 0].tolist() == [0, 7, 3]          # 73 ages in 8 bins: 54 -> k=36 -> 36*8//73 = 3
+    assert codes[:, 0].tolist() == [0, 7, 3]  # 73 ages in 8 bins: 54 -> k=36 -> 36*8//73 = 3
     assert codes[:, 1].tolist() == [0, 5, 3]
-    assert codes[:, 3].tolist() == [0, 3, 2]          # missing is the last cell
+    assert codes[:, 3].tolist() == [0, 3, 2]  # missing is the last cell
     assert clipped == {"age": 0, "income": 0}
 
 
@@ -30,11 +36,14 @@ def test_out_of_bounds_values_are_clipped_and_counted(schema):
     assert codes[0, 0] == 0 and codes[1, 0] == 7 and codes[2, 1] == 5
 
 
-@pytest.mark.parametrize("change, fragment", [
-    (dict(sex=["F", "X"]), "row 3, column 'sex': category 'X' is not in the schema"),
-    (dict(age=["40", "forty"]), "row 3, column 'age': 'forty' is not a number"),
-    (dict(label=["no", ""]), "row 3, column 'label': missing value"),
-])
+@pytest.mark.parametrize(
+    "change, fragment",
+    [
+        (dict(sex=["F", "X"]), "row 3, column 'sex': category 'X' is not in the schema"),
+        (dict(age=["40", "forty"]), "row 3, column 'age': 'forty' is not a number"),
+        (dict(label=["no", ""]), "row 3, column 'label': missing value"),
+    ],
+)
 def test_bad_values_name_row_column_value(schema, change, fragment):
     base = dict(age=["40", "41"], income=["1", "2"], sex=["F", "M"], region=["north", "south"], label=["no", "yes"])
     base.update(change)
@@ -43,27 +52,46 @@ def test_bad_values_name_row_column_value(schema, change, fragment):
 
 
 def test_unknown_category_maps_to_declared_catch_all():
-    s = pf.Schema.from_dict({"columns": [{"name": "c", "type": "categorical", "categories": ["a", "other"],
-                                          "unknown": "other"}]})
+    s = pf.Schema.from_dict(
+        {"columns": [{"name": "c", "type": "categorical", "categories": ["a", "other"], "unknown": "other"}]}
+    )
     codes, _ = encode_frame(frame(c=["a", "zzz"]), s, "t")
     assert codes[:, 0].tolist() == [0, 1]
 
 
 def test_equal_bounds_and_single_category_columns():
-    s = pf.Schema.from_dict({"columns": [{"name": "x", "type": "numeric", "lower": 3, "upper": 3},
-                                         {"name": "c", "type": "categorical", "categories": ["only"]}]})
+    s = pf.Schema.from_dict(
+        {
+            "columns": [
+                {"name": "x", "type": "numeric", "lower": 3, "upper": 3},
+                {"name": "c", "type": "categorical", "categories": ["only"]},
+            ]
+        }
+    )
     codes, _ = encode_frame(frame(x=[3, 3.0], c=["only", "only"]), s, "t")
     out = decode_codes(codes, s, np.random.default_rng(0))
     assert out["x"].tolist() == [3.0, 3.0] and out["c"].tolist() == ["only", "only"]
 
 
 columns = st.one_of(
-    st.builds(lambda lo, span, bins, integer: {"type": "numeric", "lower": lo, "upper": lo + span, "bins": bins,
-                                               "integer": integer},
-              st.integers(-1000, 1000), st.integers(0, 500), st.integers(1, 40), st.booleans()),
-    st.builds(lambda k, missing: {"type": "categorical", "categories": [f"c{i}" for i in range(k)],
-                                  "missing": missing},
-              st.integers(1, 6), st.booleans()),
+    st.builds(
+        lambda lo, span, bins, integer: {
+            "type": "numeric",
+            "lower": lo,
+            "upper": lo + span,
+            "bins": bins,
+            "integer": integer,
+        },
+        st.integers(-1000, 1000),
+        st.integers(0, 500),
+        st.integers(1, 40),
+        st.booleans(),
+    ),
+    st.builds(
+        lambda k, missing: {"type": "categorical", "categories": [f"c{i}" for i in range(k)], "missing": missing},
+        st.integers(1, 6),
+        st.booleans(),
+    ),
 )
 
 
@@ -84,8 +112,8 @@ def test_encode_then_decode_keeps_categories_and_bounds(specs, seed, n):
     codes, _ = encode_frame(pd.DataFrame(raw), schema, "t")
     out = decode_codes(codes, schema, rng)
     again, clipped = encode_frame(out.astype(object).where(out.notna(), "").astype(str), schema, "t")
-    assert np.array_equal(codes, again)                    # decoded value falls back into its bin
-    assert all(v == 0 for v in clipped.values())           # never outside the bounds
+    assert np.array_equal(codes, again)  # decoded value falls back into its bin
+    assert all(v == 0 for v in clipped.values())  # never outside the bounds
     for col in schema.columns:
         if isinstance(col, pf.CategoricalColumn):
             present = out[col.name].dropna()

@@ -1,4 +1,5 @@
 """Evaluation measures: exact values on known cases, the CLI, and the model likelihood."""
+
 import itertools
 import json
 
@@ -21,15 +22,15 @@ def test_identical_tables_score_perfectly(schema):
     assert report["pairs"]["correlation_similarity"] == pytest.approx(1.0)
     assert report["pairs"]["contingency_similarity"] == pytest.approx(1.0)
     assert report["tstr"]["auc_synthetic"] == pytest.approx(report["tstr"]["auc_real"])
-    assert report["tstr"]["auc_real"] > 0.75          # label depends on income
-    assert report["dcr"]["exact_copies_of_train"] > 0.3   # a copy sits on its own records
+    assert report["tstr"]["auc_real"] > 0.75  # label depends on income
+    assert report["dcr"]["exact_copies_of_train"] > 0.3  # a copy sits on its own records
 
 
 def test_unrelated_synthetic_data_scores_worse(schema):
     real = make_frame(400, 1)
     noise = make_frame(400, 3)
     rng = np.random.default_rng(0)
-    for col in noise.columns:                 # break every dependence
+    for col in noise.columns:  # break every dependence
         noise[col] = rng.permutation(noise[col].to_numpy())
     good = evaluate(real, make_frame(400, 4), schema, holdout_df=make_frame(300, 2), label="label")
     bad = evaluate(real, noise, schema, holdout_df=make_frame(300, 2), label="label")
@@ -52,9 +53,22 @@ def test_model_likelihood_is_a_normalised_distribution():
     names, shape = ["a", "b", "c"], [2, 3, 2]
     rng = np.random.default_rng(0)
     codes = np.stack([rng.integers(0, k, 200) for k in shape], axis=1)
-    silo = pf.Silo("s", codes, pf.Schema.from_dict({"columns": [
-        {"name": n, "type": "categorical", "categories": [str(i) for i in range(k)]} for n, k in zip(names, shape)]}))
-    meas = [(("a", "b"), silo.marginal([0, 1]).astype(float), 1.0), (("b", "c"), silo.marginal([1, 2]).astype(float), 1.0)]
+    silo = pf.Silo(
+        "s",
+        codes,
+        pf.Schema.from_dict(
+            {
+                "columns": [
+                    {"name": n, "type": "categorical", "categories": [str(i) for i in range(k)]}
+                    for n, k in zip(names, shape)
+                ]
+            }
+        ),
+    )
+    meas = [
+        (("a", "b"), silo.marginal([0, 1]).astype(float), 1.0),
+        (("b", "c"), silo.marginal([1, 2]).astype(float), 1.0),
+    ]
     model = pgm.ModelFitter(pgm.make_domain(names, shape), iters=300).fit(meas)
     cells = np.array(list(itertools.product(*[range(k) for k in shape])))
     reader = pgm.MarginalReader(model)
@@ -69,13 +83,47 @@ def test_cli_evaluate_writes_json(schema_path, tmp_path, capsys):
         paths[name] = tmp_path / f"{name}.csv"
         make_frame(300, seed).to_csv(paths[name], index=False)
     out = tmp_path / "eval.json"
-    assert main(["evaluate", "--real", str(paths["real"]), "--synthetic", str(paths["syn"]), "--schema",
-                 str(schema_path), "--holdout", str(paths["hold"]), "--label", "label", "--json", str(out)]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--real",
+                str(paths["real"]),
+                "--synthetic",
+                str(paths["syn"]),
+                "--schema",
+                str(schema_path),
+                "--holdout",
+                str(paths["hold"]),
+                "--label",
+                "label",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
     report = json.loads(out.read_text())
     assert 0 < report["workload"]["error"] < 2 and "auc_synthetic" in report["tstr"]
     assert "workload error" in capsys.readouterr().out
-    assert main(["evaluate", "--real", str(paths["real"]), "--synthetic", str(paths["syn"]), "--schema",
-                 str(schema_path), "--label", "nope", "--holdout", str(paths["hold"])]) == 2
+    assert (
+        main(
+            [
+                "evaluate",
+                "--real",
+                str(paths["real"]),
+                "--synthetic",
+                str(paths["syn"]),
+                "--schema",
+                str(schema_path),
+                "--label",
+                "nope",
+                "--holdout",
+                str(paths["hold"]),
+            ]
+        )
+        == 2
+    )
     assert "nope" in capsys.readouterr().err
 
 

@@ -4,6 +4,7 @@ Each example runs as a subprocess in its own temporary folder: Python examples w
 interpreter, shell examples with bash and this interpreter's bin folder first on PATH (so that
 `python` and `privsyn-fed` are the installed ones).
 """
+
 from __future__ import annotations
 
 import json
@@ -66,8 +67,23 @@ def test_readme_lists_every_example_and_every_example_is_tested():
 
 def test_quickstart(tmp_path):
     out = tmp_path / "out"
-    proc = run([sys.executable, str(EXAMPLES / "quickstart.py"), "--out", str(out), "--rows", "900",
-                "--silos", "3", "--synthetic-rows", "250", "--epsilon", "0.8"], cwd=tmp_path)
+    proc = run(
+        [
+            sys.executable,
+            str(EXAMPLES / "quickstart.py"),
+            "--out",
+            str(out),
+            "--rows",
+            "900",
+            "--silos",
+            "3",
+            "--synthetic-rows",
+            "250",
+            "--epsilon",
+            "0.8",
+        ],
+        cwd=tmp_path,
+    )
     assert sorted(p.name for p in (out / "silos").iterdir()) == ["silo_0.csv", "silo_1.csv", "silo_2.csv"]
     assert sum(len(pd.read_csv(p)) for p in (out / "silos").iterdir()) == 900
     data, ledger = check_release(out / "synthetic.csv", out / "synthetic.ledger.json", "aim", 0.8)
@@ -80,8 +96,25 @@ def test_quickstart(tmp_path):
 
 def test_federated_flaim(tmp_path):
     out = tmp_path / "out"
-    proc = run([sys.executable, str(EXAMPLES / "federated_flaim.py"), "--out", str(out), "--rows", "1200",
-                "--clients", "4", "--alpha", "0.5", "--rounds", "2", "--synthetic-rows", "300"], cwd=tmp_path)
+    proc = run(
+        [
+            sys.executable,
+            str(EXAMPLES / "federated_flaim.py"),
+            "--out",
+            str(out),
+            "--rows",
+            "1200",
+            "--clients",
+            "4",
+            "--alpha",
+            "0.5",
+            "--rounds",
+            "2",
+            "--synthetic-rows",
+            "300",
+        ],
+        cwd=tmp_path,
+    )
     assert sum(line.startswith("client_") for line in proc.stdout.splitlines()) == 4
     data, ledger = check_release(out / "flaim.csv", out / "flaim.ledger.json", "flaim", 1.0)
     assert len(data) == 300
@@ -98,10 +131,16 @@ def test_federated_flaim(tmp_path):
 
 def test_local_mpc(tmp_path):
     out = tmp_path / "out"
-    proc = run(["bash", str(EXAMPLES / "local_mpc.sh"), str(out)], cwd=tmp_path,
-               env={"ROWS": "900", "PARTIES": "3", "METHOD": "distaim", "ROUNDS": "2"})
+    proc = run(
+        ["bash", str(EXAMPLES / "local_mpc.sh"), str(out)],
+        cwd=tmp_path,
+        env={"ROWS": "900", "PARTIES": "3", "METHOD": "distaim", "ROUNDS": "2"},
+    )
     assert sorted(p.name for p in (out / "silos").glob("client_*.csv")) == [
-        "client_000.csv", "client_001.csv", "client_002.csv"]
+        "client_000.csv",
+        "client_001.csv",
+        "client_002.csv",
+    ]
     data, ledger = check_release(out / "synthetic.csv", out / "synthetic.ledger.json", "distaim", 1.0)
     # the row count is the model's noisy estimate of the 900 real rows
     assert 450 < len(data) < 1350
@@ -115,8 +154,11 @@ def test_local_mpc(tmp_path):
 
 def test_budget_and_audit(tmp_path):
     out = tmp_path / "out"
-    proc = run(["bash", str(EXAMPLES / "budget_and_audit.sh"), str(out)], cwd=tmp_path,
-               env={"ROWS": "1000", "EPSILON": "1", "TOTAL_EPSILON": "1.5", "SYNTHETIC_ROWS": "200"})
+    proc = run(
+        ["bash", str(EXAMPLES / "budget_and_audit.sh"), str(out)],
+        cwd=tmp_path,
+        env={"ROWS": "1000", "EPSILON": "1", "TOTAL_EPSILON": "1.5", "SYNTHETIC_ROWS": "200"},
+    )
     ledgers = []
     for name in ("release1", "release2"):
         data, ledger = check_release(out / f"{name}.csv", out / f"{name}.ledger.json", "aim", 1.0)
@@ -128,8 +170,12 @@ def test_budget_and_audit(tmp_path):
     assert "release 3 exit status: 1" in proc.stdout
     assert not (out / "release3.csv").exists() and not (out / "release3.ledger.json").exists()
     # the store: two settled runs, committed exactly what their ledgers spent, unchanged by the refusal
-    shown = subprocess.run([str(BIN / "privsyn-fed"), "budget", "show", "--budget-store", str(out / "budget.db"),
-                            "--json"], capture_output=True, text=True, check=True)
+    shown = subprocess.run(
+        [str(BIN / "privsyn-fed"), "budget", "show", "--budget-store", str(out / "budget.db"), "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     (budget,) = json.loads(shown.stdout)
     before = json.loads((out / "budget-before-refusal.json").read_text())[0]
     assert budget["total_epsilon"] == 1.5

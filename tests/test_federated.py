@@ -1,11 +1,13 @@
 """DistAIM and FLAIM: aggregator traffic, sound score sensitivities, closed-form ledgers, parallel
 composition, awkward silos, sampling."""
+
 import io
 import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.stats import binomtest
 
 import privsyn_fed as pf
@@ -14,10 +16,10 @@ from privsyn_fed.aggregate import InProcessAggregator
 from privsyn_fed.methods import core
 from privsyn_fed.methods.distaim import distaim_params
 from privsyn_fed.methods.federated import ClientSampler, TotalEstimator, default_sample_rate
-from privsyn_fed.workload import downward_closure
 from privsyn_fed.methods.flaim import score_sensitivity
 from privsyn_fed.queries import MarginalsQuery
 from privsyn_fed.scores import heterogeneity_gap, local_score
+from privsyn_fed.workload import downward_closure
 
 from .conftest import assert_audit_objects_only_to_the_seed, make_frame
 
@@ -33,6 +35,7 @@ def npy_size(array) -> int:
 
 
 # ---- aggregator ------------------------------------------------------------------------------
+
 
 def test_aggregator_sums_exactly_and_counts_the_bytes_of_each_payload(schema):
     silos = silos_from(schema, [50, 70, 90])
@@ -59,6 +62,7 @@ def test_counts_do_not_wrap(schema):
 
 # ---- sensitivities (property tests on D and D plus one record in one silo) -------------------
 
+
 def _random_case(data, seed):
     rng = np.random.default_rng(seed)
     shape = data.draw(st.lists(st.integers(1, 4), min_size=2, max_size=4))
@@ -75,8 +79,9 @@ def _marginal(codes, shape, clique):
     dims = [shape[i] for i in clique]
     if len(codes) == 0:
         return np.zeros(int(np.prod(dims)), dtype=np.int64)
-    return np.bincount(np.ravel_multi_index(tuple(codes[:, i] for i in clique), dims),
-                       minlength=int(np.prod(dims))).astype(np.int64)
+    return np.bincount(
+        np.ravel_multi_index(tuple(codes[:, i] for i in clique), dims), minlength=int(np.prod(dims))
+    ).astype(np.int64)
 
 
 def _local(codes, shape, clique, probs, proxy, weight, sigma, variant):
@@ -88,8 +93,7 @@ def _local(codes, shape, clique, probs, proxy, weight, sigma, variant):
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.integers(0, 2**31), st.floats(0.5, 80), st.integers(1, 9), st.sampled_from(["naive", "private"]),
-       st.data())
+@given(st.integers(0, 2**31), st.floats(0.5, 80), st.integers(1, 9), st.sampled_from(["naive", "private"]), st.data())
 def test_flaim_local_score_sensitivity_holds(seed, sigma, weight, variant, data):
     """|u_k(q; D_k + x) - u_k(q; D_k)| <= 2w (naive) or 4w (with the heterogeneity proxy)."""
     shape, codes, extra, clique, probs, proxy = _random_case(data, seed)
@@ -127,22 +131,24 @@ def test_distaim_pooled_score_sensitivity_holds(seed, sigma, weight, data):
 
 # ---- closed-form ledgers ---------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def module_schema():
     from .conftest import SCHEMA
+
     return pf.Schema.from_dict(SCHEMA)
 
 
 @pytest.fixture(scope="module")
 def flaim_runs(module_schema):
-    silos = silos_from(module_schema, [120, 1, 80])                       # one silo of a single row
+    silos = silos_from(module_schema, [120, 1, 80])  # one silo of a single row
     silos.append(pf.Silo.from_frame(make_frame(60, 9).assign(label="no"), module_schema, name="no-yes"))
     out = {}
     for variant in ("naive", "private"):
-        out[variant] = pf.synthesize(silos, "flaim", 1.0, 1e-6, seed=3, variant=variant, rounds=3,
-                                     workload_size=4)
-    out["naive-s2"] = pf.synthesize(silos, "flaim", 1.0, 1e-6, seed=4, variant="naive", rounds=2,
-                                    local_steps=2, workload_size=4)
+        out[variant] = pf.synthesize(silos, "flaim", 1.0, 1e-6, seed=3, variant=variant, rounds=3, workload_size=4)
+    out["naive-s2"] = pf.synthesize(
+        silos, "flaim", 1.0, 1e-6, seed=4, variant="naive", rounds=2, local_steps=2, workload_size=4
+    )
     return out
 
 
@@ -152,10 +158,10 @@ def test_flaim_ledger_equals_the_closed_form(flaim_runs, variant, T, s):
     led = result.ledger
     d, alpha, rho = 5, 0.9, led["rho_budget"]
     private = variant == "private"
-    gaussians = T * (2 * s - 1) + (T * d if private else d)      # FLAIM with the 2s-1 rule
+    gaussians = T * (2 * s - 1) + (T * d if private else d)  # FLAIM with the 2s-1 rule
     sigma = math.sqrt(gaussians / (2 * alpha * rho))
     eps = math.sqrt(8 * (1 - alpha) * rho / (T * s))
-    assert led["rho_spent"] == pytest.approx(gaussians / (2 * sigma ** 2) + T * s * eps ** 2 / 8, rel=1e-12)
+    assert led["rho_spent"] == pytest.approx(gaussians / (2 * sigma**2) + T * s * eps**2 / 8, rel=1e-12)
     assert led["rho_spent"] == pytest.approx(rho, rel=1e-12)
     gauss = [e for e in led["entries"] if e["mechanism"] == "gaussian"]
     ems = [e for e in led["entries"] if e["mechanism"] == "exponential"]
@@ -191,17 +197,20 @@ def test_local_steps_never_repeat_a_marginal_within_a_round(flaim_runs):
     """s = 2: the two selections of one silo in one round are distinct, so each record is in at
     most s of the round's sums, and the round's measurement carries sensitivity sqrt(s)."""
     led = flaim_runs["naive-s2"].ledger
-    rounds = [e for e in led["entries"] if e["mechanism"] == "gaussian" and e["where"] == "aggregator"
-              and e.get("round", 0) > 0]
+    rounds = [
+        e
+        for e in led["entries"]
+        if e["mechanism"] == "gaussian" and e["where"] == "aggregator" and e.get("round", 0) > 0
+    ]
     assert rounds and all(e["sensitivity_l2"] == pytest.approx(math.sqrt(2)) for e in rounds)
     local = [e for e in led["entries"] if e["mechanism"] == "gaussian" and e["where"] == "silo"]
-    assert len(local) == 2          # s - 1 = 1 local measurement per round, T = 2 rounds
+    assert len(local) == 2  # s - 1 = 1 local measurement per round, T = 2 rounds
 
 
 def test_flaim_output_respects_schema_and_sizes(flaim_runs, module_schema):
     for result in flaim_runs.values():
         assert list(result.data.columns) == module_schema.names
-        assert 100 <= len(result.data) <= 600          # noisy estimate of 261 rows
+        assert 100 <= len(result.data) <= 600  # noisy estimate of 261 rows
         assert result.info["traffic"]["bytes_sent_total"] > 0
 
 
@@ -235,12 +244,13 @@ def test_oracle_is_marked_not_private_and_fails_the_audit(module_schema):
 
 # ---- sampling and totals -----------------------------------------------------------------------
 
+
 def test_client_sampling_is_poisson_nonempty_and_data_independent():
     names = [f"c{i}" for i in range(200)]
     a = ClientSampler(names, 0.1, np.random.default_rng(7))
     b = ClientSampler(list(names), 0.1, np.random.default_rng(7))
     draws = [a.draw() for _ in range(50)]
-    assert draws == [b.draw() for _ in range(50)]          # only the generator decides
+    assert draws == [b.draw() for _ in range(50)]  # only the generator decides
     picked = sum(len(x) for x in draws)
     assert binomtest(picked, 200 * 50, 0.1).pvalue > 1e-3
     tiny = ClientSampler(["x", "y"], 0.01, np.random.default_rng(0))
@@ -258,6 +268,7 @@ def test_total_estimator_combines_noise_and_prior():
 
 
 # ---- bad input ---------------------------------------------------------------------------------
+
 
 def test_method_needs_two_silos_and_a_valid_sample_rate(module_schema):
     one = silos_from(module_schema, [40])

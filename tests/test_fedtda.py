@@ -1,17 +1,19 @@
 """Fed-TDA: exact encodings and inverses, covariance repair, the clipped second-moment
 sensitivity, the ledger, the non-private test mode, awkward columns."""
+
 import math
 
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import privsyn_fed as pf
 from privsyn_fed.accounting import audit_ledger
-from privsyn_fed.encode import numeric_bin
 from privsyn_fed.copula import ICDM, fit_mixture, mode_cdf, repair_correlation, upper
 from privsyn_fed.copula_encoding import Encoding
+from privsyn_fed.encode import numeric_bin
 from privsyn_fed.schema import NumericColumn
 
 from .conftest import SCHEMA, assert_audit_objects_only_to_the_seed, make_frame
@@ -35,6 +37,7 @@ def test_icdm_orders_by_frequency_ascending_ties_by_position():
 
 def test_icdm_codes_are_standard_normal_when_lambda_is_small():
     from scipy.stats import kstest
+
     p = np.array([0.1, 0.3, 0.6])
     rng = np.random.default_rng(1)
     idx = rng.choice(3, size=20000, p=p)
@@ -42,8 +45,21 @@ def test_icdm_codes_are_standard_normal_when_lambda_is_small():
 
 
 def one_numeric_schema(lower=0.0, upper=100.0, integer=False, missing=False):
-    return pf.Schema.from_dict({"columns": [{"name": "x", "type": "numeric", "lower": lower, "upper": upper,
-                                             "bins": 16, "integer": integer, "missing": missing}]})
+    return pf.Schema.from_dict(
+        {
+            "columns": [
+                {
+                    "name": "x",
+                    "type": "numeric",
+                    "lower": lower,
+                    "upper": upper,
+                    "bins": 16,
+                    "integer": integer,
+                    "missing": missing,
+                }
+            ]
+        }
+    )
 
 
 @pytest.mark.parametrize("integer", [False, True])
@@ -68,7 +84,7 @@ def test_mode_specific_normalisation_inverts_exactly(integer):
 def test_repaired_correlation_is_symmetric_positive_definite_with_unit_diagonal(seed, n):
     rng = np.random.default_rng(seed)
     a = rng.normal(size=(n, n))
-    noisy = a @ a.T / n + rng.normal(0, rng.uniform(0.01, 3), size=(n, n))     # asymmetric, maybe indefinite
+    noisy = a @ a.T / n + rng.normal(0, rng.uniform(0.01, 3), size=(n, n))  # asymmetric, maybe indefinite
     r, chol = repair_correlation(noisy)
     assert np.allclose(r, r.T) and np.allclose(np.diag(r), 1.0)
     assert np.linalg.eigvalsh(r).min() > 0
@@ -124,7 +140,7 @@ def test_ledger_has_one_entry_per_statistic_family_and_totals(frames):
     assert list(data.columns) == schema.names
     assert data["age"].dropna().between(18, 90).all() and (data["age"].dropna() % 1 == 0).all()
     assert data["income"].dropna().between(0, 100).all()
-    assert len(np.unique(data["income"].dropna())) > 1000          # real values, not bin midpoints
+    assert len(np.unique(data["income"].dropna())) > 1000  # real values, not bin midpoints
     assert set(data["sex"]) <= {"F", "M"} and set(data["label"]) <= {"no", "yes"}
     assert 8000 < len(data) < 10000
 
@@ -141,15 +157,23 @@ def test_non_private_mode_reproduces_the_correlations(frames):
         assert abs((syn[col] == value).mean() - (real[col] == value).mean()) < 0.02
     assert abs(syn["region"].isna().mean() - (real["region"] == "").mean()) < 0.02
     # the label still depends on income
-    gap = lambda df: df.loc[df.label == "yes", "income"].astype(float).mean() - df.loc[df.label == "no", "income"].astype(float).mean()
+    gap = lambda df: (
+        df.loc[df.label == "yes", "income"].astype(float).mean()
+        - df.loc[df.label == "no", "income"].astype(float).mean()
+    )
     assert gap(syn) > 0.5 * gap(real)
 
 
 def test_degenerate_columns_do_not_divide_by_zero():
-    schema = pf.Schema.from_dict({"columns": [
-        {"name": "const", "type": "numeric", "lower": 5, "upper": 5},
-        {"name": "one", "type": "categorical", "categories": ["only"]},
-        {"name": "x", "type": "numeric", "lower": 0, "upper": 10, "integer": True}]})
+    schema = pf.Schema.from_dict(
+        {
+            "columns": [
+                {"name": "const", "type": "numeric", "lower": 5, "upper": 5},
+                {"name": "one", "type": "categorical", "categories": ["only"]},
+                {"name": "x", "type": "numeric", "lower": 0, "upper": 10, "integer": True},
+            ]
+        }
+    )
     df = pd.DataFrame({"const": [5] * 50, "one": ["only"] * 50, "x": np.arange(50) % 11})
     with np.errstate(all="raise"):
         result = pf.synthesize([pf.Silo.from_frame(df, schema)], "fedtda", 1.0, 1e-6, seed=1, rows=200)
@@ -158,11 +182,16 @@ def test_degenerate_columns_do_not_divide_by_zero():
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.lists(st.one_of(st.none(), st.floats(-10, 110)), min_size=0, max_size=40),
-       st.one_of(st.none(), st.floats(-10, 110)), st.sampled_from([1, 4, 8]), st.booleans())
+@given(
+    st.lists(st.one_of(st.none(), st.floats(-10, 110)), min_size=0, max_size=40),
+    st.one_of(st.none(), st.floats(-10, 110)),
+    st.sampled_from([1, 4, 8]),
+    st.booleans(),
+)
 def test_refined_numeric_histogram_moves_one_cell_for_one_record(values, extra, refine, integer):
     """One record adds one to one cell (a bin or the missing cell): L2 sensitivity 1 per column."""
     from privsyn_fed.encode import numeric_histogram, refined
+
     col = refined(one_numeric_schema(integer=integer, missing=True).columns[0], refine)
     clip = lambda v: np.nan if v is None else float(np.clip(np.round(v) if integer else v, 0, 100))
     x = np.array([clip(v) for v in values], dtype=float)

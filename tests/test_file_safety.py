@@ -7,6 +7,7 @@ for real on real files; afterwards every file that was not named as an output is
 what it was, and a command whose output aliases one of its inputs or another of its outputs
 exits with status 2 having changed nothing at all.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -33,14 +34,36 @@ def originals(tmp_path_factory):
     import json
 
     from .conftest import SCHEMA
+
     root = tmp_path_factory.mktemp("originals")
     (root / "schema.json").write_text(json.dumps(SCHEMA))
     make_frame(120, 0).to_csv(root / "s0.csv", index=False)
     make_frame(100, 1).to_csv(root / "s1.csv", index=False)
     make_frame(150, 2).to_csv(root / "real.csv", index=False)
-    args = ["synth", "--method", "fedtda", "--schema", root / "schema.json", "--silo", root / "s0.csv",
-            "--epsilon", "1", "--delta", "1e-9", "--out", root / "rel.csv", "--quiet", "--seed", "1",
-            "--budget-store", root / "store.db", "--dataset-id", "d", "--total-epsilon", "1000"]
+    args = [
+        "synth",
+        "--method",
+        "fedtda",
+        "--schema",
+        root / "schema.json",
+        "--silo",
+        root / "s0.csv",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-9",
+        "--out",
+        root / "rel.csv",
+        "--quiet",
+        "--seed",
+        "1",
+        "--budget-store",
+        root / "store.db",
+        "--dataset-id",
+        "d",
+        "--total-epsilon",
+        "1000",
+    ]
     assert main([str(a) for a in args]) == 0
     (root / "rel.csv").unlink()
     return root
@@ -68,8 +91,12 @@ def identity(path: Path):
     return st_.st_dev, st_.st_ino
 
 
-OUTPUTS = {"synth": ["--out", "--ledger", "--report", "--budget-store"], "evaluate": ["--json"],
-           "audit": ["--report"], "partition": ["--out"]}
+OUTPUTS = {
+    "synth": ["--out", "--ledger", "--report", "--budget-store"],
+    "evaluate": ["--json"],
+    "audit": ["--report"],
+    "partition": ["--out"],
+}
 
 
 @st.composite
@@ -86,6 +113,7 @@ def requests(draw):
 
 def build(command, choices, force, root):
     """The command line, its inputs and its outputs (as paths)."""
+
     def path(option, fresh):
         kind, how = choices[option]
         return root / fresh if kind == "new" else spell(root, kind, how)
@@ -93,16 +121,51 @@ def build(command, choices, force, root):
     if command == "synth":
         inputs = [root / "schema.json", root / "s0.csv", root / "s1.csv"]
         out = path("--out", "syn.csv")
-        outs = {"--out": out, "--ledger": path("--ledger", "syn.ledger.json"),
-                "--report": path("--report", "syn.report.md"), "--budget-store": path("--budget-store", "new.db")}
-        args = ["synth", "--method", "fedtda", "--schema", inputs[0], "--silo", inputs[1], "--silo", inputs[2],
-                "--epsilon", "0.5", "--delta", "1e-9", "--quiet", "--seed", "2", "--dataset-id", "d",
-                "--total-epsilon", "1000", *itertools.chain.from_iterable(outs.items())]
+        outs = {
+            "--out": out,
+            "--ledger": path("--ledger", "syn.ledger.json"),
+            "--report": path("--report", "syn.report.md"),
+            "--budget-store": path("--budget-store", "new.db"),
+        }
+        args = [
+            "synth",
+            "--method",
+            "fedtda",
+            "--schema",
+            inputs[0],
+            "--silo",
+            inputs[1],
+            "--silo",
+            inputs[2],
+            "--epsilon",
+            "0.5",
+            "--delta",
+            "1e-9",
+            "--quiet",
+            "--seed",
+            "2",
+            "--dataset-id",
+            "d",
+            "--total-epsilon",
+            "1000",
+            *itertools.chain.from_iterable(outs.items()),
+        ]
     elif command == "evaluate":
         inputs = [root / "real.csv", root / "s1.csv", root / "schema.json"]
         outs = {"--json": path("--json", "eval.json")}
-        args = ["evaluate", "--real", inputs[0], "--synthetic", inputs[1], "--schema", inputs[2],
-                "--workload-size", "4", "--json", outs["--json"]]
+        args = [
+            "evaluate",
+            "--real",
+            inputs[0],
+            "--synthetic",
+            inputs[1],
+            "--schema",
+            inputs[2],
+            "--workload-size",
+            "4",
+            "--json",
+            outs["--json"],
+        ]
     elif command == "audit":
         inputs = [root / "rel.ledger.json"]
         outs = {"--report": path("--report", "audit.md")}
@@ -128,8 +191,7 @@ def test_no_file_that_was_not_named_as_an_output_changes(originals, tmp_path_fac
     named = {kind for kind, _ in choices.values() if kind != "new"}
     named_outputs = {identity(p) for p in outputs.values() if p.exists()}
     ins = [identity(p) for p in inputs]
-    clash = (any(o in ins for o in named_outputs) or len(named_outputs) < sum(1 for p in outputs.values()
-                                                                              if p.exists()))
+    clash = any(o in ins for o in named_outputs) or len(named_outputs) < sum(1 for p in outputs.values() if p.exists())
     code = main(args)
     for name in EXISTING:
         if name not in named:

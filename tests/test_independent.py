@@ -1,4 +1,5 @@
 """``--method independent``: every column's noisy 1-way marginal with the whole budget."""
+
 from __future__ import annotations
 
 import json
@@ -9,7 +10,8 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import privsyn_fed as pf
 from privsyn_fed.accounting import audit_ledger
@@ -69,7 +71,7 @@ def test_with_a_large_budget_the_columns_match_and_the_columns_are_independent(s
 
 
 def test_the_total_is_the_inverse_variance_mean_of_the_noisy_sums():
-    marginals = [np.array([10, 20]), np.array([5, 5, 5, 5, 5, 5])]       # sums 30 and 30
+    marginals = [np.array([10, 20]), np.array([5, 5, 5, 5, 5, 5])]  # sums 30 and 30
     assert total_estimate(marginals) == pytest.approx(30.0)
     skewed = [np.array([100]), np.array([0] * 99)]
     assert total_estimate(skewed) == pytest.approx(100 * 1.0 / (1.0 + 1 / 99))
@@ -78,8 +80,23 @@ def test_the_total_is_the_inverse_variance_mean_of_the_noisy_sums():
 
 def test_options_of_other_methods_are_refused(schema_path, silo_paths, tmp_path, capsys):
     out = tmp_path / "o.csv"
-    args = ["synth", "--method", "independent", "--schema", schema_path, "--silo", silo_paths[0], "--epsilon", "1",
-            "--delta", "1e-9", "--out", out, "--rounds", "3"]
+    args = [
+        "synth",
+        "--method",
+        "independent",
+        "--schema",
+        schema_path,
+        "--silo",
+        silo_paths[0],
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-9",
+        "--out",
+        out,
+        "--rounds",
+        "3",
+    ]
     assert main([str(a) for a in args]) == 2
     err = capsys.readouterr().err
     assert "--rounds applies to --method aim or distaim or flaim, not independent" in err
@@ -88,15 +105,28 @@ def test_options_of_other_methods_are_refused(schema_path, silo_paths, tmp_path,
 
 def test_over_mpc_the_one_ways_are_one_secure_noisy_sum(schema_path, silo_paths, tmp_path):
     out = tmp_path / "o.csv"
-    args = ["synth", "--method", "independent", "--mpc", "--schema", schema_path, "--epsilon", "1", "--delta", "1e-9",
-            "--out", out, "--quiet"]
+    args = [
+        "synth",
+        "--method",
+        "independent",
+        "--mpc",
+        "--schema",
+        schema_path,
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-9",
+        "--out",
+        out,
+        "--quiet",
+    ]
     for p in silo_paths:
         args += ["--silo", p]
     run = subprocess.run(CLI + [str(a) for a in args], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     led = json.loads(out.with_suffix(".ledger.json").read_text())
     (entry,) = led["entries"]
-    assert entry["where"] == "mpc" and "fixed_point" not in entry         # integer counts: no rounding
+    assert entry["where"] == "mpc" and "fixed_point" not in entry  # integer counts: no rounding
     audit = subprocess.run(CLI + ["audit", str(out.with_suffix(".ledger.json"))], capture_output=True, text=True)
     assert audit.returncode == 0, audit.stdout
     assert list(pd.read_csv(out).columns) == [c["name"] for c in SCHEMA["columns"]]
@@ -113,8 +143,19 @@ def test_evaluate_reports_a_release_beside_the_baseline(schema_path, silo_paths,
     real = tmp_path / "real.csv"
     pd.concat([pd.read_csv(p) for p in silo_paths]).to_csv(real, index=False)
     report = tmp_path / "e.json"
-    args = ["evaluate", "--real", real, "--synthetic", release, "--schema", schema_path, "--baseline", base,
-            "--json", report]
+    args = [
+        "evaluate",
+        "--real",
+        real,
+        "--synthetic",
+        release,
+        "--schema",
+        schema_path,
+        "--baseline",
+        base,
+        "--json",
+        report,
+    ]
     assert main([str(a) for a in args]) == 0
     out = capsys.readouterr().out
     assert "workload error" in out and "(baseline " in out and "the baseline" in out
@@ -126,20 +167,39 @@ def test_the_ledger_states_the_expected_one_way_error_and_synth_warns_on_little_
     """On 150 rows a fixed split that gives the 1-ways half the budget, on refined bins, is
     materially worse than the independent method and synth says so; the planned split is not."""
     from .conftest import SCHEMA as schema_dict
+
     schema_path = tmp_path / "schema.json"
     schema_path.write_text(json.dumps(schema_dict))
     small = tmp_path / "small.csv"
     make_frame(150, 2).to_csv(small, index=False)
     led = {}
-    for name, extra in (("independent", ["--method", "independent"]), ("planned", ["--method", "fedtda"]),
-                        ("fixed", ["--method", "fedtda", "--split", "0.05,0.2,0.35,0.4"])):
+    for name, extra in (
+        ("independent", ["--method", "independent"]),
+        ("planned", ["--method", "fedtda"]),
+        ("fixed", ["--method", "fedtda", "--split", "0.05,0.2,0.35,0.4"]),
+    ):
         out = tmp_path / f"{name}.csv"
-        args = ["synth", *extra, "--schema", schema_path, "--silo", small, "--epsilon", "1",
-                "--delta", "1e-9", "--out", out, "--quiet"]
+        args = [
+            "synth",
+            *extra,
+            "--schema",
+            schema_path,
+            "--silo",
+            small,
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-9",
+            "--out",
+            out,
+            "--quiet",
+        ]
         assert main([str(a) for a in args]) == 0
         led[name] = json.loads(out.with_suffix(".ledger.json").read_text())["details"]
         err = capsys.readouterr().err
         assert ("warning: expected 1-way error" in err) == (name == "fixed")
-    assert led["independent"]["expected_oneway_tvd"] == pytest.approx(led["independent"]["expected_oneway_tvd_independent"])
+    assert led["independent"]["expected_oneway_tvd"] == pytest.approx(
+        led["independent"]["expected_oneway_tvd_independent"]
+    )
     assert led["fixed"]["expected_oneway_tvd"] > led["fixed"]["expected_oneway_tvd_independent"] + 0.01
     assert led["planned"]["expected_oneway_tvd"] < led["fixed"]["expected_oneway_tvd"]

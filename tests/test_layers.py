@@ -1,5 +1,6 @@
 """The four roles hold in the code: one module charges the ledger, methods reach silos only through
 the declared aggregator protocol, parties load no model code, and the registry matches the audit."""
+
 from __future__ import annotations
 
 import ast
@@ -37,8 +38,7 @@ def _calls(path: Path):
 def test_the_ledger_is_charged_from_the_mechanism_layer_only():
     """``Accountant.charge`` (and its ``gaussian`` / ``exponential`` entry points) is called from
     ``mechanisms.py`` and from the accountant itself, nowhere else in the package."""
-    charging = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
-                for attr, _ in _calls(p) if attr in CHARGES}
+    charging = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") for attr, _ in _calls(p) if attr in CHARGES}
     assert charging == {"mechanisms.py", "accounting/ledger.py"}, charging
 
 
@@ -65,9 +65,11 @@ def test_both_aggregators_implement_the_whole_protocol(cls):
 
 def test_parties_load_no_model_code():
     """A party's serve loop and the wire protocol import neither JAX nor mbi (nor any method)."""
-    code = ("import sys, privsyn_fed.queries, privsyn_fed.mpc.party, privsyn_fed.mpc.aggregator; "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'mbi') "
-            "or m.startswith('privsyn_fed.methods.') or m == 'privsyn_fed.pgm'))")
+    code = (
+        "import sys, privsyn_fed.queries, privsyn_fed.mpc.party, privsyn_fed.mpc.aggregator; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'mbi') "
+        "or m.startswith('privsyn_fed.methods.') or m == 'privsyn_fed.pgm'))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -79,7 +81,7 @@ def _module_imports(path: Path, modules: set[str]) -> set[str]:
     out = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
-            base = package[:len(package) - node.level + 1] if node.level else []
+            base = package[: len(package) - node.level + 1] if node.level else []
             mod = ".".join(base + (node.module.split(".") if node.module else []))
             for alias in node.names:
                 out.add(f"{mod}.{alias.name}" if f"{mod}.{alias.name}" in modules else mod)
@@ -95,15 +97,17 @@ def test_the_import_graph_has_no_cycle():
     for p in PACKAGE.rglob("*.py"):
         rel = p.relative_to(PACKAGE.parent).with_suffix("")
         modules[".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)] = p
-    graph = {m: {d for d in _module_imports(p, set(modules)) if d in modules and d != m
-                 and not m.startswith(d + ".")} for m, p in modules.items()}
+    graph = {
+        m: {d for d in _module_imports(p, set(modules)) if d in modules and d != m and not m.startswith(d + ".")}
+        for m, p in modules.items()
+    }
     state: dict[str, int] = {}
 
     def visit(m: str, trail: list[str]) -> None:
         state[m] = 1
         for d in sorted(graph[m]):
             if state.get(d) == 1:
-                pytest.fail("import cycle: " + " -> ".join(trail[trail.index(d):] + [d]))
+                pytest.fail("import cycle: " + " -> ".join(trail[trail.index(d) :] + [d]))
             if d not in state:
                 visit(d, trail + [d])
         state[m] = 2

@@ -14,7 +14,7 @@ ALPHA = 1e-6
 
 def variance_within_chi2(samples, sigma):
     n = len(samples)
-    stat = (n - 1) * np.var(samples, ddof=1) / sigma ** 2
+    stat = (n - 1) * np.var(samples, ddof=1) / sigma**2
     return stats.chi2.ppf(ALPHA / 2, n - 1) < stat < stats.chi2.ppf(1 - ALPHA / 2, n - 1)
 
 
@@ -28,13 +28,19 @@ def test_gaussian_noise_scale_matches_sigma(integer):
     # the discrete Gaussian with sigma 7.5 has variance within 1e-10 of sigma^2
     assert variance_within_chi2(noisy, sigma)
     assert abs(noisy.mean()) < stats.norm.ppf(1 - ALPHA / 2) * sigma / np.sqrt(len(noisy))
-    assert acc.entries[0]["rho"] == pytest.approx(1 / (2 * sigma ** 2))
+    assert acc.entries[0]["rho"] == pytest.approx(1 / (2 * sigma**2))
 
 
 def test_gaussian_noise_scale_detects_wrong_sigma():
     """The check above has power: noise at half the scale fails it."""
-    noisy = gaussian_mechanism(Accountant(50.0, 1e-6, "test"), OpenDPNoise(), np.zeros(20000, dtype=np.int64),
-                               sigma=7.5 / 2, query="q", where="curator")
+    noisy = gaussian_mechanism(
+        Accountant(50.0, 1e-6, "test"),
+        OpenDPNoise(),
+        np.zeros(20000, dtype=np.int64),
+        sigma=7.5 / 2,
+        query="q",
+        where="curator",
+    )
     assert not variance_within_chi2(noisy, 7.5)
 
 
@@ -43,13 +49,15 @@ def test_exponential_mechanism_matches_exact_probabilities(source):
     scores = np.array([0.0, 1.0, 2.0, 4.0, 4.0])
     eps, sens = 1.0, 2.0
     acc = Accountant(2000.0, 1e-6, "test")
-    draws = [exponential_mechanism(acc, source, scores, epsilon=eps, sensitivity=sens, query="s", where="curator")
-             for _ in range(4000)]
+    draws = [
+        exponential_mechanism(acc, source, scores, epsilon=eps, sensitivity=sens, query="s", where="curator")
+        for _ in range(4000)
+    ]
     observed = np.bincount(draws, minlength=len(scores))
     p = np.exp(eps * scores / (2 * sens))
     p /= p.sum()
     assert stats.chisquare(observed, p * len(draws)).pvalue > ALPHA
-    assert acc.entries[0]["rho"] == pytest.approx(eps ** 2 / 8)
+    assert acc.entries[0]["rho"] == pytest.approx(eps**2 / 8)
 
 
 def test_mechanism_charges_before_release_and_refuses_over_budget():

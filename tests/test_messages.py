@@ -1,5 +1,6 @@
 """User-facing errors: one line each, naming the file, column or value at fault, with a hint where
 the cause is not obvious, and never a private cell value relayed to another MPC party."""
+
 from __future__ import annotations
 
 import subprocess
@@ -33,8 +34,21 @@ def one_line(err: str) -> str:
 
 
 def synth(schema_path, silos, out, *extra):
-    args = ["synth", "--method", "fedtda", "--schema", schema_path, "--epsilon", "1", "--delta", "1e-9",
-            "--out", out, "--quiet", *extra]
+    args = [
+        "synth",
+        "--method",
+        "fedtda",
+        "--schema",
+        schema_path,
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-9",
+        "--out",
+        out,
+        "--quiet",
+        *extra,
+    ]
     for s in silos:
         args += ["--silo", s]
     return args
@@ -43,17 +57,22 @@ def synth(schema_path, silos, out, *extra):
 def put_cell(path, row: int, column: str, value: str) -> None:
     """Replace one cell of a CSV (row counted as CSV lines, the header being line 1)."""
     import pandas as pd
+
     df = pd.read_csv(path, dtype=str, keep_default_na=False)
     df.loc[row - 2, column] = value
-    df.to_csv(path, index=False)           # pandas quotes the value: it holds a comma
+    df.to_csv(path, index=False)  # pandas quotes the value: it holds a comma
 
 
 # ---- 1. a party's input error never carries a cell value to party 0 ----------------------------
 
-@pytest.mark.parametrize("column, value, problem", [
-    ("sex", SECRET, "category 'Jane Doe, HIV+' is not in the schema"),
-    ("income", SECRET, "'Jane Doe, HIV+' is not a number"),
-])
+
+@pytest.mark.parametrize(
+    "column, value, problem",
+    [
+        ("sex", SECRET, "category 'Jane Doe, HIV+' is not in the schema"),
+        ("income", SECRET, "'Jane Doe, HIV+' is not a number"),
+    ],
+)
 def test_a_cell_error_has_a_value_free_form(schema, column, value, problem):
     df = make_frame(20, seed=1).astype(str)
     df.loc[4, column] = value
@@ -67,9 +86,22 @@ def test_a_cell_error_has_a_value_free_form(schema, column, value, problem):
 
 def test_mpc_party_prints_only_the_value_free_form(schema_path, silo_paths, capsys):
     put_cell(silo_paths[1], 6, "sex", SECRET)
-    code, out, err = run_cli(["mpc-party", "--rank", "1", "--parties", "2", "--rendezvous",
-                              f"tcp://127.0.0.1:{free_port()}", "--schema", schema_path, "--silo", silo_paths[1]],
-                             capsys)
+    code, out, err = run_cli(
+        [
+            "mpc-party",
+            "--rank",
+            "1",
+            "--parties",
+            "2",
+            "--rendezvous",
+            f"tcp://127.0.0.1:{free_port()}",
+            "--schema",
+            schema_path,
+            "--silo",
+            silo_paths[1],
+        ],
+        capsys,
+    )
     line = one_line(err)
     assert code == 2 and f"{silo_paths[1]}: row 6, column 'sex'" in line
     assert SECRET not in err + out and "ready" not in out
@@ -79,8 +111,12 @@ def test_synth_mpc_relays_a_party_error_without_its_value(schema_path, silo_path
     put_cell(silo_paths[1], 6, "sex", SECRET)
     assert f'"{SECRET}"' in silo_paths[1].read_text()
     out = tmp_path / "syn.csv"
-    run = subprocess.run(CLI + [str(a) for a in synth(schema_path, silo_paths[:2], out, "--mpc")],
-                         capture_output=True, text=True, timeout=180)
+    run = subprocess.run(
+        CLI + [str(a) for a in synth(schema_path, silo_paths[:2], out, "--mpc")],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert run.returncode == 2, run.stderr
     line = one_line(run.stderr)
     assert str(silo_paths[1]) in line and "row 6" in line and "column 'sex'" in line
@@ -96,9 +132,10 @@ def test_party_0_shows_its_own_value_to_its_own_operator(schema_path, silo_paths
 
 # ---- 2. a party or dealer that cannot join: one line, on time -----------------------------------
 
+
 @pytest.mark.parametrize("command", ["mpc-party", "mpc-dealer"])
 def test_a_process_that_cannot_join_says_so_in_one_line_within_its_timeout(command, schema_path, silo_paths):
-    port = free_port()                  # nothing listens there
+    port = free_port()  # nothing listens there
     args = ["--parties", "2", "--rendezvous", f"tcp://127.0.0.1:{port}", "--timeout", "3"]
     if command == "mpc-party":
         args += ["--rank", "1", "--schema", str(schema_path), "--silo", str(silo_paths[1])]
@@ -108,7 +145,7 @@ def test_a_process_that_cannot_join_says_so_in_one_line_within_its_timeout(comma
     assert run.returncode == 1
     line = one_line(run.stderr)
     assert "could not join" in line and f"127.0.0.1:{port}" in line and "within 3 s" in line
-    assert elapsed < 3 + 6, f"took {elapsed:.1f} s with --timeout 3"     # 3 s plus start-up, generously
+    assert elapsed < 3 + 6, f"took {elapsed:.1f} s with --timeout 3"  # 3 s plus start-up, generously
 
 
 @pytest.mark.parametrize("command", ["mpc-party", "mpc-dealer"])
@@ -123,6 +160,7 @@ def test_the_join_timeout_must_be_positive_and_finite(command, timeout, schema_p
 
 # ---- 3. synth --help tells the truth about MPC ---------------------------------------------------
 
+
 def test_synth_help_describes_mpc(capsys):
     with pytest.raises(SystemExit) as info:
         main(["synth", "--help"])
@@ -134,19 +172,31 @@ def test_synth_help_describes_mpc(capsys):
 
 # ---- 4. YAML booleans and nulls where text belongs ------------------------------------------------
 
-@pytest.mark.parametrize("column, fragment", [
-    ("{name: smoker, type: categorical, categories: [yes, no]}",
-     "column 'smoker': category True is a YAML boolean (YAML reads unquoted yes, on and true as True); "
-     "quote it (for example 'yes') to keep it as text"),
-    ("{name: smoker, type: categorical, categories: [a, b, 'off'], unknown: off}",
-     "column 'smoker': \"unknown\" category False is a YAML boolean"),
-    ("{name: smoker, type: categorical, categories: [a, null]}",
-     "column 'smoker': a category is null (YAML reads unquoted null, ~ and an empty item as no value); "
-     "quote it ('null') to keep it as text"),
-    ("{name: age, type: numeric, lower: 0, upper: 9, missing: true, missing_values: [no]}",
-     "column 'age': \"missing_values\" entry False is a YAML boolean"),
-    ("{name: on, type: numeric, lower: 0, upper: 9}", "column #1: \"name\" True is a YAML boolean"),
-])
+
+@pytest.mark.parametrize(
+    "column, fragment",
+    [
+        (
+            "{name: smoker, type: categorical, categories: [yes, no]}",
+            "column 'smoker': category True is a YAML boolean (YAML reads unquoted yes, on and true as True); "
+            "quote it (for example 'yes') to keep it as text",
+        ),
+        (
+            "{name: smoker, type: categorical, categories: [a, b, 'off'], unknown: off}",
+            "column 'smoker': \"unknown\" category False is a YAML boolean",
+        ),
+        (
+            "{name: smoker, type: categorical, categories: [a, null]}",
+            "column 'smoker': a category is null (YAML reads unquoted null, ~ and an empty item as no value); "
+            "quote it ('null') to keep it as text",
+        ),
+        (
+            "{name: age, type: numeric, lower: 0, upper: 9, missing: true, missing_values: [no]}",
+            "column 'age': \"missing_values\" entry False is a YAML boolean",
+        ),
+        ("{name: on, type: numeric, lower: 0, upper: 9}", 'column #1: "name" True is a YAML boolean'),
+    ],
+)
 def test_yaml_booleans_and_nulls_get_a_quoting_hint(column, fragment, tmp_path):
     path = tmp_path / "schema.yaml"
     path.write_text(f"columns:\n  - {column}\n")
@@ -171,11 +221,11 @@ def test_quoted_yaml_categories_and_json_are_unaffected(tmp_path):
     path.write_text("columns:\n  - {name: smoker, type: categorical, categories: ['yes', 'no'], unknown: 'no'}\n")
     assert pf.Schema.load(path).columns[0].categories == ("yes", "no")
     with pytest.raises(InputError, match="categories must be strings or numbers, not True$"):
-        pf.Schema.from_dict({"columns": [{"name": "s", "type": "categorical", "categories": [True]}]},
-                            source="s.json")
+        pf.Schema.from_dict({"columns": [{"name": "s", "type": "categorical", "categories": [True]}]}, source="s.json")
 
 
 # ---- 5. a CSV that is not comma-separated --------------------------------------------------------
+
 
 @pytest.mark.parametrize("sep, name", [(";", "semicolons"), ("\t", "tabs"), ("|", "'|'")])
 def test_another_delimiter_gets_a_hint(sep, name, schema_path, silo_paths, tmp_path, capsys):
@@ -195,30 +245,40 @@ def test_a_comma_csv_missing_a_column_gets_no_delimiter_hint(schema, tmp_path):
 def test_a_parser_error_on_a_semicolon_file_gets_the_hint_too(schema, tmp_path):
     path = tmp_path / "eu.csv"
     path.write_text("age;income\n30;20\n1,2,3;4\n")
-    with pytest.raises(InputError, match=r"cannot parse as CSV .*; the file seems to separate columns with "
-                                         r"semicolons, but privsyn-fed reads comma-separated files$"):
+    with pytest.raises(
+        InputError,
+        match=r"cannot parse as CSV .*; the file seems to separate columns with "
+        r"semicolons, but privsyn-fed reads comma-separated files$",
+    ):
         pf.Silo.from_csv(path, schema)
 
 
 # ---- 6. schema names with surrounding spaces, or blank -------------------------------------------
 
+
 def test_a_name_with_surrounding_spaces_is_refused(schema_dict, tmp_path, silo_paths, capsys):
     import json
+
     schema_dict["columns"][0]["name"] = " age "
     path = tmp_path / "spaced.json"
     path.write_text(json.dumps(schema_dict))
     code, _, err = run_cli(synth(path, silo_paths, tmp_path / "syn.csv"), capsys)
     line = one_line(err)
     assert code == 2
-    assert line == (f"privsyn-fed: error: {path}: column ' age ': the name has leading or trailing spaces, which "
-                    "never match a CSV header (headers are read without them); remove them")
+    assert line == (
+        f"privsyn-fed: error: {path}: column ' age ': the name has leading or trailing spaces, which "
+        "never match a CSV header (headers are read without them); remove them"
+    )
 
 
-@pytest.mark.parametrize("name, fragment", [
-    ("  ", "column #1: the name '  ' is blank"),
-    ("", "column #1 has no \"name\""),
-    (7, "column #1: \"name\" must be text, not 7"),
-])
+@pytest.mark.parametrize(
+    "name, fragment",
+    [
+        ("  ", "column #1: the name '  ' is blank"),
+        ("", 'column #1 has no "name"'),
+        (7, 'column #1: "name" must be text, not 7'),
+    ],
+)
 def test_a_blank_or_odd_name_is_refused(name, fragment, schema_dict):
     schema_dict["columns"][0]["name"] = name
     with pytest.raises(InputError) as info:

@@ -1,4 +1,5 @@
 """Secure computation: real party processes (CrypTen over gloo on loopback) and the dealer."""
+
 from __future__ import annotations
 
 import json
@@ -54,8 +55,11 @@ def world(files):
 
 def _parties() -> set[int]:
     """Live party and dealer processes on this machine."""
-    return {pid for pid, _, state, cmd in _processes()
-            if state != "Z" and "privsyn_fed" in cmd and ("mpc-party" in cmd or "mpc-dealer" in cmd)}
+    return {
+        pid
+        for pid, _, state, cmd in _processes()
+        if state != "Z" and "privsyn_fed" in cmd and ("mpc-party" in cmd or "mpc-dealer" in cmd)
+    }
 
 
 def _processes():
@@ -92,19 +96,23 @@ def test_three_party_secure_sum_is_exact_and_a_share_hides_it(world, files):
 
 def test_noise_added_inside_mpc_is_the_discrete_gaussian_tails_included(world, files):
     _, schema_path, paths = files
-    query = MarginalsQuery(((0, 1, 2, 3, 4),))             # 8*6*2*4*2 = 768 cells
+    query = MarginalsQuery(((0, 1, 2, 3, 4),))  # 8*6*2*4*2 = 768 cells
     exact = _plain(paths, schema_path, query)
     sigma = 7.0
-    noise = np.concatenate([world.noisy_sum(query, world.silo_names, sigma=sigma, noise=None, round_index=0, label="t") - exact
-                            for _ in range(4)])
+    noise = np.concatenate(
+        [
+            world.noisy_sum(query, world.silo_names, sigma=sigma, noise=None, round_index=0, label="t") - exact
+            for _ in range(4)
+        ]
+    )
     n = len(noise)
     var = float(np.mean(noise.astype(float) ** 2))
     # the discrete Gaussian's variance is sigma^2 to within 1e-10 at this sigma; chi-square band
-    lo, hi = stats.chi2.ppf([1e-4, 1 - 1e-4], n) * sigma ** 2 / n
+    lo, hi = stats.chi2.ppf([1e-4, 1 - 1e-4], n) * sigma**2 / n
     assert lo < var < hi
     # tails: P(|Z| > 2.5 sigma) by a binomial test, and the whole shape by a chi-square on bins
     k = np.arange(-80, 81)
-    pmf = np.exp(-k ** 2 / (2 * sigma ** 2))
+    pmf = np.exp(-(k**2) / (2 * sigma**2))
     pmf /= pmf.sum()
     tail = pmf[np.abs(k) > 2.5 * sigma].sum()
     assert stats.binomtest(int(np.sum(np.abs(noise) > 2.5 * sigma)), n, tail).pvalue > 1e-4
@@ -127,13 +135,25 @@ def test_secure_select_matches_the_exact_exponential_mechanism(world, files):
     u = secure.integer_scores(plain_pool, **arrays)
     # an epsilon that spreads the choice over several candidates (public: computed from the test data)
     span = float(np.sort(u)[-1] - np.sort(u)[-3])
-    eps = 2 * 2.0 * 2 ** secure.SCORE_BITS / span
-    acc = Accountant(1000.0, 1e-9, "distaim")   # the largest budget; the draws need a big one
+    eps = 2 * 2.0 * 2**secure.SCORE_BITS / span
+    acc = Accountant(1000.0, 1e-9, "distaim")  # the largest budget; the draws need a big one
     draws = 3000
-    picks = pooled_exponential_mechanism(acc, pool, None, prob.candidates, uniform, sigma=5.0, epsilon=eps,
-                                         sensitivity=2.0, round_index=1, query="t", draws=draws)
-    picks += pooled_exponential_mechanism(acc, pool, None, prob.candidates, uniform, sigma=5.0, epsilon=eps,
-                                          sensitivity=2.0, round_index=1, query="t")
+    picks = pooled_exponential_mechanism(
+        acc,
+        pool,
+        None,
+        prob.candidates,
+        uniform,
+        sigma=5.0,
+        epsilon=eps,
+        sensitivity=2.0,
+        round_index=1,
+        query="t",
+        draws=draws,
+    )
+    picks += pooled_exponential_mechanism(
+        acc, pool, None, prob.candidates, uniform, sigma=5.0, epsilon=eps, sensitivity=2.0, round_index=1, query="t"
+    )
     draws += 1
     scale = acc.entries[-1]["fixed_point"]["gumbel_scale_grid_units"]
     p = np.exp((u - u.max()) / scale)
@@ -163,15 +183,18 @@ def test_real_valued_sums_are_exact_to_the_grid_and_fedtda_runs_on_shares(world,
     from privsyn_fed.copula_encoding import Encoding
     from privsyn_fed.mpc.aggregator import REAL_BITS
     from privsyn_fed.queries import NumericHistogramQuery, SecondMomentsQuery
+
     _, schema_path, paths = files
     schema = pf.Schema.load(schema_path)
     rng = np.random.default_rng(2)
     icdm = [ICDM(rng.dirichlet(np.ones(n))) for n in schema.shape]
     query = SecondMomentsQuery(Encoding(schema, icdm, [None] * len(schema.columns), 3.0), seed=7)
     opened = world.open_exact_sum_for_checks(query, world.silo_names, label="t")
-    assert np.allclose(opened, _plain(paths, schema_path, query), rtol=0, atol=3 * 2.0 ** -REAL_BITS)
+    assert np.allclose(opened, _plain(paths, schema_path, query), rtol=0, atol=3 * 2.0**-REAL_BITS)
     hist = NumericHistogramQuery(1, 4)
-    assert np.array_equal(world.open_exact_sum_for_checks(hist, world.silo_names, label="t"), _plain(paths, schema_path, hist))
+    assert np.array_equal(
+        world.open_exact_sum_for_checks(hist, world.silo_names, label="t"), _plain(paths, schema_path, hist)
+    )
 
     result = pf.synthesize([world.own], "fedtda", 1.0, 1e-9, aggregator=world, seed=4)
     assert len(result.data) > 0 and list(result.data.columns) == schema.names
@@ -179,14 +202,16 @@ def test_real_valued_sums_are_exact_to_the_grid_and_fedtda_runs_on_shares(world,
     assert all(e["where"] == "mpc" for e in entries)
     moments = entries[-1]
     assert moments["fixed_point"]["rounding_l2"] > 0
-    assert math.isclose(moments["sensitivity_l2"], moments["fixed_point"]["sensitivity_planned"]
-                        + moments["fixed_point"]["rounding_l2"])
+    assert math.isclose(
+        moments["sensitivity_l2"], moments["fixed_point"]["sensitivity_planned"] + moments["fixed_point"]["rounding_l2"]
+    )
     assert math.isclose(result.ledger["rho_spent"], result.ledger["rho_budget"], rel_tol=1e-9)
     assert_audit_objects_only_to_the_seed(result.ledger)
 
 
 def test_flaim_over_mpc_selects_in_each_silo_and_sums_masked_batches_on_shares(world, files):
     from privsyn_fed.queries import LocalScoresQuery
+
     _, schema_path, paths = files
     names = world.silo_names
     # sums over different silos, released together: each part answered only by its own silos
@@ -194,13 +219,16 @@ def test_flaim_over_mpc_selects_in_each_silo_and_sums_masked_batches_on_shares(w
     batch, among = world.batch([(q1, names[:1]), (q2, names[1:])])
     assert among == names
     opened = world.open_exact_sum_for_checks(batch, among, label="t")
-    assert np.array_equal(opened, np.concatenate([_plain(paths[:1], schema_path, q1),
-                                                  _plain(paths[1:], schema_path, q2)]))
+    assert np.array_equal(
+        opened, np.concatenate([_plain(paths[:1], schema_path, q1), _plain(paths[1:], schema_path, q2)])
+    )
     # each silo selects on its own rows: with a huge epsilon it picks its own best-scoring option
     schema = pf.Schema.load(schema_path)
     cliques = ((0,), (1,), (2, 4))
-    probs = tuple(np.full(int(np.prod([schema.shape[i] for i in c])), 1.0 / np.prod([schema.shape[i] for i in c]))
-                  for c in cliques)
+    probs = tuple(
+        np.full(int(np.prod([schema.shape[i] for i in c])), 1.0 / np.prod([schema.shape[i] for i in c]))
+        for c in cliques
+    )
     query = LocalScoresQuery(cliques, (1.0, 1.0, 1.0), probs, 1.0)
     picks = world.local_select(dict.fromkeys(names, query), scale=2.0 * 2.0 / 1e9, noise=None, round_index=0)
     for name, path in zip(names, paths):
@@ -229,16 +257,23 @@ def test_integer_scores_have_the_stated_sensitivity(files):
     seg = np.concatenate([np.full(prob.cells(q), i) for i, q in enumerate(keys)])
     weights = np.array([prob.candidates[q] for q in keys], dtype=np.int64)
     for trial in range(20):
-        model = np.concatenate([np.floor(rng.dirichlet(np.ones(prob.cells(q))) * 2 ** secure.SCORE_BITS)
-                                for q in keys]).astype(np.int64)
-        offsets = rng.integers(0, 2 ** 30, len(keys))
+        model = np.concatenate(
+            [np.floor(rng.dirichlet(np.ones(prob.cells(q))) * 2**secure.SCORE_BITS) for q in keys]
+        ).astype(np.int64)
+        offsets = rng.integers(0, 2**30, len(keys))
         extra = np.array([[rng.integers(0, s) for s in schema.shape]])
         d = query(silo)
         d_plus = query(silo.with_rows(np.vstack([silo.rows(), extra])))
-        args = dict(cells=cells, segment_ids=seg, model=model, weights=weights, offsets=offsets,
-                    total_cells=np.arange(prob.cells(keys[0])))
+        args = dict(
+            cells=cells,
+            segment_ids=seg,
+            model=model,
+            weights=weights,
+            offsets=offsets,
+            total_cells=np.arange(prob.cells(keys[0])),
+        )
         diff = np.abs(secure.integer_scores(d_plus, **args) - secure.integer_scores(d, **args))
-        assert np.all(diff <= 2 ** secure.SCORE_BITS * 2 * weights)
+        assert np.all(diff <= 2**secure.SCORE_BITS * 2 * weights)
 
 
 def test_exactly_rounded_gumbel_has_the_rounded_distribution():
@@ -257,10 +292,30 @@ def test_exactly_rounded_gumbel_has_the_rounded_distribution():
 def test_distaim_over_mpc_end_to_end_from_the_command_line(files, tmp_path):
     _, schema_path, paths = files
     out = tmp_path / "syn.csv"
-    run = subprocess.run(CLI + ["synth", "--method", "distaim", "--mpc", "--schema", str(schema_path),
-                                *sum([["--silo", str(p)] for p in paths], []), "--epsilon", "1", "--delta",
-                                "1e-9", "--out", str(out), "--rounds", "2", "--quiet"],
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        CLI
+        + [
+            "synth",
+            "--method",
+            "distaim",
+            "--mpc",
+            "--schema",
+            str(schema_path),
+            *sum([["--silo", str(p)] for p in paths], []),
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-9",
+            "--out",
+            str(out),
+            "--rounds",
+            "2",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr
     assert "over MPC" in run.stdout and "communication:" in run.stdout
     data = pd.read_csv(out)
@@ -273,7 +328,7 @@ def test_distaim_over_mpc_end_to_end_from_the_command_line(files, tmp_path):
     # the audit recomputes each selection's fixed-point slack: sampling at the full epsilon is caught
     select = next(e for e in ledger["entries"] if e["mechanism"] == "exponential")
     select["fixed_point"]["epsilon_sampled"] = select["epsilon"]
-    select["fixed_point"]["gumbel_scale_grid_units"] = 2 ** 16 * 2 * select["sensitivity"] / select["epsilon"]
+    select["fixed_point"]["gumbel_scale_grid_units"] = 2**16 * 2 * select["sensitivity"] / select["epsilon"]
     assert any("rounding slack" in p for p in audit_ledger(ledger).problems)
     del select["fixed_point"]
     assert any("fixed-point parameters" in p for p in audit_ledger(ledger).problems)
@@ -287,22 +342,77 @@ def test_a_killed_party_stops_every_other_party_with_a_clear_error(files, tmp_pa
     common = ["--rendezvous", rendezvous, "--parties", "3"]
     out, ledger = tmp_path / "syn.csv", tmp_path / "syn.ledger.json"
     procs = {
-        "party0": subprocess.Popen(CLI + ["synth", "--method", "distaim", "--mpc", *common, "--mpc-timeout", "60",
-                                          "--schema", str(schema_path), "--silo", str(paths[0]), "--epsilon", "1",
-                                          "--delta", "1e-9", "--out", str(out), "--rounds", "30", "--quiet"],
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True),
-        "party1": subprocess.Popen(CLI + ["mpc-party", "--rank", "1", *common, "--timeout", "60", "--schema",
-                                          str(schema_path), "--silo", str(paths[1])],
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True),
-        "party2": subprocess.Popen(CLI + ["mpc-party", "--rank", "2", *common, "--timeout", "60", "--schema",
-                                          str(schema_path), "--silo", str(paths[2])],
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True),
-        "dealer": subprocess.Popen(CLI + ["mpc-dealer", *common, "--timeout", "60"],
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True),
+        "party0": subprocess.Popen(
+            CLI
+            + [
+                "synth",
+                "--method",
+                "distaim",
+                "--mpc",
+                *common,
+                "--mpc-timeout",
+                "60",
+                "--schema",
+                str(schema_path),
+                "--silo",
+                str(paths[0]),
+                "--epsilon",
+                "1",
+                "--delta",
+                "1e-9",
+                "--out",
+                str(out),
+                "--rounds",
+                "30",
+                "--quiet",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        ),
+        "party1": subprocess.Popen(
+            CLI
+            + [
+                "mpc-party",
+                "--rank",
+                "1",
+                *common,
+                "--timeout",
+                "60",
+                "--schema",
+                str(schema_path),
+                "--silo",
+                str(paths[1]),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        ),
+        "party2": subprocess.Popen(
+            CLI
+            + [
+                "mpc-party",
+                "--rank",
+                "2",
+                *common,
+                "--timeout",
+                "60",
+                "--schema",
+                str(schema_path),
+                "--silo",
+                str(paths[2]),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        ),
+        "dealer": subprocess.Popen(
+            CLI + ["mpc-dealer", *common, "--timeout", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        ),
     }
     try:
         deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:        # wait until a few rounds have been opened
+        while time.monotonic() < deadline:  # wait until a few rounds have been opened
             try:
                 if len(json.loads(ledger.read_text())["entries"]) >= 8:
                     break
@@ -330,18 +440,40 @@ def test_a_killed_party_stops_every_other_party_with_a_clear_error(files, tmp_pa
     assert _parties() - before == set()
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--method", "flaim", "--mpc", "--variant", "oracle"], "flaim over MPC runs one local step"),
-    (["--method", "flaim", "--mpc", "--local-steps", "2"], "flaim over MPC runs one local step"),
-    (["--method", "aim", "--mpc"], "aim over MPC is not available"),
-    (["--method", "distaim", "--rendezvous", "tcp://127.0.0.1:1"], "belong to --mpc"),
-    (["--method", "distaim", "--mpc", "--rendezvous", "tcp://127.0.0.1:1"], "needs --parties"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--method", "flaim", "--mpc", "--variant", "oracle"], "flaim over MPC runs one local step"),
+        (["--method", "flaim", "--mpc", "--local-steps", "2"], "flaim over MPC runs one local step"),
+        (["--method", "aim", "--mpc"], "aim over MPC is not available"),
+        (["--method", "distaim", "--rendezvous", "tcp://127.0.0.1:1"], "belong to --mpc"),
+        (["--method", "distaim", "--mpc", "--rendezvous", "tcp://127.0.0.1:1"], "needs --parties"),
+    ],
+)
 def test_mpc_usage_errors_are_one_line(files, tmp_path, args, message):
     _, schema_path, paths = files
-    run = subprocess.run(CLI + ["synth", *args, "--schema", str(schema_path), "--silo", str(paths[0]),
-                                "--silo", str(paths[1]), "--epsilon", "1", "--delta", "1e-9",
-                                "--out", str(tmp_path / "o.csv")], capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        CLI
+        + [
+            "synth",
+            *args,
+            "--schema",
+            str(schema_path),
+            "--silo",
+            str(paths[0]),
+            "--silo",
+            str(paths[1]),
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-9",
+            "--out",
+            str(tmp_path / "o.csv"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 2 and message in run.stderr and len(run.stderr.strip().splitlines()) == 1
 
 
@@ -350,9 +482,30 @@ def test_a_bad_csv_at_another_party_stops_the_launch_with_its_message(files, tmp
     before = _parties()
     bad = tmp_path / "bad.csv"
     bad.write_text("age,income,sex,region,label\n30,20,X,north,no\n")
-    run = subprocess.run(CLI + ["synth", "--method", "distaim", "--mpc", "--schema", str(schema_path),
-                                "--silo", str(paths[0]), "--silo", str(bad), "--epsilon", "1", "--delta", "1e-9",
-                                "--out", str(tmp_path / "o.csv")], capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        CLI
+        + [
+            "synth",
+            "--method",
+            "distaim",
+            "--mpc",
+            "--schema",
+            str(schema_path),
+            "--silo",
+            str(paths[0]),
+            "--silo",
+            str(bad),
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-9",
+            "--out",
+            str(tmp_path / "o.csv"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 2, run.stderr
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1 and "bad.csv" in lines[0] and "sex" in lines[0]
@@ -367,13 +520,38 @@ def test_a_party_with_another_schema_is_named_and_nothing_is_written(files, tmp_
     other["columns"][0]["bins"] = 4
     (tmp_path / "other.json").write_text(json.dumps(other))
     common = ["--rendezvous", f"tcp://127.0.0.1:{free_port()}", "--parties", "2", "--timeout", "60"]
-    party = subprocess.Popen(CLI + ["mpc-party", "--rank", "1", *common, "--schema", str(tmp_path / "other.json"),
-                                    "--silo", str(paths[1])], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    party = subprocess.Popen(
+        CLI + ["mpc-party", "--rank", "1", *common, "--schema", str(tmp_path / "other.json"), "--silo", str(paths[1])],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     dealer = subprocess.Popen(CLI + ["mpc-dealer", *common], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        run = subprocess.run(CLI + ["synth", "--method", "distaim", "--mpc", *common[:4], "--schema", str(schema_path),
-                                    "--silo", str(paths[0]), "--epsilon", "1", "--delta", "1e-9", "--quiet",
-                                    "--out", str(tmp_path / "o.csv")], capture_output=True, text=True, timeout=120)
+        run = subprocess.run(
+            CLI
+            + [
+                "synth",
+                "--method",
+                "distaim",
+                "--mpc",
+                *common[:4],
+                "--schema",
+                str(schema_path),
+                "--silo",
+                str(paths[0]),
+                "--epsilon",
+                "1",
+                "--delta",
+                "1e-9",
+                "--quiet",
+                "--out",
+                str(tmp_path / "o.csv"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         party_err = party.communicate(timeout=60)[1]
         dealer.communicate(timeout=60)
     finally:
@@ -396,7 +574,7 @@ def test_rounded_real_answers_keep_the_charged_sensitivity(files):
     from privsyn_fed.copula_encoding import Encoding
     from privsyn_fed.mpc.aggregator import REAL_BITS, _answer
 
-    class Fixed:                       # a real-valued answer handed to the party's grid rounding
+    class Fixed:  # a real-valued answer handed to the party's grid rounding
         real = True
 
         def __init__(self, value):
@@ -410,24 +588,35 @@ def test_rounded_real_answers_keep_the_charged_sensitivity(files):
     silo = pf.Silo.from_csv(paths[0], schema)
     rng = np.random.default_rng(11)
     bound = 2.0
-    encoding = Encoding(schema, [ICDM(rng.dirichlet(np.ones(n))) for n in schema.shape],
-                        [None] * len(schema.columns), bound)
+    encoding = Encoding(
+        schema, [ICDM(rng.dirichlet(np.ones(n))) for n in schema.shape], [None] * len(schema.columns), bound
+    )
     cells = encoding.width * (encoding.width + 1) // 2
-    slack = math.sqrt(cells) * 2.0 ** -REAL_BITS
+    slack = math.sqrt(cells) * 2.0**-REAL_BITS
     for trial in range(10):
         extra = np.array([[rng.integers(0, s) for s in schema.shape]])
-        x = encoding.encode(np.vstack([silo.rows(), extra]), np.full((len(silo.rows()) + 1, len(schema.columns)),
-                                                                     np.nan), np.random.default_rng(trial))
+        x = encoding.encode(
+            np.vstack([silo.rows(), extra]),
+            np.full((len(silo.rows()) + 1, len(schema.columns)), np.nan),
+            np.random.default_rng(trial),
+        )
         d, d_plus = upper(x[:-1].T @ x[:-1]), upper(x.T @ x)
-        moved = (_answer(Fixed(d_plus), silo, 0, [0]) - _answer(Fixed(d), silo, 0, [0])) * 2.0 ** -REAL_BITS
-        assert np.linalg.norm(moved) <= bound ** 2 + slack
-        assert np.linalg.norm(d_plus - d) <= bound ** 2 + 1e-9
+        moved = (_answer(Fixed(d_plus), silo, 0, [0]) - _answer(Fixed(d), silo, 0, [0])) * 2.0**-REAL_BITS
+        assert np.linalg.norm(moved) <= bound**2 + slack
+        assert np.linalg.norm(d_plus - d) <= bound**2 + 1e-9
 
 
-@pytest.mark.parametrize("method, options", [("distaim", {"rounds": 2}), ("flaim", {"rounds": 2, "variant": "naive"}),
-                                             ("flaim", {"rounds": 2, "variant": "private"}), ("fedtda", {}),
-                                             ("independent", {})],
-                         ids=["distaim", "flaim-naive", "flaim-private", "fedtda", "independent"])
+@pytest.mark.parametrize(
+    "method, options",
+    [
+        ("distaim", {"rounds": 2}),
+        ("flaim", {"rounds": 2, "variant": "naive"}),
+        ("flaim", {"rounds": 2, "variant": "private"}),
+        ("fedtda", {}),
+        ("independent", {}),
+    ],
+    ids=["distaim", "flaim-naive", "flaim-private", "fedtda", "independent"],
+)
 def test_one_method_code_charges_the_same_mechanisms_over_both_aggregators(world, files, method, options):
     """Parity: the same run (fixed seed) over the in-process aggregator and over MPC charges the
     same sequence of (mechanism, query, rho); only where the noise is drawn, the sampler and
@@ -443,8 +632,10 @@ def test_one_method_code_charges_the_same_mechanisms_over_both_aggregators(world
     secure = pf.synthesize([world.own], method, 4.0, 1e-9, aggregator=world, seed=9, rows=20, **options)
 
     def charges(ledger):
-        return [(e["mechanism"], re.sub(r"\([^)]*\)(; \([^)]*\))*", "(..)", e["query"]), round(e["rho"], 9))
-                for e in ledger["entries"]]
+        return [
+            (e["mechanism"], re.sub(r"\([^)]*\)(; \([^)]*\))*", "(..)", e["query"]), round(e["rho"], 9))
+            for e in ledger["entries"]
+        ]
 
     assert charges(secure.ledger) == charges(plain.ledger)
     assert {e["where"] for e in secure.ledger["entries"]} <= {"mpc", "silo"}

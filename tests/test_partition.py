@@ -1,4 +1,5 @@
 """Partitions for experiments: deterministic, every row exactly once, no empty client, skew."""
+
 import json
 
 import numpy as np
@@ -23,11 +24,12 @@ def test_every_row_exactly_once_deterministic_and_nonempty(frame, scheme):
     b = partition(frame, 7, scheme, label="label", alpha=0.3, seed=5)
     assert np.array_equal(a.assignment, b.assignment)
     rows = np.concatenate(a.parts())
-    assert sorted(rows.tolist()) == list(range(len(frame)))           # each row once
+    assert sorted(rows.tolist()) == list(range(len(frame)))  # each row once
     assert all(len(p) >= 1 for p in a.parts())
-    if scheme != "cluster":          # k-means may land on the same clusters from another start
-        assert not np.array_equal(partition(frame, 7, scheme, label="label", alpha=0.3, seed=6).assignment,
-                                  a.assignment)
+    if scheme != "cluster":  # k-means may land on the same clusters from another start
+        assert not np.array_equal(
+            partition(frame, 7, scheme, label="label", alpha=0.3, seed=6).assignment, a.assignment
+        )
 
 
 def test_iid_sizes_are_balanced(frame):
@@ -48,7 +50,7 @@ def test_dirichlet_small_alpha_skews_labels_more_than_large_alpha(frame):
 def test_cluster_partition_separates_feature_space(frame):
     parts = partition(frame, 4, "cluster", seed=0).parts()
     means = [frame["age"].iloc[p].mean() for p in parts]
-    assert max(means) - min(means) > 10          # clusters differ in a standardised feature
+    assert max(means) - min(means) > 10  # clusters differ in a standardised feature
 
 
 def test_bad_requests_are_input_errors(frame):
@@ -64,8 +66,27 @@ def test_cli_writes_clients_and_manifest(frame, tmp_path, capsys):
     data = tmp_path / "data.csv"
     frame.to_csv(data, index=False)
     out = tmp_path / "parts"
-    assert main(["partition", str(data), "--clients", "5", "--scheme", "dirichlet", "--label", "label",
-                 "--alpha", "0.5", "--seed", "3", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "partition",
+                str(data),
+                "--clients",
+                "5",
+                "--scheme",
+                "dirichlet",
+                "--label",
+                "label",
+                "--alpha",
+                "0.5",
+                "--seed",
+                "3",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["clients"] == 5 and manifest["rows"] == 600
     total = 0
@@ -78,5 +99,18 @@ def test_cli_writes_clients_and_manifest(frame, tmp_path, capsys):
     # a non-empty folder is not overwritten without --force
     assert main(["partition", str(data), "--clients", "5", "--scheme", "iid", "--out", str(out)]) == 2
     assert "not empty" in capsys.readouterr().err
-    assert main(["partition", str(tmp_path / "missing.csv"), "--clients", "2", "--scheme", "iid",
-                 "--out", str(tmp_path / "x")]) == 2
+    assert (
+        main(
+            [
+                "partition",
+                str(tmp_path / "missing.csv"),
+                "--clients",
+                "2",
+                "--scheme",
+                "iid",
+                "--out",
+                str(tmp_path / "x"),
+            ]
+        )
+        == 2
+    )

@@ -19,31 +19,40 @@ def test_loads_columns_in_order(schema):
 
 
 def test_integer_column_with_fewer_values_than_bins_gets_one_bin_per_value(tmp_path):
-    s = pf.Schema.from_dict({"columns": [{"name": "k", "type": "numeric", "lower": 0, "upper": 4,
-                                          "integer": True}]})
+    s = pf.Schema.from_dict({"columns": [{"name": "k", "type": "numeric", "lower": 0, "upper": 4, "integer": True}]})
     assert s.shape == [5]
 
 
 def test_yaml_schema(tmp_path, schema_dict):
     import yaml
+
     p = write(tmp_path, yaml.safe_dump(schema_dict), "s.yaml")
     assert pf.Schema.load(p).to_dict() == pf.Schema.from_dict(schema_dict).to_dict()
 
 
-@pytest.mark.parametrize("text, fragment", [
-    ("{not json", "not valid JSON"),
-    ('{"columns": []}', "no columns"),
-    ('{"columns": [{"name": "x", "type": "numeric", "upper": 3}]}', "needs a public \"lower\" bound"),
-    ('{"columns": [{"name": "x", "type": "numeric", "lower": 5, "upper": 3}]}', "above"),
-    ('{"columns": [{"name": "x", "type": "numeric", "lower": 0, "upper": 3, "bins": 0}]}', "bins"),
-    ('{"columns": [{"name": "x", "type": "categorical", "categories": []}]}', "non-empty"),
-    ('{"columns": [{"name": "x", "type": "categorical", "categories": ["a", "a"]}]}', "listed twice"),
-    ('{"columns": [{"name": "x", "type": "text"}]}', "\"type\" must be"),
-    ('{"columns": [{"name": "x", "type": "categorical", "categories": ["a"]},'
-     ' {"name": "x", "type": "categorical", "categories": ["b"]}]}', "declared twice"),
-    ('{"columns": [{"name": "x", "type": "categorical", "categories": ["a"], "unknown": "z"}]}', "not in the categories"),
-    ('{"columns": [{"name": "x", "type": "numeric", "lower": 0, "upper": 1, "bnis": 3}]}', "unknown key 'bnis'"),
-])
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("{not json", "not valid JSON"),
+        ('{"columns": []}', "no columns"),
+        ('{"columns": [{"name": "x", "type": "numeric", "upper": 3}]}', 'needs a public "lower" bound'),
+        ('{"columns": [{"name": "x", "type": "numeric", "lower": 5, "upper": 3}]}', "above"),
+        ('{"columns": [{"name": "x", "type": "numeric", "lower": 0, "upper": 3, "bins": 0}]}', "bins"),
+        ('{"columns": [{"name": "x", "type": "categorical", "categories": []}]}', "non-empty"),
+        ('{"columns": [{"name": "x", "type": "categorical", "categories": ["a", "a"]}]}', "listed twice"),
+        ('{"columns": [{"name": "x", "type": "text"}]}', '"type" must be'),
+        (
+            '{"columns": [{"name": "x", "type": "categorical", "categories": ["a"]},'
+            ' {"name": "x", "type": "categorical", "categories": ["b"]}]}',
+            "declared twice",
+        ),
+        (
+            '{"columns": [{"name": "x", "type": "categorical", "categories": ["a"], "unknown": "z"}]}',
+            "not in the categories",
+        ),
+        ('{"columns": [{"name": "x", "type": "numeric", "lower": 0, "upper": 1, "bnis": 3}]}', "unknown key 'bnis'"),
+    ],
+)
 def test_bad_schema_names_file_and_problem(tmp_path, text, fragment):
     p = write(tmp_path, text)
     with pytest.raises(InputError) as err:

@@ -4,6 +4,7 @@ Each run must stop without writing its CSV, leave its ledger ``failed`` with wha
 leave the budget store settled at exactly that spend. A run killed outright (SIGKILL) cannot do
 that; its reservation stays counted in full until ``budget settle`` closes it at its ledger's spend.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,27 @@ CLI = [sys.executable, "-m", "privsyn_fed"]
 def start_synth(schema_path, silo_paths, tmp_path, method, *extra):
     out = tmp_path / "o.csv"
     err = open(tmp_path / "stderr.txt", "w")
-    args = [*CLI, "synth", "--method", method, "--schema", schema_path, "--epsilon", "1", "--delta", "1e-9",
-            "--out", out, "--budget-store", tmp_path / "b.db", "--dataset-id", "d", "--total-epsilon", "5", *extra]
+    args = [
+        *CLI,
+        "synth",
+        "--method",
+        method,
+        "--schema",
+        schema_path,
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-9",
+        "--out",
+        out,
+        "--budget-store",
+        tmp_path / "b.db",
+        "--dataset-id",
+        "d",
+        "--total-epsilon",
+        "5",
+        *extra,
+    ]
     for s in silo_paths:
         args += ["--silo", s]
     proc = subprocess.Popen([str(a) for a in args], stdout=subprocess.DEVNULL, stderr=err)
@@ -48,15 +68,19 @@ def ledger_spend(path):
     return led, sum(entry_rho(e) for e in led["entries"])
 
 
-@pytest.mark.parametrize("sig, method, marker, extra", [
-    (signal.SIGINT, "aim", "fitting the model", ["--rounds", "80"]),   # inside the first model fit
-    (signal.SIGTERM, "aim", "round 2:", ["--rounds", "80"]),           # between rounds
-    (signal.SIGTERM, "distaim", "round 1/", ["--rounds", "6"]),        # federated, mid-run
-    (signal.SIGINT, "fedtda", "writing 3,000,000 rows", ["--rows", "3000000"]),   # while the CSV is written
-    (signal.SIGINT, "distaim", "round 1/", ["--mpc", "--rounds", "4"]),            # parties as processes
-])
-def test_a_signal_stops_the_run_with_ledger_and_store_at_its_spend(sig, method, marker, extra, schema_path,
-                                                                   silo_paths, tmp_path):
+@pytest.mark.parametrize(
+    "sig, method, marker, extra",
+    [
+        (signal.SIGINT, "aim", "fitting the model", ["--rounds", "80"]),  # inside the first model fit
+        (signal.SIGTERM, "aim", "round 2:", ["--rounds", "80"]),  # between rounds
+        (signal.SIGTERM, "distaim", "round 1/", ["--rounds", "6"]),  # federated, mid-run
+        (signal.SIGINT, "fedtda", "writing 3,000,000 rows", ["--rows", "3000000"]),  # while the CSV is written
+        (signal.SIGINT, "distaim", "round 1/", ["--mpc", "--rounds", "4"]),  # parties as processes
+    ],
+)
+def test_a_signal_stops_the_run_with_ledger_and_store_at_its_spend(
+    sig, method, marker, extra, schema_path, silo_paths, tmp_path
+):
     proc, out, log = start_synth(schema_path, silo_paths, tmp_path, method, *extra)
     wait_for(proc, log, marker)
     proc.send_signal(sig)
@@ -65,7 +89,7 @@ def test_a_signal_stops_the_run_with_ledger_and_store_at_its_spend(sig, method, 
     assert code == 128 + sig, stderr
     assert f"interrupted by {signal.Signals(sig).name}" in stderr and "Traceback" not in stderr
     assert not out.exists()
-    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".o.csv")]   # no partial file
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".o.csv")]  # no partial file
     led, spent = ledger_spend(out.with_suffix(".ledger.json"))
     assert led["status"] == "failed" and spent > 0 and led["rho_spent"] == pytest.approx(spent)
     run = BudgetStore(tmp_path / "b.db").budget("d").runs[0]
@@ -80,11 +104,11 @@ def test_a_killed_run_keeps_its_reservation_until_the_custodian_settles_it(schem
     store = str(tmp_path / "b.db")
     settle = [*CLI, "budget", "settle", "--budget-store", store, "--run", "1"]
     alive = subprocess.run(settle, capture_output=True, text=True, cwd=tmp_path)
-    assert alive.returncode == 2 and "still running" in alive.stderr      # never under a live run
+    assert alive.returncode == 2 and "still running" in alive.stderr  # never under a live run
     proc.kill()
     proc.wait()
     run = BudgetStore(store).budget("d").runs[0]
-    assert run["status"] == "reserved" and run["rho_spent"] is None          # counted in full meanwhile
+    assert run["status"] == "reserved" and run["rho_spent"] is None  # counted in full meanwhile
     led, spent = ledger_spend(out.with_suffix(".ledger.json"))
     assert led["status"] == "running" and 0 < spent < run["rho_reserved"]
     done = subprocess.run(settle, capture_output=True, text=True, cwd=tmp_path)
@@ -100,7 +124,7 @@ def test_settle_refuses_a_ledger_of_another_run(schema_path, silo_paths, tmp_pat
 
     store = BudgetStore(tmp_path / "b.db")
     store.reserve("d", epsilon=1, delta=1e-9, method="aim", total_epsilon=5, ledger="x.json")
-    store.db.execute("UPDATE runs SET pid = NULL")          # its process is gone
+    store.db.execute("UPDATE runs SET pid = NULL")  # its process is gone
     other = tmp_path / "other.ledger.json"
     acc = Accountant(1.0, 1e-9, "aim", ledger_path=other, details={"budget_store": {"dataset_id": "d", "run": 9}})
     acc.gaussian("marginal(age)", 1.0, 50.0, "curator")

@@ -1,7 +1,9 @@
 import itertools
+
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import privsyn_fed as pf
 from privsyn_fed.errors import InputError
@@ -31,9 +33,14 @@ def test_pooled_marginal_is_sum_of_silos(schema, silo_paths):
 def test_marginal_changes_by_at_most_one_in_l1_when_a_record_is_added(n, seed, data):
     """Property: ||M_r(D + x) - M_r(D)||_1 = 1 for every clique r (add/remove sensitivity 1)."""
     shape = [3, 4, 2, 5]
-    schema = pf.Schema.from_dict({"columns": [{"name": f"c{i}", "type": "categorical",
-                                               "categories": [str(k) for k in range(m)]}
-                                              for i, m in enumerate(shape)]})
+    schema = pf.Schema.from_dict(
+        {
+            "columns": [
+                {"name": f"c{i}", "type": "categorical", "categories": [str(k) for k in range(m)]}
+                for i, m in enumerate(shape)
+            ]
+        }
+    )
     rng = np.random.default_rng(seed)
     rows = np.stack([rng.integers(0, m, n) for m in shape], axis=1)
     extra = np.array([[data.draw(st.integers(0, m - 1)) for m in shape]])

@@ -33,6 +33,7 @@
   belongs to it; its entries still record what was spent and are checked) all fail the audit.
 Problems make the ledger fail (exit 1); warnings are informational only.
 """
+
 from __future__ import annotations
 
 import json
@@ -47,21 +48,61 @@ from .ledger import LEDGER_FORMAT
 
 REL_TOL = 1e-9
 #: Whole-number fields are at most this large (exactly representable as floats).
-MAX_INTEGER = 2 ** 53
+MAX_INTEGER = 2**53
 NUMBER, INTEGER = "number", "whole number"
-TOP_FIELDS = {"format": str, "method": str, "neighbouring": str, "epsilon": NUMBER, "delta": NUMBER,
-              "rho_budget": NUMBER, "rho_spent": NUMBER, "seeded": bool, "status": str, "entries": list}
-TOP_OPTIONAL = {"epsilon_budget": NUMBER, "non_private": str, "threat_model": str, "conversion": str,
-                "created": str, "updated": str, "details": dict}
+TOP_FIELDS = {
+    "format": str,
+    "method": str,
+    "neighbouring": str,
+    "epsilon": NUMBER,
+    "delta": NUMBER,
+    "rho_budget": NUMBER,
+    "rho_spent": NUMBER,
+    "seeded": bool,
+    "status": str,
+    "entries": list,
+}
+TOP_OPTIONAL = {
+    "epsilon_budget": NUMBER,
+    "non_private": str,
+    "threat_model": str,
+    "conversion": str,
+    "created": str,
+    "updated": str,
+    "details": dict,
+}
 ENTRY_FIELDS = {"step": INTEGER, "mechanism": str, "query": str, "rho": NUMBER, "where": str}
-MECHANISM_FIELDS = {"gaussian": {"sensitivity_l2": NUMBER, "sigma": NUMBER},
-                    "exponential": {"sensitivity": NUMBER, "epsilon": NUMBER}}
-ENTRY_OPTIONAL = {"sampler": str, "round": INTEGER, "cells": INTEGER, "candidates": INTEGER,
-                  "parallel_over": str, "noise_from": str, "collusion": str, "fixed_point": dict}
-DETAILS_OPTIONAL = {"columns": list, "column_types": list, "workload": list, "options": dict, "rounds": INTEGER,
-                    "rows": INTEGER, "silos": INTEGER, "noise": str, "mpc": dict, "budget_store": dict,
-                    "traffic": dict, "shape": list, "schedule": dict, "expected_oneway_tvd": NUMBER,
-                    "expected_oneway_tvd_independent": NUMBER}
+MECHANISM_FIELDS = {
+    "gaussian": {"sensitivity_l2": NUMBER, "sigma": NUMBER},
+    "exponential": {"sensitivity": NUMBER, "epsilon": NUMBER},
+}
+ENTRY_OPTIONAL = {
+    "sampler": str,
+    "round": INTEGER,
+    "cells": INTEGER,
+    "candidates": INTEGER,
+    "parallel_over": str,
+    "noise_from": str,
+    "collusion": str,
+    "fixed_point": dict,
+}
+DETAILS_OPTIONAL = {
+    "columns": list,
+    "column_types": list,
+    "workload": list,
+    "options": dict,
+    "rounds": INTEGER,
+    "rows": INTEGER,
+    "silos": INTEGER,
+    "noise": str,
+    "mpc": dict,
+    "budget_store": dict,
+    "traffic": dict,
+    "shape": list,
+    "schedule": dict,
+    "expected_oneway_tvd": NUMBER,
+    "expected_oneway_tvd_independent": NUMBER,
+}
 MPC_OPTIONAL = {"debug": bool, "provider": str, "noise": str}
 STATUSES = ("running", "complete", "failed")
 #: Secure sums of real values (Fed-TDA's second moments) are shared on the grid 2^-MPC_REAL_BITS
@@ -110,8 +151,14 @@ def load_ledger(path: str | Path) -> dict[str, Any]:
 def _kind(value: Any) -> str:
     if isinstance(value, bool):
         return "a boolean"
-    return {str: "a string", list: "a list", dict: "an object", int: "a number", float: "a number",
-            type(None): "null"}.get(type(value), type(value).__name__)
+    return {
+        str: "a string",
+        list: "a list",
+        dict: "an object",
+        int: "a number",
+        float: "a number",
+        type(None): "null",
+    }.get(type(value), type(value).__name__)
 
 
 def _show(value: Any) -> str:
@@ -139,8 +186,11 @@ def _check_type(value: Any, want: Any, field: str, source: str) -> None:
     else:
         ok = isinstance(value, want) and not (want is int and isinstance(value, bool))
     if not ok:
-        name = want if isinstance(want, str) else {str: "a string", bool: "true or false", list: "a list",
-                                                    dict: "an object"}[want]
+        name = (
+            want
+            if isinstance(want, str)
+            else {str: "a string", bool: "true or false", list: "a list", dict: "an object"}[want]
+        )
         article = "" if name.startswith(("a ", "an ", "true")) else ("an " if name[0] in "aeiou" else "a ")
         if isinstance(value, (int, float)) and not isinstance(value, bool) and want in (NUMBER, INTEGER):
             if not _finite(value):
@@ -172,8 +222,9 @@ def validate_ledger(raw: Any, source: str = "ledger") -> None:
     if "format" not in raw:
         raise InputError(f"{source}: not a privsyn-fed ledger (missing field 'format')")
     if raw["format"] != LEDGER_FORMAT:
-        raise InputError(f"{source}: unsupported ledger format {_show(raw['format'])} (this version reads "
-                         f"{LEDGER_FORMAT!r})")
+        raise InputError(
+            f"{source}: unsupported ledger format {_show(raw['format'])} (this version reads {LEDGER_FORMAT!r})"
+        )
     _check_fields(raw, TOP_FIELDS, TOP_OPTIONAL, "", source)
     if raw["status"] not in STATUSES:
         raise InputError(f"{source}: field 'status' must be one of {', '.join(STATUSES)}, not {_show(raw['status'])}")
@@ -182,11 +233,16 @@ def validate_ledger(raw: Any, source: str = "ledger") -> None:
         _check_type(e, dict, f"entries[{i}]", source)
         _check_fields(e, ENTRY_FIELDS, ENTRY_OPTIONAL, prefix, source)
         if e["mechanism"] not in MECHANISM_FIELDS:
-            raise InputError(f"{source}: field '{prefix}mechanism' must be gaussian or exponential, "
-                             f"not {_show(e['mechanism'])}")
+            raise InputError(
+                f"{source}: field '{prefix}mechanism' must be gaussian or exponential, not {_show(e['mechanism'])}"
+            )
         _check_fields(e, MECHANISM_FIELDS[e["mechanism"]], {}, prefix, source)
-        if "silos" in e and not (isinstance(e["silos"], int) and not isinstance(e["silos"], bool)
-                                 or isinstance(e["silos"], list) and all(isinstance(x, str) for x in e["silos"])):
+        if "silos" in e and not (
+            isinstance(e["silos"], int)
+            and not isinstance(e["silos"], bool)
+            or isinstance(e["silos"], list)
+            and all(isinstance(x, str) for x in e["silos"])
+        ):
             raise InputError(f"{source}: field '{prefix}silos' must be a number or a list of silo names")
         for key, value in e.get("fixed_point", {}).items():
             _check_type(value, NUMBER, f"{prefix}fixed_point.{key}", source)
@@ -211,7 +267,7 @@ def validate_ledger(raw: Any, source: str = "ledger") -> None:
         if options.get(key) is not None:
             _check_type(options[key], want, f"details.options.{key}", source)
     if options.get("split") is not None:
-        if not isinstance(options["split"], tuple):     # a ledger in memory holds the option's tuple
+        if not isinstance(options["split"], tuple):  # a ledger in memory holds the option's tuple
             _check_type(options["split"], list, "details.options.split", source)
         for i, v in enumerate(options["split"]):
             _check_type(v, NUMBER, f"details.options.split[{i}]", source)
@@ -229,7 +285,7 @@ def _cost(e: dict[str, Any]) -> float:
 
 
 def _square(x: float) -> float:
-    return float(x) * float(x)      # inf rather than OverflowError
+    return float(x) * float(x)  # inf rather than OverflowError
 
 
 def _close(a: float, b: float, tol: float = REL_TOL) -> bool:
@@ -239,8 +295,13 @@ def _close(a: float, b: float, tol: float = REL_TOL) -> bool:
 #: Exponential-mechanism sensitivity per method, in units of the largest workload weight (the sound
 #: values: AIM's score moves by w; DistAIM's and naive FLAIM's also through the secret or local
 #: size; AugFLAIM's also through its heterogeneity term).
-EM_SENSITIVITY = {"aim": 1.0, "distaim": 2.0, ("flaim", "naive"): 2.0, ("flaim", "private"): 4.0,
-                  ("flaim", "oracle"): 4.0}
+EM_SENSITIVITY = {
+    "aim": 1.0,
+    "distaim": 2.0,
+    ("flaim", "naive"): 2.0,
+    ("flaim", "private"): 4.0,
+    ("flaim", "oracle"): 4.0,
+}
 
 
 def _check_composition(ledger: dict[str, Any], rep: AuditReport) -> None:
@@ -251,8 +312,10 @@ def _check_composition(ledger: dict[str, Any], rep: AuditReport) -> None:
         label = f"entry {i + 1} ({e.get('query', '?')})"
         silos = e.get("silos")
         if e["parallel_over"] != "silos" or e.get("where") != "silo":
-            rep.problems.append(f"{label}: parallel composition is only valid for a mechanism run by each "
-                                f"silo on its own rows (parallel_over 'silos', where 'silo')")
+            rep.problems.append(
+                f"{label}: parallel composition is only valid for a mechanism run by each "
+                f"silo on its own rows (parallel_over 'silos', where 'silo')"
+            )
         elif not isinstance(silos, list) or not silos or len(set(map(str, silos))) != len(silos):
             rep.problems.append(f"{label}: a parallel entry must list the distinct silos it ran on")
 
@@ -269,14 +332,20 @@ def _check_where(ledger: dict[str, Any], rep: AuditReport) -> None:
     for i, e in enumerate(ledger["entries"]):
         label = f"entry {i + 1} ({e['query']})"
         if e["where"] not in WHERE:
-            rep.problems.append(f"{label}: where {e['where']!r} is not one of {', '.join(WHERE)}, so the audit "
-                                "cannot tell which checks apply to it")
+            rep.problems.append(
+                f"{label}: where {e['where']!r} is not one of {', '.join(WHERE)}, so the audit "
+                "cannot tell which checks apply to it"
+            )
         elif mpc is not None and e["where"] in ("curator", "aggregator"):
-            rep.problems.append(f"{label}: a run over MPC has no trusted {e['where']}; its mechanisms run on secret "
-                                "shares (where 'mpc') or in a silo (where 'silo')")
+            rep.problems.append(
+                f"{label}: a run over MPC has no trusted {e['where']}; its mechanisms run on secret "
+                "shares (where 'mpc') or in a silo (where 'silo')"
+            )
     if _mpc_run(ledger) and (mpc is None or "debug" not in mpc):
-        rep.problems.append("entries were computed on secret shares, but the ledger does not record the secure "
-                            "computation (details.mpc, with its debug flag), so it cannot be checked")
+        rep.problems.append(
+            "entries were computed on secret shares, but the ledger does not record the secure "
+            "computation (details.mpc, with its debug flag), so it cannot be checked"
+        )
 
 
 def _check_fixed_point(ledger: dict[str, Any], rep: AuditReport) -> None:
@@ -301,8 +370,9 @@ def _check_fixed_point(ledger: dict[str, Any], rep: AuditReport) -> None:
             rep.problems.append(f"{label}: a selection on secret shares must record its fixed-point parameters")
             continue
         if not consistent:
-            rep.problems.append(f"{label}: the recorded Gumbel scale does not match epsilon_sampled and the "
-                                "sensitivity")
+            rep.problems.append(
+                f"{label}: the recorded Gumbel scale does not match epsilon_sampled and the sensitivity"
+            )
         elif not covered:
             rep.problems.append(f"{label}: the fixed-point rounding slack is not covered by the epsilon charged")
 
@@ -312,18 +382,24 @@ def _check_independent(ledger: dict[str, Any], d: dict[str, Any], rep: AuditRepo
     is in one cell of each of the ``d`` marginals, so its sensitivity is at least ``sqrt(d)``."""
     columns = d.get("columns")
     if not columns:
-        rep.problems.append("the ledger does not record its columns (details), so the structure of an "
-                            "independent release (one Gaussian of sensitivity sqrt(d)) cannot be checked")
+        rep.problems.append(
+            "the ledger does not record its columns (details), so the structure of an "
+            "independent release (one Gaussian of sensitivity sqrt(d)) cannot be checked"
+        )
         return
     entries = ledger["entries"]
     if len(entries) != 1 or entries[0]["mechanism"] != "gaussian":
-        rep.problems.append(f"{len(entries)} entries, but a complete independent run makes one Gaussian release "
-                            "of every column's 1-way marginal: an entry is missing or extra")
+        rep.problems.append(
+            f"{len(entries)} entries, but a complete independent run makes one Gaussian release "
+            "of every column's 1-way marginal: an entry is missing or extra"
+        )
         return
     sound = math.sqrt(len(columns))
     if float(entries[0]["sensitivity_l2"]) < sound * (1 - 1e-9):
-        rep.problems.append(f"entry 1 ({entries[0]['query']}): sensitivity {entries[0]['sensitivity_l2']:g} is below "
-                            f"the sound value sqrt({len(columns)}) = {sound:g} of {len(columns)} one-way marginals")
+        rep.problems.append(
+            f"entry 1 ({entries[0]['query']}): sensitivity {entries[0]['sensitivity_l2']:g} is below "
+            f"the sound value sqrt({len(columns)}) = {sound:g} of {len(columns)} one-way marginals"
+        )
 
 
 def _check_structure(ledger: dict[str, Any], rep: AuditReport) -> None:
@@ -341,8 +417,10 @@ def _check_structure(ledger: dict[str, Any], rep: AuditReport) -> None:
         _check_independent(ledger, d, rep)
         return
     if not columns or not workload:
-        rep.problems.append("the ledger does not record its method's columns and workload (details), so its "
-                            "structure (one entry per release, sound sensitivities) cannot be checked")
+        rep.problems.append(
+            "the ledger does not record its method's columns and workload (details), so its "
+            "structure (one entry per release, sound sensitivities) cannot be checked"
+        )
         return
     try:
         index = {c: i for i, c in enumerate(columns)}
@@ -360,8 +438,10 @@ def _check_structure(ledger: dict[str, Any], rep: AuditReport) -> None:
     gauss = [(i, e) for i, e in enumerate(ledger["entries"]) if e["mechanism"] == "gaussian"]
     for i, e in ems:
         if float(e.get("sensitivity", 0)) < factor * w_max * (1 - 1e-12):
-            rep.problems.append(f"entry {i + 1} ({e.get('query')}): sensitivity {e.get('sensitivity')} is below "
-                                f"the sound value {factor:g} x max weight {w_max:g} = {factor * w_max:g} for {method}")
+            rep.problems.append(
+                f"entry {i + 1} ({e.get('query')}): sensitivity {e.get('sensitivity')} is below "
+                f"the sound value {factor:g} x max weight {w_max:g} = {factor * w_max:g} for {method}"
+            )
     for i, e in gauss:
         if float(e.get("sensitivity_l2", 0)) < 1.0 - 1e-12:
             rep.problems.append(f"entry {i + 1} ({e.get('query')}): a count marginal has L2 sensitivity at least 1")
@@ -374,16 +454,18 @@ def _check_structure(ledger: dict[str, Any], rep: AuditReport) -> None:
         if planned is None:
             return
         rounds = d.get("rounds") if method == "aim" else planned
-    else:                           # T given (or a ledger from before schedules were planned)
+    else:  # T given (or a ledger from before schedules were planned)
         rounds = d.get("rounds") if method == "aim" else options.get("rounds")
         if rounds is None or rounds < 1 or steps is None or steps < 1:
             where = "details.rounds" if method == "aim" else "details.options.rounds"
-            rep.problems.append(f"the ledger does not record a positive number of rounds ({where}"
-                                f"{', local_steps' if method == 'flaim' else ''}) or a planned schedule "
-                                f"(details.schedule), so the number of releases a complete {method} run makes "
-                                "cannot be checked")
+            rep.problems.append(
+                f"the ledger does not record a positive number of rounds ({where}"
+                f"{', local_steps' if method == 'flaim' else ''}) or a planned schedule "
+                f"(details.schedule), so the number of releases a complete {method} run makes "
+                "cannot be checked"
+            )
             return
-    total = 1 if schedule is not None else 0           # the planning total
+    total = 1 if schedule is not None else 0  # the planning total
     if method in ("aim", "distaim"):
         expect = {"exponential": rounds, "gaussian": total + n_cols + rounds}
     else:
@@ -392,13 +474,17 @@ def _check_structure(ledger: dict[str, Any], rep: AuditReport) -> None:
         need = total + T * (2 * s - 1) + (max(T, 1) * n_cols if variant == "private" else n_cols)
         have = sum(_square(e["sensitivity_l2"]) for _, e in gauss)
         if have < need * (1 - 1e-9):
-            rep.problems.append(f"the Gaussian releases add up to {have:g} unit-sensitivity measurements, fewer "
-                                f"than the {need} a {variant} FLAIM run with T={T}, s={s} makes")
+            rep.problems.append(
+                f"the Gaussian releases add up to {have:g} unit-sensitivity measurements, fewer "
+                f"than the {need} a {variant} FLAIM run with T={T}, s={s} makes"
+            )
     for mech, count in expect.items():
         found = len(ems if mech == "exponential" else gauss)
         if count is not None and found != count:
-            rep.problems.append(f"{found} {mech} entries, but a complete {method} run of these options makes "
-                                f"{count}: an entry is missing or extra")
+            rep.problems.append(
+                f"{found} {mech} entries, but a complete {method} run of these options makes "
+                f"{count}: an entry is missing or extra"
+            )
 
 
 def _planning_total(ledger: dict[str, Any], d: dict[str, Any], n_columns: int, rep: AuditReport) -> float | None:
@@ -409,21 +495,32 @@ def _planning_total(ledger: dict[str, Any], d: dict[str, Any], n_columns: int, r
 
     schedule, shape = d["schedule"], d.get("shape")
     if not isinstance(shape, list) or len(shape) != n_columns:
-        rep.problems.append("a planned schedule is recomputed from the domain, but details.shape does not give "
-                            "the cells of every column")
+        rep.problems.append(
+            "a planned schedule is recomputed from the domain, but details.shape does not give "
+            "the cells of every column"
+        )
         return None
     entries = ledger["entries"]
     rho_budget = float(ledger["rho_budget"])
     first = entries[0] if entries else None
-    if (first is None or first["mechanism"] != "gaussian" or not _close(float(first["sensitivity_l2"]), 1.0)
-            or not _close(float(first["sigma"]), allocation.total_sigma(rho_budget), 1e-9)):
-        rep.problems.append("a planned schedule starts with the row total (one Gaussian of sensitivity 1 with "
-                            f"{allocation.TOTAL_SHARE:g} of the budget), and the first entry is not that release")
+    if (
+        first is None
+        or first["mechanism"] != "gaussian"
+        or not _close(float(first["sensitivity_l2"]), 1.0)
+        or not _close(float(first["sigma"]), allocation.total_sigma(rho_budget), 1e-9)
+    ):
+        rep.problems.append(
+            "a planned schedule starts with the row total (one Gaussian of sensitivity 1 with "
+            f"{allocation.TOTAL_SHARE:g} of the budget), and the first entry is not that release"
+        )
         return None
-    if not _close(float(schedule.get("total_share", -1)), allocation.TOTAL_SHARE) or \
-            not _close(float(schedule.get("noise_to_signal", -1)), allocation.NOISE_TO_SIGNAL):
-        rep.problems.append("details.schedule records other constants than this version's allocation rule "
-                            f"(total_share {allocation.TOTAL_SHARE:g}, noise_to_signal {allocation.NOISE_TO_SIGNAL:g})")
+    if not _close(float(schedule.get("total_share", -1)), allocation.TOTAL_SHARE) or not _close(
+        float(schedule.get("noise_to_signal", -1)), allocation.NOISE_TO_SIGNAL
+    ):
+        rep.problems.append(
+            "details.schedule records other constants than this version's allocation rule "
+            f"(total_share {allocation.TOTAL_SHARE:g}, noise_to_signal {allocation.NOISE_TO_SIGNAL:g})"
+        )
         return None
     if "noisy_total" not in schedule:
         rep.problems.append("details.schedule does not record the noisy total the schedule was planned from")
@@ -431,8 +528,9 @@ def _planning_total(ledger: dict[str, Any], d: dict[str, Any], n_columns: int, r
     return rho_budget - _cost(first)
 
 
-def _check_aim_family_schedule(ledger: dict[str, Any], d: dict[str, Any], closure: dict, variant: str,
-                               rep: AuditReport) -> int | None:
+def _check_aim_family_schedule(
+    ledger: dict[str, Any], d: dict[str, Any], closure: dict, variant: str, rep: AuditReport
+) -> int | None:
     """The rounds a planned AIM, DistAIM or FLAIM schedule must have, recomputed from the recorded
     noisy total and the public facts of the ledger (``allocation``), and the noise of the 1-ways
     that follow the total. Returns the planned rounds (None on a problem)."""
@@ -453,18 +551,23 @@ def _check_aim_family_schedule(ledger: dict[str, Any], d: dict[str, Any], closur
         planned = allocation.plan_distaim(n_hat, rest, alpha, n_cols, cells, allocation.FEDERATED_ROUNDS)
         sigma = allocation.distaim_sigma(rest, planned, n_cols, alpha)
     else:
-        planned = allocation.plan_flaim(n_hat, rest, alpha, n_cols, cells, allocation.FEDERATED_ROUNDS, steps,
-                                        variant, int(d.get("silos") or 1))
+        planned = allocation.plan_flaim(
+            n_hat, rest, alpha, n_cols, cells, allocation.FEDERATED_ROUNDS, steps, variant, int(d.get("silos") or 1)
+        )
         sigma = allocation.flaim_sigma(rest, planned, steps, n_cols, alpha, variant)
     if schedule.get("rounds") != planned:
-        rep.problems.append(f"details.schedule plans {schedule.get('rounds')} rounds, but the allocation rule "
-                            f"gives {planned} for the recorded noisy total {n_hat:g}")
+        rep.problems.append(
+            f"details.schedule plans {schedule.get('rounds')} rounds, but the allocation rule "
+            f"gives {planned} for the recorded noisy total {n_hat:g}"
+        )
         return None
-    oneways = ledger["entries"][1:1 + n_cols]
-    if len(oneways) < n_cols or any(e["mechanism"] != "gaussian" or not _close(float(e["sigma"]), sigma, 1e-9)
-                                    for e in oneways):
-        rep.problems.append(f"the {n_cols} one-way measurements after the total must have the planned noise "
-                            f"sigma {sigma:.6g}")
+    oneways = ledger["entries"][1 : 1 + n_cols]
+    if len(oneways) < n_cols or any(
+        e["mechanism"] != "gaussian" or not _close(float(e["sigma"]), sigma, 1e-9) for e in oneways
+    ):
+        rep.problems.append(
+            f"the {n_cols} one-way measurements after the total must have the planned noise sigma {sigma:.6g}"
+        )
         return None
     return planned
 
@@ -479,18 +582,23 @@ def _check_fedtda(ledger: dict[str, Any], d: dict[str, Any], rep: AuditReport) -
     ``sqrt(cells) 2^-MPC_REAL_BITS``."""
     types, columns, options = d.get("column_types"), d.get("columns"), d.get("options") or {}
     if not types or options.get("norm_factor") is None:
-        rep.problems.append("the ledger does not record fedtda's column types and options (details), so its "
-                            "structure (one entry per release, sound sensitivities) cannot be checked")
+        rep.problems.append(
+            "the ledger does not record fedtda's column types and options (details), so its "
+            "structure (one entry per release, sound sensitivities) cannot be checked"
+        )
         return
     unknown = sorted(set(types) - {"categorical", "numeric"})
     if unknown or (columns is not None and len(columns) != len(types)):
-        rep.problems.append("details.column_types must give one type, categorical or numeric, per column of "
-                            "details.columns" + (f" (not {unknown[0]!r})" if unknown else ""))
+        rep.problems.append(
+            "details.column_types must give one type, categorical or numeric, per column of "
+            "details.columns" + (f" (not {unknown[0]!r})" if unknown else "")
+        )
         return
     norm_factor = float(options["norm_factor"])
     if not norm_factor > 0:
-        rep.problems.append(f"details.options.norm_factor {norm_factor:g} is not positive: fedtda clips rows to "
-                            "a positive norm")
+        rep.problems.append(
+            f"details.options.norm_factor {norm_factor:g} is not positive: fedtda clips rows to a positive norm"
+        )
         return
     n_cat, n_num = types.count("categorical"), types.count("numeric")
     width, mpc_run, known = n_cat + 2 * n_num, _mpc_run(ledger), len(rep.problems)
@@ -501,8 +609,10 @@ def _check_fedtda(ledger: dict[str, Any], d: dict[str, Any], rep: AuditReport) -
     expect += [("the second moments", _square(norm_factor) * width, moments)]
     entries = ledger["entries"]
     if any(e["mechanism"] != "gaussian" for e in entries) or len(entries) != len(expect):
-        rep.problems.append(f"{len(entries)} entries, but a complete fedtda run over {n_cat} categorical and {n_num} "
-                            f"numeric columns makes {len(expect)} Gaussian releases: an entry is missing or extra")
+        rep.problems.append(
+            f"{len(entries)} entries, but a complete fedtda run over {n_cat} categorical and {n_num} "
+            f"numeric columns makes {len(expect)} Gaussian releases: an entry is missing or extra"
+        )
         return
     for i, (e, (what, sound, real_cells)) in enumerate(zip(entries, expect)):
         label = f"entry {i + 1} ({e['query']})"
@@ -513,18 +623,23 @@ def _check_fedtda(ledger: dict[str, Any], d: dict[str, Any], rep: AuditReport) -
         if planned < sound * (1 - 1e-9):
             rep.problems.append(f"{label}: sensitivity {planned:g} is below the sound value {sound:g} of {what}")
         elif rounding < 0 or not _close(float(e["sensitivity_l2"]), planned + rounding):
-            rep.problems.append(f"{label}: sensitivity {e['sensitivity_l2']:g} is not the planned {planned:g} plus "
-                                f"the fixed-point rounding {rounding:g}")
+            rep.problems.append(
+                f"{label}: sensitivity {e['sensitivity_l2']:g} is not the planned {planned:g} plus "
+                f"the fixed-point rounding {rounding:g}"
+            )
         elif rounding < grid * (1 - 1e-9):
-            rep.problems.append(f"{label}: {what} summed on secret shares are rounded to the grid 2^-{MPC_REAL_BITS}, "
-                                f"which adds {grid:.6g} to the sensitivity (sqrt({real_cells}) grid steps), but the "
-                                f"ledger records a rounding of {rounding:g}")
+            rep.problems.append(
+                f"{label}: {what} summed on secret shares are rounded to the grid 2^-{MPC_REAL_BITS}, "
+                f"which adds {grid:.6g} to the sensitivity (sqrt({real_cells}) grid steps), but the "
+                f"ledger records a rounding of {rounding:g}"
+            )
     if d.get("schedule") is not None and len(rep.problems) == known:
         _check_fedtda_schedule(ledger, d, types, norm_factor * math.sqrt(width), rep)
 
 
-def _check_fedtda_schedule(ledger: dict[str, Any], d: dict[str, Any], types: list, bound: float,
-                           rep: AuditReport) -> bool:
+def _check_fedtda_schedule(
+    ledger: dict[str, Any], d: dict[str, Any], types: list, bound: float, rep: AuditReport
+) -> bool:
     """A planned Fed-TDA schedule, recomputed from the recorded noisy total and the public facts of
     the ledger (``allocation.plan_fedtda``), and each release's noise against its planned share."""
     from .. import allocation
@@ -535,21 +650,27 @@ def _check_fedtda_schedule(ledger: dict[str, Any], d: dict[str, Any], types: lis
         return False
     n_cat = types.count("categorical")
     numeric = [shape[j] for j, t in enumerate(types) if t == "numeric"]
-    plan = allocation.plan_fedtda(float(schedule["noisy_total"]), rest, numeric, n_cat, bound,
-                                  int(options.get("refine") or 4))
+    plan = allocation.plan_fedtda(
+        float(schedule["noisy_total"]), rest, numeric, n_cat, bound, int(options.get("refine") or 4)
+    )
     recorded = {k: schedule.get(k) for k in plan.record()}
-    if not all(_close(float(recorded[k] if recorded[k] is not None else -1), float(v)) for k, v in plan.record().items()):
-        rep.problems.append(f"details.schedule records {recorded}, but the allocation rule gives {plan.record()} for "
-                            f"the recorded noisy total {schedule['noisy_total']:g}")
+    if not all(
+        _close(float(recorded[k] if recorded[k] is not None else -1), float(v)) for k, v in plan.record().items()
+    ):
+        rep.problems.append(
+            f"details.schedule records {recorded}, but the allocation rule gives {plan.record()} for "
+            f"the recorded noisy total {schedule['noisy_total']:g}"
+        )
         return False
     parts = ([plan.rho_cat] if n_cat else []) + ([plan.rho_num] if numeric else []) + [plan.rho_cov]
     for e, rho_part in zip(ledger["entries"][1:], parts):
         fp = e.get("fixed_point") or {}
         planned = float(fp.get("sensitivity_planned", e["sensitivity_l2"]))
-        sigma = float(e["sigma"]) * planned / float(e["sensitivity_l2"])     # before any fixed-point growth
+        sigma = float(e["sigma"]) * planned / float(e["sensitivity_l2"])  # before any fixed-point growth
         if not _close(sigma, planned / math.sqrt(2.0 * rho_part), 1e-9):
-            rep.problems.append(f"entry {e['step']} ({e['query']}): its noise does not spend the planned rho "
-                                f"{rho_part:.6g}")
+            rep.problems.append(
+                f"entry {e['step']} ({e['query']}): its noise does not spend the planned rho {rho_part:.6g}"
+            )
             return False
     return True
 
@@ -597,8 +718,9 @@ def audit_ledger(ledger: dict[str, Any]) -> AuditReport:
     else:
         eps_opendp = rho_to_epsilon(total, delta)
         if not _close(epsilon, eps_opendp, 1e-6):
-            rep.problems.append(f"epsilon {epsilon:.8g} is not what rho={total:.8g} converts to at "
-                                f"delta={delta:g} ({eps_opendp:.8g})")
+            rep.problems.append(
+                f"epsilon {epsilon:.8g} is not what rho={total:.8g} converts to at delta={delta:g} ({eps_opendp:.8g})"
+            )
         try:
             agrees = total == 0 or cks_delta(total, eps_opendp) <= delta * (1 + 1e-6)
         except (OverflowError, ValueError, ZeroDivisionError):
@@ -609,16 +731,22 @@ def audit_ledger(ledger: dict[str, Any]) -> AuditReport:
         if eb is not None and rho_to_epsilon(rho_budget, delta) > float(eb) * (1 + 1e-6):
             rep.problems.append(f"rho_budget {rho_budget:.8g} converts to more than epsilon_budget {eb}")
     if ledger["neighbouring"] != "add/remove one record":
-        rep.problems.append(f"neighbouring relation is {ledger['neighbouring']!r}; every sensitivity here is "
-                            "derived for add/remove one record")
+        rep.problems.append(
+            f"neighbouring relation is {ledger['neighbouring']!r}; every sensitivity here is "
+            "derived for add/remove one record"
+        )
     if ledger["method"] not in METHODS:
         rep.problems.append(f"unknown method {ledger['method']!r}: no algorithm to check the entries against")
     if ledger["seeded"]:
-        rep.problems.append("SEEDED RUN: its noise is predictable to anyone who knows the seed; this is not a "
-                            "private release (tests and demos only)")
+        rep.problems.append(
+            "SEEDED RUN: its noise is predictable to anyone who knows the seed; this is not a "
+            "private release (tests and demos only)"
+        )
     elif _seeded_samplers(ledger):
-        rep.problems.append(f"SEEDED NOISE: the ledger says it is not seeded, but noise came from "
-                            f"{_seeded_samplers(ledger)[0]!r}; this is not a private release")
+        rep.problems.append(
+            f"SEEDED NOISE: the ledger says it is not seeded, but noise came from "
+            f"{_seeded_samplers(ledger)[0]!r}; this is not a private release"
+        )
     _check_where(ledger, rep)
     _check_composition(ledger, rep)
     _check_fixed_point(ledger, rep)
@@ -626,13 +754,23 @@ def audit_ledger(ledger: dict[str, Any]) -> AuditReport:
         _check_structure(ledger, rep)
     mpc = (ledger.get("details") or {}).get("mpc") or {}
     if isinstance(mpc, dict) and mpc.get("debug"):
-        rep.problems.append(f"DEBUG MPC MODE ({mpc.get('provider', 'unknown provider')}): a party could see "
-                            "the other parties' values; this release is not protected by secure computation")
+        rep.problems.append(
+            f"DEBUG MPC MODE ({mpc.get('provider', 'unknown provider')}): a party could see "
+            "the other parties' values; this release is not protected by secure computation"
+        )
     if ledger.get("non_private"):
         rep.problems.append(f"NOT PRIVATE: {ledger['non_private']}")
     if ledger["status"] != "complete":
-        rep.problems.append(f"the run did not complete (status {ledger['status']!r}): no synthetic data belongs "
-                            "to this ledger; its entries record what was spent before it stopped")
-    rep.summary = {"entries": len(ledger["entries"]), "rho_spent": total, "rho_budget": rho_budget,
-                   "epsilon": epsilon, "delta": delta, "method": ledger.get("method")}
+        rep.problems.append(
+            f"the run did not complete (status {ledger['status']!r}): no synthetic data belongs "
+            "to this ledger; its entries record what was spent before it stopped"
+        )
+    rep.summary = {
+        "entries": len(ledger["entries"]),
+        "rho_spent": total,
+        "rho_budget": rho_budget,
+        "epsilon": epsilon,
+        "delta": delta,
+        "method": ledger.get("method"),
+    }
     return rep

@@ -15,6 +15,7 @@ the run's rho stays within ``rho_total``; then the whole series is ``(epsilon, d
 * ``settle_stale`` lets the custodian close a reservation whose process is gone (killed, host
   lost) at the spend its ledger records, never below it (``abandoned``).
 """
+
 from __future__ import annotations
 
 import math
@@ -123,8 +124,16 @@ class BudgetStore:
         self.db.close()
 
     # ---- runs ---------------------------------------------------------------------------------
-    def reserve(self, dataset: str, *, epsilon: float, delta: float, method: str,
-                total_epsilon: float | None = None, ledger: str | None = None) -> "Reservation":
+    def reserve(
+        self,
+        dataset: str,
+        *,
+        epsilon: float,
+        delta: float,
+        method: str,
+        total_epsilon: float | None = None,
+        ledger: str | None = None,
+    ) -> "Reservation":
         """Book ``epsilon_to_rho(epsilon, delta)`` for a run; refuse if it does not fit.
 
         The first run of a dataset must give ``total_epsilon``; later runs may omit it, and if they
@@ -135,34 +144,40 @@ class BudgetStore:
         rho = epsilon_to_rho(epsilon, delta)
         self.db.execute("BEGIN IMMEDIATE")
         try:
-            ds = self.db.execute("SELECT total_epsilon, delta, rho_total FROM datasets WHERE id=?",
-                                 (dataset,)).fetchone()
+            ds = self.db.execute(
+                "SELECT total_epsilon, delta, rho_total FROM datasets WHERE id=?", (dataset,)
+            ).fetchone()
             if ds is None:
                 if total_epsilon is None:
-                    raise InputError(f"dataset '{dataset}' is new to {self.path}: give --total-epsilon "
-                                     "to set its total budget")
+                    raise InputError(
+                        f"dataset '{dataset}' is new to {self.path}: give --total-epsilon to set its total budget"
+                    )
                 if not (math.isfinite(total_epsilon) and total_epsilon > 0):
                     raise InputError(f"--total-epsilon must be a positive number, not {total_epsilon}")
                 ds = (total_epsilon, delta, epsilon_to_rho(total_epsilon, delta))
                 self.db.execute("INSERT INTO datasets VALUES (?, ?, ?, ?, ?)", (dataset, *ds, _now()))
             total_eps, ds_delta, rho_total = ds
             if total_epsilon is not None and not math.isclose(total_epsilon, total_eps, rel_tol=1e-12):
-                raise InputError(f"dataset '{dataset}' has total epsilon {total_eps:g} in {self.path}, "
-                                 f"not {total_epsilon:g}")
+                raise InputError(
+                    f"dataset '{dataset}' has total epsilon {total_eps:g} in {self.path}, not {total_epsilon:g}"
+                )
             if not math.isclose(delta, ds_delta, rel_tol=1e-12):
-                raise InputError(f"dataset '{dataset}' is accounted at delta {ds_delta:g}; run with "
-                                 f"--delta {ds_delta:g}")
+                raise InputError(
+                    f"dataset '{dataset}' is accounted at delta {ds_delta:g}; run with --delta {ds_delta:g}"
+                )
             committed = self._committed(dataset)
             if committed + rho > rho_total * (1 + TOLERANCE):
                 left = max(0.0, rho_total - committed)
                 raise BudgetExceeded(
                     f"dataset '{dataset}': this run needs rho={rho:.6g} (epsilon {epsilon:g}) but only "
                     f"rho={left:.6g} (epsilon {rho_to_epsilon(left, delta) if left > 0 else 0:.4g}) of "
-                    f"the total epsilon {total_eps:g} is left; no silo was read and nothing was written")
+                    f"the total epsilon {total_eps:g} is left; no silo was read and nothing was written"
+                )
             cur = self.db.execute(
                 "INSERT INTO runs (dataset, method, epsilon, rho_reserved, status, ledger, started, host, pid) "
                 "VALUES (?, ?, ?, ?, 'reserved', ?, ?, ?, ?)",
-                (dataset, method, epsilon, rho, ledger, _now(), socket.gethostname(), os.getpid()))
+                (dataset, method, epsilon, rho, ledger, _now(), socket.gethostname(), os.getpid()),
+            )
             self.db.execute("COMMIT")
             return Reservation(self, int(cur.lastrowid), dataset, rho)
         except BaseException:
@@ -173,29 +188,42 @@ class BudgetStore:
         """Record what run ``run`` spent (``status``: complete, failed or rejected)."""
         self.db.execute("BEGIN IMMEDIATE")
         try:
-            row = self.db.execute("SELECT rho_reserved FROM runs WHERE id=? AND status='reserved'",
-                                  (run,)).fetchone()
+            row = self.db.execute("SELECT rho_reserved FROM runs WHERE id=? AND status='reserved'", (run,)).fetchone()
             if row is None:
                 raise ValueError(f"run {run} is not awaiting settlement")
             if rho_spent > row[0] * (1 + TOLERANCE):
                 raise ValueError(f"run {run} spent {rho_spent} beyond its reservation {row[0]}")
-            self.db.execute("UPDATE runs SET rho_spent=?, status=?, settled=? WHERE id=?",
-                            (rho_spent, status, _now(), run))
+            self.db.execute(
+                "UPDATE runs SET rho_spent=?, status=?, settled=? WHERE id=?", (rho_spent, status, _now(), run)
+            )
             self.db.execute("COMMIT")
         except BaseException:
             self.db.execute("ROLLBACK")
             raise
 
     def run(self, run: int) -> dict[str, Any]:
-        cols = ["id", "dataset", "method", "epsilon", "rho_reserved", "rho_spent", "status", "ledger",
-                "started", "settled", "host", "pid"]
+        cols = [
+            "id",
+            "dataset",
+            "method",
+            "epsilon",
+            "rho_reserved",
+            "rho_spent",
+            "status",
+            "ledger",
+            "started",
+            "settled",
+            "host",
+            "pid",
+        ]
         row = self.db.execute(f"SELECT {', '.join(cols)} FROM runs WHERE id=?", (run,)).fetchone()
         if row is None:
             raise InputError(f"{self.path}: no run {run}")
         return dict(zip(cols, row))
 
-    def settle_stale(self, run: int, ledger: dict[str, Any], ledger_path: str, *,
-                     confirm_stopped: bool = False) -> float:
+    def settle_stale(
+        self, run: int, ledger: dict[str, Any], ledger_path: str, *, confirm_stopped: bool = False
+    ) -> float:
         """Close a reservation whose process is gone at the spend ``ledger`` records (never below
         it); returns that spend. ``ledger`` must be the run's own (its ``details.budget_store``
         names this store's dataset and run) and add up; the process must be gone."""
@@ -205,15 +233,21 @@ class BudgetStore:
         if r["status"] != "reserved":
             raise InputError(f"run {run} of {self.path} is already settled ({r['status']})")
         if r["host"] == socket.gethostname() and r["pid"] and _alive(int(r["pid"])):
-            raise InputError(f"run {run} is still running (process {r['pid']} on this host); stop it with "
-                             "Ctrl-C or SIGTERM and it settles itself")
+            raise InputError(
+                f"run {run} is still running (process {r['pid']} on this host); stop it with "
+                "Ctrl-C or SIGTERM and it settles itself"
+            )
         if r["host"] != socket.gethostname() and not confirm_stopped:
-            raise InputError(f"run {run} was started on host {r['host'] or 'unknown'}, where this command cannot "
-                             "see whether it has stopped; make sure it has, then pass --confirm-stopped")
+            raise InputError(
+                f"run {run} was started on host {r['host'] or 'unknown'}, where this command cannot "
+                "see whether it has stopped; make sure it has, then pass --confirm-stopped"
+            )
         tag = (ledger.get("details") or {}).get("budget_store") or {}
         if tag.get("run") != run or tag.get("dataset_id") != r["dataset"]:
-            raise InputError(f"{ledger_path}: this ledger does not belong to run {run} of dataset "
-                             f"'{r['dataset']}' (it names run {tag.get('run')!r} of {tag.get('dataset_id')!r})")
+            raise InputError(
+                f"{ledger_path}: this ledger does not belong to run {run} of dataset "
+                f"'{r['dataset']}' (it names run {tag.get('run')!r} of {tag.get('dataset_id')!r})"
+            )
         try:
             total = sum(entry_rho(e) for e in ledger["entries"])
             recorded = float(ledger["rho_spent"])
@@ -221,8 +255,10 @@ class BudgetStore:
             raise InputError(f"{ledger_path}: the ledger's entries do not give a spend ({exc})") from None
         spent = max(total, recorded)
         if spent > r["rho_reserved"] * (1 + TOLERANCE):
-            raise InputError(f"{ledger_path}: the ledger records rho {spent:.6g}, more than run {run} reserved "
-                             f"({r['rho_reserved']:.6g}); leaving the run counted at its reservation")
+            raise InputError(
+                f"{ledger_path}: the ledger records rho {spent:.6g}, more than run {run} reserved "
+                f"({r['rho_reserved']:.6g}); leaving the run counted at its reservation"
+            )
         self.settle(run, spent, "abandoned")
         return spent
 
@@ -230,7 +266,9 @@ class BudgetStore:
         """Settled runs count what they spent; unsettled ones their whole reservation."""
         row = self.db.execute(
             "SELECT COALESCE(SUM(CASE WHEN status='reserved' THEN rho_reserved ELSE rho_spent END), 0) "
-            "FROM runs WHERE dataset=?", (dataset,)).fetchone()
+            "FROM runs WHERE dataset=?",
+            (dataset,),
+        ).fetchone()
         return float(row[0])
 
     # ---- reading ------------------------------------------------------------------------------
@@ -238,14 +276,15 @@ class BudgetStore:
         return [r[0] for r in self.db.execute("SELECT id FROM datasets ORDER BY id")]
 
     def budget(self, dataset: str) -> DatasetBudget:
-        ds = self.db.execute("SELECT total_epsilon, delta, rho_total FROM datasets WHERE id=?",
-                             (dataset,)).fetchone()
+        ds = self.db.execute("SELECT total_epsilon, delta, rho_total FROM datasets WHERE id=?", (dataset,)).fetchone()
         if ds is None:
             known = ", ".join(self.datasets()) or "none"
             raise InputError(f"{self.path}: no dataset '{dataset}' (known: {known})")
         cols = ["id", "method", "epsilon", "rho_reserved", "rho_spent", "status", "ledger", "started", "settled"]
-        runs = [dict(zip(cols, r)) for r in self.db.execute(
-            f"SELECT {', '.join(cols)} FROM runs WHERE dataset=? ORDER BY id", (dataset,))]
+        runs = [
+            dict(zip(cols, r))
+            for r in self.db.execute(f"SELECT {', '.join(cols)} FROM runs WHERE dataset=? ORDER BY id", (dataset,))
+        ]
         return DatasetBudget(dataset, ds[0], ds[1], ds[2], self._committed(dataset), runs)
 
 
@@ -298,8 +337,16 @@ class Reservation:
 
 
 @contextmanager
-def reserved(path: str | Path, dataset: str, *, epsilon: float, delta: float, method: str,
-             total_epsilon: float | None = None, ledger: str | None = None) -> Iterator[Reservation]:
+def reserved(
+    path: str | Path,
+    dataset: str,
+    *,
+    epsilon: float,
+    delta: float,
+    method: str,
+    total_epsilon: float | None = None,
+    ledger: str | None = None,
+) -> Iterator[Reservation]:
     """Reserve a run's budget in the store at ``path`` for the block (``BudgetStore.reserve``).
 
     The release inside the block binds its accountant and settles the reservation when it
@@ -307,8 +354,9 @@ def reserved(path: str | Path, dataset: str, *, epsilon: float, delta: float, me
     ``fail``: at the accountant's spend, or at zero when no mechanism ran. If the store cannot be
     written, the run stays counted at its whole reservation and the exception says how to close it.
     """
-    reservation = BudgetStore(path).reserve(dataset, epsilon=epsilon, delta=delta, method=method,
-                                            total_epsilon=total_epsilon, ledger=ledger)
+    reservation = BudgetStore(path).reserve(
+        dataset, epsilon=epsilon, delta=delta, method=method, total_epsilon=total_epsilon, ledger=ledger
+    )
     try:
         yield reservation
     except BaseException as exc:
@@ -329,7 +377,9 @@ def _settle_failed(reservation: Reservation) -> str | None:
     try:
         reservation.fail()
     except Exception as exc:
-        return (f"the budget store could not be settled ({' '.join(str(exc).split())}); run {reservation.run} "
-                f"stays counted at its whole reservation until `privsyn-fed budget settle --budget-store "
-                f"{reservation.store.path} --run {reservation.run}`")
+        return (
+            f"the budget store could not be settled ({' '.join(str(exc).split())}); run {reservation.run} "
+            f"stays counted at its whole reservation until `privsyn-fed budget settle --budget-store "
+            f"{reservation.store.path} --run {reservation.run}`"
+        )
     return f"the budget store counts run {reservation.run} at that spend" if spent else None

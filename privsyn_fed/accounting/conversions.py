@@ -6,6 +6,7 @@ A mechanism that is rho-zCDP is (epsilon, delta)-DP for every epsilon with
 for this conversion; ``cks_delta`` is an independent implementation of the same bound that the
 audit and the tests use to cross-check it.
 """
+
 from __future__ import annotations
 
 import math
@@ -27,11 +28,12 @@ def rho_to_epsilon(rho: float, delta: float) -> float:
     if math.isinf(rho):
         return math.inf
     # A Gaussian mechanism with sensitivity 1 and scale 1/sqrt(2 rho) is exactly rho-zCDP.
-    meas = dp.m.make_gaussian(dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float),
-                              scale=1.0 / math.sqrt(2.0 * rho))
+    meas = dp.m.make_gaussian(
+        dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float), scale=1.0 / math.sqrt(2.0 * rho)
+    )
     try:
         return float(dp.c.make_zCDP_to_approxDP(meas).map(1.0).epsilon(delta))
-    except dp.OpenDPException:      # OpenDP refuses values it cannot bound (overflow): no finite epsilon
+    except dp.OpenDPException:  # OpenDP refuses values it cannot bound (overflow): no finite epsilon
         return math.inf
 
 
@@ -42,14 +44,14 @@ def epsilon_to_rho(epsilon: float, delta: float, iterations: int = 80) -> float:
         raise ValueError("epsilon must be positive")
     if math.isinf(epsilon):
         return math.inf
-    lo, hi = 0.0, epsilon + 1.0    # rho-zCDP => (rho + 2 sqrt(rho log(1/delta)), delta), so rho < epsilon
+    lo, hi = 0.0, epsilon + 1.0  # rho-zCDP => (rho + 2 sqrt(rho log(1/delta)), delta), so rho < epsilon
     for _ in range(iterations):
         mid = (lo + hi) / 2
         if rho_to_epsilon(mid, delta) <= epsilon:
             lo = mid
         else:
             hi = mid
-    if not math.isclose(rho_to_epsilon(lo, delta), epsilon, rel_tol=1e-2):   # OpenDP's grid at tiny rho
+    if not math.isclose(rho_to_epsilon(lo, delta), epsilon, rel_tol=1e-2):  # OpenDP's grid at tiny rho
         raise ValueError(f"no zCDP budget converts to epsilon {epsilon:g} at delta {delta:g}")
     return lo
 

@@ -22,6 +22,7 @@ Mechanisms (each runs the library's own code with the noise calibrated from the 
     the AIM score (``scores.aim_score``) against a uniform model, at the full round budget;
     statistic: whether the marginal whose score the canary raised most is chosen.
 """
+
 from __future__ import annotations
 
 import math
@@ -46,8 +47,8 @@ class EmpiricalResult:
     confidence: float
     epsilon_lower_bound: float
     event: str
-    rate_d: float           # P[event] on the dataset in the denominator (second half)
-    rate_d_prime: float     # P[event] on the other one
+    rate_d: float  # P[event] on the dataset in the denominator (second half)
+    rate_d_prime: float  # P[event] on the other one
 
     @property
     def consistent(self) -> bool:
@@ -72,12 +73,13 @@ def _events(first: np.ndarray, second: np.ndarray):
         yield f"statistic < {t:.6g}", (lambda x, t=t: x < t)
 
 
-def epsilon_lower_bound(stat_d: np.ndarray, stat_d_prime: np.ndarray, delta: float,
-                        confidence: float = 0.95) -> tuple[float, str, float, float]:
+def epsilon_lower_bound(
+    stat_d: np.ndarray, stat_d_prime: np.ndarray, delta: float, confidence: float = 0.95
+) -> tuple[float, str, float, float]:
     """``(eps_lb, event, rate in the denominator, rate in the numerator)`` from two samples."""
     n = min(len(stat_d), len(stat_d_prime)) // 2
-    a1, a2 = stat_d[:n], stat_d[n:2 * n]
-    b1, b2 = stat_d_prime[:n], stat_d_prime[n:2 * n]
+    a1, a2 = stat_d[:n], stat_d[n : 2 * n]
+    b1, b2 = stat_d_prime[:n], stat_d_prime[n : 2 * n]
 
     def estimate(p_num: float, p_den: float) -> float:
         return math.log((p_num - delta) / p_den) if p_num > delta and p_den > 0 else -math.inf
@@ -106,6 +108,7 @@ def epsilon_lower_bound(stat_d: np.ndarray, stat_d_prime: np.ndarray, delta: flo
 
 # ---- the mechanisms, run through the library's own code -----------------------------------------
 
+
 def _scratch(epsilon: float, delta: float) -> Accountant:
     """An accountant for one trial of an exponential mechanism run at ``epsilon`` (pure DP; its
     zCDP cost ``epsilon^2 / 8`` can exceed the zCDP equivalent of an ``(epsilon, delta)`` claim)."""
@@ -130,8 +133,9 @@ def gaussian_runner(epsilon: float, delta: float, noise) -> Runner:
     return run
 
 
-def exponential_runner(epsilon: float, delta: float, noise, sensitivity_factor: float = 1.0,
-                       candidates: int = 100) -> Runner:
+def exponential_runner(
+    epsilon: float, delta: float, noise, sensitivity_factor: float = 1.0, candidates: int = 100
+) -> Runner:
     """Selection through ``exponential_mechanism``; ``sensitivity_factor`` < 1 simulates a bug
     (a declared sensitivity smaller than the true one)."""
     from ..mechanisms import exponential_mechanism
@@ -146,8 +150,18 @@ def exponential_runner(epsilon: float, delta: float, noise, sensitivity_factor: 
         out = np.empty(trials)
         for i in range(trials):
             acc = _scratch(epsilon, delta)
-            out[i] = exponential_mechanism(acc, noise, scores, epsilon=epsilon, query="select", where="check",
-                                           sensitivity=true_sensitivity * sensitivity_factor) == 0
+            out[i] = (
+                exponential_mechanism(
+                    acc,
+                    noise,
+                    scores,
+                    epsilon=epsilon,
+                    query="select",
+                    where="check",
+                    sensitivity=true_sensitivity * sensitivity_factor,
+                )
+                == 0
+            )
         return out
 
     return run
@@ -172,8 +186,9 @@ def aim_round_runner(epsilon: float, delta: float, noise, seed: int = 0) -> Runn
         out = []
         for cl in keys:
             dims = [shape[i] for i in cl]
-            counts = np.bincount(np.ravel_multi_index(tuple(data[:, i] for i in cl), dims),
-                                 minlength=int(np.prod(dims)))
+            counts = np.bincount(
+                np.ravel_multi_index(tuple(data[:, i] for i in cl), dims), minlength=int(np.prod(dims))
+            )
             uniform = np.full(counts.size, len(data) / counts.size)
             out.append(aim_score(cands[cl], counts, uniform, sigma))
         return np.array(out)
@@ -187,8 +202,12 @@ def aim_round_runner(epsilon: float, delta: float, noise, seed: int = 0) -> Runn
         out = np.empty(trials)
         for i in range(trials):
             acc = _scratch(epsilon, delta)
-            out[i] = exponential_mechanism(acc, noise, s, epsilon=epsilon, sensitivity=sensitivity,
-                                           query="select", where="check") == target
+            out[i] = (
+                exponential_mechanism(
+                    acc, noise, s, epsilon=epsilon, sensitivity=sensitivity, query="select", where="check"
+                )
+                == target
+            )
         return out
 
     return run
@@ -204,8 +223,9 @@ def runner_for(mechanism: str, epsilon: float, delta: float, noise) -> Runner:
     raise ValueError(f"unknown mechanism {mechanism!r}")
 
 
-def empirical_check(mechanism: str, run: Runner, epsilon: float, delta: float, trials: int,
-                    confidence: float = 0.95) -> EmpiricalResult:
+def empirical_check(
+    mechanism: str, run: Runner, epsilon: float, delta: float, trials: int, confidence: float = 0.95
+) -> EmpiricalResult:
     stat_d, stat_d_prime = run(False, trials), run(True, trials)
     eps_lb, event, rate_d, rate_dp = epsilon_lower_bound(stat_d, stat_d_prime, delta, confidence)
     return EmpiricalResult(mechanism, epsilon, delta, trials, confidence, eps_lb, event, rate_d, rate_dp)

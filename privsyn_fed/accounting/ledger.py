@@ -10,6 +10,7 @@ Costs (add/remove-one-record neighbours):
 Sequential composition adds rho. An entry with ``parallel_over`` stands for the same mechanism
 run on disjoint data (e.g. one per client); its rho is the cost of one of them (the maximum).
 """
+
 from __future__ import annotations
 
 import json
@@ -30,11 +31,11 @@ BUDGET_TOLERANCE = 1e-9
 
 
 def gaussian_rho(sensitivity_l2: float, sigma: float) -> float:
-    return sensitivity_l2 ** 2 / (2.0 * sigma ** 2)
+    return sensitivity_l2**2 / (2.0 * sigma**2)
 
 
 def exponential_rho(epsilon: float) -> float:
-    return epsilon ** 2 / 8.0
+    return epsilon**2 / 8.0
 
 
 def entry_rho(entry: dict[str, Any]) -> float:
@@ -62,9 +63,17 @@ class Accountant:
     ``seeded`` records that noise came from a seeded (predictable) generator.
     """
 
-    def __init__(self, epsilon: float, delta: float, method: str, *, seeded: bool = False,
-                 ledger_path: str | Path | None = None, threat_model: str = "",
-                 details: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        epsilon: float,
+        delta: float,
+        method: str,
+        *,
+        seeded: bool = False,
+        ledger_path: str | Path | None = None,
+        threat_model: str = "",
+        details: dict[str, Any] | None = None,
+    ):
         self.epsilon_budget = float(epsilon)
         self.delta = float(delta)
         self.rho_budget = epsilon_to_rho(self.epsilon_budget, self.delta)
@@ -99,24 +108,37 @@ class Accountant:
         if not self.can_afford(rho):
             raise BudgetExceeded(
                 f"{entry.get('query', entry['mechanism'])}: needs rho={rho:.6g} but only "
-                f"{self.remaining:.6g} of {self.rho_budget:.6g} is left; nothing was released")
+                f"{self.remaining:.6g} of {self.rho_budget:.6g} is left; nothing was released"
+            )
         recorded = {"step": len(self.entries) + 1, **entry, "rho": rho}
         self.entries.append(recorded)
         self.rho_spent += rho
         self._persist()
         return recorded
 
-    def gaussian(self, query: str, sensitivity_l2: float, sigma: float, where: str,
-                 **extra: Any) -> dict[str, Any]:
-        return self.charge({"mechanism": "gaussian", "query": query,
-                            "sensitivity_l2": float(sensitivity_l2), "sigma": float(sigma),
-                            "where": where, **extra})
+    def gaussian(self, query: str, sensitivity_l2: float, sigma: float, where: str, **extra: Any) -> dict[str, Any]:
+        return self.charge(
+            {
+                "mechanism": "gaussian",
+                "query": query,
+                "sensitivity_l2": float(sensitivity_l2),
+                "sigma": float(sigma),
+                "where": where,
+                **extra,
+            }
+        )
 
-    def exponential(self, query: str, sensitivity: float, epsilon: float, where: str,
-                    **extra: Any) -> dict[str, Any]:
-        return self.charge({"mechanism": "exponential", "query": query,
-                            "sensitivity": float(sensitivity), "epsilon": float(epsilon),
-                            "where": where, **extra})
+    def exponential(self, query: str, sensitivity: float, epsilon: float, where: str, **extra: Any) -> dict[str, Any]:
+        return self.charge(
+            {
+                "mechanism": "exponential",
+                "query": query,
+                "sensitivity": float(sensitivity),
+                "epsilon": float(epsilon),
+                "where": where,
+                **extra,
+            }
+        )
 
     def note(self, **details: Any) -> None:
         """Record public facts of the run in the ledger's ``details`` now (e.g. a schedule planned

@@ -1,6 +1,7 @@
 """A one-page privacy report of a ledger, for whoever receives the CSV: the guarantee, its
 neighbouring relation and threat model, the audit's verdict, a chart of the cumulative budget by
 step, and the mechanisms that spent it. HTML (with an inline SVG chart) or Markdown."""
+
 from __future__ import annotations
 
 import html
@@ -18,8 +19,12 @@ def _groups(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Entries grouped by mechanism, where, parallelism and sensitivity."""
     groups: dict[tuple, dict[str, Any]] = defaultdict(lambda: {"count": 0, "rho": 0.0, "scales": []})
     for e in entries:
-        key = (e.get("mechanism"), e.get("where"), e.get("parallel_over") or "",
-               e.get("sensitivity_l2", e.get("sensitivity")))
+        key = (
+            e.get("mechanism"),
+            e.get("where"),
+            e.get("parallel_over") or "",
+            e.get("sensitivity_l2", e.get("sensitivity")),
+        )
         g = groups[key]
         g["count"] += 1
         g["rho"] += float(e.get("rho", 0.0))
@@ -28,9 +33,17 @@ def _groups(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for (mech, where, parallel, sens), g in groups.items():
         lo, hi = min(g["scales"]), max(g["scales"])
         scale = f"{lo:.4g}" if lo == hi else f"{lo:.4g} to {hi:.4g}"
-        out.append({"mechanism": mech, "where": where, "parallel": parallel or "no", "sensitivity": sens,
-                    "count": g["count"], "scale": ("sigma " if mech == "gaussian" else "epsilon ") + scale,
-                    "rho": g["rho"]})
+        out.append(
+            {
+                "mechanism": mech,
+                "where": where,
+                "parallel": parallel or "no",
+                "sensitivity": sens,
+                "count": g["count"],
+                "scale": ("sigma " if mech == "gaussian" else "epsilon ") + scale,
+                "rho": g["rho"],
+            }
+        )
     return out
 
 
@@ -47,25 +60,42 @@ def _facts(ledger: dict[str, Any], audit: AuditReport) -> list[tuple[str, str]]:
     facts = [
         ("Guarantee", f"({ledger['epsilon']:.4g}, {ledger['delta']:g})-differential privacy"),
         ("Neighbouring datasets", str(ledger.get("neighbouring"))),
-        ("Budget", f"epsilon {ledger.get('epsilon_budget', '?')} at delta {ledger['delta']:g}; rho "
-                   f"{ledger['rho_spent']:.6g} spent of {ledger['rho_budget']:.6g} (zCDP)"),
+        (
+            "Budget",
+            f"epsilon {ledger.get('epsilon_budget', '?')} at delta {ledger['delta']:g}; rho "
+            f"{ledger['rho_spent']:.6g} spent of {ledger['rho_budget']:.6g} (zCDP)",
+        ),
         ("Method", str(ledger.get("method"))),
         ("Run status", status),
         ("Threat model", str(ledger.get("threat_model") or "not stated")),
-        ("Audit", "OK: every entry, the total, the budget and the conversion check out" if audit.ok
-         else "FAILED: " + "; ".join(audit.problems)),
+        (
+            "Audit",
+            "OK: every entry, the total, the budget and the conversion check out"
+            if audit.ok
+            else "FAILED: " + "; ".join(audit.problems),
+        ),
     ]
     schedule = (ledger.get("details") or {}).get("schedule")
     if isinstance(schedule, dict) and "noisy_total" in schedule:
-        plan = (f"{schedule['rounds']} rounds" if "rounds" in schedule else
-                f"covariance rho {schedule.get('rho_covariance', 0):.4g}, numeric bins split in {schedule.get('refine')}")
-        facts.append(("Schedule", f"planned from the released row total {schedule['noisy_total']:.0f} "
-                                  f"(post-processing): {plan}"))
+        plan = (
+            f"{schedule['rounds']} rounds"
+            if "rounds" in schedule
+            else f"covariance rho {schedule.get('rho_covariance', 0):.4g}, "
+            f"numeric bins split in {schedule.get('refine')}"
+        )
+        facts.append(
+            ("Schedule", f"planned from the released row total {schedule['noisy_total']:.0f} (post-processing): {plan}")
+        )
     details = ledger.get("details") or {}
     if "expected_oneway_tvd" in details and "expected_oneway_tvd_independent" in details:
-        facts.append(("Expected 1-way error", f"mean total variation {details['expected_oneway_tvd']:.3g} from the "
-                                              f"release's own noise; {details['expected_oneway_tvd_independent']:.3g} "
-                                              "for the independent method at this budget"))
+        facts.append(
+            (
+                "Expected 1-way error",
+                f"mean total variation {details['expected_oneway_tvd']:.3g} from the "
+                f"release's own noise; {details['expected_oneway_tvd_independent']:.3g} "
+                "for the independent method at this budget",
+            )
+        )
     if audit.warnings:
         facts.append(("Warnings", "; ".join(audit.warnings)))
     return facts
@@ -82,20 +112,29 @@ def render_markdown(ledger: dict[str, Any], audit: AuditReport) -> str:
         if len(cum) > 40 and i % max(1, len(cum) // 40) and i != len(cum) - 1:
             continue
         share = c / budget if budget > 0 else 0.0
-        share = share if math.isfinite(share) else 0.0          # a tampered, subnormal budget
+        share = share if math.isfinite(share) else 0.0  # a tampered, subnormal budget
         bar = "#" * int(round(width * min(1.0, max(0.0, share))))
         lines.append(f"step {i + 1:>4} |{bar:<{width}}| {100 * share:5.1f}%")
-    lines += ["```", "", "## Mechanisms", "",
-              "| mechanism | where | parallel over | sensitivity | calls | scale | rho | share |",
-              "|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "```",
+        "",
+        "## Mechanisms",
+        "",
+        "| mechanism | where | parallel over | sensitivity | calls | scale | rho | share |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     spent = max(float(ledger["rho_spent"]), 1e-300)
     for g in _groups(entries):
-        lines.append(f"| {g['mechanism']} | {g['where']} | {g['parallel']} | {g['sensitivity']:.4g} | {g['count']} | "
-                     f"{g['scale']} | {g['rho']:.4g} | {100 * g['rho'] / spent:.1f}% |")
+        lines.append(
+            f"| {g['mechanism']} | {g['where']} | {g['parallel']} | {g['sensitivity']:.4g} | {g['count']} | "
+            f"{g['scale']} | {g['rho']:.4g} | {100 * g['rho'] / spent:.1f}% |"
+        )
     lines += ["", "## Every entry", "", "| step | mechanism | query | rho |", "|---|---|---|---|"]
     for e in entries:
-        lines.append(f"| {e.get('step')} | {e.get('mechanism')} | {str(e.get('query', '')).replace('|', '/')} | "
-                     f"{float(e.get('rho', 0)):.4g} |")
+        lines.append(
+            f"| {e.get('step')} | {e.get('mechanism')} | {str(e.get('query', '')).replace('|', '/')} | "
+            f"{float(e.get('rho', 0)):.4g} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -103,21 +142,24 @@ def _svg(cum: list[float], budget: float) -> str:
     w, h, pad = 640, 240, 40
     n = max(1, len(cum))
     top = max(budget, cum[-1] if cum else 0.0) or 1.0
-    pts = [(pad, h - pad)] + [(pad + (w - 2 * pad) * (i + 1) / n, h - pad - (h - 2 * pad) * c / top)
-                              for i, c in enumerate(cum)]
+    pts = [(pad, h - pad)] + [
+        (pad + (w - 2 * pad) * (i + 1) / n, h - pad - (h - 2 * pad) * c / top) for i, c in enumerate(cum)
+    ]
     poly = " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)
     by = h - pad - (h - 2 * pad) * budget / top
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img" '
-            f'aria-label="cumulative rho by step">'
-            f'<line x1="{pad}" y1="{h - pad}" x2="{w - pad}" y2="{h - pad}" stroke="#444"/>'
-            f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{h - pad}" stroke="#444"/>'
-            f'<line x1="{pad}" y1="{by:.1f}" x2="{w - pad}" y2="{by:.1f}" stroke="#c00" stroke-dasharray="6 4"/>'
-            f'<text x="{w - pad}" y="{by - 6:.1f}" text-anchor="end" font-size="12" fill="#c00">budget rho '
-            f'{budget:.4g}</text>'
-            f'<polyline points="{poly}" fill="none" stroke="#06c" stroke-width="2"/>'
-            f'<text x="{w / 2}" y="{h - 8}" text-anchor="middle" font-size="12">step (1 to {len(cum)})</text>'
-            f'<text x="12" y="{h / 2}" font-size="12" transform="rotate(-90 12 {h / 2})" text-anchor="middle">'
-            f'cumulative rho</text></svg>')
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img" '
+        f'aria-label="cumulative rho by step">'
+        f'<line x1="{pad}" y1="{h - pad}" x2="{w - pad}" y2="{h - pad}" stroke="#444"/>'
+        f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{h - pad}" stroke="#444"/>'
+        f'<line x1="{pad}" y1="{by:.1f}" x2="{w - pad}" y2="{by:.1f}" stroke="#c00" stroke-dasharray="6 4"/>'
+        f'<text x="{w - pad}" y="{by - 6:.1f}" text-anchor="end" font-size="12" fill="#c00">budget rho '
+        f"{budget:.4g}</text>"
+        f'<polyline points="{poly}" fill="none" stroke="#06c" stroke-width="2"/>'
+        f'<text x="{w / 2}" y="{h - 8}" text-anchor="middle" font-size="12">step (1 to {len(cum)})</text>'
+        f'<text x="12" y="{h / 2}" font-size="12" transform="rotate(-90 12 {h / 2})" text-anchor="middle">'
+        f"cumulative rho</text></svg>"
+    )
 
 
 def render_html(ledger: dict[str, Any], audit: AuditReport) -> str:
@@ -127,21 +169,25 @@ def render_html(ledger: dict[str, Any], audit: AuditReport) -> str:
     groups = "".join(
         f"<tr><td>{esc(g['mechanism'])}</td><td>{esc(g['where'])}</td><td>{esc(g['parallel'])}</td>"
         f"<td>{g['sensitivity']:.4g}</td><td>{g['count']}</td><td>{esc(g['scale'])}</td><td>{g['rho']:.4g}</td>"
-        f"<td>{100 * g['rho'] / spent:.1f}%</td></tr>" for g in _groups(ledger["entries"]))
-    entries = "".join(f"<tr><td>{esc(e.get('step'))}</td><td>{esc(e.get('mechanism'))}</td>"
-                      f"<td>{esc(e.get('query', ''))}</td><td>{float(e.get('rho', 0)):.4g}</td></tr>"
-                      for e in ledger["entries"])
+        f"<td>{100 * g['rho'] / spent:.1f}%</td></tr>"
+        for g in _groups(ledger["entries"])
+    )
+    entries = "".join(
+        f"<tr><td>{esc(e.get('step'))}</td><td>{esc(e.get('mechanism'))}</td>"
+        f"<td>{esc(e.get('query', ''))}</td><td>{float(e.get('rho', 0)):.4g}</td></tr>"
+        for e in ledger["entries"]
+    )
     verdict = "ok" if audit.ok else "failed"
     return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Privacy report: {esc(ledger.get('method'))}</title>
+<html lang="en"><head><meta charset="utf-8"><title>Privacy report: {esc(ledger.get("method"))}</title>
 <style>body{{font-family:sans-serif;max-width:60em;margin:2em auto}} table{{border-collapse:collapse}}
 td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}}
 .ok{{color:#070}} .failed{{color:#c00}}</style></head><body>
-<h1>Privacy report: {esc(ledger.get('method'))} release</h1>
+<h1>Privacy report: {esc(ledger.get("method"))} release</h1>
 <p class="{verdict}"><strong>Audit {verdict.upper()}</strong></p>
 <table>{rows}</table>
 <h2>Cumulative budget by step</h2>
-{_svg(_cumulative(ledger['entries']), float(ledger['rho_budget']))}
+{_svg(_cumulative(ledger["entries"]), float(ledger["rho_budget"]))}
 <h2>Mechanisms</h2>
 <table><tr><th>mechanism</th><th>where</th><th>parallel over</th><th>sensitivity</th><th>calls</th><th>scale</th>
 <th>rho</th><th>share</th></tr>{groups}</table>

@@ -9,6 +9,7 @@
 Exit status: 0 success; 2 bad input or bad usage (one line on stderr naming what is at fault);
 1 anything else, including a ledger that fails its audit.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,16 +43,23 @@ def main(argv: list[str] | None = None) -> int:
     from ..interrupt import deferred_signals
 
     args = build_parser().parse_args(argv)
-    with deferred_signals(immediate=args.command != "synth"):      # only synth spends budget
+    with deferred_signals(immediate=args.command != "synth"):  # only synth spends budget
         return _run(args)
 
 
 def _run(args: argparse.Namespace) -> int:
     from ..interrupt import Interrupted
 
-    commands = {"synth": synth.run, "audit": audit.run, "partition": data.run_partition,
-                "evaluate": data.run_evaluate, "budget": budget.run, "mpc-demo": mpc.run_demo_command,
-                "mpc-party": mpc.run_party, "mpc-dealer": mpc.run_dealer}
+    commands = {
+        "synth": synth.run,
+        "audit": audit.run,
+        "partition": data.run_partition,
+        "evaluate": data.run_evaluate,
+        "budget": budget.run,
+        "mpc-demo": mpc.run_demo_command,
+        "mpc-party": mpc.run_party,
+        "mpc-dealer": mpc.run_dealer,
+    }
     try:
         return commands[args.command](args)
     except InputError as exc:
@@ -69,7 +77,7 @@ def _run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("privsyn-fed: interrupted; the ledger records what was spent", file=sys.stderr)
         return 130
-    except OSError as exc:         # the environment: a full disk, a folder made read-only meanwhile
+    except OSError as exc:  # the environment: a full disk, a folder made read-only meanwhile
         where = f"{exc.filename}: " if exc.filename else ""
         exc.args = (f"{where}{exc.strerror or exc}",)
         print(f"privsyn-fed: error: {one_line(exc)} (nothing was released)", file=sys.stderr)
@@ -77,9 +85,12 @@ def _run(args: argparse.Namespace) -> int:
     except Exception as exc:  # an internal failure: one line, the ledger keeps what was spent
         if os.environ.get("PRIVSYN_FED_DEBUG"):
             raise
-        print(f"privsyn-fed: internal error: {type(exc).__name__}: {one_line(exc)} "
-              "(no output was written; the ledger, if any, records what was spent; set "
-              "PRIVSYN_FED_DEBUG=1 for the traceback)", file=sys.stderr)
+        print(
+            f"privsyn-fed: internal error: {type(exc).__name__}: {one_line(exc)} "
+            "(no output was written; the ledger, if any, records what was spent; set "
+            "PRIVSYN_FED_DEBUG=1 for the traceback)",
+            file=sys.stderr,
+        )
         return 1
 
 

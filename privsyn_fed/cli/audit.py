@@ -1,4 +1,5 @@
 """``privsyn-fed audit``: re-check a ledger, or check a mechanism empirically."""
+
 from __future__ import annotations
 
 import argparse
@@ -12,29 +13,45 @@ from .common import number, positive_int
 
 def add_parsers(sub) -> None:
     """Add the command's parser to ``sub`` (the subcommands of ``privsyn-fed``)."""
-    au = sub.add_parser("audit", help="re-check a privacy ledger",
-                        description="Recompute every entry of a ledger from its own parameters, the "
-                                    "total, the budget and the (epsilon, delta) conversion. Exit 0 when "
-                                    "it adds up, 1 with the reasons when it does not.")
+    au = sub.add_parser(
+        "audit",
+        help="re-check a privacy ledger",
+        description="Recompute every entry of a ledger from its own parameters, the "
+        "total, the budget and the (epsilon, delta) conversion. Exit 0 when "
+        "it adds up, 1 with the reasons when it does not.",
+    )
     au.add_argument("ledger", metavar="LEDGER.json", nargs="?", help="ledger written by `privsyn-fed synth`")
     au.add_argument("--json", action="store_true", help="print the audit result as JSON")
-    au.add_argument("--report", metavar="REPORT.html",
-                    help="also write a human-readable report (.html with a chart, or .md)")
+    au.add_argument(
+        "--report", metavar="REPORT.html", help="also write a human-readable report (.html with a chart, or .md)"
+    )
     au.add_argument("--force", action="store_true", help="replace --report if it already exists")
-    em = au.add_argument_group("empirical check (instead of a ledger): does an implementation leak more "
-                               "than it claims?")
-    em.add_argument("--empirical", action="store_true",
-                    help="run --mechanism many times on D and D plus a canary record and report a "
-                         "Clopper-Pearson lower bound on its real epsilon; exit 1 if it exceeds the claim")
-    em.add_argument("--mechanism", choices=["gaussian", "exponential", "aim-round"],
-                    help="gaussian: a count through the Gaussian mechanism; exponential: a selection "
-                         "among 100 candidates; aim-round: AIM's selection on a small table")
+    em = au.add_argument_group(
+        "empirical check (instead of a ledger): does an implementation leak more than it claims?"
+    )
+    em.add_argument(
+        "--empirical",
+        action="store_true",
+        help="run --mechanism many times on D and D plus a canary record and report a "
+        "Clopper-Pearson lower bound on its real epsilon; exit 1 if it exceeds the claim",
+    )
+    em.add_argument(
+        "--mechanism",
+        choices=["gaussian", "exponential", "aim-round"],
+        help="gaussian: a count through the Gaussian mechanism; exponential: a selection "
+        "among 100 candidates; aim-round: AIM's selection on a small table",
+    )
     em.add_argument("--epsilon", type=number, metavar="E", help="the claimed epsilon")
     em.add_argument("--delta", type=number, default=1e-5, metavar="D", help="the claimed delta (default 1e-5)")
-    em.add_argument("--trials", type=positive_int, metavar="N",
-                    help="runs on each dataset (default 200000 for gaussian, 10000 otherwise)")
-    em.add_argument("--confidence", type=number, default=0.95, metavar="C",
-                    help="confidence of the lower bound (default 0.95)")
+    em.add_argument(
+        "--trials",
+        type=positive_int,
+        metavar="N",
+        help="runs on each dataset (default 200000 for gaussian, 10000 otherwise)",
+    )
+    em.add_argument(
+        "--confidence", type=number, default=0.95, metavar="C", help="confidence of the lower bound (default 0.95)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,18 +67,25 @@ def run(args: argparse.Namespace) -> int:
     if args.report:
         from ..accounting.report import check_report_path
         from ..paths import Named, check_files
+
         check_report_path(args.report)
-        check_files([Named("LEDGER", Path(args.ledger))], [(Named("--report", Path(args.report)), "report")],
-                    force=args.force)
+        check_files(
+            [Named("LEDGER", Path(args.ledger))], [(Named("--report", Path(args.report)), "report")], force=args.force
+        )
     ledger = load_ledger(args.ledger)
     report = audit_ledger(ledger)
     if args.report:
         from ..accounting.report import write_report
+
         write_report(ledger, args.report, report)
         print(f"wrote {args.report}", file=sys.stderr if args.json else sys.stdout)
     if args.json:
-        print(json.dumps({"ok": report.ok, "problems": report.problems, "warnings": report.warnings,
-                          "summary": report.summary}, indent=2))
+        print(
+            json.dumps(
+                {"ok": report.ok, "problems": report.problems, "warnings": report.warnings, "summary": report.summary},
+                indent=2,
+            )
+        )
     else:
         s = report.summary
         for w in report.warnings:
@@ -69,8 +93,10 @@ def run(args: argparse.Namespace) -> int:
         for p in report.problems:
             print(f"PROBLEM: {p}")
         verdict = "OK" if report.ok else "FAILED"
-        print(f"{verdict}: {args.ledger}: method {s['method']}, {s['entries']} entries, rho {s['rho_spent']:.6g} "
-              f"of {s['rho_budget']:.6g}, epsilon {s['epsilon']:.6g} at delta {s['delta']:g}")
+        print(
+            f"{verdict}: {args.ledger}: method {s['method']}, {s['entries']} entries, rho {s['rho_spent']:.6g} "
+            f"of {s['rho_budget']:.6g}, epsilon {s['epsilon']:.6g} at delta {s['delta']:g}"
+        )
     return 0 if report.ok else 1
 
 
@@ -84,17 +110,26 @@ def run_empirical(args: argparse.Namespace) -> int:
         raise InputError("--empirical needs --mechanism and --epsilon")
     check_args = (args.epsilon, args.delta)
     from ..api import check_budget_args
+
     check_budget_args(*check_args)
     if not 0 < args.confidence < 1:
         raise InputError(f"--confidence must lie in (0, 1), not {args.confidence}")
     trials = args.trials or (200_000 if args.mechanism == "gaussian" else 10_000)
     print(f"running {args.mechanism} {trials} times on D and on D plus a canary (OpenDP noise)...", flush=True)
-    result = empirical_check(args.mechanism, runner_for(args.mechanism, args.epsilon, args.delta, OpenDPNoise()),
-                             args.epsilon, args.delta, trials, args.confidence)
+    result = empirical_check(
+        args.mechanism,
+        runner_for(args.mechanism, args.epsilon, args.delta, OpenDPNoise()),
+        args.epsilon,
+        args.delta,
+        trials,
+        args.confidence,
+    )
     verdict = "OK" if result.consistent else "LEAK"
-    print(f"{verdict}: {args.mechanism}: epsilon >= {result.epsilon_lower_bound:.4f} with {args.confidence:.0%} "
-          f"confidence (claimed {args.epsilon:g} at delta {args.delta:g}); most revealing event: {result.event}, "
-          f"rates {result.rate_d:.4g} vs {result.rate_d_prime:.4g}")
+    print(
+        f"{verdict}: {args.mechanism}: epsilon >= {result.epsilon_lower_bound:.4f} with {args.confidence:.0%} "
+        f"confidence (claimed {args.epsilon:g} at delta {args.delta:g}); most revealing event: {result.event}, "
+        f"rates {result.rate_d:.4g} vs {result.rate_d_prime:.4g}"
+    )
     if result.consistent:
         print("a lower bound at or below the claim is consistent with it (it cannot prove the claim)")
     return 0 if result.consistent else 1

@@ -1,4 +1,5 @@
 """``privsyn-fed budget``: show a budget store, or settle a stale reservation."""
+
 from __future__ import annotations
 
 import argparse
@@ -11,22 +12,29 @@ from .common import positive_int
 
 def add_parsers(sub) -> None:
     """Add the command's parser to ``sub`` (the subcommands of ``privsyn-fed``)."""
-    bu = sub.add_parser("budget", help="show a budget store, or close a stale reservation",
-                        description="show: the datasets of a budget store, their total budget, every run that "
-                                    "drew on it (reserved, complete, failed, rejected or abandoned) and what is "
-                                    "left. settle: close the reservation of a run whose process is gone "
-                                    "(killed, or its host lost) at the spend its ledger records, never below it.",
-                        epilog="example:\n  privsyn-fed budget settle --budget-store budget.db --run 7",
-                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    bu = sub.add_parser(
+        "budget",
+        help="show a budget store, or close a stale reservation",
+        description="show: the datasets of a budget store, their total budget, every run that "
+        "drew on it (reserved, complete, failed, rejected or abandoned) and what is "
+        "left. settle: close the reservation of a run whose process is gone "
+        "(killed, or its host lost) at the spend its ledger records, never below it.",
+        epilog="example:\n  privsyn-fed budget settle --budget-store budget.db --run 7",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     bu.add_argument("action", choices=["show", "settle"], help="show, or settle a stale reservation")
     bu.add_argument("--budget-store", required=True, metavar="STORE.db", help="the budget store file")
     bu.add_argument("--dataset-id", metavar="ID", help="show: only this dataset (default: all)")
     bu.add_argument("--json", action="store_true", help="show: print JSON")
     bu.add_argument("--run", type=positive_int, metavar="N", help="settle: the run to close (see `budget show`)")
-    bu.add_argument("--ledger", metavar="LEDGER.json",
-                    help="settle: the run's ledger (default: the path the store recorded for it)")
-    bu.add_argument("--confirm-stopped", action="store_true",
-                    help="settle: the run was started on another host and you have made sure it has stopped")
+    bu.add_argument(
+        "--ledger", metavar="LEDGER.json", help="settle: the run's ledger (default: the path the store recorded for it)"
+    )
+    bu.add_argument(
+        "--confirm-stopped",
+        action="store_true",
+        help="settle: the run was started on another host and you have made sure it has stopped",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,23 +49,41 @@ def run(args: argparse.Namespace) -> int:
     ids = [args.dataset_id] if args.dataset_id else store.datasets()
     budgets = [store.budget(i) for i in ids]
     if args.json:
-        print(json.dumps([{"dataset": b.id, "total_epsilon": b.total_epsilon, "delta": b.delta,
-                           "rho_total": b.rho_total, "rho_committed": b.rho_committed,
-                           "epsilon_committed": b.epsilon_committed, "rho_left": b.rho_left, "runs": b.runs}
-                          for b in budgets], indent=2))
+        print(
+            json.dumps(
+                [
+                    {
+                        "dataset": b.id,
+                        "total_epsilon": b.total_epsilon,
+                        "delta": b.delta,
+                        "rho_total": b.rho_total,
+                        "rho_committed": b.rho_committed,
+                        "epsilon_committed": b.epsilon_committed,
+                        "rho_left": b.rho_left,
+                        "runs": b.runs,
+                    }
+                    for b in budgets
+                ],
+                indent=2,
+            )
+        )
         return 0
     if not budgets:
         print(f"{args.budget_store}: no datasets yet")
     for b in budgets:
         left_eps = rho_to_epsilon(b.rho_left, b.delta) if b.rho_left > 0 else 0.0
-        print(f"dataset {b.id}: total epsilon {b.total_epsilon:g} at delta {b.delta:g} (rho {b.rho_total:.6g}); "
-              f"committed rho {b.rho_committed:.6g} (epsilon {b.epsilon_committed:.4g}); "
-              f"left rho {b.rho_left:.6g} (a single further run of up to epsilon {left_eps:.4g})")
+        print(
+            f"dataset {b.id}: total epsilon {b.total_epsilon:g} at delta {b.delta:g} (rho {b.rho_total:.6g}); "
+            f"committed rho {b.rho_committed:.6g} (epsilon {b.epsilon_committed:.4g}); "
+            f"left rho {b.rho_left:.6g} (a single further run of up to epsilon {left_eps:.4g})"
+        )
         for r in b.runs:
             spent = "all of it (not settled)" if r["rho_spent"] is None else f"{r['rho_spent']:.6g}"
-            print(f"  run {r['id']}: {r['method']}, epsilon {r['epsilon']:g}, reserved rho {r['rho_reserved']:.6g}, "
-                  f"counted {spent}, {r['status']}, started {r['started']}"
-                  + (f", ledger {r['ledger']}" if r["ledger"] else ""))
+            print(
+                f"  run {r['id']}: {r['method']}, epsilon {r['epsilon']:g}, reserved rho {r['rho_reserved']:.6g}, "
+                f"counted {spent}, {r['status']}, started {r['started']}"
+                + (f", ledger {r['ledger']}" if r["ledger"] else "")
+            )
     return 0
 
 
@@ -75,10 +101,14 @@ def run_settle(args: argparse.Namespace) -> int:
     run = store.run(args.run)
     path = args.ledger or run["ledger"]
     if not path:
-        raise InputError(f"run {args.run} recorded no ledger; give --ledger (the run stays counted at its "
-                         "whole reservation meanwhile)")
+        raise InputError(
+            f"run {args.run} recorded no ledger; give --ledger (the run stays counted at its "
+            "whole reservation meanwhile)"
+        )
     ledger = load_ledger(path)
     spent = store.settle_stale(args.run, ledger, str(path), confirm_stopped=args.confirm_stopped)
-    print(f"settled run {args.run} of dataset '{run['dataset']}' at rho {spent:.6g} (its ledger's spend; "
-          f"it had reserved {run['rho_reserved']:.6g}): abandoned")
+    print(
+        f"settled run {args.run} of dataset '{run['dataset']}' at rho {spent:.6g} (its ledger's spend; "
+        f"it had reserved {run['rho_reserved']:.6g}): abandoned"
+    )
     return 0

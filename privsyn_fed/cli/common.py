@@ -1,4 +1,5 @@
 """Pieces every command shares: the one-line-error parser, argument types, error reporting."""
+
 from __future__ import annotations
 
 import argparse
@@ -43,12 +44,17 @@ def rendezvous(text: str) -> str:
 
 def add_membership_args(p: argparse.ArgumentParser) -> None:
     """Where a party or the dealer of a multi-host MPC release finds the others."""
-    p.add_argument("--parties", type=positive_int, required=True, metavar="N",
-                   help="number of silo parties (the dealer is extra)")
-    p.add_argument("--rendezvous", type=rendezvous, required=True, metavar="tcp://HOST:PORT",
-                   help="party 0's address")
-    p.add_argument("--timeout", type=number, default=DEFAULT_MPC_TIMEOUT, metavar="SECONDS",
-                   help=f"how long to wait for the others (default {DEFAULT_MPC_TIMEOUT:g})")
+    p.add_argument(
+        "--parties", type=positive_int, required=True, metavar="N", help="number of silo parties (the dealer is extra)"
+    )
+    p.add_argument("--rendezvous", type=rendezvous, required=True, metavar="tcp://HOST:PORT", help="party 0's address")
+    p.add_argument(
+        "--timeout",
+        type=number,
+        default=DEFAULT_MPC_TIMEOUT,
+        metavar="SECONDS",
+        help=f"how long to wait for the others (default {DEFAULT_MPC_TIMEOUT:g})",
+    )
 
 
 def one_line(exc: BaseException) -> str:

@@ -1,4 +1,5 @@
 """Commands on data, not releases: ``partition`` (experiments) and ``evaluate``."""
+
 from __future__ import annotations
 
 import argparse
@@ -11,52 +12,80 @@ from .common import number, positive_int
 
 def add_parsers(sub) -> None:
     """Add the command's parser to ``sub`` (the subcommands of ``privsyn-fed``)."""
-    pa = sub.add_parser("partition", help="split one table into client CSVs (experiments)",
-                        description="Split one table into K client CSVs for experiments, IID or with "
-                                    "label, feature or quantity skew, plus manifest.json (rows and label "
-                                    "histogram per client). Deterministic for a seed; every row lands in "
-                                    "exactly one client and no client is empty. Not a private operation.",
-                        epilog="example:\n  privsyn-fed partition adult.csv --clients 100 --scheme cluster "
-                               "--label income --out clients/",
-                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    pa = sub.add_parser(
+        "partition",
+        help="split one table into client CSVs (experiments)",
+        description="Split one table into K client CSVs for experiments, IID or with "
+        "label, feature or quantity skew, plus manifest.json (rows and label "
+        "histogram per client). Deterministic for a seed; every row lands in "
+        "exactly one client and no client is empty. Not a private operation.",
+        epilog="example:\n  privsyn-fed partition adult.csv --clients 100 --scheme cluster "
+        "--label income --out clients/",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     pa.add_argument("data", metavar="DATA.csv", help="the table to split")
     pa.add_argument("--clients", type=positive_int, required=True, metavar="K", help="number of clients")
-    pa.add_argument("--scheme", choices=["iid", "dirichlet", "cluster", "quantity"], required=True,
-                    help="iid: random equal split; dirichlet: label skew, client shares of each label "
-                         "~ Dir(alpha); cluster: feature skew, one k-means cluster of standardised rows "
-                         "per client; quantity: client sizes ~ Dir(alpha)")
+    pa.add_argument(
+        "--scheme",
+        choices=["iid", "dirichlet", "cluster", "quantity"],
+        required=True,
+        help="iid: random equal split; dirichlet: label skew, client shares of each label "
+        "~ Dir(alpha); cluster: feature skew, one k-means cluster of standardised rows "
+        "per client; quantity: client sizes ~ Dir(alpha)",
+    )
     pa.add_argument("--label", metavar="COL", help="label column (needed by dirichlet; histograms in the manifest)")
-    pa.add_argument("--alpha", type=number, default=0.5, metavar="A",
-                    help="Dirichlet concentration for dirichlet and quantity (default 0.5; smaller = more skew)")
+    pa.add_argument(
+        "--alpha",
+        type=number,
+        default=0.5,
+        metavar="A",
+        help="Dirichlet concentration for dirichlet and quantity (default 0.5; smaller = more skew)",
+    )
     pa.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the split (default 0)")
     pa.add_argument("--out", required=True, metavar="DIR", help="folder for client_000.csv ... and manifest.json")
-    pa.add_argument("--force", action="store_true",
-                    help="replace DIR's client files and manifest from an earlier split, as a whole (DIR must "
-                         "hold nothing else)")
+    pa.add_argument(
+        "--force",
+        action="store_true",
+        help="replace DIR's client files and manifest from an earlier split, as a whole (DIR must hold nothing else)",
+    )
 
-    ev = sub.add_parser("evaluate", help="compare a synthetic CSV with the real data",
-                        description="Utility and disclosure measures of a synthetic table against the "
-                                    "real one: workload error on a seeded workload of 3-way marginals, "
-                                    "per-column total variation and Kolmogorov-Smirnov, pairwise "
-                                    "correlation and contingency similarity; with --holdout also "
-                                    "train-on-synthetic/test-on-real ROC-AUC (--label) and distance to "
-                                    "closest record. Reads real data: run it where that is allowed.",
-                        epilog="example:\n  privsyn-fed evaluate --real train.csv --synthetic synthetic.csv "
-                               "--schema schema.json --holdout test.csv --label income --json eval.json",
-                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    ev = sub.add_parser(
+        "evaluate",
+        help="compare a synthetic CSV with the real data",
+        description="Utility and disclosure measures of a synthetic table against the "
+        "real one: workload error on a seeded workload of 3-way marginals, "
+        "per-column total variation and Kolmogorov-Smirnov, pairwise "
+        "correlation and contingency similarity; with --holdout also "
+        "train-on-synthetic/test-on-real ROC-AUC (--label) and distance to "
+        "closest record. Reads real data: run it where that is allowed.",
+        epilog="example:\n  privsyn-fed evaluate --real train.csv --synthetic synthetic.csv "
+        "--schema schema.json --holdout test.csv --label income --json eval.json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ev.add_argument("--real", required=True, metavar="REAL.csv", help="the real rows the release was made from")
     ev.add_argument("--synthetic", required=True, metavar="SYN.csv", help="the synthetic CSV")
     ev.add_argument("--schema", required=True, metavar="SCHEMA", help="the public schema of both")
     ev.add_argument("--holdout", metavar="HOLDOUT.csv", help="real rows NOT used for the release")
     ev.add_argument("--label", metavar="COL", help="label column for train-on-synthetic/test-on-real")
-    ev.add_argument("--workload-size", type=int, default=64, metavar="M",
-                    help="3-way marginals in the error workload (default 64; 0 means all)")
+    ev.add_argument(
+        "--workload-size",
+        type=int,
+        default=64,
+        metavar="M",
+        help="3-way marginals in the error workload (default 64; 0 means all)",
+    )
     ev.add_argument("--workload-seed", type=int, default=0, metavar="S", help="seed of the workload (default 0)")
-    ev.add_argument("--model", metavar="MODEL.npz",
-                    help="the model saved by `synth --model-out`: adds the holdout negative log-likelihood")
-    ev.add_argument("--baseline", metavar="BASELINE.csv",
-                    help="another release of the same data to report beside this one, typically "
-                         "`synth --method independent` at the same budget: the error a release should beat")
+    ev.add_argument(
+        "--model",
+        metavar="MODEL.npz",
+        help="the model saved by `synth --model-out`: adds the holdout negative log-likelihood",
+    )
+    ev.add_argument(
+        "--baseline",
+        metavar="BASELINE.csv",
+        help="another release of the same data to report beside this one, typically "
+        "`synth --method independent` at the same budget: the error a release should beat",
+    )
     ev.add_argument("--json", metavar="OUT.json", help="also write the full result as JSON")
     ev.add_argument("--force", action="store_true", help="replace --json if it already exists")
 
@@ -73,25 +102,34 @@ def run_partition(args: argparse.Namespace) -> int:
     if args.label is not None and args.label not in df.columns:
         raise InputError(f"{args.data}: label column '{args.label}' is not in the file")
     part = partition(df, args.clients, args.scheme, label=args.label, alpha=args.alpha, seed=args.seed)
-    manifest = write_partition(df, part, out, source=str(args.data), scheme=args.scheme, label=args.label,
-                               alpha=args.alpha, seed=args.seed)
+    manifest = write_partition(
+        df, part, out, source=str(args.data), scheme=args.scheme, label=args.label, alpha=args.alpha, seed=args.seed
+    )
     sizes = [f["rows"] for f in manifest["files"]]
-    print(f"wrote {len(sizes)} client CSVs and manifest.json to {out}: {sum(sizes)} rows, "
-          f"client sizes {min(sizes)} to {max(sizes)}")
+    print(
+        f"wrote {len(sizes)} client CSVs and manifest.json to {out}: {sum(sizes)} rows, "
+        f"client sizes {min(sizes)} to {max(sizes)}"
+    )
     return 0
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
     from ..evaluate import evaluate
     from ..fileio import write_atomic
+    from ..paths import Named, check_files
     from ..schema import Schema
     from ..silo import read_csv
 
-    from ..paths import Named, check_files
-    inputs = [Named("--real", Path(args.real)), Named("--synthetic", Path(args.synthetic)),
-              Named("--schema", Path(args.schema))]
-    inputs += [Named(opt, Path(v)) for opt, v in (("--holdout", args.holdout), ("--model", args.model),
-                                                  ("--baseline", args.baseline)) if v]
+    inputs = [
+        Named("--real", Path(args.real)),
+        Named("--synthetic", Path(args.synthetic)),
+        Named("--schema", Path(args.schema)),
+    ]
+    inputs += [
+        Named(opt, Path(v))
+        for opt, v in (("--holdout", args.holdout), ("--model", args.model), ("--baseline", args.baseline))
+        if v
+    ]
     outputs = [(Named("--json", Path(args.json)), "evaluation JSON")] if args.json else []
     check_files(inputs, outputs, force=args.force)
     schema = Schema.load(args.schema)
@@ -106,11 +144,13 @@ def run_evaluate(args: argparse.Namespace) -> int:
     model = None
     if args.model is not None:
         from ..pgm import Factorisation
+
         model = Factorisation.load(args.model)
     holdout = read_csv(args.holdout) if args.holdout else None
     real = read_csv(args.real)
-    common = dict(holdout_df=holdout, label=args.label, workload_size=args.workload_size or None,
-                  workload_seed=args.workload_seed)
+    common = dict(
+        holdout_df=holdout, label=args.label, workload_size=args.workload_size or None, workload_seed=args.workload_seed
+    )
     report = evaluate(real, read_csv(args.synthetic), schema, model=model, **common)
     base = None
     if args.baseline:
@@ -124,24 +164,35 @@ def run_evaluate(args: argparse.Namespace) -> int:
         return text if other is None else f"{text} (baseline {other:.{digits}f})"
 
     w, p = report["workload"], report["pairs"]
-    print(f"workload error {show(w['error'], lambda b: b['workload']['error'])} "
-          f"({w['size']} {w['degree']}-way marginals, seed {w['seed']})")
-    print(f"mean total variation {show(report['mean_tv'], lambda b: b['mean_tv'])}" + (
-        f", mean KS {show(report['mean_ks'], lambda b: b['mean_ks'])}" if report["mean_ks"] is not None else ""))
+    print(
+        f"workload error {show(w['error'], lambda b: b['workload']['error'])} "
+        f"({w['size']} {w['degree']}-way marginals, seed {w['seed']})"
+    )
+    print(
+        f"mean total variation {show(report['mean_tv'], lambda b: b['mean_tv'])}"
+        + (f", mean KS {show(report['mean_ks'], lambda b: b['mean_ks'])}" if report["mean_ks"] is not None else "")
+    )
     for key in ("correlation_similarity", "contingency_similarity"):
         if p[key] is not None:
             print(f"{key.replace('_', ' ')} {show(p[key], lambda b, k=key: b['pairs'][k])}")
     if "tstr" in report:
         t = report["tstr"]
-        print(f"ROC-AUC for {t['label']}: trained on synthetic {show(t['auc_synthetic'], lambda b: b['tstr']['auc_synthetic'])}, "
-              f"on real {show(t['auc_real'], lambda b: None)}")
+        print(
+            f"ROC-AUC for {t['label']}: trained on synthetic "
+            f"{show(t['auc_synthetic'], lambda b: b['tstr']['auc_synthetic'])}, "
+            f"on real {show(t['auc_real'], lambda b: None)}"
+        )
     if "dcr" in report:
         d = report["dcr"]
-        print(f"distance to closest record: median {d['median_to_train']:.3f} to real, "
-              f"{d['median_to_holdout']:.3f} to holdout; {d['share_closer_to_train']:.1%} closer to real")
+        print(
+            f"distance to closest record: median {d['median_to_train']:.3f} to real, "
+            f"{d['median_to_holdout']:.3f} to holdout; {d['share_closer_to_train']:.1%} closer to real"
+        )
     if "nll" in report:
-        print(f"holdout negative log-likelihood {report['nll']['mean']:.3f} nats per row "
-              f"(median {report['nll']['median']:.3f})")
+        print(
+            f"holdout negative log-likelihood {report['nll']['mean']:.3f} nats per row "
+            f"(median {report['nll']['median']:.3f})"
+        )
     if base is not None:
         verdict = "better than" if w["error"] < base["workload"]["error"] else "NOT better than"
         print(f"this release is {verdict} the baseline {args.baseline} on workload error")

@@ -1,4 +1,5 @@
 """The secure-computation commands: ``mpc-demo``, ``mpc-party`` and ``mpc-dealer``."""
+
 from __future__ import annotations
 
 import argparse
@@ -8,46 +9,59 @@ from .common import add_membership_args, number, positive_int
 
 def add_parsers(sub) -> None:
     """Add the command's parser to ``sub`` (the subcommands of ``privsyn-fed``)."""
-    md = sub.add_parser("mpc-demo", help="watch the parties compute on secret shares (generated data)",
-                        description="Start silo parties and a dealer as separate processes on this machine, "
-                                    "give each generated rows, and run DistAIM's secure sum, select and measure "
-                                    "on secret shares. Prints what one party holds next to what is opened, "
-                                    "checks the opened sum against the plaintext sum, and reports wall time, "
-                                    "communication rounds and bytes per party.")
+    md = sub.add_parser(
+        "mpc-demo",
+        help="watch the parties compute on secret shares (generated data)",
+        description="Start silo parties and a dealer as separate processes on this machine, "
+        "give each generated rows, and run DistAIM's secure sum, select and measure "
+        "on secret shares. Prints what one party holds next to what is opened, "
+        "checks the opened sum against the plaintext sum, and reports wall time, "
+        "communication rounds and bytes per party.",
+    )
     md.add_argument("--parties", type=positive_int, default=3, metavar="N", help="silo parties (default 3)")
     md.add_argument("--rows", type=positive_int, default=2000, metavar="N", help="rows per party (default 2000)")
     md.add_argument("--rounds", type=positive_int, default=3, metavar="T", help="DistAIM rounds (default 3)")
     md.add_argument("--epsilon", type=number, default=1.0, metavar="E", help="privacy budget (default 1)")
-    md.add_argument("--seed", type=int, default=0, metavar="S",
-                    help="seed of the generated data (the noise is always fresh)")
+    md.add_argument(
+        "--seed", type=int, default=0, metavar="S", help="seed of the generated data (the noise is always fresh)"
+    )
 
-    mp = sub.add_parser("mpc-party", help="run one silo party of an MPC release on this host",
-                        description="Join an MPC release as silo party RANK (1..N-1): load this host's CSV "
-                                    "and follow party 0 (the host running `synth --mpc --rendezvous`). Only "
-                                    "secret shares of its answers leave this process.")
+    mp = sub.add_parser(
+        "mpc-party",
+        help="run one silo party of an MPC release on this host",
+        description="Join an MPC release as silo party RANK (1..N-1): load this host's CSV "
+        "and follow party 0 (the host running `synth --mpc --rendezvous`). Only "
+        "secret shares of its answers leave this process.",
+    )
     mp.add_argument("--rank", type=int, required=True, metavar="K", help="this party's rank, 1..N-1")
     add_membership_args(mp)
     mp.add_argument("--schema", required=True, metavar="SCHEMA", help="the public schema (same as party 0's)")
     mp.add_argument("--silo", required=True, metavar="CSV", help="this party's CSV")
 
-    dl = sub.add_parser("mpc-dealer", help="run the dealer (trusted third party) of an MPC release",
-                        description="Join an MPC release as the dealer (rank N): it deals CrypTen's correlated "
-                                    "randomness and the DP noise as secret shares, and sees no data. It must "
-                                    "run on a host that no silo party controls.")
+    dl = sub.add_parser(
+        "mpc-dealer",
+        help="run the dealer (trusted third party) of an MPC release",
+        description="Join an MPC release as the dealer (rank N): it deals CrypTen's correlated "
+        "randomness and the DP noise as secret shares, and sees no data. It must "
+        "run on a host that no silo party controls.",
+    )
     add_membership_args(dl)
     dl.add_argument("--seed", type=int, metavar="S", help="seeded noise for tests: NOT private")
 
 
 def run_party(args: argparse.Namespace) -> int:
     from ..mpc.party import party_main
+
     return party_main(args.rank, args.parties, args.rendezvous, args.schema, args.silo, args.timeout)
 
 
 def run_dealer(args: argparse.Namespace) -> int:
     from ..mpc.party import dealer_main
+
     return dealer_main(args.parties, args.rendezvous, args.timeout, args.seed)
 
 
 def run_demo_command(args: argparse.Namespace) -> int:
     from ..mpc.demo import run_demo
+
     return run_demo(parties=args.parties, rows=args.rows, rounds=args.rounds, epsilon=args.epsilon, seed=args.seed)

@@ -1,8 +1,10 @@
 """``privsyn-fed synth``: release one synthetic CSV of the silos' union, with its ledger."""
+
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -40,107 +42,219 @@ silos, and each silo takes part with probability 0.1 from 100 silos on (--sample
 
 def add_parser(sub) -> None:
     """Add the command's parser to ``sub`` (the subcommands of ``privsyn-fed``)."""
-    s = sub.add_parser("synth", help="release a synthetic CSV of the silos' union",
-                       description="Release one synthetic CSV of the union of the silos under "
-                                   "(epsilon, delta)-differential privacy, with its privacy ledger.",
-                       epilog=SYNTH_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    s.add_argument("--method", choices=list(METHODS), default="aim",
-                   help="synthesis method (default aim: trusted-curator AIM over the pooled rows); "
-                        "see below")
-    s.add_argument("--schema", required=True, metavar="SCHEMA",
-                   help="public schema (JSON or YAML): columns, bounds, bins, categories")
-    s.add_argument("--silo", action="append", required=True, metavar="CSV",
-                   help="one silo's CSV file with the schema's columns; repeat for each silo")
+    s = sub.add_parser(
+        "synth",
+        help="release a synthetic CSV of the silos' union",
+        description="Release one synthetic CSV of the union of the silos under "
+        "(epsilon, delta)-differential privacy, with its privacy ledger.",
+        epilog=SYNTH_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    s.add_argument(
+        "--method",
+        choices=list(METHODS),
+        default="aim",
+        help="synthesis method (default aim: trusted-curator AIM over the pooled rows); see below",
+    )
+    s.add_argument(
+        "--schema",
+        required=True,
+        metavar="SCHEMA",
+        help="public schema (JSON or YAML): columns, bounds, bins, categories",
+    )
+    s.add_argument(
+        "--silo",
+        action="append",
+        required=True,
+        metavar="CSV",
+        help="one silo's CSV file with the schema's columns; repeat for each silo",
+    )
     s.add_argument("--epsilon", type=number, required=True, metavar="E", help="privacy budget epsilon (> 0)")
     s.add_argument("--delta", type=number, required=True, metavar="D", help="privacy budget delta, in (0, 1)")
     s.add_argument("--out", required=True, metavar="OUT.csv", help="where to write the synthetic CSV")
-    s.add_argument("--ledger", metavar="LEDGER.json",
-                   help="where to write the privacy ledger (default: OUT with suffix .ledger.json)")
-    s.add_argument("--rows", type=positive_int, metavar="N",
-                   help="rows to generate (default: the model's noisy estimate of the total)")
-    s.add_argument("--seed", type=int, metavar="S",
-                   help="reproducible run for tests and demos: noise from a seeded generator. The "
-                        "ledger records it and audit fails it; never use it for a real release")
-    s.add_argument("--report", metavar="REPORT.html",
-                   help="also write a one-page privacy report (.html or .md) to hand out with the CSV: "
-                        "the guarantee, threat model, audit verdict, budget chart and mechanisms")
-    s.add_argument("--model-out", metavar="MODEL.npz",
-                   help="also save the fitted graphical model (post-processing of the release, safe to "
-                        "publish with it) for `evaluate --model` (holdout likelihood)")
-    s.add_argument("--force", action="store_true",
-                   help="replace OUT, LEDGER, --report and --model-out if they already exist (never an input)")
-    s.add_argument("--allow-identical-silos", action="store_true",
-                   help="accept two --silo files with identical contents. By default they are refused: the same "
-                        "records would count twice while the ledger charges once")
+    s.add_argument(
+        "--ledger",
+        metavar="LEDGER.json",
+        help="where to write the privacy ledger (default: OUT with suffix .ledger.json)",
+    )
+    s.add_argument(
+        "--rows",
+        type=positive_int,
+        metavar="N",
+        help="rows to generate (default: the model's noisy estimate of the total)",
+    )
+    s.add_argument(
+        "--seed",
+        type=int,
+        metavar="S",
+        help="reproducible run for tests and demos: noise from a seeded generator. The "
+        "ledger records it and audit fails it; never use it for a real release",
+    )
+    s.add_argument(
+        "--report",
+        metavar="REPORT.html",
+        help="also write a one-page privacy report (.html or .md) to hand out with the CSV: "
+        "the guarantee, threat model, audit verdict, budget chart and mechanisms",
+    )
+    s.add_argument(
+        "--model-out",
+        metavar="MODEL.npz",
+        help="also save the fitted graphical model (post-processing of the release, safe to "
+        "publish with it) for `evaluate --model` (holdout likelihood)",
+    )
+    s.add_argument(
+        "--force",
+        action="store_true",
+        help="replace OUT, LEDGER, --report and --model-out if they already exist (never an input)",
+    )
+    s.add_argument(
+        "--allow-identical-silos",
+        action="store_true",
+        help="accept two --silo files with identical contents. By default they are refused: the same "
+        "records would count twice while the ledger charges once",
+    )
     s.add_argument("--quiet", action="store_true", help="no progress display")
     b = s.add_argument_group("shared budget (several releases of one dataset draw on one total)")
-    b.add_argument("--budget-store", metavar="STORE.db",
-                   help="SQLite budget store (created if absent): the run's epsilon is reserved there "
-                        "before any silo is read and refused if the dataset's total would be exceeded")
+    b.add_argument(
+        "--budget-store",
+        metavar="STORE.db",
+        help="SQLite budget store (created if absent): the run's epsilon is reserved there "
+        "before any silo is read and refused if the dataset's total would be exceeded",
+    )
     b.add_argument("--dataset-id", metavar="ID", help="the dataset whose total budget this run draws on")
-    b.add_argument("--total-epsilon", type=number, metavar="E",
-                   help="the dataset's total epsilon (at --delta); required the first time a dataset "
-                        "is used, checked against the store afterwards")
+    b.add_argument(
+        "--total-epsilon",
+        type=number,
+        metavar="E",
+        help="the dataset's total epsilon (at --delta); required the first time a dataset "
+        "is used, checked against the store afterwards",
+    )
     g = s.add_argument_group("workload (public marginal queries the release should answer well)")
-    g.add_argument("--workload-degree", type=positive_int, metavar="K",
-                   help="size of each workload marginal (default 3)")
-    g.add_argument("--workload-size", type=int, metavar="M",
-                   help="how many K-way marginals to sample (default 64; 0 means all of them)")
-    g.add_argument("--workload-seed", type=int, metavar="S",
-                   help="seed of the (public, data-independent) workload sample (default 0)")
+    g.add_argument(
+        "--workload-degree", type=positive_int, metavar="K", help="size of each workload marginal (default 3)"
+    )
+    g.add_argument(
+        "--workload-size",
+        type=int,
+        metavar="M",
+        help="how many K-way marginals to sample (default 64; 0 means all of them)",
+    )
+    g.add_argument(
+        "--workload-seed",
+        type=int,
+        metavar="S",
+        help="seed of the (public, data-independent) workload sample (default 0)",
+    )
     a = s.add_argument_group("options of the AIM family (aim, distaim, flaim)")
-    a.add_argument("--rounds", type=positive_int, metavar="T",
-                   help="budget split into T rounds; aim anneals and stops when the budget is spent, "
-                        "distaim and flaim run exactly T global rounds (default: planned from a noisy row "
-                        "total that costs 1%% of the budget: fewer rounds, and stronger 1-ways, when the data "
-                        "are small; at most 16 x columns for aim and 10 for distaim and flaim; the ledger "
-                        "records the plan under details.schedule)")
-    a.add_argument("--alpha", type=number, metavar="A",
-                   help="share of each round spent on measurement rather than selection (default 0.9)")
-    a.add_argument("--max-model-size", type=number, metavar="MB",
-                   help="cap on the graphical model's junction-tree size in MB (default 80)")
-    a.add_argument("--pgm-iters", type=positive_int, metavar="N",
-                   help="most mirror-descent iterations per model refit (default 1000)")
-    a.add_argument("--pgm-tol", type=number, metavar="TOL",
-                   help="stop a refit early when 50 iterations improve the fit by less than TOL "
-                        "(relative) twice in a row (default 1e-6; 0 always runs --pgm-iters)")
+    a.add_argument(
+        "--rounds",
+        type=positive_int,
+        metavar="T",
+        help="budget split into T rounds; aim anneals and stops when the budget is spent, "
+        "distaim and flaim run exactly T global rounds (default: planned from a noisy row "
+        "total that costs 1%% of the budget: fewer rounds, and stronger 1-ways, when the data "
+        "are small; at most 16 x columns for aim and 10 for distaim and flaim; the ledger "
+        "records the plan under details.schedule)",
+    )
+    a.add_argument(
+        "--alpha",
+        type=number,
+        metavar="A",
+        help="share of each round spent on measurement rather than selection (default 0.9)",
+    )
+    a.add_argument(
+        "--max-model-size",
+        type=number,
+        metavar="MB",
+        help="cap on the graphical model's junction-tree size in MB (default 80)",
+    )
+    a.add_argument(
+        "--pgm-iters",
+        type=positive_int,
+        metavar="N",
+        help="most mirror-descent iterations per model refit (default 1000)",
+    )
+    a.add_argument(
+        "--pgm-tol",
+        type=number,
+        metavar="TOL",
+        help="stop a refit early when 50 iterations improve the fit by less than TOL "
+        "(relative) twice in a row (default 1e-6; 0 always runs --pgm-iters)",
+    )
     t = s.add_argument_group("fedtda options")
-    t.add_argument("--split", metavar="N,CAT,NUM,COV",
-                   help="shares of the budget for the row total, the categorical histograms, the numeric "
-                        "histograms and the covariance, e.g. 0.05,0.2,0.35,0.4 (default: planned from a noisy "
-                        "row total that costs 1%% of the budget: the histograms get an equal share per column "
-                        "and the covariance 40%% where its correlations can be measured, else 5%%)")
-    t.add_argument("--components", type=positive_int, metavar="K",
-                   help="most Gaussian-mixture components per numeric column (default 5)")
-    t.add_argument("--non-private", action="store_true",
-                   help="TEST MODE: exact statistics, no noise, NO privacy guarantee (the ledger says so "
-                        "and audit fails it); for checking the method itself")
+    t.add_argument(
+        "--split",
+        metavar="N,CAT,NUM,COV",
+        help="shares of the budget for the row total, the categorical histograms, the numeric "
+        "histograms and the covariance, e.g. 0.05,0.2,0.35,0.4 (default: planned from a noisy "
+        "row total that costs 1%% of the budget: the histograms get an equal share per column "
+        "and the covariance 40%% where its correlations can be measured, else 5%%)",
+    )
+    t.add_argument(
+        "--components",
+        type=positive_int,
+        metavar="K",
+        help="most Gaussian-mixture components per numeric column (default 5)",
+    )
+    t.add_argument(
+        "--non-private",
+        action="store_true",
+        help="TEST MODE: exact statistics, no noise, NO privacy guarantee (the ledger says so "
+        "and audit fails it); for checking the method itself",
+    )
     f = s.add_argument_group("federated options (distaim, flaim)")
-    f.add_argument("--sample-rate", type=number, metavar="P",
-                   help="probability that a silo takes part in a round, in (0, 1] (default: 1 below "
-                        "100 silos, 0.1 from 100 silos on); sampling never looks at the data")
-    f.add_argument("--variant", choices=["naive", "private", "oracle"],
-                   help="flaim only (default private): naive = local AIM scores; private = AugFLAIM "
-                        "with a DP heterogeneity proxy, filter-and-combine and measurement weighting; "
-                        "oracle = uses the true pooled marginals, NOT private, research baseline only")
-    f.add_argument("--local-steps", type=positive_int, metavar="S",
-                   help="flaim only: selections per sampled silo per round (default 1); S > 1 costs "
-                        "2S - 1 Gaussian releases per round, not S")
+    f.add_argument(
+        "--sample-rate",
+        type=number,
+        metavar="P",
+        help="probability that a silo takes part in a round, in (0, 1] (default: 1 below "
+        "100 silos, 0.1 from 100 silos on); sampling never looks at the data",
+    )
+    f.add_argument(
+        "--variant",
+        choices=["naive", "private", "oracle"],
+        help="flaim only (default private): naive = local AIM scores; private = AugFLAIM "
+        "with a DP heterogeneity proxy, filter-and-combine and measurement weighting; "
+        "oracle = uses the true pooled marginals, NOT private, research baseline only",
+    )
+    f.add_argument(
+        "--local-steps",
+        type=positive_int,
+        metavar="S",
+        help="flaim only: selections per sampled silo per round (default 1); S > 1 costs "
+        "2S - 1 Gaussian releases per round, not S",
+    )
 
     m = s.add_argument_group("secure computation (distaim, flaim, fedtda, independent)")
-    m.add_argument("--mpc", action="store_true",
-                   help="compute on secret shares (distaim: the pool, select and measure; flaim, fedtda and independent: "
-                        "every noisy sum, with each silo selecting in its own process): each --silo becomes its own "
-                        "CrypTen party process (this process is party 0, the coordinator), plus a dealer "
-                        "process; only noisy statistics and selected indices are ever opened")
-    m.add_argument("--rendezvous", type=rendezvous, metavar="tcp://HOST:PORT",
-                   help="with --mpc across machines: party 0's address; the other parties and the dealer "
-                        "are started on their hosts (`privsyn-fed mpc-party`, `mpc-dealer`) and --silo "
-                        "names only this host's CSV")
-    m.add_argument("--parties", type=positive_int, metavar="N",
-                   help="with --rendezvous: the number of silo parties (the dealer is extra)")
-    m.add_argument("--mpc-timeout", type=number, default=DEFAULT_MPC_TIMEOUT, metavar="SECONDS",
-                   help=f"how long a party waits for the others before giving up (default {DEFAULT_MPC_TIMEOUT:g})")
+    m.add_argument(
+        "--mpc",
+        action="store_true",
+        help="compute on secret shares (distaim: the pool, select and measure; flaim, fedtda and independent: "
+        "every noisy sum, with each silo selecting in its own process): each --silo becomes its own "
+        "CrypTen party process (this process is party 0, the coordinator), plus a dealer "
+        "process; only noisy statistics and selected indices are ever opened",
+    )
+    m.add_argument(
+        "--rendezvous",
+        type=rendezvous,
+        metavar="tcp://HOST:PORT",
+        help="with --mpc across machines: party 0's address; the other parties and the dealer "
+        "are started on their hosts (`privsyn-fed mpc-party`, `mpc-dealer`) and --silo "
+        "names only this host's CSV",
+    )
+    m.add_argument(
+        "--parties",
+        type=positive_int,
+        metavar="N",
+        help="with --rendezvous: the number of silo parties (the dealer is extra)",
+    )
+    m.add_argument(
+        "--mpc-timeout",
+        type=number,
+        default=DEFAULT_MPC_TIMEOUT,
+        metavar="SECONDS",
+        help=f"how long a party waits for the others before giving up (default {DEFAULT_MPC_TIMEOUT:g})",
+    )
 
 
 #: The graphical-model methods (rounds, workload, --model-out).
@@ -152,21 +266,33 @@ ONEWAY_MARGIN = 0.01
 
 def _method_options(args: argparse.Namespace) -> dict:
     """The method options given on the command line; options of another method are usage errors."""
-    given = {"rounds": args.rounds, "alpha": args.alpha, "max_model_size": args.max_model_size,
-             "pgm_iters": args.pgm_iters, "pgm_tol": args.pgm_tol, "workload_degree": args.workload_degree,
-             "workload_size": args.workload_size, "workload_seed": args.workload_seed,
-             "sample_rate": args.sample_rate, "variant": args.variant, "local_steps": args.local_steps,
-             "split": args.split, "components": args.components, "non_private": args.non_private or None}
+    given = {
+        "rounds": args.rounds,
+        "alpha": args.alpha,
+        "max_model_size": args.max_model_size,
+        "pgm_iters": args.pgm_iters,
+        "pgm_tol": args.pgm_tol,
+        "workload_degree": args.workload_degree,
+        "workload_size": args.workload_size,
+        "workload_seed": args.workload_seed,
+        "sample_rate": args.sample_rate,
+        "variant": args.variant,
+        "local_steps": args.local_steps,
+        "split": args.split,
+        "components": args.components,
+        "non_private": args.non_private or None,
+    }
     opts = {}
     for name, value in given.items():
         if value is None:
             continue
-        methods = [m for m, spec in METHODS.items() if name in spec.options_class.__dataclass_fields__]
+        methods = [m for m, spec in METHODS.items() if name in {f.name for f in dataclasses.fields(spec.options_class)}]
         if args.method not in methods:
-            raise InputError(f"--{name.replace('_', '-')} applies to --method {' or '.join(methods)}, "
-                             f"not {args.method}")
+            raise InputError(
+                f"--{name.replace('_', '-')} applies to --method {' or '.join(methods)}, not {args.method}"
+            )
         opts[name] = value
-    if "workload_size" in opts:                     # 0 on the command line means every marginal
+    if "workload_size" in opts:  # 0 on the command line means every marginal
         opts["workload_size"] = opts["workload_size"] or None
     if "split" in opts:
         try:
@@ -192,6 +318,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--model-out applies to the graphical-model methods ({', '.join(AIM_FAMILY)})")
     if args.report:
         from ..accounting.report import check_report_path
+
         check_report_path(args.report)
     if (args.dataset_id or args.total_epsilon is not None) and not args.budget_store:
         raise InputError("--dataset-id and --total-epsilon need --budget-store")
@@ -200,8 +327,10 @@ def run(args: argparse.Namespace) -> int:
     if args.total_epsilon is not None and not 0 < args.total_epsilon <= MAX_EPSILON:
         raise InputError(f"--total-epsilon must be a positive number up to {MAX_EPSILON:g}, not {args.total_epsilon:g}")
     silo_files = [Named("--silo", Path(p)) for p in args.silo]
-    outputs = [(Named("--out", out), "synthetic CSV"),
-               (Named("--ledger" if args.ledger else "the ledger", ledger), "ledger")]
+    outputs = [
+        (Named("--out", out), "synthetic CSV"),
+        (Named("--ledger" if args.ledger else "the ledger", ledger), "ledger"),
+    ]
     if args.model_out:
         outputs.append((Named("--model-out", Path(args.model_out)), "model"))
     if args.report:
@@ -211,19 +340,36 @@ def run(args: argparse.Namespace) -> int:
     check_distinct(silo_files)
     schema = Schema.load(args.schema)
     n_silos = args.parties if args.rendezvous else len(args.silo)
-    prepare(args.method, schema, n_silos, epsilon=args.epsilon, delta=args.delta, rows=args.rows,
-            seed=args.seed, mpc=args.mpc, **options)
+    prepare(
+        args.method,
+        schema,
+        n_silos,
+        epsilon=args.epsilon,
+        delta=args.delta,
+        rows=args.rows,
+        seed=args.seed,
+        mpc=args.mpc,
+        **options,
+    )
     if args.rows and _csv_too_large(out, args.rows, len(schema.columns)):
         raise InputError(f"{out}: {_csv_too_large(out, args.rows, len(schema.columns))}; ask for fewer --rows")
 
-    budget = contextlib.nullcontext()
-    if args.budget_store:                                   # before any silo is read
+    budget: contextlib.AbstractContextManager = contextlib.nullcontext()
+    if args.budget_store:  # before any silo is read
         from ..accounting.budget_store import reserved
-        budget = reserved(args.budget_store, args.dataset_id, epsilon=args.epsilon, delta=args.delta,
-                          method=args.method, total_epsilon=args.total_epsilon, ledger=str(ledger.resolve()))
+
+        budget = reserved(
+            args.budget_store,
+            args.dataset_id,
+            epsilon=args.epsilon,
+            delta=args.delta,
+            method=args.method,
+            total_epsilon=args.total_epsilon,
+            ledger=str(ledger.resolve()),
+        )
     with budget as reservation:
         checkpoint()
-        if not args.rendezvous:         # every silo file is on this machine
+        if not args.rendezvous:  # every silo file is on this machine
             check_identical_contents(silo_files, args.allow_identical_silos)
 
         def stage(result, final_ledger):
@@ -233,13 +379,26 @@ def run(args: argparse.Namespace) -> int:
             for silo in silos:
                 for col, n in silo.clipped.items():
                     if n:
-                        print(f"privsyn-fed: note for the operator of {silo.name}: {n} value(s) of '{col}' lay "
-                              f"outside the schema's bounds and were clipped (private; not released)",
-                              file=sys.stderr)
-            return synthesize(silos, args.method, args.epsilon, args.delta, rows=args.rows, seed=args.seed,
-                              ledger_path=ledger, progress=not args.quiet, reservation=reservation,
-                              aggregator=aggregator, write_outputs=stage,
-                              allow_identical_silos=args.allow_identical_silos, **options)
+                        print(
+                            f"privsyn-fed: note for the operator of {silo.name}: {n} value(s) of '{col}' lay "
+                            f"outside the schema's bounds and were clipped (private; not released)",
+                            file=sys.stderr,
+                        )
+            return synthesize(
+                silos,
+                args.method,
+                args.epsilon,
+                args.delta,
+                rows=args.rows,
+                seed=args.seed,
+                ledger_path=ledger,
+                progress=not args.quiet,
+                reservation=reservation,
+                aggregator=aggregator,
+                write_outputs=stage,
+                allow_identical_silos=args.allow_identical_silos,
+                **options,
+            )
 
         if args.mpc:
             from ..mpc.launch import coordinator
@@ -248,44 +407,61 @@ def run(args: argparse.Namespace) -> int:
                 if not args.quiet:
                     print(f"privsyn-fed: {message}", file=sys.stderr)
 
-            with coordinator(args.schema, args.silo, rendezvous=args.rendezvous, parties=args.parties,
-                             seed=args.seed, timeout_s=args.mpc_timeout, log=log) as agg:
+            with coordinator(
+                args.schema,
+                args.silo,
+                rendezvous=args.rendezvous,
+                parties=args.parties,
+                seed=args.seed,
+                timeout_s=args.mpc_timeout,
+                log=log,
+            ) as agg:
                 result = release([agg.own], agg)
                 n_silos = len(agg.silo_names)
         else:
             silos = []
-            for p in args.silo:                   # every input checked before any spend
+            for p in args.silo:  # every input checked before any spend
                 silos.append(Silo.from_csv(p, schema))
                 checkpoint()
             result = release(silos)
     led = result.ledger
-    print(f"wrote {out}: {result.rows} rows x {len(schema.columns)} columns "
-          f"from {n_silos} silo(s) by {args.method}" + (" over MPC" if args.mpc else ""))
-    print(f"wrote {ledger}: epsilon={led['epsilon']:.4f} at delta={led['delta']:g} spent "
-          f"(rho {led['rho_spent']:.6g} of {led['rho_budget']:.6g}) in {len(led['entries'])} mechanism calls")
+    print(
+        f"wrote {out}: {result.rows} rows x {len(schema.columns)} columns "
+        f"from {n_silos} silo(s) by {args.method}" + (" over MPC" if args.mpc else "")
+    )
+    print(
+        f"wrote {ledger}: epsilon={led['epsilon']:.4f} at delta={led['delta']:g} spent "
+        f"(rho {led['rho_spent']:.6g} of {led['rho_budget']:.6g}) in {len(led['entries'])} mechanism calls"
+    )
     if args.report:
         print(f"wrote {args.report}: the privacy report to hand out with the CSV")
     if args.model_out:
         print(f"wrote {args.model_out}: the fitted model (for `privsyn-fed evaluate --model`)")
     traffic = result.info.get("traffic")
     if traffic and traffic.get("mpc"):
-        print(f"communication: {traffic['parties'][0]['rounds']:.0f} rounds; per party "
-              f"{traffic['mean_bytes_sent_per_active_silo'] / 1e6:.1f} MB on average "
-              f"(most {traffic['max_bytes_per_silo'] / 1e6:.1f} MB)")
+        print(
+            f"communication: {traffic['parties'][0]['rounds']:.0f} rounds; per party "
+            f"{traffic['mean_bytes_sent_per_active_silo'] / 1e6:.1f} MB on average "
+            f"(most {traffic['max_bytes_per_silo'] / 1e6:.1f} MB)"
+        )
     elif traffic:
-        print(f"communication: {traffic['silos_active']} of {traffic['silos']} silos took part; per silo "
-              f"{traffic['mean_bytes_sent_per_active_silo'] / 1e6:.3f} MB sent and "
-              f"{traffic['mean_bytes_received_per_active_silo'] / 1e6:.3f} MB received on average")
+        print(
+            f"communication: {traffic['silos_active']} of {traffic['silos']} silos took part; per silo "
+            f"{traffic['mean_bytes_sent_per_active_silo'] / 1e6:.3f} MB sent and "
+            f"{traffic['mean_bytes_received_per_active_silo'] / 1e6:.3f} MB received on average"
+        )
     own, base = (led.get("details", {}).get(k) for k in ("expected_oneway_tvd", "expected_oneway_tvd_independent"))
     if own is not None and base is not None and own > base + ONEWAY_MARGIN:
-        print(f"warning: expected 1-way error {own:.3f} (mean total variation) against {base:.3f} for --method "
-              "independent at this budget: on this little data the baseline may beat this release; compare "
-              "them with `privsyn-fed evaluate --baseline`", file=sys.stderr)
+        print(
+            f"warning: expected 1-way error {own:.3f} (mean total variation) against {base:.3f} for --method "
+            "independent at this budget: on this little data the baseline may beat this release; compare "
+            "them with `privsyn-fed evaluate --baseline`",
+            file=sys.stderr,
+        )
     if led.get("non_private"):
         print(f"WARNING: {led['non_private']}", file=sys.stderr)
     if led["seeded"]:
-        print("warning: seeded run: the noise is predictable from the seed; not a private release",
-              file=sys.stderr)
+        print("warning: seeded run: the noise is predictable from the seed; not a private release", file=sys.stderr)
     print(f"check it with: privsyn-fed audit {ledger}")
     return 0
 
@@ -295,10 +471,13 @@ def _csv_too_large(out: Path, rows: int, columns: int) -> str | None:
     import shutil
 
     from ..output import min_csv_bytes
+
     need, free = min_csv_bytes(rows, columns), shutil.disk_usage(out.parent).free
     if need <= free:
         return None
-    return f"{rows:,} rows of {columns} columns need at least {need / 1e9:,.1f} GB, but only {free / 1e9:,.1f} GB is free"
+    return (
+        f"{rows:,} rows of {columns} columns need at least {need / 1e9:,.1f} GB, but only {free / 1e9:,.1f} GB is free"
+    )
 
 
 def _stage_outputs(args: argparse.Namespace, out: Path, schema, result, final_ledger):
@@ -306,8 +485,9 @@ def _stage_outputs(args: argparse.Namespace, out: Path, schema, result, final_le
     from ..fileio import Staged
 
     full = _csv_too_large(out, result.rows, len(schema.columns))
-    if full:                         # the row count came from the model's noisy total
+    if full:  # the row count came from the model's noisy total
         import errno
+
         raise OSError(errno.ENOSPC, full, str(out))
     if not args.quiet and result.rows > 1_000_000:
         print(f"privsyn-fed: writing {result.rows:,} rows to {out}", file=sys.stderr, flush=True)
@@ -316,10 +496,12 @@ def _stage_outputs(args: argparse.Namespace, out: Path, schema, result, final_le
         staged.add(out, result.write_csv)
         if args.model_out:
             from ..pgm import MarginalReader
+
             model = MarginalReader(result.model).factorisation().to_bytes()
             staged.add(args.model_out, lambda fh: fh.write(model), binary=True)
         if args.report:
             from ..accounting.report import render_report
+
             text = render_report(final_ledger, args.report)
             staged.add(args.report, lambda fh: fh.write(text))
     except BaseException:
@@ -337,10 +519,13 @@ def _check_mpc_args(args: argparse.Namespace) -> None:
         if not args.parties or args.parties < 2:
             raise InputError("--rendezvous needs --parties N (at least 2 silo parties)")
         if len(args.silo) != 1:
-            raise InputError("with --rendezvous, give only this host's --silo; the others join with "
-                             "`privsyn-fed mpc-party`")
+            raise InputError(
+                "with --rendezvous, give only this host's --silo; the others join with `privsyn-fed mpc-party`"
+            )
     elif args.parties and args.parties != len(args.silo):
-        raise InputError(f"--parties {args.parties} but {len(args.silo)} --silo files; on one machine each "
-                         "--silo is one party, so leave --parties out")
+        raise InputError(
+            f"--parties {args.parties} but {len(args.silo)} --silo files; on one machine each "
+            "--silo is one party, so leave --parties out"
+        )
     if not 0 < args.mpc_timeout < float("inf"):
         raise InputError(f"--mpc-timeout must be a positive number of seconds, not {args.mpc_timeout:g}")

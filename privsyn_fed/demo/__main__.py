@@ -1,5 +1,6 @@
 """Run the demo: write the silos, release a synthetic CSV with AIM (trusted curator) and one with
 FLAIM (federated), audit both ledgers and compare both CSVs with the real table."""
+
 from __future__ import annotations
 
 import argparse
@@ -42,13 +43,39 @@ def main(argv: list[str] | None = None) -> int:
     silos = write_silos(out)
     print(f"demo: {len(silos)} silos of CPS1988 (one per US region) in {out / 'silos'}; schema {schema}")
     for method, name, extra in (("aim", "synthetic", []), ("flaim", "flaim", ["--variant", "private"])):
-        cmd = ["synth", "--method", method, *extra, "--schema", str(schema), "--epsilon", str(args.epsilon),
-               "--delta", str(args.delta), "--out", str(out / f"{name}.csv"), "--force"]
+        cmd = [
+            "synth",
+            "--method",
+            method,
+            *extra,
+            "--schema",
+            str(schema),
+            "--epsilon",
+            str(args.epsilon),
+            "--delta",
+            str(args.delta),
+            "--out",
+            str(out / f"{name}.csv"),
+            "--force",
+        ]
         for p in silos:
             cmd += ["--silo", str(p)]
-        steps = [cmd, ["audit", str(out / f"{name}.ledger.json")],
-                 ["evaluate", "--real", str(out / "cps1988.csv"), "--synthetic", str(out / f"{name}.csv"),
-                  "--schema", str(schema), "--json", str(out / f"{name}.eval.json"), "--force"]]
+        steps = [
+            cmd,
+            ["audit", str(out / f"{name}.ledger.json")],
+            [
+                "evaluate",
+                "--real",
+                str(out / "cps1988.csv"),
+                "--synthetic",
+                str(out / f"{name}.csv"),
+                "--schema",
+                str(schema),
+                "--json",
+                str(out / f"{name}.eval.json"),
+                "--force",
+            ],
+        ]
         for step in steps:
             print("demo: privsyn-fed " + " ".join(step), flush=True)
             status = cli_main(step)

@@ -9,6 +9,7 @@ selection score per unit of the largest workload weight. ``api`` and ``cli`` rea
 it checks) and a test compares the two. Modules are imported only when a method is used, so that
 reading the registry loads no model code.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -61,20 +62,62 @@ class MethodSpec:
         return None if fn is None else float(fn(max_weight, opts))
 
 
-METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
-    MethodSpec("aim", "aim", "AIMOptions", "run_aim", "central AIM: a trusted curator pools every silo's rows",
-               min_silos=1, mpc=False, graphical=True, central=True),
-    MethodSpec("distaim", "distaim", "FederatedOptions", "run_distaim",
-               "AIM's select and measure on the silos' pooled answers (shares under --mpc)",
-               min_silos=2, mpc=True, graphical=True),
-    MethodSpec("flaim", "flaim", "FLAIMOptions", "run_flaim",
-               "federated AIM: each sampled silo selects on its own rows", min_silos=2, mpc=True, graphical=True),
-    MethodSpec("fedtda", "fedtda", "FedTDAOptions", "run_fedtda",
-               "a Gaussian copula from noisy column histograms and a noisy covariance",
-               min_silos=1, mpc=True, graphical=False),
-    MethodSpec("independent", "independent", "IndependentOptions", "run_independent",
-               "independent noisy 1-way marginals (the baseline)", min_silos=1, mpc=True, graphical=False),
-)}
+METHODS: dict[str, MethodSpec] = {
+    spec.name: spec
+    for spec in (
+        MethodSpec(
+            "aim",
+            "aim",
+            "AIMOptions",
+            "run_aim",
+            "central AIM: a trusted curator pools every silo's rows",
+            min_silos=1,
+            mpc=False,
+            graphical=True,
+            central=True,
+        ),
+        MethodSpec(
+            "distaim",
+            "distaim",
+            "FederatedOptions",
+            "run_distaim",
+            "AIM's select and measure on the silos' pooled answers (shares under --mpc)",
+            min_silos=2,
+            mpc=True,
+            graphical=True,
+        ),
+        MethodSpec(
+            "flaim",
+            "flaim",
+            "FLAIMOptions",
+            "run_flaim",
+            "federated AIM: each sampled silo selects on its own rows",
+            min_silos=2,
+            mpc=True,
+            graphical=True,
+        ),
+        MethodSpec(
+            "fedtda",
+            "fedtda",
+            "FedTDAOptions",
+            "run_fedtda",
+            "a Gaussian copula from noisy column histograms and a noisy covariance",
+            min_silos=1,
+            mpc=True,
+            graphical=False,
+        ),
+        MethodSpec(
+            "independent",
+            "independent",
+            "IndependentOptions",
+            "run_independent",
+            "independent noisy 1-way marginals (the baseline)",
+            min_silos=1,
+            mpc=True,
+            graphical=False,
+        ),
+    )
+}
 
 
 def method_spec(name: str) -> MethodSpec:

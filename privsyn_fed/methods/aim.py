@@ -12,6 +12,7 @@ One curator holds the pooled rows of every silo. With budget ``rho``, ``T`` and 
      double ``eps`` when the model's marginal moved less than the expected noise;
   3. sample rows from the model (its noisy total unless a row count is given).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,8 +30,10 @@ from ..silo import Silo
 from ..workload import DEFAULT_DEGREE, DEFAULT_SIZE, DEFAULT_WORKLOAD_SEED, sample_workload
 from . import core
 
-THREAT_MODEL = ("aim: a trusted curator pools every silo's rows and runs AIM; the curator sees all raw "
-                "data, everyone else sees only the synthetic output.")
+THREAT_MODEL = (
+    "aim: a trusted curator pools every silo's rows and runs AIM; the curator sees all raw "
+    "data, everyone else sees only the synthetic output."
+)
 
 
 def selection_sensitivity(max_weight: float, opts: "AIMOptions") -> float:
@@ -40,15 +43,15 @@ def selection_sensitivity(max_weight: float, opts: "AIMOptions") -> float:
 
 @dataclass
 class AIMOptions:
-    rounds: int | None = None          # T; default planned from a noisy row total
-    alpha: float = 0.9                 # share of each round's budget spent on measurement
-    max_model_size: float = 80.0       # MB, junction-tree size cap (ramped by the share spent)
-    pgm_iters: int = 1000              # mirror-descent iterations per refit (at most)
-    pgm_tol: float | None = 1e-6       # stop a refit early once it has converged (None: never)
-    workload_degree: int | None = None   # K; default 3 (or the number of columns, if fewer)
+    rounds: int | None = None  # T; default planned from a noisy row total
+    alpha: float = 0.9  # share of each round's budget spent on measurement
+    max_model_size: float = 80.0  # MB, junction-tree size cap (ramped by the share spent)
+    pgm_iters: int = 1000  # mirror-descent iterations per refit (at most)
+    pgm_tol: float | None = 1e-6  # stop a refit early once it has converged (None: never)
+    workload_degree: int | None = None  # K; default 3 (or the number of columns, if fewer)
     workload_size: int | None = DEFAULT_SIZE
     workload_seed: int = DEFAULT_WORKLOAD_SEED
-    workload: Sequence[Sequence[str]] | None = None   # explicit cliques (column names) instead
+    workload: Sequence[Sequence[str]] | None = None  # explicit cliques (column names) instead
 
     def check_mpc(self) -> None:
         """Nothing to add: ``prepare`` checks that the method runs over MPC at all."""
@@ -74,8 +77,10 @@ class AIMOptions:
             raise InputError(f"--workload-size must be 0 (all) or positive, not {self.workload_size}")
         limit = pgm.memory_mb() / 8
         if self.max_model_size > limit:
-            raise InputError(f"--max-model-size {self.max_model_size:g} MB does not fit this machine: a model fit "
-                             f"holds several copies of the model, so at most {limit:,.0f} MB")
+            raise InputError(
+                f"--max-model-size {self.max_model_size:g} MB does not fit this machine: a model fit "
+                f"holds several copies of the model, so at most {limit:,.0f} MB"
+            )
 
     def check_schema(self, schema) -> None:
         """The checks that need the public schema: the workload, and AIM's 1-way measurements
@@ -85,8 +90,10 @@ class AIMOptions:
         d = len(schema.columns)
         T = self.rounds
         if T is not None and self.alpha * d >= T:
-            raise InputError(f"--rounds {T} is too small for {d} columns: the 1-way measurements alone "
-                             f"would spend the budget (use at least {int(np.floor(self.alpha * d)) + 1})")
+            raise InputError(
+                f"--rounds {T} is too small for {d} columns: the 1-way measurements alone "
+                f"would spend the budget (use at least {int(np.floor(self.alpha * d)) + 1})"
+            )
 
 
 #: The most rounds a run may have.
@@ -96,6 +103,7 @@ MAX_ROUNDS = 100_000
 def check_workload(opts: "AIMOptions", schema) -> None:
     """The workload and its candidates must fit in memory: refused before any budget is spent."""
     from ..workload import check_size
+
     d = len(schema.columns)
     if opts.workload is None and opts.workload_degree is not None and opts.workload_degree > d:
         raise InputError(f"--workload-degree {opts.workload_degree} is more than the {d} columns of the schema")
@@ -121,8 +129,9 @@ def problem_for(schema, opts: AIMOptions) -> core.Problem:
     return core.Problem.build(schema.names, schema.shape, workload_cliques(schema.names, opts))
 
 
-def run_aim(silo: Silo, acc: Accountant, noise: NoiseSource, opts: AIMOptions,
-            progress: Progress | None = None) -> core.MethodResult:
+def run_aim(
+    silo: Silo, acc: Accountant, noise: NoiseSource, opts: AIMOptions, progress: Progress | None = None
+) -> core.MethodResult:
     progress = progress or Silent()
     prob = problem_for(silo.schema, opts)
     names, domain, candidates = prob.names, prob.domain, prob.candidates
@@ -132,28 +141,36 @@ def run_aim(silo: Silo, acc: Accountant, noise: NoiseSource, opts: AIMOptions,
     def true_marginal(cl: tuple[str, ...]) -> np.ndarray:
         return silo.marginal(prob.columns(cl))
 
-    T, planned = opts.rounds, None
+    T: float | None = opts.rounds  # planned: R rounds plus the 1-ways' alpha d units
+    planned = None
     if T is None:
-        total = gaussian_mechanism(acc, noise, silo.marginal([]), sigma=allocation.total_sigma(rho),
-                                   query="total number of rows (plans the schedule)", where="curator")
+        total = gaussian_mechanism(
+            acc,
+            noise,
+            silo.marginal([]),
+            sigma=allocation.total_sigma(rho),
+            query="total number of rows (plans the schedule)",
+            where="curator",
+        )
         planned = allocation.plan_aim(float(total[0]), acc.remaining, opts.alpha, d, prob.multiway_cells())
         T = allocation.aim_units(planned, d, opts.alpha)
         acc.note(schedule=allocation.schedule_record(float(total[0]), rounds=planned, units=T))
-    params = core.initial_params(acc.remaining, T, opts.alpha)    # T > alpha d unless planned
+    params = core.initial_params(acc.remaining, T, opts.alpha)  # T > alpha d unless planned
 
-    answers = {cl: true_marginal(cl) for cl in candidates}      # private; used only inside mechanisms
+    answers = {cl: true_marginal(cl) for cl in candidates}  # private; used only inside mechanisms
 
     measurements: list[tuple[tuple[str, ...], np.ndarray, float]] = []
     for name in names:
-        y = gaussian_mechanism(acc, noise, true_marginal((name,)), sigma=params.sigma,
-                               query=f"marginal({name})", where="curator")
+        y = gaussian_mechanism(
+            acc, noise, true_marginal((name,)), sigma=params.sigma, query=f"marginal({name})", where="curator"
+        )
         measurements.append(((name,), y, params.sigma))
     progress.update(acc.rho_spent / rho, f"measured {d} one-way marginals; fitting the model")
     fitter = pgm.ModelFitter(domain, iters=opts.pgm_iters, tol=opts.pgm_tol or None)
     model = fitter.fit(measurements)
     estimate = pgm.MarginalReader(model)
 
-    t, terminate = 0, planned == 0         # no rounds planned: the 1-ways took the whole budget
+    t, terminate = 0, planned == 0  # no rounds planned: the 1-ways took the whole budget
     while not terminate:
         t += 1
         last = core.final_round(params, acc.remaining, opts.alpha)
@@ -162,14 +179,29 @@ def run_aim(silo: Silo, acc: Accountant, noise: NoiseSource, opts: AIMOptions,
         size_limit = opts.max_model_size * (acc.rho_spent + params.rho) / rho
         cands = core.filter_candidates(candidates, pgm.model_cliques(model), domain, size_limit)
         keys = list(cands)
-        scores = np.array([core.aim_score(cands[cl], answers[cl], estimate(cl), params.sigma)
-                           for cl in keys])
+        scores = np.array([core.aim_score(cands[cl], answers[cl], estimate(cl), params.sigma) for cl in keys])
         sensitivity = selection_sensitivity(max(cands.values()), opts)
-        pick = keys[exponential_mechanism(acc, noise, scores, epsilon=params.epsilon, sensitivity=sensitivity,
-                                          query=f"select among {len(keys)} candidate marginals",
-                                          where="curator", round_index=t)]
-        y = gaussian_mechanism(acc, noise, answers[pick], sigma=params.sigma,
-                               query=f"marginal({', '.join(pick)})", where="curator", round_index=t)
+        pick = keys[
+            exponential_mechanism(
+                acc,
+                noise,
+                scores,
+                epsilon=params.epsilon,
+                sensitivity=sensitivity,
+                query=f"select among {len(keys)} candidate marginals",
+                where="curator",
+                round_index=t,
+            )
+        ]
+        y = gaussian_mechanism(
+            acc,
+            noise,
+            answers[pick],
+            sigma=params.sigma,
+            query=f"marginal({', '.join(pick)})",
+            where="curator",
+            round_index=t,
+        )
         measurements.append((pick, y, params.sigma))
         before = estimate(pick)
         model = fitter.fit(measurements)

@@ -3,6 +3,7 @@
 All of it operates on public quantities (the model, the candidate set, the budget) plus the
 private statistic the caller passes in for scoring; the caller's mechanism charges the ledger.
 """
+
 from __future__ import annotations
 
 import math
@@ -16,7 +17,6 @@ from ..scores import SQRT_2_OVER_PI, aim_score  # noqa: F401  (part of the AIM f
 from ..workload import downward_closure
 
 
-
 @dataclass
 class RoundParams:
     """Noise scale of one measurement and epsilon of one selection."""
@@ -27,13 +27,13 @@ class RoundParams:
     @property
     def rho(self) -> float:
         """Cost of one round: one Gaussian (L2 sensitivity 1) and one exponential mechanism."""
-        return 1.0 / (2.0 * self.sigma ** 2) + self.epsilon ** 2 / 8.0
+        return 1.0 / (2.0 * self.sigma**2) + self.epsilon**2 / 8.0
 
     def annealed(self) -> "RoundParams":
         return RoundParams(self.sigma / 2.0, self.epsilon * 2.0)
 
 
-def initial_params(rho: float, rounds: int, alpha: float) -> RoundParams:
+def initial_params(rho: float, rounds: float, alpha: float) -> RoundParams:
     """AIM's start: ``sigma = sqrt(T / (2 alpha rho))``, ``eps = sqrt(8 (1 - alpha) rho / T)``;
     one round then costs exactly ``rho / T``."""
     return RoundParams(math.sqrt(rounds / (2.0 * alpha * rho)), math.sqrt(8.0 * (1.0 - alpha) * rho / rounds))
@@ -52,8 +52,9 @@ def last_round(remaining: float, alpha: float) -> RoundParams:
     return RoundParams(math.sqrt(1.0 / (2.0 * alpha * remaining)), math.sqrt(8.0 * (1.0 - alpha) * remaining))
 
 
-def filter_candidates(candidates: dict[tuple[str, ...], float], model_cliques: Sequence[tuple[str, ...]],
-                      domain, size_limit_mb: float) -> dict[tuple[str, ...], float]:
+def filter_candidates(
+    candidates: dict[tuple[str, ...], float], model_cliques: Sequence[tuple[str, ...]], domain, size_limit_mb: float
+) -> dict[tuple[str, ...], float]:
     """Keep a candidate if the model with it stays within ``size_limit_mb`` (junction-tree size),
     or if the current model already covers it (a free clique)."""
     free = pgm.covered_cliques(model_cliques)
@@ -86,9 +87,15 @@ class Problem:
     @classmethod
     def build(cls, names: Sequence[str], shape: Sequence[int], workload: Sequence[Sequence[int]]) -> "Problem":
         names = list(names)
-        candidates = {tuple(names[i] for i in cl): w for cl, w in downward_closure(list(workload)).items()}
-        return cls(names, list(shape), pgm.make_domain(names, shape),
-                   [tuple(names[i] for i in cl) for cl in workload], candidates)
+        cliques = [tuple(cl) for cl in workload]
+        candidates = {tuple(names[i] for i in cl): w for cl, w in downward_closure(cliques).items()}
+        return cls(
+            names,
+            list(shape),
+            pgm.make_domain(names, shape),
+            [tuple(names[i] for i in cl) for cl in workload],
+            candidates,
+        )
 
     def columns(self, clique: Sequence[str]) -> list[int]:
         """Column indices of a clique given by names."""
@@ -124,7 +131,7 @@ def oneway_sigmas(measurements, names: Sequence[str], shape: Sequence[int]) -> l
         cells = float(np.prod([shape[index[c]] for c in clique]))
         for c in clique:
             precision[index[c]] += shape[index[c]] / (cells * float(sigma) ** 2)
-    return [float(p ** -0.5) if p > 0 else math.inf for p in precision]
+    return [float(p**-0.5) if p > 0 else math.inf for p in precision]
 
 
 @dataclass
@@ -140,5 +147,6 @@ class ModelSampler:
 
     def sample(self, rows: int, seed: int) -> Any:
         from ..encode import decode_codes
+
         codes = pgm.sample_codes(self.model, self.schema.names, rows, seed)
         return decode_codes(codes, self.schema, np.random.default_rng(seed + 1))

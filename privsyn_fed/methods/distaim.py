@@ -22,6 +22,7 @@ spends whatever is left in the last round.
 Once pooled, a record is in every later answer, so client sampling gives no amplification: the
 accounting is central AIM's.
 """
+
 from __future__ import annotations
 
 import math
@@ -36,13 +37,25 @@ from ..noise import NoiseSource
 from ..progress import Progress, Silent
 from . import core
 from .aim import problem_for
-from .federated import (FEDERATED_ROUNDS, ClientSampler, FederatedOptions, TotalEstimator, default_sample_rate,
-                        fit_limit, measure_initial_oneways, normalised, planning_total, rescale)
+from .federated import (
+    FEDERATED_ROUNDS,
+    ClientSampler,
+    FederatedOptions,
+    TotalEstimator,
+    default_sample_rate,
+    fit_limit,
+    measure_initial_oneways,
+    normalised,
+    planning_total,
+    rescale,
+)
 
 
 def threat_model(agg: Aggregator) -> str:
-    return ("distaim: each silo contributes its answers to every candidate marginal once, when first sampled; "
-            f"{agg.threat_model}. Selection and measurement run on the pooled answers.")
+    return (
+        "distaim: each silo contributes its answers to every candidate marginal once, when first sampled; "
+        f"{agg.threat_model}. Selection and measurement run on the pooled answers."
+    )
 
 
 def selection_sensitivity(max_weight: float, opts: FederatedOptions) -> float:
@@ -57,9 +70,14 @@ def distaim_params(rho: float, rounds: int, n_columns: int, alpha: float) -> cor
     return core.RoundParams(allocation.distaim_sigma(rho, rounds, n_columns, alpha), eps)
 
 
-def run_distaim(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: FederatedOptions,
-                sampling_seed: int | None,
-                progress: Progress | None = None) -> core.MethodResult:
+def run_distaim(
+    agg: Aggregator,
+    acc: Accountant,
+    noise: NoiseSource,
+    opts: FederatedOptions,
+    sampling_seed: int | None,
+    progress: Progress | None = None,
+) -> core.MethodResult:
     progress = progress or Silent()
     silos = agg.silo_names
     schema = agg.schema
@@ -76,8 +94,7 @@ def run_distaim(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: Fede
     totals = TotalEstimator(len(silos))
 
     measurements = measure_initial_oneways(agg, acc, noise, sampler, names, shape, params.sigma, totals)
-    fitter = pgm.ModelFitter(domain, iters=opts.pgm_iters, tol=opts.pgm_tol or None,
-                             known_total=totals.population)
+    fitter = pgm.ModelFitter(domain, iters=opts.pgm_iters, tol=opts.pgm_tol or None, known_total=totals.population)
     model = fitter.fit(measurements)
     reader = pgm.MarginalReader(model)
     progress.update(acc.rho_spent / rho, f"measured {d} one-way marginals over sampled silos")
@@ -89,22 +106,40 @@ def run_distaim(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: Fede
         new = pool.add(sampler.draw(), round_index=t)
         limit = fit_limit(rho, acc.rho_spent + params.rho, opts.max_model_size)
         cands = core.filter_candidates(prob.candidates, pgm.model_cliques(model), domain, limit)
-        pick, = pooled_exponential_mechanism(acc, pool, noise, cands, {q: normalised(reader(q)) for q in cands},
-                                             sigma=params.sigma, epsilon=params.epsilon,
-                                             sensitivity=selection_sensitivity(max(cands.values()), opts),
-                                             round_index=t,
-                                             query=f"select among {len(cands)} candidate marginals (pooled)")
-        y = pooled_gaussian_mechanism(acc, pool, noise, pick, sigma=params.sigma, round_index=t,
-                                      query=f"marginal({', '.join(pick)}) over the pool")
+        (pick,) = pooled_exponential_mechanism(
+            acc,
+            pool,
+            noise,
+            cands,
+            {q: normalised(reader(q)) for q in cands},
+            sigma=params.sigma,
+            epsilon=params.epsilon,
+            sensitivity=selection_sensitivity(max(cands.values()), opts),
+            round_index=t,
+            query=f"select among {len(cands)} candidate marginals (pooled)",
+        )
+        y = pooled_gaussian_mechanism(
+            acc,
+            pool,
+            noise,
+            pick,
+            sigma=params.sigma,
+            round_index=t,
+            query=f"marginal({', '.join(pick)}) over the pool",
+        )
         n_hat = totals.estimate(float(y.sum()), y.size, params.sigma, len(pool.seen))
         measurements.append(rescale(pick, y, params.sigma, n_hat, totals.population))
         model = fitter.fit(measurements)
         reader = pgm.MarginalReader(model)
-        progress.update(acc.rho_spent / rho, f"round {t}/{T}: {len(new)} new silo(s), pool of {len(pool.seen)}; "
-                                             f"measured ({', '.join(pick)})")
+        progress.update(
+            acc.rho_spent / rho,
+            f"round {t}/{T}: {len(new)} new silo(s), pool of {len(pool.seen)}; measured ({', '.join(pick)})",
+        )
     progress.log(f"{T} rounds, pool of {len(pool.seen)} of {len(silos)} silos")
-    info = {"sample_rate": rate, "pooled_silos": len(pool.seen),
-            "oneway_sigmas": core.oneway_sigmas(measurements, names, prob.shape),
-            "traffic": agg.traffic_summary()}
+    info = {
+        "sample_rate": rate,
+        "pooled_silos": len(pool.seen),
+        "oneway_sigmas": core.oneway_sigmas(measurements, names, prob.shape),
+        "traffic": agg.traffic_summary(),
+    }
     return core.MethodResult(core.ModelSampler(model, schema), model, T, prob.workload, info)
-

@@ -14,6 +14,7 @@
   ``(N_hat / n_hat) y`` with standard deviation ``sigma N_hat / n_hat``. The model's total is
   fixed to ``N_hat`` (the rescaled measurements' own sums are not exactly ``N_hat``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,8 +24,8 @@ import numpy as np
 
 from .. import pgm
 from ..accounting import Accountant
-from ..allocation import FEDERATED_ROUNDS, default_sample_rate  # noqa: F401  (shared by DistAIM and FLAIM)
 from ..aggregate import Aggregator
+from ..allocation import FEDERATED_ROUNDS, default_sample_rate  # noqa: F401  (shared by DistAIM and FLAIM)
 from ..errors import InputError
 from ..mechanisms import noisy_sum, noisy_sums
 from ..noise import NoiseSource
@@ -36,8 +37,8 @@ Measurement = tuple[tuple[str, ...], np.ndarray, float]
 
 @dataclass
 class FederatedOptions(AIMOptions):
-    rounds: int | None = None          # T, global rounds; default planned (at most FEDERATED_ROUNDS)
-    sample_rate: float | None = None   # p; default from ``default_sample_rate``
+    rounds: int | None = None  # T, global rounds; default planned (at most FEDERATED_ROUNDS)
+    sample_rate: float | None = None  # p; default from ``default_sample_rate``
 
     def validate(self) -> None:
         super().validate()
@@ -69,36 +70,46 @@ class TotalEstimator:
 
     def __init__(self, n_silos: int, per_silo: float | None = None):
         self.n_silos = n_silos
-        self.per_silo = per_silo          # estimated mean rows per silo (set from the 1-ways)
+        self.per_silo = per_silo  # estimated mean rows per silo (set from the 1-ways)
 
     @property
     def population(self) -> float:
         return max(1.0, self.per_silo * self.n_silos)
 
-    def estimate(self, noisy_sum: float, cells: int, sigma: float, contributors: int,
-                 per_silo: float | None = None) -> float:
+    def estimate(
+        self, noisy_sum: float, cells: int, sigma: float, contributors: int, per_silo: float | None = None
+    ) -> float:
         """Inverse-variance combination of ``noisy_sum`` (variance ``cells sigma^2``) and
         ``contributors * per_silo`` (variance ``contributors per_silo^2``); at least 1."""
         c = self.per_silo if per_silo is None else per_silo
-        v_noise = cells * sigma ** 2
+        v_noise = cells * sigma**2
         if c is None or c <= 0:
             return max(1.0, noisy_sum)
-        prior, v_prior = contributors * c, contributors * c ** 2
+        prior, v_prior = contributors * c, contributors * c**2
         est = (noisy_sum / v_noise + prior / v_prior) / (1.0 / v_noise + 1.0 / v_prior)
         return max(1.0, est)
 
 
-def rescale(clique: tuple[str, ...], y: np.ndarray, sigma: float, n_hat: float, population: float,
-            weighted: bool = True) -> Measurement:
+def rescale(
+    clique: tuple[str, ...], y: np.ndarray, sigma: float, n_hat: float, population: float, weighted: bool = True
+) -> Measurement:
     """``(N_hat / n_hat) y`` with standard deviation ``sigma N_hat / n_hat`` (``sigma`` when the
     measurement weighting is off, as in NaiveFLAIM)."""
     factor = population / n_hat
     return clique, np.asarray(y, dtype=float) * factor, (sigma * factor if weighted else sigma)
 
 
-def measure_initial_oneways(agg: Aggregator, acc: Accountant, noise: NoiseSource, sampler: ClientSampler,
-                            names: Sequence[str], shape: Sequence[int], sigma: float,
-                            totals: TotalEstimator, weighted: bool = True) -> list[Measurement]:
+def measure_initial_oneways(
+    agg: Aggregator,
+    acc: Accountant,
+    noise: NoiseSource,
+    sampler: ClientSampler,
+    names: Sequence[str],
+    shape: Sequence[int],
+    sigma: float,
+    totals: TotalEstimator,
+    weighted: bool = True,
+) -> list[Measurement]:
     """Each column's 1-way marginal over a fresh client sample, plus ``N(0, sigma^2)``.
 
     Sets ``totals.per_silo`` (mean noisy rows per sampled silo) and returns the measurements
@@ -107,12 +118,13 @@ def measure_initial_oneways(agg: Aggregator, acc: Accountant, noise: NoiseSource
     raw = []
     for i, name in enumerate(names):
         among = sampler.draw()
-        noisy = noisy_sum(agg, acc, noise, MarginalsQuery(((i,),)), among, sigma=sigma,
-                          query=f"marginal({name})", round_index=0)
+        noisy = noisy_sum(
+            agg, acc, noise, MarginalsQuery(((i,),)), among, sigma=sigma, query=f"marginal({name})", round_index=0
+        )
         raw.append(((name,), noisy, len(among)))
     # rows per silo: inverse-variance mean of the per-column estimates (variance ~ cells sigma^2 / m^2)
     est = np.array([float(y.sum()) / m for _, y, m in raw])
-    w = np.array([m ** 2 / (shape[i] * sigma ** 2) for i, (_, _, m) in enumerate(raw)])
+    w = np.array([m**2 / (shape[i] * sigma**2) for i, (_, _, m) in enumerate(raw)])
     totals.per_silo = max(1.0, float((est * w).sum() / w.sum()))
     out = []
     for i, (clique, y, m) in enumerate(raw):
@@ -125,17 +137,42 @@ def planning_total(agg: Aggregator, acc: Accountant, noise: NoiseSource) -> floa
     """The row total over every silo, released with ``allocation.TOTAL_SHARE`` of the budget
     (sensitivity 1), from which a federated schedule is planned."""
     from .. import allocation
-    y = noisy_sum(agg, acc, noise, MarginalsQuery(((),)), agg.silo_names, sigma=allocation.total_sigma(acc.rho_budget),
-                  query="total number of rows (plans the schedule)", round_index=0)
+
+    y = noisy_sum(
+        agg,
+        acc,
+        noise,
+        MarginalsQuery(((),)),
+        agg.silo_names,
+        sigma=allocation.total_sigma(acc.rho_budget),
+        query="total number of rows (plans the schedule)",
+        round_index=0,
+    )
     return float(y[0])
 
 
-def measure_sums(agg: Aggregator, acc: Accountant, noise: NoiseSource,
-                 requests: Sequence[tuple[tuple[str, ...], Sequence[str]]], prob, sigma: float, round_index: int,
-                 query: str, sensitivity_l2: float = 1.0) -> list[np.ndarray]:
+def measure_sums(
+    agg: Aggregator,
+    acc: Accountant,
+    noise: NoiseSource,
+    requests: Sequence[tuple[tuple[str, ...], Sequence[str]]],
+    prob,
+    sigma: float,
+    round_index: int,
+    query: str,
+    sensitivity_l2: float = 1.0,
+) -> list[np.ndarray]:
     """For each ``(clique, silos)`` request, the marginal summed over those silos (``noisy_sums``)."""
-    return noisy_sums(agg, acc, noise, [(f"marginal({', '.join(q)})", MarginalsQuery((tuple(prob.columns(q)),)),
-                                         among) for q, among in requests], sigma, sensitivity_l2, query, round_index)
+    return noisy_sums(
+        agg,
+        acc,
+        noise,
+        [(f"marginal({', '.join(q)})", MarginalsQuery((tuple(prob.columns(q)),)), among) for q, among in requests],
+        sigma,
+        sensitivity_l2,
+        query,
+        round_index,
+    )
 
 
 def model_payload(model) -> dict[str, np.ndarray]:
@@ -177,11 +214,13 @@ def fit_limit(rho_budget: float, rho_after: float, max_model_size: float) -> flo
     return max_model_size * min(1.0, rho_after / rho_budget)
 
 
-def keep_within_size(picks: Sequence[tuple[str, ...]], model_cliques: Sequence[tuple[str, ...]], domain,
-                     limit_mb: float) -> tuple[list[tuple[str, ...]], list[tuple[str, ...]]]:
+def keep_within_size(
+    picks: Sequence[tuple[str, ...]], model_cliques: Sequence[tuple[str, ...]], domain, limit_mb: float
+) -> tuple[list[tuple[str, ...]], list[tuple[str, ...]]]:
     """Greedily keep picks (in the given order) while the model stays below ``limit_mb``; the
     others are dropped before they are measured (their selection was already paid for)."""
-    kept, dropped = [], []
+    kept: list[tuple[str, ...]] = []
+    dropped: list[tuple[str, ...]] = []
     cliques = list(model_cliques)
     for q in picks:
         if pgm.hypothetical_size_mb(domain, cliques + kept + [q]) <= limit_mb or not kept:

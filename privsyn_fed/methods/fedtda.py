@@ -35,11 +35,12 @@ factorised (Cholesky, with a growing ridge if needed). Synthesis draws ``z ~ N(0
 inverts every encoding exactly: numeric values are real numbers inside the schema's bounds (whole
 numbers for integer columns), categorical values are schema categories.
 """
+
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Sequence, cast
 
 import numpy as np
 import pandas as pd
@@ -47,8 +48,16 @@ import pandas as pd
 from .. import allocation
 from ..accounting import Accountant
 from ..aggregate import Aggregator
-from ..copula import ICDM, ModeCDF, correlation_estimate, fit_mixture, from_upper, mode_cdf, repair_correlation, \
-    universal_threshold
+from ..copula import (
+    ICDM,
+    ModeCDF,
+    correlation_estimate,
+    fit_mixture,
+    from_upper,
+    mode_cdf,
+    repair_correlation,
+    universal_threshold,
+)
 from ..copula_encoding import Encoding
 from ..encode import refined
 from ..errors import InputError
@@ -60,26 +69,29 @@ from ..schema import CategoricalColumn, NumericColumn, Schema
 from . import core
 from .federated import combined_total, projected
 
-
-NON_PRIVATE_WARNING = ("NON-PRIVATE TEST MODE: fedtda ran with exact statistics and no noise; this "
-                       "release has NO differential-privacy guarantee (for testing the method only)")
+NON_PRIVATE_WARNING = (
+    "NON-PRIVATE TEST MODE: fedtda ran with exact statistics and no noise; this "
+    "release has NO differential-privacy guarantee (for testing the method only)"
+)
 
 
 @dataclass
 class FedTDAOptions:
-    split: Sequence[float] | None = None   # shares of rho (total, categorical, numeric, covariance); default planned
-    components: int = 5             # most mixture components per numeric column
-    norm_factor: float = 2.0        # encoded rows are clipped to norm norm_factor * sqrt(l)
-    icdm_lambda: float = 1e-4       # ICDM trims [0, 1] to [lambda, 1 - lambda]
-    threshold: float = 2.0          # noisy numeric-histogram counts below threshold x sigma count as empty
-    refine: int = 4                 # each schema bin is split in this many for the numeric histograms
-    non_private: bool = False       # exact statistics, no noise, no guarantee (testing only)
+    split: Sequence[float] | None = None  # shares of rho (total, categorical, numeric, covariance); default planned
+    components: int = 5  # most mixture components per numeric column
+    norm_factor: float = 2.0  # encoded rows are clipped to norm norm_factor * sqrt(l)
+    icdm_lambda: float = 1e-4  # ICDM trims [0, 1] to [lambda, 1 - lambda]
+    threshold: float = 2.0  # noisy numeric-histogram counts below threshold x sigma count as empty
+    refine: int = 4  # each schema bin is split in this many for the numeric histograms
+    non_private: bool = False  # exact statistics, no noise, no guarantee (testing only)
 
     def validate(self) -> None:
         if self.split is not None:
             if len(self.split) != 4 or any(not (0 <= x < math.inf) for x in self.split) or not sum(self.split) > 0:
-                raise InputError(f"--split needs four non-negative shares (total, categorical, numeric, "
-                                 f"covariance), not {list(self.split)}")
+                raise InputError(
+                    f"--split needs four non-negative shares (total, categorical, numeric, "
+                    f"covariance), not {list(self.split)}"
+                )
             if min(self.split[0], self.split[3]) <= 0:
                 raise InputError("--split: the total and the covariance need a positive share")
         if self.refine not in (1, 2, 4):
@@ -98,31 +110,36 @@ class FedTDAOptions:
         """The released second moments have ``l (l + 1) / 2`` cells for ``l = n_cat + 2 n_num``
         coordinates; refused before any budget is spent when they would not fit in memory."""
         from ..workload import MAX_CANDIDATE_CELLS
+
         n_num = sum(isinstance(c, NumericColumn) for c in schema.columns)
         n_cat = len(schema.columns) - n_num
         shares = self.split or (1.0, 1.0, 1.0, 1.0)
         for count, share, family in ((n_cat, shares[1], "categorical"), (n_num, shares[2], "numeric")):
             if count and not share > 0:
-                raise InputError(f"--split gives the {family} histograms no budget, but the schema has {count} "
-                                 f"{family} column(s); give them a positive share")
+                raise InputError(
+                    f"--split gives the {family} histograms no budget, but the schema has {count} "
+                    f"{family} column(s); give them a positive share"
+                )
         width = len(schema.columns) + n_num
         if width * (width + 1) // 2 > MAX_CANDIDATE_CELLS:
-            raise InputError(f"fedtda's copula over {width} coordinates has too many second moments; "
-                             "use fewer columns")
+            raise InputError(f"fedtda's copula over {width} coordinates has too many second moments; use fewer columns")
 
 
 def threat_model(agg: Aggregator) -> str:
-    return ("fedtda: each silo sends its row count, its histograms and the sum of outer products of its "
-            f"locally encoded rows; {agg.threat_model}.")
+    return (
+        "fedtda: each silo sends its row count, its histograms and the sum of outer products of its "
+        f"locally encoded rows; {agg.threat_model}."
+    )
 
 
 # ---- the run ------------------------------------------------------------------------------------
 
+
 @dataclass
 class FedTDAModel:
     encoding: Encoding
-    factor: np.ndarray          # Cholesky factor of the copula correlation
-    total: float                # noisy row total
+    factor: np.ndarray  # Cholesky factor of the copula correlation
+    total: float  # noisy row total
 
     def sample(self, rows: int, seed: int | None) -> pd.DataFrame:
         rng = np.random.default_rng(seed)
@@ -130,7 +147,6 @@ class FedTDAModel:
         # computed transposed so that each coordinate (a column of z) is contiguous for decoding
         z = (self.factor.astype(np.float32) @ rng.standard_normal((width, rows), dtype=np.float32)).T
         return self.encoding.decode(z)
-
 
 
 def split_rho(rho: float, split: Sequence[float], n_cat: int, n_num: int) -> list[float]:
@@ -141,9 +157,14 @@ def split_rho(rho: float, split: Sequence[float], n_cat: int, n_num: int) -> lis
     return [rho * s / total for s in shares]
 
 
-def run_fedtda(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: FedTDAOptions,
-               encode_seed: int | None,
-               progress: Progress | None = None) -> core.MethodResult:
+def run_fedtda(
+    agg: Aggregator,
+    acc: Accountant,
+    noise: NoiseSource,
+    opts: FedTDAOptions,
+    encode_seed: int | None,
+    progress: Progress | None = None,
+) -> core.MethodResult:
     progress = progress or Silent()
     silos = agg.silo_names
     schema = agg.schema
@@ -166,30 +187,51 @@ def run_fedtda(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: FedTD
         sigma = gaussian_sigma(sensitivity, rho_part)
         return noisy_sums(agg, acc, noise, labelled, sigma, sensitivity, query, 0), sigma
 
-    planned = opts.split is None         # the rest planned from the noisy total (allocation.plan_fedtda)
+    planned = opts.split is None  # the rest planned from the noisy total (allocation.plan_fedtda)
     if planned:
         rho_n = allocation.TOTAL_SHARE * acc.rho_budget
     else:
         rho_n, rho_cat, rho_num, rho_cov = split_rho(acc.rho_budget, opts.split, len(cat), len(num))
-    (n_sum,), sigma_n = release([("rows", MarginalsQuery(((),)))], 1.0, rho_n,
-                                "total number of rows" + (" (plans the schedule)" if planned else ""))
+    (n_sum,), sigma_n = release(
+        [("rows", MarginalsQuery(((),)))],
+        1.0,
+        rho_n,
+        "total number of rows" + (" (plans the schedule)" if planned else ""),
+    )
     n_hat = max(1.0, float(n_sum[0]))
     refine = opts.refine
     if planned:
-        plan = allocation.plan_fedtda(n_hat, acc.remaining, [schema.shape[j] for j in num], len(cat), bound,
-                                      opts.refine)
+        plan = allocation.plan_fedtda(
+            n_hat, acc.remaining, [schema.shape[j] for j in num], len(cat), bound, opts.refine
+        )
         rho_cat, rho_num, rho_cov, refine = plan.rho_cat, plan.rho_num, plan.rho_cov, plan.refine
         acc.note(schedule=allocation.schedule_record(n_hat, **plan.record()))
-    fine = {j: refined(schema.columns[j], refine) for j in num}
-    hist_cat, sigma_cat = release([(names[j], MarginalsQuery(((j,),))) for j in cat], math.sqrt(len(cat)), rho_cat,
-                                  "every categorical column's histogram") if cat else ([], 0.0)
-    hist_num, sigma_num = release([(names[j], NumericHistogramQuery(j, refine)) for j in num],
-                                  math.sqrt(len(num)), rho_num, f"every numeric column's histogram on its public "
-                                  f"bins (each schema bin split in {refine})") if num else ([], 0.0)
-    if not exact:         # the total, and the sum of every histogram, estimate the rows: combined
-        n_hat = combined_total([n_hat] + [float(h.sum()) for h in hist_cat + hist_num],
-                               [sigma_n ** 2] + [h.size * sigma_cat ** 2 for h in hist_cat]
-                               + [h.size * sigma_num ** 2 for h in hist_num])
+    fine = {j: refined(cast(NumericColumn, schema.columns[j]), refine) for j in num}
+    hist_cat, sigma_cat = (
+        release(
+            [(names[j], MarginalsQuery(((j,),))) for j in cat],
+            math.sqrt(len(cat)),
+            rho_cat,
+            "every categorical column's histogram",
+        )
+        if cat
+        else ([], 0.0)
+    )
+    hist_num, sigma_num = (
+        release(
+            [(names[j], NumericHistogramQuery(j, refine)) for j in num],
+            math.sqrt(len(num)),
+            rho_num,
+            f"every numeric column's histogram on its public bins (each schema bin split in {refine})",
+        )
+        if num
+        else ([], 0.0)
+    )
+    if not exact:  # the total, and the sum of every histogram, estimate the rows: combined
+        n_hat = combined_total(
+            [n_hat] + [float(h.sum()) for h in hist_cat + hist_num],
+            [sigma_n**2] + [h.size * sigma_cat**2 for h in hist_cat] + [h.size * sigma_num**2 for h in hist_num],
+        )
     # the nearest histograms with that total; counts of refined bins below threshold x sigma cannot
     # be told from empty ones: treat them as empty
     cut = opts.threshold * sigma_num if refine > 1 else 0.0
@@ -202,8 +244,8 @@ def run_fedtda(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: FedTD
         icdm[j] = ICDM(_probabilities(h, n_hat), opts.icdm_lambda)
     for j, h in zip(num, hist_num):
         col = fine[j]
-        mix = fit_mixture(col, h[:col.n_bins], opts.components)
-        modes[j] = mode_cdf(col, h[:col.n_bins], mix, opts.icdm_lambda)
+        mix = fit_mixture(col, h[: col.n_bins], opts.components)
+        modes[j] = mode_cdf(col, h[: col.n_bins], mix, opts.icdm_lambda)
         comp_mass = modes[j].cum[-1]
         missing = [max(float(h[col.n_bins]), 0.0)] if col.missing else []
         # components in the order of their means (then "missing"), so the code is monotone in the value
@@ -212,19 +254,25 @@ def run_fedtda(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: FedTD
     encoding = Encoding(schema, icdm, modes, bound)
     agg.broadcast(encoding.public_arrays(), silos, round_index=0)
 
-    (g,), sigma_cov = release([("second moments of encoded rows", SecondMomentsQuery(encoding, encode_seed))],
-                              encoding.bound ** 2, rho_cov, f"upper triangle of the sum of x x^T of the encoded rows "
-                              f"(rows clipped to norm {encoding.bound:.4g})")
+    (g,), sigma_cov = release(
+        [("second moments of encoded rows", SecondMomentsQuery(encoding, encode_seed))],
+        encoding.bound**2,
+        rho_cov,
+        f"upper triangle of the sum of x x^T of the encoded rows (rows clipped to norm {encoding.bound:.4g})",
+    )
     # the universal threshold: pure noise survives in none of the p entries with high probability
     corr = correlation_estimate(from_upper(g, width) / n_hat, universal_threshold(width) * sigma_cov / n_hat)
-    for k in encoding.value_coordinates():     # a value's code is uniform given its component: no correlation
+    for k in encoding.value_coordinates():  # a value's code is uniform given its component: no correlation
         corr[k, k + 1] = corr[k + 1, k] = 0.0
     _, factor = repair_correlation(corr)
     model = FedTDAModel(encoding, factor, n_hat)
     progress.log(f"copula over {width} coordinates")
-    info = {"coordinates": width, "components": {names[j]: modes[j].components for j in num},
-            "oneway_sigmas": _oneway_sigmas(schema, fine, rho_cat, rho_num, exact),
-            "traffic": agg.traffic_summary()}
+    info = {
+        "coordinates": width,
+        "components": {names[j]: modes[j].components for j in num},
+        "oneway_sigmas": _oneway_sigmas(schema, fine, rho_cat, rho_num, exact),
+        "traffic": agg.traffic_summary(),
+    }
     return core.MethodResult(model, model, 1, [], info)
 
 
@@ -250,4 +298,3 @@ def _probabilities(counts: np.ndarray, n_hat: float) -> np.ndarray:
     category keeps an interval), normalised."""
     c = projected(counts, n_hat) * n_hat + max(n_hat, 1.0) * 1e-6
     return c / c.sum()
-

@@ -29,6 +29,7 @@ weighted measurements whose heterogeneity term uses the **true** pooled marginal
 ``n_k tau_k(q) = ||M_q(D_k) - n_k M_q(D)/N||_1``: it is not differentially private, and says so
 in its ledger (``non_private``), which makes ``audit`` fail.
 """
+
 from __future__ import annotations
 
 import math
@@ -47,20 +48,35 @@ from ..progress import Progress, Silent
 from ..queries import LocalScoresQuery, MarginalsQuery
 from . import core
 from .aim import problem_for
-from .federated import (FEDERATED_ROUNDS, ClientSampler, FederatedOptions, Measurement, TotalEstimator,
-                        default_sample_rate, fit_limit, keep_within_size, measure_initial_oneways, measure_sums,
-                        model_payload, normalised, planning_total, rescale)
+from .federated import (
+    FEDERATED_ROUNDS,
+    ClientSampler,
+    FederatedOptions,
+    Measurement,
+    TotalEstimator,
+    default_sample_rate,
+    fit_limit,
+    keep_within_size,
+    measure_initial_oneways,
+    measure_sums,
+    model_payload,
+    normalised,
+    planning_total,
+    rescale,
+)
 
 VARIANTS = ("naive", "private", "oracle")
-ORACLE_WARNING = ("ORACLE VARIANT: the silos' heterogeneity term uses the true pooled marginals, "
-                  "which are not protected; this release has NO differential-privacy guarantee "
-                  "(a research baseline only)")
+ORACLE_WARNING = (
+    "ORACLE VARIANT: the silos' heterogeneity term uses the true pooled marginals, "
+    "which are not protected; this release has NO differential-privacy guarantee "
+    "(a research baseline only)"
+)
 
 
 @dataclass
 class FLAIMOptions(FederatedOptions):
     variant: str = "private"
-    local_steps: int = 1               # s
+    local_steps: int = 1  # s
 
     def validate(self) -> None:
         super().validate()
@@ -72,24 +88,32 @@ class FLAIMOptions(FederatedOptions):
     def check_mpc(self) -> None:
         """Over MPC a silo's process only answers declared queries: one local step, a private variant."""
         if self.local_steps > 1 or self.variant == "oracle":
-            raise InputError("flaim over MPC runs one local step with --variant naive or private "
-                             "(--local-steps > 1 refits the model inside each silo; oracle is not private)")
+            raise InputError(
+                "flaim over MPC runs one local step with --variant naive or private "
+                "(--local-steps > 1 refits the model inside each silo; oracle is not private)"
+            )
 
 
 def threat_model(agg: Aggregator) -> str:
-    return ("flaim: each sampled silo selects marginals on its own rows (exponential mechanism, run "
-            f"locally) and sends the chosen marginals' counts; {agg.threat_model}. Which marginal each "
-            "silo chose is visible to the aggregator (it is a DP output).")
+    return (
+        "flaim: each sampled silo selects marginals on its own rows (exponential mechanism, run "
+        f"locally) and sends the chosen marginals' counts; {agg.threat_model}. Which marginal each "
+        "silo chose is visible to the aggregator (it is a DP output)."
+    )
 
 
-def flaim_params(rho: float, rounds: int, local_steps: int, n_columns: int, alpha: float,
-                 variant: str) -> tuple[float, float, int]:
+def flaim_params(
+    rho: float, rounds: int, local_steps: int, n_columns: int, alpha: float, variant: str
+) -> tuple[float, float, int]:
     """``(sigma, eps, G)``: ``G`` Gaussians of sensitivity 1 and ``T s`` exponential
     mechanisms (parallel over silos) spend exactly ``rho`` (``T = 0``: the 1-ways alone)."""
     T, s = rounds, local_steps
     eps = math.sqrt(8.0 * (1.0 - alpha) * rho / (T * s)) if T else 0.0
-    return (allocation.flaim_sigma(rho, T, s, n_columns, alpha, variant), eps,
-            allocation.flaim_gaussians(T, s, n_columns, variant))
+    return (
+        allocation.flaim_sigma(rho, T, s, n_columns, alpha, variant),
+        eps,
+        allocation.flaim_gaussians(T, s, n_columns, variant),
+    )
 
 
 def score_sensitivity(max_weight: float, variant: str) -> float:
@@ -102,17 +126,29 @@ def selection_sensitivity(max_weight: float, opts: FLAIMOptions) -> float:
     return score_sensitivity(max_weight, opts.variant)
 
 
-def run_flaim(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: FLAIMOptions,
-              sampling_seed: int | None,
-              progress: Progress | None = None) -> core.MethodResult:
+def run_flaim(
+    agg: Aggregator,
+    acc: Accountant,
+    noise: NoiseSource,
+    opts: FLAIMOptions,
+    sampling_seed: int | None,
+    progress: Progress | None = None,
+) -> core.MethodResult:
     return FLAIMRun(agg, acc, noise, opts, sampling_seed, progress or Silent()).run()
 
 
 class FLAIMRun:
     """One FLAIM release: the server's state (model, proxy, measurements) across rounds."""
 
-    def __init__(self, agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: FLAIMOptions,
-                 sampling_seed: int | None, progress: Progress):
+    def __init__(
+        self,
+        agg: Aggregator,
+        acc: Accountant,
+        noise: NoiseSource,
+        opts: FLAIMOptions,
+        sampling_seed: int | None,
+        progress: Progress,
+    ):
         self.agg, self.acc, self.noise, self.opts, self.progress = agg, acc, noise, opts, progress
         self.variant = opts.variant
         self.weighted = opts.variant != "naive"
@@ -135,12 +171,21 @@ class FLAIMRun:
         opts, acc, d = self.opts, self.acc, len(self.prob.names)
         if self.rounds is None:
             n_hat = planning_total(self.agg, acc, self.noise)
-            self.rounds = allocation.plan_flaim(n_hat, acc.remaining, opts.alpha, d, self.prob.multiway_cells(),
-                                                FEDERATED_ROUNDS, opts.local_steps, self.variant,
-                                                len(self.agg.silo_names))
+            self.rounds = allocation.plan_flaim(
+                n_hat,
+                acc.remaining,
+                opts.alpha,
+                d,
+                self.prob.multiway_cells(),
+                FEDERATED_ROUNDS,
+                opts.local_steps,
+                self.variant,
+                len(self.agg.silo_names),
+            )
             acc.note(schedule=allocation.schedule_record(n_hat, rounds=self.rounds))
-        self.sigma, self.eps, _ = flaim_params(acc.remaining, self.rounds, opts.local_steps, d, opts.alpha,
-                                               self.variant)
+        self.sigma, self.eps, _ = flaim_params(
+            acc.remaining, self.rounds, opts.local_steps, d, opts.alpha, self.variant
+        )
 
     def run(self) -> core.MethodResult:
         prob, opts, acc = self.prob, self.opts, self.acc
@@ -148,31 +193,39 @@ class FLAIMRun:
             acc.mark_non_private(ORACLE_WARNING)
             self.progress.log(ORACLE_WARNING)
         self.plan()
-        self.measurements = measure_initial_oneways(self.agg, acc, self.noise, self.sampler, prob.names,
-                                                    prob.shape, self.sigma, self.totals, self.weighted)
+        self.measurements = measure_initial_oneways(
+            self.agg, acc, self.noise, self.sampler, prob.names, prob.shape, self.sigma, self.totals, self.weighted
+        )
         self.proxy = [normalised(y) for _, y, _ in self.measurements]
-        self.fitter = pgm.ModelFitter(prob.domain, iters=opts.pgm_iters, tol=opts.pgm_tol or None,
-                                      known_total=self.totals.population)
+        self.fitter = pgm.ModelFitter(
+            prob.domain, iters=opts.pgm_iters, tol=opts.pgm_tol or None, known_total=self.totals.population
+        )
         model = self.fitter.fit(self.measurements)
         self.progress.update(acc.rho_spent / acc.rho_budget, f"measured {len(prob.names)} one-way marginals")
         self.oracle_probs = _pooled_probs(self.agg, acc, prob) if self.variant == "oracle" else None
         for t in range(1, self.rounds + 1):
             model = self.round(t, model)
         self.progress.log(f"{self.rounds} rounds, {len(self.measurements)} measurements")
-        info = {"variant": self.variant, "sample_rate": self.rate, "sigma": self.sigma, "epsilon_select": self.eps,
-                "score_sensitivity": self.delta_u, "dropped_for_size": self.dropped,
-                "oneway_sigmas": core.oneway_sigmas(self.measurements, prob.names, prob.shape),
-                "traffic": self.agg.traffic_summary()}
+        info = {
+            "variant": self.variant,
+            "sample_rate": self.rate,
+            "sigma": self.sigma,
+            "epsilon_select": self.eps,
+            "score_sensitivity": self.delta_u,
+            "dropped_for_size": self.dropped,
+            "oneway_sigmas": core.oneway_sigmas(self.measurements, prob.names, prob.shape),
+            "traffic": self.agg.traffic_summary(),
+        }
         return core.MethodResult(core.ModelSampler(model, self.schema), model, self.rounds, prob.workload, info)
 
     def round(self, t: int, model):
         """Global round ``t``: sample, select locally, aggregate with noise, refit."""
         prob, opts, acc, s, d = self.prob, self.opts, self.acc, self.opts.local_steps, len(self.prob.names)
         proxy_round = self.variant == "private" and t < self.rounds
-        round_rho = s * self.eps ** 2 / 8 + ((2 * s - 1) + (d if proxy_round else 0)) / (2 * self.sigma ** 2)
+        round_rho = s * self.eps**2 / 8 + ((2 * s - 1) + (d if proxy_round else 0)) / (2 * self.sigma**2)
         limit = fit_limit(acc.rho_budget, acc.rho_spent + round_rho, opts.max_model_size)
         cands = core.filter_candidates(prob.candidates, pgm.model_cliques(model), prob.domain, limit)
-        if self.variant == "private":                          # "filter": no 1-way candidates
+        if self.variant == "private":  # "filter": no 1-way candidates
             cands = {q: w for q, w in cands.items() if len(q) > 1} or cands
         sampled = self.sampler.draw()
         payload = model_payload(model)
@@ -184,47 +237,74 @@ class FLAIMRun:
 
         new: list[Measurement] = []
         per_silo = None
-        if proxy_round:                                         # "combine" and the proxy update
-            oneways = measure_sums(self.agg, self.acc, self.noise,
-                                   [((name,), sampled) for name in prob.names], prob, self.sigma, t,
-                                   f"round {t}: every column's 1-way marginal over the sampled silos (proxy)",
-                                   sensitivity_l2=math.sqrt(d))      # one record is in each of the d sums
+        if proxy_round:  # "combine" and the proxy update
+            oneways = measure_sums(
+                self.agg,
+                self.acc,
+                self.noise,
+                [((name,), sampled) for name in prob.names],
+                prob,
+                self.sigma,
+                t,
+                f"round {t}: every column's 1-way marginal over the sampled silos (proxy)",
+                sensitivity_l2=math.sqrt(d),
+            )  # one record is in each of the d sums
             per_silo = _round_rows_per_silo(oneways, prob.shape, len(sampled))
             for i, y in enumerate(oneways):
-                new.append(rescale((prob.names[i],), y, self.sigma, per_silo * len(sampled),
-                                   self.totals.population, self.weighted))
+                new.append(
+                    rescale(
+                        (prob.names[i],), y, self.sigma, per_silo * len(sampled), self.totals.population, self.weighted
+                    )
+                )
                 self.proxy[i] = (normalised(y) + self.proxy_updates * self.proxy[i]) / (self.proxy_updates + 1)
             self.proxy_updates += 1
         kept, dropped = keep_within_size(_by_popularity(picks), pgm.model_cliques(model), prob.domain, limit)
         self.dropped += len(dropped)
         contributors = {q: [k for k in sampled if q in picks[k]] for q in kept}
-        sums = measure_sums(self.agg, self.acc, self.noise, [(q, contributors[q]) for q in kept], prob,
-                            self.sigma, t, f"round {t}: sums of the chosen marginals "
-                            + "; ".join("(" + ", ".join(q) + ")" for q in kept), sensitivity_l2=math.sqrt(s))
+        sums = measure_sums(
+            self.agg,
+            self.acc,
+            self.noise,
+            [(q, contributors[q]) for q in kept],
+            prob,
+            self.sigma,
+            t,
+            f"round {t}: sums of the chosen marginals " + "; ".join("(" + ", ".join(q) + ")" for q in kept),
+            sensitivity_l2=math.sqrt(s),
+        )
         for q, y in zip(kept, sums):
             n_hat = self.totals.estimate(float(y.sum()), y.size, self.sigma, len(contributors[q]), per_silo)
             new.append(rescale(q, y, self.sigma, n_hat, self.totals.population, self.weighted))
         self.measurements += new
         model = self.fitter.fit(self.measurements)
-        self.progress.update(acc.rho_spent / acc.rho_budget,
-                             f"round {t}/{self.rounds}: {len(sampled)} silos chose {len(kept)} marginal(s)")
+        self.progress.update(
+            acc.rho_spent / acc.rho_budget,
+            f"round {t}/{self.rounds}: {len(sampled)} silos chose {len(kept)} marginal(s)",
+        )
         return model
 
     def select_locally(self, t: int, sampled: list[str], cands: dict, probs: dict) -> dict[str, list[tuple[str, ...]]]:
         """Each sampled silo's ``s`` selections (never the same marginal twice); for ``s > 1`` each
         non-final step's choice is measured locally and refines that silo's copy of the model."""
         s = self.opts.local_steps
-        picks = {k: [] for k in sampled}
+        picks: dict[str, list[tuple[str, ...]]] = {k: [] for k in sampled}
         local_probs = {k: probs for k in sampled}
         for step in range(1, s + 1):
             options = {k: [q for q in cands if q not in picks[k]] for k in sampled}
             queries = {k: self.scores_query(options[k], cands, local_probs[k]) for k in sampled}
-            if step == 1:            # every silo has the same options and model: one query for all
+            if step == 1:  # every silo has the same options and model: one query for all
                 queries = dict.fromkeys(sampled, queries[sampled[0]])
             choice = local_exponential_mechanism(
-                self.agg, self.acc, self.noise, queries, epsilon=self.eps, sensitivity=self.delta_u, round_index=t,
-                local_step=step, query=f"round {t}, local step {step}: each sampled silo selects among "
-                                       f"{len(cands)} candidates")
+                self.agg,
+                self.acc,
+                self.noise,
+                queries,
+                epsilon=self.eps,
+                sensitivity=self.delta_u,
+                round_index=t,
+                local_step=step,
+                query=f"round {t}, local step {step}: each sampled silo selects among {len(cands)} candidates",
+            )
             for k in sampled:
                 picks[k].append(options[k][choice[k]])
             if step < s:
@@ -232,28 +312,42 @@ class FLAIMRun:
         return picks
 
     def scores_query(self, options: list[tuple[str, ...]], cands: dict, probs: dict) -> "LocalScoresQuery":
-        return LocalScoresQuery(tuple(tuple(self.prob.columns(q)) for q in options),
-                                tuple(float(cands[q]) for q in options), tuple(np.ravel(probs[q]) for q in options),
-                                self.sigma, tuple(self.proxy) if self.variant == "private" else None,
-                                None if self.oracle_probs is None else tuple(self.oracle_probs[q] for q in options))
+        return LocalScoresQuery(
+            tuple(tuple(self.prob.columns(q)) for q in options),
+            tuple(float(cands[q]) for q in options),
+            tuple(np.ravel(probs[q]) for q in options),
+            self.sigma,
+            tuple(self.proxy) if self.variant == "private" else None,
+            None if self.oracle_probs is None else tuple(self.oracle_probs[q] for q in options),
+        )
 
     def refine_local_models(self, t: int, step: int, sampled: list[str], picks: dict, cands: dict) -> dict:
         """Each silo measures its latest choice with ``N(0, sigma^2)`` (a release, charged once by
         parallel composition) and refits its own copy of the model with it."""
         local = local_gaussian_mechanism(
-            self.agg, self.acc, self.noise,
+            self.agg,
+            self.acc,
+            self.noise,
             {k: MarginalsQuery((tuple(self.prob.columns(picks[k][-1])),)) for k in sampled},
-            sigma=self.sigma, round_index=t, local_step=step,
-            query=f"round {t}, local step {step}: each silo measures its choice for its own model copy")
+            sigma=self.sigma,
+            round_index=t,
+            local_step=step,
+            query=f"round {t}, local step {step}: each silo measures its choice for its own model copy",
+        )
         out = {}
         for k in sampled:
             q, y = picks[k][-1], local[k]
             n_hat = self.totals.estimate(float(y.sum()), y.size, self.sigma, 1)
-            fitter = pgm.ModelFitter(self.prob.domain, iters=self.opts.pgm_iters, tol=self.opts.pgm_tol or None,
-                                     known_total=self.totals.population)
+            fitter = pgm.ModelFitter(
+                self.prob.domain,
+                iters=self.opts.pgm_iters,
+                tol=self.opts.pgm_tol or None,
+                known_total=self.totals.population,
+            )
             fitter.model = self.fitter.model
-            reader = pgm.MarginalReader(fitter.fit(
-                self.measurements + [rescale(q, y, self.sigma, n_hat, self.totals.population)]))
+            reader = pgm.MarginalReader(
+                fitter.fit(self.measurements + [rescale(q, y, self.sigma, n_hat, self.totals.population)])
+            )
             out[k] = {c: normalised(reader(c)) for c in cands}
         return out
 
@@ -276,7 +370,12 @@ def _by_popularity(picks: dict[str, list[tuple[str, ...]]]) -> list[tuple[str, .
 
 def _pooled_probs(agg: Aggregator, acc: Accountant, prob: core.Problem) -> dict[tuple[str, ...], np.ndarray]:
     """ORACLE ONLY: the true pooled marginals ``M_q(D)/N`` (not private; the ledger says so)."""
-    totals = exact_sums_in_a_non_private_run(acc, agg, [(f"oracle: marginal({', '.join(q)})",
-                                                         MarginalsQuery((tuple(prob.columns(q)),)), agg.silo_names)
-                                                        for q in prob.candidates])
+    totals = exact_sums_in_a_non_private_run(
+        acc,
+        agg,
+        [
+            (f"oracle: marginal({', '.join(q)})", MarginalsQuery((tuple(prob.columns(q)),)), agg.silo_names)
+            for q in prob.candidates
+        ],
+    )
     return {q: total / max(1, total.sum()) for q, total in zip(prob.candidates, totals)}

@@ -11,6 +11,7 @@ one, not clipped at zero, so the noise of empty cells does not become mass) and 
 distribution; rows are drawn column by column, independently, and numeric columns are decoded to
 values inside their bins.
 """
+
 from __future__ import annotations
 
 import math
@@ -79,8 +80,14 @@ class IndependentModel:
         return decode_codes(codes, self.schema, rng)
 
 
-def run_independent(agg: Aggregator, acc: Accountant, noise: NoiseSource, opts: IndependentOptions,
-                    seed: int | None = None, progress: Progress | None = None) -> core.MethodResult:
+def run_independent(
+    agg: Aggregator,
+    acc: Accountant,
+    noise: NoiseSource,
+    opts: IndependentOptions,
+    seed: int | None = None,
+    progress: Progress | None = None,
+) -> core.MethodResult:
     """Every column's noisy 1-way marginal in one Gaussian release (``seed``: unused, the method
     draws no public randomness)."""
     progress = progress or Silent()

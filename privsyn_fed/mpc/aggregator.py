@@ -9,6 +9,7 @@ answers as shares inside the parties. Real answers (Fed-TDA's second moments) ar
 ``2^-REAL_BITS``; the noise is then the discrete Gaussian on that grid, and the rounding is
 charged as extra sensitivity (``rounding_l2``).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -27,9 +28,11 @@ from ..silo import Silo
 from . import secure, world
 from .noise import gumbel_rounding_slack
 
-COLLUSION = ("additive secret sharing among the n parties: any coalition of up to n-1 parties sees only "
-             "uniformly random shares; the dealer (a separate process that sees no data) must collude with "
-             "no party and must not see the released outputs, as it knows the noise it dealt")
+COLLUSION = (
+    "additive secret sharing among the n parties: any coalition of up to n-1 parties sees only "
+    "uniformly random shares; the dealer (a separate process that sees no data) must collude with "
+    "no party and must not see the released outputs, as it knows the noise it dealt"
+)
 
 
 class MPCAggregator:
@@ -43,8 +46,11 @@ class MPCAggregator:
         self.names = list(names)
         self.channel = channel or world.Channel()
         self.seeded = secure.dealer_seeded()
-        self.noise_name = ("dealer: seeded numpy (not private)" if self.seeded else
-                           "dealer: exact discrete Gaussian (OpenDP) / exactly rounded Gumbel (CSPRNG)")
+        self.noise_name = (
+            "dealer: seeded numpy (not private)"
+            if self.seeded
+            else "dealer: exact discrete Gaussian (OpenDP) / exactly rounded Gumbel (CSPRNG)"
+        )
         self.schema = own.schema
         self.release: Any = None
         self.traffic = MPCTraffic(self)
@@ -52,10 +58,14 @@ class MPCAggregator:
         agree = world.gather_to_party0([1.0])
         different = [self.names[k] for k, (ok,) in enumerate(agree) if not ok]
         if different:
-            raise InputError(f"{', '.join(different)}: loaded a different schema than party 0's; every party "
-                             "must use the same public schema file")
-        self.threat_model = (f"secure multi-party computation among {len(self.names)} silo parties plus a "
-                             f"dealer (CrypTen, semi-honest, TTP provider): {COLLUSION}")
+            raise InputError(
+                f"{', '.join(different)}: loaded a different schema than party 0's; every party "
+                "must use the same public schema file"
+            )
+        self.threat_model = (
+            f"secure multi-party computation among {len(self.names)} silo parties plus a "
+            f"dealer (CrypTen, semi-honest, TTP provider): {COLLUSION}"
+        )
 
     # ---- the aggregator protocol (aggregate.Aggregator) ----------------------------------------
     @property
@@ -92,17 +102,22 @@ class MPCAggregator:
         drawn by each silo's own process (``local``)."""
         if local:
             return {"sampler": LOCAL_SAMPLER}
-        return {"sampler": self.noise_name, "noise_from": "dealer, secret-shared",
-                "collusion": f"up to {len(self.names) - 1} of {len(self.names)} parties; the dealer colludes with none"}
+        return {
+            "sampler": self.noise_name,
+            "noise_from": "dealer, secret-shared",
+            "collusion": f"up to {len(self.names) - 1} of {len(self.names)} parties; the dealer colludes with none",
+        }
 
-    def noisy_sum(self, query: Query, among: Sequence[str], *, sigma: float, noise, round_index: int,
-                  label: str) -> np.ndarray:
+    def noisy_sum(
+        self, query: Query, among: Sequence[str], *, sigma: float, noise, round_index: int, label: str
+    ) -> np.ndarray:
         """``sum + N(0, sigma^2)``: the dealer's discrete Gaussian on the fixed-point grid of real
         answers (``REAL_BITS``), opened to party 0; the exact sum is never opened."""
         q, ranks = check_declared(query, label), self.ranks(among)
         self._send("noisy_sum", q, ranks, sigma=sigma)
-        return _decode(q, secure.noisy_sum(_answer(q, self.own, 0, ranks), ranks, q.size(self.schema),
-                                           _grid_sigma(q, sigma)))
+        return _decode(
+            q, secure.noisy_sum(_answer(q, self.own, 0, ranks), ranks, q.size(self.schema), _grid_sigma(q, sigma))
+        )
 
     def local_select(self, queries: Mapping[str, Query], *, scale: float, noise, round_index: int) -> dict[str, int]:
         """Each silo scores with its query on its own rows and takes the noisy max itself
@@ -114,8 +129,9 @@ class MPCAggregator:
         rows = world.gather_to_party0([_local_choice(q, self.own, 0, ranks, scale)])
         return {self.names[r]: int(rows[r][0]) for r in ranks}
 
-    def local_noisy_answers(self, queries: Mapping[str, Query], *, sigma: float, noise,
-                            round_index: int) -> dict[str, np.ndarray]:
+    def local_noisy_answers(
+        self, queries: Mapping[str, Query], *, sigma: float, noise, round_index: int
+    ) -> dict[str, np.ndarray]:
         """Not available over MPC (FLAIM's local steps beyond the first need it; refused before a
         run starts)."""
         raise MPCError("local measurements (FLAIM's --local-steps above 1) are not available over MPC")
@@ -123,13 +139,15 @@ class MPCAggregator:
     def pool(self, cliques: Mapping[tuple[str, ...], Sequence[int]]) -> Pool:
         return Pool(cliques, self.schema.shape, SharedPoolStorage(self, cliques))
 
-    def open_exact_sum_for_checks(self, query: Query, among: Sequence[str], *, label: str,
-                                  round_index: int = 0) -> np.ndarray:
+    def open_exact_sum_for_checks(
+        self, query: Query, among: Sequence[str], *, label: str, round_index: int = 0
+    ) -> np.ndarray:
         """The exact sum, opened to party 0: for checks only (no mechanism protects it)."""
         return self.exact_sum_and_share_for_checks(query, among, label)[1]
 
-    def exact_sum_and_share_for_checks(self, query: Query, among: Sequence[str],
-                                       label: str = "sum") -> tuple[np.ndarray, np.ndarray]:
+    def exact_sum_and_share_for_checks(
+        self, query: Query, among: Sequence[str], label: str = "sum"
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Party 0's share of the exact sum (uniformly random on its own) and the opened sum; for
         checks and demonstrations only (refused during a private release)."""
         refuse_exact_sum_in_release(self.release, label)
@@ -140,10 +158,18 @@ class MPCAggregator:
 
     def ledger_details(self, noise) -> dict[str, Any]:
         """``details.noise`` and ``details.mpc`` of the ledger."""
-        return {"noise": self.noise_name,
-                "mpc": {"parties": len(self.names), "provider": "TTP (dealer process)", "debug": False,
-                        "framework": "CrypTen 0.4.1, semi-honest", "transport": "gloo over TCP, unencrypted",
-                        "assumptions": COLLUSION, "noise": self.noise_name}}
+        return {
+            "noise": self.noise_name,
+            "mpc": {
+                "parties": len(self.names),
+                "provider": "TTP (dealer process)",
+                "debug": False,
+                "framework": "CrypTen 0.4.1, semi-honest",
+                "transport": "gloo over TCP, unencrypted",
+                "assumptions": COLLUSION,
+                "noise": self.noise_name,
+            },
+        }
 
     def traffic_summary(self) -> dict[str, Any] | None:
         return self.traffic.summary(self.names)
@@ -170,14 +196,20 @@ class MPCTraffic:
     def __init__(self, agg: MPCAggregator):
         self.agg = agg
 
-    def summary(self, names: Sequence[str]) -> dict[str, float]:
+    def summary(self, names: Sequence[str]) -> dict[str, Any]:
+        """Rounds and bytes of every party, measured now."""
         per = self.agg.party_traffic()
         total = [p["bytes"] + p["command_bytes"] for p in per]
-        return {"mpc": True, "silos": len(names), "silos_active": len(names), "parties": per,
-                "rounds_max": max(p["rounds"] for p in per),
-                "mean_bytes_sent_per_active_silo": float(np.mean(total)),
-                "mean_bytes_received_per_active_silo": float(np.mean(total)),
-                "max_bytes_per_silo": float(max(total))}
+        return {
+            "mpc": True,
+            "silos": len(names),
+            "silos_active": len(names),
+            "parties": per,
+            "rounds_max": max(p["rounds"] for p in per),
+            "mean_bytes_sent_per_active_silo": float(np.mean(total)),
+            "mean_bytes_received_per_active_silo": float(np.mean(total)),
+            "max_bytes_per_silo": float(max(total)),
+        }
 
 
 def _traffic_row(channel: world.Channel) -> list[float]:
@@ -234,8 +266,9 @@ class SharedPoolStorage:
     def __init__(self, agg: MPCAggregator, cliques: Mapping[tuple[str, ...], Sequence[int]]):
         self.agg = agg
         self.where = agg.where
-        length = int(sum(int(np.prod([agg.schema.shape[i] for i in cols], dtype=np.int64))
-                         for cols in cliques.values()))
+        length = int(
+            sum(int(np.prod([agg.schema.shape[i] for i in cols], dtype=np.int64)) for cols in cliques.values())
+        )
         agg.channel.send({"op": "pool_new", "length": length})
         self.shares = secure.zeros(length)
         self.length = length
@@ -251,32 +284,55 @@ class SharedPoolStorage:
         ``eps_s + 4 / scale(eps_s) = epsilon`` so that ``epsilon`` covers the rounding slack."""
         eps_s = epsilon / (1.0 + 4.0 / secure.gumbel_scale(1.0, sensitivity))
         scale = secure.gumbel_scale(eps_s, sensitivity)
-        return scale, {"fixed_point": {"score_bits": secure.SCORE_BITS, "epsilon_sampled": eps_s,
-                                       "gumbel_scale_grid_units": scale,
-                                       "rounding_slack": gumbel_rounding_slack(scale)},
-                       **self.agg.noise_fields(noise)}
+        return scale, {
+            "fixed_point": {
+                "score_bits": secure.SCORE_BITS,
+                "epsilon_sampled": eps_s,
+                "gumbel_scale_grid_units": scale,
+                "rounding_slack": gumbel_rounding_slack(scale),
+            },
+            **self.agg.noise_fields(noise),
+        }
 
     def measurement_fields(self, noise) -> dict[str, Any]:
         return self.agg.noise_fields(noise)
 
-    def select_arrays(self, pool: Pool, cands: Mapping[tuple[str, ...], float],
-                      model_marginals: Mapping[tuple[str, ...], np.ndarray], sigma: float) -> dict[str, np.ndarray]:
+    def select_arrays(
+        self,
+        pool: Pool,
+        cands: Mapping[tuple[str, ...], float],
+        model_marginals: Mapping[tuple[str, ...], np.ndarray],
+        sigma: float,
+    ) -> dict[str, np.ndarray]:
         """The public inputs of ``secure.secure_select`` for candidates ``cands`` (weights)."""
         keys = list(cands)
         weights = np.array([cands[q] for q in keys])
         if not np.allclose(weights, np.round(weights)):
             raise ValueError("secure select needs integer workload weights")
         model = np.concatenate([np.floor(np.ldexp(np.ravel(model_marginals[q]), secure.SCORE_BITS)) for q in keys])
-        offsets = [round_half(math.ldexp(math.sqrt(2 / math.pi) * sigma * pool.size[q], secure.SCORE_BITS))
-                   for q in keys]
-        return {"cells": np.concatenate([pool.cells(q) for q in keys]),
-                "segment_ids": np.concatenate([np.full(pool.size[q], i) for i, q in enumerate(keys)]),
-                "model": model.astype(np.int64), "weights": np.round(weights).astype(np.int64),
-                "offsets": np.array(offsets, dtype=np.int64), "total_cells": pool.cells(pool.keys[0])}
+        offsets = [
+            round_half(math.ldexp(math.sqrt(2 / math.pi) * sigma * pool.size[q], secure.SCORE_BITS)) for q in keys
+        ]
+        return {
+            "cells": np.concatenate([pool.cells(q) for q in keys]),
+            "segment_ids": np.concatenate([np.full(pool.size[q], i) for i, q in enumerate(keys)]),
+            "model": model.astype(np.int64),
+            "weights": np.round(weights).astype(np.int64),
+            "offsets": np.array(offsets, dtype=np.int64),
+            "total_cells": pool.cells(pool.keys[0]),
+        }
 
-    def select(self, pool: Pool, cands: Mapping[tuple[str, ...], float],
-               model_marginals: Mapping[tuple[str, ...], np.ndarray], *, sigma: float, scale: float, noise,
-               draws: int) -> list[int]:
+    def select(
+        self,
+        pool: Pool,
+        cands: Mapping[tuple[str, ...], float],
+        model_marginals: Mapping[tuple[str, ...], np.ndarray],
+        *,
+        sigma: float,
+        scale: float,
+        noise,
+        draws: int,
+    ) -> list[int]:
         """Secure argmax of the scores plus the dealer's Gumbel noise; only the indices are opened."""
         arrays = self.select_arrays(pool, cands, model_marginals, sigma)
         self.agg.channel.send({"op": "select", "scale": scale, "draws": draws}, arrays)

@@ -4,6 +4,7 @@ CrypTen's ONNX converter imports ``torch.onnx._internal.registration``, which to
 ``torch.onnx._internal.torchscript_exporter.registration``. The converter is not used for MPC on
 tensors, so the moved module is registered under the old name before ``import crypten``.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -15,7 +16,8 @@ def import_crypten():
         import torch.onnx._internal.registration  # noqa: F401  (torch <= 2.8)
     except ModuleNotFoundError:
         sys.modules["torch.onnx._internal.registration"] = importlib.import_module(
-            "torch.onnx._internal.torchscript_exporter.registration")
+            "torch.onnx._internal.torchscript_exporter.registration"
+        )
     import crypten
 
     return crypten

@@ -10,12 +10,13 @@ generator they share with the dealer; party 0 receives ``noise - sum(other share
 learns the noise; the dealer learns no data and no opened value (see SECURITY.md: it must
 collude with no party and must not see the released outputs).
 """
+
 from __future__ import annotations
 
 import torch
 
-from .noise import ExactDealerNoise, SeededDealerNoise
 from .crypten_shim import import_crypten
+from .noise import ExactDealerNoise, SeededDealerNoise
 
 
 def run_dealer(seed: int | None = None) -> None:

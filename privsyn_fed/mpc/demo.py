@@ -5,6 +5,7 @@ prints party 0's share of a secret sum next to the opened sum and checks the lat
 plaintext sum (computable here only because the demo generated every party's rows), then runs a
 few DistAIM rounds (secure select and measure) and reports wall time, rounds and bytes per party.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,17 +16,19 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..schema import Schema
 from ..queries import MarginalsQuery
+from ..schema import Schema
 from ..silo import Silo
 
-DEMO_SCHEMA = {"columns": [
-    {"name": "age", "type": "numeric", "lower": 18, "upper": 90, "bins": 8, "integer": True},
-    {"name": "hours", "type": "numeric", "lower": 0, "upper": 80, "bins": 8},
-    {"name": "sex", "type": "categorical", "categories": ["F", "M"]},
-    {"name": "sector", "type": "categorical", "categories": ["public", "private", "self"]},
-    {"name": "income", "type": "categorical", "categories": ["<=50K", ">50K"]},
-]}
+DEMO_SCHEMA = {
+    "columns": [
+        {"name": "age", "type": "numeric", "lower": 18, "upper": 90, "bins": 8, "integer": True},
+        {"name": "hours", "type": "numeric", "lower": 0, "upper": 80, "bins": 8},
+        {"name": "sex", "type": "categorical", "categories": ["F", "M"]},
+        {"name": "sector", "type": "categorical", "categories": ["public", "private", "self"]},
+        {"name": "income", "type": "categorical", "categories": ["<=50K", ">50K"]},
+    ]
+}
 
 
 def generated_rows(n: int, seed: int) -> pd.DataFrame:
@@ -40,31 +43,31 @@ def generated_rows(n: int, seed: int) -> pd.DataFrame:
     return pd.DataFrame({"age": age, "hours": hours.round(1), "sex": sex, "sector": sector, "income": income})
 
 
-def run_demo(parties: int = 3, rows: int = 2000, rounds: int = 3, epsilon: float = 1.0, seed: int = 0,
-             out=print) -> int:
+def run_demo(
+    parties: int = 3, rows: int = 2000, rounds: int = 3, epsilon: float = 1.0, seed: int = 0, out=print
+) -> int:
     from ..api import synthesize
     from ..errors import InputError
     from .launch import coordinator
 
     if parties < 2:
         raise InputError("--parties must be at least 2")
-    with tempfile.TemporaryDirectory(prefix="privsyn-fed-demo-") as tmp:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory(prefix="privsyn-fed-demo-") as tmp_name:
+        tmp = Path(tmp_name)
         (tmp / "schema.json").write_text(json.dumps(DEMO_SCHEMA))
         paths = []
         for k in range(parties):
             paths.append(tmp / f"party{k}.csv")
             generated_rows(rows, seed + k).to_csv(paths[-1], index=False)
-        out(f"starting {parties} party processes and a dealer on loopback (gloo over TCP); "
-            f"{rows} generated rows each")
+        out(f"starting {parties} party processes and a dealer on loopback (gloo over TCP); {rows} generated rows each")
         start = time.monotonic()
         with coordinator(tmp / "schema.json", paths) as agg:
             joined = time.monotonic()
             out(f"all parties joined in {joined - start:.1f} s")
             schema = Schema.load(tmp / "schema.json")
-            query = MarginalsQuery(((2, 4),))               # sex x income
+            query = MarginalsQuery(((2, 4),))  # sex x income
             share, opened = agg.exact_sum_and_share_for_checks(query, agg.silo_names, "demo sum")
-            plain = sum(Silo.from_csv(p, schema).marginal((2, 4)) for p in paths)
+            plain = np.sum([Silo.from_csv(p, schema).marginal((2, 4)) for p in paths], axis=0)
             out("\nsecure sum of the (sex x income) counts over all parties:")
             out(f"  {'cell':<16} {'party 0 holds (its share)':>28} {'opened sum':>12} {'plaintext sum':>14}")
             labels = [f"{s}, {i}" for s in ("F", "M") for i in ("<=50K", ">50K")]
@@ -76,8 +79,16 @@ def run_demo(parties: int = 3, rows: int = 2000, rounds: int = 3, epsilon: float
             out("  the opened sum equals the plaintext sum exactly; a share alone is uniformly random in Z_2^64")
             out(f"\nDistAIM, {rounds} rounds at epsilon={epsilon:g}: select and measure on secret shares")
             before = time.monotonic()
-            result = synthesize([agg.own], "distaim", epsilon, 1e-9, aggregator=agg, rounds=rounds,
-                                ledger_path=tmp / "ledger.json", progress=False)
+            result = synthesize(
+                [agg.own],
+                "distaim",
+                epsilon,
+                1e-9,
+                aggregator=agg,
+                rounds=rounds,
+                ledger_path=tmp / "ledger.json",
+                progress=False,
+            )
             run_s = time.monotonic() - before
             for e in result.ledger["entries"]:
                 if e["mechanism"] == "exponential":
@@ -85,10 +96,14 @@ def run_demo(parties: int = 3, rows: int = 2000, rounds: int = 3, epsilon: float
                 out(f"  opened {e['query']}: {e['cells']} noisy cells (sigma {e['sigma']:.1f}, noise dealt as shares)")
             traffic = result.info["traffic"]["parties"]
         total_s = time.monotonic() - start
-    out(f"\nreleased {len(result.data)} synthetic rows; epsilon {result.ledger['epsilon']:.3f} at delta 1e-9 "
-        f"({len(result.ledger['entries'])} mechanisms, noise '{result.ledger['details']['noise']}')")
-    out(f"wall time: {total_s:.1f} s in all ({run_s:.1f} s for DistAIM, {run_s / rounds:.1f} s per round "
-        "including the initial 1-ways and model fits)")
+    out(
+        f"\nreleased {len(result.data)} synthetic rows; epsilon {result.ledger['epsilon']:.3f} at delta 1e-9 "
+        f"({len(result.ledger['entries'])} mechanisms, noise '{result.ledger['details']['noise']}')"
+    )
+    out(
+        f"wall time: {total_s:.1f} s in all ({run_s:.1f} s for DistAIM, {run_s / rounds:.1f} s per round "
+        "including the initial 1-ways and model fits)"
+    )
     out("communication per party (CrypTen's count of rounds and bytes, plus the command channel):")
     for k, t in enumerate(traffic):
         out(f"  party {k}: {t['rounds']:.0f} rounds, {(t['bytes'] + t['command_bytes']) / 1e6:.2f} MB")

@@ -6,8 +6,10 @@ dealer is ``python -m privsyn_fed mpc-dealer`` and reads nothing. ``LocalParties
 ``ready`` (a party that rejects its input stops the launch with that party's one-line error),
 reports a party that stopped during the run, and on exit ends every process it started.
 """
+
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import socket
@@ -15,11 +17,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Sequence
-
-import contextlib
-from contextlib import contextmanager
 
 from ..errors import InputError, MPCError, first_line
 from . import DEFAULT_TIMEOUT_S
@@ -36,8 +36,13 @@ def free_port() -> int:
 class LocalParties:
     """Parties ``1..n-1`` (one per silo after the first) and the dealer, on loopback TCP."""
 
-    def __init__(self, schema: str | Path, silos: Sequence[str | Path], seed: int | None = None,
-                 timeout_s: float = DEFAULT_TIMEOUT_S):
+    def __init__(
+        self,
+        schema: str | Path,
+        silos: Sequence[str | Path],
+        seed: int | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+    ):
         self.schema, self.silos = str(schema), [str(s) for s in silos]
         self.seed, self.timeout_s = seed, timeout_s
         self.parties = len(self.silos)
@@ -47,20 +52,32 @@ class LocalParties:
 
     def _start(self, label: str, args: list[str]) -> subprocess.Popen:
         log = Path(self._logs.name) / f"{len(self.procs)}.err"
-        cmd = [sys.executable, "-m", "privsyn_fed", *args, "--rendezvous", self.rendezvous,
-               "--parties", str(self.parties), "--timeout", str(self.timeout_s)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "privsyn_fed",
+            *args,
+            "--rendezvous",
+            self.rendezvous,
+            "--parties",
+            str(self.parties),
+            "--timeout",
+            str(self.timeout_s),
+        ]
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        with open(log, "wb") as err:   # a session of its own: Ctrl-C reaches party 0, which stops the others
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, env=env,
-                                    start_new_session=True)
+        with open(log, "wb") as err:  # a session of its own: Ctrl-C reaches party 0, which stops the others
+            proc = subprocess.Popen(
+                cmd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, env=env, start_new_session=True
+            )
         self.procs.append((label, proc, log))
         return proc
 
     def __enter__(self) -> "LocalParties":
         try:
             for k, path in enumerate(self.silos[1:], start=1):
-                self._start(f"party {k} ({path})", ["mpc-party", "--rank", str(k), "--schema", self.schema,
-                                                    "--silo", path])
+                self._start(
+                    f"party {k} ({path})", ["mpc-party", "--rank", str(k), "--schema", self.schema, "--silo", path]
+                )
             self._start("the dealer", ["mpc-dealer"] + ([] if self.seed is None else ["--seed", str(self.seed)]))
             self._wait_ready()
         except BaseException:
@@ -83,8 +100,10 @@ class LocalParties:
                     proc.wait(timeout=10)
                     self._raise_if_failed()
             if time.monotonic() > deadline:
-                raise MPCError(f"{', '.join(lbl for lbl, _ in waiting.values())} did not load its silo within "
-                               f"{READY_TIMEOUT_S:.0f} s")
+                raise MPCError(
+                    f"{', '.join(lbl for lbl, _ in waiting.values())} did not load its silo within "
+                    f"{READY_TIMEOUT_S:.0f} s"
+                )
 
     def failed(self) -> str | None:
         """``'party k (file) exited with status s: <its message>'`` for the first process that
@@ -120,13 +139,20 @@ class LocalParties:
         self._logs.cleanup()
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        self.stop()         # the others notice party 0 has gone and stop themselves; stragglers are killed
+        self.stop()  # the others notice party 0 has gone and stop themselves; stragglers are killed
 
 
 @contextmanager
-def coordinator(schema_path: str | Path, silo_paths: Sequence[str | Path], *, rendezvous: str | None = None,
-                parties: int | None = None, seed: int | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
-                log=None):
+def coordinator(
+    schema_path: str | Path,
+    silo_paths: Sequence[str | Path],
+    *,
+    rendezvous: str | None = None,
+    parties: int | None = None,
+    seed: int | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    log=None,
+):
     """Party 0 of an MPC run: yields its ``MPCAggregator``.
 
     Without ``rendezvous`` every silo is a party on this machine (``LocalParties``); with it, only
@@ -148,14 +174,20 @@ def coordinator(schema_path: str | Path, silo_paths: Sequence[str | Path], *, re
     with local or contextlib.nullcontext():
         world.join(world.Membership(local.rendezvous if local else rendezvous, n, 0, timeout_s))
         if log:
-            log(f"{n} silo parties and the dealer joined in {time.monotonic() - start:.1f} s "
-                f"({'processes on this machine' if local else rendezvous})")
+            log(
+                f"{n} silo parties and the dealer joined in {time.monotonic() - start:.1f} s "
+                f"({'processes on this machine' if local else rendezvous})"
+            )
         try:
             agg = MPCAggregator(own, names)
             if agg.seeded != (seed is not None):
-                raise MPCError("the dealer's noise is " + ("seeded" if agg.seeded else "not seeded") +
-                               " but this run's is " + ("seeded" if seed is not None else "not") +
-                               "; start both with or both without --seed")
+                raise MPCError(
+                    "the dealer's noise is "
+                    + ("seeded" if agg.seeded else "not seeded")
+                    + " but this run's is "
+                    + ("seeded" if seed is not None else "not")
+                    + "; start both with or both without --seed"
+                )
             yield agg
             agg.close()
         except RuntimeError as exc:
@@ -164,9 +196,11 @@ def coordinator(schema_path: str | Path, silo_paths: Sequence[str | Path], *, re
             problem = (local.failed() if local else None) or _lost_contact(exc)
             if problem is None:
                 raise
-            error = MPCError(f"{problem}; the run stopped: no CSV was written, and the ledger records "
-                             "every value opened before the failure")
-            for note in getattr(exc, "__notes__", []):      # what the release recorded as it failed
+            error = MPCError(
+                f"{problem}; the run stopped: no CSV was written, and the ledger records "
+                "every value opened before the failure"
+            )
+            for note in getattr(exc, "__notes__", []):  # what the release recorded as it failed
                 error.add_note(note)
             raise error from None
         finally:

@@ -18,6 +18,7 @@ exact, the rounded mechanism has bounded range ``eps + 4/scale`` and is
 ``SeededDealerNoise`` replaces both by numpy's seeded generator for reproducible tests and demos;
 a run that uses it is marked ``seeded`` and is not private.
 """
+
 from __future__ import annotations
 
 import math
@@ -66,7 +67,7 @@ def rounded_gumbel_one(scale: float, randbits: Bits = secrets.randbits, first_bi
                 elif a + margin <= lo and hi <= b - margin:
                     return k
                 else:
-                    break               # U's interval straddles a cell boundary: draw more bits
+                    break  # U's interval straddles a cell boundary: draw more bits
         m = (m << 32) | randbits(32)
         nbits += 32
 
@@ -81,7 +82,7 @@ def rounded_gumbel(n: int, scale: float, randbits: Bits = secrets.randbits) -> n
 def rounded_gumbel_pmf(k: np.ndarray, scale: float) -> np.ndarray:
     """``P[round(scale G) = k]`` (for tests and the fixed-point analysis)."""
     k = np.asarray(k, dtype=float)
-    cdf = lambda x: np.exp(-np.exp(-x))   # noqa: E731
+    cdf = lambda x: np.exp(-np.exp(-x))  # noqa: E731
     return cdf((k + 0.5) / scale) - cdf((k - 0.5) / scale)
 
 

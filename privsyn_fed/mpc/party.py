@@ -1,4 +1,5 @@
 """Process entry points: a silo party that follows party 0, and the dealer."""
+
 from __future__ import annotations
 
 import math
@@ -8,8 +9,7 @@ from ..errors import InputError, MPCError, first_line
 from . import world
 
 
-def party_main(rank: int, parties: int, rendezvous: str, schema_path: str, silo_path: str,
-               timeout_s: float) -> int:
+def party_main(rank: int, parties: int, rendezvous: str, schema_path: str, silo_path: str, timeout_s: float) -> int:
     """Load this party's silo, print ``ready``, join, follow party 0 until ``stop``.
 
     An input error is raised with its value-free message (``InputError.shareable``): on one
@@ -27,7 +27,7 @@ def party_main(rank: int, parties: int, rendezvous: str, schema_path: str, silo_
         raise InputError(exc.shareable()) from None
     print("ready", flush=True)
     world.join(world.Membership(rendezvous, parties, rank, timeout_s))
-    from .aggregator import serve       # loads torch, which the wait for party 0 (in join) does without
+    from .aggregator import serve  # loads torch, which the wait for party 0 (in join) does without
 
     try:
         serve(own)
@@ -35,8 +35,10 @@ def party_main(rank: int, parties: int, rendezvous: str, schema_path: str, silo_
         print(f"privsyn-fed mpc-party {rank}: error: {exc}", file=sys.stderr)
         return 1
     except RuntimeError as exc:
-        print(f"privsyn-fed mpc-party {rank}: error: lost contact with the other parties "
-              f"({first_line(exc)}); stopping", file=sys.stderr)
+        print(
+            f"privsyn-fed mpc-party {rank}: error: lost contact with the other parties ({first_line(exc)}); stopping",
+            file=sys.stderr,
+        )
         return 1
     finally:
         world.leave()
@@ -52,7 +54,7 @@ def dealer_main(parties: int, rendezvous: str, timeout_s: float, seed: int | Non
     from .dealer import run_dealer
 
     try:
-        run_dealer(seed)      # joins (crypten.init) first, then serves until party 0 says stop
+        run_dealer(seed)  # joins (crypten.init) first, then serves until party 0 says stop
     except RuntimeError as exc:
         raise world.cannot_join(m, first_line(exc)) from None
     return 0

@@ -17,9 +17,11 @@ and only ``argmax_r s_r`` is opened (to party 0).
 
 Secure measure: ``A_r + Z`` with ``Z`` the dealer's discrete Gaussian noise, opened to party 0.
 """
+
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import torch
@@ -30,11 +32,13 @@ SCORE_BITS = 16
 
 def _crypten():
     from .crypten_shim import import_crypten
+
     return import_crypten()
 
 
 def rank() -> int:
     import crypten.communicator as comm
+
     return comm.get().get_rank()
 
 
@@ -47,6 +51,7 @@ def share_sum(mine: np.ndarray | None, contributors: list[int], length: int):
     """``sum_{k in contributors} x_k`` as shares; party ``k`` passes its vector ``x_k`` (others None)."""
     _crypten()
     from crypten.mpc.primitives import ArithmeticSharedTensor
+
     total = torch.zeros(length, dtype=torch.long)
     me = rank()
     for k in contributors:
@@ -63,6 +68,7 @@ def dealer_noise(kind: str, length: int, parameter: float):
     """Shares of the dealer's noise: ``kind`` is ``dp_gaussian`` (sigma) or ``dp_gumbel`` (scale)."""
     from crypten.common.rng import generate_random_ring_element
     from crypten.mpc.provider.ttp_provider import TTPClient
+
     client = TTPClient.get()
     if rank() == 0:
         share = client.ttp_request(kind, None, (length,), float(parameter))
@@ -74,6 +80,7 @@ def dealer_noise(kind: str, length: int, parameter: float):
 def dealer_seeded() -> bool:
     """Party 0 asks whether the dealer's noise is seeded (not private)."""
     from crypten.mpc.provider.ttp_provider import TTPClient
+
     return bool(TTPClient.get().ttp_request("dp_mode", None).item())
 
 
@@ -102,7 +109,7 @@ def add_public(x, value: np.ndarray):
     return _from_shares(share)
 
 
-def mul_public(x, value) -> object:
+def mul_public(x, value) -> Any:
     """``c * x`` for public integers ``c`` (elementwise): local, exact in the ring."""
     c = torch.as_tensor(np.asarray(value, dtype=np.int64))
     return _from_shares(x.share * c)
@@ -113,8 +120,17 @@ def gumbel_scale(epsilon: float, sensitivity: float) -> float:
     return math.ldexp(2.0 * sensitivity / epsilon, SCORE_BITS)
 
 
-def secure_select(pool, cells: np.ndarray, segment_ids: np.ndarray, model: np.ndarray, weights: np.ndarray,
-                  offsets: np.ndarray, total_cells: np.ndarray, scale: float, draws: int = 1) -> list[int] | None:
+def secure_select(
+    pool,
+    cells: np.ndarray,
+    segment_ids: np.ndarray,
+    model: np.ndarray,
+    weights: np.ndarray,
+    offsets: np.ndarray,
+    total_cells: np.ndarray,
+    scale: float,
+    draws: int = 1,
+) -> list[int] | None:
     """Exponential mechanism on the shared pool (module docstring); party 0 gets the indices.
 
     ``cells``: pool positions of the candidates' cells; ``segment_ids``: candidate of each;
@@ -140,8 +156,15 @@ def secure_select(pool, cells: np.ndarray, segment_ids: np.ndarray, model: np.nd
     return [int(i) for i in one_hot.argmax(axis=1)]
 
 
-def integer_scores(pool: np.ndarray, cells: np.ndarray, segment_ids: np.ndarray, model: np.ndarray,
-                   weights: np.ndarray, offsets: np.ndarray, total_cells: np.ndarray) -> np.ndarray:
+def integer_scores(
+    pool: np.ndarray,
+    cells: np.ndarray,
+    segment_ids: np.ndarray,
+    model: np.ndarray,
+    weights: np.ndarray,
+    offsets: np.ndarray,
+    total_cells: np.ndarray,
+) -> np.ndarray:
     """The scores ``u_r`` that ``secure_select`` computes on shares, in the clear (for tests and
     the analysis: the exponential mechanism samples ``r`` with probability ~ ``exp(u_r / scale)``)."""
     pool = np.asarray(pool, dtype=np.int64)

@@ -6,6 +6,7 @@ torch.distributed's gloo backend then connects every pair over TCP. Party 0 coor
 broadcasts each step as a command (a JSON header plus int64/float64 arrays, never pickles) and
 the others follow. Only public values travel in commands: cliques, model marginals, noise scales.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -38,18 +39,19 @@ RETRY_S = 0.25
 
 @dataclass
 class Membership:
-    rendezvous: str          # tcp://host:port
-    parties: int             # n; the dealer is rank n
+    rendezvous: str  # tcp://host:port
+    parties: int  # n; the dealer is rank n
     rank: int
     timeout_s: float = DEFAULT_TIMEOUT_S
 
 
 def configure(m: Membership):
     """Set CrypTen's environment and configuration (TTP provider, traffic counting); returns crypten."""
-    os.environ.update({"WORLD_SIZE": str(m.parties), "RANK": str(m.rank), "RENDEZVOUS": m.rendezvous,
-                       "DISTRIBUTED_BACKEND": "gloo"})
+    os.environ.update(
+        {"WORLD_SIZE": str(m.parties), "RANK": str(m.rank), "RENDEZVOUS": m.rendezvous, "DISTRIBUTED_BACKEND": "gloo"}
+    )
     crypten = import_crypten()
-    crypten.cfg.mpc.provider = "TTP"        # a dealer process; the trusted-first-party mode is never used
+    crypten.cfg.mpc.provider = "TTP"  # a dealer process; the trusted-first-party mode is never used
     crypten.cfg.communicator.verbose = True
     _set_default_timeout(m.timeout_s)
     return crypten
@@ -66,7 +68,7 @@ def _set_default_timeout(seconds: float) -> None:
         kwargs.setdefault("timeout", timeout)
         return original(*args, **kwargs)
 
-    init_process_group.__wrapped_original__ = original
+    init_process_group.__wrapped_original__ = original  # type: ignore[attr-defined]
     dist.init_process_group = init_process_group
 
 
@@ -93,20 +95,23 @@ def reach_party0(m: Membership) -> None:
     deadline = time.monotonic() + m.timeout_s
     while True:
         try:
-            socket.create_connection((host.strip("[]"), int(port)),
-                                     timeout=min(2.0, max(0.1, deadline - time.monotonic()))).close()
+            socket.create_connection(
+                (host.strip("[]"), int(port)), timeout=min(2.0, max(0.1, deadline - time.monotonic()))
+            ).close()
             return
         except OSError as exc:
             if time.monotonic() + RETRY_S >= deadline:
-                raise cannot_join(m, f"party 0 did not answer within {m.timeout_s:g} s "
-                                     f"({exc.strerror or first_line(exc)})") from None
+                raise cannot_join(
+                    m, f"party 0 did not answer within {m.timeout_s:g} s ({exc.strerror or first_line(exc)})"
+                ) from None
             time.sleep(RETRY_S)
 
 
 def cannot_join(m: Membership, reason: str) -> MPCError:
     who = "the dealer" if m.rank == m.parties else f"party {m.rank}"
-    return MPCError(f"{who} could not join the parties at {m.rendezvous} ({m.parties} parties and the "
-                    f"dealer): {reason}")
+    return MPCError(
+        f"{who} could not join the parties at {m.rendezvous} ({m.parties} parties and the dealer): {reason}"
+    )
 
 
 def leave() -> None:
@@ -114,7 +119,7 @@ def leave() -> None:
     crypten = import_crypten()
     try:
         crypten.uninit()
-    except Exception:   # the others may already be gone; nothing is left to protect
+    except Exception:  # the others may already be gone; nothing is left to protect
         pass
 
 
@@ -123,6 +128,7 @@ class Channel:
 
     def __init__(self):
         import crypten.communicator as comm
+
         self.group = comm.get().main_group
         self.bytes = 0
 
@@ -140,8 +146,7 @@ class Channel:
         odd = [k for k, v in arrays.items() if np.asarray(v).dtype not in (np.int64, np.float64)]
         if odd:
             raise TypeError(f"command arrays must be int64 or float64: {', '.join(odd)}")
-        header = {**header, "_arrays": [[k, str(np.asarray(v).dtype), list(np.shape(v))]
-                                        for k, v in arrays.items()]}
+        header = {**header, "_arrays": [[k, str(np.asarray(v).dtype), list(np.shape(v))] for k, v in arrays.items()]}
         raw = json.dumps(header).encode()
         self._bcast(torch.tensor([len(raw)], dtype=torch.long))
         self._bcast(torch.frombuffer(bytearray(raw), dtype=torch.uint8))
@@ -166,6 +171,7 @@ class Channel:
 def traffic() -> dict[str, int]:
     """This party's communication so far, as CrypTen counts it (rounds and bytes it sent)."""
     import crypten.communicator as comm
+
     stats = comm.get().get_communication_stats()
     return {"rounds": int(stats["rounds"]), "bytes": int(stats["bytes"])}
 
