@@ -114,6 +114,16 @@ def refuse_exact_sum_in_release(release: Any, label: str) -> None:
         )
 
 
+def batched(parts: Sequence[tuple[Query, Sequence[str]]], names: Sequence[str]) -> tuple[Query, list[str]]:
+    """``concat`` of the parts and the union of their silos; each part is a ``MaskedQuery`` over its
+    silos' ranks (positions in ``names``) unless every part has the same silos."""
+    union = [n for n in names if any(n in among for _, among in parts)]
+    if all(sorted(among) == sorted(union) for _, among in parts):
+        return concat([q for q, _ in parts]), union
+    rank = {n: r for r, n in enumerate(names)}
+    return concat([MaskedQuery(q, tuple(sorted(rank[n] for n in among))) for q, among in parts]), union
+
+
 def check_declared(query: Any, label: str) -> Query:
     """``query`` if it is a declared query (``privsyn_fed.queries``); a ``TypeError`` otherwise."""
     if not isinstance(query, Query):
@@ -129,9 +139,11 @@ class Traffic:
         self.received: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
 
     def add_sent(self, silo: str, round_index: int, nbytes: int) -> None:
+        """Count ``nbytes`` sent by ``silo`` to the aggregator in round ``round_index``."""
         self.sent[silo][round_index] += nbytes
 
     def add_received(self, silo: str, round_index: int, nbytes: int) -> None:
+        """Count ``nbytes`` received by ``silo`` from the aggregator in round ``round_index``."""
         self.received[silo][round_index] += nbytes
 
     def per_silo(self, names: Iterable[str]) -> dict[str, dict[str, int]]:
@@ -180,37 +192,41 @@ class InProcessAggregator:
 
     @property
     def silo_names(self) -> list[str]:
+        """The silos' names, in the order they were given."""
         return list(self._silos)
 
     def bind_release(self, accountant: Any) -> None:
+        """Bind a release's accountant (None unbinds); exact sums are then refused unless it is non-private."""
         self.release = accountant
 
     def broadcast(self, payload: Mapping[str, np.ndarray], to: Sequence[str], *, round_index: int) -> None:
+        """Count ``payload``'s serialised bytes as received by each silo in ``to``; in-process, nothing travels."""
         nbytes = sum(len(to_wire(np.asarray(v))) for v in payload.values())
         for name in to:
             self.traffic.add_received(name, round_index, nbytes)
 
     def batch(self, parts: Sequence[tuple[Query, Sequence[str]]]) -> tuple[Query, list[str]]:
-        union = [n for n in self.silo_names if any(n in among for _, among in parts)]
-        if all(sorted(among) == sorted(union) for _, among in parts):
-            return concat([q for q, _ in parts]), union
-        ranks = {n: r for r, n in enumerate(self.silo_names)}
-        return concat([MaskedQuery(q, tuple(sorted(ranks[n] for n in among))) for q, among in parts]), union
+        """``batched`` over this aggregator's silos."""
+        return batched(parts, self.silo_names)
 
     def rounding_l2(self, query: Query) -> float:
+        """0: answers are summed exactly (int64 or float64), never rounded."""
         return 0.0  # answers are summed exactly, in float64 or int64
 
     def noise_fields(self, noise: NoiseSource, *, local: bool = False) -> dict[str, Any]:
+        """``{"sampler": noise.name}``: local or not, the noise is drawn in this process."""
         return {"sampler": noise.name}
 
     def noisy_sum(
         self, query: Query, among: Sequence[str], *, sigma: float, noise: NoiseSource, round_index: int, label: str
     ) -> np.ndarray:
+        """Sum the silos' answers in the clear, then add ``N(0, sigma^2)`` from ``noise`` (discrete for counts)."""
         return add_gaussian(noise, self._exact_sum(query, among, round_index, label), sigma)
 
     def local_select(
         self, queries: Mapping[str, Query], *, scale: float, noise: NoiseSource, round_index: int
     ) -> dict[str, int]:
+        """Each silo's ``noise.noisy_argmax`` of its own scores (Gumbel ``scale``), drawn in this process."""
         out = {}
         for name, query in queries.items():
             scores = np.asarray(check_declared(query, "local selection")(self._silos[name]), dtype=float)
@@ -222,24 +238,29 @@ class InProcessAggregator:
     def local_noisy_answers(
         self, queries: Mapping[str, Query], *, sigma: float, noise: NoiseSource, round_index: int
     ) -> dict[str, np.ndarray]:
+        """Each silo's own answer plus ``N(0, sigma^2)`` from ``noise`` (discrete for counts)."""
         return {
             name: add_gaussian(noise, np.asarray(check_declared(q, "local answer")(self._silos[name])), sigma)
             for name, q in queries.items()
         }
 
     def pool(self, cliques: Mapping[tuple[str, ...], Sequence[int]]) -> Pool:
+        """An empty pool whose answers are kept in the clear here (``PlainPoolStorage``)."""
         return Pool(cliques, self.schema.shape, PlainPoolStorage(self))
 
     def open_exact_sum_for_checks(
         self, query: Query, among: Sequence[str], *, label: str, round_index: int = 0
     ) -> np.ndarray:
+        """The exact sum in the clear; refused while a private release is bound."""
         refuse_exact_sum_in_release(self.release, label)
         return self._exact_sum(query, among, round_index, label)
 
     def ledger_details(self, noise: NoiseSource) -> dict[str, Any]:
+        """``details.noise`` of the ledger: the noise source's name."""
         return {"noise": noise.name}
 
     def traffic_summary(self) -> dict[str, Any] | None:
+        """The measured bytes of every silo (``Traffic.summary``)."""
         return self.traffic.summary(self.silo_names)
 
     def _exact_sum(self, query: Query, among: Sequence[str], round_index: int, label: str) -> np.ndarray:
@@ -277,13 +298,16 @@ class PlainPoolStorage:
         self.answers: np.ndarray | None = None
 
     def accumulate(self, query: Query, silos: Sequence[str], round_index: int) -> None:
+        """Add the exact sum of ``silos``' answers to ``query`` to the pooled answers."""
         total = self.agg._exact_sum(query, silos, round_index, "candidate answers")
         self.answers = total if self.answers is None else self.answers + total
 
     def selection(self, epsilon: float, sensitivity: float, noise: NoiseSource) -> tuple[float, dict[str, Any]]:
+        """Gumbel scale ``2 sensitivity / epsilon`` for ``noise.noisy_argmax``; no fixed-point rounding here."""
         return 2.0 * sensitivity / epsilon, {"sampler": noise.name}
 
     def measurement_fields(self, noise: NoiseSource) -> dict[str, Any]:
+        """``{"sampler": noise.name}``: the noise is drawn in the clear by this aggregator."""
         return {"sampler": noise.name}
 
     def select(
@@ -311,6 +335,7 @@ class PlainPoolStorage:
         return [noise.noisy_argmax(scores, scale) for _ in range(draws)]
 
     def measure(self, cells: np.ndarray, sigma: float, noise: NoiseSource) -> np.ndarray:
+        """``A[cells] + N(0, sigma^2)`` from ``noise``, in the clear (discrete for counts)."""
         return add_gaussian(noise, self._answers()[cells], sigma)
 
     def _answers(self) -> np.ndarray:

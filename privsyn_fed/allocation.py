@@ -125,6 +125,7 @@ def distaim_sigma(rho: float, rounds: int, n_columns: int, alpha: float) -> floa
 def plan_distaim(
     n_hat: float, rho: float, alpha: float, n_columns: int, candidate_cells: Sequence[int], max_rounds: int
 ) -> int:
+    """Planned DistAIM rounds, at most ``max_rounds`` (``planned_rounds`` at ``distaim_sigma``'s noise)."""
     return planned_rounds(n_hat, candidate_cells, lambda r: distaim_sigma(rho, r, n_columns, alpha), max_rounds)
 
 
@@ -187,6 +188,7 @@ class FedTDAPlan:
     refine: int
 
     def record(self) -> dict:
+        """The plan as the ledger records it (``details.schedule``)."""
         return {
             "rho_categorical": self.rho_cat,
             "rho_numeric": self.rho_num,

@@ -61,6 +61,7 @@ class SynthResult:
 
     @property
     def rows(self) -> int:
+        """The number of synthetic rows."""
         return self.output.count
 
     @property
@@ -71,16 +72,21 @@ class SynthResult:
         return self._data
 
     def chunks(self) -> Iterator[pd.DataFrame]:
+        """The table in frames: the whole of it when already drawn, else chunk by chunk
+        (``SyntheticRows.chunks``)."""
         if self._data is not None:
             yield self._data
         else:
             yield from self.output.chunks()
 
     def write_csv(self, fh) -> None:
+        """Write the table as CSV to the open text file ``fh``, chunk by chunk: one header, missing
+        values as empty cells."""
         for i, part in enumerate(self.chunks()):
             part.to_csv(fh, index=False, header=(i == 0), na_rep="")
 
     def to_csv(self, path: str | Path) -> None:
+        """Write the table as CSV to ``path``, atomically (``fileio.write_atomic``)."""
         write_atomic(Path(path), self.write_csv)
 
 
@@ -97,6 +103,7 @@ def check_budget_args(epsilon: float, delta: float) -> None:
 
 
 def check_seed(seed: int | None) -> None:
+    """``seed`` is ``None`` or a whole number from 0 to ``2^63 - 17``; ``InputError`` otherwise."""
     if seed is not None and (
         isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63 - 16
     ):

@@ -49,6 +49,7 @@ class ICDM:
         self._order, self._cum = order, cum
 
     def encode(self, index: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """``Phi^-1(u)`` for each category in ``index``, ``u`` uniform on that category's interval."""
         u = self.lo[index] + rng.random(len(index)) * (self.hi[index] - self.lo[index])
         return ndtri(u)
 
@@ -63,11 +64,14 @@ class ICDM:
 
 @dataclass
 class Mixture:
+    """A 1-D Gaussian mixture: component weights, means and standard deviations."""
+
     weights: np.ndarray
     means: np.ndarray
     sds: np.ndarray
 
     def posterior(self, x: np.ndarray) -> np.ndarray:
+        """Each component's responsibility ``P[t | x]`` for each value of ``x`` (rows sum to 1)."""
         z = (x[:, None] - self.means) / self.sds
         logp = np.log(self.weights) - np.log(self.sds) - 0.5 * z**2
         logp -= logp.max(axis=1, keepdims=True)
@@ -130,6 +134,7 @@ class ModeCDF:
 
     @property
     def components(self) -> int:
+        """The number of mixture components ``T`` (columns of ``mass``)."""
         return self.mass.shape[1]
 
     def encode(self, x: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -143,6 +148,7 @@ class ModeCDF:
         return t, ndtri(np.clip(u, self.lam, 1 - self.lam))
 
     def decode(self, t: np.ndarray, a: np.ndarray) -> np.ndarray:
+        """Values from ``(t, a)``: ``F_t^-1(Phi(a))``, floored for whole numbers, clipped to the bounds."""
         target = ndtr(a) * self.cum[-1, t]
         # one search over every component's CDF laid end to end (component k shifted by k * shift)
         bins = len(self.lo)
@@ -158,6 +164,8 @@ class ModeCDF:
 
 
 def mode_cdf(col: NumericColumn, counts: np.ndarray, mix: Mixture, lam: float) -> ModeCDF:
+    """The ``ModeCDF`` of ``col`` from its noisy histogram ``counts`` and mixture ``mix``: each bin's
+    count (floored at 0, plus ``1e-6`` of the total) shared by the responsibilities at its centre."""
     lo, hi = bin_edges(col)
     resp = mix.posterior((lo + hi) / 2.0)
     w = np.clip(np.asarray(counts, dtype=float), 0.0, None)
@@ -206,10 +214,12 @@ def universal_threshold(width: int) -> float:
 
 
 def upper(m: np.ndarray) -> np.ndarray:
+    """The upper triangle of ``m``, diagonal included, row by row."""
     return m[np.triu_indices(len(m))]
 
 
 def from_upper(v: np.ndarray, n: int) -> np.ndarray:
+    """The symmetric ``n x n`` matrix whose upper triangle is ``v`` (inverse of ``upper``)."""
     m = np.zeros((n, n))
     m[np.triu_indices(n)] = v
     return m + np.triu(m, 1).T

@@ -25,6 +25,7 @@ class Encoding:
 
     @property
     def width(self) -> int:
+        """``l``: one coordinate per categorical column, two (value, component) per numeric column."""
         return sum(2 if m is not None else 1 for m in self.modes)
 
     def value_coordinates(self) -> list[int]:
@@ -63,6 +64,7 @@ class Encoding:
 
     @classmethod
     def from_wire(cls, schema: Schema, header: dict, arrays: dict[str, np.ndarray]) -> "Encoding":
+        """The encoding that ``to_wire`` wrote, on the public ``schema``."""
         icdm, modes = [], []
         for j, col in enumerate(schema.columns):
             icdm.append(ICDM(arrays[f"{j}:probs"], float(header["lam"][j]), arrays[f"{j}:order"]))
@@ -98,6 +100,8 @@ class Encoding:
         return rows * np.minimum(1.0, self.bound / np.maximum(norms, 1e-300))
 
     def decode(self, z: np.ndarray) -> pd.DataFrame:
+        """A data frame of the rows encoded as ``z`` (inverse of ``encode``); the ICDM slot after the last
+        category or component decodes to missing."""
         out, k = {}, 0
         for j, col in enumerate(self.schema.columns):
             mode = self.modes[j]

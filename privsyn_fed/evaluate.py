@@ -37,6 +37,8 @@ def as_text(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def encode(df: pd.DataFrame, schema: Schema, source: str) -> np.ndarray:
+    """The table's values encoded on ``schema`` (an ``(n, d)`` code array); ``source`` names it in
+    errors."""
     return encode_frame(as_text(df), schema, source)[0]
 
 
@@ -46,6 +48,8 @@ def _marginal(codes: np.ndarray, shape: list[int], clique) -> np.ndarray:
 
 
 def workload_error(real: np.ndarray, synthetic: np.ndarray, shape: list[int], workload) -> float:
+    """Mean over ``workload`` of ``|| M_r(real)/|real| - M_r(syn)/|syn| ||_1`` (between 0 and 2), on
+    encoded rows."""
     return float(np.mean([np.abs(_marginal(real, shape, c) - _marginal(synthetic, shape, c)).sum() for c in workload]))
 
 
@@ -64,6 +68,8 @@ def _present(values: pd.Series) -> np.ndarray:
 
 
 def column_shapes(real_num, syn_num, real, syn, schema: Schema) -> dict[str, dict[str, float]]:
+    """Per column, the total variation distance between the binned distributions (``tv``) and, for a
+    numeric column with values on both sides, the two-sample Kolmogorov-Smirnov statistic (``ks``)."""
     from scipy.stats import ks_2samp
 
     out = {}
@@ -99,6 +105,9 @@ def fidelity(real_num, syn_num, real, syn, schema: Schema) -> dict[str, float | 
 
 
 def pair_trends(real_num, syn_num, real, syn, schema: Schema) -> dict[str, float]:
+    """Mean correlation similarity ``1 - |r_real - r_syn| / 2`` over numeric pairs whose Pearson
+    coefficient is defined on both sides, and mean contingency similarity ``1 - TV`` of the binned
+    2-way tables over the other pairs; ``None`` when there is no such pair."""
     corr, cont = [], []
     numeric = {c.name for c in schema.columns if isinstance(c, NumericColumn)}
     for i, j in itertools.combinations(range(len(schema.columns)), 2):
@@ -166,6 +175,10 @@ def _features(codes: np.ndarray, schema: Schema) -> np.ndarray:
 def distance_to_closest_record(
     real: np.ndarray, holdout: np.ndarray, syn: np.ndarray, schema: Schema, rows: int = 2000, seed: int = 0
 ) -> dict[str, float]:
+    """Distances from up to ``rows`` synthetic rows to the nearest training row and the nearest holdout
+    row (both sets cut to the same size), on numeric bins scaled to [0, 1] and one-hot categories:
+    their medians, the share closer to training (ties count half) and the share at distance 0 from a
+    training row."""
     from sklearn.neighbors import NearestNeighbors
 
     rng = np.random.default_rng(seed)

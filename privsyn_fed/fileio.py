@@ -64,14 +64,19 @@ class Staged:
         self.files: list[tuple[Path, Path]] = []
 
     def add(self, path: str | Path, write: Callable, binary: bool = False) -> None:
+        """Stage what ``write`` writes under a temporary name beside ``path`` (``stage_file``), to be
+        published at ``path``."""
         self.files.append((stage_file(path, write, binary), Path(path)))
 
     def publish(self) -> None:
+        """Rename every staged file over its destination, in the order staged, fsyncing each folder; the
+        set is then empty."""
         for tmp, path in self.files:
             _publish(tmp, path)
         self.files = []
 
     def discard(self) -> None:
+        """Remove every staged file, leaving the destinations untouched; the set is then empty."""
         for tmp, _ in self.files:
             _unlink(tmp)
         self.files = []

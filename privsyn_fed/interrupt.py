@@ -34,6 +34,7 @@ class Interrupted(BaseException):
 
     @property
     def exit_status(self) -> int:
+        """The conventional exit status of a process stopped by the signal: ``128 + signum``."""
         return 128 + self.signum
 
 

@@ -25,11 +25,14 @@ class NoiseSource(Protocol):
     name: str
     seeded: bool
 
-    def gaussian_counts(self, counts: np.ndarray, sigma: float) -> np.ndarray: ...
+    def gaussian_counts(self, counts: np.ndarray, sigma: float) -> np.ndarray:
+        """``counts`` plus integer Gaussian noise of scale ``sigma`` (int64)."""
 
-    def gaussian_reals(self, values: np.ndarray, sigma: float) -> np.ndarray: ...
+    def gaussian_reals(self, values: np.ndarray, sigma: float) -> np.ndarray:
+        """``values + N(0, sigma^2)`` (float64)."""
 
-    def noisy_argmax(self, scores: np.ndarray, scale: float) -> int: ...
+    def noisy_argmax(self, scores: np.ndarray, scale: float) -> int:
+        """The index of the largest of ``scores`` plus Gumbel noise of scale ``scale``."""
 
 
 class OpenDPNoise:
@@ -39,18 +42,21 @@ class OpenDPNoise:
     seeded = False
 
     def gaussian_counts(self, counts: np.ndarray, sigma: float) -> np.ndarray:
+        """``counts + N_Z(0, sigma^2)`` from OpenDP's exact discrete Gaussian sampler."""
         meas = dp.m.make_gaussian(
             dp.vector_domain(dp.atom_domain(T="i64")), dp.l2_distance(T="i64"), scale=float(sigma)
         )
         return np.asarray(meas(np.asarray(counts, dtype=np.int64).tolist()), dtype=np.int64)
 
     def gaussian_reals(self, values: np.ndarray, sigma: float) -> np.ndarray:
+        """``values + N(0, sigma^2)`` from OpenDP's floating-point-safe Gaussian sampler."""
         meas = dp.m.make_gaussian(
             dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l2_distance(T=float), scale=float(sigma)
         )
         return np.asarray(meas(np.asarray(values, dtype=float).tolist()), dtype=float)
 
     def noisy_argmax(self, scores: np.ndarray, scale: float) -> int:
+        """OpenDP's noisy max of ``scores`` with Gumbel noise of scale ``scale`` (``make_noisy_max``, zCDP)."""
         meas = dp.m.make_noisy_max(
             dp.vector_domain(dp.atom_domain(T=float, nan=False)),
             dp.linf_distance(T=float),
@@ -70,13 +76,16 @@ class SeededNoise:
         self.rng = np.random.default_rng(seed)
 
     def gaussian_counts(self, counts: np.ndarray, sigma: float) -> np.ndarray:
+        """``counts + round(N(0, sigma^2))`` from the seeded generator (not the discrete Gaussian)."""
         noise = np.rint(self.rng.normal(0.0, sigma, size=np.shape(counts))).astype(np.int64)
         return np.asarray(counts, dtype=np.int64) + noise
 
     def gaussian_reals(self, values: np.ndarray, sigma: float) -> np.ndarray:
+        """``values + N(0, sigma^2)`` from the seeded generator."""
         return np.asarray(values, dtype=float) + self.rng.normal(0.0, sigma, size=np.shape(values))
 
     def noisy_argmax(self, scores: np.ndarray, scale: float) -> int:
+        """``argmax(scores + Gumbel(0, scale))`` from the seeded generator."""
         scores = np.asarray(scores, dtype=float)
         return int(np.argmax(scores + self.rng.gumbel(0.0, scale, size=scores.shape)))
 

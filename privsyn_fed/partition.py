@@ -37,12 +37,17 @@ class Partition:
     clients: int
 
     def parts(self) -> list[np.ndarray]:
+        """The row indices of each client, in client order."""
         return [np.flatnonzero(self.assignment == k) for k in range(self.clients)]
 
 
 def partition(
     df: pd.DataFrame, clients: int, scheme: str, *, label: str | None = None, alpha: float = 0.5, seed: int = 0
 ) -> Partition:
+    """Split the rows of ``df`` into ``clients`` clients by ``scheme`` (see the module docstring),
+    deterministically for ``seed``: ``label`` is the column ``dirichlet`` skews, ``alpha`` the
+    concentration of ``dirichlet`` and ``quantity``; a client left empty gets one row of the largest.
+    Refuses bad arguments with ``InputError``."""
     if scheme not in SCHEMES:
         raise InputError(f"unknown scheme {scheme!r}; choose from {', '.join(SCHEMES)}")
     n = len(df)

@@ -7,7 +7,7 @@ inputs and its outputs; ``check_files`` refuses:
   * an output that exists without ``--force``, is a folder or not a regular file, or whose folder
     is missing or not writable;
   * an input that does not exist or cannot be read.
-``check_distinct_silos`` refuses one silo given twice (by identity), and ``identical_contents``
+``check_distinct`` refuses one silo given twice (by identity), and ``check_identical_contents``
 finds silos whose bytes are identical (a SHA-256 digest computed on this machine and never sent
 anywhere): their records would count twice while the ledger charges them once.
 """
@@ -32,6 +32,7 @@ class Named:
 
     @property
     def label(self) -> str:
+        """The option and the path as one string (``--silo a.csv``), for messages."""
         return f"{self.option} {self.path}"
 
 
@@ -46,12 +47,14 @@ def _identity(path: Path) -> tuple[str, tuple[int, int] | None]:
 
 
 def same_file(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` name the same file: equal resolved paths, or the same device and inode."""
     ra, ia = _identity(a)
     rb, ib = _identity(b)
     return ra == rb or (ia is not None and ia == ib)
 
 
 def check_input(item: Named, what: str = "file") -> None:
+    """An input file: it exists, is not a folder and is readable (``what`` names it in messages)."""
     p = item.path
     if not p.exists():
         raise InputError(f"{p}: {what} not found ({item.option})")

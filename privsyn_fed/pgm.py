@@ -48,6 +48,7 @@ def memory_mb() -> float:
 
 
 def make_domain(names: Sequence[str], shape: Sequence[int]) -> Domain:
+    """mbi's ``Domain`` of the columns ``names`` with ``shape`` cells each."""
     return Domain(list(names), list(shape))
 
 
@@ -66,6 +67,7 @@ def merge_measurements(measurements: Sequence[tuple[tuple[str, ...], np.ndarray,
 
 
 def map_count() -> int:
+    """The memory mappings this process holds (lines of ``/proc/<pid>/maps``; 0 when unreadable)."""
     try:
         with open(f"/proc/{os.getpid()}/maps", "rb") as fh:
             return sum(1 for _ in fh)
@@ -105,6 +107,9 @@ def expand_potentials(potentials: CliqueVector | None, domain: Domain, cliques) 
 
 
 class CarriedState(NamedTuple):
+    """``CarriedMirrorDescent``'s state: the marginals ``mu`` of the potentials, the potentials, the
+    step size ``alpha``, the loss at ``mu`` and whether ``mu`` is still to be computed (``fresh``)."""
+
     mu: CliqueVector  # marginals of ``potentials`` (placeholder while ``fresh``)
     potentials: CliqueVector
     alpha: Any
@@ -174,6 +179,9 @@ class ModelFitter:
     def fit(
         self, measurements: Sequence[tuple[tuple[str, ...], np.ndarray, float]], iters: int | None = None
     ) -> MarkovRandomField:
+        """Fit the model to ``measurements`` (``(clique, y, sigma)``; repeated cliques merged) with at
+        most ``iters`` iterations (default the fitter's), warm-started from the previous fit; JAX's
+        caches are cleared first when the process holds more than ``MAP_COUNT_LIMIT`` mappings."""
         if map_count() > MAP_COUNT_LIMIT:
             jax.clear_caches()
         merged = merge_measurements(measurements)
@@ -242,6 +250,7 @@ class MarginalReader:
         return Factorisation(self._factors, self.total)
 
     def log_likelihood(self, codes: np.ndarray, names: Sequence[str]) -> np.ndarray:
+        """``log p(x)`` (natural log) of each encoded row (``Factorisation.log_likelihood``)."""
         return self.factorisation().log_likelihood(codes, names)
 
     def __call__(self, clique: Sequence[str]) -> np.ndarray:
@@ -298,6 +307,7 @@ class Factorisation:
         return buf.getvalue()
 
     def save(self, path) -> None:
+        """Write ``to_bytes`` to ``path``, atomically."""
         from .fileio import write_atomic
 
         data = self.to_bytes()
@@ -305,6 +315,8 @@ class Factorisation:
 
     @classmethod
     def load(cls, path) -> "Factorisation":
+        """Read a file written by ``save``; ``InputError`` when it is missing, unreadable, of another
+        format, or holds a factor whose axes do not match its clique."""
         import json
         import zipfile
 
@@ -327,6 +339,7 @@ class Factorisation:
 
 
 def model_cliques(model: MarkovRandomField) -> list[tuple[str, ...]]:
+    """The model's cliques, as tuples of column names."""
     return [tuple(c) for c in model.cliques]
 
 

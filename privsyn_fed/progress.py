@@ -12,6 +12,9 @@ from typing import TextIO
 
 
 class Progress:
+    """Progress of one run on ``stream`` (stderr by default): a bar redrawn in place on a terminal, one
+    line per update elsewhere, nothing at all when not ``enabled``."""
+
     def __init__(self, label: str, stream: TextIO | None = None, enabled: bool = True):
         self.label = label
         self.stream = stream or sys.stderr
@@ -21,6 +24,9 @@ class Progress:
         self._open_line = False
 
     def update(self, fraction: float, message: str) -> None:
+        """Report ``fraction`` of the budget spent, ``message`` and the seconds elapsed: on a terminal
+        the bar is redrawn in place (``fraction`` clamped to [0, 1], ``message`` cut to 60
+        characters), elsewhere one line is written."""
         if not self.enabled:
             return
         elapsed = time.monotonic() - self.start
@@ -35,6 +41,7 @@ class Progress:
         self.stream.flush()
 
     def log(self, message: str) -> None:
+        """Write ``message`` on a line of its own (ending an open bar line first)."""
         if not self.enabled:
             return
         self._end_line()
@@ -42,6 +49,7 @@ class Progress:
         self.stream.flush()
 
     def close(self) -> None:
+        """End the bar's line, if one is open."""
         self._end_line()
 
     def _end_line(self) -> None:
@@ -51,5 +59,7 @@ class Progress:
 
 
 class Silent(Progress):
+    """A ``Progress`` that writes nothing."""
+
     def __init__(self):
         super().__init__("", enabled=False)

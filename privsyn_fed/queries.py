@@ -54,6 +54,7 @@ class MarginalsQuery:
     real = False
 
     def __call__(self, silo) -> np.ndarray:
+        """The silo's marginal counts on each clique, concatenated."""
         return np.concatenate([silo.marginal(c) for c in self.cliques])
 
     def size(self, schema) -> int:
@@ -61,6 +62,7 @@ class MarginalsQuery:
         return int(sum(np.prod([schema.shape[i] for i in c], dtype=np.int64) for c in self.cliques))
 
     def to_wire(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """A header naming the cliques; no arrays."""
         return {"kind": "marginals", "cliques": [list(c) for c in self.cliques]}, {}
 
 
@@ -76,13 +78,16 @@ class NumericHistogramQuery:
         return refined(schema.columns[self.column], self.refine)
 
     def __call__(self, silo) -> np.ndarray:
+        """The silo's counts of the column on its refined bins, then missing (``encode.numeric_histogram``)."""
         return numeric_histogram(self._col(silo.schema), silo.values()[:, self.column])
 
     def size(self, schema) -> int:
+        """The refined column's bins, plus one if it allows missing values."""
         col = self._col(schema)
         return col.n_bins + (1 if col.missing else 0)
 
     def to_wire(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """A header naming the column and ``refine``; no arrays."""
         return {"kind": "numeric_histogram", "column": self.column, "refine": self.refine}, {}
 
 
@@ -96,15 +101,18 @@ class SecondMomentsQuery:
     real = True
 
     def __call__(self, silo) -> np.ndarray:
+        """``upper(X^T X)`` of the silo's encoded rows ``X`` (randomness from ``seed`` and the silo's name)."""
         rng = np.random.default_rng(None if self.seed is None else [self.seed, zlib.crc32(silo.name.encode())])
         x = self.encoding.encode(silo.rows(), silo.values(), rng)
         return upper(x.T @ x)
 
     def size(self, schema) -> int:
+        """``l (l + 1) / 2`` entries of the upper triangle, ``l`` the encoding's width."""
         w = self.encoding.width
         return w * (w + 1) // 2
 
     def to_wire(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """A header with the seed and the encoding's header, and the encoding's arrays."""
         header, arrays = self.encoding.to_wire()
         return {"kind": "second_moments", "seed": self.seed, "encoding": header}, arrays
 
@@ -117,16 +125,20 @@ class ConcatQuery:
 
     @property
     def real(self) -> bool:
+        """Whether any part is real-valued (the concatenated answer is then float)."""
         return any(p.real for p in self.parts)
 
     def __call__(self, silo) -> np.ndarray:
+        """The parts' answers, concatenated (as float when any part is real)."""
         answers = [np.asarray(p(silo)) for p in self.parts]
         return np.concatenate([a.astype(float) for a in answers] if self.real else answers)
 
     def size(self, schema) -> int:
+        """The sum of the parts' sizes."""
         return sum(p.size(schema) for p in self.parts)
 
     def to_wire(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """A header listing the parts' headers; part ``i``'s arrays under ``"{i}/<name>"``."""
         headers, arrays = [], {}
         for i, p in enumerate(self.parts):
             h, a = p.to_wire()
@@ -144,6 +156,7 @@ class MaskedQuery:
 
     @property
     def real(self) -> bool:
+        """Whether the inner query is real-valued."""
         return self.query.real
 
     def __call__(self, silo) -> np.ndarray:
@@ -151,9 +164,11 @@ class MaskedQuery:
         return np.asarray(self.query(silo))
 
     def size(self, schema) -> int:
+        """The inner query's size (parties masked out send zeros of that length)."""
         return self.query.size(schema)
 
     def to_wire(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """A header with ``ranks`` and the inner query's header, and the inner query's arrays."""
         header, arrays = self.query.to_wire()
         return {"kind": "masked", "ranks": list(self.ranks), "query": header}, arrays
 
@@ -216,6 +231,8 @@ class LocalScoresQuery:
     real = True
 
     def __call__(self, silo) -> np.ndarray:
+        """``u_k(q)`` for each clique on the silo's rows (``scores.local_score``); the gap is the mean of
+        the columns' gaps against the proxy, ``||M_q(D_k) - n_k oracle_q||_1``, or 0."""
         column_gaps = None
         if self.proxy is not None:  # the gap of q is the mean of its columns' gaps
             oneways = [silo.marginal([i]) for i in range(len(self.proxy))]
@@ -233,9 +250,12 @@ class LocalScoresQuery:
         return np.array(out)
 
     def size(self, schema) -> int:
+        """One score per clique."""
         return len(self.cliques)
 
     def to_wire(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """A header (cliques, weights, sigma, number of proxy arrays) and arrays ``p{r}``, ``proxy{i}``;
+        the oracle variant is refused."""
         if self.oracle is not None:
             raise ValueError("the oracle variant's pooled marginals never leave party 0")
         arrays = {f"p{r}": np.asarray(p, dtype=np.float64) for r, p in enumerate(self.probs)}
@@ -251,6 +271,7 @@ class LocalScoresQuery:
 
     @classmethod
     def from_wire(cls, header: dict, arrays: dict[str, np.ndarray]) -> "LocalScoresQuery":
+        """The query that ``to_wire`` wrote (never the oracle variant)."""
         n_proxy = header["proxy"]
         return cls(
             tuple(tuple(int(i) for i in c) for c in header["cliques"]),

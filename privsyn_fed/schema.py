@@ -47,6 +47,8 @@ class NumericColumn:
 
     @property
     def n_bins(self) -> int:
+        """Bins of the encoded domain: ``min(bins, m)`` for an integer column, else 1 when
+        ``lower == upper`` and ``bins`` otherwise."""
         if self.integer:
             return min(self.bins, self.whole_numbers)
         return 1 if self.upper == self.lower else self.bins
@@ -58,9 +60,12 @@ class NumericColumn:
 
     @property
     def size(self) -> int:
+        """Cells of the encoded domain: ``n_bins``, plus the missing cell when ``missing``."""
         return self.n_bins + (1 if self.missing else 0)
 
     def to_dict(self) -> dict[str, Any]:
+        """The column as a schema-file entry (``integer``, ``missing`` and ``missing_values`` only when
+        set)."""
         d: dict[str, Any] = {
             "name": self.name,
             "type": "numeric",
@@ -94,9 +99,12 @@ class CategoricalColumn:
 
     @property
     def size(self) -> int:
+        """Cells of the encoded domain: ``len(categories)``, plus the missing cell when ``missing``."""
         return len(self.categories) + (1 if self.missing else 0)
 
     def to_dict(self) -> dict[str, Any]:
+        """The column as a schema-file entry (``missing``, ``unknown`` and ``missing_values`` only when
+        set)."""
         d: dict[str, Any] = {"name": self.name, "type": "categorical", "categories": list(self.categories)}
         if self.missing:
             d["missing"] = True
@@ -119,6 +127,7 @@ class Schema:
 
     @property
     def names(self) -> list[str]:
+        """The column names, in schema order."""
         return [c.name for c in self.columns]
 
     @property
@@ -127,12 +136,14 @@ class Schema:
         return [c.size for c in self.columns]
 
     def column(self, name: str) -> Column:
+        """The column named ``name``; ``KeyError`` when there is none."""
         for c in self.columns:
             if c.name == name:
                 return c
         raise KeyError(name)
 
     def to_dict(self) -> dict[str, Any]:
+        """The schema as a schema file's JSON object (``from_dict`` reads it back)."""
         return {"columns": [c.to_dict() for c in self.columns]}
 
     @classmethod
@@ -161,6 +172,8 @@ class Schema:
 
     @classmethod
     def from_dict(cls, raw: Any, source: str = "<schema>") -> "Schema":
+        """Validate a parsed schema (an object with a list under ``"columns"``) and build it;
+        ``InputError`` names the first fault, prefixed by ``source``."""
         if not isinstance(raw, dict) or not isinstance(raw.get("columns"), list):
             raise InputError(f'{source}: a schema is an object with a list under "columns"')
         if not raw["columns"]:

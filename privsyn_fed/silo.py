@@ -44,11 +44,15 @@ class Silo:
     # ---- construction -------------------------------------------------------------------------
     @classmethod
     def from_csv(cls, path: str | Path, schema: Schema) -> "Silo":
+        """Read the CSV at ``path`` (``read_csv``) and encode it on ``schema``; the silo is named by the
+        path."""
         df = read_csv(path)
         return cls.from_frame(df, schema, name=str(Path(path)))
 
     @classmethod
     def from_frame(cls, df: pd.DataFrame, schema: Schema, name: str = "<frame>") -> "Silo":
+        """Encode a table of text cells on ``schema`` (``encode_frame``), keeping the clip counts and
+        the clipped numeric values."""
         codes, clipped, values = encode_frame(df, schema, name, with_values=True)
         return cls(name, codes, schema, clipped, values)
 
@@ -72,6 +76,7 @@ class Silo:
         return marginal_counts(self._codes, self.schema.shape, clique)
 
     def marginals(self, cliques: Iterable[Sequence[int]]) -> dict[tuple[int, ...], np.ndarray]:
+        """``marginal`` of each clique, keyed by the clique as a tuple."""
         return {tuple(c): self.marginal(c) for c in cliques}
 
     def true_size(self) -> int:

@@ -94,4 +94,5 @@ def downward_closure(workload: Sequence[Clique]) -> dict[Clique, float]:
 
 
 def n_cells(clique: Sequence[int], shape: Sequence[int]) -> int:
-    return int(np.prod([shape[i] for i in clique], dtype=np.int64))
+    """Cells of the marginal over ``clique``: the product of its columns' sizes (1 when empty)."""
+    return math.prod(int(shape[i]) for i in clique)  # Python integers: no wrap-around at 2^63

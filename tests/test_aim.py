@@ -103,3 +103,21 @@ def test_too_few_rounds_for_the_columns_is_an_input_error(seeded_run):
     _, silos, _, _ = seeded_run
     with pytest.raises(pf.InputError, match="--rounds 2 is too small"):
         pf.synthesize(silos, "aim", 1.0, 1e-6, seed=1, rounds=2)
+
+
+def test_a_huge_workload_marginal_is_refused_without_wrapping_around():
+    """60,000^4 cells overflow int64; the size check counts in Python integers and refuses it."""
+    from privsyn_fed.errors import InputError
+    from privsyn_fed.workload import check_size
+
+    with pytest.raises(InputError, match="cells"):
+        check_size([(0, 1, 2, 3)], [60_000] * 4, ["a", "b", "c", "d"])
+
+
+def test_a_workload_size_of_zero_means_every_marginal_in_the_api_too():
+    from privsyn_fed.methods.aim import AIMOptions, workload_cliques
+
+    names = [f"c{i}" for i in range(6)]
+    every = workload_cliques(names, AIMOptions(workload_size=None, workload_degree=2))
+    assert len(every) == 15
+    assert workload_cliques(names, AIMOptions(workload_size=0, workload_degree=2)) == every

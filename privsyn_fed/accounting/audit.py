@@ -116,12 +116,15 @@ WHERE = ("curator", "aggregator", "silo", "mpc")
 
 @dataclass
 class AuditReport:
+    """The audit's verdict: problems (any fails the ledger), warnings (informational) and a summary."""
+
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
+        """Whether the ledger passes: no problems."""
         return not self.problems
 
 

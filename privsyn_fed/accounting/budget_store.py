@@ -50,6 +50,9 @@ _ADDED_COLUMNS = {"host": "TEXT", "pid": "INTEGER"}
 
 @dataclass
 class DatasetBudget:
+    """One dataset of a store: its total budget, the rho committed (settled spends plus open
+    reservations) and its runs."""
+
     id: str
     total_epsilon: float
     delta: float
@@ -59,10 +62,12 @@ class DatasetBudget:
 
     @property
     def rho_left(self) -> float:
+        """``rho_total - rho_committed``, at least 0."""
         return max(0.0, self.rho_total - self.rho_committed)
 
     @property
     def epsilon_committed(self) -> float:
+        """The committed rho as epsilon at the dataset's delta (0 when nothing is committed)."""
         return rho_to_epsilon(self.rho_committed, self.delta) if self.rho_committed > 0 else 0.0
 
 
@@ -121,6 +126,7 @@ class BudgetStore:
                 self.db.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
 
     def close(self) -> None:
+        """Close the connection to the store."""
         self.db.close()
 
     # ---- runs ---------------------------------------------------------------------------------
@@ -202,6 +208,7 @@ class BudgetStore:
             raise
 
     def run(self, run: int) -> dict[str, Any]:
+        """Every recorded field of run ``run`` (``InputError`` if the store has no such run)."""
         cols = [
             "id",
             "dataset",
@@ -273,9 +280,11 @@ class BudgetStore:
 
     # ---- reading ------------------------------------------------------------------------------
     def datasets(self) -> list[str]:
+        """The store's dataset ids, sorted."""
         return [r[0] for r in self.db.execute("SELECT id FROM datasets ORDER BY id")]
 
     def budget(self, dataset: str) -> DatasetBudget:
+        """The budget of ``dataset`` and its runs (``InputError`` naming the known datasets if unknown)."""
         ds = self.db.execute("SELECT total_epsilon, delta, rho_total FROM datasets WHERE id=?", (dataset,)).fetchone()
         if ds is None:
             known = ", ".join(self.datasets()) or "none"
@@ -319,9 +328,11 @@ class Reservation:
     accountant: Any = None
 
     def bind(self, accountant: Any) -> None:
+        """Attach the run's accountant, so that ``fail`` settles at its spend."""
         self.accountant = accountant
 
     def settle(self, rho_spent: float, status: str) -> None:
+        """Record the run's spend and ``status`` in the store, once (later calls do nothing)."""
         if not self.settled:
             self.store.settle(self.run, rho_spent, status)
             self.settled = True
@@ -364,9 +375,10 @@ def reserved(
         if note:
             exc.add_note(note)
         raise
-    note = _settle_failed(reservation)
-    if note:
-        raise RuntimeError(note)
+    if not reservation.settled:  # the block ended without its release settling it: as a failed run
+        note = _settle_failed(reservation)
+        if note and "could not be settled" in note:
+            raise RuntimeError(note)
 
 
 def _settle_failed(reservation: Reservation) -> str | None:

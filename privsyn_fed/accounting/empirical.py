@@ -40,6 +40,9 @@ MECHANISMS = ("gaussian", "exponential", "aim-round")
 
 @dataclass
 class EmpiricalResult:
+    """What ``empirical_check`` found: the claim, the trials, the lower bound on epsilon and the
+    event that gave it."""
+
     mechanism: str
     epsilon_claimed: float
     delta: float
@@ -214,6 +217,7 @@ def aim_round_runner(epsilon: float, delta: float, noise, seed: int = 0) -> Runn
 
 
 def runner_for(mechanism: str, epsilon: float, delta: float, noise) -> Runner:
+    """The runner of ``mechanism`` (one of ``MECHANISMS``) calibrated to the claim, with ``noise``."""
     if mechanism == "gaussian":
         return gaussian_runner(epsilon, delta, noise)
     if mechanism == "exponential":
@@ -226,6 +230,8 @@ def runner_for(mechanism: str, epsilon: float, delta: float, noise) -> Runner:
 def empirical_check(
     mechanism: str, run: Runner, epsilon: float, delta: float, trials: int, confidence: float = 0.95
 ) -> EmpiricalResult:
+    """Run ``run`` ``trials`` times on ``D`` and on ``D'`` and lower-bound the epsilon
+    (``epsilon_lower_bound``)."""
     stat_d, stat_d_prime = run(False, trials), run(True, trials)
     eps_lb, event, rate_d, rate_dp = epsilon_lower_bound(stat_d, stat_d_prime, delta, confidence)
     return EmpiricalResult(mechanism, epsilon, delta, trials, confidence, eps_lb, event, rate_d, rate_dp)

@@ -31,10 +31,12 @@ BUDGET_TOLERANCE = 1e-9
 
 
 def gaussian_rho(sensitivity_l2: float, sigma: float) -> float:
+    """``D^2 / (2 sigma^2)``: the zCDP cost of the Gaussian mechanism."""
     return sensitivity_l2**2 / (2.0 * sigma**2)
 
 
 def exponential_rho(epsilon: float) -> float:
+    """``eps^2 / 8``: the zCDP cost of an ``eps``-DP exponential mechanism (bounded range)."""
     return epsilon**2 / 8.0
 
 
@@ -49,6 +51,8 @@ def entry_rho(entry: dict[str, Any]) -> float:
 
 
 def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
+    """Write ``payload`` to ``path`` as indented JSON, atomically (``fileio.write_atomic``)."""
+
     def dump(fh):
         json.dump(payload, fh, indent=2)
         fh.write("\n")
@@ -92,9 +96,11 @@ class Accountant:
     # ---- spending -----------------------------------------------------------------------------
     @property
     def remaining(self) -> float:
+        """The budget left: ``rho_budget - rho_spent``, at least 0."""
         return max(0.0, self.rho_budget - self.rho_spent)
 
     def can_afford(self, rho: float) -> bool:
+        """Whether charging ``rho`` keeps the spend within the budget (up to ``BUDGET_TOLERANCE``)."""
         return self.rho_spent + rho <= self.rho_budget * (1 + BUDGET_TOLERANCE)
 
     def charge(self, entry: dict[str, Any]) -> dict[str, Any]:
@@ -117,6 +123,7 @@ class Accountant:
         return recorded
 
     def gaussian(self, query: str, sensitivity_l2: float, sigma: float, where: str, **extra: Any) -> dict[str, Any]:
+        """Charge a Gaussian mechanism, ``rho = sensitivity_l2^2 / (2 sigma^2)``; the recorded entry."""
         return self.charge(
             {
                 "mechanism": "gaussian",
@@ -129,6 +136,7 @@ class Accountant:
         )
 
     def exponential(self, query: str, sensitivity: float, epsilon: float, where: str, **extra: Any) -> dict[str, Any]:
+        """Charge an exponential mechanism, ``rho = epsilon^2 / 8``; the recorded entry."""
         return self.charge(
             {
                 "mechanism": "exponential",
@@ -152,6 +160,7 @@ class Accountant:
         self._persist()
 
     def finish(self, status: str = "complete", **details: Any) -> None:
+        """Set the run's ``status``, add ``details`` and write the ledger."""
         self.status = status
         self.details.update(details)
         self._persist()
@@ -170,6 +179,7 @@ class Accountant:
 
     # ---- the ledger ---------------------------------------------------------------------------
     def ledger(self) -> dict[str, Any]:
+        """The ledger as written to disk (``epsilon``: ``rho_spent`` converted at ``delta``)."""
         return {
             "format": LEDGER_FORMAT,
             "method": self.method,

@@ -102,6 +102,7 @@ def _facts(ledger: dict[str, Any], audit: AuditReport) -> list[tuple[str, str]]:
 
 
 def render_markdown(ledger: dict[str, Any], audit: AuditReport) -> str:
+    """The report as Markdown (the cumulative budget as a text bar chart)."""
     lines = [f"# Privacy report: {ledger.get('method')} release", ""]
     lines += [f"* **{k}:** {v}" for k, v in _facts(ledger, audit)]
     entries = ledger["entries"]
@@ -163,6 +164,7 @@ def _svg(cum: list[float], budget: float) -> str:
 
 
 def render_html(ledger: dict[str, Any], audit: AuditReport) -> str:
+    """The report as one HTML page (the cumulative budget as an inline SVG chart)."""
     esc = lambda x: html.escape(str(x))
     rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in _facts(ledger, audit))
     spent = max(float(ledger["rho_spent"]), 1e-300)
@@ -201,6 +203,7 @@ REPORT_SUFFIXES = (".html", ".htm", ".md", ".markdown")
 
 
 def check_report_path(path: str | Path) -> None:
+    """Refuse (``InputError``) a report path whose suffix is not ``.html``, ``.htm``, ``.md`` or ``.markdown``."""
     if Path(path).suffix.lower() not in REPORT_SUFFIXES:
         raise InputError(f"{path}: the report is written as .html or .md")
 

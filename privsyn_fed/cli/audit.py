@@ -55,6 +55,7 @@ def add_parsers(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Audit LEDGER (or run ``--empirical``), writing ``--report`` if asked; 0 if it passes, 1 if not."""
     from ..accounting import audit_ledger, load_ledger
 
     if args.empirical:
@@ -101,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_empirical(args: argparse.Namespace) -> int:
+    """Lower-bound ``--mechanism``'s epsilon empirically; 0 if consistent with the claim, 1 if not."""
     from ..accounting.empirical import empirical_check, runner_for
     from ..noise import OpenDPNoise
 

@@ -38,6 +38,7 @@ def add_parsers(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``budget show`` (or ``settle``): each dataset's budget, spend, what is left and runs; 0."""
     from ..accounting.budget_store import BudgetStore
     from ..accounting.conversions import rho_to_epsilon
 
@@ -88,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_settle(args: argparse.Namespace) -> int:
+    """``budget settle``: close a stale reservation at its ledger's spend (``settle_stale``); 0."""
     from ..accounting import load_ledger
     from ..accounting.budget_store import BudgetStore
     from ..paths import Named, check_store

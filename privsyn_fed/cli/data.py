@@ -91,6 +91,7 @@ def add_parsers(sub) -> None:
 
 
 def run_partition(args: argparse.Namespace) -> int:
+    """``partition``: split DATA.csv into client CSVs and ``manifest.json`` under ``--out``; 0."""
     from ..partition import check_partition_folder, partition, write_partition
     from ..paths import Named, check_input
     from ..silo import read_csv
@@ -114,6 +115,7 @@ def run_partition(args: argparse.Namespace) -> int:
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
+    """``evaluate``: print the synthetic CSV's measures (with ``--json``, also write them); 0."""
     from ..evaluate import evaluate
     from ..fileio import write_atomic
     from ..paths import Named, check_files

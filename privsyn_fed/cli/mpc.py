@@ -50,18 +50,21 @@ def add_parsers(sub) -> None:
 
 
 def run_party(args: argparse.Namespace) -> int:
+    """``mpc-party``: run this host's silo party until party 0 stops; its exit status."""
     from ..mpc.party import party_main
 
     return party_main(args.rank, args.parties, args.rendezvous, args.schema, args.silo, args.timeout)
 
 
 def run_dealer(args: argparse.Namespace) -> int:
+    """``mpc-dealer``: run the dealer until party 0 ends the run; its exit status."""
     from ..mpc.party import dealer_main
 
     return dealer_main(args.parties, args.rendezvous, args.timeout, args.seed)
 
 
 def run_demo_command(args: argparse.Namespace) -> int:
+    """``mpc-demo``: run the demonstration (``mpc.demo.run_demo``); its exit status."""
     from ..mpc.demo import run_demo
 
     return run_demo(parties=args.parties, rows=args.rows, rounds=args.rounds, epsilon=args.epsilon, seed=args.seed)

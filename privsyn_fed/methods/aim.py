@@ -43,6 +43,9 @@ def selection_sensitivity(max_weight: float, opts: "AIMOptions") -> float:
 
 @dataclass
 class AIMOptions:
+    """AIM's options (the federated methods' options extend them); ``rounds`` None plans ``T`` from a
+    noisy row total."""
+
     rounds: int | None = None  # T; default planned from a noisy row total
     alpha: float = 0.9  # share of each round's budget spent on measurement
     max_model_size: float = 80.0  # MB, junction-tree size cap (ramped by the share spent)
@@ -57,6 +60,10 @@ class AIMOptions:
         """Nothing to add: ``prepare`` checks that the method runs over MPC at all."""
 
     def validate(self) -> None:
+        """Refuse (``InputError``) ``rounds`` below 1 or above ``MAX_ROUNDS``, ``alpha`` outside (0, 1),
+        a ``max_model_size`` not positive or above an eighth of this machine's memory, ``pgm_iters``
+        below 1, a negative ``pgm_tol``, ``workload_degree`` below 1, and a negative
+        ``workload_seed`` or ``workload_size``."""
         if self.rounds is not None and self.rounds < 1:
             raise InputError(f"--rounds must be a positive integer, not {self.rounds}")
         if not 0 < self.alpha < 1:
@@ -122,16 +129,21 @@ def workload_cliques(names: Sequence[str], opts: AIMOptions) -> list[tuple[int, 
             out.append(tuple(sorted(index[c] for c in set(cl))))
         return sorted(set(out))
     degree = opts.workload_degree or min(DEFAULT_DEGREE, len(names))
-    return sample_workload(len(names), degree, opts.workload_size, opts.workload_seed)
+    # a size of 0, like None, means every K-way marginal (as on the command line)
+    return sample_workload(len(names), degree, opts.workload_size or None, opts.workload_seed)
 
 
 def problem_for(schema, opts: AIMOptions) -> core.Problem:
+    """The run's public ``core.Problem``: the schema's columns and the options' workload
+    (``workload_cliques``)."""
     return core.Problem.build(schema.names, schema.shape, workload_cliques(schema.names, opts))
 
 
 def run_aim(
     silo: Silo, acc: Accountant, noise: NoiseSource, opts: AIMOptions, progress: Progress | None = None
 ) -> core.MethodResult:
+    """Central AIM (module docstring) on the curator's pooled ``silo``, every release charged to
+    ``acc``; returns the fitted model, its sampler, the rounds run and the workload."""
     progress = progress or Silent()
     prob = problem_for(silo.schema, opts)
     names, domain, candidates = prob.names, prob.domain, prob.candidates

@@ -30,6 +30,7 @@ class RoundParams:
         return 1.0 / (2.0 * self.sigma**2) + self.epsilon**2 / 8.0
 
     def annealed(self) -> "RoundParams":
+        """AIM's annealing: ``sigma / 2`` and ``2 eps``, so one round costs four times as much."""
         return RoundParams(self.sigma / 2.0, self.epsilon * 2.0)
 
 
@@ -86,6 +87,8 @@ class Problem:
 
     @classmethod
     def build(cls, names: Sequence[str], shape: Sequence[int], workload: Sequence[Sequence[int]]) -> "Problem":
+        """The problem of a workload of column-index cliques: the workload in column names and its
+        downward closure with AIM's weights as the candidates."""
         names = list(names)
         cliques = [tuple(cl) for cl in workload]
         candidates = {tuple(names[i] for i in cl): w for cl, w in downward_closure(cliques).items()}
@@ -102,7 +105,8 @@ class Problem:
         return [self.names.index(c) for c in clique]
 
     def cells(self, clique: Sequence[str]) -> int:
-        return int(np.prod([self.shape[i] for i in self.columns(clique)], dtype=np.int64))
+        """Cells of the marginal over ``clique`` (column names)."""
+        return math.prod(int(self.shape[i]) for i in self.columns(clique))
 
     def multiway_cells(self) -> list[int]:
         """Cells of every candidate over two or more columns (what a round may measure)."""
@@ -111,6 +115,9 @@ class Problem:
 
 @dataclass
 class MethodResult:
+    """What a method's runner returns: the sampler, the fitted model, the rounds run, the workload
+    (column-name cliques) and run details (``info``)."""
+
     #: Draws the synthetic rows (``output.TableSampler``); its ``total`` is the noisy row count.
     sampler: Any
     #: The fitted model (the graphical model of the AIM family), for likelihoods.
@@ -143,9 +150,12 @@ class ModelSampler:
 
     @property
     def total(self) -> float:
+        """The model's total: its noisy row count."""
         return float(self.model.total)
 
     def sample(self, rows: int, seed: int) -> Any:
+        """``rows`` rows drawn from the model with ``seed`` (``pgm.sample_codes``), decoded to values
+        with a generator seeded ``seed + 1``."""
         from ..encode import decode_codes
 
         codes = pgm.sample_codes(self.model, self.schema.names, rows, seed)

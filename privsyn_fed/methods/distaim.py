@@ -52,6 +52,7 @@ from .federated import (
 
 
 def threat_model(agg: Aggregator) -> str:
+    """The ledger's threat model of a DistAIM run over ``agg``."""
     return (
         "distaim: each silo contributes its answers to every candidate marginal once, when first sampled; "
         f"{agg.threat_model}. Selection and measurement run on the pooled answers."
@@ -78,6 +79,8 @@ def run_distaim(
     sampling_seed: int | None,
     progress: Progress | None = None,
 ) -> core.MethodResult:
+    """DistAIM (module docstring) over ``agg``, every release charged to ``acc``; ``sampling_seed``
+    seeds client sampling (public randomness only)."""
     progress = progress or Silent()
     silos = agg.silo_names
     schema = agg.schema

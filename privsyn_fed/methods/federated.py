@@ -37,10 +37,14 @@ Measurement = tuple[tuple[str, ...], np.ndarray, float]
 
 @dataclass
 class FederatedOptions(AIMOptions):
+    """Options of DistAIM and FLAIM: AIM's, with ``T`` global rounds (planned, at most
+    ``FEDERATED_ROUNDS``, when not given) and the client sample rate ``p``."""
+
     rounds: int | None = None  # T, global rounds; default planned (at most FEDERATED_ROUNDS)
     sample_rate: float | None = None  # p; default from ``default_sample_rate``
 
     def validate(self) -> None:
+        """AIM's checks; also refuse a ``sample_rate`` outside (0, 1]."""
         super().validate()
         if self.sample_rate is not None and not 0 < self.sample_rate <= 1:
             raise InputError(f"--sample-rate must lie in (0, 1], not {self.sample_rate}")
@@ -59,6 +63,7 @@ class ClientSampler:
         self.rng = rng
 
     def draw(self) -> list[str]:
+        """One Poisson sample of silo names (in the given order), redrawn until it is non-empty."""
         while True:
             keep = self.rng.random(len(self.names)) < self.rate
             if keep.any():
@@ -74,6 +79,7 @@ class TotalEstimator:
 
     @property
     def population(self) -> float:
+        """The population estimate ``N_hat = max(1, per_silo K)`` (``per_silo`` must be set)."""
         return max(1.0, self.per_silo * self.n_silos)
 
     def estimate(

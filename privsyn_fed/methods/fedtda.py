@@ -77,6 +77,9 @@ NON_PRIVATE_WARNING = (
 
 @dataclass
 class FedTDAOptions:
+    """Fed-TDA's options; ``split`` None plans the budget from a noisy row total
+    (``allocation.plan_fedtda``)."""
+
     split: Sequence[float] | None = None  # shares of rho (total, categorical, numeric, covariance); default planned
     components: int = 5  # most mixture components per numeric column
     norm_factor: float = 2.0  # encoded rows are clipped to norm norm_factor * sqrt(l)
@@ -86,6 +89,9 @@ class FedTDAOptions:
     non_private: bool = False  # exact statistics, no noise, no guarantee (testing only)
 
     def validate(self) -> None:
+        """Refuse (``InputError``) a ``split`` other than four finite non-negative shares whose total
+        and covariance shares are positive, ``refine`` other than 1, 2 or 4, ``components`` below 1,
+        a ``norm_factor`` not positive, and ``icdm_lambda`` outside (0, 0.5)."""
         if self.split is not None:
             if len(self.split) != 4 or any(not (0 <= x < math.inf) for x in self.split) or not sum(self.split) > 0:
                 raise InputError(
@@ -126,6 +132,7 @@ class FedTDAOptions:
 
 
 def threat_model(agg: Aggregator) -> str:
+    """The ledger's threat model of a Fed-TDA run over ``agg``."""
     return (
         "fedtda: each silo sends its row count, its histograms and the sum of outer products of its "
         f"locally encoded rows; {agg.threat_model}."
@@ -137,11 +144,16 @@ def threat_model(agg: Aggregator) -> str:
 
 @dataclass
 class FedTDAModel:
+    """The released copula: the public encoding, the Cholesky factor ``L`` of its correlation and the
+    noisy row total."""
+
     encoding: Encoding
     factor: np.ndarray  # Cholesky factor of the copula correlation
     total: float  # noisy row total
 
     def sample(self, rows: int, seed: int | None) -> pd.DataFrame:
+        """``rows`` rows: ``z = L g`` with ``g ~ N(0, I)`` (float32, seeded ``seed``), decoded by
+        inverting the encoding."""
         rng = np.random.default_rng(seed)
         width = self.factor.shape[0]
         # computed transposed so that each coordinate (a column of z) is contiguous for decoding
@@ -165,6 +177,8 @@ def run_fedtda(
     encode_seed: int | None,
     progress: Progress | None = None,
 ) -> core.MethodResult:
+    """Fed-TDA (module docstring) over ``agg``, every release charged to ``acc``; ``encode_seed`` seeds
+    the silos' encoding randomness (with each silo's name; None: fresh)."""
     progress = progress or Silent()
     silos = agg.silo_names
     schema = agg.schema

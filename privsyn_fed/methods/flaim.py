@@ -75,10 +75,14 @@ ORACLE_WARNING = (
 
 @dataclass
 class FLAIMOptions(FederatedOptions):
+    """FLAIM's options: the federated ones, the ``variant`` (``naive``, ``private`` or ``oracle``) and
+    ``s`` local steps."""
+
     variant: str = "private"
     local_steps: int = 1  # s
 
     def validate(self) -> None:
+        """The federated checks; also refuse an unknown ``variant`` and ``local_steps`` below 1."""
         super().validate()
         if self.variant not in VARIANTS:
             raise InputError(f"--variant must be one of {', '.join(VARIANTS)}, not {self.variant!r}")
@@ -95,6 +99,7 @@ class FLAIMOptions(FederatedOptions):
 
 
 def threat_model(agg: Aggregator) -> str:
+    """The ledger's threat model of a FLAIM run over ``agg``."""
     return (
         "flaim: each sampled silo selects marginals on its own rows (exponential mechanism, run "
         f"locally) and sends the chosen marginals' counts; {agg.threat_model}. Which marginal each "
@@ -134,6 +139,8 @@ def run_flaim(
     sampling_seed: int | None,
     progress: Progress | None = None,
 ) -> core.MethodResult:
+    """FLAIM (module docstring) over ``agg``, every release charged to ``acc`` (``FLAIMRun``);
+    ``sampling_seed`` seeds client sampling (public randomness only)."""
     return FLAIMRun(agg, acc, noise, opts, sampling_seed, progress or Silent()).run()
 
 
@@ -188,6 +195,8 @@ class FLAIMRun:
         )
 
     def run(self) -> core.MethodResult:
+        """The release: the plan, the initial 1-ways and model, then ``T`` global rounds (the oracle
+        variant first marks its ledger non-private)."""
         prob, opts, acc = self.prob, self.opts, self.acc
         if self.variant == "oracle":
             acc.mark_non_private(ORACLE_WARNING)
@@ -204,7 +213,7 @@ class FLAIMRun:
         self.progress.update(acc.rho_spent / acc.rho_budget, f"measured {len(prob.names)} one-way marginals")
         self.oracle_probs = _pooled_probs(self.agg, acc, prob) if self.variant == "oracle" else None
         for t in range(1, self.rounds + 1):
-            model = self.round(t, model)
+            model = self.global_round(t, model)
         self.progress.log(f"{self.rounds} rounds, {len(self.measurements)} measurements")
         info = {
             "variant": self.variant,
@@ -218,7 +227,7 @@ class FLAIMRun:
         }
         return core.MethodResult(core.ModelSampler(model, self.schema), model, self.rounds, prob.workload, info)
 
-    def round(self, t: int, model):
+    def global_round(self, t: int, model):
         """Global round ``t``: sample, select locally, aggregate with noise, refit."""
         prob, opts, acc, s, d = self.prob, self.opts, self.acc, self.opts.local_steps, len(self.prob.names)
         proxy_round = self.variant == "private" and t < self.rounds
@@ -312,6 +321,8 @@ class FLAIMRun:
         return picks
 
     def scores_query(self, options: list[tuple[str, ...]], cands: dict, probs: dict) -> "LocalScoresQuery":
+        """The declared query by which a silo scores ``options``: their columns, weights and model
+        marginals, ``sigma``, and the proxy (private) or the true pooled marginals (oracle)."""
         return LocalScoresQuery(
             tuple(tuple(self.prob.columns(q)) for q in options),
             tuple(float(cands[q]) for q in options),

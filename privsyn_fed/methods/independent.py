@@ -48,6 +48,7 @@ class IndependentOptions:
 
 
 def threat_model(agg: Aggregator) -> str:
+    """The ledger's threat model of an independent run over ``agg``."""
     return f"independent: each silo sends its 1-way marginal counts; {agg.threat_model}."
 
 
@@ -71,10 +72,14 @@ class IndependentModel:
 
     @classmethod
     def from_noisy(cls, marginals: Sequence[np.ndarray], schema: Schema) -> "IndependentModel":
+        """The model of noisy 1-ways: the total is ``total_estimate``, each column's distribution its
+        marginal ``projected`` onto that total."""
         total = total_estimate(marginals)
         return cls([projected(m, total) for m in marginals], schema, total)
 
     def sample(self, rows: int, seed: int) -> pd.DataFrame:
+        """``rows`` rows, every column drawn independently from its distribution, then decoded
+        (``decode_codes``), all with one generator seeded ``seed``."""
         rng = np.random.default_rng(seed)
         codes = np.stack([rng.choice(p.size, size=rows, p=p) for p in self.probs], axis=1)
         return decode_codes(codes, self.schema, rng)

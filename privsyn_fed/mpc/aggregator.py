@@ -19,11 +19,11 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..aggregate import check_declared, refuse_exact_sum_in_release
+from ..aggregate import batched, check_declared, refuse_exact_sum_in_release
 from ..errors import InputError, MPCError
 from ..noise import OpenDPNoise
 from ..pool import Pool
-from ..queries import MaskedQuery, Query, answer, concat, from_wire
+from ..queries import Query, answer, from_wire
 from ..silo import Silo
 from . import secure, world
 from .noise import gumbel_rounding_slack
@@ -70,9 +70,11 @@ class MPCAggregator:
     # ---- the aggregator protocol (aggregate.Aggregator) ----------------------------------------
     @property
     def silo_names(self) -> list[str]:
+        """The parties' silo names, in rank order."""
         return list(self.names)
 
     def bind_release(self, accountant: Any) -> None:
+        """Bind a release's accountant (None unbinds); exact sums are then refused unless it is non-private."""
         self.release = accountant
 
     def ranks(self, among: Sequence[str]) -> list[int]:
@@ -85,11 +87,8 @@ class MPCAggregator:
         query); DistAIM sends the parties no model."""
 
     def batch(self, parts: Sequence[tuple[Query, Sequence[str]]]) -> tuple[Query, list[str]]:
-        """One query for several ``(query, silos)``: each part answered only by its silos."""
-        union = [n for n in self.names if any(n in among for _, among in parts)]
-        if all(sorted(among) == sorted(union) for _, among in parts):
-            return concat([q for q, _ in parts]), union
-        return concat([MaskedQuery(q, tuple(self.ranks(among))) for q, among in parts]), union
+        """``batched`` over the parties' silos: each part answered only by its silos."""
+        return batched(parts, self.names)
 
     def rounding_l2(self, query: Query) -> float:
         """Extra L2 sensitivity from rounding a real answer to the grid: a record moves one silo's
@@ -137,6 +136,7 @@ class MPCAggregator:
         raise MPCError("local measurements (FLAIM's --local-steps above 1) are not available over MPC")
 
     def pool(self, cliques: Mapping[tuple[str, ...], Sequence[int]]) -> Pool:
+        """An empty pool whose answers are secret-shared among the parties (``SharedPoolStorage``)."""
         return Pool(cliques, self.schema.shape, SharedPoolStorage(self, cliques))
 
     def open_exact_sum_for_checks(
@@ -172,6 +172,7 @@ class MPCAggregator:
         }
 
     def traffic_summary(self) -> dict[str, Any] | None:
+        """Rounds and bytes of every party, measured now (``MPCTraffic.summary``)."""
         return self.traffic.summary(self.names)
 
     # ---- party 0's side of the commands ---------------------------------------------------------
@@ -241,6 +242,7 @@ def _answer(q, own: Silo, me: int, ranks: list[int]) -> np.ndarray | None:
 
 
 def schema_fingerprint(schema) -> str:
+    """SHA-256 of the schema's canonical JSON; the parties compare it with party 0's."""
     return hashlib.sha256(json.dumps(schema.to_dict(), sort_keys=True).encode()).hexdigest()
 
 
@@ -274,6 +276,7 @@ class SharedPoolStorage:
         self.length = length
 
     def accumulate(self, query: Query, silos: Sequence[str], round_index: int) -> None:
+        """Add shares of ``silos``' answers to ``query`` to the shared pool (each party shares its own)."""
         ranks = self.agg.ranks(silos)
         self.agg._send("pool_add", query, ranks)
         mine = _answer(query, self.agg.own, 0, ranks)
@@ -295,6 +298,7 @@ class SharedPoolStorage:
         }
 
     def measurement_fields(self, noise) -> dict[str, Any]:
+        """The ledger fields of noise dealt as shares (``MPCAggregator.noise_fields``)."""
         return self.agg.noise_fields(noise)
 
     def select_arrays(
@@ -339,11 +343,13 @@ class SharedPoolStorage:
         return secure.secure_select(self.shares, scale=scale, draws=draws, **arrays)
 
     def measure(self, cells: np.ndarray, sigma: float, noise) -> np.ndarray:
+        """``A[cells] + N_Z(0, sigma^2)`` on shares, the dealer's noise, opened to party 0."""
         self.agg.channel.send({"op": "measure", "sigma": sigma}, {"cells": cells})
         return secure.secure_measure(self.shares, cells, sigma)
 
 
 def round_half(x: float) -> int:
+    """``floor(x + 1/2)``: ``x`` rounded to the nearest integer, halves up."""
     return int(math.floor(x + 0.5))
 
 

@@ -12,6 +12,7 @@ import sys
 
 
 def import_crypten():
+    """Import and return ``crypten``, first registering the moved ONNX module under its old name."""
     try:
         import torch.onnx._internal.registration  # noqa: F401  (torch <= 2.8)
     except ModuleNotFoundError:

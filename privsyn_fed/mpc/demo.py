@@ -46,6 +46,9 @@ def generated_rows(n: int, seed: int) -> pd.DataFrame:
 def run_demo(
     parties: int = 3, rows: int = 2000, rounds: int = 3, epsilon: float = 1.0, seed: int = 0, out=print
 ) -> int:
+    """Run the demo (``parties`` processes of ``rows`` generated rows, a secure sum checked against the
+    plaintext one, DistAIM for ``rounds`` rounds at ``epsilon``), printing through ``out``; returns
+    the exit status (1 if the opened sum differs)."""
     from ..api import synthesize
     from ..errors import InputError
     from .launch import coordinator

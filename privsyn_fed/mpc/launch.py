@@ -28,6 +28,7 @@ READY_TIMEOUT_S = 120.0
 
 
 def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free now (chosen by the OS, not held)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]

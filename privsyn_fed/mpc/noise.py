@@ -87,13 +87,17 @@ def rounded_gumbel_pmf(k: np.ndarray, scale: float) -> np.ndarray:
 
 
 class ExactDealerNoise:
+    """The dealer's private noise: OpenDP's exact discrete Gaussian and exactly rounded Gumbel (CSPRNG)."""
+
     name = "dealer: exact discrete Gaussian (OpenDP) and exactly rounded Gumbel (CSPRNG)"
     seeded = False
 
     def gaussian(self, n: int, sigma: float) -> np.ndarray:
+        """``n`` draws of ``N_Z(0, sigma^2)`` (``discrete_gaussian``)."""
         return discrete_gaussian(n, sigma)
 
     def gumbel(self, n: int, scale: float) -> np.ndarray:
+        """``n`` exact draws of ``round(scale * G)`` (``rounded_gumbel``)."""
         return rounded_gumbel(n, scale)
 
 
@@ -107,7 +111,9 @@ class SeededDealerNoise:
         self.rng = np.random.default_rng(seed)
 
     def gaussian(self, n: int, sigma: float) -> np.ndarray:
+        """``n`` draws of ``round(N(0, sigma^2))`` from the seeded generator."""
         return np.rint(self.rng.normal(0.0, sigma, n)).astype(np.int64)
 
     def gumbel(self, n: int, scale: float) -> np.ndarray:
+        """``n`` draws of ``round(scale * G)`` from the seeded generator."""
         return np.rint(self.rng.gumbel(0.0, scale, n)).astype(np.int64)

@@ -37,6 +37,7 @@ def _crypten():
 
 
 def rank() -> int:
+    """This process's rank in CrypTen's communicator."""
     import crypten.communicator as comm
 
     return comm.get().get_rank()
@@ -61,6 +62,7 @@ def share_sum(mine: np.ndarray | None, contributors: list[int], length: int):
 
 
 def zeros(length: int):
+    """Shares of the zero vector of ``length`` (every share is zero)."""
     return _from_shares(torch.zeros(length, dtype=torch.long))
 
 
@@ -98,6 +100,7 @@ def segment_sums(x, segment_ids: np.ndarray, segments: int):
 
 
 def gather(x, index: np.ndarray):
+    """The entries of ``x`` at ``index``, as shares: local on the shares."""
     return _from_shares(x.share[torch.from_numpy(np.asarray(index, dtype=np.int64))])
 
 

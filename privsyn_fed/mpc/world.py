@@ -39,6 +39,9 @@ RETRY_S = 0.25
 
 @dataclass
 class Membership:
+    """One process's place in the MPC world: the rendezvous, the ``n`` parties (the dealer is rank
+    ``n``), its rank and the timeout."""
+
     rendezvous: str  # tcp://host:port
     parties: int  # n; the dealer is rank n
     rank: int
@@ -108,6 +111,7 @@ def reach_party0(m: Membership) -> None:
 
 
 def cannot_join(m: Membership, reason: str) -> MPCError:
+    """The ``MPCError`` saying that this party (or the dealer) could not join the others, and why."""
     who = "the dealer" if m.rank == m.parties else f"party {m.rank}"
     return MPCError(
         f"{who} could not join the parties at {m.rendezvous} ({m.parties} parties and the dealer): {reason}"
@@ -140,6 +144,7 @@ class Channel:
         return tensor
 
     def send(self, header: dict, arrays: dict[str, np.ndarray] | None = None) -> None:
+        """Broadcast a command from party 0: a JSON header, then its int64/float64 arrays."""
         import torch
 
         arrays = arrays or {}
@@ -154,6 +159,7 @@ class Channel:
             self._bcast(torch.from_numpy(np.ascontiguousarray(value)))
 
     def receive(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """The next command from party 0: its header and its arrays (int64 or float64 only)."""
         import torch
 
         n = self._bcast(torch.zeros(1, dtype=torch.long))
