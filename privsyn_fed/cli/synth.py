@@ -6,10 +6,13 @@ import argparse
 import contextlib
 import dataclasses
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
 from ..methods import METHODS
+from ..paths import Named, check_distinct, check_files, check_identical_contents
+from ..schema import Schema
 from .common import DEFAULT_MPC_TIMEOUT, number, positive_int, rendezvous
 
 #: The graphical-model methods (rounds, workload, --model-out).
@@ -305,13 +308,42 @@ def _method_options(args: argparse.Namespace) -> dict:
     return opts
 
 
+@dataclass
+class Request:
+    """A checked ``synth`` request: what it reads and writes, and the method's validated options."""
+
+    out: Path
+    ledger: Path
+    schema: Schema
+    silo_files: list[Named]
+    options: dict
+
+
 def run(args: argparse.Namespace) -> int:
     """Check everything public, reserve, read the silos, run, then commit the files (``api``)."""
-    from ..api import MAX_EPSILON, prepare, synthesize
-    from ..interrupt import checkpoint
-    from ..paths import Named, check_distinct, check_files, check_identical_contents
-    from ..schema import Schema
-    from ..silo import Silo
+    request = _checked(args)
+    budget: contextlib.AbstractContextManager = contextlib.nullcontext()
+    if args.budget_store:  # before any silo is read
+        from ..accounting.budget_store import reserved
+
+        budget = reserved(
+            args.budget_store,
+            args.dataset_id,
+            epsilon=args.epsilon,
+            delta=args.delta,
+            method=args.method,
+            total_epsilon=args.total_epsilon,
+            ledger=str(request.ledger.resolve()),
+        )
+    with budget as reservation:
+        result, n_silos = _release(args, request, reservation)
+    _report(args, request, result, n_silos)
+    return 0
+
+
+def _checked(args: argparse.Namespace) -> Request:
+    """Every check that needs no private data: options, files, schema, the method's request."""
+    from ..api import MAX_EPSILON, prepare
 
     out = Path(args.out)
     ledger = Path(args.ledger) if args.ledger else out.with_suffix(".ledger.json")
@@ -356,84 +388,80 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.rows and _csv_too_large(out, args.rows, len(schema.columns)):
         raise InputError(f"{out}: {_csv_too_large(out, args.rows, len(schema.columns))}; ask for fewer --rows")
+    return Request(out, ledger, schema, silo_files, options)
 
-    budget: contextlib.AbstractContextManager = contextlib.nullcontext()
-    if args.budget_store:  # before any silo is read
-        from ..accounting.budget_store import reserved
 
-        budget = reserved(
-            args.budget_store,
-            args.dataset_id,
-            epsilon=args.epsilon,
-            delta=args.delta,
-            method=args.method,
-            total_epsilon=args.total_epsilon,
-            ledger=str(ledger.resolve()),
+def _release(args: argparse.Namespace, request: Request, reservation) -> tuple:
+    """Read the silos (or start the MPC parties) and run the release; ``(result, number of silos)``."""
+    from ..api import synthesize
+    from ..interrupt import checkpoint
+    from ..silo import Silo
+
+    checkpoint()
+    if not args.rendezvous:  # every silo file is on this machine
+        check_identical_contents(request.silo_files, args.allow_identical_silos)
+
+    def stage(result, final_ledger):
+        return _stage_outputs(args, request.out, request.schema, result, final_ledger)
+
+    def release(silos, aggregator=None):
+        for silo in silos:
+            for col, n in silo.clipped.items():
+                if n:
+                    print(
+                        f"privsyn-fed: note for the operator of {silo.name}: {n} value(s) of '{col}' lay "
+                        f"outside the schema's bounds and were clipped (private; not released)",
+                        file=sys.stderr,
+                    )
+        return synthesize(
+            silos,
+            args.method,
+            args.epsilon,
+            args.delta,
+            rows=args.rows,
+            seed=args.seed,
+            ledger_path=request.ledger,
+            progress=not args.quiet,
+            reservation=reservation,
+            aggregator=aggregator,
+            write_outputs=stage,
+            allow_identical_silos=args.allow_identical_silos,
+            **request.options,
         )
-    with budget as reservation:
+
+    if args.mpc:
+        from ..mpc.launch import coordinator
+
+        def log(message):
+            if not args.quiet:
+                print(f"privsyn-fed: {message}", file=sys.stderr)
+
+        with coordinator(
+            args.schema,
+            args.silo,
+            rendezvous=args.rendezvous,
+            parties=args.parties,
+            seed=args.seed,
+            timeout_s=args.mpc_timeout,
+            log=log,
+        ) as agg:
+            return release([agg.own], agg), len(agg.silo_names)
+    silos = []
+    for p in args.silo:  # every input checked before any spend
+        silos.append(Silo.from_csv(p, request.schema))
         checkpoint()
-        if not args.rendezvous:  # every silo file is on this machine
-            check_identical_contents(silo_files, args.allow_identical_silos)
+    return release(silos), len(silos)
 
-        def stage(result, final_ledger):
-            return _stage_outputs(args, out, schema, result, final_ledger)
 
-        def release(silos, aggregator=None):
-            for silo in silos:
-                for col, n in silo.clipped.items():
-                    if n:
-                        print(
-                            f"privsyn-fed: note for the operator of {silo.name}: {n} value(s) of '{col}' lay "
-                            f"outside the schema's bounds and were clipped (private; not released)",
-                            file=sys.stderr,
-                        )
-            return synthesize(
-                silos,
-                args.method,
-                args.epsilon,
-                args.delta,
-                rows=args.rows,
-                seed=args.seed,
-                ledger_path=ledger,
-                progress=not args.quiet,
-                reservation=reservation,
-                aggregator=aggregator,
-                write_outputs=stage,
-                allow_identical_silos=args.allow_identical_silos,
-                **options,
-            )
-
-        if args.mpc:
-            from ..mpc.launch import coordinator
-
-            def log(message):
-                if not args.quiet:
-                    print(f"privsyn-fed: {message}", file=sys.stderr)
-
-            with coordinator(
-                args.schema,
-                args.silo,
-                rendezvous=args.rendezvous,
-                parties=args.parties,
-                seed=args.seed,
-                timeout_s=args.mpc_timeout,
-                log=log,
-            ) as agg:
-                result = release([agg.own], agg)
-                n_silos = len(agg.silo_names)
-        else:
-            silos = []
-            for p in args.silo:  # every input checked before any spend
-                silos.append(Silo.from_csv(p, schema))
-                checkpoint()
-            result = release(silos)
+def _report(args: argparse.Namespace, request: Request, result, n_silos: int) -> None:
+    """What was written, what it cost, what it sent, and any warning the ledger calls for."""
     led = result.ledger
     print(
-        f"wrote {out}: {result.rows} rows x {len(schema.columns)} columns "
+        f"wrote {request.out}: {result.rows} rows x {len(request.schema.columns)} columns "
         f"from {n_silos} silo(s) by {args.method}" + (" over MPC" if args.mpc else "")
     )
     print(
-        f"wrote {ledger}: epsilon={led['epsilon']:.4f} at delta={led['delta']:g} spent "
+        f"wrote {request.ledger}: epsilon={led['epsilon']:.4f} at delta={led['delta']:g} spent "
         f"(rho {led['rho_spent']:.6g} of {led['rho_budget']:.6g}) in {len(led['entries'])} mechanism calls"
     )
     if args.report:
@@ -465,8 +493,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"WARNING: {led['non_private']}", file=sys.stderr)
     if led["seeded"]:
         print("warning: seeded run: the noise is predictable from the seed; not a private release", file=sys.stderr)
-    print(f"check it with: privsyn-fed audit {ledger}")
-    return 0
+    print(f"check it with: privsyn-fed audit {request.ledger}")
 
 
 def _csv_too_large(out: Path, rows: int, columns: int) -> str | None:
