@@ -9,7 +9,7 @@ TORCH_SPEC := $(shell ls /opt/wheels/torch-2.13.0*cpu*.whl >/dev/null 2>&1 && ec
 
 PY_SOURCES := privsyn_fed tests examples benchmarks
 
-.PHONY: install lint test demo bench bench-federated bench-mpc bench-small clean
+.PHONY: install lint test demo bench bench-aim bench-federated bench-mpc bench-small clean
 
 install: $(STAMP)
 
@@ -33,7 +33,14 @@ test: lint
 demo: $(STAMP)
 	$(PY) -m privsyn_fed.demo
 
+# One table: every method's wall time, peak memory and workload error on Adult, CPS1988 and a
+# 6,500-row, 10-column table; `make bench SMARTNOISE=PYTHON` adds smartnoise-synth's AIM (PYTHON
+# is the python of a virtual environment with smartnoise-synth) and our AIM's ratios to it.
 bench: $(STAMP)
+	$(PY) benchmarks/speed.py $(if $(SMARTNOISE),--smartnoise $(SMARTNOISE))
+
+# Silo marginal counting, and AIM on Adult against smartnoise-synth (repeated runs).
+bench-aim: $(STAMP)
 	$(PY) benchmarks/marginals_adult.py
 	$(PY) benchmarks/aim_adult.py
 

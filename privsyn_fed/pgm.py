@@ -3,7 +3,7 @@
 ``ModelFitter`` keeps mbi's semantics (mirror descent with Armijo line search on the Gaussian
 log-likelihood ``sum_i ||M_{r_i}(p) - y_i||^2 / (2 sigma_i^2)``, warm-started from the previous
 potentials) and adds what long runs need:
-  * float64 and no persistent compilation cache;
+  * float64, and JAX's persistent compilation cache only where asked for (``compilation_cache``);
   * ``CarriedMirrorDescent``: the same iterates as mbi's ``MirrorDescent``, but the marginals of
     the current potentials are carried in the state (the line search has already computed them),
     so each iteration runs one marginal oracle instead of two, and neither the start nor the end of
@@ -21,12 +21,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import warnings
+from pathlib import Path
 from typing import Any, NamedTuple, Sequence
 
 import jax
 
 jax.config.update("jax_enable_x64", True)
-jax.config.update("jax_enable_compilation_cache", False)
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     from mbi import CliqueVector, Domain, Factor, LinearMeasurement, MarkovRandomField, estimation, junction_tree  # noqa: E402
@@ -36,6 +36,45 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from .interrupt import checkpoint  # noqa: E402
+from .settings import JAX_CACHE_ENV, jax_cache_setting  # noqa: E402
+
+#: Environment variable: a folder for JAX's persistent compilation cache (unset, empty or ``off``: none).
+CACHE_ENV = JAX_CACHE_ENV
+#: The cache's size limit; the least recently used programs are evicted beyond it.
+CACHE_MAX_BYTES = 2 * 2**30
+
+
+def compilation_cache() -> Path | None:
+    """JAX's persistent compilation cache in the folder ``$PRIVSYN_FED_JAX_CACHE``, if set (opt-in).
+
+    Off by default: mbi compiles many small programs, and its message passing orders separator
+    attributes by Python's string hashes, which differ between processes unless ``PYTHONHASHSEED``
+    is fixed (the command line fixes it when the cache is on), so without that most of a later
+    run's large refit programs miss the cache (benchmarks/README.md, "Speed"). The folder is created
+    private to the user (mode 0700) and refused if others can write to it: a compiled program is
+    code this process runs. The programs are keyed by the model's cliques and domain (public, or
+    DP selections) and embed no row data; the estimator only sees noisy measurements.
+    """
+    setting = jax_cache_setting()
+    jax.config.update("jax_enable_compilation_cache", False)
+    if setting is None:
+        return None
+    folder = Path(setting)
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if folder.stat().st_uid != os.getuid() or folder.stat().st_mode & 0o022:
+            raise PermissionError(f"{folder} is not private to this user")
+    except OSError:  # no usable cache folder: compile every time, as without a cache
+        return None
+    jax.config.update("jax_enable_compilation_cache", True)
+    jax.config.update("jax_compilation_cache_dir", str(folder))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    jax.config.update("jax_compilation_cache_max_size", CACHE_MAX_BYTES)
+    return folder
+
+
+COMPILATION_CACHE = compilation_cache()
 
 #: Clear JAX's compiled programs when the process holds this many memory mappings
 #: (the kernel default limit is 65,530; every compiled program adds some).

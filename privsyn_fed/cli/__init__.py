@@ -16,6 +16,7 @@ import argparse
 import os
 import sys
 
+from .. import settings
 from ..errors import BudgetExceeded, InputError, MPCError
 from . import audit, budget, data, mpc, synth
 from .common import Parser, one_line
@@ -43,8 +44,22 @@ def main(argv: list[str] | None = None) -> int:
     from ..interrupt import deferred_signals
 
     args = build_parser().parse_args(argv)
+    _stable_hashing_for_the_compilation_cache(argv)
     with deferred_signals(immediate=args.command != "synth"):  # only synth spends budget
         return _run(args)
+
+
+def _stable_hashing_for_the_compilation_cache(argv: list[str] | None) -> None:
+    """With a persistent compilation cache (``PRIVSYN_FED_JAX_CACHE``), run this command again, once,
+    with ``PYTHONHASHSEED=0``: mbi orders attributes by Python's string hashes, so only with the same
+    hashing in every process are the programs an earlier run compiled found again. (Hash
+    randomisation guards dictionaries against keys chosen to collide; the keys here are the
+    operator's own column names and values.)"""
+    if argv is not None or settings.jax_cache_setting() is None or os.environ.get("PYTHONHASHSEED") is not None:
+        return  # called from Python (not as the program), no cache, or hashing already fixed
+    os.execve(
+        sys.executable, [sys.executable, "-m", "privsyn_fed", *sys.argv[1:]], {**os.environ, "PYTHONHASHSEED": "0"}
+    )
 
 
 def _run(args: argparse.Namespace) -> int:
