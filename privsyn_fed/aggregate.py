@@ -246,7 +246,7 @@ class InProcessAggregator:
 
     def pool(self, cliques: Mapping[tuple[str, ...], Sequence[int]]) -> Pool:
         """An empty pool whose answers are kept in the clear here (``PlainPoolStorage``)."""
-        return Pool(cliques, self.schema.shape, PlainPoolStorage(self))
+        return Pool(cliques, self.schema.shape, lambda length: PlainPoolStorage(self))
 
     def open_exact_sum_for_checks(
         self, query: Query, among: Sequence[str], *, label: str, round_index: int = 0

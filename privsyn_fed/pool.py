@@ -11,7 +11,8 @@ A storage scores, selects and measures on the pooled answers, with the noise it 
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Protocol, Sequence
+import math
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -57,15 +58,18 @@ class PoolStorage(Protocol):
 class Pool:
     """The pooled answers to every candidate marginal, and which silos have contributed."""
 
-    def __init__(self, cliques: Mapping[Clique, Sequence[int]], shape: Sequence[int], storage: PoolStorage):
+    def __init__(
+        self, cliques: Mapping[Clique, Sequence[int]], shape: Sequence[int], storage_for: Callable[[int], PoolStorage]
+    ):
+        """The layout of the candidates' answers; ``storage_for(length)`` makes the storage for them."""
         self.keys = list(cliques)
-        self.sizes = [int(np.prod([shape[i] for i in cliques[q]], dtype=np.int64)) for q in self.keys]
+        self.sizes = [math.prod(int(shape[i]) for i in cliques[q]) for q in self.keys]
         self.starts = dict(zip(self.keys, np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(int)))
         self.size = dict(zip(self.keys, self.sizes))
         self.query = MarginalsQuery(tuple(tuple(cliques[q]) for q in self.keys))
         self.length = int(sum(self.sizes))
-        self.storage = storage
-        self.where = storage.where
+        self.storage = storage_for(self.length)
+        self.where = self.storage.where
         self.seen: set[str] = set()
 
     def cells(self, q: Clique) -> np.ndarray:

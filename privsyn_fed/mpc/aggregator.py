@@ -137,7 +137,7 @@ class MPCAggregator:
 
     def pool(self, cliques: Mapping[tuple[str, ...], Sequence[int]]) -> Pool:
         """An empty pool whose answers are secret-shared among the parties (``SharedPoolStorage``)."""
-        return Pool(cliques, self.schema.shape, SharedPoolStorage(self, cliques))
+        return Pool(cliques, self.schema.shape, lambda length: SharedPoolStorage(self, length))
 
     def open_exact_sum_for_checks(
         self, query: Query, among: Sequence[str], *, label: str, round_index: int = 0
@@ -265,12 +265,10 @@ def _grid_sigma(q, sigma: float) -> float:
 class SharedPoolStorage:
     """A pool's answers as secret shares held by the parties (``pool.PoolStorage``)."""
 
-    def __init__(self, agg: MPCAggregator, cliques: Mapping[tuple[str, ...], Sequence[int]]):
+    def __init__(self, agg: MPCAggregator, length: int):
+        """An all-zero shared pool of ``length`` cells in every party."""
         self.agg = agg
         self.where = agg.where
-        length = int(
-            sum(int(np.prod([agg.schema.shape[i] for i in cols], dtype=np.int64)) for cols in cliques.values())
-        )
         agg.channel.send({"op": "pool_new", "length": length})
         self.shares = secure.zeros(length)
         self.length = length
