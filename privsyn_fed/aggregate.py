@@ -24,6 +24,7 @@ from typing import Any, Iterable, Mapping, Protocol, Sequence
 
 import numpy as np
 
+from .accounting.distributed import PartiesNoise
 from .noise import NoiseSource, add_gaussian
 from .pool import Pool
 from .queries import ConcatQuery, MaskedQuery, Query, concat
@@ -55,6 +56,9 @@ class Aggregator(Protocol):
     schema: Schema
     #: Whether sums are computed on secret shares (no process sees an exact sum).
     secure: bool
+    #: Noise drawn by each party and summed (None: one sampler draws it); a noisy sum's ``sigma``
+    #: is then each party's, and the mechanisms cost the sum (``accounting.distributed``).
+    parties_noise: PartiesNoise | None
 
     @property
     def silo_names(self) -> list[str]:
@@ -173,6 +177,7 @@ class InProcessAggregator:
 
     where = "aggregator"
     secure = False
+    parties_noise: PartiesNoise | None = None
     threat_model = (
         "a trusted aggregator (in this process) receives each sampled silo's statistics "
         "and sees their exact sum before adding the noise; the released values are DP "
@@ -295,6 +300,7 @@ class PlainPoolStorage:
     def __init__(self, agg: InProcessAggregator):
         self.agg = agg
         self.where = agg.where
+        self.parties_noise: PartiesNoise | None = None
         self.answers: np.ndarray | None = None
 
     def accumulate(self, query: Query, silos: Sequence[str], round_index: int) -> None:

@@ -12,6 +12,10 @@ Gaussian mechanism: ``values + N(0, sigma^2 I)`` with L2 sensitivity ``D`` costs
 Exponential mechanism: with utility ``u`` of sensitivity ``D``, sampling ``P[r] ~ exp(eps u_r / (2 D))``
 is the Gumbel-max of ``u_r + Gumbel(2 D / eps)``; it is ``eps``-DP and ``eps^2/8``-zCDP.
 Parallel composition: a mechanism each silo runs on its own (disjoint) rows costs what one costs.
+Noise the parties draw themselves and sum (a backend's ``parties_noise``, under MPC) is costed by
+``accounting.distributed``: each party's Gaussian sigma is chosen so that the sum over the parties
+outside any tolerated coalition costs the planned rho, and a selection becomes a report noisy max
+at the epsilon of the same cost.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .accounting import Accountant
+from .accounting.distributed import PartiesNoise, same_cost_epsilon
 from .aggregate import Aggregator
 from .noise import NoiseSource, add_gaussian
 from .pool import Clique, Pool
@@ -33,6 +38,26 @@ SumRequest = tuple[str, Query, Sequence[str]]
 
 def _round(round_index: int | None) -> dict[str, int]:
     return {} if round_index is None else {"round": int(round_index)}
+
+
+def _charge_gaussian(
+    acc: Accountant,
+    parties: PartiesNoise | None,
+    query: str,
+    sensitivity_l2: float,
+    sigma: float,
+    where: str,
+    cells: int,
+    **fields: Any,
+) -> float:
+    """Charge a Gaussian release planned at ``sigma``; returns the sigma the backend draws with:
+    ``sigma`` itself, or each party's (``parties.party_sigma``) when the parties draw and sum it."""
+    if parties is None:
+        acc.gaussian(query, sensitivity_l2, sigma, where, cells=cells, **fields)
+        return sigma
+    each = parties.party_sigma(sensitivity_l2, sigma, cells)
+    acc.gaussian(query, sensitivity_l2, each, where, cells=cells, **fields, **parties.fields())
+    return each
 
 
 def _finite_scores(scores: np.ndarray, who: str = "") -> np.ndarray:
@@ -124,18 +149,20 @@ def noisy_sums(
     slack = agg.rounding_l2(request)
     grown = sigma * (sensitivity_l2 + slack) / sensitivity_l2
     fixed_point = {"fixed_point": {"sensitivity_planned": sensitivity_l2, "rounding_l2": slack}} if slack else {}
-    acc.gaussian(
+    drawn = _charge_gaussian(
+        acc,
+        agg.parties_noise,
         query,
         sensitivity_l2 + slack,
         grown,
         agg.where,
+        request.size(agg.schema),
         round=round_index,
         silos=silos,
-        cells=request.size(agg.schema),
         **agg.noise_fields(noise),
         **fixed_point,
     )
-    noisy = agg.noisy_sum(request, among, sigma=grown, noise=noise, round_index=round_index, label=query)
+    noisy = agg.noisy_sum(request, among, sigma=drawn, noise=noise, round_index=round_index, label=query)
     sizes = [q.size(agg.schema) for _, q, _ in requests]
     return np.split(noisy, np.cumsum(sizes)[:-1])
 
@@ -243,14 +270,17 @@ def pooled_exponential_mechanism(
     draws: int = 1,
 ) -> list[Clique]:
     """``draws`` independent exponential mechanisms on AIM's scores of the pooled answers
-    (``pool.storage`` scores against ``N_t p_r``), each charged ``epsilon^2 / 8``. A storage that
-    samples on a fixed-point grid samples at a smaller epsilon so that ``epsilon`` covers its
-    rounding, and reports how in the ledger fields it returns."""
+    (``pool.storage`` scores against ``N_t p_r``), each charged ``epsilon^2 / 8``. Where the parties
+    each add their own noise, each is a report noisy max at ``epsilon / 2``, of the same cost
+    (``accounting.distributed``). The storage reports how it samples in the ledger fields it returns."""
     if not cands:
         raise ValueError("exponential mechanism needs a non-empty set of candidates")
-    scale, fields = pool.storage.selection(epsilon, sensitivity, noise)
+    parties = pool.storage.parties_noise
+    charged = epsilon if parties is None else same_cost_epsilon(epsilon)
+    scale, fields = pool.storage.selection(charged, sensitivity, noise)
+    fields = {**fields, **(parties.fields() if parties else {})}
     for _ in range(draws):
-        acc.exponential(query, sensitivity, epsilon, pool.where, round=round_index, candidates=len(cands), **fields)
+        acc.exponential(query, sensitivity, charged, pool.where, round=round_index, candidates=len(cands), **fields)
     keys = list(cands)
     picks = pool.storage.select(pool, cands, model_marginals, sigma=sigma, scale=scale, noise=noise, draws=draws)
     return [keys[i] for i in picks]
@@ -261,17 +291,19 @@ def pooled_gaussian_mechanism(
 ) -> np.ndarray:
     """The pooled marginal ``A_q + N(0, sigma^2 I)`` (L2 sensitivity 1)."""
     cells = pool.cells(q)
-    acc.gaussian(
+    drawn = _charge_gaussian(
+        acc,
+        pool.storage.parties_noise,
         query,
         1.0,
         sigma,
         pool.where,
+        int(cells.size),
         round=round_index,
-        cells=int(cells.size),
         silos=len(pool.seen),
         **pool.storage.measurement_fields(noise),
     )
-    return pool.storage.measure(cells, sigma, noise)
+    return pool.storage.measure(cells, drawn, noise)
 
 
 def gaussian_sigma(sensitivity_l2: float, rho: float) -> float:

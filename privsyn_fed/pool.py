@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 
+from .accounting.distributed import PartiesNoise
 from .noise import NoiseSource
 from .queries import MarginalsQuery
 
@@ -27,6 +28,9 @@ class PoolStorage(Protocol):
 
     #: Recorded as ``where`` on the ledger entries of selections and measurements on the pool.
     where: str
+    #: Noise drawn by each party and summed (None: one sampler draws it); ``mechanisms`` then
+    #: hands ``select`` and ``measure`` each party's scale.
+    parties_noise: PartiesNoise | None
 
     def accumulate(self, query: MarginalsQuery, silos: Sequence[str], round_index: int) -> None:
         """Add the silos' answers to ``query`` (every candidate, concatenated) to the pool."""

@@ -94,36 +94,72 @@ def test_three_party_secure_sum_is_exact_and_a_share_hides_it(world, files):
     assert np.array_equal(part, _plain(paths[1:], schema_path, query))
 
 
-def test_noise_added_inside_mpc_is_the_discrete_gaussian_tails_included(world, files):
+def _discrete_gaussian_sum_pmf(sigma: float, parties: int, k: np.ndarray) -> np.ndarray:
+    """The pmf of the sum of ``parties`` independent ``N_Z(0, sigma^2)`` on the integers ``k``."""
+    one = np.exp(-(k.astype(float) ** 2) / (2 * sigma**2))
+    one /= one.sum()
+    total = one
+    for _ in range(parties - 1):
+        total = np.convolve(total, one)
+    mid, half = len(total) // 2, len(k) // 2
+    return total[mid - half : mid + half + 1]
+
+
+def test_noise_added_inside_mpc_is_the_sum_of_every_partys_discrete_gaussian(world, files):
+    """Each of the 3 parties adds its own N_Z(0, sigma^2): the opened noise is their sum (variance
+    3 sigma^2, and the convolution's shape and tails), not one discrete Gaussian."""
     _, schema_path, paths = files
     query = MarginalsQuery(((0, 1, 2, 3, 4),))  # 8*6*2*4*2 = 768 cells
     exact = _plain(paths, schema_path, query)
-    sigma = 7.0
+    sigma, parties = 7.0, len(world.silo_names)
     noise = np.concatenate(
         [
             world.noisy_sum(query, world.silo_names, sigma=sigma, noise=None, round_index=0, label="t") - exact
             for _ in range(4)
         ]
     )
-    n = len(noise)
+    n, total_var = len(noise), parties * sigma**2
     var = float(np.mean(noise.astype(float) ** 2))
-    # the discrete Gaussian's variance is sigma^2 to within 1e-10 at this sigma; chi-square band
-    lo, hi = stats.chi2.ppf([1e-4, 1 - 1e-4], n) * sigma**2 / n
+    lo, hi = stats.chi2.ppf([1e-4, 1 - 1e-4], n) * total_var / n
     assert lo < var < hi
-    # tails: P(|Z| > 2.5 sigma) by a binomial test, and the whole shape by a chi-square on bins
-    k = np.arange(-80, 81)
-    pmf = np.exp(-(k**2) / (2 * sigma**2))
-    pmf /= pmf.sum()
-    tail = pmf[np.abs(k) > 2.5 * sigma].sum()
-    assert stats.binomtest(int(np.sum(np.abs(noise) > 2.5 * sigma)), n, tail).pvalue > 1e-4
-    edges = [-np.inf, -2.5 * sigma, -1.5 * sigma, -0.5 * sigma, 0.5 * sigma, 1.5 * sigma, 2.5 * sigma, np.inf]
+    # the test has power: one party's noise alone (variance sigma^2) is far outside the band
+    assert not lo < sigma**2 < hi
+    k = np.arange(-150, 151)
+    pmf = _discrete_gaussian_sum_pmf(sigma, parties, k)
+    sd = math.sqrt(total_var)
+    tail = pmf[np.abs(k) > 2.5 * sd].sum()
+    assert stats.binomtest(int(np.sum(np.abs(noise) > 2.5 * sd)), n, tail).pvalue > 1e-4
+    edges = [-np.inf, -2.5 * sd, -1.5 * sd, -0.5 * sd, 0.5 * sd, 1.5 * sd, 2.5 * sd, np.inf]
     observed = np.histogram(noise, bins=edges)[0]
     expected = np.array([pmf[(k >= a) & (k < b)].sum() for a, b in zip(edges[:-1], edges[1:])]) * n
     assert stats.chisquare(observed, expected * observed.sum() / expected.sum()).pvalue > 1e-4
 
 
-def test_secure_select_matches_the_exact_exponential_mechanism(world, files):
-    """Chi-square of secure selections against the exact probabilities exp(u_r / scale)."""
+def _report_noisy_max_probabilities(u: np.ndarray, scale: float, parties: int) -> np.ndarray:
+    """``P[argmax_r u_r + N_r = r]`` for ``N_r`` the sum of ``parties`` independent Gumbels of scale
+    ``scale`` (numerically: the density and CDF of the sum on a fine grid)."""
+    x = np.arange(-12.0, 40.0, 0.002)
+    g = np.exp(-x - np.exp(-x)) * 0.002
+    density = g
+    for _ in range(parties - 1):
+        density = np.convolve(density, g)
+    grid = np.arange(len(density)) * 0.002 + parties * x[0]
+    cdf = np.cumsum(density)
+    z = (u - u.max()) / scale
+    out = []
+    for r in range(len(u)):
+        others = np.ones_like(grid)
+        for s_ in range(len(u)):
+            if s_ != r:
+                others *= np.interp(grid + z[r] - z[s_], grid, cdf, left=0.0, right=1.0)
+        out.append(float(np.sum(density * others)))
+    p = np.array(out)
+    return p / p.sum()
+
+
+def test_secure_select_is_the_report_noisy_max_of_every_partys_gumbel(world, files):
+    """Chi-square of secure selections against the report noisy max with the sum of the 3 parties'
+    Gumbel noise; the ledger charges it as an epsilon/2 report noisy max (eps^2/8 in zCDP)."""
     _, schema_path, paths = files
     schema = pf.Schema.load(schema_path)
     prob = Problem.build(schema.names, schema.shape, [(0,), (1,), (2,), (3,), (4,)])
@@ -135,7 +171,7 @@ def test_secure_select_matches_the_exact_exponential_mechanism(world, files):
     u = secure.integer_scores(plain_pool, **arrays)
     # an epsilon that spreads the choice over several candidates (public: computed from the test data)
     span = float(np.sort(u)[-1] - np.sort(u)[-3])
-    eps = 2 * 2.0 * 2**secure.SCORE_BITS / span
+    eps = 4 * 2.0 * 2**secure.SCORE_BITS / span
     acc = Accountant(1000.0, 1e-9, "distaim")  # the largest budget; the draws need a big one
     draws = 3000
     picks = pooled_exponential_mechanism(
@@ -151,13 +187,10 @@ def test_secure_select_matches_the_exact_exponential_mechanism(world, files):
         query="t",
         draws=draws,
     )
-    picks += pooled_exponential_mechanism(
-        acc, pool, None, prob.candidates, uniform, sigma=5.0, epsilon=eps, sensitivity=2.0, round_index=1, query="t"
-    )
-    draws += 1
-    scale = acc.entries[-1]["fixed_point"]["gumbel_scale_grid_units"]
-    p = np.exp((u - u.max()) / scale)
-    p /= p.sum()
+    e = acc.entries[-1]
+    scale = e["fixed_point"]["gumbel_scale_grid_units"]
+    assert math.isclose(scale, 2**secure.SCORE_BITS * 2 * 2.0 / (eps / 2))
+    p = _report_noisy_max_probabilities(u.astype(float), scale, len(world.silo_names))
     keys = list(prob.candidates)
     observed = np.array([picks.count(q) for q in keys])
     big = p * draws >= 5
@@ -165,14 +198,13 @@ def test_secure_select_matches_the_exact_exponential_mechanism(world, files):
     exp_ = np.append(p[big], p[~big].sum()) * draws
     keep = exp_ > 0
     assert stats.chisquare(obs[keep], exp_[keep]).pvalue > 1e-3
-    # the test has power: the same draws reject the mechanism at half that epsilon
-    q = np.exp((u - u.max()) / (2 * scale))
-    q /= q.sum()
+    # the test has power: the same draws reject a single party's Gumbel (the dealer's old mechanism)
+    q = _report_noisy_max_probabilities(u.astype(float), scale, 1)
     assert stats.chisquare(observed, q * draws).pvalue < 1e-3
-    # the ledger charges the planned epsilon, which covers the fixed-point rounding slack
-    e = acc.entries[-1]
-    assert e["where"] == "mpc" and math.isclose(e["epsilon"], eps)
-    assert e["fixed_point"]["epsilon_sampled"] + e["fixed_point"]["rounding_slack"] <= eps * (1 + 1e-12)
+    # charged as a report noisy max at eps/2: eps^2/8 in zCDP, the planned cost; no rounding slack
+    assert e["where"] == "mpc" and math.isclose(e["epsilon"], eps / 2)
+    assert e["distributed"] == {"parties": 3, "collusion": 2} and math.isclose(e["rho"], eps**2 / 8)
+    assert e["fixed_point"]["rounding_slack"] == 0 and e["noise_from"].startswith("parties")
 
 
 def test_real_valued_sums_are_exact_to_the_grid_and_fedtda_runs_on_shares(world, files):
@@ -310,6 +342,8 @@ def test_distaim_over_mpc_end_to_end_from_the_command_line(files, tmp_path):
             str(out),
             "--rounds",
             "2",
+            "--collusion",
+            "1",
             "--quiet",
         ],
         capture_output=True,
@@ -325,11 +359,30 @@ def test_distaim_over_mpc_end_to_end_from_the_command_line(files, tmp_path):
     assert all(e["where"] == "mpc" for e in ledger["entries"])
     audit = subprocess.run(CLI + ["audit", str(out.with_suffix(".ledger.json"))], capture_output=True, text=True)
     assert audit.returncode == 0, audit.stdout + audit.stderr
-    # the audit recomputes each selection's fixed-point slack: sampling at the full epsilon is caught
+    # every party drew its own noise, split for the chosen collusion threshold; no dealer noise
+    assert all(e["distributed"] == {"parties": 3, "collusion": 1} for e in ledger["entries"])
+    assert all(e["noise_from"].startswith("parties") for e in ledger["entries"])
+    assert not audit_ledger(ledger).warnings
+    # a threshold that the per-party sigmas do not carry fails: with t=0 each sigma costs a third
+    tampered = json.loads(json.dumps(ledger))
+    measure = next(e for e in tampered["entries"] if e["mechanism"] == "gaussian")
+    measure["distributed"]["collusion"] = 0
+    assert any("recorded rho" in p for p in audit_ledger(tampered).problems)
+    measure["distributed"]["collusion"] = 3  # no honest party left
+    assert any("recorded rho" in p for p in audit_ledger(tampered).problems)
+    # the audit recomputes each selection's sampling epsilon: noise drawn for twice the epsilon is caught
     select = next(e for e in ledger["entries"] if e["mechanism"] == "exponential")
-    select["fixed_point"]["epsilon_sampled"] = select["epsilon"]
-    select["fixed_point"]["gumbel_scale_grid_units"] = 2**16 * 2 * select["sensitivity"] / select["epsilon"]
-    assert any("rounding slack" in p for p in audit_ledger(ledger).problems)
+    select["fixed_point"]["epsilon_sampled"] = 2 * select["epsilon"]
+    select["fixed_point"]["gumbel_scale_grid_units"] = 2**16 * 2 * select["sensitivity"] / (2 * select["epsilon"])
+    assert any("larger epsilon" in p for p in audit_ledger(ledger).problems)
+    # a selection with the dealer's noise (exponential mechanism) must cover its rounding slack
+    del select["distributed"]
+    select["epsilon"] *= 2
+    select["rho"] = select["epsilon"] ** 2 / 8
+    select["noise_from"] = "dealer, secret-shared"
+    problems = audit_ledger(ledger)
+    assert any("rounding slack" in p for p in problems.problems)
+    assert any("dealt by the dealer" in w for w in problems.warnings)
     del select["fixed_point"]
     assert any("fixed-point parameters" in p for p in audit_ledger(ledger).problems)
 

@@ -85,7 +85,10 @@ ENTRY_OPTIONAL = {
     "noise_from": str,
     "collusion": str,
     "fixed_point": dict,
+    "distributed": dict,
 }
+#: Fields of an entry whose noise the parties drew themselves (``accounting.distributed``).
+DISTRIBUTED_FIELDS = {"parties": INTEGER, "collusion": INTEGER}
 DETAILS_OPTIONAL = {
     "columns": list,
     "column_types": list,
@@ -249,6 +252,8 @@ def validate_ledger(raw: Any, source: str = "ledger") -> None:
             raise InputError(f"{source}: field '{prefix}silos' must be a number or a list of silo names")
         for key, value in e.get("fixed_point", {}).items():
             _check_type(value, NUMBER, f"{prefix}fixed_point.{key}", source)
+        if "distributed" in e:
+            _check_fields(e["distributed"], DISTRIBUTED_FIELDS, {}, f"{prefix}distributed.", source)
     details = raw.get("details", {})
     _check_fields(details, {}, DETAILS_OPTIONAL, "details.", source)
     for key in ("columns", "column_types"):
@@ -279,12 +284,29 @@ def validate_ledger(raw: Any, source: str = "ledger") -> None:
 
 def _cost(e: dict[str, Any]) -> float:
     """An entry's zCDP cost from its own parameters, computed here (not by the accountant), without
-    overflow: ``D^2 / (2 sigma^2)`` or ``eps^2 / 8``; ``inf`` when it does not fit in a float."""
-    if e["mechanism"] == "gaussian":
-        ratio = float(e["sensitivity_l2"]) / float(e["sigma"])
+    overflow: ``D^2 / (2 sigma^2)`` or ``eps^2 / 8``; ``inf`` when it does not fit in a float. Noise
+    summed from the parties' own draws (``distributed``): ``eps^2 / 2`` for a report noisy max, and
+    for Gaussians over ``d`` cells with ``k = parties - collusion`` honest parties each drawing
+    ``N_Z(0, s^2)``: ``D^2 / (2 k s^2) + d tau``, ``tau = 10 sum_{j<k} exp(-2 pi^2 s^2 j / (j+1))``
+    (Kairouz, Liu and Steinke 2021); ``inf`` (fails) for an invalid split."""
+    split = e.get("distributed")
+    if e["mechanism"] == "exponential":
+        eps = float(e["epsilon"])
+        return eps * eps / (2.0 if split else 8.0)
+    ratio = float(e["sensitivity_l2"]) / float(e["sigma"])
+    if not split:
         return 0.5 * ratio * ratio
-    eps = float(e["epsilon"])
-    return eps * eps / 8.0
+    honest, s, d = split["parties"] - split["collusion"], float(e["sigma"]), e.get("cells")
+    if not (1 <= honest <= split["parties"] and s >= 0.5 and isinstance(d, int) and d >= 1):
+        return math.inf
+    tau = 10.0 * sum(math.exp(-2.0 * (math.pi * s) ** 2 * j / (j + 1.0)) for j in range(1, honest))
+    return 0.5 * ratio * ratio / honest + d * tau
+
+
+def _effective_sigma(e: dict[str, Any]) -> float:
+    """The sigma of one Gaussian with this entry's sensitivity and cost (``sigma`` itself unless
+    the parties drew the noise): what a planned schedule is checked against."""
+    return float(e["sensitivity_l2"]) / math.sqrt(2.0 * _cost(e)) if e.get("distributed") else float(e["sigma"])
 
 
 def _square(x: float) -> float:
@@ -344,6 +366,13 @@ def _check_where(ledger: dict[str, Any], rep: AuditReport) -> None:
                 f"{label}: a run over MPC has no trusted {e['where']}; its mechanisms run on secret "
                 "shares (where 'mpc') or in a silo (where 'silo')"
             )
+        elif e.get("distributed") and e["where"] != "mpc":
+            rep.problems.append(f"{label}: noise summed from the parties' own draws exists only on secret shares")
+        if "dealer" in str(e.get("noise_from", "")):
+            rep.warnings.append(
+                f"{label}: its noise was dealt by the dealer, which knows it: the entry is DP only "
+                "against a dealer that never sees the released outputs"
+            )
     if _mpc_run(ledger) and (mpc is None or "debug" not in mpc):
         rep.problems.append(
             "entries were computed on secret shares, but the ledger does not record the secure "
@@ -352,10 +381,12 @@ def _check_where(ledger: dict[str, Any], rep: AuditReport) -> None:
 
 
 def _check_fixed_point(ledger: dict[str, Any], rep: AuditReport) -> None:
-    """A selection on secret shares samples rounded Gumbel noise of scale ``b = 2^bits 2 D / eps_s``;
-    rounding adds ``4 / b`` to its bounded range, so ``eps_s + 4 / b`` must not exceed the epsilon
-    charged (SECURITY.md, "Fixed-point effects"). In a run over MPC every selection that is not a
-    silo's own (parallel over the silos) is one on secret shares."""
+    """A selection on secret shares samples rounded Gumbel noise of scale ``b = 2^bits 2 D / eps_s``.
+    Dealt by the dealer (an exponential mechanism), rounding adds ``4 / b`` to its bounded range, so
+    ``eps_s + 4 / b`` must not exceed the epsilon charged (SECURITY.md, "Fixed-point effects"); drawn
+    by the parties (a report noisy max on integer scores, ``distributed``), ``eps_s`` must not. In a
+    run over MPC every selection that is not a silo's own (parallel over the silos) is one on
+    secret shares."""
     mpc_run = _mpc_run(ledger)
     for i, e in enumerate(ledger["entries"]):
         if e["mechanism"] != "exponential" or not (e["where"] == "mpc" or mpc_run and not e.get("parallel_over")):
@@ -367,7 +398,9 @@ def _check_fixed_point(ledger: dict[str, Any], rep: AuditReport) -> None:
             if not (eps_s > 0 and bits == int(bits) and 0 <= bits <= 64):
                 raise ValueError("not a sampling epsilon and a number of bits")
             scale = math.ldexp(2.0 * float(e["sensitivity"]) / eps_s, int(bits))
-            covered = eps_s + 4.0 / scale <= float(e["epsilon"]) * (1 + REL_TOL)
+            # the parties' summed Gumbels: a report noisy max on integers, exact (no slack)
+            slack = 0.0 if e.get("distributed") else 4.0 / scale
+            covered = eps_s + slack <= float(e["epsilon"]) * (1 + REL_TOL)
             consistent = _close(scale, float(fp["gumbel_scale_grid_units"]))
         except (TypeError, KeyError, ValueError, ZeroDivisionError, OverflowError):
             rep.problems.append(f"{label}: a selection on secret shares must record its fixed-point parameters")
@@ -376,8 +409,10 @@ def _check_fixed_point(ledger: dict[str, Any], rep: AuditReport) -> None:
             rep.problems.append(
                 f"{label}: the recorded Gumbel scale does not match epsilon_sampled and the sensitivity"
             )
-        elif not covered:
+        elif not covered and slack:
             rep.problems.append(f"{label}: the fixed-point rounding slack is not covered by the epsilon charged")
+        elif not covered:
+            rep.problems.append(f"{label}: the parties' noise is drawn for a larger epsilon than the one charged")
 
 
 def _check_independent(ledger: dict[str, Any], d: dict[str, Any], rep: AuditReport) -> None:
@@ -510,7 +545,7 @@ def _planning_total(ledger: dict[str, Any], d: dict[str, Any], n_columns: int, r
         first is None
         or first["mechanism"] != "gaussian"
         or not _close(float(first["sensitivity_l2"]), 1.0)
-        or not _close(float(first["sigma"]), allocation.total_sigma(rho_budget), 1e-9)
+        or not _close(_effective_sigma(first), allocation.total_sigma(rho_budget), 1e-9)
     ):
         rep.problems.append(
             "a planned schedule starts with the row total (one Gaussian of sensitivity 1 with "
@@ -566,7 +601,7 @@ def _check_aim_family_schedule(
         return None
     oneways = ledger["entries"][1 : 1 + n_cols]
     if len(oneways) < n_cols or any(
-        e["mechanism"] != "gaussian" or not _close(float(e["sigma"]), sigma, 1e-9) for e in oneways
+        e["mechanism"] != "gaussian" or not _close(_effective_sigma(e), sigma, 1e-9) for e in oneways
     ):
         rep.problems.append(
             f"the {n_cols} one-way measurements after the total must have the planned noise sigma {sigma:.6g}"
@@ -669,7 +704,7 @@ def _check_fedtda_schedule(
     for e, rho_part in zip(ledger["entries"][1:], parts):
         fp = e.get("fixed_point") or {}
         planned = float(fp.get("sensitivity_planned", e["sensitivity_l2"]))
-        sigma = float(e["sigma"]) * planned / float(e["sensitivity_l2"])  # before any fixed-point growth
+        sigma = _effective_sigma(e) * planned / float(e["sensitivity_l2"])  # before any fixed-point growth
         if not _close(sigma, planned / math.sqrt(2.0 * rho_part), 1e-9):
             rep.problems.append(
                 f"entry {e['step']} ({e['query']}): its noise does not spend the planned rho {rho_part:.6g}"

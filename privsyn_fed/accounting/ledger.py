@@ -23,6 +23,7 @@ from ..errors import BudgetExceeded
 from ..fileio import write_atomic
 from ..interrupt import checkpoint
 from .conversions import epsilon_to_rho, rho_to_epsilon
+from .distributed import distributed_gaussian_rho, report_noisy_max_rho
 
 LEDGER_FORMAT = "privsyn-fed-ledger/1"
 NEIGHBOURING = "add/remove one record"
@@ -41,10 +42,18 @@ def exponential_rho(epsilon: float) -> float:
 
 
 def entry_rho(entry: dict[str, Any]) -> float:
-    """The zCDP cost an entry's own recorded parameters imply."""
-    mech = entry["mechanism"]
+    """The zCDP cost an entry's own recorded parameters imply (noise the parties drew themselves,
+    ``distributed``, is costed by ``accounting.distributed``)."""
+    mech, parties = entry["mechanism"], entry.get("distributed")
+    if mech == "gaussian" and parties:
+        honest = int(parties["parties"]) - int(parties["collusion"])
+        return distributed_gaussian_rho(
+            float(entry["sensitivity_l2"]), float(entry["sigma"]), honest, int(entry["cells"])
+        )
     if mech == "gaussian":
         return gaussian_rho(float(entry["sensitivity_l2"]), float(entry["sigma"]))
+    if mech == "exponential" and parties:
+        return report_noisy_max_rho(float(entry["epsilon"]))
     if mech == "exponential":
         return exponential_rho(float(entry["epsilon"]))
     raise ValueError(f"unknown mechanism {mech!r}")

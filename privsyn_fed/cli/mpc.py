@@ -37,30 +37,36 @@ def add_parsers(sub) -> None:
     add_membership_args(mp)
     mp.add_argument("--schema", required=True, metavar="SCHEMA", help="the public schema (same as party 0's)")
     mp.add_argument("--silo", required=True, metavar="CSV", help="this party's CSV")
+    mp.add_argument(
+        "--seed",
+        type=int,
+        metavar="S",
+        help="seeded noise for tests and demos: NOT private; party 0 must use --seed too",
+    )
 
     dl = sub.add_parser(
         "mpc-dealer",
         help="run the dealer (trusted third party) of an MPC release",
         description="Join an MPC release as the dealer (rank N): it deals CrypTen's correlated "
-        "randomness and the DP noise as secret shares, and sees no data. It must "
-        "run on a host that no silo party controls.",
+        "randomness for multiplications and comparisons as secret shares; it sees no "
+        "data and deals no noise (each party draws its own). It must collude with no "
+        "party: run it on a host that no silo party controls.",
     )
     add_membership_args(dl)
-    dl.add_argument("--seed", type=int, metavar="S", help="seeded noise for tests: NOT private")
 
 
 def run_party(args: argparse.Namespace) -> int:
     """``mpc-party``: run this host's silo party until party 0 stops; its exit status."""
     from ..mpc.party import party_main
 
-    return party_main(args.rank, args.parties, args.rendezvous, args.schema, args.silo, args.timeout)
+    return party_main(args.rank, args.parties, args.rendezvous, args.schema, args.silo, args.timeout, args.seed)
 
 
 def run_dealer(args: argparse.Namespace) -> int:
     """``mpc-dealer``: run the dealer until party 0 ends the run; its exit status."""
     from ..mpc.party import dealer_main
 
-    return dealer_main(args.parties, args.rendezvous, args.timeout, args.seed)
+    return dealer_main(args.parties, args.rendezvous, args.timeout)
 
 
 def run_demo_command(args: argparse.Namespace) -> int:

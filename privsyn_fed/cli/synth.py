@@ -245,7 +245,8 @@ def add_parser(sub) -> None:
         help="compute on secret shares (distaim: the pool, select and measure; flaim, fedtda and independent: "
         "every noisy sum, with each silo selecting in its own process): each --silo becomes its own "
         "CrypTen party process (this process is party 0, the coordinator), plus a dealer "
-        "process; only noisy statistics and selected indices are ever opened",
+        "process; only noisy statistics and selected indices are ever opened, and every party "
+        "adds its own noise",
     )
     m.add_argument(
         "--rendezvous",
@@ -260,6 +261,15 @@ def add_parser(sub) -> None:
         type=positive_int,
         metavar="N",
         help="with --rendezvous: the number of silo parties (the dealer is extra)",
+    )
+    m.add_argument(
+        "--collusion",
+        type=int,
+        metavar="T",
+        help="with --mpc: how many colluding parties the noise must withstand (0..N-1, default N-1). "
+        "Each party adds noise of variance sigma^2/(N-T), so the N-T parties outside any such "
+        "coalition carry the guarantee alone; with every party honest the noise's standard "
+        "deviation is sqrt(N/(N-T)) times the planned one (x1.73 for N=3, T=2)",
     )
     m.add_argument(
         "--mpc-timeout",
@@ -436,12 +446,14 @@ def _release(args: argparse.Namespace, request: Request, reservation) -> tuple:
             if not args.quiet:
                 print(f"privsyn-fed: {message}", file=sys.stderr)
 
+        log(_collusion_cost(args))
         with coordinator(
             args.schema,
             args.silo,
             rendezvous=args.rendezvous,
             parties=args.parties,
             seed=args.seed,
+            collusion=args.collusion,
             timeout_s=args.mpc_timeout,
             log=log,
         ) as agg:
@@ -540,10 +552,24 @@ def _stage_outputs(args: argparse.Namespace, out: Path, schema, result, final_le
     return staged
 
 
+def _collusion_cost(args: argparse.Namespace) -> str:
+    """What ``--collusion`` costs in accuracy, said before the run starts."""
+    from ..accounting.distributed import PartiesNoise
+
+    n = args.parties if args.rendezvous else len(args.silo)
+    split = PartiesNoise(n, n - 1 if args.collusion is None else args.collusion)
+    return (
+        f"every party adds its own noise, enough that the {split.honest} outside any coalition of up to "
+        f"{split.collusion} (--collusion) carry the guarantee; with all {n} honest the measurements' "
+        f"noise is x{split.accuracy_cost():.2f} the planned standard deviation, and each selection sums "
+        f"{n} parties' Gumbel noise, each at twice the scale a single exponential mechanism would use"
+    )
+
+
 def _check_mpc_args(args: argparse.Namespace) -> None:
     if not args.mpc:
-        if args.rendezvous or args.parties:
-            raise InputError("--rendezvous and --parties belong to --mpc")
+        if args.rendezvous or args.parties or args.collusion is not None:
+            raise InputError("--rendezvous, --parties and --collusion belong to --mpc")
         return
     if args.rendezvous:
         if not args.parties or args.parties < 2:
@@ -559,3 +585,9 @@ def _check_mpc_args(args: argparse.Namespace) -> None:
         )
     if not 0 < args.mpc_timeout < float("inf"):
         raise InputError(f"--mpc-timeout must be a positive number of seconds, not {args.mpc_timeout:g}")
+    n = args.parties if args.rendezvous else len(args.silo)
+    if args.collusion is not None and not 0 <= args.collusion < n:
+        raise InputError(
+            f"--collusion {args.collusion}: with {n} parties the threshold lies in 0..{n - 1} "
+            "(at least one party's noise must stay outside the coalition)"
+        )

@@ -19,6 +19,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from ..accounting.distributed import PartiesNoise
 from ..aggregate import batched, check_declared, refuse_exact_sum_in_release
 from ..errors import InputError, MPCError
 from ..noise import OpenDPNoise
@@ -26,12 +27,13 @@ from ..pool import Pool
 from ..queries import Query, answer, from_wire
 from ..silo import Silo
 from . import secure, world
-from .noise import gumbel_rounding_slack
+from .noise import party_noise
 
 COLLUSION = (
     "additive secret sharing among the n parties: any coalition of up to n-1 parties sees only "
-    "uniformly random shares; the dealer (a separate process that sees no data) must collude with "
-    "no party and must not see the released outputs, as it knows the noise it dealt"
+    "uniformly random shares; every party adds its own DP noise, so the noise of the n-t parties "
+    "outside a coalition of up to t carries the guarantee; the dealer (a separate process that sees "
+    "no data and deals no noise) must collude with no party, or the shares could be unmasked"
 )
 
 
@@ -41,26 +43,43 @@ class MPCAggregator:
     where = "mpc"
     secure = True
 
-    def __init__(self, own: Silo, names: Sequence[str], channel: world.Channel | None = None):
+    def __init__(
+        self,
+        own: Silo,
+        names: Sequence[str],
+        channel: world.Channel | None = None,
+        *,
+        seed: int | None = None,
+        collusion: int | None = None,
+    ):
+        """Party 0 of ``names`` (rank order); ``seed`` makes every party's noise seeded (NOT private,
+        and every party must be started with it); ``collusion`` is the threshold ``t`` (default
+        ``n - 1``)."""
         self.own = own
         self.names = list(names)
         self.channel = channel or world.Channel()
-        self.seeded = secure.dealer_seeded()
-        self.noise_name = (
-            "dealer: seeded numpy (not private)"
-            if self.seeded
-            else "dealer: exact discrete Gaussian (OpenDP) / exactly rounded Gumbel (CSPRNG)"
-        )
+        self.noise = party_noise(seed, 0)
+        self.seeded = self.noise.seeded
+        self.noise_name = self.noise.name
+        n = len(self.names)
+        self.parties_noise: PartiesNoise | None = PartiesNoise(n, n - 1 if collusion is None else collusion)
         self.schema = own.schema
         self.release: Any = None
         self.traffic = MPCTraffic(self)
-        self.channel.send({"op": "hello", "schema": schema_fingerprint(own.schema)})
-        agree = world.gather_to_party0([1.0])
-        different = [self.names[k] for k, (ok,) in enumerate(agree) if not ok]
+        self.channel.send({"op": "hello", "schema": schema_fingerprint(own.schema), "seeded": self.seeded})
+        agree = world.gather_to_party0([1.0, 1.0])
+        different = [self.names[k] for k, (same, _) in enumerate(agree) if not same]
         if different:
             raise InputError(
                 f"{', '.join(different)}: loaded a different schema than party 0's; every party "
                 "must use the same public schema file"
+            )
+        other_mode = [self.names[k] for k, (_, same) in enumerate(agree) if not same]
+        if other_mode:
+            raise InputError(
+                f"{', '.join(other_mode)}: started {'without' if self.seeded else 'with'} --seed, but this "
+                f"run's noise is {'seeded (not private)' if self.seeded else 'private'}; start every "
+                "party with the same --seed, or none"
             )
         self.threat_model = (
             f"secure multi-party computation among {len(self.names)} silo parties plus a "
@@ -101,22 +120,23 @@ class MPCAggregator:
         drawn by each silo's own process (``local``)."""
         if local:
             return {"sampler": LOCAL_SAMPLER}
+        t, n = self.parties_noise.collusion, len(self.names)
         return {
             "sampler": self.noise_name,
-            "noise_from": "dealer, secret-shared",
-            "collusion": f"up to {len(self.names) - 1} of {len(self.names)} parties; the dealer colludes with none",
+            "noise_from": "parties, secret-shared",
+            "collusion": f"shares: up to {n - 1} of {n} parties; noise: up to {t} of {n} parties; "
+            "the dealer colludes with none",
         }
 
     def noisy_sum(
         self, query: Query, among: Sequence[str], *, sigma: float, noise, round_index: int, label: str
     ) -> np.ndarray:
-        """``sum + N(0, sigma^2)``: the dealer's discrete Gaussian on the fixed-point grid of real
-        answers (``REAL_BITS``), opened to party 0; the exact sum is never opened."""
+        """``sum`` plus every party's own ``N(0, sigma^2)`` (discrete, on the fixed-point grid of
+        real answers, ``REAL_BITS``), opened to party 0; the exact sum is never opened."""
         q, ranks = check_declared(query, label), self.ranks(among)
         self._send("noisy_sum", q, ranks, sigma=sigma)
-        return _decode(
-            q, secure.noisy_sum(_answer(q, self.own, 0, ranks), ranks, q.size(self.schema), _grid_sigma(q, sigma))
-        )
+        mine = _answer(q, self.own, 0, ranks)
+        return _decode(q, secure.noisy_sum(mine, ranks, q.size(self.schema), _grid_sigma(q, sigma), self.noise))
 
     def local_select(self, queries: Mapping[str, Query], *, scale: float, noise, round_index: int) -> dict[str, int]:
         """Each silo scores with its query on its own rows and takes the noisy max itself
@@ -162,7 +182,7 @@ class MPCAggregator:
             "noise": self.noise_name,
             "mpc": {
                 "parties": len(self.names),
-                "provider": "TTP (dealer process)",
+                "provider": "TTP (dealer process: correlated randomness only, no noise)",
                 "debug": False,
                 "framework": "CrypTen 0.4.1, semi-honest",
                 "transport": "gloo over TCP, unencrypted",
@@ -269,6 +289,7 @@ class SharedPoolStorage:
         """An all-zero shared pool of ``length`` cells in every party."""
         self.agg = agg
         self.where = agg.where
+        self.parties_noise = agg.parties_noise
         agg.channel.send({"op": "pool_new", "length": length})
         self.shares = secure.zeros(length)
         self.length = length
@@ -281,22 +302,22 @@ class SharedPoolStorage:
         self.shares = self.shares + secure.share_sum(mine, ranks, self.length)
 
     def selection(self, epsilon: float, sensitivity: float, noise) -> tuple[float, dict[str, Any]]:
-        """The dealer's exactly rounded Gumbel on the score grid, sampled at ``eps_s`` with
-        ``eps_s + 4 / scale(eps_s) = epsilon`` so that ``epsilon`` covers the rounding slack."""
-        eps_s = epsilon / (1.0 + 4.0 / secure.gumbel_scale(1.0, sensitivity))
-        scale = secure.gumbel_scale(eps_s, sensitivity)
+        """Every party's own exactly rounded Gumbel on the integer score grid, scale
+        ``b = 2^f 2 Delta / eps``: a report noisy max that is exactly ``eps``-DP (no rounding slack,
+        ``accounting.distributed``)."""
+        scale = secure.gumbel_scale(epsilon, sensitivity)
         return scale, {
             "fixed_point": {
                 "score_bits": secure.SCORE_BITS,
-                "epsilon_sampled": eps_s,
+                "epsilon_sampled": epsilon,
                 "gumbel_scale_grid_units": scale,
-                "rounding_slack": gumbel_rounding_slack(scale),
+                "rounding_slack": 0.0,
             },
             **self.agg.noise_fields(noise),
         }
 
     def measurement_fields(self, noise) -> dict[str, Any]:
-        """The ledger fields of noise dealt as shares (``MPCAggregator.noise_fields``)."""
+        """The ledger fields of noise added on shares (``MPCAggregator.noise_fields``)."""
         return self.agg.noise_fields(noise)
 
     def select_arrays(
@@ -335,15 +356,15 @@ class SharedPoolStorage:
         noise,
         draws: int,
     ) -> list[int]:
-        """Secure argmax of the scores plus the dealer's Gumbel noise; only the indices are opened."""
+        """Secure argmax of the scores plus every party's own Gumbel noise; only the indices are opened."""
         arrays = self.select_arrays(pool, cands, model_marginals, sigma)
         self.agg.channel.send({"op": "select", "scale": scale, "draws": draws}, arrays)
-        return secure.secure_select(self.shares, scale=scale, draws=draws, **arrays)
+        return secure.secure_select(self.shares, scale=scale, noise=self.agg.noise, draws=draws, **arrays)
 
     def measure(self, cells: np.ndarray, sigma: float, noise) -> np.ndarray:
-        """``A[cells] + N_Z(0, sigma^2)`` on shares, the dealer's noise, opened to party 0."""
+        """``A[cells]`` plus every party's own ``N_Z(0, sigma^2)`` on shares, opened to party 0."""
         self.agg.channel.send({"op": "measure", "sigma": sigma}, {"cells": cells})
-        return secure.secure_measure(self.shares, cells, sigma)
+        return secure.secure_measure(self.shares, cells, sigma, self.agg.noise)
 
 
 def round_half(x: float) -> int:
@@ -351,10 +372,12 @@ def round_half(x: float) -> int:
     return int(math.floor(x + 0.5))
 
 
-def serve(own: Silo, channel: world.Channel | None = None) -> None:
-    """A non-coordinating party: follow party 0's commands until ``stop``."""
+def serve(own: Silo, channel: world.Channel | None = None, seed: int | None = None) -> None:
+    """A non-coordinating party: follow party 0's commands until ``stop``. ``seed`` (this party's
+    ``--seed``) must agree with party 0's: seeded noise is not private."""
     channel = channel or world.Channel()
     me = secure.rank()
+    noise = party_noise(seed, me)
     pool = None
     while True:
         cmd, arrays = channel.receive()
@@ -363,9 +386,18 @@ def serve(own: Silo, channel: world.Channel | None = None) -> None:
             return
         if op == "hello":
             same = cmd["schema"] == schema_fingerprint(own.schema)
-            world.gather_to_party0([1.0 if same else 0.0])
+            same_mode = bool(cmd.get("seeded")) == noise.seeded
+            world.gather_to_party0([1.0 if same else 0.0, 1.0 if same_mode else 0.0])
             if not same:
                 raise MPCError("this party's schema differs from party 0's; use the same public schema file")
+            if not same_mode:
+                raise MPCError(
+                    "party 0's noise is "
+                    + ("seeded (not private)" if cmd.get("seeded") else "private")
+                    + " but this party was started "
+                    + ("with" if noise.seeded else "without")
+                    + " --seed; start every party with the same --seed, or none"
+                )
         elif op == "traffic":
             world.gather_to_party0(_traffic_row(channel))
         elif op in ("sum", "noisy_sum", "pool_add"):
@@ -374,7 +406,7 @@ def serve(own: Silo, channel: world.Channel | None = None) -> None:
             if op == "sum":
                 secure.open_to_party0(secure.share_sum(mine, cmd["among"], length))
             elif op == "noisy_sum":
-                secure.noisy_sum(mine, cmd["among"], length, _grid_sigma(q, cmd["sigma"]))
+                secure.noisy_sum(mine, cmd["among"], length, _grid_sigma(q, cmd["sigma"]), noise)
             else:
                 pool = pool + secure.share_sum(mine, cmd["among"], length)
         elif op == "local_select":
@@ -383,8 +415,8 @@ def serve(own: Silo, channel: world.Channel | None = None) -> None:
         elif op == "pool_new":
             pool = secure.zeros(int(cmd["length"]))
         elif op == "select":
-            secure.secure_select(pool, scale=cmd["scale"], draws=int(cmd["draws"]), **arrays)
+            secure.secure_select(pool, scale=cmd["scale"], noise=noise, draws=int(cmd["draws"]), **arrays)
         elif op == "measure":
-            secure.secure_measure(pool, arrays["cells"], cmd["sigma"])
+            secure.secure_measure(pool, arrays["cells"], cmd["sigma"], noise)
         else:
             raise world.MPCError(f"unknown command {op!r} from party 0")

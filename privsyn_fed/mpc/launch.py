@@ -76,10 +76,12 @@ class LocalParties:
     def __enter__(self) -> "LocalParties":
         try:
             for k, path in enumerate(self.silos[1:], start=1):
+                seed = [] if self.seed is None else ["--seed", str(self.seed)]
                 self._start(
-                    f"party {k} ({path})", ["mpc-party", "--rank", str(k), "--schema", self.schema, "--silo", path]
+                    f"party {k} ({path})",
+                    ["mpc-party", "--rank", str(k), "--schema", self.schema, "--silo", path, *seed],
                 )
-            self._start("the dealer", ["mpc-dealer"] + ([] if self.seed is None else ["--seed", str(self.seed)]))
+            self._start("the dealer", ["mpc-dealer"])
             self._wait_ready()
         except BaseException:
             self.stop(grace_s=0)
@@ -151,6 +153,7 @@ def coordinator(
     rendezvous: str | None = None,
     parties: int | None = None,
     seed: int | None = None,
+    collusion: int | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     log=None,
 ):
@@ -180,15 +183,7 @@ def coordinator(
                 f"({'processes on this machine' if local else rendezvous})"
             )
         try:
-            agg = MPCAggregator(own, names)
-            if agg.seeded != (seed is not None):
-                raise MPCError(
-                    "the dealer's noise is "
-                    + ("seeded" if agg.seeded else "not seeded")
-                    + " but this run's is "
-                    + ("seeded" if seed is not None else "not")
-                    + "; start both with or both without --seed"
-                )
+            agg = MPCAggregator(own, names, seed=seed, collusion=collusion)
             yield agg
             agg.close()
         except RuntimeError as exc:

@@ -1,6 +1,8 @@
-"""The dealer's noise samplers: exact distributions on the integers, from the operating system's CSPRNG.
+"""Each party's own noise samplers: exact distributions on the integers, from the operating system's CSPRNG.
 
-Secure select and measure work on integer shares (ring Z_{2^64}), so the noise they need is integer:
+Secure select and measure work on integer shares (ring Z_{2^64}); every party adds its own integer
+noise to them as a share, so no single process knows the total (``accounting.distributed`` costs
+the sum). The samplers:
   * ``discrete_gaussian(n, sigma)``: OpenDP's exact discrete Gaussian ``N_Z(0, sigma^2)``
     (``P[z] ~ exp(-z^2 / (2 sigma^2))``); ``rho = Delta^2 / (2 sigma^2)`` exactly, as in the clear.
   * ``rounded_gumbel(n, scale)``: ``K = round(scale * G)`` with ``G`` a standard Gumbel, sampled
@@ -9,13 +11,11 @@ Secure select and measure work on integer shares (ring Z_{2^64}), so the noise t
     well beyond the bits drawn; when ``U``'s interval straddles a boundary, more bits are drawn.
     So ``P[K = k] = F((k + 1/2)/scale) - F((k - 1/2)/scale)`` with no tail cut and no float error.
 
-Why rounding costs almost nothing (and is charged): argmax of ``u + K`` differs from argmax of
-``u + scale G`` only through ``|K - scale G| <= 1/2`` per candidate, so every output's probability
-lies within ``exp(+-1/scale)`` of the exact exponential mechanism's. With bounded range ``eps``
-exact, the rounded mechanism has bounded range ``eps + 4/scale`` and is
-``(eps + 4/scale)^2 / 8``-zCDP (``gumbel_rounding_slack``).
+Rounding costs nothing: the scores and every threshold a noisy maximum compares against are
+integers, so ``P[K >= m] = P[scale G >= m - 1/2]`` and the exact bound on the Gumbel's tail that
+``accounting.distributed`` uses holds for ``K`` as it is.
 
-``SeededDealerNoise`` replaces both by numpy's seeded generator for reproducible tests and demos;
+``SeededPartyNoise`` replaces both by numpy's seeded generator for reproducible tests and demos;
 a run that uses it is marked ``seeded`` and is not private.
 """
 
@@ -31,11 +31,6 @@ import numpy as np
 from ..noise import OpenDPNoise
 
 Bits = Callable[[int], int]
-
-
-def gumbel_rounding_slack(scale: float) -> float:
-    """Extra bounded range from rounding Gumbel noise of scale ``scale`` (grid units) to integers."""
-    return 4.0 / scale
 
 
 def discrete_gaussian(n: int, sigma: float) -> np.ndarray:
@@ -86,10 +81,11 @@ def rounded_gumbel_pmf(k: np.ndarray, scale: float) -> np.ndarray:
     return cdf((k + 0.5) / scale) - cdf((k - 0.5) / scale)
 
 
-class ExactDealerNoise:
-    """The dealer's private noise: OpenDP's exact discrete Gaussian and exactly rounded Gumbel (CSPRNG)."""
+class ExactPartyNoise:
+    """A party's own private noise: OpenDP's exact discrete Gaussian and exactly rounded Gumbel
+    (operating system's CSPRNG); no other process learns it."""
 
-    name = "dealer: exact discrete Gaussian (OpenDP) and exactly rounded Gumbel (CSPRNG)"
+    name = "each party's own: exact discrete Gaussian (OpenDP) / exactly rounded Gumbel (CSPRNG)"
     seeded = False
 
     def gaussian(self, n: int, sigma: float) -> np.ndarray:
@@ -101,14 +97,15 @@ class ExactDealerNoise:
         return rounded_gumbel(n, scale)
 
 
-class SeededDealerNoise:
-    """Seeded numpy noise (rounded normal, rounded Gumbel). NOT private: the seed predicts it."""
+class SeededPartyNoise:
+    """Seeded numpy noise (rounded normal, rounded Gumbel), one stream per ``(seed, rank)``. NOT
+    private: the seed predicts it."""
 
-    name = "dealer: seeded numpy (not private)"
+    name = "each party's own: seeded numpy (not private)"
     seeded = True
 
-    def __init__(self, seed: int):
-        self.rng = np.random.default_rng(seed)
+    def __init__(self, seed: int, rank: int):
+        self.rng = np.random.default_rng([seed, rank])
 
     def gaussian(self, n: int, sigma: float) -> np.ndarray:
         """``n`` draws of ``round(N(0, sigma^2))`` from the seeded generator."""
@@ -117,3 +114,8 @@ class SeededDealerNoise:
     def gumbel(self, n: int, scale: float) -> np.ndarray:
         """``n`` draws of ``round(scale * G)`` from the seeded generator."""
         return np.rint(self.rng.gumbel(0.0, scale, n)).astype(np.int64)
+
+
+def party_noise(seed: int | None, rank: int) -> ExactPartyNoise | SeededPartyNoise:
+    """This party's noise source: exact and private, or seeded for tests (``--seed``)."""
+    return ExactPartyNoise() if seed is None else SeededPartyNoise(seed, rank)

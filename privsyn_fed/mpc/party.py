@@ -9,8 +9,17 @@ from ..errors import InputError, MPCError, first_line
 from . import world
 
 
-def party_main(rank: int, parties: int, rendezvous: str, schema_path: str, silo_path: str, timeout_s: float) -> int:
-    """Load this party's silo, print ``ready``, join, follow party 0 until ``stop``.
+def party_main(
+    rank: int,
+    parties: int,
+    rendezvous: str,
+    schema_path: str,
+    silo_path: str,
+    timeout_s: float,
+    seed: int | None = None,
+) -> int:
+    """Load this party's silo, print ``ready``, join, follow party 0 until ``stop``. ``seed``
+    makes this party's noise seeded (NOT private; party 0 must be seeded too).
 
     An input error is raised with its value-free message (``InputError.shareable``): on one
     machine party 0 relays it, and a cell value of this silo must not reach another party.
@@ -30,7 +39,7 @@ def party_main(rank: int, parties: int, rendezvous: str, schema_path: str, silo_
     from .aggregator import serve  # loads torch, which the wait for party 0 (in join) does without
 
     try:
-        serve(own)
+        serve(own, seed=seed)
     except MPCError as exc:
         print(f"privsyn-fed mpc-party {rank}: error: {exc}", file=sys.stderr)
         return 1
@@ -45,7 +54,7 @@ def party_main(rank: int, parties: int, rendezvous: str, schema_path: str, silo_
     return 0
 
 
-def dealer_main(parties: int, rendezvous: str, timeout_s: float, seed: int | None) -> int:
+def dealer_main(parties: int, rendezvous: str, timeout_s: float) -> int:
     """Reach party 0, join as rank ``parties`` and deal until party 0 says ``terminate``."""
     _check_timeout(timeout_s)
     m = world.Membership(rendezvous, parties, parties, timeout_s)
@@ -54,7 +63,7 @@ def dealer_main(parties: int, rendezvous: str, timeout_s: float, seed: int | Non
     from .dealer import run_dealer
 
     try:
-        run_dealer(seed)  # joins (crypten.init) first, then serves until party 0 says stop
+        run_dealer()  # joins (crypten.init) first, then serves until party 0 says stop
     except RuntimeError as exc:
         raise world.cannot_join(m, first_line(exc)) from None
     return 0

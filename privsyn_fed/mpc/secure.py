@@ -11,11 +11,13 @@ and public offsets ``B_r = round(2^f sqrt(2/pi) sigma n_r)``:
     ``u_r = w_r (sum_j |2^f A_rj - N P_rj| - B_r)``,
 which is ``2^f`` times AIM's score against ``P / 2^f``; adding one record moves it by at most
 ``w_r (2^f + sum_j P_rj) <= 2^f * 2 w_r``, so the sensitivity is ``2^f Delta`` with
-``Delta = 2 max w`` (as in the clear). The dealer's rounded Gumbel noise ``K_r`` (scale
-``b = 2^f 2 Delta / eps``) is added, ties are broken by index (``s_r = (u_r + K_r) R + r``),
-and only ``argmax_r s_r`` is opened (to party 0).
+``Delta = 2 max w`` (as in the clear). Every party adds its own rounded Gumbel noise to each
+score (scale ``b = 2^f 2 Delta / eps``; the sum ``K_r`` is known to no process), ties are broken
+by index (``s_r = (u_r + K_r) R + r``), and only ``argmax_r s_r`` is opened (to party 0): a
+report noisy max that is ``eps``-DP as long as one party is honest (``accounting.distributed``).
 
-Secure measure: ``A_r + Z`` with ``Z`` the dealer's discrete Gaussian noise, opened to party 0.
+Secure measure: ``A_r + Z`` with ``Z`` the sum of every party's own discrete Gaussian noise,
+opened to party 0. The dealer deals only CrypTen's correlated randomness, never noise.
 """
 
 from __future__ import annotations
@@ -66,24 +68,19 @@ def zeros(length: int):
     return _from_shares(torch.zeros(length, dtype=torch.long))
 
 
-def dealer_noise(kind: str, length: int, parameter: float):
-    """Shares of the dealer's noise: ``kind`` is ``dp_gaussian`` (sigma) or ``dp_gumbel`` (scale)."""
-    from crypten.common.rng import generate_random_ring_element
-    from crypten.mpc.provider.ttp_provider import TTPClient
-
-    client = TTPClient.get()
-    if rank() == 0:
-        share = client.ttp_request(kind, None, (length,), float(parameter))
-    else:
-        share = generate_random_ring_element((length,), generator=client.get_generator())
-    return _from_shares(share)
+def parties_noise(noise, kind: str, length: int, parameter: float):
+    """Shares of the sum of every party's own noise: each party draws ``length`` values from its
+    own ``noise`` (``gaussian`` with sigma, or ``gumbel`` with scale) and shares them; no process
+    learns the sum. Every party calls this with the same public arguments."""
+    mine = noise.gaussian(length, parameter) if kind == "gaussian" else noise.gumbel(length, parameter)
+    return share_sum(mine, list(range(world_size())), length)
 
 
-def dealer_seeded() -> bool:
-    """Party 0 asks whether the dealer's noise is seeded (not private)."""
-    from crypten.mpc.provider.ttp_provider import TTPClient
+def world_size() -> int:
+    """The number of silo parties (the dealer is not one of them)."""
+    import crypten.communicator as comm
 
-    return bool(TTPClient.get().ttp_request("dp_mode", None).item())
+    return comm.get().get_world_size()
 
 
 def open_to_party0(x) -> np.ndarray | None:
@@ -132,6 +129,7 @@ def secure_select(
     offsets: np.ndarray,
     total_cells: np.ndarray,
     scale: float,
+    noise,
     draws: int = 1,
 ) -> list[int] | None:
     """Exponential mechanism on the shared pool (module docstring); party 0 gets the indices.
@@ -148,7 +146,7 @@ def secure_select(
     s = segment_sums(delta.abs(), segment_ids, R)
     u = mul_public(add_public(s, -np.asarray(offsets, dtype=np.int64)), weights)
     u_rows = _from_shares(u.share.unsqueeze(0).expand(draws, R).reshape(-1).clone())
-    noisy = u_rows + dealer_noise("dp_gumbel", draws * R, scale)
+    noisy = u_rows + parties_noise(noise, "gumbel", draws * R, scale)
     ranked = add_public(mul_public(noisy, np.full(draws * R, R, dtype=np.int64)), np.tile(np.arange(R), draws))
     ranked = _from_shares(ranked.share.reshape(draws, R))
     one_hot = open_to_party0(ranked.argmax(dim=1, one_hot=True))
@@ -177,11 +175,12 @@ def integer_scores(
     return (np.round(s).astype(np.int64) - offsets) * weights
 
 
-def secure_measure(pool, cells: np.ndarray, sigma: float) -> np.ndarray | None:
-    """``A[cells] + N_Z(0, sigma^2)`` opened to party 0."""
-    return open_to_party0(gather(pool, cells) + dealer_noise("dp_gaussian", len(cells), sigma))
+def secure_measure(pool, cells: np.ndarray, sigma: float, noise) -> np.ndarray | None:
+    """``A[cells]`` plus every party's own ``N_Z(0, sigma^2)``, opened to party 0."""
+    return open_to_party0(gather(pool, cells) + parties_noise(noise, "gaussian", len(cells), sigma))
 
 
-def noisy_sum(mine: np.ndarray | None, contributors: list[int], length: int, sigma: float) -> np.ndarray | None:
-    """``sum_k x_k + N_Z(0, sigma^2)`` opened to party 0; the exact sum is never opened."""
-    return open_to_party0(share_sum(mine, contributors, length) + dealer_noise("dp_gaussian", length, sigma))
+def noisy_sum(mine: np.ndarray | None, contributors: list[int], length: int, sigma: float, noise) -> np.ndarray | None:
+    """``sum_k x_k`` plus every party's own ``N_Z(0, sigma^2)``, opened to party 0; the exact sum
+    is never opened."""
+    return open_to_party0(share_sum(mine, contributors, length) + parties_noise(noise, "gaussian", length, sigma))
