@@ -501,6 +501,9 @@ def test_a_killed_party_stops_every_other_party_with_a_clear_error(files, tmp_pa
         (["--method", "aim", "--mpc"], "aim over MPC is not available"),
         (["--method", "distaim", "--rendezvous", "tcp://127.0.0.1:1"], "belong to --mpc"),
         (["--method", "distaim", "--mpc", "--rendezvous", "tcp://127.0.0.1:1"], "needs --parties"),
+        (["--method", "distaim", "--collusion", "1"], "belong to --mpc"),
+        (["--method", "distaim", "--mpc", "--collusion", "2"], "with 2 parties the threshold lies in 0..1"),
+        (["--method", "fedtda", "--mpc", "--collusion", "-1"], "--collusion -1"),
     ],
 )
 def test_mpc_usage_errors_are_one_line(files, tmp_path, args, message):

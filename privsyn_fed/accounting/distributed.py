@@ -88,7 +88,7 @@ class PartiesNoise:
         if lo < MIN_PARTY_SIGMA:
             raise ValueError(
                 f"noise sigma {sigma:.3g} split over {self.honest} honest parties falls below "
-                f"{MIN_PARTY_SIGMA} per party; choose a smaller --collusion or a smaller budget"
+                f"{MIN_PARTY_SIGMA} per party; choose a larger --collusion or a smaller epsilon"
             )
         if distributed_gaussian_rho(sensitivity_l2, lo, self.honest, cells) <= target:
             return lo

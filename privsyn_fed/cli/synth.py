@@ -446,7 +446,6 @@ def _release(args: argparse.Namespace, request: Request, reservation) -> tuple:
             if not args.quiet:
                 print(f"privsyn-fed: {message}", file=sys.stderr)
 
-        log(_collusion_cost(args))
         with coordinator(
             args.schema,
             args.silo,
@@ -457,6 +456,7 @@ def _release(args: argparse.Namespace, request: Request, reservation) -> tuple:
             timeout_s=args.mpc_timeout,
             log=log,
         ) as agg:
+            log(_collusion_cost(args))
             return release([agg.own], agg), len(agg.silo_names)
     silos = []
     for p in args.silo:  # every input checked before any spend

@@ -208,7 +208,7 @@ class MPCAggregator:
         """Rounds and bytes per party (CrypTen's counts plus the command channel)."""
         self.channel.send({"op": "traffic"})
         rows = world.gather_to_party0(_traffic_row(self.channel))
-        return [{"rounds": r[0], "bytes": r[1], "command_bytes": r[2]} for r in rows]
+        return [{"rounds": r[0], "bytes": r[1], "command_bytes": r[2], "command_broadcasts": r[3]} for r in rows]
 
 
 class MPCTraffic:
@@ -235,7 +235,7 @@ class MPCTraffic:
 
 def _traffic_row(channel: world.Channel) -> list[float]:
     t = world.traffic()
-    return [float(t["rounds"]), float(t["bytes"]), float(channel.bytes)]
+    return [float(t["rounds"]), float(t["bytes"]), float(channel.bytes), float(channel.broadcasts)]
 
 
 #: Fractional bits of real answers (Fed-TDA's second moments) on shares.

@@ -109,6 +109,14 @@ def add_public(x, value: np.ndarray):
     return _from_shares(share)
 
 
+def add_public_all(x, value: int):
+    """``x + c`` for one public integer ``c`` added to every entry (party 0 adds it to its share)."""
+    share = x.share.clone()
+    if rank() == 0:
+        share += int(value)
+    return _from_shares(share)
+
+
 def mul_public(x, value) -> Any:
     """``c * x`` for public integers ``c`` (elementwise): local, exact in the ring."""
     c = torch.as_tensor(np.asarray(value, dtype=np.int64))
@@ -148,13 +156,29 @@ def secure_select(
     u_rows = _from_shares(u.share.unsqueeze(0).expand(draws, R).reshape(-1).clone())
     noisy = u_rows + parties_noise(noise, "gumbel", draws * R, scale)
     ranked = add_public(mul_public(noisy, np.full(draws * R, R, dtype=np.int64)), np.tile(np.arange(R), draws))
-    ranked = _from_shares(ranked.share.reshape(draws, R))
-    one_hot = open_to_party0(ranked.argmax(dim=1, one_hot=True))
-    if one_hot is None:
+    winners = open_to_party0(argmax_of_distinct(_from_shares(ranked.share.reshape(draws, R))))
+    if winners is None:
         return None
-    if not np.all(one_hot.sum(axis=1) == 1):
-        raise RuntimeError("secure argmax did not open exactly one winner per draw")
-    return [int(i) for i in one_hot.argmax(axis=1)]
+    if not np.all((winners >= 0) & (winners < R)):
+        raise RuntimeError("secure argmax did not open one winner per draw")
+    return [int(i) for i in winners]
+
+
+def argmax_of_distinct(x):
+    """Shares of ``argmax_r x[d, r]`` for each row ``d`` of distinct integers, in two comparison
+    rounds whatever the row length ``R``: all ``R (R - 1)`` pairwise comparisons at once, then
+    ``wins_r = #{s: x_s < x_r}``, whose one ``R - 1`` marks the maximum; the index is
+    ``sum_r r [wins_r = R - 1]``. Only the index is opened later, never the comparisons."""
+    rows, R = x.share.shape
+    if R == 1:
+        return zeros(rows)
+    share = x.share
+    others = torch.stack([torch.roll(share, j, dims=1) for j in range(1, R)])  # x_{r-j}, j = 1..R-1
+    below = _from_shares(others - share.unsqueeze(0))._ltz()  # [x_{r-j} < x_r]
+    wins = _from_shares(below.share.sum(0))
+    is_max = 1 - add_public_all(wins, -(R - 1))._ltz()  # wins_r >= R - 1
+    index = is_max.share * torch.arange(R, dtype=torch.long)
+    return _from_shares(index.sum(1))
 
 
 def integer_scores(

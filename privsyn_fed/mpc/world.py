@@ -128,49 +128,54 @@ def leave() -> None:
 
 
 class Channel:
-    """Party 0 broadcasts commands to parties ``1..n-1`` over CrypTen's main group."""
+    """Party 0 broadcasts commands to parties ``1..n-1`` over CrypTen's main group.
+
+    A command is two broadcasts whatever it carries: the sizes (header bytes, payload bytes), then
+    one payload of the JSON header followed by its int64/float64 arrays' raw bytes."""
 
     def __init__(self):
         import crypten.communicator as comm
 
         self.group = comm.get().main_group
         self.bytes = 0
+        self.broadcasts = 0
 
     def _bcast(self, tensor: torch.Tensor) -> torch.Tensor:
         import torch.distributed as dist
 
         dist.broadcast(tensor, src=0, group=self.group)
         self.bytes += tensor.numel() * tensor.element_size()
+        self.broadcasts += 1
         return tensor
 
     def send(self, header: dict, arrays: dict[str, np.ndarray] | None = None) -> None:
-        """Broadcast a command from party 0: a JSON header, then its int64/float64 arrays."""
+        """Broadcast a command from party 0: a JSON header and its int64/float64 arrays."""
         import torch
 
-        arrays = arrays or {}
-        odd = [k for k, v in arrays.items() if np.asarray(v).dtype not in (np.int64, np.float64)]
+        arrays = {k: np.ascontiguousarray(v) for k, v in (arrays or {}).items()}
+        odd = [k for k, v in arrays.items() if v.dtype not in (np.int64, np.float64)]
         if odd:
             raise TypeError(f"command arrays must be int64 or float64: {', '.join(odd)}")
-        header = {**header, "_arrays": [[k, str(np.asarray(v).dtype), list(np.shape(v))] for k, v in arrays.items()]}
+        header = {**header, "_arrays": [[k, str(v.dtype), list(v.shape)] for k, v in arrays.items()]}
         raw = json.dumps(header).encode()
-        self._bcast(torch.tensor([len(raw)], dtype=torch.long))
-        self._bcast(torch.frombuffer(bytearray(raw), dtype=torch.uint8))
-        for name, value in arrays.items():
-            self._bcast(torch.from_numpy(np.ascontiguousarray(value)))
+        payload = raw + b"".join(v.tobytes() for v in arrays.values())
+        self._bcast(torch.tensor([len(raw), len(payload)], dtype=torch.long))
+        self._bcast(torch.frombuffer(bytearray(payload), dtype=torch.uint8))
 
     def receive(self) -> tuple[dict, dict[str, np.ndarray]]:
         """The next command from party 0: its header and its arrays (int64 or float64 only)."""
         import torch
 
-        n = self._bcast(torch.zeros(1, dtype=torch.long))
-        raw = self._bcast(torch.zeros(int(n.item()), dtype=torch.uint8))
-        header = json.loads(bytes(raw.numpy()).decode())
-        arrays = {}
+        sizes = self._bcast(torch.zeros(2, dtype=torch.long)).tolist()
+        payload = bytes(self._bcast(torch.zeros(int(sizes[1]), dtype=torch.uint8)).numpy())
+        header = json.loads(payload[: int(sizes[0])].decode())
+        arrays, offset = {}, int(sizes[0])
         for name, dtype, shape in header.pop("_arrays"):
             if dtype not in ("int64", "float64"):
                 raise MPCError(f"unexpected array type {dtype!r} in a command")
-            t = self._bcast(torch.zeros(tuple(shape), dtype=getattr(torch, dtype)))
-            arrays[name] = t.numpy()
+            count = int(np.prod(shape, dtype=np.int64))
+            arrays[name] = np.frombuffer(payload, dtype=dtype, count=count, offset=offset).reshape(shape).copy()
+            offset += count * 8
         return header, arrays
 
 
