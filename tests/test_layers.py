@@ -56,7 +56,8 @@ def test_methods_use_the_declared_protocol_only():
 def test_both_aggregators_implement_the_whole_protocol(cls):
     members = {n for n in dir(Aggregator) if not n.startswith("_")} | set(Aggregator.__annotations__)
     for name in members:
-        assert hasattr(cls, name) or name in ("threat_model", "schema", "where", "secure"), f"{cls.__name__}.{name}"
+        instance_attributes = ("threat_model", "schema", "where", "secure", "parties_noise")
+        assert hasattr(cls, name) or name in instance_attributes, f"{cls.__name__}.{name}"
         if callable(getattr(Aggregator, name, None)) and not isinstance(getattr(Aggregator, name), property):
             ours = inspect.signature(getattr(cls, name)).parameters
             declared = inspect.signature(getattr(Aggregator, name)).parameters

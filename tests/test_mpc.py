@@ -493,6 +493,73 @@ def test_a_killed_party_stops_every_other_party_with_a_clear_error(files, tmp_pa
     assert _parties() - before == set()
 
 
+def test_the_dealer_is_a_peer_of_party_0_not_its_child(world):
+    """In the local layout party 0 starts the other parties as its children, and the dealer through
+    an intermediate that exits, so the dealer's parent is not party 0."""
+    me = os.getpid()
+    mine = [cmd for _, ppid, state, cmd in _processes() if ppid == me and state != "Z" and "mpc-party" in cmd]
+    assert mine, "the world's parties are this process's children"
+    rendezvous = re.search(r"--rendezvous (\S+)", mine[0]).group(1)
+    dealers = [
+        (pid, ppid)
+        for pid, ppid, state, cmd in _processes()
+        if state != "Z" and "mpc-dealer" in cmd and f"--rendezvous {rendezvous} " in cmd + " "
+    ]
+    assert len(dealers) == 1 and dealers[0][1] != me
+
+
+def test_a_party_killed_while_the_parties_draw_noise_leaves_no_csv_and_a_failed_ledger(tmp_path):
+    """One Gaussian release of about 200,000 cells: each party draws as many exact discrete Gaussians
+    (seconds). Party 2 is killed as soon as the release is charged, while the parties draw."""
+    schema = json.loads(json.dumps(SCHEMA))
+    for column in schema["columns"]:
+        if column["name"] in ("age", "income"):
+            column.update({"bins": 100_000, "integer": False})
+    schema_path = tmp_path / "wide.schema.json"
+    schema_path.write_text(json.dumps(schema))
+    paths = []
+    for k in range(3):
+        paths.append(tmp_path / f"s{k}.csv")
+        make_frame(200, seed=40 + k).to_csv(paths[-1], index=False)
+    out, ledger = tmp_path / "syn.csv", tmp_path / "syn.ledger.json"
+    before = _parties()
+    args = ["synth", "--method", "independent", "--mpc", "--schema", str(schema_path)]
+    args += sum([["--silo", str(p)] for p in paths], [])
+    args += ["--epsilon", "1", "--delta", "1e-9", "--out", str(out), "--quiet"]
+    party0 = subprocess.Popen(CLI + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            try:
+                entries = json.loads(ledger.read_text())["entries"]
+            except (OSError, ValueError):
+                entries = []
+            if any(e.get("cells", 0) > 100_000 for e in entries):
+                break
+            assert party0.poll() is None, party0.communicate()[1]
+            time.sleep(0.01)
+        else:
+            pytest.fail("the release was never charged")
+        victim = [pid for pid, ppid, _, cmd in _processes() if ppid == party0.pid and "--rank 2" in cmd]
+        assert len(victim) == 1
+        os.kill(victim[0], signal.SIGKILL)
+        _, err = party0.communicate(timeout=120)
+    finally:
+        if party0.poll() is None:
+            party0.kill()
+            party0.wait()
+    lines = err.strip().splitlines()
+    assert party0.returncode == 1 and len(lines) == 1, err
+    assert "party 2" in lines[0] and "no CSV was written" in lines[0] and "Traceback" not in err
+    assert not out.exists()
+    record = json.loads(ledger.read_text())
+    assert record["status"] == "failed" and record["entries"][-1]["distributed"]["parties"] == 3
+    deadline = time.monotonic() + 30  # the dealer and party 1 notice and stop on their own
+    while _parties() - before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _parties() - before == set()
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

@@ -96,7 +96,10 @@ def run_demo(
             for e in result.ledger["entries"]:
                 if e["mechanism"] == "exponential":
                     continue
-                out(f"  opened {e['query']}: {e['cells']} noisy cells (sigma {e['sigma']:.1f}, noise dealt as shares)")
+                out(
+                    f"  opened {e['query']}: {e['cells']} noisy cells (each party added its own noise "
+                    f"of sigma {e['sigma']:.1f} on shares)"
+                )
             traffic = result.info["traffic"]["parties"]
         total_s = time.monotonic() - start
     out(

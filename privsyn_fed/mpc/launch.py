@@ -2,9 +2,10 @@
 
 The caller is party 0. Each other party is ``python -m privsyn_fed mpc-party`` reading only its
 own CSV; it prints ``ready`` once its rows are loaded and checked, then joins the rendezvous. The
-dealer is ``python -m privsyn_fed mpc-dealer`` and reads nothing. ``LocalParties`` waits for every
-``ready`` (a party that rejects its input stops the launch with that party's one-line error),
-reports a party that stopped during the run, and on exit ends every process it started.
+dealer is ``python -m privsyn_fed mpc-dealer`` and reads nothing; it is started as a peer, not as
+party 0's child (``DetachedProcess``: the operating system re-parents it). ``LocalParties`` waits
+for every ``ready`` (a party that rejects its input stops the launch with that party's one-line
+error), reports a party that stopped during the run, and on exit ends every process it started.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+import signal
 import socket
 import subprocess
 import sys
@@ -34,6 +36,66 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+#: Run by a short-lived intermediate: start ``argv[2:]`` in a session of its own with stderr to
+#: ``argv[1]``, print its pid and exit, leaving it to be re-parented.
+_DETACH = (
+    "import subprocess, sys\n"
+    "with open(sys.argv[1], 'wb') as log:\n"
+    "    p = subprocess.Popen(sys.argv[2:], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,\n"
+    "                         stderr=log, start_new_session=True)\n"
+    "print(p.pid)\n"
+)
+
+
+class DetachedProcess:
+    """A process started through an intermediate that exits at once, so that its parent is not
+    this process (the dealer is party 0's peer, not its child). This process can still tell whether
+    it runs and end it; its exit status is not known here (0 unless its log ends in an error)."""
+
+    stdout = None
+
+    def __init__(self, cmd: list[str], env: dict[str, str], log: Path):
+        starter = subprocess.run(
+            [sys.executable, "-c", _DETACH, str(log), *cmd], env=env, capture_output=True, text=True, timeout=60
+        )
+        if starter.returncode != 0 or not starter.stdout.strip().isdigit():
+            reason = (starter.stderr.strip().splitlines() or ["no pid"])[-1]
+            raise MPCError(f"could not start {' '.join(cmd[2:4])}: {reason}")
+        self.pid, self.log, self.cmdline = int(starter.stdout.strip()), log, "\0".join(cmd)
+        self.returncode: int | None = None
+
+    def _running(self) -> bool:
+        try:
+            with open(f"/proc/{self.pid}/stat") as fh:
+                state = fh.read().rsplit(")", 1)[1].split()[0]
+            with open(f"/proc/{self.pid}/cmdline", "rb") as fh:
+                same = fh.read().decode(errors="replace").rstrip("\0") == self.cmdline
+        except OSError:
+            return False
+        return state != "Z" and same  # a zombie has ended; another command means the pid was reused
+
+    def poll(self) -> int | None:
+        """None while it runs, else 1 if its log ends in an error line and 0 otherwise."""
+        if self.returncode is None and not self._running():
+            self.returncode = 1 if "error" in _last_line(self.log).lower() else 0
+        return self.returncode
+
+    def wait(self, timeout: float) -> int:
+        """Wait up to ``timeout`` seconds for it to end; ``subprocess.TimeoutExpired`` if it runs on."""
+        deadline = time.monotonic() + timeout
+        while self.poll() is None:
+            if time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired("dealer", timeout)
+            time.sleep(0.05)
+        return self.returncode or 0
+
+    def kill(self) -> None:
+        """End it (SIGKILL), if it still runs as the process this object started."""
+        if self._running():
+            with contextlib.suppress(OSError):
+                os.kill(self.pid, signal.SIGKILL)
+
+
 class LocalParties:
     """Parties ``1..n-1`` (one per silo after the first) and the dealer, on loopback TCP."""
 
@@ -48,10 +110,10 @@ class LocalParties:
         self.seed, self.timeout_s = seed, timeout_s
         self.parties = len(self.silos)
         self.rendezvous = f"tcp://127.0.0.1:{free_port()}"
-        self.procs: list[tuple[str, subprocess.Popen, Path]] = []
+        self.procs: list[tuple[str, subprocess.Popen | DetachedProcess, Path]] = []
         self._logs = tempfile.TemporaryDirectory(prefix="privsyn-fed-mpc-")
 
-    def _start(self, label: str, args: list[str]) -> subprocess.Popen:
+    def _start(self, label: str, args: list[str], detached: bool = False) -> subprocess.Popen | DetachedProcess:
         log = Path(self._logs.name) / f"{len(self.procs)}.err"
         cmd = [
             sys.executable,
@@ -66,10 +128,14 @@ class LocalParties:
             str(self.timeout_s),
         ]
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        with open(log, "wb") as err:  # a session of its own: Ctrl-C reaches party 0, which stops the others
-            proc = subprocess.Popen(
-                cmd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, env=env, start_new_session=True
-            )
+        proc: subprocess.Popen | DetachedProcess
+        if detached:
+            proc = DetachedProcess(cmd, env, log)
+        else:
+            with open(log, "wb") as err:  # a session of its own: Ctrl-C reaches party 0, which stops the others
+                proc = subprocess.Popen(
+                    cmd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, env=env, start_new_session=True
+                )
         self.procs.append((label, proc, log))
         return proc
 
@@ -81,7 +147,7 @@ class LocalParties:
                     f"party {k} ({path})",
                     ["mpc-party", "--rank", str(k), "--schema", self.schema, "--silo", path, *seed],
                 )
-            self._start("the dealer", ["mpc-dealer"])
+            self._start("the dealer", ["mpc-dealer"], detached=True)
             self._wait_ready()
         except BaseException:
             self.stop(grace_s=0)
@@ -135,7 +201,7 @@ class LocalParties:
                 proc.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 proc.kill()
-                proc.wait()
+                proc.wait(timeout=10)
         for _, proc, _ in self.procs:
             if proc.stdout:
                 proc.stdout.close()
