@@ -1,12 +1,14 @@
 """DistAIM over MPC on Adult: 3 silo parties and a dealer on loopback, against the in-process run.
 
-    .venv/bin/python benchmarks/mpc_adult.py run [--rounds 10] [--parties 3]
+    .venv/bin/python benchmarks/mpc_adult.py run [--rounds 10] [--parties 3] [--collusion T] [--repeat K]
     .venv/bin/python benchmarks/mpc_adult.py report
 
 Adult's 32,561 training rows are split IID into one CSV per party. Both runs use the same
 settings (epsilon 1, delta 1e-9, T rounds, every party in every round, 64 three-way marginals);
 the wall time of each round is taken from the progress updates (select, measure and the model
-refit), and the MPC run also reports CrypTen's communication rounds and bytes per party.
+refit), and the MPC run also reports CrypTen's communication rounds and bytes per party, and the
+command channel's broadcasts. Every party adds its own noise; ``--collusion`` is the threshold t
+(default n - 1). ``--repeat`` runs each mode K times (the spread of the workload error).
 Results are appended to ``benchmarks/out/mpc_adult.jsonl``.
 """
 
@@ -65,14 +67,14 @@ def run(args) -> None:
             train.iloc[rows].to_csv(paths[-1], index=False)
         silos = [pf.Silo.from_csv(p, schema) for p in paths]
         options = {"rounds": args.rounds}
-        for mode in args.modes:
+        for mode in [m for m in args.modes for _ in range(args.repeat)]:
             clock = Clock()
             start = time.monotonic()
             if mode == "in-process":
                 result = pf.synthesize(silos, "distaim", 1.0, 1e-9, progress=clock, **options)
                 joined, traffic = start, None
             else:
-                with coordinator(schema_path, paths) as agg:
+                with coordinator(schema_path, paths, collusion=args.collusion) as agg:
                     joined = time.monotonic()
                     result = pf.synthesize([agg.own], "distaim", 1.0, 1e-9, aggregator=agg, progress=clock, **options)
                     traffic = result.info["traffic"]["parties"]
@@ -82,6 +84,7 @@ def run(args) -> None:
             row = {
                 "mode": mode,
                 "parties": args.parties,
+                "collusion": None if mode != "mpc" else args.parties - 1 if args.collusion is None else args.collusion,
                 "rounds": args.rounds,
                 "seconds_total": total,
                 "seconds_start": joined - start,
@@ -107,9 +110,12 @@ def report(_args) -> None:
         rest = r["seconds_per_round"][1:]
         t = r["traffic"]
         comm = f"{t[0]['rounds']:.0f} / {t[1]['rounds']:.0f}" if t else "n/a"
+        if t and "command_broadcasts" in t[0]:
+            comm += f" (+{t[0]['command_broadcasts']:.0f} broadcasts)"
+        mode = r["mode"] + (f" t={r['collusion']}" if r.get("collusion") is not None else "")
         mb = " / ".join(f"{(p['bytes'] + p['command_bytes']) / 1e6:.0f}" for p in t) if t else "n/a"
         print(
-            f"| {r['mode']}, {r['parties']} parties, T={r['rounds']} | {r['seconds_start']:.1f} | "
+            f"| {mode}, {r['parties']} parties, T={r['rounds']} | {r['seconds_start']:.1f} | "
             f"{r['seconds_oneways']:.1f} | {r['seconds_per_round'][0]:.1f} | "
             f"{np.mean(rest):.1f} / {np.max(rest):.1f} | {r['seconds_total']:.0f} | {r['workload_error']:.3f} | "
             f"{comm} | {mb} |"
@@ -123,6 +129,8 @@ def main() -> None:
     r.add_argument("--rounds", type=int, default=10)
     r.add_argument("--parties", type=int, default=3)
     r.add_argument("--modes", nargs="+", default=["mpc", "in-process"], choices=["mpc", "in-process"])
+    r.add_argument("--collusion", type=int, default=None, help="MPC collusion threshold t (default parties - 1)")
+    r.add_argument("--repeat", type=int, default=1, help="runs of each mode")
     sub.add_parser("report")
     args = parser.parse_args()
     {"run": run, "report": report}[args.command](args)

@@ -62,7 +62,7 @@ def test_pretending_the_sum_is_one_discrete_gaussian_understates_its_cost():
     assert kls_tau(sigma, parties) > 0 and kls_tau(sigma, 1) == 0
 
 
-@pytest.mark.parametrize("parties, collusion", [(3, 2), (3, 1), (3, 0), (5, 1), (2, 1)])
+@pytest.mark.parametrize("parties, collusion", [(3, 2), (3, 1), (4, 1), (5, 1), (2, 1)])
 @pytest.mark.parametrize("sigma", [1.3, 4.0, 250.0])
 def test_each_partys_sigma_spends_the_planned_rho_and_no_more(parties, collusion, sigma):
     split = PartiesNoise(parties, collusion)
@@ -88,9 +88,10 @@ def test_each_partys_sigma_spends_the_planned_rho_and_no_more(parties, collusion
 
 def test_a_split_below_the_bounds_reach_or_without_an_honest_party_is_refused():
     with pytest.raises(ValueError, match="falls below"):
-        PartiesNoise(3, 0).party_sigma(1.0, 0.6, 10)
-    with pytest.raises(ValueError, match="collusion threshold"):
-        PartiesNoise(3, 3)
+        PartiesNoise(4, 1).party_sigma(1.0, 0.6, 10)
+    for parties, collusion in ((3, 3), (3, 0), (1, 0)):
+        with pytest.raises(ValueError, match="collusion threshold"):
+            PartiesNoise(parties, collusion)
     with pytest.raises(ValueError, match="at least"):
         distributed_gaussian_rho(1.0, 0.4, 2, 10)
 

@@ -363,13 +363,15 @@ def test_distaim_over_mpc_end_to_end_from_the_command_line(files, tmp_path):
     assert all(e["distributed"] == {"parties": 3, "collusion": 1} for e in ledger["entries"])
     assert all(e["noise_from"].startswith("parties") for e in ledger["entries"])
     assert not audit_ledger(ledger).warnings
-    # a threshold that the per-party sigmas do not carry fails: with t=0 each sigma costs a third
+    # a threshold that the per-party sigmas do not carry fails: with t=2 the one honest party's
+    # sigma costs twice as much as with t=1's two
     tampered = json.loads(json.dumps(ledger))
     measure = next(e for e in tampered["entries"] if e["mechanism"] == "gaussian")
-    measure["distributed"]["collusion"] = 0
+    measure["distributed"]["collusion"] = 2
     assert any("recorded rho" in p for p in audit_ledger(tampered).problems)
-    measure["distributed"]["collusion"] = 3  # no honest party left
-    assert any("recorded rho" in p for p in audit_ledger(tampered).problems)
+    for threshold in (0, 3):  # every party sees the release; and one party must stay honest
+        measure["distributed"]["collusion"] = threshold
+        assert any("collusion threshold" in p for p in audit_ledger(tampered).problems)
     # the audit recomputes each selection's sampling epsilon: noise drawn for twice the epsilon is caught
     select = next(e for e in ledger["entries"] if e["mechanism"] == "exponential")
     select["fixed_point"]["epsilon_sampled"] = 2 * select["epsilon"]
@@ -570,7 +572,7 @@ def test_a_party_killed_while_the_parties_draw_noise_leaves_no_csv_and_a_failed_
         (["--method", "distaim", "--mpc", "--rendezvous", "tcp://127.0.0.1:1"], "needs --parties"),
         (["--method", "distaim", "--collusion", "1"], "belong to --mpc"),
         (["--method", "distaim", "--mpc", "--collusion", "2"], "with 2 parties the threshold lies in 0..1"),
-        (["--method", "fedtda", "--mpc", "--collusion", "-1"], "--collusion -1"),
+        (["--method", "fedtda", "--mpc", "--collusion", "0"], "threshold lies in 1..1"),
     ],
 )
 def test_mpc_usage_errors_are_one_line(files, tmp_path, args, message):

@@ -368,6 +368,11 @@ def _check_where(ledger: dict[str, Any], rep: AuditReport) -> None:
             )
         elif e.get("distributed") and e["where"] != "mpc":
             rep.problems.append(f"{label}: noise summed from the parties' own draws exists only on secret shares")
+        elif e.get("distributed") and not 1 <= e["distributed"]["collusion"] < e["distributed"]["parties"]:
+            rep.problems.append(
+                f"{label}: collusion threshold {e['distributed']['collusion']} for {e['distributed']['parties']} "
+                "parties: it must lie in 1..parties-1 (each party knows its own noise and sees the release)"
+            )
         if "dealer" in str(e.get("noise_from", "")):
             rep.warnings.append(
                 f"{label}: its noise was dealt by the dealer, which knows it: the entry is DP only "

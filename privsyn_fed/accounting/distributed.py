@@ -1,6 +1,7 @@
 """Noise that the parties generate themselves: each of the ``n`` parties adds its own draw, and a
 coalition of up to ``t`` parties (the collusion threshold) knows its members' draws, so only the
-``k = n - t`` honest parties' noise protects a record.
+``k = n - t`` honest parties' noise protects a record. ``t`` is at least 1: every party knows its
+own draw and sees the release, so each one alone is such a coalition.
 
 Gaussian measurements. Each party adds ``N_Z(0, s^2)`` (OpenDP's exact discrete Gaussian). The sum
 of ``k`` independent ``N_Z(0, s^2)`` is *not* a discrete Gaussian; Kairouz, Liu and Steinke ("The
@@ -69,9 +70,9 @@ class PartiesNoise:
     collusion: int
 
     def __post_init__(self):
-        if not (self.parties >= 1 and 0 <= self.collusion < self.parties):
+        if not (self.parties >= 2 and 1 <= self.collusion < self.parties):
             raise ValueError(
-                f"the collusion threshold must lie in 0..{self.parties - 1} for {self.parties} parties, "
+                f"the collusion threshold must lie in 1..{self.parties - 1} for {self.parties} parties, "
                 f"not {self.collusion}"
             )
 

@@ -266,7 +266,7 @@ def add_parser(sub) -> None:
         "--collusion",
         type=int,
         metavar="T",
-        help="with --mpc: how many colluding parties the noise must withstand (0..N-1, default N-1). "
+        help="with --mpc: how many colluding parties the noise must withstand (1..N-1, default N-1). "
         "Each party adds noise of variance sigma^2/(N-T), so the N-T parties outside any such "
         "coalition carry the guarantee alone; with every party honest the noise's standard "
         "deviation is sqrt(N/(N-T)) times the planned one (x1.73 for N=3, T=2)",
@@ -586,8 +586,8 @@ def _check_mpc_args(args: argparse.Namespace) -> None:
     if not 0 < args.mpc_timeout < float("inf"):
         raise InputError(f"--mpc-timeout must be a positive number of seconds, not {args.mpc_timeout:g}")
     n = args.parties if args.rendezvous else len(args.silo)
-    if args.collusion is not None and not 0 <= args.collusion < n:
+    if args.collusion is not None and not 1 <= args.collusion < n:
         raise InputError(
-            f"--collusion {args.collusion}: with {n} parties the threshold lies in 0..{n - 1} "
-            "(at least one party's noise must stay outside the coalition)"
+            f"--collusion {args.collusion}: with {n} parties the threshold lies in 1..{n - 1} (every party "
+            "knows its own noise and sees the release, and one party's noise must stay outside the coalition)"
         )

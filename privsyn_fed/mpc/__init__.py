@@ -2,8 +2,8 @@
 
 * ``world``: joining the parties (rendezvous, CrypTen set-up, the command channel, traffic);
 * ``launch``: starting the parties and the dealer of one machine as processes;
-* ``dealer``: CrypTen's trusted third party, also dealing the DP noise as shares;
-* ``noise``: the dealer's exact samplers; ``secure``: sum, select and measure on shares;
+* ``dealer``: CrypTen's trusted third party (correlated randomness only, never noise);
+* ``noise``: each party's own exact samplers; ``secure``: sum, select and measure on shares;
 * ``aggregator``: the aggregator interface over MPC (party 0) and the other parties' loop;
 * ``demo``: ``privsyn-fed mpc-demo``.
 """

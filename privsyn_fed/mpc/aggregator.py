@@ -182,6 +182,7 @@ class MPCAggregator:
             "noise": self.noise_name,
             "mpc": {
                 "parties": len(self.names),
+                "collusion": self.parties_noise.collusion,
                 "provider": "TTP (dealer process: correlated randomness only, no noise)",
                 "debug": False,
                 "framework": "CrypTen 0.4.1, semi-honest",
