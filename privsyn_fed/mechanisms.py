@@ -14,8 +14,8 @@ is the Gumbel-max of ``u_r + Gumbel(2 D / eps)``; it is ``eps``-DP and ``eps^2/8
 Parallel composition: a mechanism each silo runs on its own (disjoint) rows costs what one costs.
 Noise the parties draw themselves and sum (a backend's ``parties_noise``, under MPC) is costed by
 ``accounting.distributed``: each party's Gaussian sigma is chosen so that the sum over the parties
-outside any tolerated coalition costs the planned rho, and a selection becomes a report noisy max
-at the epsilon of the same cost.
+outside any tolerated coalition costs the planned rho; a selection costs what one exponential
+mechanism costs.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .accounting import Accountant
-from .accounting.distributed import PartiesNoise, same_cost_epsilon
+from .accounting.distributed import PartiesNoise
 from .aggregate import Aggregator
 from .noise import NoiseSource, add_gaussian
 from .pool import Clique, Pool
@@ -270,17 +270,17 @@ def pooled_exponential_mechanism(
     draws: int = 1,
 ) -> list[Clique]:
     """``draws`` independent exponential mechanisms on AIM's scores of the pooled answers
-    (``pool.storage`` scores against ``N_t p_r``), each charged ``epsilon^2 / 8``. Where the parties
-    each add their own noise, each is a report noisy max at ``epsilon / 2``, of the same cost
-    (``accounting.distributed``). The storage reports how it samples in the ledger fields it returns."""
+    (``pool.storage`` scores against ``N_t p_r``), each charged ``epsilon^2 / 8``, also where several
+    parties each add a Gumbel (``accounting.distributed``). A storage that samples on a fixed-point
+    grid samples at a smaller epsilon so that ``epsilon`` covers its rounding, and reports how in the
+    ledger fields it returns."""
     if not cands:
         raise ValueError("exponential mechanism needs a non-empty set of candidates")
     parties = pool.storage.parties_noise
-    charged = epsilon if parties is None else same_cost_epsilon(epsilon)
-    scale, fields = pool.storage.selection(charged, sensitivity, noise)
+    scale, fields = pool.storage.selection(epsilon, sensitivity, noise)
     fields = {**fields, **(parties.fields() if parties else {})}
     for _ in range(draws):
-        acc.exponential(query, sensitivity, charged, pool.where, round=round_index, candidates=len(cands), **fields)
+        acc.exponential(query, sensitivity, epsilon, pool.where, round=round_index, candidates=len(cands), **fields)
     keys = list(cands)
     picks = pool.storage.select(pool, cands, model_marginals, sigma=sigma, scale=scale, noise=noise, draws=draws)
     return [keys[i] for i in picks]

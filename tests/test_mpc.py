@@ -135,15 +135,16 @@ def test_noise_added_inside_mpc_is_the_sum_of_every_partys_discrete_gaussian(wor
     assert stats.chisquare(observed, expected * observed.sum() / expected.sum()).pvalue > 1e-4
 
 
-def _report_noisy_max_probabilities(u: np.ndarray, scale: float, parties: int) -> np.ndarray:
+def _summed_gumbel_selection(u: np.ndarray, scale: float, parties: int) -> np.ndarray:
     """``P[argmax_r u_r + N_r = r]`` for ``N_r`` the sum of ``parties`` independent Gumbels of scale
     ``scale`` (numerically: the density and CDF of the sum on a fine grid)."""
-    x = np.arange(-12.0, 40.0, 0.002)
-    g = np.exp(-x - np.exp(-x)) * 0.002
+    step = 0.002
+    x = np.arange(-12.0, 40.0, step)
+    g = np.exp(-x - np.exp(-x)) * step
     density = g
     for _ in range(parties - 1):
         density = np.convolve(density, g)
-    grid = np.arange(len(density)) * 0.002 + parties * x[0]
+    grid = np.arange(len(density)) * step + parties * x[0]
     cdf = np.cumsum(density)
     z = (u - u.max()) / scale
     out = []
@@ -157,9 +158,10 @@ def _report_noisy_max_probabilities(u: np.ndarray, scale: float, parties: int) -
     return p / p.sum()
 
 
-def test_secure_select_is_the_report_noisy_max_of_every_partys_gumbel(world, files):
-    """Chi-square of secure selections against the report noisy max with the sum of the 3 parties'
-    Gumbel noise; the ledger charges it as an epsilon/2 report noisy max (eps^2/8 in zCDP)."""
+def test_secure_select_sums_the_gumbels_of_parties_0_to_t(world, files):
+    """Chi-square of secure selections against the noisy max with the sum of t + 1 = 3 parties'
+    Gumbels (the world's default threshold t = 2); charged as one exponential mechanism, eps^2/8,
+    with the rounding slack covered."""
     _, schema_path, paths = files
     schema = pf.Schema.load(schema_path)
     prob = Problem.build(schema.names, schema.shape, [(0,), (1,), (2,), (3,), (4,)])
@@ -189,8 +191,8 @@ def test_secure_select_is_the_report_noisy_max_of_every_partys_gumbel(world, fil
     )
     e = acc.entries[-1]
     scale = e["fixed_point"]["gumbel_scale_grid_units"]
-    assert math.isclose(scale, 2**secure.SCORE_BITS * 2 * 2.0 / (eps / 2))
-    p = _report_noisy_max_probabilities(u.astype(float), scale, len(world.silo_names))
+    assert world.parties_noise.selection_parties == 3
+    p = _summed_gumbel_selection(u.astype(float), scale, 3)
     keys = list(prob.candidates)
     observed = np.array([picks.count(q) for q in keys])
     big = p * draws >= 5
@@ -198,13 +200,13 @@ def test_secure_select_is_the_report_noisy_max_of_every_partys_gumbel(world, fil
     exp_ = np.append(p[big], p[~big].sum()) * draws
     keep = exp_ > 0
     assert stats.chisquare(obs[keep], exp_[keep]).pvalue > 1e-3
-    # the test has power: the same draws reject a single party's Gumbel (the dealer's old mechanism)
-    q = _report_noisy_max_probabilities(u.astype(float), scale, 1)
+    # the test has power: the same draws reject one Gumbel (a single exponential mechanism)
+    q = _summed_gumbel_selection(u.astype(float), scale, 1)
     assert stats.chisquare(observed, q * draws).pvalue < 1e-3
-    # charged as a report noisy max at eps/2: eps^2/8 in zCDP, the planned cost; no rounding slack
-    assert e["where"] == "mpc" and math.isclose(e["epsilon"], eps / 2)
-    assert e["distributed"] == {"parties": 3, "collusion": 2} and math.isclose(e["rho"], eps**2 / 8)
-    assert e["fixed_point"]["rounding_slack"] == 0 and e["noise_from"].startswith("parties")
+    # charged as the planned exponential mechanism; the sampling epsilon covers the rounding slack
+    assert e["where"] == "mpc" and math.isclose(e["epsilon"], eps) and math.isclose(e["rho"], eps**2 / 8)
+    assert e["distributed"] == {"parties": 3, "collusion": 2} and e["noise_from"].startswith("parties")
+    assert e["fixed_point"]["epsilon_sampled"] + e["fixed_point"]["rounding_slack"] <= eps * (1 + 1e-12)
 
 
 def test_real_valued_sums_are_exact_to_the_grid_and_fedtda_runs_on_shares(world, files):
@@ -372,19 +374,14 @@ def test_distaim_over_mpc_end_to_end_from_the_command_line(files, tmp_path):
     for threshold in (0, 3):  # every party sees the release; and one party must stay honest
         measure["distributed"]["collusion"] = threshold
         assert any("collusion threshold" in p for p in audit_ledger(tampered).problems)
-    # the audit recomputes each selection's sampling epsilon: noise drawn for twice the epsilon is caught
+    # the audit recomputes each selection's fixed-point slack: sampling at the full epsilon is caught
     select = next(e for e in ledger["entries"] if e["mechanism"] == "exponential")
-    select["fixed_point"]["epsilon_sampled"] = 2 * select["epsilon"]
-    select["fixed_point"]["gumbel_scale_grid_units"] = 2**16 * 2 * select["sensitivity"] / (2 * select["epsilon"])
-    assert any("larger epsilon" in p for p in audit_ledger(ledger).problems)
-    # a selection with the dealer's noise (exponential mechanism) must cover its rounding slack
-    del select["distributed"]
-    select["epsilon"] *= 2
-    select["rho"] = select["epsilon"] ** 2 / 8
+    select["fixed_point"]["epsilon_sampled"] = select["epsilon"]
+    select["fixed_point"]["gumbel_scale_grid_units"] = 2**16 * 2 * select["sensitivity"] / select["epsilon"]
+    assert any("rounding slack" in p for p in audit_ledger(ledger).problems)
+    # an entry of an earlier version, with the dealer's noise, is flagged
     select["noise_from"] = "dealer, secret-shared"
-    problems = audit_ledger(ledger)
-    assert any("rounding slack" in p for p in problems.problems)
-    assert any("dealt by the dealer" in w for w in problems.warnings)
+    assert any("dealt by the dealer" in w for w in audit_ledger(ledger).warnings)
     del select["fixed_point"]
     assert any("fixed-point parameters" in p for p in audit_ledger(ledger).problems)
 
@@ -571,7 +568,7 @@ def test_a_party_killed_while_the_parties_draw_noise_leaves_no_csv_and_a_failed_
         (["--method", "distaim", "--rendezvous", "tcp://127.0.0.1:1"], "belong to --mpc"),
         (["--method", "distaim", "--mpc", "--rendezvous", "tcp://127.0.0.1:1"], "needs --parties"),
         (["--method", "distaim", "--collusion", "1"], "belong to --mpc"),
-        (["--method", "distaim", "--mpc", "--collusion", "2"], "with 2 parties the threshold lies in 0..1"),
+        (["--method", "distaim", "--mpc", "--collusion", "2"], "with 2 parties the threshold lies in 1..1"),
         (["--method", "fedtda", "--mpc", "--collusion", "0"], "threshold lies in 1..1"),
     ],
 )

@@ -285,14 +285,15 @@ def validate_ledger(raw: Any, source: str = "ledger") -> None:
 def _cost(e: dict[str, Any]) -> float:
     """An entry's zCDP cost from its own parameters, computed here (not by the accountant), without
     overflow: ``D^2 / (2 sigma^2)`` or ``eps^2 / 8``; ``inf`` when it does not fit in a float. Noise
-    summed from the parties' own draws (``distributed``): ``eps^2 / 2`` for a report noisy max, and
-    for Gaussians over ``d`` cells with ``k = parties - collusion`` honest parties each drawing
-    ``N_Z(0, s^2)``: ``D^2 / (2 k s^2) + d tau``, ``tau = 10 sum_{j<k} exp(-2 pi^2 s^2 j / (j+1))``
-    (Kairouz, Liu and Steinke 2021); ``inf`` (fails) for an invalid split."""
-    split = e.get("distributed")
+    summed from the parties' own draws (``distributed``): a selection still costs ``eps^2 / 8`` (a
+    mixture of exponential mechanisms, ``accounting.distributed``); Gaussians over ``d`` cells with
+    ``k = parties - collusion`` honest parties each drawing ``N_Z(0, s^2)`` cost
+    ``D^2 / (2 k s^2) + d tau``, ``tau = 10 sum_{j<k} exp(-2 pi^2 s^2 j / (j+1))`` (Kairouz, Liu and
+    Steinke 2021); ``inf`` (fails) for an invalid split."""
     if e["mechanism"] == "exponential":
         eps = float(e["epsilon"])
-        return eps * eps / (2.0 if split else 8.0)
+        return eps * eps / 8.0
+    split = e.get("distributed")
     ratio = float(e["sensitivity_l2"]) / float(e["sigma"])
     if not split:
         return 0.5 * ratio * ratio
@@ -386,12 +387,11 @@ def _check_where(ledger: dict[str, Any], rep: AuditReport) -> None:
 
 
 def _check_fixed_point(ledger: dict[str, Any], rep: AuditReport) -> None:
-    """A selection on secret shares samples rounded Gumbel noise of scale ``b = 2^bits 2 D / eps_s``.
-    Dealt by the dealer (an exponential mechanism), rounding adds ``4 / b`` to its bounded range, so
-    ``eps_s + 4 / b`` must not exceed the epsilon charged (SECURITY.md, "Fixed-point effects"); drawn
-    by the parties (a report noisy max on integer scores, ``distributed``), ``eps_s`` must not. In a
-    run over MPC every selection that is not a silo's own (parallel over the silos) is one on
-    secret shares."""
+    """A selection on secret shares samples rounded Gumbel noise of scale ``b = 2^bits 2 D / eps_s``
+    (each of the parties that add one, or the dealer's in earlier versions); rounding adds ``4 / b``
+    to its bounded range, so ``eps_s + 4 / b`` must not exceed the epsilon charged (SECURITY.md,
+    "Fixed-point effects"). In a run over MPC every selection that is not a silo's own (parallel
+    over the silos) is one on secret shares."""
     mpc_run = _mpc_run(ledger)
     for i, e in enumerate(ledger["entries"]):
         if e["mechanism"] != "exponential" or not (e["where"] == "mpc" or mpc_run and not e.get("parallel_over")):
@@ -403,9 +403,7 @@ def _check_fixed_point(ledger: dict[str, Any], rep: AuditReport) -> None:
             if not (eps_s > 0 and bits == int(bits) and 0 <= bits <= 64):
                 raise ValueError("not a sampling epsilon and a number of bits")
             scale = math.ldexp(2.0 * float(e["sensitivity"]) / eps_s, int(bits))
-            # the parties' summed Gumbels: a report noisy max on integers, exact (no slack)
-            slack = 0.0 if e.get("distributed") else 4.0 / scale
-            covered = eps_s + slack <= float(e["epsilon"]) * (1 + REL_TOL)
+            covered = eps_s + 4.0 / scale <= float(e["epsilon"]) * (1 + REL_TOL)
             consistent = _close(scale, float(fp["gumbel_scale_grid_units"]))
         except (TypeError, KeyError, ValueError, ZeroDivisionError, OverflowError):
             rep.problems.append(f"{label}: a selection on secret shares must record its fixed-point parameters")
@@ -414,10 +412,8 @@ def _check_fixed_point(ledger: dict[str, Any], rep: AuditReport) -> None:
             rep.problems.append(
                 f"{label}: the recorded Gumbel scale does not match epsilon_sampled and the sensitivity"
             )
-        elif not covered and slack:
-            rep.problems.append(f"{label}: the fixed-point rounding slack is not covered by the epsilon charged")
         elif not covered:
-            rep.problems.append(f"{label}: the parties' noise is drawn for a larger epsilon than the one charged")
+            rep.problems.append(f"{label}: the fixed-point rounding slack is not covered by the epsilon charged")
 
 
 def _check_independent(ledger: dict[str, Any], d: dict[str, Any], rep: AuditReport) -> None:

@@ -16,15 +16,16 @@ draws are known constants, which change nothing. ``party_sigma`` picks ``s`` so 
 the planned ``D^2 / (2 sigma^2)``; with all ``n`` parties honest the total noise is then
 ``N(0, n s^2)``, ``n / k`` times the planned variance: the price of tolerating ``t`` colluders.
 
-Selections. Each party adds its own exactly rounded Gumbel ``round(b G)`` to every integer score
-and the noisy maximum is opened (report noisy max). One honest party's draw suffices, whatever the
-others add: for a standard Gumbel the hazard ``f / (1 - F)`` is at most 1, so
-``P[b G >= x + a] >= exp(-a / b) P[b G >= x]``; adding any independent noise keeps this, and a
-candidate wins iff its noise clears a threshold that a neighbouring dataset moves by at most
-``2 Delta`` (``Delta`` the scores' integer sensitivity). So each selection is ``eps``-DP with
-``eps = 2 Delta / b`` exactly (rounding included: thresholds and scores are integers), and
-``eps^2 / 2``-zCDP. The sum of Gumbels is not a Gumbel, so the exponential mechanism's tighter
-bounded-range cost ``eps^2 / 8`` is not claimed.
+Selections. Each of ``t + 1`` parties (ranks ``0..t``) adds its own exactly rounded Gumbel
+``round(b G)`` to every integer score and the noisy maximum is opened. Any coalition of up to ``t``
+misses one of them, and one unknown Gumbel suffices: fix every other draw ``Y`` (the coalition's
+known ones included); what remains is the exponential mechanism on the shifted scores ``u + Y``,
+whose sensitivity is that of ``u``, so it is ``eps^2 / 8``-zCDP (bounded range ``eps = 2 Delta /
+b``, plus the rounding's ``4 / b``, as for a single rounded Gumbel). The release mixes these over
+``Y``, with weights that do not depend on the data, and Renyi divergence is jointly quasi-convex
+(van Erven and Harremoes 2014, Theorem 13), so the mixture costs no more than its worst part:
+``eps^2 / 8``, exactly the single exponential mechanism's cost. The extra draws only add noise
+(``sqrt(t + 1)`` times the Gumbel's spread).
 """
 
 from __future__ import annotations
@@ -48,17 +49,6 @@ def distributed_gaussian_rho(sensitivity_l2: float, sigma_party: float, honest: 
     if not sigma_party >= MIN_PARTY_SIGMA:
         raise ValueError(f"each party's sigma must be at least {MIN_PARTY_SIGMA}, not {sigma_party!r}")
     return sensitivity_l2**2 / (2.0 * honest * sigma_party**2) + kls_tau(sigma_party, honest) * cells
-
-
-def report_noisy_max_rho(epsilon: float) -> float:
-    """``eps^2 / 2``: the zCDP cost of an ``eps``-DP report noisy max (module docstring)."""
-    return epsilon**2 / 2.0
-
-
-def same_cost_epsilon(epsilon: float) -> float:
-    """The report-noisy-max epsilon that costs what an ``epsilon`` exponential mechanism costs:
-    ``(eps / 2)^2 / 2 = eps^2 / 8``."""
-    return epsilon / 2.0
 
 
 @dataclass(frozen=True)
@@ -105,6 +95,12 @@ class PartiesNoise:
             if hi - lo <= hi * 1e-15:
                 break
         return hi
+
+    @property
+    def selection_parties(self) -> int:
+        """``t + 1``: the parties (ranks ``0..t``) that add Gumbel noise to a selection; one of them
+        lies outside any tolerated coalition."""
+        return self.collusion + 1
 
     def fields(self) -> dict[str, Any]:
         """The ledger's ``distributed`` field: what the audit needs to recompute the cost."""

@@ -23,7 +23,7 @@ from ..errors import BudgetExceeded
 from ..fileio import write_atomic
 from ..interrupt import checkpoint
 from .conversions import epsilon_to_rho, rho_to_epsilon
-from .distributed import distributed_gaussian_rho, report_noisy_max_rho
+from .distributed import distributed_gaussian_rho
 
 LEDGER_FORMAT = "privsyn-fed-ledger/1"
 NEIGHBOURING = "add/remove one record"
@@ -52,8 +52,6 @@ def entry_rho(entry: dict[str, Any]) -> float:
         )
     if mech == "gaussian":
         return gaussian_rho(float(entry["sensitivity_l2"]), float(entry["sigma"]))
-    if mech == "exponential" and parties:
-        return report_noisy_max_rho(float(entry["epsilon"]))
     if mech == "exponential":
         return exponential_rho(float(entry["epsilon"]))
     raise ValueError(f"unknown mechanism {mech!r}")

@@ -27,7 +27,7 @@ from ..pool import Pool
 from ..queries import Query, answer, from_wire
 from ..silo import Silo
 from . import secure, world
-from .noise import party_noise
+from .noise import gumbel_rounding_slack, party_noise
 
 COLLUSION = (
     "additive secret sharing among the n parties: any coalition of up to n-1 parties sees only "
@@ -303,16 +303,16 @@ class SharedPoolStorage:
         self.shares = self.shares + secure.share_sum(mine, ranks, self.length)
 
     def selection(self, epsilon: float, sensitivity: float, noise) -> tuple[float, dict[str, Any]]:
-        """Every party's own exactly rounded Gumbel on the integer score grid, scale
-        ``b = 2^f 2 Delta / eps``: a report noisy max that is exactly ``eps``-DP (no rounding slack,
-        ``accounting.distributed``)."""
-        scale = secure.gumbel_scale(epsilon, sensitivity)
+        """The Gumbel scale on the score grid for the parties' exactly rounded Gumbels, sampled at
+        ``eps_s`` with ``eps_s + 4 / scale(eps_s) = epsilon`` so that ``epsilon`` covers the rounding."""
+        eps_s = epsilon / (1.0 + 4.0 / secure.gumbel_scale(1.0, sensitivity))
+        scale = secure.gumbel_scale(eps_s, sensitivity)
         return scale, {
             "fixed_point": {
                 "score_bits": secure.SCORE_BITS,
-                "epsilon_sampled": epsilon,
+                "epsilon_sampled": eps_s,
                 "gumbel_scale_grid_units": scale,
-                "rounding_slack": 0.0,
+                "rounding_slack": gumbel_rounding_slack(scale),
             },
             **self.agg.noise_fields(noise),
         }
@@ -357,10 +357,13 @@ class SharedPoolStorage:
         noise,
         draws: int,
     ) -> list[int]:
-        """Secure argmax of the scores plus every party's own Gumbel noise; only the indices are opened."""
+        """Secure argmax of the scores plus the Gumbel noise of parties ``0..t``; only the indices are opened."""
         arrays = self.select_arrays(pool, cands, model_marginals, sigma)
-        self.agg.channel.send({"op": "select", "scale": scale, "draws": draws}, arrays)
-        return secure.secure_select(self.shares, scale=scale, noise=self.agg.noise, draws=draws, **arrays)
+        contributors = self.parties_noise.selection_parties
+        self.agg.channel.send({"op": "select", "scale": scale, "draws": draws, "noise_parties": contributors}, arrays)
+        return secure.secure_select(
+            self.shares, scale=scale, noise=self.agg.noise, noise_parties=contributors, draws=draws, **arrays
+        )
 
     def measure(self, cells: np.ndarray, sigma: float, noise) -> np.ndarray:
         """``A[cells]`` plus every party's own ``N_Z(0, sigma^2)`` on shares, opened to party 0."""
@@ -416,7 +419,14 @@ def serve(own: Silo, channel: world.Channel | None = None, seed: int | None = No
         elif op == "pool_new":
             pool = secure.zeros(int(cmd["length"]))
         elif op == "select":
-            secure.secure_select(pool, scale=cmd["scale"], noise=noise, draws=int(cmd["draws"]), **arrays)
+            secure.secure_select(
+                pool,
+                scale=cmd["scale"],
+                noise=noise,
+                noise_parties=int(cmd["noise_parties"]),
+                draws=int(cmd["draws"]),
+                **arrays,
+            )
         elif op == "measure":
             secure.secure_measure(pool, arrays["cells"], cmd["sigma"], noise)
         else:

@@ -11,10 +11,11 @@ and public offsets ``B_r = round(2^f sqrt(2/pi) sigma n_r)``:
     ``u_r = w_r (sum_j |2^f A_rj - N P_rj| - B_r)``,
 which is ``2^f`` times AIM's score against ``P / 2^f``; adding one record moves it by at most
 ``w_r (2^f + sum_j P_rj) <= 2^f * 2 w_r``, so the sensitivity is ``2^f Delta`` with
-``Delta = 2 max w`` (as in the clear). Every party adds its own rounded Gumbel noise to each
-score (scale ``b = 2^f 2 Delta / eps``; the sum ``K_r`` is known to no process), ties are broken
-by index (``s_r = (u_r + K_r) R + r``), and only ``argmax_r s_r`` is opened (to party 0): a
-report noisy max that is ``eps``-DP as long as one party is honest (``accounting.distributed``).
+``Delta = 2 max w`` (as in the clear). Parties ``0..t`` each add their own rounded Gumbel noise
+to each score (scale ``b = 2^f 2 Delta / eps``; the sum ``K_r`` is known to no process), ties are
+broken by index (``s_r = (u_r + K_r) R + r``), and only ``argmax_r s_r`` is opened (to party 0):
+with one of those draws unknown to a coalition it is an exponential mechanism on shifted scores
+(``accounting.distributed``).
 
 Secure measure: ``A_r + Z`` with ``Z`` the sum of every party's own discrete Gaussian noise,
 opened to party 0. The dealer deals only CrypTen's correlated randomness, never noise.
@@ -68,12 +69,15 @@ def zeros(length: int):
     return _from_shares(torch.zeros(length, dtype=torch.long))
 
 
-def parties_noise(noise, kind: str, length: int, parameter: float):
-    """Shares of the sum of every party's own noise: each party draws ``length`` values from its
-    own ``noise`` (``gaussian`` with sigma, or ``gumbel`` with scale) and shares them; no process
-    learns the sum. Every party calls this with the same public arguments."""
-    mine = noise.gaussian(length, parameter) if kind == "gaussian" else noise.gumbel(length, parameter)
-    return share_sum(mine, list(range(world_size())), length)
+def parties_noise(noise, kind: str, length: int, parameter: float, parties: int | None = None):
+    """Shares of the sum of the own noise of parties ``0..parties-1`` (all by default): each draws
+    ``length`` values from its own ``noise`` (``gaussian`` with sigma, or ``gumbel`` with scale) and
+    shares them; no process learns the sum. Every party calls this with the same public arguments."""
+    contributors = list(range(world_size() if parties is None else parties))
+    mine = None
+    if rank() in contributors:
+        mine = noise.gaussian(length, parameter) if kind == "gaussian" else noise.gumbel(length, parameter)
+    return share_sum(mine, contributors, length)
 
 
 def world_size() -> int:
@@ -138,13 +142,15 @@ def secure_select(
     total_cells: np.ndarray,
     scale: float,
     noise,
+    noise_parties: int,
     draws: int = 1,
 ) -> list[int] | None:
     """Exponential mechanism on the shared pool (module docstring); party 0 gets the indices.
 
     ``cells``: pool positions of the candidates' cells; ``segment_ids``: candidate of each;
     ``model``: ``P_rj`` per cell; ``total_cells``: pool positions of one candidate (for ``N``).
-    ``draws`` independent selections share the scores, each with fresh noise.
+    ``draws`` independent selections share the scores, each with fresh noise; parties
+    ``0..noise_parties-1`` each add a Gumbel of ``scale`` to every score.
     """
     R = len(weights)
     n_pool = segment_sums(gather(pool, total_cells), np.zeros(len(total_cells), dtype=np.int64), 1)
@@ -154,7 +160,7 @@ def secure_select(
     s = segment_sums(delta.abs(), segment_ids, R)
     u = mul_public(add_public(s, -np.asarray(offsets, dtype=np.int64)), weights)
     u_rows = _from_shares(u.share.unsqueeze(0).expand(draws, R).reshape(-1).clone())
-    noisy = u_rows + parties_noise(noise, "gumbel", draws * R, scale)
+    noisy = u_rows + parties_noise(noise, "gumbel", draws * R, scale, noise_parties)
     ranked = add_public(mul_public(noisy, np.full(draws * R, R, dtype=np.int64)), np.tile(np.arange(R), draws))
     winners = open_to_party0(argmax_of_distinct(_from_shares(ranked.share.reshape(draws, R))))
     if winners is None:
