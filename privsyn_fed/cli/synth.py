@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -561,8 +562,8 @@ def _collusion_cost(args: argparse.Namespace) -> str:
     return (
         f"every party adds its own noise, enough that the {split.honest} outside any coalition of up to "
         f"{split.collusion} (--collusion) carry the guarantee; with all {n} honest the measurements' "
-        f"noise is x{split.accuracy_cost():.2f} the planned standard deviation, and each selection sums "
-        f"{n} parties' Gumbel noise, each at twice the scale a single exponential mechanism would use"
+        f"noise is x{split.accuracy_cost():.2f} the planned standard deviation, and each selection's "
+        f"x{math.sqrt(split.selection_parties):.2f} ({split.selection_parties} parties' Gumbels)"
     )
 
 
