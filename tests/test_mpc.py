@@ -492,6 +492,25 @@ def test_a_killed_party_stops_every_other_party_with_a_clear_error(files, tmp_pa
     assert _parties() - before == set()
 
 
+def test_one_process_can_coordinate_two_releases_in_turn(files):
+    """CrypTen keeps its dealer client past ``uninit``; a second run in the same process (a notebook,
+    a benchmark) must set it up anew, or the parties wait for it forever."""
+    _, schema_path, paths = files
+    script = (
+        "import sys, privsyn_fed as pf\n"
+        "from privsyn_fed.mpc.launch import coordinator\n"
+        "for i in range(2):\n"
+        "    with coordinator(sys.argv[1], sys.argv[2:], timeout_s=60) as agg:\n"
+        "        r = pf.synthesize([agg.own], 'independent', 1.0, 1e-9, aggregator=agg, progress=False)\n"
+        "        print('released', len(r.data))\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script, str(schema_path), *map(str, paths)], capture_output=True, text=True, timeout=240
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.count("released") == 2
+
+
 def test_the_dealer_is_a_peer_of_party_0_not_its_child(world):
     """In the local layout party 0 starts the other parties as its children, and the dealer through
     an intermediate that exits, so the dealer's parent is not party 0."""

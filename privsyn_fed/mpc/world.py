@@ -119,12 +119,16 @@ def cannot_join(m: Membership, reason: str) -> MPCError:
 
 
 def leave() -> None:
-    """Disconnect (party 0 also tells the dealer to stop)."""
+    """Disconnect (party 0 also tells the dealer to stop), and forget the dealer's client, which
+    ``crypten.uninit`` keeps: a later ``join`` in this process must set it up with the new dealer."""
     crypten = import_crypten()
+    from crypten.mpc.provider.ttp_provider import TTPClient
+
     try:
         crypten.uninit()
     except Exception:  # the others may already be gone; nothing is left to protect
         pass
+    TTPClient.uninit()
 
 
 class Channel:
