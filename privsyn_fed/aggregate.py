@@ -77,6 +77,9 @@ class Aggregator(Protocol):
     def rounding_l2(self, query: Query) -> float:
         """Extra L2 sensitivity that this backend's rounding of ``query``'s answers adds."""
 
+    def noise_grid(self, query: Query) -> float:
+        """The step of the lattice the parties' noise lies on for ``query`` (1 for counts)."""
+
     def noise_fields(self, noise: NoiseSource, *, local: bool = False) -> dict[str, Any]:
         """Ledger fields saying where the noise comes from (``local``: drawn by each silo)."""
 
@@ -217,6 +220,10 @@ class InProcessAggregator:
     def rounding_l2(self, query: Query) -> float:
         """0: answers are summed exactly (int64 or float64), never rounded."""
         return 0.0  # answers are summed exactly, in float64 or int64
+
+    def noise_grid(self, query: Query) -> float:
+        """1: unused, as one sampler draws the noise here (``parties_noise`` is None)."""
+        return 1.0
 
     def noise_fields(self, noise: NoiseSource, *, local: bool = False) -> dict[str, Any]:
         """``{"sampler": noise.name}``: local or not, the noise is drawn in this process."""

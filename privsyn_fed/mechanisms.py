@@ -48,15 +48,17 @@ def _charge_gaussian(
     sigma: float,
     where: str,
     cells: int,
+    grid: float = 1.0,
     **fields: Any,
 ) -> float:
     """Charge a Gaussian release planned at ``sigma``; returns the sigma the backend draws with:
-    ``sigma`` itself, or each party's (``parties.party_sigma``) when the parties draw and sum it."""
+    ``sigma`` itself, or each party's (``parties.party_sigma``, on the backend's ``grid``) when the
+    parties draw and sum it."""
     if parties is None:
         acc.gaussian(query, sensitivity_l2, sigma, where, cells=cells, **fields)
         return sigma
-    each = parties.party_sigma(sensitivity_l2, sigma, cells)
-    acc.gaussian(query, sensitivity_l2, each, where, cells=cells, **fields, **parties.fields())
+    each = parties.party_sigma(sensitivity_l2, sigma, cells, grid)
+    acc.gaussian(query, sensitivity_l2, each, where, cells=cells, **fields, **parties.fields(grid))
     return each
 
 
@@ -157,6 +159,7 @@ def noisy_sums(
         grown,
         agg.where,
         request.size(agg.schema),
+        agg.noise_grid(request),
         round=round_index,
         silos=silos,
         **agg.noise_fields(noise),

@@ -84,9 +84,26 @@ def test_each_partys_sigma_spends_the_planned_rho_and_no_more(parties, collusion
     assert math.isclose(split.accuracy_cost(), math.sqrt(parties / split.honest))
 
 
-def test_a_split_below_the_bounds_reach_or_without_an_honest_party_is_refused():
-    with pytest.raises(ValueError, match="falls below"):
-        PartiesNoise(4, 1).party_sigma(1.0, 0.6, 10)
+def test_a_split_below_the_bounds_reach_adds_more_noise_and_costs_less():
+    """Below half a grid step per party the bound does not apply: each party adds half a step, and
+    the release costs less than planned (what the ledger records)."""
+    alone = PartiesNoise(3, 2)  # one honest party
+    each = alone.party_sigma(1.0, 0.3, 10)
+    assert each == 0.5 and distributed_gaussian_rho(1.0, each, alone.honest, 10) < 1.0 / (2 * 0.3**2)
+    # with three honest parties at that scale the tau term dominates: more noise, at most the plan
+    split = PartiesNoise(4, 1)
+    each = split.party_sigma(1.0, 0.6, 10)
+    assert each > 0.6 and distributed_gaussian_rho(1.0, each, split.honest, 10) <= 1.0 / (2 * 0.6**2) * (1 + 1e-12)
+    # on the grid of real sums (2^-16) the same sigma is 2^16 grid steps: split as planned
+    grid = 2.0**-16
+    each = split.party_sigma(1.0, 0.6, 10, grid)
+    assert math.isclose(each, 0.6 / math.sqrt(3), rel_tol=1e-12)
+    assert math.isclose(distributed_gaussian_rho(1.0, each, split.honest, 10, grid), 1.0 / (2 * 0.6**2))
+    entry = {"mechanism": "gaussian", "sensitivity_l2": 1.0, "sigma": each, "cells": 10, **split.fields(grid)}
+    assert entry["distributed"]["grid"] == grid and math.isclose(entry_rho(entry), _cost(entry), rel_tol=1e-12)
+
+
+def test_a_split_without_an_honest_party_is_refused():
     for parties, collusion in ((3, 3), (3, 0), (1, 0)):
         with pytest.raises(ValueError, match="collusion threshold"):
             PartiesNoise(parties, collusion)

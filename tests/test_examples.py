@@ -134,7 +134,7 @@ def test_local_mpc(tmp_path):
     proc = run(
         ["bash", str(EXAMPLES / "local_mpc.sh"), str(out)],
         cwd=tmp_path,
-        env={"ROWS": "900", "PARTIES": "3", "METHOD": "distaim", "ROUNDS": "2"},
+        env={"ROWS": "900", "PARTIES": "3", "METHOD": "distaim", "ROUNDS": "2", "COLLUSION": "1"},
     )
     assert sorted(p.name for p in (out / "silos").glob("client_*.csv")) == [
         "client_000.csv",
@@ -150,6 +150,8 @@ def test_local_mpc(tmp_path):
     assert ledger["entries"] and {e["where"] for e in ledger["entries"]} == {"mpc"}
     assert "OK:" in proc.stdout
     assert "distaim over MPC" in proc.stdout
+    assert all(e["distributed"] == {"parties": 3, "collusion": 1} for e in ledger["entries"])
+    assert "noise drawn by the 3 parties, withstanding 1 colluding" in proc.stdout
 
 
 def test_budget_and_audit(tmp_path):

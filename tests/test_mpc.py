@@ -240,6 +240,8 @@ def test_real_valued_sums_are_exact_to_the_grid_and_fedtda_runs_on_shares(world,
         moments["sensitivity_l2"], moments["fixed_point"]["sensitivity_planned"] + moments["fixed_point"]["rounding_l2"]
     )
     assert math.isclose(result.ledger["rho_spent"], result.ledger["rho_budget"], rel_tol=1e-9)
+    # the parties' noise on the real moments lies on the 2^-16 grid, on counts on the integers
+    assert moments["distributed"]["grid"] == 2.0**-REAL_BITS and "grid" not in entries[0]["distributed"]
     assert_audit_objects_only_to_the_seed(result.ledger)
 
 

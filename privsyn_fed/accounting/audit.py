@@ -253,7 +253,7 @@ def validate_ledger(raw: Any, source: str = "ledger") -> None:
         for key, value in e.get("fixed_point", {}).items():
             _check_type(value, NUMBER, f"{prefix}fixed_point.{key}", source)
         if "distributed" in e:
-            _check_fields(e["distributed"], DISTRIBUTED_FIELDS, {}, f"{prefix}distributed.", source)
+            _check_fields(e["distributed"], DISTRIBUTED_FIELDS, {"grid": NUMBER}, f"{prefix}distributed.", source)
     details = raw.get("details", {})
     _check_fields(details, {}, DETAILS_OPTIONAL, "details.", source)
     for key in ("columns", "column_types"):
@@ -297,7 +297,8 @@ def _cost(e: dict[str, Any]) -> float:
     ratio = float(e["sensitivity_l2"]) / float(e["sigma"])
     if not split:
         return 0.5 * ratio * ratio
-    honest, s, d = split["parties"] - split["collusion"], float(e["sigma"]), e.get("cells")
+    grid = float(split.get("grid", 1.0))  # the noise's lattice step: the bound is in its units
+    honest, s, d = split["parties"] - split["collusion"], float(e["sigma"]) / grid, e.get("cells")
     if not (1 <= honest <= split["parties"] and s >= 0.5 and isinstance(d, int) and d >= 1):
         return math.inf
     tau = 10.0 * sum(math.exp(-2.0 * (math.pi * s) ** 2 * j / (j + 1.0)) for j in range(1, honest))
@@ -308,6 +309,14 @@ def _effective_sigma(e: dict[str, Any]) -> float:
     """The sigma of one Gaussian with this entry's sensitivity and cost (``sigma`` itself unless
     the parties drew the noise): what a planned schedule is checked against."""
     return float(e["sensitivity_l2"]) / math.sqrt(2.0 * _cost(e)) if e.get("distributed") else float(e["sigma"])
+
+
+def _planned_noise(e: dict[str, Any], sigma: float) -> bool:
+    """Whether the entry's noise is the planned ``sigma``: exactly, or for noise the parties drew,
+    at least it (each party adds at least half a grid step, which can exceed a tiny plan)."""
+    if e.get("distributed"):
+        return _effective_sigma(e) >= sigma * (1 - 1e-9)
+    return _close(float(e["sigma"]), sigma, 1e-9)
 
 
 def _square(x: float) -> float:
@@ -369,6 +378,11 @@ def _check_where(ledger: dict[str, Any], rep: AuditReport) -> None:
             )
         elif e.get("distributed") and e["where"] != "mpc":
             rep.problems.append(f"{label}: noise summed from the parties' own draws exists only on secret shares")
+        elif e.get("distributed") and not 2.0**-MPC_REAL_BITS <= float(e["distributed"].get("grid", 1.0)) <= 1.0:
+            rep.problems.append(
+                f"{label}: the parties' noise lies on a grid of {e['distributed']['grid']}, but shares "
+                f"are integers or multiples of 2^-{MPC_REAL_BITS}"
+            )
         elif e.get("distributed") and not 1 <= e["distributed"]["collusion"] < e["distributed"]["parties"]:
             rep.problems.append(
                 f"{label}: collusion threshold {e['distributed']['collusion']} for {e['distributed']['parties']} "
@@ -546,7 +560,7 @@ def _planning_total(ledger: dict[str, Any], d: dict[str, Any], n_columns: int, r
         first is None
         or first["mechanism"] != "gaussian"
         or not _close(float(first["sensitivity_l2"]), 1.0)
-        or not _close(_effective_sigma(first), allocation.total_sigma(rho_budget), 1e-9)
+        or not _planned_noise(first, allocation.total_sigma(rho_budget))
     ):
         rep.problems.append(
             "a planned schedule starts with the row total (one Gaussian of sensitivity 1 with "
@@ -601,9 +615,7 @@ def _check_aim_family_schedule(
         )
         return None
     oneways = ledger["entries"][1 : 1 + n_cols]
-    if len(oneways) < n_cols or any(
-        e["mechanism"] != "gaussian" or not _close(_effective_sigma(e), sigma, 1e-9) for e in oneways
-    ):
+    if len(oneways) < n_cols or any(e["mechanism"] != "gaussian" or not _planned_noise(e, sigma) for e in oneways):
         rep.problems.append(
             f"the {n_cols} one-way measurements after the total must have the planned noise sigma {sigma:.6g}"
         )
@@ -705,8 +717,8 @@ def _check_fedtda_schedule(
     for e, rho_part in zip(ledger["entries"][1:], parts):
         fp = e.get("fixed_point") or {}
         planned = float(fp.get("sensitivity_planned", e["sensitivity_l2"]))
-        sigma = _effective_sigma(e) * planned / float(e["sensitivity_l2"])  # before any fixed-point growth
-        if not _close(sigma, planned / math.sqrt(2.0 * rho_part), 1e-9):
+        grown = dict(e, sigma=float(e["sigma"]) * planned / float(e["sensitivity_l2"]), sensitivity_l2=planned)
+        if not _planned_noise(grown, planned / math.sqrt(2.0 * rho_part)):  # before any fixed-point growth
             rep.problems.append(
                 f"entry {e['step']} ({e['query']}): its noise does not spend the planned rho {rho_part:.6g}"
             )

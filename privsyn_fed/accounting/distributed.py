@@ -43,12 +43,16 @@ def kls_tau(sigma_party: float, honest: int) -> float:
     return 10.0 * math.fsum(math.exp(-2.0 * math.pi**2 * sigma_party**2 * j / (j + 1)) for j in range(1, int(honest)))
 
 
-def distributed_gaussian_rho(sensitivity_l2: float, sigma_party: float, honest: int, cells: int) -> float:
-    """zCDP cost of the sum of ``honest`` parties' ``N_Z(0, s^2)`` per cell over ``cells`` cells:
-    ``D^2 / (2 k s^2) + tau d``."""
-    if not sigma_party >= MIN_PARTY_SIGMA:
-        raise ValueError(f"each party's sigma must be at least {MIN_PARTY_SIGMA}, not {sigma_party!r}")
-    return sensitivity_l2**2 / (2.0 * honest * sigma_party**2) + kls_tau(sigma_party, honest) * cells
+def distributed_gaussian_rho(
+    sensitivity_l2: float, sigma_party: float, honest: int, cells: int, grid: float = 1.0
+) -> float:
+    """zCDP cost of the sum of ``honest`` parties' discrete Gaussians of sigma ``s`` on the integer
+    multiples of ``grid`` (1 for counts; ``2^-16`` for real sums on shares), over ``cells`` cells:
+    in grid units, ``D^2 / (2 k s^2) + tau(s) d``."""
+    s, d = sigma_party / grid, sensitivity_l2 / grid
+    if not s >= MIN_PARTY_SIGMA:
+        raise ValueError(f"each party's sigma must be at least {MIN_PARTY_SIGMA} grid steps, not {s!r}")
+    return d**2 / (2.0 * honest * s**2) + kls_tau(s, honest) * cells
 
 
 @dataclass(frozen=True)
@@ -71,27 +75,25 @@ class PartiesNoise:
         """``k = n - t``: the parties whose noise is unknown to any tolerated coalition."""
         return self.parties - self.collusion
 
-    def party_sigma(self, sensitivity_l2: float, sigma: float, cells: int) -> float:
-        """The per-party ``s`` whose distributed cost is the planned ``D^2 / (2 sigma^2)``: the
-        bisection's upper end, so the charged cost never exceeds the plan."""
+    def party_sigma(self, sensitivity_l2: float, sigma: float, cells: int, grid: float = 1.0) -> float:
+        """The per-party ``s`` whose distributed cost is the planned ``D^2 / (2 sigma^2)`` (the
+        bisection's upper end, so the charged cost never exceeds the plan), and at least the bound's
+        smallest ``1/2`` grid step: below it each party adds more noise than planned and the
+        release costs less."""
         target = sensitivity_l2**2 / (2.0 * sigma**2)
-        lo = sigma / math.sqrt(self.honest)
-        if lo < MIN_PARTY_SIGMA:
-            raise ValueError(
-                f"noise sigma {sigma:.3g} split over {self.honest} honest parties falls below "
-                f"{MIN_PARTY_SIGMA} per party; choose a larger --collusion or a smaller epsilon"
-            )
-        if distributed_gaussian_rho(sensitivity_l2, lo, self.honest, cells) <= target:
+
+        def cost(s: float) -> float:
+            return distributed_gaussian_rho(sensitivity_l2, s, self.honest, cells, grid)
+
+        lo = max(sigma / math.sqrt(self.honest), MIN_PARTY_SIGMA * grid)
+        if cost(lo) <= target:
             return lo
         hi = lo * 2.0
-        while distributed_gaussian_rho(sensitivity_l2, hi, self.honest, cells) > target:
+        while cost(hi) > target:
             hi *= 2.0
         for _ in range(200):
             mid = 0.5 * (lo + hi)
-            if distributed_gaussian_rho(sensitivity_l2, mid, self.honest, cells) > target:
-                lo = mid
-            else:
-                hi = mid
+            lo, hi = (mid, hi) if cost(mid) > target else (lo, mid)
             if hi - lo <= hi * 1e-15:
                 break
         return hi
@@ -102,9 +104,10 @@ class PartiesNoise:
         lies outside any tolerated coalition."""
         return self.collusion + 1
 
-    def fields(self) -> dict[str, Any]:
+    def fields(self, grid: float = 1.0) -> dict[str, Any]:
         """The ledger's ``distributed`` field: what the audit needs to recompute the cost."""
-        return {"distributed": {"parties": self.parties, "collusion": self.collusion}}
+        split: dict[str, Any] = {"parties": self.parties, "collusion": self.collusion}
+        return {"distributed": {**split, "grid": grid} if grid != 1.0 else split}
 
     def accuracy_cost(self) -> float:
         """The total noise's standard deviation, all parties honest, over the planned one: ``sqrt(n / k)``."""

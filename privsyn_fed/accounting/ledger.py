@@ -48,7 +48,11 @@ def entry_rho(entry: dict[str, Any]) -> float:
     if mech == "gaussian" and parties:
         honest = int(parties["parties"]) - int(parties["collusion"])
         return distributed_gaussian_rho(
-            float(entry["sensitivity_l2"]), float(entry["sigma"]), honest, int(entry["cells"])
+            float(entry["sensitivity_l2"]),
+            float(entry["sigma"]),
+            honest,
+            int(entry["cells"]),
+            float(parties.get("grid", 1.0)),
         )
     if mech == "gaussian":
         return gaussian_rho(float(entry["sensitivity_l2"]), float(entry["sigma"]))

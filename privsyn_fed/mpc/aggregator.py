@@ -115,6 +115,10 @@ class MPCAggregator:
         q = check_declared(query, "rounding")
         return math.sqrt(q.size(self.schema)) * math.ldexp(1.0, -REAL_BITS) if q.real else 0.0
 
+    def noise_grid(self, query: Query) -> float:
+        """The grid the parties' discrete Gaussians lie on: ``2^-REAL_BITS`` for real answers, 1 for counts."""
+        return math.ldexp(1.0, -REAL_BITS) if check_declared(query, "noise grid").real else 1.0
+
     def noise_fields(self, noise, *, local: bool = False) -> dict[str, Any]:
         """Ledger fields of noise added inside MPC (``details.mpc`` has the full assumptions), or
         drawn by each silo's own process (``local``)."""
