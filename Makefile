@@ -9,7 +9,7 @@ TORCH_SPEC := $(shell ls /opt/wheels/torch-2.13.0*cpu*.whl >/dev/null 2>&1 && ec
 
 PY_SOURCES := privsyn_fed tests examples benchmarks
 
-.PHONY: install lint test demo bench bench-aim bench-federated bench-mpc bench-small clean
+.PHONY: install lint test demo bench bench-aim bench-federated bench-mpc bench-netem bench-small clean
 
 install: $(STAMP)
 
@@ -48,6 +48,14 @@ bench-aim: $(STAMP)
 bench-mpc: $(STAMP)
 	$(PY) benchmarks/mpc_adult.py run --rounds 10
 	$(PY) benchmarks/mpc_adult.py report | tee benchmarks/out/mpc_adult.md
+
+# bench-mpc's MPC run with every party and the dealer in a network namespace of its own, behind one-way
+# delays of 0 (loopback), 10 and 50 ms made by `tc netem`, or where the kernel has no netem by a userspace
+# relay between TUN devices; 50 ms again with TCP buffers sized to the link. Needs root (else one line, skipped).
+bench-netem: $(STAMP)
+	$(PY) benchmarks/mpc_netem.py run --rounds 10
+	$(PY) benchmarks/mpc_netem.py run --rounds 10 --delays 50 --tcp-buffer-mb 32
+	$(PY) benchmarks/mpc_netem.py report | tee benchmarks/out/mpc_netem.md
 
 # Every method against the independent method from 1,000 rows to full tables; about 2.5 hours on 2 cores.
 bench-small: $(STAMP)

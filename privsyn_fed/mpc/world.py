@@ -83,7 +83,46 @@ def join(m: Membership):
         crypten.init()
     except Exception as exc:
         raise cannot_join(m, first_line(exc)) from None
+    import crypten.communicator as comm
+
+    use_one_step_all_reduce(comm.get())
     return crypten
+
+
+def use_one_step_all_reduce(communicator) -> None:
+    """Make ``communicator.all_reduce`` (every opening of shares: CrypTen's reveals of Beaver masks
+    and of results) one exchange: each party sends its tensors to every other party and combines
+    what it receives, a single one-way delay. gloo's ring takes ``2 (n - 1)`` steps in sequence
+    (4 for 3 parties), which on a long link is most of a run's time; the price is ``n - 1`` copies
+    sent instead of about 2. CrypTen's counts are kept: one round, and the elements sent and
+    received."""
+    import torch
+    import torch.distributed as dist
+
+    me, n, group = communicator.get_rank(), communicator.get_world_size(), communicator.main_group
+    peers = [r for r in range(n) if r != me]
+    combine = {dist.ReduceOp.SUM: torch.Tensor.add_, dist.ReduceOp.BXOR: torch.Tensor.bitwise_xor_}
+
+    def all_reduce(input, op=dist.ReduceOp.SUM, batched=False):
+        if op not in combine:
+            raise ValueError(f"all_reduce with {op} is not supported over MPC here")
+        results = [x.clone() for x in input] if batched else [input.clone()]
+        requests, received = [], []
+        for result in results:
+            data = result.data.contiguous()
+            requests += [dist.isend(data, dst=p, group=group) for p in peers]
+            buffers = [torch.empty_like(data) for _ in peers]
+            requests += [dist.irecv(b, src=p, group=group) for p, b in zip(peers, buffers)]
+            received.append(buffers)
+        for request in requests:
+            request.wait()
+        for result, buffers in zip(results, received):
+            for buffer in buffers:
+                combine[op](result.data, buffer)
+        communicator._log_communication(2 * (n - 1) * sum(r.nelement() for r in results))
+        return results if batched else results[0]
+
+    communicator.all_reduce = all_reduce
 
 
 def reach_party0(m: Membership) -> None:
