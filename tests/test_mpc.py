@@ -494,6 +494,55 @@ def test_a_killed_party_stops_every_other_party_with_a_clear_error(files, tmp_pa
     assert _parties() - before == set()
 
 
+COMPARE = """
+import sys
+import numpy as np
+from privsyn_fed.mpc import secure, world
+
+rank, parties, rendezvous = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+world.join(world.Membership(rendezvous, parties, rank, 60))
+values = np.array([0, -1, 1, 2**62, -(2**62), 2**62 - 1, -(2**62) + 1, 12345, -98765, 7, -7], dtype=np.int64)
+values = np.concatenate([values, np.random.default_rng(3).integers(-(2**62), 2**62, 2000)])
+x = secure.share_sum(values if rank == 0 else None, [0], len(values))
+below = secure.below_zero(x).get_plain_text().numpy()
+assert np.array_equal(below, (values < 0).astype(np.int64)), "comparison differs"
+print("exact", flush=True)
+world.leave()
+"""
+
+
+@pytest.mark.parametrize("parties", [2, 3, 4])
+def test_the_secure_comparison_is_exact_on_edge_values(parties):
+    """``secure.below_zero`` (carry-save adders, then one adder's sign) against the plain sign, on
+    0, +-1, +-2^62 and 2,000 random values, for 2, 3 and 4 parties (no, one and two carry-save rounds)."""
+    rendezvous = f"tcp://127.0.0.1:{free_port()}"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", COMPARE, str(k), str(parties), rendezvous],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for k in range(parties)
+    ]
+    dealer = subprocess.Popen(
+        CLI + ["mpc-dealer", "--parties", str(parties), "--rendezvous", rendezvous, "--timeout", "60"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        outs = [p.communicate(timeout=120) for p in procs]
+        dealer.communicate(timeout=60)
+    finally:
+        for p in [*procs, dealer]:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0 and "exact" in out, err[-2000:]
+
+
 def test_one_process_can_coordinate_two_releases_in_turn(files):
     """CrypTen keeps its dealer client past ``uninit``; a second run in the same process (a notebook,
     a benchmark) must set it up anew, or the parties wait for it forever."""

@@ -157,7 +157,7 @@ def secure_select(
     x = mul_public(gather(pool, cells), np.full(len(cells), 1 << SCORE_BITS, dtype=np.int64))
     n_cells = _from_shares(n_pool.share.expand(len(cells)).clone())
     delta = x - mul_public(n_cells, model)
-    s = segment_sums(delta.abs(), segment_ids, R)
+    s = segment_sums(delta * (1 - 2 * below_zero(delta)), segment_ids, R)  # |delta|
     u = mul_public(add_public(s, -np.asarray(offsets, dtype=np.int64)), weights)
     u_rows = _from_shares(u.share.unsqueeze(0).expand(draws, R).reshape(-1).clone())
     noisy = u_rows + parties_noise(noise, "gumbel", draws * R, scale, noise_parties)
@@ -170,6 +170,28 @@ def secure_select(
     return [int(i) for i in winners]
 
 
+def below_zero(x):
+    """Shares of ``[x < 0]`` (0 or 1) for integer shares ``x``: CrypTen's comparison, with fewer
+    sequential ANDs. The parties' ``n`` additive shares become XOR-shared binary summands (each
+    party shares its own: no communication); carry-save adders turn three summands into two in one
+    round of ANDs (``a ^ b ^ c`` and ``(a & b) ^ (c & (a ^ b)) << 1``), and one carry-lookahead
+    adder adds the last two (seven rounds), whose top bit is the sign: 8 rounds for 3 parties
+    where summing in a tree of adders takes 14."""
+    from crypten.mpc.primitives import BinarySharedTensor, circuit
+    from crypten.mpc.primitives.beaver import B2A_single_bit
+
+    share = x.share
+    parts = [BinarySharedTensor(share, src=k) for k in range(world_size())]
+    while len(parts) > 2:
+        a, b, c = parts[:3]
+        a_b = a ^ b
+        products = BinarySharedTensor.stack([a, c]) & BinarySharedTensor.stack([b, a_b])  # one round
+        parts = [a_b ^ c, (products[0] ^ products[1]) << 1, *parts[3:]]
+    total = circuit.add(parts[0], parts[1]) if len(parts) == 2 else parts[0]
+    sign = B2A_single_bit((total >> 63) & 1)
+    return _from_shares(sign.share)
+
+
 def argmax_of_distinct(x):
     """Shares of ``argmax_r x[d, r]`` for each row ``d`` of distinct integers, in two comparison
     rounds whatever the row length ``R``: all ``R (R - 1)`` pairwise comparisons at once, then
@@ -180,9 +202,9 @@ def argmax_of_distinct(x):
         return zeros(rows)
     share = x.share
     others = torch.stack([torch.roll(share, j, dims=1) for j in range(1, R)])  # x_{r-j}, j = 1..R-1
-    below = _from_shares(others - share.unsqueeze(0))._ltz()  # [x_{r-j} < x_r]
+    below = below_zero(_from_shares(others - share.unsqueeze(0)))  # [x_{r-j} < x_r]
     wins = _from_shares(below.share.sum(0))
-    is_max = 1 - add_public_all(wins, -(R - 1))._ltz()  # wins_r >= R - 1
+    is_max = 1 - below_zero(add_public_all(wins, -(R - 1)))  # wins_r >= R - 1
     index = is_max.share * torch.arange(R, dtype=torch.long)
     return _from_shares(index.sum(1))
 
