@@ -51,10 +51,9 @@ bench-mpc: $(STAMP)
 
 # bench-mpc's MPC run with every party and the dealer in a network namespace of its own, behind one-way
 # delays of 0 (loopback), 10 and 50 ms made by `tc netem`, or where the kernel has no netem by a userspace
-# relay between TUN devices; 50 ms again with TCP buffers sized to the link. Needs root (else one line, skipped).
+# relay between TUN devices. Needs root (else one line, skipped).
 bench-netem: $(STAMP)
 	$(PY) benchmarks/mpc_netem.py run --rounds 10
-	$(PY) benchmarks/mpc_netem.py run --rounds 10 --delays 50 --tcp-buffer-mb 32
 	$(PY) benchmarks/mpc_netem.py report | tee benchmarks/out/mpc_netem.md
 
 # Every method against the independent method from 1,000 rows to full tables; about 2.5 hours on 2 cores.
