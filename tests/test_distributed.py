@@ -1,5 +1,5 @@
 """Noise the parties draw themselves: the published bound on sums of discrete Gaussians, the split
-of a planned sigma over the honest parties, and the report noisy max with summed Gumbel noise."""
+of a planned sigma over the honest parties, and selections with several parties' Gumbel noise."""
 
 from __future__ import annotations
 
