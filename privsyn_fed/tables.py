@@ -1,0 +1,208 @@
+"""Reading tables from disk in bounded chunks: CSV (plain or gzip) and Parquet.
+
+Every reader yields ``Chunk``s: a data frame of at most ``chunk_rows`` rows and the number by
+which errors call its first row (CSV: the file's line number, the header being line 1; Parquet:
+the row's position, from 1). CSV cells stay text (nothing parsed or dropped). Parquet cells keep
+their type: numbers as floats with NaN where null, everything else as text with ``""`` where null;
+``parquet_types`` names each column's stored type so callers can refuse a wrong one.
+
+Failures are ``InputError``s of one line naming the file: not found, a folder, empty, not parsable,
+a truncated or corrupt gzip, a file that is not Parquet.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import pandas as pd
+
+from .encode import delimiter_hint
+from .errors import InputError
+
+#: Rows per chunk: text cells take about 100 bytes each in pandas, so a 20-column chunk stays near 200 MB.
+CHUNK_ROWS = 100_000
+PARQUET_SUFFIXES = (".parquet", ".pq")
+GZIP_MAGIC = b"\x1f\x8b"
+PARQUET_MAGIC = b"PAR1"
+
+
+@dataclass
+class Chunk:
+    """Rows of a table, with the number errors give to the first of them (``first_row``)."""
+
+    frame: pd.DataFrame
+    first_row: int
+
+
+def table_format(path: str | Path) -> str:
+    """``"parquet"``, ``"gzip"`` (a gzip-compressed CSV) or ``"csv"``: by the file's first bytes, and
+    for a file too short to tell, by its name."""
+    path = Path(path)
+    head = _head(path)
+    if head.startswith(PARQUET_MAGIC) or (not head and path.suffix.lower() in PARQUET_SUFFIXES):
+        return "parquet"
+    if head.startswith(GZIP_MAGIC):
+        return "gzip"
+    if path.suffix.lower() in PARQUET_SUFFIXES:
+        raise InputError(f"{path}: not a Parquet file (it does not start with the Parquet magic bytes)")
+    return "csv"
+
+
+def _head(path: Path) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(4)
+    except FileNotFoundError:
+        raise InputError(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a folder, not a table") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def read_chunks(path: str | Path, chunk_rows: int = CHUNK_ROWS) -> Iterator[Chunk]:
+    """The table at ``path`` (CSV, gzip CSV or Parquet), ``chunk_rows`` rows at a time."""
+    path = Path(path)
+    if table_format(path) == "parquet":
+        yield from _parquet_chunks(path, chunk_rows)
+    else:
+        yield from _csv_chunks(path, chunk_rows)
+
+
+def read_table(path: str | Path) -> pd.DataFrame:
+    """The whole table at ``path`` (``read_chunks``) as one frame."""
+    frames = [c.frame for c in read_chunks(path)]
+    if len(frames) == 1:
+        return frames[0]
+    return pd.concat(frames, ignore_index=True)
+
+
+def read_header(path: str | Path) -> list[str]:
+    """The column names of the table at ``path``, without reading its rows."""
+    path = Path(path)
+    if table_format(path) == "parquet":
+        return [f.name for f in _parquet_file(path).schema_arrow]
+    return [str(c) for c in next(_csv_chunks(path, 1)).frame.columns]
+
+
+# ---- CSV -------------------------------------------------------------------------------------------
+def _csv_chunks(path: Path, chunk_rows: int) -> Iterator[Chunk]:
+    compression = "gzip" if table_format(path) == "gzip" else None
+    what = "a gzip-compressed CSV" if compression else "CSV"
+    line = 2
+    try:
+        reader = pd.read_csv(
+            path,
+            dtype=str,
+            keep_default_na=False,
+            na_filter=False,
+            skipinitialspace=True,
+            chunksize=chunk_rows,
+            compression=compression,
+        )
+        with reader:
+            for frame in reader:
+                frame.columns = [str(c).strip() for c in frame.columns]
+                yield Chunk(frame, line)
+                line += len(frame)
+    except pd.errors.EmptyDataError:
+        raise InputError(f"{path}: the file is empty (no header, no rows)") from None
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise InputError(
+            f"{path}: the gzip data is truncated or corrupt after line {line - 1} ({_one_line(exc)}); "
+            "compress the file again"
+        ) from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: {what} is not UTF-8 text near line {line}; save it as UTF-8") from None
+    except (pd.errors.ParserError, OSError) as exc:
+        raise InputError(
+            f"{path}: cannot parse as {what} ({_one_line(exc)})" + delimiter_hint(_first_line(path, compression))
+        ) from None
+
+
+def _first_line(path: Path, compression: str | None) -> str:
+    try:
+        opener = gzip.open if compression else open
+        with opener(path, "rt", encoding="utf-8", errors="replace") as fh:
+            return fh.readline()
+    except (OSError, EOFError, zlib.error):
+        return ""
+
+
+# ---- Parquet ---------------------------------------------------------------------------------------
+def _parquet_file(path: Path):
+    import pyarrow
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.ParquetFile(path)
+    except (pyarrow.ArrowException, OSError) as exc:
+        raise InputError(f"{path}: cannot read as Parquet ({_one_line(exc)})") from None
+
+
+def parquet_types(path: str | Path) -> dict[str, str]:
+    """Each column's stored Arrow type, by name (``"int64"``, ``"double"``, ``"string"``, ...)."""
+    return {f.name: str(f.type) for f in _parquet_file(Path(path)).schema_arrow}
+
+
+def is_number_type(arrow_type: str) -> bool:
+    """Whether an Arrow type (as ``parquet_types`` names it) holds plain numbers."""
+    return arrow_type.startswith(("int", "uint", "float", "double", "halffloat", "decimal"))
+
+
+def is_text_type(arrow_type: str) -> bool:
+    """Whether an Arrow type holds text, whole numbers or booleans (what a category can be)."""
+    return (
+        arrow_type in ("string", "large_string", "bool")
+        or arrow_type.startswith(("int", "uint"))
+        or (arrow_type.startswith("dictionary<") and "values=string" in arrow_type)
+        or (arrow_type.startswith("dictionary<") and "values=large_string" in arrow_type)
+    )
+
+
+def _parquet_chunks(path: Path, chunk_rows: int) -> Iterator[Chunk]:
+    import pyarrow
+
+    pf = _parquet_file(path)
+    row = 1
+    try:
+        for batch in pf.iter_batches(batch_size=chunk_rows):
+            frame = pd.DataFrame({name: _column(batch.column(i)) for i, name in enumerate(batch.schema.names)})
+            yield Chunk(frame, row)
+            row += batch.num_rows
+    except (pyarrow.ArrowException, OSError) as exc:
+        raise InputError(f"{path}: the Parquet data is corrupt near row {row} ({_one_line(exc)})") from None
+    if row == 1 and pf.metadata.num_rows == 0 and pf.schema_arrow.names:
+        yield Chunk(pd.DataFrame({n: pd.Series([], dtype=str) for n in pf.schema_arrow.names}), 1)
+
+
+def _column(array) -> np.ndarray:
+    """An Arrow array as floats (NaN where null) when it holds numbers, whole numbers included (read
+    back as text for a categorical column by ``encode_frame``), else as text (``""`` where null;
+    booleans as ``true``/``false``)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    kind = str(array.type)
+    if is_number_type(kind) and not kind.startswith(("int", "uint")):
+        return pc.cast(array, pa.float64(), safe=False).to_numpy(zero_copy_only=False)
+    if kind.startswith(("int", "uint")):  # exact up to 2^53, the schema's widest bounds
+        return pc.cast(array, pa.float64(), safe=False).to_numpy(zero_copy_only=False)
+    if kind.startswith("dictionary<"):
+        array = array.dictionary_decode()
+    if str(array.type) == "bool":
+        array = pc.if_else(array, "true", "false")
+    try:
+        text = pc.cast(array, pa.string())
+    except pa.ArrowException:
+        return np.array([str(v) for v in array.to_pylist()], dtype=object)
+    return pc.fill_null(text, "").to_numpy(zero_copy_only=False)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
