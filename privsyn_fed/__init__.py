@@ -2,7 +2,7 @@
 
 import privsyn_fed as pf
 schema = pf.Schema.load("schema.json")
-silos = [pf.Silo.from_csv(p, schema) for p in ["a.csv", "b.csv"]]
+silos = [pf.Silo.load(p, schema) for p in ["a.csv", "b.csv"]]
 result = pf.synthesize(silos, method="aim", epsilon=1.0, delta=1e-9)
 result.to_csv("synthetic.csv")
 """

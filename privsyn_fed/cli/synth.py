@@ -80,8 +80,9 @@ def add_parser(sub) -> None:
         "--silo",
         action="append",
         required=True,
-        metavar="CSV",
-        help="one silo's CSV file with the schema's columns; repeat for each silo",
+        metavar="TABLE",
+        help="one silo's table with the schema's columns: CSV, gzip-compressed CSV or Parquet, read in "
+        "chunks (a silo larger than memory is fine); repeat for each silo",
     )
     s.add_argument("--epsilon", type=number, required=True, metavar="E", help="privacy budget epsilon (> 0)")
     s.add_argument("--delta", type=number, required=True, metavar="D", help="privacy budget delta, in (0, 1)")
@@ -461,7 +462,7 @@ def _release(args: argparse.Namespace, request: Request, reservation) -> tuple:
             return release([agg.own], agg), len(agg.silo_names)
     silos = []
     for p in args.silo:  # every input checked before any spend
-        silos.append(Silo.from_csv(p, request.schema))
+        silos.append(Silo.load(p, request.schema))
         checkpoint()
     return release(silos), len(silos)
 

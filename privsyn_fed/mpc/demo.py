@@ -70,7 +70,7 @@ def run_demo(
             schema = Schema.load(tmp / "schema.json")
             query = MarginalsQuery(((2, 4),))  # sex x income
             share, opened = agg.exact_sum_and_share_for_checks(query, agg.silo_names, "demo sum")
-            plain = np.sum([Silo.from_csv(p, schema).marginal((2, 4)) for p in paths], axis=0)
+            plain = np.sum([Silo.load(p, schema).marginal((2, 4)) for p in paths], axis=0)
             out("\nsecure sum of the (sex x income) counts over all parties:")
             out(f"  {'cell':<16} {'party 0 holds (its share)':>28} {'opened sum':>12} {'plaintext sum':>14}")
             labels = [f"{s}, {i}" for s in ("F", "M") for i in ("<=50K", ">50K")]

@@ -236,7 +236,7 @@ def coordinator(
     from .aggregator import MPCAggregator
 
     schema = Schema.load(schema_path)
-    own = Silo.from_csv(silo_paths[0], schema)
+    own = Silo.load(silo_paths[0], schema)
     local = None if rendezvous else LocalParties(schema_path, silo_paths, seed, timeout_s)
     n = len(silo_paths) if local else parties
     names = [own.name] + ([str(p) for p in silo_paths[1:]] if local else [f"party-{k}" for k in range(1, n)])

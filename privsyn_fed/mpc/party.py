@@ -31,7 +31,7 @@ def party_main(
         raise InputError(f"--rank must lie in 1..{parties - 1} (party 0 runs `privsyn-fed synth --mpc`)")
     _check_timeout(timeout_s)
     try:
-        own = Silo.from_csv(silo_path, Schema.load(schema_path))
+        own = Silo.load(silo_path, Schema.load(schema_path))
     except InputError as exc:
         raise InputError(exc.shareable()) from None
     print("ready", flush=True)
