@@ -1,9 +1,8 @@
 """privsyn-fed: differentially private synthetic tabular data from several silos.
 
 import privsyn_fed as pf
-schema = pf.Schema.load("schema.json")
-silos = [pf.Silo.load(p, schema) for p in ["a.csv", "b.csv"]]
-result = pf.synthesize(silos, method="aim", epsilon=1.0, delta=1e-9)
+result = pf.synthesize(["a.csv", "b.parquet", df_c], schema="schema.json", method="aim", epsilon=1.0, delta=1e-9)
+result.data        # a pandas DataFrame
 result.to_csv("synthetic.csv")
 """
 

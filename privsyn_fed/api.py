@@ -20,7 +20,7 @@ import math
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence, TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -154,12 +154,17 @@ def prepare(
     return opts
 
 
+#: What ``synthesize`` takes as a silo: one already read, a pandas data frame, or a table's path.
+SiloLike: TypeAlias = "Silo | pd.DataFrame | str | Path"
+
+
 def synthesize(
-    silos: Sequence[Silo],
+    silos: Sequence[SiloLike],
     method: str = "aim",
     epsilon: float = 1.0,
     delta: float = 1e-9,
     *,
+    schema: Schema | str | Path | None = None,
     rows: int | None = None,
     seed: int | None = None,
     ledger_path: str | Path | None = None,
@@ -172,6 +177,9 @@ def synthesize(
 ) -> SynthResult:
     """Release one synthetic table of the silos' union under (epsilon, delta)-DP.
 
+    Each silo is a ``Silo``, a pandas data frame or the path of a table (CSV, gzip CSV or Parquet);
+    frames and paths need ``schema`` (a ``Schema`` or a schema file's path) and are read with every
+    check a ``--silo`` file gets, after the request itself has been checked.
     ``seed`` makes the run reproducible by drawing noise from a seeded generator; such a release
     is marked ``seeded`` in its ledger and carries no real guarantee (tests and demos only).
     ``ledger_path`` makes the ledger durable: it is written before each noisy value is released.
@@ -188,7 +196,7 @@ def synthesize(
     n_silos = len(aggregator.silo_names) if aggregator is not None else len(silos)
     if not silos:
         raise InputError("no silos given")
-    schema: Schema = silos[0].schema
+    schema = _schema_of(silos, schema)
     opts = prepare(
         method,
         schema,
@@ -200,6 +208,7 @@ def synthesize(
         mpc=aggregator is not None and aggregator.secure,
         **options,
     )
+    silos = read_silos(silos, schema)
     seen: dict = {}
     for s in silos:
         if s.schema.to_dict() != schema.to_dict():
@@ -294,6 +303,34 @@ def synthesize(
     if staged is not None:
         staged.publish()
     return result
+
+
+def _schema_of(silos: Sequence[SiloLike], schema: Schema | str | Path | None) -> Schema:
+    """The release's schema: ``schema`` (loaded when a path), else the first silo's."""
+    if isinstance(schema, (str, Path)):
+        return Schema.load(schema)
+    if schema is not None:
+        return schema
+    first = silos[0]
+    if isinstance(first, Silo) and all(isinstance(s, Silo) for s in silos):
+        return first.schema
+    raise InputError("silos given as data frames or paths need schema= (a Schema or a schema file's path)")
+
+
+def read_silos(silos: Sequence[SiloLike], schema: Schema) -> list[Silo]:
+    """Each silo read on ``schema``: frames by ``Silo.from_frame`` (named ``frame 1``, ``frame 2``, ...
+    by position), paths by ``Silo.load``; a ``Silo`` as it is."""
+    out = []
+    for i, s in enumerate(silos):
+        if isinstance(s, Silo):
+            out.append(s)
+        elif isinstance(s, pd.DataFrame):
+            out.append(Silo.from_frame(s, schema, name=f"frame {i + 1}"))
+        elif isinstance(s, (str, Path)):
+            out.append(Silo.load(s, schema))
+        else:
+            raise InputError(f"silo {i + 1}: a Silo, a pandas DataFrame or a path, not {type(s).__name__}")
+    return out
 
 
 def expected_oneway_error(sigmas: Sequence[float] | None, schema: Schema, total: float, rho: float) -> dict[str, float]:

@@ -64,14 +64,15 @@ def cell_error(source: str, row: int, column: str, problem: str, public: str, fi
     )
 
 
-def encode_frame(df: pd.DataFrame, schema: Schema, source: str, with_values: bool = False):
-    """Encode a table of text values; returns ``(codes, clipped)`` (``with_values``: also ``values``).
+def encode_frame(df: pd.DataFrame, schema: Schema, source: str, with_values: bool = False, first_row: int = 2):
+    """Encode a table; returns ``(codes, clipped)`` (``with_values``: also ``values``).
 
+    Cells are text, or typed as a user's data frame or a Parquet file holds them (``column_cells``).
     ``codes`` is an ``(n, d)`` int64 array in schema column order; ``clipped`` counts, per numeric
     column, the values that lay outside the public bounds (private: for the silo's operator only);
     ``values`` is an ``(n, d)`` float array of the numeric values clipped to their bounds (NaN for
-    missing values and for categorical columns). Row numbers in errors are CSV line numbers (the
-    header is line 1).
+    missing values and for categorical columns). Errors call the frame's first row ``first_row``
+    (the default 2 makes them CSV line numbers, the header being line 1).
     """
     check_columns([str(c) for c in df.columns], schema, source)
     if len(df) == 0:
@@ -80,21 +81,49 @@ def encode_frame(df: pd.DataFrame, schema: Schema, source: str, with_values: boo
     values = np.full((len(df), len(schema.columns)), np.nan) if with_values else None
     clipped: dict[str, int] = {}
     for j, col in enumerate(schema.columns):
-        text = df[col.name].astype(str).str.strip().to_numpy()
-        is_missing = missing_mask(col, text)
+        cells = column_cells(df[col.name])
+        if isinstance(col, CategoricalColumn) and cells.dtype.kind == "f":
+            cells = numbers_as_text(cells)
+        is_missing = np.isnan(cells) if cells.dtype.kind == "f" else missing_mask(col, cells)
         if is_missing.any() and not col.missing:
             row = int(np.argmax(is_missing))
             raise InputError(
-                f"{source}: row {row + 2}, column '{col.name}': missing value "
+                f"{source}: row {row + first_row}, column '{col.name}': missing value "
                 f'(declare "missing": true in the schema to allow it)'
             )
         if isinstance(col, NumericColumn):
-            codes[:, j], clipped[col.name], x = _encode_numeric(col, text, is_missing, source)
+            codes[:, j], clipped[col.name], x = _encode_numeric(col, cells, is_missing, source, first_row)
             if values is not None:
                 values[:, j] = np.where(is_missing, np.nan, x)
         else:
-            codes[:, j] = _encode_categorical(col, text, is_missing, source)
+            codes[:, j] = _encode_categorical(col, cells, is_missing, source, first_row)
     return (codes, clipped, values) if with_values else (codes, clipped)
+
+
+def column_cells(series: pd.Series) -> np.ndarray:
+    """A column's cells as ``encode_frame`` reads them: floats (NaN where missing) for a column of
+    numbers (plain or nullable ints and floats, not booleans); otherwise text stripped of surrounding
+    white space, with ``""`` for a missing cell (None, NaN, ``pd.NA``, ``NaT``) and booleans as
+    ``True``/``False`` (as pandas writes them to CSV)."""
+    if pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(series.dtype):
+        return series.astype("Float64").to_numpy(dtype=float, na_value=np.nan)
+    missing = series.isna().to_numpy()
+    if missing.any():
+        series = series.astype(object).where(~missing, "")
+    return series.astype(str).str.strip().to_numpy()
+
+
+def numbers_as_text(x: np.ndarray) -> np.ndarray:
+    """Numbers as category text: whole numbers without a decimal point (``3.0`` -> ``"3"``), others
+    as Python writes them, ``""`` for NaN."""
+    out = np.empty(len(x), dtype=object)
+    nan = np.isnan(x)
+    whole = ~nan & (np.floor(x) == x) & (np.abs(x) < 2.0**63)
+    out[nan] = ""
+    out[whole] = x[whole].astype(np.int64).astype(str)
+    rest = ~nan & ~whole
+    out[rest] = [repr(float(v)) for v in x[rest]]
+    return out
 
 
 def missing_mask(col, text: np.ndarray) -> np.ndarray:
@@ -110,13 +139,18 @@ def missing_mask(col, text: np.ndarray) -> np.ndarray:
 
 
 def _encode_numeric(
-    col: NumericColumn, text: np.ndarray, is_missing: np.ndarray, source: str
+    col: NumericColumn, cells: np.ndarray, is_missing: np.ndarray, source: str, first_row: int
 ) -> tuple[np.ndarray, int, np.ndarray]:
-    values = pd.to_numeric(pd.Series(np.where(is_missing, "nan", text)), errors="coerce").to_numpy(float)
+    if cells.dtype.kind == "f":
+        values = cells
+    else:
+        values = pd.to_numeric(pd.Series(np.where(is_missing, "nan", cells)), errors="coerce").to_numpy(float)
     bad = ~is_missing & ~np.isfinite(values)
     if bad.any():
         row = int(np.argmax(bad))
-        raise cell_error(source, row + 2, col.name, f"{text[row]!r} is not a number", "a value that is not a number")
+        raise cell_error(
+            source, row + first_row, col.name, f"{cells[row]!r} is not a number", "a value that is not a number"
+        )
     present = ~is_missing
     n_clipped = int(np.sum(present & ((values < col.lower) | (values > col.upper))))
     x = np.clip(np.where(present, values, col.lower), col.lower, col.upper)
@@ -139,7 +173,9 @@ def numeric_bin(col: NumericColumn, x: np.ndarray) -> np.ndarray:
     return np.clip(np.floor(scaled), 0, B - 1).astype(np.int64)
 
 
-def _encode_categorical(col: CategoricalColumn, text: np.ndarray, is_missing: np.ndarray, source: str) -> np.ndarray:
+def _encode_categorical(
+    col: CategoricalColumn, text: np.ndarray, is_missing: np.ndarray, source: str, first_row: int
+) -> np.ndarray:
     index = {c: i for i, c in enumerate(col.categories)}
     fallback = index[col.unknown] if col.unknown is not None else -1
     codes = np.fromiter((index.get(v, fallback) for v in text), dtype=np.int64, count=len(text))
@@ -148,7 +184,7 @@ def _encode_categorical(col: CategoricalColumn, text: np.ndarray, is_missing: np
         row = int(np.argmax(bad))
         raise cell_error(
             source,
-            row + 2,
+            row + first_row,
             col.name,
             f"category {text[row]!r} is not in the schema",
             "a value that is not in the schema's categories",

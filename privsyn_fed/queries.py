@@ -78,8 +78,10 @@ class NumericHistogramQuery:
         return refined(schema.columns[self.column], self.refine)
 
     def __call__(self, silo) -> np.ndarray:
-        """The silo's counts of the column on its refined bins, then missing (``encode.numeric_histogram``)."""
-        return numeric_histogram(self._col(silo.schema), silo.values()[:, self.column])
+        """The silo's counts of the column on its refined bins, then missing (``encode.numeric_histogram``),
+        summed over the silo's parts."""
+        col = self._col(silo.schema)
+        return np.sum([numeric_histogram(col, values[:, self.column]) for _, values in silo.parts()], axis=0)
 
     def size(self, schema) -> int:
         """The refined column's bins, plus one if it allows missing values."""
@@ -101,10 +103,14 @@ class SecondMomentsQuery:
     real = True
 
     def __call__(self, silo) -> np.ndarray:
-        """``upper(X^T X)`` of the silo's encoded rows ``X`` (randomness from ``seed`` and the silo's name)."""
+        """``upper(X^T X)`` of the silo's encoded rows ``X`` (randomness from ``seed`` and the silo's name),
+        summed over the silo's parts."""
         rng = np.random.default_rng(None if self.seed is None else [self.seed, zlib.crc32(silo.name.encode())])
-        x = self.encoding.encode(silo.rows(), silo.values(), rng)
-        return upper(x.T @ x)
+        total = None
+        for codes, values in silo.parts():
+            x = self.encoding.encode(codes, values, rng)
+            total = x.T @ x if total is None else total + x.T @ x
+        return upper(total)
 
     def size(self, schema) -> int:
         """``l (l + 1) / 2`` entries of the upper triangle, ``l`` the encoding's width."""

@@ -7,109 +7,177 @@ must pass it through a mechanism that charges the ledger before anything leaves 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
 
-from .encode import delimiter_hint, encode_frame
+from .encode import bin_midpoints, check_columns, encode_frame
 from .errors import InputError
-from .schema import Schema
+from .rowstore import RowStore
+from .schema import CategoricalColumn, NumericColumn, Schema
+from .tables import (
+    CHUNK_ROWS,
+    is_number_type,
+    is_text_type,
+    parquet_types,
+    read_chunks,
+    read_header,
+    read_table,
+    table_format,
+)
 
 
 class Silo:
-    """Encoded private rows of one party over a public schema."""
+    """Encoded private rows of one party over a public schema, held in a ``RowStore`` (or several,
+    for the curator's pooled silo): statistics are computed part by part, so a silo read from
+    disk in chunks needs memory for one part, not for all its rows."""
 
     def __init__(
         self,
         name: str,
-        codes: np.ndarray,
+        codes: np.ndarray | None,
         schema: Schema,
         clipped: dict[str, int] | None = None,
         values: np.ndarray | None = None,
+        stores: Sequence[RowStore] | None = None,
     ):
-        codes = np.asarray(codes, dtype=np.int64)
-        if codes.ndim != 2 or codes.shape[1] != len(schema.columns):
-            raise ValueError("codes must be an (n, d) array over the schema's columns")
+        if stores is None:
+            codes = np.asarray(codes, dtype=np.int64)
+            if codes.ndim != 2 or codes.shape[1] != len(schema.columns):
+                raise ValueError("codes must be an (n, d) array over the schema's columns")
+            stores = [RowStore.of(codes, values, schema.shape, numeric_columns(schema))]
         self.name = name
         self.schema = schema
-        self._codes = codes
+        self._stores = list(stores)
         #: Per numeric column, how many values were clipped to the public bounds. Private:
         #: shown to this silo's operator, never released.
         self.clipped = dict(clipped or {})
-        #: Numeric values clipped to their bounds, ``(n, d)``, NaN where missing or categorical; None
-        #: when the silo was built from codes alone.
-        self._values = None if values is None else np.asarray(values, dtype=float)
 
     # ---- construction -------------------------------------------------------------------------
     @classmethod
-    def load(cls, path: str | Path, schema: Schema) -> "Silo":
-        """The silo in the table at ``path``: CSV, gzip CSV or Parquet (``tables.read_chunks``)."""
-        return cls.from_csv(path, schema)
+    def load(cls, path: str | Path, schema: Schema, chunk_rows: int = CHUNK_ROWS) -> "Silo":
+        """The silo in the table at ``path`` (CSV, gzip CSV or Parquet), read and encoded ``chunk_rows``
+        rows at a time into a ``RowStore``; every check of ``encode_frame`` applies to every chunk,
+        with errors naming the file, the row (CSV: its line) and the column. Named by the path."""
+        source = str(Path(path))
+        check_columns(read_header(path), schema, source)
+        if table_format(path) == "parquet":
+            check_parquet_types(parquet_types(path), schema, source)
+        store = RowStore(schema.shape, numeric_columns(schema))
+        clipped = {c.name: 0 for c in schema.columns if isinstance(c, NumericColumn)}
+        try:
+            for chunk in read_chunks(path, chunk_rows):
+                if len(chunk.frame) == 0:
+                    continue
+                codes, counts, values = encode_frame(
+                    chunk.frame, schema, source, with_values=True, first_row=chunk.first_row
+                )
+                store.append(codes, values)
+                for col, n in counts.items():
+                    clipped[col] += n
+        except BaseException:
+            store.close()
+            raise
+        store.seal()
+        if store.count == 0:
+            store.close()
+            raise InputError(f"{source}: the table has no rows")
+        return cls(source, None, schema, clipped, stores=[store])
 
     @classmethod
     def from_csv(cls, path: str | Path, schema: Schema) -> "Silo":
-        """Read the CSV at ``path`` (``read_csv``) and encode it on ``schema``; the silo is named by the
-        path."""
-        df = read_csv(path)
-        return cls.from_frame(df, schema, name=str(Path(path)))
+        """``load``: kept for code that reads CSV files by this name."""
+        return cls.load(path, schema)
 
     @classmethod
     def from_frame(cls, df: pd.DataFrame, schema: Schema, name: str = "<frame>") -> "Silo":
-        """Encode a table of text cells on ``schema`` (``encode_frame``), keeping the clip counts and
-        the clipped numeric values."""
+        """Encode a data frame on ``schema`` (``encode_frame``: text cells, or typed columns as a
+        user's frame holds them), keeping the clip counts and the clipped numeric values."""
         codes, clipped, values = encode_frame(df, schema, name, with_values=True)
         return cls(name, codes, schema, clipped, values)
 
     @classmethod
     def pooled(cls, silos: Sequence["Silo"], name: str = "pooled") -> "Silo":
-        """All rows of several silos in one place: only a trusted curator may do this."""
+        """All rows of several silos in one place: only a trusted curator may do this. The pooled
+        silo reads the silos' own stores; nothing is copied."""
         if not silos:
             raise ValueError("no silos to pool")
-        schema = silos[0].schema
-        values = None
-        if all(s._values is not None for s in silos):
-            values = np.concatenate([s._values for s in silos])
-        return cls(name, np.concatenate([s._codes for s in silos]), schema, values=values)
+        return cls(name, None, silos[0].schema, stores=[st for s in silos for st in s._stores])
 
     # ---- statistics (private outputs) -----------------------------------------------------------
-    def marginal(self, clique: Sequence[int]) -> np.ndarray:
-        """Count vector ``M_r(D)`` over the cells of ``clique`` (column indices), row-major, int64.
+    def _parts(self, with_values: bool = False) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
+        for store in self._stores:
+            yield from store.parts(with_values)
 
-        Computed with one ``bincount`` on the mixed-radix index of the clique's columns.
-        """
-        return marginal_counts(self._codes, self.schema.shape, clique)
+    def marginal(self, clique: Sequence[int]) -> np.ndarray:
+        """Count vector ``M_r(D)`` over the cells of ``clique`` (column indices), row-major, int64: the
+        sum over the store's parts of ``marginal_counts``."""
+        total = None
+        for codes, _ in self._parts():
+            counts = marginal_counts(codes, self.schema.shape, clique)
+            total = counts if total is None else total + counts
+        if total is None:  # no parts at all
+            return np.zeros(int(np.prod([self.schema.shape[i] for i in clique])), dtype=np.int64)
+        return total
 
     def marginals(self, cliques: Iterable[Sequence[int]]) -> dict[tuple[int, ...], np.ndarray]:
         """``marginal`` of each clique, keyed by the clique as a tuple."""
         return {tuple(c): self.marginal(c) for c in cliques}
 
+    def parts(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """The rows part by part: int64 codes ``(n, d)`` and numeric values ``(n, d)`` (clipped to bounds;
+        NaN where missing or categorical; bin midpoints when the silo holds codes only). Private:
+        for statistics computed inside this silo, summed over the parts."""
+        for codes, values in self._parts(with_values=True):
+            codes = codes.astype(np.int64)
+            yield codes, values if values is not None else bin_midpoints(codes, self.schema)
+
     def true_size(self) -> int:
         """The exact row count. Private: use only inside a mechanism or a sensitivity test."""
-        return len(self._codes)
+        return sum(st.count for st in self._stores)
 
     def rows(self) -> np.ndarray:
-        """The encoded rows themselves. Private: for trusted-curator code and tests only."""
-        return self._codes
+        """All encoded rows in one int64 array. Private: for trusted-curator code and tests only
+        (a silo larger than memory does not fit in it: statistics use ``parts``)."""
+        return np.concatenate([c.astype(np.int64) for c, _ in self._parts()])
 
     def values(self) -> np.ndarray:
-        """Numeric values of the rows (clipped to bounds; NaN where missing). Private: for
-        encodings computed inside this silo. Bin midpoints when the silo holds codes only."""
-        if self._values is None:
-            from .encode import bin_midpoints
-
-            return bin_midpoints(self._codes, self.schema)
-        return self._values
+        """All numeric values in one array (as ``parts`` gives them). Private: tests only."""
+        return np.concatenate([v for _, v in self.parts()])
 
     def fingerprint(self) -> tuple[int, int]:
         """``(rows, h)``: ``h`` is the sum of a mixed 64-bit hash of every encoded row, so two silos
         holding the same rows in any order have the same fingerprint. Private: compared inside
         this process to refuse one table given twice, never released."""
-        return len(self._codes), row_multiset_hash(self._codes)
+        h = sum(row_multiset_hash(c) for c, _ in self._parts()) % 2**64
+        return self.true_size(), h
 
     def with_rows(self, codes: np.ndarray, name: str | None = None) -> "Silo":
         """A silo over other rows of the same schema (used to build neighbouring datasets in tests)."""
         return Silo(name or self.name, codes, self.schema)
+
+
+def numeric_columns(schema: Schema) -> list[int]:
+    """Indices of the schema's numeric columns."""
+    return [j for j, c in enumerate(schema.columns) if isinstance(c, NumericColumn)]
+
+
+def check_parquet_types(types: dict[str, str], schema: Schema, source: str) -> None:
+    """Refuse a Parquet column whose stored type cannot hold the schema's column: a numeric column
+    needs numbers; a categorical one text, whole numbers or booleans."""
+    for col in schema.columns:
+        kind = types[col.name]
+        if isinstance(col, NumericColumn) and not is_number_type(kind):
+            raise InputError(
+                f"{source}: column '{col.name}' is stored as {kind} in Parquet, but the schema declares it "
+                "numeric; store it as a number type, or declare it categorical"
+            )
+        if isinstance(col, CategoricalColumn) and not is_text_type(kind):
+            raise InputError(
+                f"{source}: column '{col.name}' is stored as {kind} in Parquet, but the schema declares it "
+                "categorical; store it as text or whole numbers, or declare it numeric"
+            )
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
@@ -139,27 +207,5 @@ def marginal_counts(codes: np.ndarray, shape: Sequence[int], clique: Sequence[in
 
 
 def read_csv(path: str | Path) -> pd.DataFrame:
-    """A CSV as text cells (nothing parsed or dropped), with a one-line error naming the file."""
-    path = Path(path)
-    try:
-        df = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False, skipinitialspace=True)
-    except FileNotFoundError:
-        raise InputError(f"{path}: file not found") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a folder, not a CSV file") from None
-    except pd.errors.EmptyDataError:
-        raise InputError(f"{path}: the file is empty (no header, no rows)") from None
-    except (pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
-        raise InputError(
-            f"{path}: cannot parse as CSV ({' '.join(str(exc).split())})" + delimiter_hint(_first_line(path))
-        ) from None
-    df.columns = [str(c).strip() for c in df.columns]
-    return df
-
-
-def _first_line(path: Path) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.readline()
-    except OSError:
-        return ""
+    """A whole table (CSV, gzip CSV or Parquet; ``tables.read_table``) with one-line errors naming the file."""
+    return read_table(path)

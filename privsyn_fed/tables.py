@@ -184,7 +184,7 @@ def _parquet_chunks(path: Path, chunk_rows: int) -> Iterator[Chunk]:
 def _column(array) -> np.ndarray:
     """An Arrow array as floats (NaN where null) when it holds numbers, whole numbers included (read
     back as text for a categorical column by ``encode_frame``), else as text (``""`` where null;
-    booleans as ``true``/``false``)."""
+    booleans as ``True``/``False``, as pandas writes them)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -196,7 +196,7 @@ def _column(array) -> np.ndarray:
     if kind.startswith("dictionary<"):
         array = array.dictionary_decode()
     if str(array.type) == "bool":
-        array = pc.if_else(array, "true", "false")
+        array = pc.if_else(array, "True", "False")
     try:
         text = pc.cast(array, pa.string())
     except pa.ArrowException:

@@ -243,14 +243,15 @@ def test_a_comma_csv_missing_a_column_gets_no_delimiter_hint(schema, tmp_path):
 
 
 def test_a_parser_error_on_a_semicolon_file_gets_the_hint_too(schema, tmp_path):
+    from privsyn_fed.tables import read_table
+
     path = tmp_path / "eu.csv"
     path.write_text("age;income\n30;20\n1,2,3;4\n")
-    with pytest.raises(
-        InputError,
-        match=r"cannot parse as CSV .*; the file seems to separate columns with "
-        r"semicolons, but privsyn-fed reads comma-separated files$",
-    ):
-        pf.Silo.from_csv(path, schema)
+    hint = "; the file seems to separate columns with semicolons, but privsyn-fed reads comma-separated files$"
+    with pytest.raises(InputError, match=r"cannot parse as CSV .*" + hint):
+        read_table(path)
+    with pytest.raises(InputError, match=r"missing column 'age' .*" + hint):  # the header is checked first
+        pf.Silo.load(path, schema)
 
 
 # ---- 6. schema names with surrounding spaces, or blank -------------------------------------------
