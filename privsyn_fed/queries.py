@@ -55,7 +55,8 @@ class MarginalsQuery:
 
     def __call__(self, silo) -> np.ndarray:
         """The silo's marginal counts on each clique, concatenated."""
-        return np.concatenate([silo.marginal(c) for c in self.cliques])
+        counts = silo.marginals(self.cliques)
+        return np.concatenate([counts[tuple(c)] for c in self.cliques])
 
     def size(self, schema) -> int:
         """Length of the answer, known to every party from the public schema."""

@@ -122,8 +122,13 @@ class Silo:
         return total
 
     def marginals(self, cliques: Iterable[Sequence[int]]) -> dict[tuple[int, ...], np.ndarray]:
-        """``marginal`` of each clique, keyed by the clique as a tuple."""
-        return {tuple(c): self.marginal(c) for c in cliques}
+        """``marginal`` of each clique, keyed by the clique as a tuple, in one pass over the parts."""
+        totals: dict[tuple[int, ...], np.ndarray] = {tuple(c): None for c in cliques}
+        for codes, _ in self._parts():
+            for c, total in totals.items():
+                counts = marginal_counts(codes, self.schema.shape, c)
+                totals[c] = counts if total is None else total + counts
+        return {c: t if t is not None else self.marginal(c) for c, t in totals.items()}
 
     def parts(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """The rows part by part: int64 codes ``(n, d)`` and numeric values ``(n, d)`` (clipped to bounds;

@@ -169,7 +169,9 @@ def run_aim(
         acc.note(schedule=allocation.schedule_record(float(total[0]), rounds=planned, units=T))
     params = core.initial_params(acc.remaining, T, opts.alpha)  # T > alpha d unless planned
 
-    answers = {cl: true_marginal(cl) for cl in candidates}  # private; used only inside mechanisms
+    columns = {cl: tuple(prob.columns(cl)) for cl in candidates}
+    counts = silo.marginals(columns.values())  # one pass over the rows
+    answers = {cl: counts[columns[cl]] for cl in candidates}  # private; used only inside mechanisms
 
     measurements: list[tuple[tuple[str, ...], np.ndarray, float]] = []
     for name in names:
