@@ -32,8 +32,20 @@ from .workload import sample_workload
 
 
 def as_text(df: pd.DataFrame) -> pd.DataFrame:
-    """Values as CSV text (missing as empty), as the encoder reads files."""
-    return df.astype(object).where(df.notna(), "").astype(str)
+    """Values as CSV text (missing as empty), as the encoder reads files. Floating-point columns (a
+    Parquet file's numbers) write whole numbers without a decimal point (``3.0`` as ``3``), so a
+    category stored as a number reads as the schema's ``"3"``."""
+    out = df.astype(object).where(df.notna(), "").astype(str)
+    for name in df.columns:
+        if pd.api.types.is_float_dtype(df[name].dtype):
+            out[name] = [_float_text(v) for v in df[name].to_numpy(dtype=float, na_value=np.nan)]
+    return out
+
+
+def _float_text(v: float) -> str:
+    if not np.isfinite(v):
+        return "" if np.isnan(v) else str(v)
+    return str(int(v)) if v.is_integer() and abs(v) <= 2.0**53 else repr(float(v))
 
 
 def encode(df: pd.DataFrame, schema: Schema, source: str) -> np.ndarray:
@@ -42,15 +54,59 @@ def encode(df: pd.DataFrame, schema: Schema, source: str) -> np.ndarray:
     return encode_frame(as_text(df), schema, source)[0]
 
 
-def _marginal(codes: np.ndarray, shape: list[int], clique) -> np.ndarray:
+def marginal_shares(codes: np.ndarray, shape: list[int], clique) -> np.ndarray:
+    """The share of encoded rows in each cell of ``clique`` (column indices), row-major; sums to 1."""
     counts = marginal_counts(codes, shape, list(clique)).astype(float)
     return counts / max(1.0, counts.sum())
+
+
+_marginal = marginal_shares
+
+
+def evaluation_workload(schema: Schema, size: int | None = 64, seed: int = 0) -> list[tuple[int, ...]]:
+    """The seeded workload of 3-way marginals (fewer columns: one marginal of them all) that
+    ``evaluate`` scores; ``size`` None means all of them."""
+    return sample_workload(len(schema.names), 3, size, seed)
+
+
+def marginal_errors(real: np.ndarray, synthetic: np.ndarray, shape: list[int], workload) -> np.ndarray:
+    """``|| M_r(real)/|real| - M_r(syn)/|syn| ||_1`` (between 0 and 2) of each marginal ``r`` of
+    ``workload``, in order, on encoded rows."""
+    return np.array([np.abs(_marginal(real, shape, c) - _marginal(synthetic, shape, c)).sum() for c in workload])
 
 
 def workload_error(real: np.ndarray, synthetic: np.ndarray, shape: list[int], workload) -> float:
     """Mean over ``workload`` of ``|| M_r(real)/|real| - M_r(syn)/|syn| ||_1`` (between 0 and 2), on
     encoded rows."""
-    return float(np.mean([np.abs(_marginal(real, shape, c) - _marginal(synthetic, shape, c)).sum() for c in workload]))
+    return float(np.mean(marginal_errors(real, synthetic, shape, workload)))
+
+
+def cramers_v(codes: np.ndarray, shape: list[int], i: int, j: int) -> float:
+    """Bias-corrected Cramer's V (Bergsma 2013) between columns ``i`` and ``j`` of encoded rows, on
+    the schema's bins (missing is a cell like any other): 0 when they are independent, 1 when one
+    determines the other; NaN when either is constant or there are fewer than 2 rows."""
+    table = marginal_counts(codes, shape, [i, j]).reshape(shape[i], shape[j]).astype(float)
+    table = table[table.sum(axis=1) > 0][:, table.sum(axis=0) > 0]
+    n = table.sum()
+    r, k = table.shape
+    if r < 2 or k < 2 or n < 2:
+        return float("nan")
+    expected = np.outer(table.sum(axis=1), table.sum(axis=0)) / n
+    phi2 = float(((table - expected) ** 2 / expected).sum()) / n
+    phi2 = max(0.0, phi2 - (k - 1) * (r - 1) / (n - 1))
+    rc, kc = r - (r - 1) ** 2 / (n - 1), k - (k - 1) ** 2 / (n - 1)
+    scale = min(kc - 1, rc - 1)
+    return float(min(1.0, np.sqrt(phi2 / scale))) if scale > 0 else float("nan")
+
+
+def association_matrix(codes: np.ndarray, shape: list[int]) -> np.ndarray:
+    """``cramers_v`` of every pair of columns, as a symmetric ``(d, d)`` matrix with NaN on the
+    diagonal."""
+    d = len(shape)
+    out = np.full((d, d), np.nan)
+    for i, j in itertools.combinations(range(d), 2):
+        out[i, j] = out[j, i] = cramers_v(codes, shape, i, j)
+    return out
 
 
 def numeric_columns(df: pd.DataFrame, schema: Schema) -> dict[str, pd.Series]:
@@ -172,13 +228,12 @@ def _features(codes: np.ndarray, schema: Schema) -> np.ndarray:
     return np.hstack(parts)
 
 
-def distance_to_closest_record(
+def dcr_distances(
     real: np.ndarray, holdout: np.ndarray, syn: np.ndarray, schema: Schema, rows: int = 2000, seed: int = 0
-) -> dict[str, float]:
-    """Distances from up to ``rows`` synthetic rows to the nearest training row and the nearest holdout
-    row (both sets cut to the same size), on numeric bins scaled to [0, 1] and one-hot categories:
-    their medians, the share closer to training (ties count half) and the share at distance 0 from a
-    training row."""
+) -> tuple[np.ndarray, np.ndarray]:
+    """Distances from up to ``rows`` synthetic rows to the nearest training row and to the nearest
+    holdout row (both sets cut to the same size), on numeric bins scaled to [0, 1] and one-hot
+    categories: ``(to training, to holdout)``, one entry per synthetic row drawn."""
     from sklearn.neighbors import NearestNeighbors
 
     rng = np.random.default_rng(seed)
@@ -188,6 +243,15 @@ def distance_to_closest_record(
     query = _features(pick(syn, rows), schema)
     d_train = NearestNeighbors(n_neighbors=1).fit(_features(train_ref, schema)).kneighbors(query)[0][:, 0]
     d_hold = NearestNeighbors(n_neighbors=1).fit(_features(hold_ref, schema)).kneighbors(query)[0][:, 0]
+    return d_train, d_hold
+
+
+def distance_to_closest_record(
+    real: np.ndarray, holdout: np.ndarray, syn: np.ndarray, schema: Schema, rows: int = 2000, seed: int = 0
+) -> dict[str, float]:
+    """``dcr_distances`` summarised: their medians, the share of synthetic rows closer to training
+    (ties count half) and the share at distance 0 from a training row."""
+    d_train, d_hold = dcr_distances(real, holdout, syn, schema, rows, seed)
     closer = float(np.mean(d_train < d_hold) + 0.5 * np.mean(d_train == d_hold))
     return {
         "median_to_train": float(np.median(d_train)),
@@ -230,7 +294,7 @@ def evaluate(
     real = encode(real_df, schema, "real")
     syn = encode(syn_df, schema, "synthetic")
     real_num, syn_num = numeric_columns(real_df, schema), numeric_columns(syn_df, schema)
-    workload = sample_workload(len(schema.names), 3, workload_size, workload_seed)
+    workload = evaluation_workload(schema, workload_size, workload_seed)
     report: dict[str, Any] = {
         "rows": {"real": int(len(real)), "synthetic": int(len(syn))},
         "workload": {
