@@ -29,14 +29,14 @@ def add_parsers(sub) -> None:
     mp = sub.add_parser(
         "mpc-party",
         help="run one silo party of an MPC release on this host",
-        description="Join an MPC release as silo party RANK (1..N-1): load this host's CSV "
+        description="Join an MPC release as silo party RANK (1..N-1): load this host's silo table "
         "and follow party 0 (the host running `synth --mpc --rendezvous`). Only "
         "secret shares of its answers leave this process.",
     )
     mp.add_argument("--rank", type=int, required=True, metavar="K", help="this party's rank, 1..N-1")
     add_membership_args(mp)
     mp.add_argument("--schema", required=True, metavar="SCHEMA", help="the public schema (same as party 0's)")
-    mp.add_argument("--silo", required=True, metavar="CSV", help="this party's CSV")
+    mp.add_argument("--silo", required=True, metavar="TABLE", help="this party's table: CSV, gzip CSV or Parquet")
     mp.add_argument(
         "--seed",
         type=int,
