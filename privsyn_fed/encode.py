@@ -110,7 +110,9 @@ def column_cells(series: pd.Series) -> np.ndarray:
     missing = series.isna().to_numpy()
     if missing.any():
         series = series.astype(object).where(~missing, "")
-    return series.astype(str).str.strip().to_numpy()
+    if not pd.api.types.is_string_dtype(series.dtype) or series.dtype == object:
+        series = series.astype(str)
+    return series.str.strip().to_numpy(dtype=object)
 
 
 def numbers_as_text(x: np.ndarray) -> np.ndarray:
@@ -135,7 +137,7 @@ def missing_mask(col, text: np.ndarray) -> np.ndarray:
         for t in MISSING_TOKENS + col.missing_values
         if not (isinstance(col, CategoricalColumn) and t in col.categories)
     ]
-    return np.isin(text, tokens)
+    return pd.Index(tokens, dtype=object).get_indexer(text) >= 0
 
 
 def _encode_numeric(
@@ -144,7 +146,9 @@ def _encode_numeric(
     if cells.dtype.kind == "f":
         values = cells
     else:
-        values = pd.to_numeric(pd.Series(np.where(is_missing, "nan", cells)), errors="coerce").to_numpy(float)
+        values = pd.to_numeric(pd.Series(np.where(is_missing, "nan", cells), dtype=object), errors="coerce").to_numpy(
+            float
+        )
     bad = ~is_missing & ~np.isfinite(values)
     if bad.any():
         row = int(np.argmax(bad))
@@ -176,9 +180,9 @@ def numeric_bin(col: NumericColumn, x: np.ndarray) -> np.ndarray:
 def _encode_categorical(
     col: CategoricalColumn, text: np.ndarray, is_missing: np.ndarray, source: str, first_row: int
 ) -> np.ndarray:
-    index = {c: i for i, c in enumerate(col.categories)}
-    fallback = index[col.unknown] if col.unknown is not None else -1
-    codes = np.fromiter((index.get(v, fallback) for v in text), dtype=np.int64, count=len(text))
+    codes = pd.Index(col.categories, dtype=object).get_indexer(text).astype(np.int64)  # -1: not a category
+    if col.unknown is not None:
+        codes[codes < 0] = col.categories.index(col.unknown)
     bad = (codes < 0) & ~is_missing
     if bad.any():
         row = int(np.argmax(bad))
