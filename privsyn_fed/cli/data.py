@@ -57,15 +57,23 @@ def add_parsers(sub) -> None:
         "per-column total variation and Kolmogorov-Smirnov, pairwise "
         "correlation and contingency similarity; with --holdout also "
         "train-on-synthetic/test-on-real ROC-AUC (--label) and distance to "
-        "closest record. Reads real data: run it where that is allowed.",
+        "closest record; with --report also a page of figures. Tables may be CSV, gzip "
+        "CSV or Parquet. Reads real data: run it where that is allowed.",
         epilog="example:\n  privsyn-fed evaluate --real train.csv --synthetic synthetic.csv "
-        "--schema schema.json --holdout test.csv --label income --json eval.json",
+        "--schema schema.json --holdout test.csv \\\n      --label income --json eval.json --report quality.html",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    ev.add_argument("--real", required=True, metavar="REAL.csv", help="the real rows the release was made from")
-    ev.add_argument("--synthetic", required=True, metavar="SYN.csv", help="the synthetic CSV")
+    ev.add_argument(
+        "--real",
+        required=True,
+        metavar="REAL",
+        help="the real rows the release was made from (CSV, gzip-compressed CSV or Parquet)",
+    )
+    ev.add_argument("--synthetic", required=True, metavar="SYN", help="the synthetic table (CSV, gzip CSV or Parquet)")
     ev.add_argument("--schema", required=True, metavar="SCHEMA", help="the public schema of both")
-    ev.add_argument("--holdout", metavar="HOLDOUT.csv", help="real rows NOT used for the release")
+    ev.add_argument(
+        "--holdout", metavar="HOLDOUT", help="real rows NOT used for the release (CSV, gzip CSV or Parquet)"
+    )
     ev.add_argument("--label", metavar="COL", help="label column for train-on-synthetic/test-on-real")
     ev.add_argument(
         "--workload-size",
@@ -82,12 +90,20 @@ def add_parsers(sub) -> None:
     )
     ev.add_argument(
         "--baseline",
-        metavar="BASELINE.csv",
+        metavar="BASELINE",
         help="another release of the same data to report beside this one, typically "
         "`synth --method independent` at the same budget: the error a release should beat",
     )
     ev.add_argument("--json", metavar="OUT.json", help="also write the full result as JSON")
-    ev.add_argument("--force", action="store_true", help="replace --json if it already exists")
+    ev.add_argument(
+        "--report",
+        metavar="QUALITY.html",
+        help="also write a visual quality report: one self-contained HTML page of figures (each column's real "
+        "and synthetic distributions, pairwise association, the error of each workload marginal; with "
+        "--holdout, TSTR and distance to closest record). Computed from the real rows: NOT differentially "
+        "private, handle it like the real data",
+    )
+    ev.add_argument("--force", action="store_true", help="replace --json and --report if they already exist")
 
 
 def run_partition(args: argparse.Namespace) -> int:
@@ -120,7 +136,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from ..fileio import write_atomic
     from ..paths import Named, check_files
     from ..schema import Schema
-    from ..silo import read_csv
+    from ..tables import read_table
 
     inputs = [
         Named("--real", Path(args.real)),
@@ -133,6 +149,11 @@ def run_evaluate(args: argparse.Namespace) -> int:
         if v
     ]
     outputs = [(Named("--json", Path(args.json)), "evaluation JSON")] if args.json else []
+    if args.report:
+        from ..quality import check_report_path
+
+        check_report_path(args.report, "--report")
+        outputs.append((Named("--report", Path(args.report)), "quality report"))
     check_files(inputs, outputs, force=args.force)
     schema = Schema.load(args.schema)
     if args.workload_size < 0:
@@ -148,15 +169,16 @@ def run_evaluate(args: argparse.Namespace) -> int:
         from ..pgm import Factorisation
 
         model = Factorisation.load(args.model)
-    holdout = read_csv(args.holdout) if args.holdout else None
-    real = read_csv(args.real)
+    holdout = read_table(args.holdout) if args.holdout else None
+    real = read_table(args.real)
+    synthetic = read_table(args.synthetic)
     common = dict(
         holdout_df=holdout, label=args.label, workload_size=args.workload_size or None, workload_seed=args.workload_seed
     )
-    report = evaluate(real, read_csv(args.synthetic), schema, model=model, **common)
+    report = evaluate(real, synthetic, schema, model=model, **common)
     base = None
     if args.baseline:
-        base = evaluate(real, read_csv(args.baseline), schema, **common)
+        base = evaluate(real, read_table(args.baseline), schema, **common)
         report["baseline"] = {"file": str(args.baseline), **base}
 
     def show(value, key, digits=4):
@@ -201,4 +223,13 @@ def run_evaluate(args: argparse.Namespace) -> int:
     if args.json:
         write_atomic(Path(args.json), lambda fh: fh.write(json.dumps(report, indent=2) + "\n"))
         print(f"wrote {args.json}")
+    if args.report:
+        from ..quality import Sources, build_report, write_report
+
+        sources = Sources([str(args.real)], str(args.synthetic), str(args.schema), args.holdout)
+        if args.baseline:
+            sources.extra["Baseline (summary only)"] = str(args.baseline)
+        page = build_report(real, synthetic, schema, sources, evaluation=report, **common)
+        write_report(args.report, page)
+        print(f"wrote {args.report}: the quality report, computed from the real rows (NOT differentially private)")
     return 0

@@ -120,7 +120,7 @@ def add_parser(sub) -> None:
     s.add_argument(
         "--force",
         action="store_true",
-        help="replace OUT, LEDGER, --report and --model-out if they already exist (never an input)",
+        help="replace OUT, LEDGER, --report, --model-out and --quality-report if they already exist (never an input)",
     )
     s.add_argument(
         "--allow-identical-silos",
@@ -129,6 +129,28 @@ def add_parser(sub) -> None:
         "records would count twice while the ledger charges once",
     )
     s.add_argument("--quiet", action="store_true", help="no progress display")
+    q = s.add_argument_group(
+        "quality report (computed from the real rows after the release: NOT differentially private)"
+    )
+    q.add_argument(
+        "--quality-report",
+        metavar="QUALITY.html",
+        help="after the release, write a visual quality report comparing the synthetic CSV with the union of "
+        "the silos' rows (read again from the --silo files): the page `privsyn-fed evaluate --report` "
+        "writes. It shows facts about real records: handle it like the real data, never hand it out with "
+        "the CSV. Not with --mpc (the other silos' rows are not on this machine)",
+    )
+    q.add_argument(
+        "--quality-holdout",
+        metavar="HOLDOUT",
+        help="real rows NOT given as a --silo (CSV, gzip CSV or Parquet): adds distance to closest record, "
+        "and with --quality-label train-on-synthetic/test-on-real ROC-AUC, to --quality-report",
+    )
+    q.add_argument(
+        "--quality-label",
+        metavar="COL",
+        help="label column for --quality-report's train-on-synthetic/test-on-real ROC-AUC (needs --quality-holdout)",
+    )
     b = s.add_argument_group("shared budget (several releases of one dataset draw on one total)")
     b.add_argument(
         "--budget-store",
@@ -350,6 +372,8 @@ def run(args: argparse.Namespace) -> int:
     with budget as reservation:
         result, n_silos = _release(args, request, reservation)
     _report(args, request, result, n_silos)
+    if args.quality_report:
+        return _quality_report(args, request)
     return 0
 
 
@@ -367,6 +391,7 @@ def _checked(args: argparse.Namespace) -> Request:
         from ..accounting.report import check_report_path
 
         check_report_path(args.report)
+    _check_quality_args(args)
     if (args.dataset_id or args.total_epsilon is not None) and not args.budget_store:
         raise InputError("--dataset-id and --total-epsilon need --budget-store")
     if args.budget_store and not args.dataset_id:
@@ -382,10 +407,20 @@ def _checked(args: argparse.Namespace) -> Request:
         outputs.append((Named("--model-out", Path(args.model_out)), "model"))
     if args.report:
         outputs.append((Named("--report", Path(args.report)), "report"))
+    holdout = [Named("--quality-holdout", Path(args.quality_holdout))] if args.quality_holdout else []
+    if args.quality_report:
+        outputs.append((Named("--quality-report", Path(args.quality_report)), "quality report"))
     stores = [Named("--budget-store", Path(args.budget_store))] if args.budget_store else []
-    check_files([Named("--schema", Path(args.schema)), *silo_files], outputs, force=args.force, stores=stores)
-    check_distinct(silo_files)
+    check_files([Named("--schema", Path(args.schema)), *silo_files, *holdout], outputs, force=args.force, stores=stores)
+    check_distinct(silo_files + holdout)
     schema = Schema.load(args.schema)
+    if args.quality_label is not None and args.quality_label not in schema.names:
+        raise InputError(f"--quality-label: column '{args.quality_label}' is not in the schema")
+    if args.quality_holdout:  # its header only: its rows are read after the release
+        from ..encode import check_columns
+        from ..tables import read_header
+
+        check_columns(read_header(args.quality_holdout), schema, f"{args.quality_holdout} (--quality-holdout)")
     n_silos = args.parties if args.rendezvous else len(args.silo)
     prepare(
         args.method,
@@ -566,6 +601,79 @@ def _collusion_cost(args: argparse.Namespace) -> str:
         f"noise is x{split.accuracy_cost():.2f} the planned standard deviation, and each selection's "
         f"x{math.sqrt(split.selection_parties):.2f} ({split.selection_parties} parties' Gumbels)"
     )
+
+
+def _check_quality_args(args: argparse.Namespace) -> None:
+    """``--quality-report`` and its options: refused under ``--mpc`` and without an ``.html`` name."""
+    if not args.quality_report:
+        if args.quality_holdout or args.quality_label:
+            raise InputError("--quality-holdout and --quality-label belong to --quality-report")
+        return
+    if args.mpc:
+        raise InputError(
+            "--quality-report cannot be used with --mpc: the other silos' rows are not on this machine; run "
+            "`privsyn-fed evaluate --report` where the real rows may be read"
+        )
+    from ..quality import check_report_path
+
+    check_report_path(args.quality_report, "--quality-report")
+    if args.quality_label and not args.quality_holdout:
+        raise InputError("--quality-label needs --quality-holdout (the real rows to test the classifier on)")
+
+
+def _quality_report(args: argparse.Namespace, request: Request) -> int:
+    """After a committed release: the quality report of the synthetic CSV against the silos' rows
+    (``quality``). A failure here is one line and status 1 (128 + the signal when interrupted); the
+    release stays as it is."""
+    import os
+
+    from ..interrupt import Interrupted, deferred_signals, received
+    from .common import one_line
+
+    done = f"the release is complete ({request.out}, {request.ledger})"
+    if received() is not None:  # a signal arrived as the release was committed
+        print(f"privsyn-fed: quality report not written: interrupted; {done}", file=sys.stderr)
+        return 128 + received()
+    try:
+        with deferred_signals(immediate=True):  # nothing here spends budget: stop at once
+            _write_quality_report(args, request)
+    except Interrupted as exc:
+        print(f"privsyn-fed: quality report not written: {exc}; {done}", file=sys.stderr)
+        return exc.exit_status
+    except Exception as exc:
+        if os.environ.get("PRIVSYN_FED_DEBUG"):
+            raise
+        what = "" if isinstance(exc, (InputError, OSError)) else f"{type(exc).__name__}: "
+        print(f"privsyn-fed: error: quality report not written ({what}{one_line(exc)}); {done}", file=sys.stderr)
+        return 1  # not 2: the release itself went through
+    print(
+        f"wrote {args.quality_report}: the quality report, a non-private evaluation computed from the real "
+        "silo rows (handle it like the real data; never hand it out with the CSV)"
+    )
+    return 0
+
+
+def _write_quality_report(args: argparse.Namespace, request: Request) -> None:
+    """Read the silos' rows, the released CSV and the holdout; build the page and write it atomically."""
+    from ..quality import Sources, build_report, read_union, write_report
+    from ..tables import read_table
+
+    real = read_union(args.silo)
+    synthetic = read_table(request.out)
+    holdout = read_table(args.quality_holdout) if args.quality_holdout else None
+    sources = Sources(list(args.silo), str(request.out), str(args.schema), args.quality_holdout)
+    sources.extra["Release ledger"] = str(request.ledger)
+    page = build_report(  # evaluate's workload: 3-way marginals, with --workload-size and --workload-seed if given
+        real,
+        synthetic,
+        request.schema,
+        sources,
+        holdout_df=holdout,
+        label=args.quality_label,
+        workload_size=request.options.get("workload_size", 64),
+        workload_seed=request.options.get("workload_seed", 0),
+    )
+    write_report(args.quality_report, page)
 
 
 def _check_mpc_args(args: argparse.Namespace) -> None:
