@@ -1,7 +1,12 @@
 """The public domain a release is stated over: column types, bounds, bins and categories.
 
-The schema is public information. Nothing in it may be read off private rows; a helper that
-drafts one from a CSV would have to say so loudly (none ships yet).
+The schema is public information. Nothing in it may be read off private rows without saying so:
+``Schema.draft`` (and ``privsyn-fed schema draft``, module ``draft``) drafts one from a table for
+its operator to review, with a warning that its bounds and categories are not private;
+``privsyn-fed schema draft --dp`` (module ``draft_dp``) releases them under differential privacy,
+charged to a ledger; ``privsyn-fed schema from-dictionary`` builds one from a public data
+dictionary. A schema file may carry top-level keys besides ``"columns"`` (a draft's ``"_draft"``
+note); they are ignored, so a draft loads as is.
 
 Domain sizes: a numeric column has ``bins`` cells (plus one when ``missing`` is allowed); a
 categorical column has ``len(categories)`` cells (plus one when ``missing`` is allowed). The
@@ -147,6 +152,26 @@ class Schema:
         return {"columns": [c.to_dict() for c in self.columns]}
 
     @classmethod
+    def draft(
+        cls,
+        df: Any,
+        categorical_max: int | None = None,
+        bins: int = DEFAULT_BINS,
+        missing_values: tuple[str, ...] | list[str] = (),
+    ) -> "Schema":
+        """Draft a schema from a data frame's rows (any dtypes), as ``privsyn-fed schema draft`` does
+        without ``--dp`` (rules in ``privsyn_fed.draft``); ``draft.draft_frame`` also returns the notes.
+
+        NOT PRIVATE: the bounds and categories are read off the rows. A ``draft.PrivateDraftWarning``
+        says so; replace them with public knowledge, or draft with ``--dp``, before sharing."""
+        from .draft import DEFAULT_CATEGORICAL_MAX, draft_frame, warn_private
+
+        k = DEFAULT_CATEGORICAL_MAX if categorical_max is None else categorical_max
+        result = draft_frame(df, categorical_max=k, bins=bins, missing_values=tuple(missing_values))
+        warn_private("the data frame")
+        return result.schema
+
+    @classmethod
     def load(cls, path: str | Path) -> "Schema":
         """Read a JSON (or YAML, by extension ``.yaml``/``.yml``) schema file and validate it."""
         path = Path(path)
@@ -172,8 +197,9 @@ class Schema:
 
     @classmethod
     def from_dict(cls, raw: Any, source: str = "<schema>") -> "Schema":
-        """Validate a parsed schema (an object with a list under ``"columns"``) and build it;
-        ``InputError`` names the first fault, prefixed by ``source``."""
+        """Validate a parsed schema (an object with a list under ``"columns"``; other top-level keys,
+        such as a draft's ``"_draft"`` note, are ignored) and build it; ``InputError`` names the first
+        fault, prefixed by ``source``."""
         if not isinstance(raw, dict) or not isinstance(raw.get("columns"), list):
             raise InputError(f'{source}: a schema is an object with a list under "columns"')
         if not raw["columns"]:

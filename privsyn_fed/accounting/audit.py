@@ -26,6 +26,15 @@
   shares may add its fixed-point rounding (``fixed_point.rounding_l2``) to a planned sensitivity
   that must be the sound one, and Fed-TDA's second moments on shares round by at least
   ``sqrt(cells) 2^-16``.
+* **Approximate zCDP** (a DP schema draft, method ``schema-draft``): an entry may carry its own
+  ``delta`` with its ``threshold`` (a Gaussian histogram over an unknown domain that lists the values
+  whose noisy count reaches the threshold): its delta is recomputed here as
+  ``erfc((threshold - 2) / (sigma sqrt 2)) / 2``; rho then converts at ``delta_conversion`` and the
+  ledger's ``delta`` must be ``delta_conversion`` plus the entries' deltas, within ``delta_budget``.
+  A draft's structure is re-derived from its recorded columns (``_check_draft``): one profile of
+  sensitivity ``sqrt(1 + 2 d)`` over ``1 + 4 d`` cells first; then per column either a low and a
+  high quantile (exponential mechanisms of sensitivity ``max(p, 100 - p)`` on scores in hundredths
+  of a record) or one thresholded histogram of sensitivity 1.
 * **Guarantee**: a seeded run (``seeded`` at the top level, or a seeded noise source named by any
   entry's ``sampler`` or ``noise_from``, ``details.noise`` or ``details.mpc.noise``), a
   non-private run, a debug MPC mode, a neighbouring relation other than add/remove one record,
@@ -70,6 +79,8 @@ TOP_OPTIONAL = {
     "created": str,
     "updated": str,
     "details": dict,
+    "delta_conversion": NUMBER,
+    "delta_budget": NUMBER,
 }
 ENTRY_FIELDS = {"step": INTEGER, "mechanism": str, "query": str, "rho": NUMBER, "where": str}
 MECHANISM_FIELDS = {
@@ -86,6 +97,10 @@ ENTRY_OPTIONAL = {
     "collusion": str,
     "fixed_point": dict,
     "distributed": dict,
+    "column": str,
+    "quantile": NUMBER,
+    "threshold": NUMBER,
+    "delta": NUMBER,
 }
 #: Fields of an entry whose noise the parties drew themselves (``accounting.distributed``).
 DISTRIBUTED_FIELDS = {"parties": INTEGER, "collusion": INTEGER}
@@ -105,13 +120,18 @@ DETAILS_OPTIONAL = {
     "schedule": dict,
     "expected_oneway_tvd": NUMBER,
     "expected_oneway_tvd_independent": NUMBER,
+    "draft": dict,
 }
 MPC_OPTIONAL = {"debug": bool, "provider": str, "noise": str}
 STATUSES = ("running", "complete", "failed")
 #: Secure sums of real values (Fed-TDA's second moments) are shared on the grid 2^-MPC_REAL_BITS
 #: (``privsyn_fed.mpc.aggregator.REAL_BITS``; kept here so that the audit needs no MPC stack).
 MPC_REAL_BITS = 16
-METHODS = ("aim", "distaim", "flaim", "fedtda", "independent")
+METHODS = ("aim", "distaim", "flaim", "fedtda", "independent", "schema-draft")
+#: A draft's quantile scores are in hundredths of a record (``privsyn_fed.draft_dp``; kept here so
+#: that the audit recomputes the sensitivity independently): ``alpha = p / 100``, sensitivity
+#: ``max(p, 100 - p)``.
+QUANTILE_DENOMINATOR = 100
 #: Where a mechanism runs: the central curator (AIM), the aggregator of the silos' sums, a silo on
 #: its own rows, or secure computation among the silos.
 WHERE = ("curator", "aggregator", "silo", "mpc")
@@ -469,6 +489,9 @@ def _check_structure(ledger: dict[str, Any], rep: AuditReport) -> None:
     if method == "independent":
         _check_independent(ledger, d, rep)
         return
+    if method == "schema-draft":
+        _check_draft(ledger, d, rep)
+        return
     if not columns or not workload:
         rep.problems.append(
             "the ledger does not record its method's columns and workload (details), so its "
@@ -726,6 +749,116 @@ def _check_fedtda_schedule(
     return True
 
 
+def threshold_delta(sigma: float, threshold: float) -> float:
+    """``erfc((tau - 2) / (sigma sqrt 2)) / 2``: a bound on the probability that a value held by one
+    record passes the threshold ``tau`` of a histogram with discrete Gaussian noise of scale
+    ``sigma``, ``P(1 + Z >= tau) <= P(N(0, sigma^2) >= tau - 2)`` (recomputed here, independently of
+    ``privsyn_fed.draft_dp``)."""
+    return 0.5 * math.erfc((float(threshold) - 2.0) / (float(sigma) * math.sqrt(2.0)))
+
+
+def _conversion_delta(ledger: dict[str, Any], rep: AuditReport) -> float:
+    """The delta at which rho converts: the ledger's ``delta``, or for approximate zCDP (entries with
+    their own ``delta``) ``delta_conversion``, after checking that ``delta`` is it plus the entries'
+    deltas (each recomputed from its sigma and threshold) and within ``delta_budget``."""
+    delta = float(ledger["delta"])
+    own = [(i, e) for i, e in enumerate(ledger["entries"]) if "delta" in e or "threshold" in e]
+    for i, e in own:
+        label = f"entry {i + 1} ({e['query']})"
+        if e["mechanism"] != "gaussian" or "delta" not in e or "threshold" not in e:
+            rep.problems.append(f"{label}: only a thresholded Gaussian histogram carries a delta and a threshold")
+        elif not float(e["threshold"]) >= 2 or not float(e["sigma"]) > 0:
+            rep.problems.append(f"{label}: a histogram threshold is at least 2, not {e['threshold']!r}")
+        elif not float(e["delta"]) >= threshold_delta(e["sigma"], e["threshold"]) * (1 - 1e-9):
+            rep.problems.append(
+                f"{label}: recorded delta {e['delta']:.6g} is below what its threshold {e['threshold']:g} "
+                f"and sigma {e['sigma']:g} give ({threshold_delta(e['sigma'], e['threshold']):.6g})"
+            )
+    if "delta_conversion" not in ledger:
+        if own:
+            rep.problems.append(
+                "entries carry their own delta, but the ledger does not record the delta its rho converts "
+                "at (delta_conversion)"
+            )
+        return delta
+    conversion = float(ledger["delta_conversion"])
+    spent = sum(float(e.get("delta", 0.0)) for _, e in own)
+    if not 0 < conversion < 1:
+        rep.problems.append(f"delta_conversion {conversion!r} is not in (0, 1)")
+        return delta
+    if not _close(delta, conversion + spent):
+        rep.problems.append(
+            f"delta {delta:.8g} is not delta_conversion {conversion:.8g} plus the entries' deltas {spent:.8g}"
+        )
+    budget = ledger.get("delta_budget")
+    if budget is None or delta > float(budget) * (1 + REL_TOL):
+        rep.problems.append(f"delta {delta:.8g} is not within the recorded delta_budget {budget}")
+    return conversion
+
+
+def _check_draft(ledger: dict[str, Any], d: dict[str, Any], rep: AuditReport) -> None:
+    """A DP schema draft over the recorded columns (``details.columns``, the table's header): first
+    the profile, one Gaussian of sensitivity at least ``sqrt(1 + 2 k)`` over ``1 + 4 k`` cells (the
+    row count, and per column three exclusive counts and a capped distinct count, each moved by at
+    most one record); then per column either its low and high quantile (exponential mechanisms on
+    scores in hundredths of a record, ``alpha = p / 100`` and ``1 - alpha``, sensitivity at least
+    ``max(p, 100 - p)``) or one thresholded histogram (Gaussian, sensitivity at least 1, with its
+    threshold and delta), never both and never twice."""
+    columns = d.get("columns")
+    if not columns:
+        rep.problems.append("the ledger does not record the drafted table's columns (details.columns)")
+        return
+    k = len(columns)
+    entries = ledger["entries"]
+    first = entries[0] if entries else None
+    sound = math.sqrt(1.0 + 2.0 * k)
+    if first is None or first["mechanism"] != "gaussian" or "column" in first or "threshold" in first:
+        rep.problems.append("a schema draft starts with the profile of its columns (one Gaussian release)")
+        return
+    if float(first["sensitivity_l2"]) < sound * (1 - 1e-9):
+        rep.problems.append(
+            f"entry 1 ({first['query']}): sensitivity {first['sensitivity_l2']:g} is below the sound value "
+            f"sqrt(1 + 2 x {k}) = {sound:g} of the profile of {k} columns"
+        )
+    if first.get("cells") != 1 + 4 * k:
+        rep.problems.append(
+            f"entry 1 ({first['query']}): the profile of {k} columns has {1 + 4 * k} cells, not {first.get('cells')}"
+        )
+    quantiles: dict[str, list[int]] = {}
+    histograms: dict[str, int] = {}
+    for i, e in enumerate(entries[1:], start=2):
+        label = f"entry {i} ({e['query']})"
+        col = e.get("column")
+        if col not in columns:
+            rep.problems.append(f"{label}: a drafting release names one of the recorded columns, not {col!r}")
+            continue
+        if e["mechanism"] == "exponential":
+            p = float(e.get("quantile", -1.0)) * QUANTILE_DENOMINATOR
+            if not (1 <= round(p) <= QUANTILE_DENOMINATOR - 1 and _close(p, round(p))):
+                rep.problems.append(f"{label}: a quantile is a whole percent from 1 to 99, not {e.get('quantile')!r}")
+                continue
+            sens = max(round(p), QUANTILE_DENOMINATOR - round(p))
+            if float(e["sensitivity"]) < sens * (1 - 1e-12):
+                rep.problems.append(
+                    f"{label}: sensitivity {e['sensitivity']:g} is below the sound value {sens} of a quantile score "
+                    f"(hundredths of a record) at {e['quantile']:g}"
+                )
+            quantiles.setdefault(col, []).append(round(p))
+        elif "threshold" in e:
+            if float(e["sensitivity_l2"]) < 1 - 1e-12:
+                rep.problems.append(f"{label}: a histogram of one column's values has L2 sensitivity at least 1")
+            histograms[col] = histograms.get(col, 0) + 1
+        else:
+            rep.problems.append(f"{label}: a drafting release is a quantile or a thresholded histogram")
+    for col in columns:
+        qs, hs = sorted(quantiles.get(col, [])), histograms.get(col, 0)
+        if qs and hs or hs > 1 or qs and (len(qs) != 2 or qs[0] + qs[1] != QUANTILE_DENOMINATOR):
+            rep.problems.append(
+                f"column '{col}': a drafted column has one low and one high quantile (p and 100 - p percent) "
+                f"or one histogram, not {len(qs)} quantile(s) and {hs} histogram(s)"
+            )
+
+
 def _seeded_samplers(ledger: dict[str, Any]) -> list[str]:
     """Noise sources that say they are seeded (or not private): each entry's ``sampler`` and
     ``noise_from`` (MPC: the dealer's), ``details.noise`` and ``details.mpc.noise``."""
@@ -755,7 +888,7 @@ def audit_ledger(ledger: dict[str, Any]) -> AuditReport:
             rep.problems.append(f"{label}: recorded rho {e['rho']:.6g} but its parameters give {expected:.6g}")
         total += expected
     rho_spent, rho_budget = float(ledger["rho_spent"]), float(ledger["rho_budget"])
-    delta, epsilon = float(ledger["delta"]), float(ledger["epsilon"])
+    delta, epsilon = _conversion_delta(ledger, rep), float(ledger["epsilon"])
     if not _close(rho_spent, total):
         rep.problems.append(f"rho_spent is {rho_spent:.8g} but the entries add up to {total:.8g}")
     if total > rho_budget * (1 + REL_TOL):
@@ -821,7 +954,7 @@ def audit_ledger(ledger: dict[str, Any]) -> AuditReport:
         "rho_spent": total,
         "rho_budget": rho_budget,
         "epsilon": epsilon,
-        "delta": delta,
+        "delta": float(ledger["delta"]),
         "method": ledger.get("method"),
     }
     return rep

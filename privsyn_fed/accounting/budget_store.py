@@ -14,6 +14,11 @@ the run's rho stays within ``rho_total``; then the whole series is ``(epsilon, d
   fails (a locked or full disk), the run stays ``reserved``: counted in full.
 * ``settle_stale`` lets the custodian close a reservation whose process is gone (killed, host
   lost) at the spend its ledger records, never below it (``abandoned``).
+* A run that is approximate zCDP (a DP schema draft: thresholded histograms over unknown domains)
+  also books a ``delta_slack``, the sum of its entries' own deltas. The series then converts its
+  rho at the dataset's delta minus every committed slack: the store admits a run only while
+  ``committed rho + rho <= epsilon_to_rho(total_epsilon, delta - committed slack - its slack)``, so
+  the whole series stays ``(total_epsilon, delta)``-DP. Runs without slack keep the plain rule.
 """
 
 from __future__ import annotations
@@ -45,13 +50,14 @@ CREATE TABLE runs (
     status TEXT NOT NULL, ledger TEXT, started TEXT NOT NULL, settled TEXT, host TEXT, pid INTEGER);
 """
 #: Columns added after the first release of the store format (added in place to older stores).
-_ADDED_COLUMNS = {"host": "TEXT", "pid": "INTEGER"}
+_ADDED_COLUMNS = {"host": "TEXT", "pid": "INTEGER", "delta_slack": "REAL"}
 
 
 @dataclass
 class DatasetBudget:
     """One dataset of a store: its total budget, the rho committed (settled spends plus open
-    reservations) and its runs."""
+    reservations) and its runs. ``rho_total`` is ``total_epsilon`` at ``delta`` less the committed
+    ``delta_slack`` of approximate-zCDP runs (their thresholds' deltas)."""
 
     id: str
     total_epsilon: float
@@ -59,6 +65,7 @@ class DatasetBudget:
     rho_total: float
     rho_committed: float
     runs: list[dict[str, Any]]
+    delta_slack: float = 0.0
 
     @property
     def rho_left(self) -> float:
@@ -139,15 +146,19 @@ class BudgetStore:
         method: str,
         total_epsilon: float | None = None,
         ledger: str | None = None,
+        delta_slack: float = 0.0,
     ) -> "Reservation":
-        """Book ``epsilon_to_rho(epsilon, delta)`` for a run; refuse if it does not fit.
+        """Book ``epsilon_to_rho(epsilon, delta - delta_slack)`` for a run; refuse if it does not fit.
 
         The first run of a dataset must give ``total_epsilon``; later runs may omit it, and if they
-        give it, it must match. ``delta`` must be the dataset's delta.
+        give it, it must match. ``delta`` must be the dataset's delta. ``delta_slack`` (approximate
+        zCDP, see the module docstring) is the part of ``delta`` the run's own entries may spend.
         """
         if not dataset:
             raise InputError("--dataset-id must not be empty")
-        rho = epsilon_to_rho(epsilon, delta)
+        if not 0 <= delta_slack < delta:
+            raise ValueError(f"delta_slack {delta_slack!r} must lie in [0, delta)")
+        rho = epsilon_to_rho(epsilon, delta - delta_slack)
         self.db.execute("BEGIN IMMEDIATE")
         try:
             ds = self.db.execute(
@@ -172,6 +183,7 @@ class BudgetStore:
                     f"dataset '{dataset}' is accounted at delta {ds_delta:g}; run with --delta {ds_delta:g}"
                 )
             committed = self._committed(dataset)
+            rho_total = self._rho_total(total_eps, ds_delta, rho_total, self._committed_slack(dataset) + delta_slack)
             if committed + rho > rho_total * (1 + TOLERANCE):
                 left = max(0.0, rho_total - committed)
                 raise BudgetExceeded(
@@ -180,27 +192,34 @@ class BudgetStore:
                     f"the total epsilon {total_eps:g} is left; no silo was read and nothing was written"
                 )
             cur = self.db.execute(
-                "INSERT INTO runs (dataset, method, epsilon, rho_reserved, status, ledger, started, host, pid) "
-                "VALUES (?, ?, ?, ?, 'reserved', ?, ?, ?, ?)",
-                (dataset, method, epsilon, rho, ledger, _now(), socket.gethostname(), os.getpid()),
+                "INSERT INTO runs (dataset, method, epsilon, rho_reserved, status, ledger, started, host, pid, "
+                "delta_slack) VALUES (?, ?, ?, ?, 'reserved', ?, ?, ?, ?, ?)",
+                (dataset, method, epsilon, rho, ledger, _now(), socket.gethostname(), os.getpid(), delta_slack),
             )
             self.db.execute("COMMIT")
-            return Reservation(self, int(cur.lastrowid), dataset, rho)
+            return Reservation(self, int(cur.lastrowid), dataset, rho, delta_slack=delta_slack)
         except BaseException:
             self.db.execute("ROLLBACK")
             raise
 
-    def settle(self, run: int, rho_spent: float, status: str) -> None:
-        """Record what run ``run`` spent (``status``: complete, failed or rejected)."""
+    def settle(self, run: int, rho_spent: float, status: str, delta_slack: float | None = None) -> None:
+        """Record what run ``run`` spent (``status``: complete, failed or rejected); ``delta_slack``:
+        its entries' deltas (None keeps the slack reserved; a rejected run spent none)."""
         self.db.execute("BEGIN IMMEDIATE")
         try:
-            row = self.db.execute("SELECT rho_reserved FROM runs WHERE id=? AND status='reserved'", (run,)).fetchone()
+            row = self.db.execute(
+                "SELECT rho_reserved, COALESCE(delta_slack, 0) FROM runs WHERE id=? AND status='reserved'", (run,)
+            ).fetchone()
             if row is None:
                 raise ValueError(f"run {run} is not awaiting settlement")
             if rho_spent > row[0] * (1 + TOLERANCE):
                 raise ValueError(f"run {run} spent {rho_spent} beyond its reservation {row[0]}")
+            if delta_slack is not None and delta_slack > row[1] * (1 + TOLERANCE):
+                raise ValueError(f"run {run} spent delta {delta_slack} beyond its reserved slack {row[1]}")
+            slack = 0.0 if status == "rejected" else row[1] if delta_slack is None else delta_slack
             self.db.execute(
-                "UPDATE runs SET rho_spent=?, status=?, settled=? WHERE id=?", (rho_spent, status, _now(), run)
+                "UPDATE runs SET rho_spent=?, status=?, settled=?, delta_slack=? WHERE id=?",
+                (rho_spent, status, _now(), slack, run),
             )
             self.db.execute("COMMIT")
         except BaseException:
@@ -222,6 +241,7 @@ class BudgetStore:
             "settled",
             "host",
             "pid",
+            "delta_slack",
         ]
         row = self.db.execute(f"SELECT {', '.join(cols)} FROM runs WHERE id=?", (run,)).fetchone()
         if row is None:
@@ -278,6 +298,26 @@ class BudgetStore:
         ).fetchone()
         return float(row[0])
 
+    def _committed_slack(self, dataset: str) -> float:
+        """The deltas that approximate-zCDP runs reserved or spent (``delta_slack``), added up."""
+        row = self.db.execute(
+            "SELECT COALESCE(SUM(COALESCE(delta_slack, 0)), 0) FROM runs WHERE dataset=?", (dataset,)
+        ).fetchone()
+        return float(row[0])
+
+    @staticmethod
+    def _rho_total(total_epsilon: float, delta: float, rho_total: float, slack: float) -> float:
+        """The dataset's rho when ``slack`` of its delta goes to thresholds: ``total_epsilon`` at
+        ``delta - slack`` (the stored ``rho_total`` when there is no slack; 0 when none is left)."""
+        if slack <= 0:
+            return rho_total
+        if slack >= delta:
+            return 0.0
+        try:
+            return epsilon_to_rho(total_epsilon, delta - slack)
+        except ValueError:
+            return 0.0
+
     # ---- reading ------------------------------------------------------------------------------
     def datasets(self) -> list[str]:
         """The store's dataset ids, sorted."""
@@ -294,7 +334,9 @@ class BudgetStore:
             dict(zip(cols, r))
             for r in self.db.execute(f"SELECT {', '.join(cols)} FROM runs WHERE dataset=? ORDER BY id", (dataset,))
         ]
-        return DatasetBudget(dataset, ds[0], ds[1], ds[2], self._committed(dataset), runs)
+        slack = self._committed_slack(dataset)
+        rho_total = self._rho_total(ds[0], ds[1], ds[2], slack)
+        return DatasetBudget(dataset, ds[0], ds[1], rho_total, self._committed(dataset), runs, slack)
 
 
 def _alive(pid: int) -> bool:
@@ -326,23 +368,25 @@ class Reservation:
     rho: float
     settled: bool = False
     accountant: Any = None
+    delta_slack: float = 0.0
 
     def bind(self, accountant: Any) -> None:
         """Attach the run's accountant, so that ``fail`` settles at its spend."""
         self.accountant = accountant
 
-    def settle(self, rho_spent: float, status: str) -> None:
-        """Record the run's spend and ``status`` in the store, once (later calls do nothing)."""
+    def settle(self, rho_spent: float, status: str, delta_slack: float | None = None) -> None:
+        """Record the run's spend and ``status`` in the store, once (later calls do nothing);
+        ``delta_slack``: the deltas its entries spent (None: as reserved)."""
         if not self.settled:
-            self.store.settle(self.run, rho_spent, status)
+            self.store.settle(self.run, rho_spent, status, delta_slack)
             self.settled = True
 
     def fail(self) -> None:
-        """Settle a run that did not complete: ``failed`` at its spend, or ``rejected`` at zero
-        when no mechanism ever ran."""
+        """Settle a run that did not complete: ``failed`` at its spend (and the deltas its entries
+        spent), or ``rejected`` at zero when no mechanism ever ran."""
         acc = self.accountant
         if acc is not None and acc.released:
-            self.settle(acc.rho_spent, "failed")
+            self.settle(acc.rho_spent, "failed", getattr(acc, "delta_spent", None) if self.delta_slack else None)
         else:
             self.settle(0.0, "rejected")
 
@@ -357,6 +401,7 @@ def reserved(
     method: str,
     total_epsilon: float | None = None,
     ledger: str | None = None,
+    delta_slack: float = 0.0,
 ) -> Iterator[Reservation]:
     """Reserve a run's budget in the store at ``path`` for the block (``BudgetStore.reserve``).
 
@@ -366,7 +411,13 @@ def reserved(
     written, the run stays counted at its whole reservation and the exception says how to close it.
     """
     reservation = BudgetStore(path).reserve(
-        dataset, epsilon=epsilon, delta=delta, method=method, total_epsilon=total_epsilon, ledger=ledger
+        dataset,
+        epsilon=epsilon,
+        delta=delta,
+        method=method,
+        total_epsilon=total_epsilon,
+        ledger=ledger,
+        delta_slack=delta_slack,
     )
     try:
         yield reservation

@@ -9,6 +9,13 @@ Costs (add/remove-one-record neighbours):
   * exponential mechanism (Gumbel-max), ``P[r] ~ exp(eps * u_r / (2 D))``: ``rho = eps^2 / 8``.
 Sequential composition adds rho. An entry with ``parallel_over`` stands for the same mechanism
 run on disjoint data (e.g. one per client); its rho is the cost of one of them (the maximum).
+
+Approximate zCDP (only for an accountant given ``delta_budget``, e.g. a DP schema draft): an entry
+may carry its own ``delta``, the probability of an event outside its rho guarantee (a thresholded
+histogram over an unknown domain releasing a value held by one record). Such ``(rho_i, delta_i)``
+compose to ``(sum rho_i, sum delta_i)``; the ledger then converts ``rho_spent`` at
+``delta_conversion`` and states ``delta = delta_conversion + sum delta_i``, at most ``delta_budget``.
+Release ledgers carry no such entry and keep their format.
 """
 
 from __future__ import annotations
@@ -88,6 +95,7 @@ class Accountant:
         ledger_path: str | Path | None = None,
         threat_model: str = "",
         details: dict[str, Any] | None = None,
+        delta_budget: float | None = None,
     ):
         self.epsilon_budget = float(epsilon)
         self.delta = float(delta)
@@ -99,6 +107,10 @@ class Accountant:
         self.ledger_path = Path(ledger_path) if ledger_path is not None else None
         self.entries: list[dict[str, Any]] = []
         self.rho_spent = 0.0
+        #: Approximate zCDP: ``delta`` converts rho; the entries' own deltas add up to at most
+        #: ``delta_budget - delta`` (None: a plain zCDP accountant, whose entries carry no delta).
+        self.delta_budget = None if delta_budget is None else float(delta_budget)
+        self.delta_spent = 0.0
         self.status = "running"
         self.created = _now()
         #: Why this release carries no DP guarantee (e.g. a non-private research baseline); None if it does.
@@ -127,9 +139,22 @@ class Accountant:
                 f"{entry.get('query', entry['mechanism'])}: needs rho={rho:.6g} but only "
                 f"{self.remaining:.6g} of {self.rho_budget:.6g} is left; nothing was released"
             )
+        extra_delta = float(entry.get("delta", 0.0))
+        if extra_delta:
+            if self.delta_budget is None:
+                raise ValueError("an entry with its own delta needs an accountant given delta_budget")
+            if not 0 < extra_delta < 1:
+                raise ValueError(f"invalid delta {extra_delta!r}")
+            if self.delta + self.delta_spent + extra_delta > self.delta_budget * (1 + BUDGET_TOLERANCE):
+                raise BudgetExceeded(
+                    f"{entry.get('query', entry['mechanism'])}: needs delta={extra_delta:.6g} but only "
+                    f"{self.delta_budget - self.delta - self.delta_spent:.6g} of the delta budget is left; "
+                    "nothing was released"
+                )
         recorded = {"step": len(self.entries) + 1, **entry, "rho": rho}
         self.entries.append(recorded)
         self.rho_spent += rho
+        self.delta_spent += extra_delta
         self._persist()
         return recorded
 
@@ -196,7 +221,12 @@ class Accountant:
             "method": self.method,
             "neighbouring": NEIGHBOURING,
             "epsilon": rho_to_epsilon(self.rho_spent, self.delta),
-            "delta": self.delta,
+            "delta": self.delta if self.delta_budget is None else self.delta + self.delta_spent,
+            **(
+                {"delta_conversion": self.delta, "delta_budget": self.delta_budget}
+                if self.delta_budget is not None
+                else {}
+            ),
             "epsilon_budget": self.epsilon_budget,
             "rho_budget": self.rho_budget,
             "rho_spent": self.rho_spent,

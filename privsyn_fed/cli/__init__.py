@@ -3,6 +3,8 @@
   * ``synth``: a release (``synth.py``);
   * ``audit``: a ledger, or a mechanism empirically (``audit.py``);
   * ``budget``: the budget store (``budget.py``);
+  * ``schema draft`` (from a table's rows, plain or ``--dp``) and ``schema from-dictionary``
+    (from a public data dictionary in CSV) (``schema.py``);
   * ``partition`` and ``evaluate``: data, not releases (``data.py``);
   * ``mpc-demo``, ``mpc-party``, ``mpc-dealer``: secure computation (``mpc.py``).
 
@@ -18,7 +20,7 @@ import sys
 
 from .. import settings
 from ..errors import BudgetExceeded, InputError, MPCError
-from . import audit, budget, data, mpc, synth
+from . import audit, budget, data, mpc, schema, synth
 from .common import Parser, one_line
 
 DESCRIPTION = """\
@@ -35,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     mpc.add_parsers(sub)
     audit.add_parsers(sub)
     budget.add_parsers(sub)
+    schema.add_parsers(sub)
     data.add_parsers(sub)
     return parser
 
@@ -45,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     _stable_hashing_for_the_compilation_cache(argv)
-    with deferred_signals(immediate=args.command != "synth"):  # only synth spends budget
+    spends = args.command == "synth" or (args.command == "schema" and schema.spends_budget(args))
+    with deferred_signals(immediate=not spends):  # only synth and schema draft --dp spend budget
         return _run(args)
 
 
@@ -71,6 +75,7 @@ def _run(args: argparse.Namespace) -> int:
         "partition": data.run_partition,
         "evaluate": data.run_evaluate,
         "budget": budget.run,
+        "schema": schema.run,
         "mpc-demo": mpc.run_demo_command,
         "mpc-party": mpc.run_party,
         "mpc-dealer": mpc.run_dealer,
@@ -87,7 +92,8 @@ def _run(args: argparse.Namespace) -> int:
         print(f"privsyn-fed: error: {one_line(exc)}", file=sys.stderr)
         return 1
     except Interrupted as exc:
-        print(f"privsyn-fed: {one_line(exc)}; no synthetic data was written", file=sys.stderr)
+        what = "no schema" if args.command == "schema" else "no synthetic data"
+        print(f"privsyn-fed: {one_line(exc)}; {what} was written", file=sys.stderr)
         return exc.exit_status
     except KeyboardInterrupt:
         print("privsyn-fed: interrupted; the ledger records what was spent", file=sys.stderr)

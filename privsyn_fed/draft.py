@@ -1,0 +1,573 @@
+"""Drafting a schema: from a table's private rows (for review), or from a public data dictionary.
+
+A schema is public; a draft read off private rows is not. ``draft_table`` and ``draft_frame`` read
+the rows in one streaming pass (memory: at most ``categorical_max + 1`` distinct values per column)
+and build a schema that the same rows always pass (``Silo.load`` / ``Silo.from_frame``), by the
+rules of the release's own input validation (``encode.column_cells``, ``encode.missing_mask``,
+the same number parser):
+
+* **missing**: a column is ``"missing": true`` when any cell is missing (one of
+  ``schema.MISSING_TOKENS``, a token given in ``missing_values``, or NaN in a typed column);
+* **type**: a column with at most ``categorical_max`` distinct present values is categorical
+  (categories sorted: numbers by value, then text); one with more is numeric when every present
+  value is a finite number, and is otherwise left out of the schema with a note (free-text IDs);
+  a column with no present value at all is drafted as the placeholder numeric ``0..0`` with
+  ``missing``. Parquet stored types are respected: a floating-point column is never categorical,
+  a text column never numeric, and a column of a type no schema reads (timestamps, nulls) is left out;
+* **integer**: a numeric column whose every value is a whole number is ``"integer": true``;
+* **bounds** (``round_outward``): ``[min, max]`` widened to multiples of ``10^e``, the largest power
+  of ten not above ``max - min`` (whole numbers for an integer column): 17..90 gives 10..90,
+  0.13..0.97 gives 0.1..1, 1..99 gives 0..100; beyond ``+-MAX_DRAFT_BOUND`` values are clipped.
+
+The draft document (``draft_document``) carries a top-level ``"_draft"`` note, which
+``Schema.from_dict`` ignores (the schema loads as is) and which says that the bounds and category
+lists must be replaced by public knowledge, or released with DP (``draft_dp``), before sharing.
+
+``read_dictionary`` builds a schema from a data dictionary in CSV, one row per column:
+``name,type,min,max,categories`` (``categories`` separated by ``|``), optional ``bins``,
+``integer``, ``missing`` and ``missing_values`` (``|``-separated), and ignored ``description``,
+``label``, ``notes``, ``comment`` and ``source`` columns.
+"""
+
+from __future__ import annotations
+
+import csv
+import decimal
+import math
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .encode import column_cells, numbers_as_text
+from .errors import InputError
+from .schema import DEFAULT_BINS, MAX_COLUMN_CELLS, MISSING_TOKENS, Schema
+from .tables import is_number_type, is_text_type
+
+#: A column with at most this many distinct values is categorical (``--categorical-max``).
+DEFAULT_CATEGORICAL_MAX = 50
+#: Drafted bounds stay within this (a round number below 2^53, where whole numbers stop being exact).
+MAX_DRAFT_BOUND = 9e15
+#: The top-level key of a draft's note (``Schema.from_dict`` ignores top-level keys other than "columns").
+DRAFT_NOTE_KEY = "_draft"
+#: What separates categories (and missing values) in one cell of a data dictionary.
+CATEGORY_SEPARATOR = "|"
+#: The category an all-missing Parquet text column is drafted with (a placeholder to replace).
+PLACEHOLDER_CATEGORY = "(none seen)"
+
+PRIVATE_WARNING = (
+    "NOT PRIVATE: this schema was drafted from the private rows of {source}; its bounds and category "
+    "lists were read off those rows. Before the schema is shared, replace them with public knowledge "
+    "(a data dictionary, a code list) or draft it with --dp (bounds and categories released under "
+    "differential privacy and charged to a ledger), then delete this note."
+)
+
+
+class PrivateDraftWarning(UserWarning):
+    """A schema was drafted from private rows: its bounds and categories are not private."""
+
+
+# ---- rounding ------------------------------------------------------------------------------------
+def round_outward(lo: float, hi: float, integer: bool = False) -> tuple[float, float]:
+    """``[lo, hi]`` widened to multiples of ``10^e``, ``e = floor(log10(hi - lo))`` (for ``lo == hi``,
+    ``e = floor(log10(|lo|))``; at least 0 for an integer column), clamped to ``+-MAX_DRAFT_BOUND``.
+    The result always contains ``[lo, hi]`` (within the clamp): 17..90 -> 10..90, 1..99 -> 0..100."""
+    lo, hi = max(float(lo), -MAX_DRAFT_BOUND), min(float(hi), MAX_DRAFT_BOUND)
+    if lo > hi:  # every value lies beyond one clamp
+        lo = hi = MAX_DRAFT_BOUND if lo > 0 else -MAX_DRAFT_BOUND
+    ref = hi - lo if hi > lo else max(abs(lo), abs(hi))
+    if ref == 0:
+        return 0.0, 0.0
+    e = math.floor(math.log10(ref))
+    if integer:
+        e = max(e, 0)
+    with decimal.localcontext() as ctx:
+        ctx.prec = 80
+        step = decimal.Decimal(10) ** e
+        # the shortest decimals of the floats (0.3, not 0.2999...), then checked in floating point
+        k_lo = (decimal.Decimal(repr(lo)) / step).to_integral_value(decimal.ROUND_FLOOR)
+        k_hi = (decimal.Decimal(repr(hi)) / step).to_integral_value(decimal.ROUND_CEILING)
+        lower, upper = float(k_lo * step), float(k_hi * step)
+        while lower > lo:
+            k_lo -= 1
+            lower = float(k_lo * step)
+        while upper < hi:
+            k_hi += 1
+            upper = float(k_hi * step)
+    lower, upper = max(lower, -MAX_DRAFT_BOUND), min(upper, MAX_DRAFT_BOUND)
+    if integer:
+        lower, upper = float(math.floor(lower)), float(math.ceil(upper))
+    return lower, upper
+
+
+def category_order(values: Iterable[str]) -> list[str]:
+    """Categories sorted: those that read as numbers by value (then as text), then the rest as text."""
+
+    def key(v: str):
+        try:
+            x = float(v)
+        except ValueError:
+            x = math.nan
+        return (0, x, v) if math.isfinite(x) else (1, 0.0, v)
+
+    return sorted(values, key=key)
+
+
+# ---- one streaming pass ----------------------------------------------------------------------------
+@dataclass
+class ColumnProfile:
+    """What one pass learns about a column (private: for the draft, never released as such).
+
+    ``counts`` holds the present cells' text (as a categorical column would read them) and their
+    counts, for at most ``cap`` distinct values; ``saturated`` says a value beyond them was seen
+    (so ``len(counts) == min(distinct, cap)``). With a ``grid``, ``below[i]`` and ``above[i]`` count
+    the numbers ``< grid[i]`` and ``> grid[i]`` (the quantile scores of ``draft_dp``)."""
+
+    name: str
+    cap: int
+    rows: int = 0
+    missing: int = 0
+    non_numbers: int = 0
+    non_integers: int = 0
+    numbers: int = 0
+    lo: float = math.inf
+    hi: float = -math.inf
+    counts: dict[str, int] = field(default_factory=dict)
+    saturated: bool = False
+    tokens_seen: set[str] = field(default_factory=set)
+    below: np.ndarray | None = None
+    above: np.ndarray | None = None
+
+    @property
+    def present(self) -> int:
+        """Cells that are not missing."""
+        return self.rows - self.missing
+
+    @property
+    def distinct_capped(self) -> int:
+        """``min(distinct present values, cap)``."""
+        return len(self.counts)
+
+    def add(self, series: pd.Series, tokens: Sequence[str], extra: Sequence[str], grid: np.ndarray | None) -> None:
+        """Count one chunk of the column (cells read as ``encode.column_cells`` reads them)."""
+        cells = column_cells(series)
+        self.rows += len(cells)
+        if cells.dtype.kind == "f":
+            miss = np.isnan(cells)
+            present = cells[~miss]
+            finite = np.isfinite(present)
+            numbers = present[finite]
+            text = numbers_as_text(present)
+        else:
+            miss = np.isin(cells, list(tokens))
+            for t in extra:
+                if t not in self.tokens_seen and bool(np.any(cells == t)):
+                    self.tokens_seen.add(t)
+            # the parser of encode._encode_numeric, on the same cells
+            x = pd.to_numeric(pd.Series(np.where(miss, "nan", cells)), errors="coerce").to_numpy(float)
+            finite = np.isfinite(x[~miss])
+            numbers = x[~miss][finite]
+            text = cells[~miss]
+        self.missing += int(miss.sum())
+        self.non_numbers += int((~finite).sum())
+        self.numbers += len(numbers)
+        if len(numbers):
+            self.lo = min(self.lo, float(numbers.min()))
+            self.hi = max(self.hi, float(numbers.max()))
+            self.non_integers += int(np.sum(np.floor(numbers) != numbers))
+            if grid is not None:
+                xs = np.sort(numbers)
+                self.below += np.searchsorted(xs, grid, side="left")
+                self.above += len(xs) - np.searchsorted(xs, grid, side="right")
+        if not self.saturated and len(text):
+            for value, n in pd.Series(text, dtype=object).value_counts(sort=False).items():
+                if value in self.counts:
+                    self.counts[value] += int(n)
+                elif len(self.counts) < self.cap:
+                    self.counts[value] = int(n)
+                else:
+                    self.saturated = True
+                    break
+
+
+def profile_chunks(
+    frames: Iterable[pd.DataFrame],
+    names: Sequence[str],
+    cap: int,
+    missing_values: Sequence[str] = (),
+    grid: np.ndarray | None = None,
+) -> list[ColumnProfile]:
+    """One pass over ``frames`` (chunks of one table with columns ``names``): a profile per column."""
+    tokens = tuple(MISSING_TOKENS) + tuple(missing_values)
+    profiles = [ColumnProfile(n, cap) for n in names]
+    if grid is not None:
+        for p in profiles:
+            p.below = np.zeros(len(grid), dtype=np.int64)
+            p.above = np.zeros(len(grid), dtype=np.int64)
+    for frame in frames:
+        for p, name in zip(profiles, names):
+            p.add(frame[name], tokens, missing_values, grid)
+    return profiles
+
+
+# ---- decisions ---------------------------------------------------------------------------------------
+@dataclass
+class DraftResult:
+    """A drafted schema, the notes for its operator (private facts included: print them, do not
+    publish them), and the columns left out of it."""
+
+    schema: Schema
+    notes: list[str]
+    dropped: list[str]
+    columns: list[dict[str, Any]]
+
+
+def numeric_spec(
+    name: str, lo: float, hi: float, integer: bool, bins: int, missing: bool, tokens: Sequence[str]
+) -> dict[str, Any]:
+    """A numeric schema entry over ``round_outward(lo, hi)``."""
+    lower, upper = round_outward(lo, hi, integer)
+    spec: dict[str, Any] = {"name": name, "type": "numeric", "lower": lower, "upper": upper, "bins": bins}
+    if integer:
+        spec["integer"] = True
+    if missing:
+        spec["missing"] = True
+    if missing and tokens:
+        spec["missing_values"] = list(tokens)
+    return spec
+
+
+def categorical_spec(name: str, categories: Iterable[str], missing: bool, tokens: Sequence[str]) -> dict[str, Any]:
+    """A categorical schema entry with ``categories`` sorted (``category_order``)."""
+    spec: dict[str, Any] = {"name": name, "type": "categorical", "categories": category_order(categories)}
+    if missing:
+        spec["missing"] = True
+    if missing and tokens:
+        spec["missing_values"] = list(tokens)
+    return spec
+
+
+def decide(
+    p: ColumnProfile,
+    categorical_max: int,
+    bins: int,
+    missing_values: Sequence[str],
+    stored_type: str | None = None,
+) -> tuple[dict[str, Any] | None, str | None]:
+    """The schema entry of one profiled column (None: left out) and a note for the operator."""
+    tokens = [t for t in missing_values if t in p.tokens_seen]
+    missing = p.missing > 0
+    can_be_numeric = stored_type is None or is_number_type(stored_type)
+    can_be_categorical = stored_type is None or is_text_type(stored_type)
+    if stored_type is not None and not (can_be_numeric or can_be_categorical):
+        return None, (
+            f"column '{p.name}' is stored as {stored_type} in Parquet, which no schema column reads: left out "
+            "of the schema (store it as numbers or text, or remove it from the tables before `synth`)"
+        )
+    if p.present == 0:
+        if can_be_numeric:
+            return numeric_spec(p.name, 0.0, 0.0, True, bins, True, tokens), (
+                f"column '{p.name}': every cell is missing; drafted as the placeholder numeric 0..0 with "
+                "missing values: give it its real public domain"
+            )
+        spec = categorical_spec(p.name, [PLACEHOLDER_CATEGORY], True, tokens)
+        return spec, (
+            f"column '{p.name}': every cell is missing; drafted with the placeholder category "
+            f"{PLACEHOLDER_CATEGORY!r}: give it its real public categories"
+        )
+    few = not p.saturated and p.distinct_capped <= categorical_max
+    if few and can_be_categorical:
+        return categorical_spec(p.name, p.counts, missing, tokens), None
+    if p.non_numbers == 0 and can_be_numeric:
+        note = None
+        if p.lo < -MAX_DRAFT_BOUND or p.hi > MAX_DRAFT_BOUND:
+            note = (
+                f"column '{p.name}': values beyond +-{MAX_DRAFT_BOUND:g} (the widest bounds that stay exact) "
+                "will be clipped to the bounds; express the column in larger units"
+            )
+        return numeric_spec(p.name, p.lo, p.hi, p.non_integers == 0, bins, missing, tokens), note
+    why = (
+        f"stored as {stored_type} in Parquet (text), with" if stored_type is not None and not can_be_numeric else "has"
+    )
+    return None, (
+        f"column '{p.name}' {why} more than {categorical_max} distinct values (--categorical-max), not all "
+        "of them numbers: left out of the schema (e.g. free text or IDs); remove it from the tables before "
+        "`synth`, or raise --categorical-max"
+    )
+
+
+def check_options(categorical_max: int, bins: int, missing_values: Sequence[str]) -> None:
+    """``--categorical-max``, ``--bins`` and ``--missing-value`` are usable (``InputError`` if not)."""
+    if isinstance(categorical_max, bool) or not isinstance(categorical_max, int) or categorical_max < 0:
+        raise InputError(f"--categorical-max must be a whole number of at least 0, not {categorical_max!r}")
+    if categorical_max > MAX_COLUMN_CELLS:
+        raise InputError(
+            f"--categorical-max {categorical_max} is more than the {MAX_COLUMN_CELLS:,} cells a column may have"
+        )
+    if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= MAX_COLUMN_CELLS:
+        raise InputError(f"--bins must be a whole number from 1 to {MAX_COLUMN_CELLS:,}, not {bins!r}")
+    for t in missing_values:
+        if not isinstance(t, str) or t != t.strip():
+            raise InputError(
+                f"--missing-value {t!r}: cells are read without surrounding spaces, so a token must have none"
+            )
+
+
+def draft_profiles(
+    profiles: Sequence[ColumnProfile],
+    source: str,
+    categorical_max: int,
+    bins: int,
+    missing_values: Sequence[str] = (),
+    stored_types: dict[str, str] | None = None,
+) -> DraftResult:
+    """The draft of profiled columns (``decide`` on each), validated by ``Schema.from_dict``."""
+    if profiles and all(p.rows == 0 for p in profiles):
+        raise InputError(f"{source}: the table has no rows, so there is nothing to draft a schema from")
+    columns, notes, dropped = [], [], []
+    for p in profiles:
+        spec, note = decide(p, categorical_max, bins, missing_values, (stored_types or {}).get(p.name))
+        if spec is None:
+            dropped.append(p.name)
+        else:
+            columns.append(spec)
+        if note:
+            notes.append(note)
+    if not columns:
+        raise InputError(f"{source}: no column could be drafted ({'; '.join(notes)})")
+    schema = Schema.from_dict({"columns": columns}, source=source)
+    return DraftResult(schema, notes, dropped, columns)
+
+
+def draft_table(
+    path: str | Path,
+    categorical_max: int = DEFAULT_CATEGORICAL_MAX,
+    bins: int = DEFAULT_BINS,
+    missing_values: Sequence[str] = (),
+) -> DraftResult:
+    """Draft a schema from the table at ``path`` (CSV, gzip CSV or Parquet), read in chunks."""
+    from .tables import parquet_types, read_chunks, read_header, table_format
+
+    check_options(categorical_max, bins, missing_values)
+    source = str(path)
+    names = read_header(path)
+    types = parquet_types(path) if table_format(path) == "parquet" else None
+    frames = (c.frame for c in read_chunks(path))
+    profiles = profile_chunks(frames, names, categorical_max + 1, missing_values)
+    return draft_profiles(profiles, source, categorical_max, bins, missing_values, types)
+
+
+def draft_frame(
+    df: pd.DataFrame,
+    categorical_max: int = DEFAULT_CATEGORICAL_MAX,
+    bins: int = DEFAULT_BINS,
+    missing_values: Sequence[str] = (),
+    source: str = "<frame>",
+) -> DraftResult:
+    """Draft a schema from a data frame of any dtypes (as ``Silo.from_frame`` reads it)."""
+    check_options(categorical_max, bins, missing_values)
+    names = [str(c) for c in df.columns]
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise InputError(f"{source}: column '{dup}' appears twice")
+    frame = df.set_axis(names, axis=1)
+    profiles = profile_chunks([frame], names, categorical_max + 1, missing_values)
+    return draft_profiles(profiles, source, categorical_max, bins, missing_values)
+
+
+def warn_private(source: str) -> None:
+    """Warn (``PrivateDraftWarning``) that a schema drafted from ``source`` is not private."""
+    warnings.warn(PRIVATE_WARNING.format(source=source), PrivateDraftWarning, stacklevel=3)
+
+
+# ---- the document ------------------------------------------------------------------------------------
+def plain_numbers(value: Any) -> Any:
+    """Whole floats as integers (10 rather than 10.0), recursively, for a readable schema file."""
+    if isinstance(value, float) and value.is_integer() and abs(value) <= 2**53:
+        return int(value)
+    if isinstance(value, list):
+        return [plain_numbers(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain_numbers(v) for k, v in value.items()}
+    return value
+
+
+def draft_document(columns: list[dict[str, Any]], note: dict[str, Any]) -> dict[str, Any]:
+    """The schema file of a draft: the ``"_draft"`` note first, then the columns."""
+    return {DRAFT_NOTE_KEY: note, "columns": plain_numbers(columns)}
+
+
+def plain_note(source: str, dropped: Sequence[str]) -> dict[str, Any]:
+    """The ``"_draft"`` note of a schema read off private rows."""
+    note: dict[str, Any] = {
+        "warning": PRIVATE_WARNING.format(source=Path(source).name),
+        "private": True,
+        "drafted_from": Path(source).name,
+    }
+    if dropped:
+        note["left_out"] = list(dropped)
+    return note
+
+
+def write_document(path: str | Path, document: dict[str, Any]) -> None:
+    """Write a schema document atomically (``fileio.write_atomic``)."""
+    import json
+
+    from .fileio import write_atomic
+
+    def dump(fh):
+        json.dump(document, fh, indent=2, ensure_ascii=False)
+        fh.write("\n")
+
+    write_atomic(path, dump)
+
+
+# ---- a data dictionary -----------------------------------------------------------------------------
+DICTIONARY_FIELDS = ("name", "type", "min", "max", "categories", "bins", "integer", "missing", "missing_values")
+DICTIONARY_IGNORED = ("description", "label", "notes", "comment", "source")
+_TRUE, _FALSE = ("true", "yes", "y", "1"), ("false", "no", "n", "0", "")
+
+
+def read_dictionary(path: str | Path, bins: int = DEFAULT_BINS) -> Schema:
+    """A schema from a data dictionary in CSV (see the module docstring); ``InputError`` naming the
+    file, the line and the dictionary's column for a missing or malformed field."""
+    return Schema.from_dict({"columns": dictionary_columns(path, bins)}, source=str(path))
+
+
+def dictionary_columns(path: str | Path, bins: int = DEFAULT_BINS) -> list[dict[str, Any]]:
+    """The schema entries of a data dictionary in CSV, each checked by ``Schema.from_dict``."""
+    path = Path(path)
+    if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= MAX_COLUMN_CELLS:
+        raise InputError(f"--bins must be a whole number from 1 to {MAX_COLUMN_CELLS:,}, not {bins!r}")
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as fh:
+            reader = csv.reader(fh)
+            header = next(reader, None)
+            if header is None:
+                raise InputError(f"{path}: the data dictionary is empty (no header)")
+            header = [h.strip().lower() for h in header]
+            _check_dictionary_header(path, header)
+            rows = []
+            start = reader.line_num + 1
+            for row in reader:
+                line, start = start, reader.line_num + 1
+                if not any(cell.strip() for cell in row):
+                    continue
+                if len(row) > len(header):
+                    raise InputError(
+                        f"{path}: line {line}: {len(row)} fields but the header names {len(header)}; quote a "
+                        "cell that holds a comma"
+                    )
+                cells = {h: (row[i].strip() if i < len(row) else "") for i, h in enumerate(header)}
+                rows.append((line, cells))
+    except FileNotFoundError:
+        raise InputError(f"{path}: data dictionary not found") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a folder, not a data dictionary") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: the data dictionary is not UTF-8 text; save it as UTF-8 CSV") from None
+    except csv.Error as exc:
+        raise InputError(f"{path}: cannot parse as CSV ({exc})") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if not rows:
+        raise InputError(f"{path}: the data dictionary has a header but no rows (one row per column)")
+    columns: list[dict[str, Any]] = []
+    lines: dict[str, int] = {}
+    for line, cells in rows:
+        spec = _dictionary_spec(path, line, cells, bins)
+        Schema.from_dict({"columns": [spec]}, source=f"{path}: line {line}")
+        if spec["name"] in lines:
+            first = lines[spec["name"]]
+            raise InputError(
+                f"{path}: line {line}, column 'name': '{spec['name']}' is already declared on line {first}"
+            )
+        lines[spec["name"]] = line
+        columns.append(spec)
+    return columns
+
+
+def _check_dictionary_header(path: Path, header: list[str]) -> None:
+    known = set(DICTIONARY_FIELDS) | set(DICTIONARY_IGNORED)
+    for h in header:
+        if h not in known:
+            raise InputError(
+                f"{path}: line 1: unknown column {h!r} (the columns are {', '.join(DICTIONARY_FIELDS)}; "
+                f"{', '.join(DICTIONARY_IGNORED)} are ignored)"
+            )
+    if len(set(header)) != len(header):
+        dup = next(h for h in header if header.count(h) > 1)
+        raise InputError(f"{path}: line 1: column {dup!r} appears twice")
+    for h in ("name", "type"):
+        if h not in header:
+            raise InputError(f"{path}: line 1: the header has no '{h}' column (needed: name, type)")
+
+
+def _dictionary_spec(path: Path, line: int, cells: dict[str, str], bins: int) -> dict[str, Any]:
+    """One dictionary row as a schema entry; errors name the file, the line and the field."""
+
+    def fault(key: str, problem: str) -> InputError:
+        return InputError(f"{path}: line {line}, column '{key}': {problem}")
+
+    def get(key: str) -> str:
+        return cells.get(key, "")
+
+    def flag(key: str) -> bool:
+        v = get(key).lower()
+        if v in _TRUE:
+            return True
+        if v in _FALSE:
+            return False
+        raise fault(key, f"{get(key)!r} is not true or false")
+
+    def listed(key: str) -> list[str]:
+        items = [v.strip() for v in get(key).split(CATEGORY_SEPARATOR)]
+        if any(v == "" for v in items):
+            raise fault(key, f"an empty item in {get(key)!r} (items are separated by '{CATEGORY_SEPARATOR}')")
+        return items
+
+    name = get("name")
+    if not name:
+        raise fault("name", "the column has no name")
+    kind = get("type").lower()
+    if kind not in ("numeric", "categorical"):
+        raise fault("type", f"column '{name}': the type must be numeric or categorical, not {get('type')!r}")
+    spec: dict[str, Any] = {"name": name, "type": kind}
+    if kind == "numeric":
+        for key, to in (("min", "lower"), ("max", "upper")):
+            text = get(key)
+            if not text:
+                raise fault(key, f"numeric column '{name}' needs a {key}")
+            try:
+                value = float(text)
+            except ValueError:
+                raise fault(key, f"column '{name}': {text!r} is not a number") from None
+            spec[to] = int(value) if value.is_integer() and abs(value) <= 2**53 else value
+        if get("bins"):
+            try:
+                spec["bins"] = int(get("bins"))
+            except ValueError:
+                raise fault("bins", f"column '{name}': {get('bins')!r} is not a whole number") from None
+        else:
+            spec["bins"] = bins
+        if flag("integer"):
+            spec["integer"] = True
+        if get("categories"):
+            raise fault("categories", f"numeric column '{name}' has no categories (use min and max)")
+    else:
+        if not get("categories"):
+            raise fault("categories", f"categorical column '{name}' needs its categories, separated by '|'")
+        spec["categories"] = listed("categories")
+        for key in ("min", "max", "bins"):
+            if get(key):
+                raise fault(key, f"categorical column '{name}' takes no {key}")
+        if flag("integer"):
+            raise fault("integer", f"categorical column '{name}' cannot be integer")
+    if flag("missing") or (not get("missing") and get("missing_values")):
+        spec["missing"] = True
+    if get("missing_values"):
+        spec["missing_values"] = listed("missing_values")
+    return spec

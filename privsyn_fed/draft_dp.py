@@ -1,0 +1,446 @@
+"""A schema drafted under differential privacy: everything read from the rows is released by a
+mechanism that charges a ledger (``privsyn-fed schema draft --dp EPSILON --delta DELTA``).
+
+Neighbouring tables differ by adding or removing one record (a row as the reader yields it). The
+column names (the header), the options and the budget are public; nothing else is read for free.
+The plan (``plan_draft``) is fixed from public facts before any row is read: the budget
+``rho = epsilon_to_rho(epsilon, delta_conversion)`` with ``delta_conversion = delta / 2``; the other
+half of delta is shared equally by the ``d`` columns' thresholds (``delta_target = delta / (2 d)``).
+``PROFILE_SHARE`` of rho goes to the profile, the rest in equal shares ``rho_col`` to the columns:
+
+1. **Profile** (one Gaussian, discrete, on integers): the row count, and per column the counts of
+   missing cells, of present cells that are not finite numbers, of numbers that are not whole, and
+   ``min(distinct present values, C)`` with the public cap ``C = DISTINCT_GUARD + 1 + ceil(6 sigma)``.
+   A record is one row (1), and in each column in at most one of the first three counts (1) and adds
+   at most one distinct value (1): L2 sensitivity ``sqrt(1 + 2 d)``; cost ``(1 + 2 d) / (2 sigma^2)``.
+   Decisions (post-processing): ``missing`` when the noisy missing count is positive (declaring it
+   costs one cell; omitting it makes ``synth`` refuse the table); a column of numbers (numeric) when
+   the noisy non-number count is at most ``SEEN_SIGMAS sigma + 1/2``, of whole numbers likewise;
+   otherwise a column of text, left out when its noisy distinct count exceeds ``DISTINCT_GUARD``
+   (IDs, free text: nothing more is spent on it), else categorical. Unlike a plain draft, a column
+   of numbers is always numeric here: a whole-number column of a small range gets one bin per value,
+   which encodes like a categorical column, and no histogram of numbers is needed.
+2. **Bounds** of a numeric column: the exponential mechanism (OpenDP's Gumbel noisy max) over the
+   public grid ``QUANTILE_GRID`` (0 and every +-m 10^k with two significant digits, m = 1.0, 1.1,
+   ..., 9.9 and k = -3..15 up to 9e15: 3,403 round numbers) for a low and a high quantile
+   ``p%`` and ``(100 - p)%``, each at ``epsilon_q = 2 sqrt(rho_col / 2)`` (cost ``epsilon_q^2 / 8``).
+   The score of candidate c for ``alpha = p / 100`` is ``-|(100 - p) #(x < c) - p #(x > c)|``
+   (OpenDP's ``make_quantile_score_candidates``, up to its factor 100, computed in one streaming
+   pass); one record moves it by at most ``max(p, 100 - p)``. The exponential mechanism misses the
+   quantile by at most ``r = 2 max(alpha, 1 - alpha) (ln |grid| + ln 20) / epsilon_q`` rows with 95%
+   confidence, and every candidate outside the data scores only ``alpha n`` rows below the best, so
+   ``p`` is the least whole percent (at least ``QUANTILE_PERCENT``, at most 25) with ``p n / 100 >=
+   2 r``, ``n`` the noisy count of present cells (post-processing of the profile). The grid is fine
+   (two significant digits) so that the best candidate lies inside the data: on a coarse grid the
+   best one can lie beyond the largest value, where every candidate scores alike and the mechanism
+   drifts to the grid's end. The two candidates are then rounded outward (``draft.round_outward``).
+   A budget with ``r`` above ``MAX_RANK_ERROR`` rows is refused before anything is read.
+3. **Categories** of a categorical column: a thresholded histogram. Every present value's count
+   gets discrete Gaussian noise ``N_Z(0, s^2)``, ``s = 1 / sqrt(2 rho_col)`` (sensitivity 1, cost
+   ``rho_col``), and the values whose noisy count is at least the integer threshold ``tau`` are
+   listed, sorted, plus the catch-all ``OTHER_CATEGORY`` for the rest (the column is left out when
+   none passes, or more than ``K`` (``--categorical-max``) do). The domain is unknown, so a
+   value held by one record appears with probability ``delta' = P(1 + Z >= tau) <=
+   P(N(0, s^2) >= tau - 2) = erfc((tau - 2) / (s sqrt 2)) / 2`` (the discrete Gaussian's tail past
+   ``t`` is at most the continuous one past ``t - 1``: bound each mass by the integral over the unit
+   interval below it, and the normaliser ``sum_k exp(-k^2 / 2 s^2) >= s sqrt(2 pi)`` by Poisson
+   summation). Conditioned on that event not happening the outputs are identical, so the histogram is
+   ``(rho_col, delta')``-approximately zCDP; ``tau`` is the least integer with ``delta' <= delta_target``.
+   Each histogram's entry records ``threshold`` and ``delta``; the run is ``(epsilon, delta)``-DP with
+   ``epsilon`` the conversion of the spent rho at ``delta_conversion`` and ``delta =
+   delta_conversion + sum delta'`` (``accounting.ledger``; ``audit`` re-derives every part).
+
+The ledger (method ``schema-draft``) is written before each release, as for ``synth``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .accounting import Accountant
+from .accounting.conversions import epsilon_to_rho, rho_to_epsilon
+from .draft import (
+    MAX_DRAFT_BOUND,
+    ColumnProfile,
+    category_order,
+    numeric_spec,
+    profile_chunks,
+)
+from .errors import InputError
+from .noise import NoiseSource, OpenDPNoise
+from .schema import Schema
+
+METHOD = "schema-draft"
+#: Share of rho spent on the profile; the rest is split equally among the columns.
+PROFILE_SHARE = 0.1
+#: Share of delta left to the thresholds of the categories' histograms (the rest converts rho).
+THRESHOLD_DELTA_SHARE = 0.5
+#: The low quantile of a numeric column's bounds, in percent at the least (the high one is ``100 - p``),
+#: and at the most (``p`` grows on little data; see the module docstring).
+QUANTILE_PERCENT = 1
+MAX_QUANTILE_PERCENT = 25
+QUANTILE_DENOMINATOR = 100
+#: Exponential mechanisms per numeric column (its low and high quantile).
+QUANTILES_PER_COLUMN = 2
+#: The widest rank error (in rows, at ``RANK_CONFIDENCE``) at which bounds are still worth drafting.
+MAX_RANK_ERROR = 1000
+RANK_CONFIDENCE = 0.95
+#: A noisy profile count above ``SEEN_SIGMAS sigma + 1/2`` says such cells exist.
+SEEN_SIGMAS = 4.0
+#: A text column with more distinct values than this (noisy) is left out without a histogram.
+DISTINCT_GUARD = 10_000
+#: The distinct-value cap is ``DISTINCT_GUARD + 1 + ceil(CAP_SIGMAS sigma)``: a column with more
+#: distinct values than that passes the guard with probability below ``Phi(-CAP_SIGMAS)`` (1e-9).
+CAP_SIGMAS = 6.0
+#: The catch-all category of a drafted categorical column (values below the threshold map to it).
+OTHER_CATEGORY = "(other)"
+THREAT_MODEL = (
+    "the data owner drafts on their own machine and is trusted with its rows; the schema and this "
+    "ledger are what leave it"
+)
+
+
+def quantile_grid() -> np.ndarray:
+    """The public candidates of the bounds: 0 and +-m 10^k for m = 1.0, 1.1, ..., 9.9 and k = -3..15,
+    up to ``draft.MAX_DRAFT_BOUND`` = 9e15 (below 2^53): 3,403 round numbers, sorted."""
+    pos = sorted(float(f"{m / 10:.1f}e{k}") for k in range(-3, 16) for m in range(10, 100))
+    pos = [p for p in pos if p <= MAX_DRAFT_BOUND]
+    return np.array([-p for p in reversed(pos)] + [0.0] + pos)
+
+
+QUANTILE_GRID = quantile_grid()
+
+
+def threshold_delta(sigma: float, threshold: float) -> float:
+    """``erfc((tau - 2) / (sigma sqrt 2)) / 2``: a bound on ``P(1 + Z >= tau)``, ``Z ~ N_Z(0, sigma^2)``,
+    the probability that a value held by one record passes the threshold ``tau`` (>= 2)."""
+    return 0.5 * math.erfc((threshold - 2.0) / (sigma * math.sqrt(2.0)))
+
+
+def threshold_for(sigma: float, delta_target: float) -> int:
+    """The least integer ``tau >= 2`` with ``threshold_delta(sigma, tau) <= delta_target``."""
+    from scipy.special import erfcinv
+
+    tau = max(2, 2 + math.ceil(sigma * math.sqrt(2.0) * float(erfcinv(2.0 * delta_target))) - 1)
+    while threshold_delta(sigma, tau) > delta_target:
+        tau += 1
+    while tau > 2 and threshold_delta(sigma, tau - 1) <= delta_target:
+        tau -= 1
+    return tau
+
+
+def quantile_scores(below: np.ndarray, above: np.ndarray, percent: int) -> np.ndarray:
+    """``-|(100 - p) #(x < c) - p #(x > c)|`` per candidate (exact integers, as floats): the score of
+    the exponential mechanism for ``alpha = p / 100``; one record moves it by at most ``max(p, 100 - p)``."""
+    q = QUANTILE_DENOMINATOR
+    return -np.abs((q - percent) * below.astype(np.int64) - percent * above.astype(np.int64)).astype(float)
+
+
+def quantile_sensitivity(percent: int) -> float:
+    """``max(p, 100 - p)``: how far one record moves a quantile score (``quantile_scores``)."""
+    return float(max(percent, QUANTILE_DENOMINATOR - percent))
+
+
+def profile_vector(profiles: Sequence[ColumnProfile]) -> np.ndarray:
+    """``[rows, then per column: missing, non-numbers, non-integers, min(distinct, cap)]`` (int64)."""
+    rows = profiles[0].rows if profiles else 0
+    out = [rows]
+    for p in profiles:
+        out += [p.missing, p.non_numbers, p.non_integers, p.distinct_capped]
+    return np.array(out, dtype=np.int64)
+
+
+def profile_sensitivity(d: int) -> float:
+    """``sqrt(1 + 2 d)``: the L2 sensitivity of ``profile_vector`` over ``d`` columns."""
+    return math.sqrt(1.0 + 2.0 * d)
+
+
+@dataclass(frozen=True)
+class DraftPlan:
+    """The public plan of a DP draft, fixed before any row is read (see the module docstring)."""
+
+    epsilon: float
+    delta: float
+    columns: tuple[str, ...]
+    categorical_max: int
+    bins: int
+    missing_values: tuple[str, ...] = ()
+    delta_conversion: float = field(init=False)
+    delta_target: float = field(init=False)
+    rho_budget: float = field(init=False)
+    rho_profile: float = field(init=False)
+    rho_column: float = field(init=False)
+    sigma_profile: float = field(init=False)
+    cap: int = field(init=False)
+    epsilon_quantile: float = field(init=False)
+    sigma_categories: float = field(init=False)
+    threshold: int = field(init=False)
+    rank_error: float = field(init=False)
+
+    def __post_init__(self):
+        d = len(self.columns)
+        set_ = lambda k, v: object.__setattr__(self, k, v)
+        set_("delta_conversion", self.delta * (1 - THRESHOLD_DELTA_SHARE))
+        set_("delta_target", self.delta * THRESHOLD_DELTA_SHARE / d)
+        set_("rho_budget", epsilon_to_rho(self.epsilon, self.delta_conversion))
+        set_("rho_profile", PROFILE_SHARE * self.rho_budget)
+        set_("rho_column", (1 - PROFILE_SHARE) * self.rho_budget / d)
+        set_("sigma_profile", profile_sensitivity(d) / math.sqrt(2 * self.rho_profile))
+        set_("cap", DISTINCT_GUARD + 1 + math.ceil(CAP_SIGMAS * self.sigma_profile))
+        set_("epsilon_quantile", 2.0 * math.sqrt(self.rho_column / QUANTILES_PER_COLUMN))
+        set_("sigma_categories", 1.0 / math.sqrt(2 * self.rho_column))
+        set_("threshold", threshold_for(self.sigma_categories, self.delta_target))
+        set_("rank_error", rank_error(self.epsilon_quantile))
+
+    def record(self) -> dict[str, Any]:
+        """The plan as the ledger records it (``details.draft``): public facts only."""
+        return {
+            "profile_share": PROFILE_SHARE,
+            "threshold_delta_share": THRESHOLD_DELTA_SHARE,
+            "categorical_max": self.categorical_max,
+            "distinct_guard": DISTINCT_GUARD,
+            "distinct_cap": self.cap,
+            "quantile_percent": [QUANTILE_PERCENT, MAX_QUANTILE_PERCENT],
+            "grid": {
+                "candidates": len(QUANTILE_GRID),
+                "lowest": float(QUANTILE_GRID[0]),
+                "highest": float(QUANTILE_GRID[-1]),
+            },
+            "rank_error": self.rank_error,
+            "max_rank_error": MAX_RANK_ERROR,
+            "threshold": self.threshold,
+            "delta_target": self.delta_target,
+            "bins": self.bins,
+            "missing_values": list(self.missing_values),
+        }
+
+
+def rank_error(epsilon_quantile: float) -> float:
+    """Rows by which the exponential mechanism's quantile may miss at ``RANK_CONFIDENCE``:
+    ``2 max(alpha, 1 - alpha) (ln |grid| + ln(1 / (1 - confidence))) / epsilon_q``."""
+    worst = quantile_sensitivity(QUANTILE_PERCENT) / QUANTILE_DENOMINATOR
+    return 2.0 * worst * (math.log(len(QUANTILE_GRID)) + math.log(1.0 / (1.0 - RANK_CONFIDENCE))) / epsilon_quantile
+
+
+def needed_epsilon(d: int, delta: float) -> float:
+    """The least ``--dp`` epsilon (at ``delta``) whose bounds miss by at most ``MAX_RANK_ERROR`` rows."""
+    eps_q = rank_error(1.0) / MAX_RANK_ERROR
+    rho_col = QUANTILES_PER_COLUMN * (eps_q / 2.0) ** 2
+    rho = rho_col * d / (1 - PROFILE_SHARE)
+    return rho_to_epsilon(rho, delta * (1 - THRESHOLD_DELTA_SHARE))
+
+
+def plan_draft(
+    epsilon: float,
+    delta: float,
+    columns: Sequence[str],
+    categorical_max: int,
+    bins: int,
+    missing_values: Sequence[str] = (),
+) -> DraftPlan:
+    """The plan of a DP draft over ``columns`` (public), or ``InputError`` (one line naming a column
+    and the epsilon needed) when the budget is too small to find bounds (``MAX_RANK_ERROR``)."""
+    from .api import check_budget_args
+
+    check_budget_args(epsilon, delta)
+    if not columns:
+        raise InputError("the table has no columns")
+    d = len(columns)
+    try:
+        plan = DraftPlan(float(epsilon), float(delta), tuple(columns), categorical_max, bins, tuple(missing_values))
+    except ValueError:  # no zCDP budget converts to so small an epsilon
+        plan = None
+    if plan is None or plan.rank_error > MAX_RANK_ERROR:
+        need = needed_epsilon(d, delta)
+        miss = f"could miss by {plan.rank_error:,.0f} rows" if plan else "cannot be found"
+        raise InputError(
+            f"--dp {epsilon:g} is too small to find the bounds of column '{columns[0]}' (each of the {d} "
+            f"columns gets an equal share): they {miss} at {RANK_CONFIDENCE:.0%} confidence, more than "
+            f"{MAX_RANK_ERROR:,}; --dp needs at least {_round_up(need)} at --delta {delta:g} (nothing was read, "
+            "written or reserved)"
+        )
+    return plan
+
+
+def _round_up(x: float) -> str:
+    """``x`` rounded up to two significant digits, as text."""
+    e = math.floor(math.log10(x)) - 1
+    return f"{math.ceil(x / 10**e) * 10**e:.{max(0, -e)}f}"
+
+
+# ---- the release -----------------------------------------------------------------------------------
+@dataclass
+class DPDraft:
+    """A DP draft: the schema entries, the columns left out, notes (DP outputs only) and the ledger."""
+
+    columns: list[dict[str, Any]]
+    dropped: list[str]
+    notes: list[str]
+    accountant: Accountant
+
+    @property
+    def schema(self) -> Schema:
+        """The drafted schema."""
+        return Schema.from_dict({"columns": self.columns}, source="<dp draft>")
+
+
+def low_percent(present: float, plan: DraftPlan) -> int:
+    """The low quantile's percent ``p`` for a column of ``present`` (noisy) cells: the least whole
+    percent from ``QUANTILE_PERCENT`` to ``MAX_QUANTILE_PERCENT`` with ``p present / 100 >= 2 r``."""
+    need = 100.0 * 2.0 * plan.rank_error / max(present, 1.0)
+    return int(min(MAX_QUANTILE_PERCENT, max(QUANTILE_PERCENT, math.ceil(need))))
+
+
+def release_draft(
+    frames: Callable[[], Iterable[pd.DataFrame]],
+    plan: DraftPlan,
+    acc: Accountant,
+    noise: NoiseSource | None = None,
+) -> DPDraft:
+    """Read the table (``frames()`` yields its chunks; a second call reads it again) and release the
+    draft through the plan's mechanisms, each charged to ``acc`` before its noisy value exists."""
+    from .mechanisms import exponential_mechanism, gaussian_mechanism
+
+    noise = noise or OpenDPNoise()
+    profiles = profile_chunks(frames(), plan.columns, plan.cap, plan.missing_values, QUANTILE_GRID)
+    sigma = plan.sigma_profile
+    noisy = gaussian_mechanism(
+        acc,
+        noise,
+        profile_vector(profiles),
+        sigma=sigma,
+        sensitivity_l2=profile_sensitivity(len(plan.columns)),
+        query=f"profile: rows; per column missing, non-number, non-integer and distinct (at most {plan.cap}) cells",
+        where="silo",
+    )
+    seen = SEEN_SIGMAS * sigma + 0.5
+    rows = int(noisy[0])
+    facts = {name: tuple(int(v) for v in noisy[1 + 4 * j : 5 + 4 * j]) for j, name in enumerate(plan.columns)}
+    text = [n for n in plan.columns if facts[n][1] > seen and facts[n][3] <= DISTINCT_GUARD]
+    if any(p.saturated for p in profiles if p.name in text):  # rare (CAP_SIGMAS): count every value again
+        again = {p.name: p for p in profile_chunks(frames(), plan.columns, 2**62, plan.missing_values)}
+        profiles = [again[p.name] if p.name in text and p.saturated else p for p in profiles]
+    columns, dropped, notes = [], [], []
+    tokens = list(plan.missing_values)
+    for p in profiles:
+        name = p.name
+        missing, non_numbers, non_integers, distinct = facts[name]
+        has_missing = missing > 0
+        said = (
+            f"noisy counts: {rows} rows, {missing} missing, {non_numbers} non-number, {non_integers} "
+            f"non-integer, {distinct} distinct"
+        )
+        if non_numbers <= seen:
+            percent = low_percent(rows - missing, plan)
+            ends = []
+            for pct in (percent, QUANTILE_DENOMINATOR - percent):
+                pick = exponential_mechanism(
+                    acc,
+                    noise,
+                    quantile_scores(p.below, p.above, pct),
+                    epsilon=plan.epsilon_quantile,
+                    sensitivity=quantile_sensitivity(pct),
+                    query=f"quantile {pct / QUANTILE_DENOMINATOR:g} of '{name}' on the public grid",
+                    where="silo",
+                    column=name,
+                    quantile=pct / QUANTILE_DENOMINATOR,
+                )
+                ends.append(float(QUANTILE_GRID[pick]))
+            lo, hi = min(ends), max(ends)
+            integer = non_integers <= seen
+            spec = numeric_spec(name, lo, hi, integer, plan.bins, has_missing, tokens)
+            columns.append(spec)
+            notes.append(
+                f"column '{name}': numeric{', integer' if integer else ''}{', missing' if has_missing else ''}; its "
+                f"{percent}% and {100 - percent}% quantiles {lo:g} and {hi:g} give the bounds "
+                f"{spec['lower']:g}..{spec['upper']:g}, beyond which values are clipped ({said})"
+            )
+            continue
+        if distinct > DISTINCT_GUARD:
+            dropped.append(name)
+            notes.append(
+                f"column '{name}': text with more than {DISTINCT_GUARD:,} distinct values (IDs or free text; "
+                f"{said}): left out of the schema; remove it from the tables before `synth`"
+            )
+            continue
+        values = list(p.counts)
+        acc.gaussian(
+            f"categories of '{name}': thresholded histogram of its values",
+            1.0,
+            plan.sigma_categories,
+            "silo",
+            sampler=noise.name,
+            column=name,
+            threshold=float(plan.threshold),
+            delta=threshold_delta(plan.sigma_categories, plan.threshold),
+        )
+        counts = np.array([p.counts[v] for v in values], dtype=np.int64)
+        noisy_counts = noise.gaussian_counts(counts, plan.sigma_categories) if len(values) else counts
+        kept = [v for v, c in zip(values, noisy_counts) if c >= plan.threshold]
+        if not kept or len(kept) > plan.categorical_max:
+            dropped.append(name)
+            why = (
+                f"no value was frequent enough to release (threshold {plan.threshold})"
+                if not kept
+                else f"{len(kept)} values passed the threshold, more than --categorical-max {plan.categorical_max}"
+            )
+            notes.append(
+                f"column '{name}': text; {why} ({said}): left out of the schema; declare it from public "
+                "knowledge, or remove it from the tables before `synth`"
+            )
+            continue
+        other = OTHER_CATEGORY
+        while other in kept:
+            other += "*"
+        spec = {"name": name, "type": "categorical", "categories": category_order(kept) + [other], "unknown": other}
+        if has_missing:
+            spec["missing"] = True
+            if tokens:
+                spec["missing_values"] = tokens
+        columns.append(spec)
+        notes.append(
+            f"column '{name}': categorical{', missing' if has_missing else ''}; {len(kept)} values at or above the "
+            f"threshold {plan.threshold}, the others map to {other!r} ({said})"
+        )
+    if not columns:
+        raise InputError("no column could be drafted: " + "; ".join(notes))
+    Schema.from_dict({"columns": columns}, source="<dp draft>")
+    return DPDraft(columns, dropped, notes, acc)
+
+
+def accountant_for(plan: DraftPlan, ledger_path: str | Path | None = None) -> Accountant:
+    """The accountant of a DP draft: rho at ``delta_conversion``, thresholds' deltas up to ``delta``."""
+    return Accountant(
+        plan.epsilon,
+        plan.delta_conversion,
+        METHOD,
+        ledger_path=ledger_path,
+        threat_model=THREAT_MODEL,
+        details={"columns": list(plan.columns), "draft": plan.record()},
+        delta_budget=plan.delta,
+    )
+
+
+def dp_note(source: str, ledger: dict[str, Any], ledger_name: str, plan: DraftPlan, dropped: Sequence[str]) -> dict:
+    """The ``"_draft"`` note of a DP draft."""
+    note: dict[str, Any] = {
+        "note": (
+            f"Drafted from the rows of {Path(source).name} under ({ledger['epsilon']:.4g}, {ledger['delta']:.3g})-"
+            f"differential privacy; every value read from the rows was released by a mechanism recorded in "
+            f"{ledger_name} (check it with `privsyn-fed audit {ledger_name}`). Review before use: categories "
+            f"seen fewer than about {plan.threshold} times are not listed (such values map to the catch-all), "
+            "bounds come from noisy 1% and 99% quantiles (values beyond are clipped), and a column left out or "
+            "typed wrongly must be fixed by hand. Delete this note when done."
+        ),
+        "private": False,
+        "dp": {"epsilon": ledger["epsilon"], "delta": ledger["delta"], "ledger": ledger_name},
+    }
+    if dropped:
+        note["left_out"] = list(dropped)
+    return note
