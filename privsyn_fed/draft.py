@@ -404,7 +404,7 @@ def plain_note(source: str, dropped: Sequence[str]) -> dict[str, Any]:
     """The ``"_draft"`` note of a schema read off private rows."""
     note: dict[str, Any] = {
         "warning": PRIVATE_WARNING.format(source=Path(source).name),
-        "private": True,
+        "privacy": "none: read off private rows",
         "drafted_from": Path(source).name,
     }
     if dropped:

@@ -305,10 +305,16 @@ def release_draft(
 ) -> DPDraft:
     """Read the table (``frames()`` yields its chunks; a second call reads it again) and release the
     draft through the plan's mechanisms, each charged to ``acc`` before its noisy value exists."""
+    from .interrupt import checkpoint
     from .mechanisms import exponential_mechanism, gaussian_mechanism
 
+    def chunks() -> Iterable[pd.DataFrame]:
+        for frame in frames():
+            checkpoint()  # a safe point between chunks (SIGINT, SIGTERM)
+            yield frame
+
     noise = noise or OpenDPNoise()
-    profiles = profile_chunks(frames(), plan.columns, plan.cap, plan.missing_values, QUANTILE_GRID)
+    profiles = profile_chunks(chunks(), plan.columns, plan.cap, plan.missing_values, QUANTILE_GRID)
     sigma = plan.sigma_profile
     noisy = gaussian_mechanism(
         acc,
@@ -324,7 +330,7 @@ def release_draft(
     facts = {name: tuple(int(v) for v in noisy[1 + 4 * j : 5 + 4 * j]) for j, name in enumerate(plan.columns)}
     text = [n for n in plan.columns if facts[n][1] > seen and facts[n][3] <= DISTINCT_GUARD]
     if any(p.saturated for p in profiles if p.name in text):  # rare (CAP_SIGMAS): count every value again
-        again = {p.name: p for p in profile_chunks(frames(), plan.columns, 2**62, plan.missing_values)}
+        again = {p.name: p for p in profile_chunks(chunks(), plan.columns, 2**62, plan.missing_values)}
         profiles = [again[p.name] if p.name in text and p.saturated else p for p in profiles]
     columns, dropped, notes = [], [], []
     tokens = list(plan.missing_values)
@@ -438,7 +444,8 @@ def dp_note(source: str, ledger: dict[str, Any], ledger_name: str, plan: DraftPl
             "bounds come from noisy 1% and 99% quantiles (values beyond are clipped), and a column left out or "
             "typed wrongly must be fixed by hand. Delete this note when done."
         ),
-        "private": False,
+        "privacy": "differential privacy",
+        "drafted_from": Path(source).name,
         "dp": {"epsilon": ledger["epsilon"], "delta": ledger["delta"], "ledger": ledger_name},
     }
     if dropped:

@@ -1,0 +1,767 @@
+"""Drafting a schema: plain drafts always pass the release's own input validation on the rows they
+were read from; DP drafts charge every fact read from the rows (sensitivities checked on D and D
+plus one record), write a ledger that audit re-derives and that tampering fails, and draw on the
+budget store; a data dictionary in CSV gives a schema or one line naming the file, line and column."""
+
+import gzip
+import json
+import math
+import os
+import sqlite3
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import privsyn_fed as pf
+from privsyn_fed import draft_dp
+from privsyn_fed.accounting import audit as audit_module
+from privsyn_fed.accounting import audit_ledger, epsilon_to_rho, load_ledger
+from privsyn_fed.accounting.budget_store import BudgetStore
+from privsyn_fed.cli import main
+from privsyn_fed.draft import (
+    DRAFT_NOTE_KEY,
+    PrivateDraftWarning,
+    draft_frame,
+    draft_table,
+    profile_chunks,
+    read_dictionary,
+    round_outward,
+)
+from privsyn_fed.errors import InputError
+from privsyn_fed.schema import MISSING_TOKENS
+
+ACS = "/work/shared/data/nist-acs-excerpts"
+
+
+def run_cli(args, capsys):
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_line_error(code, err, *fragments):
+    lines = [line for line in err.strip().splitlines() if line]
+    assert code == 2 and len(lines) == 1, err
+    assert "Traceback" not in err
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def quiet_draft(df, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivateDraftWarning)
+        return pf.Schema.draft(df, **kw)
+
+
+# ---- rounding -------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "lo, hi, integer, expected",
+    [
+        (17, 90, True, (10, 90)),
+        (1, 99, True, (0, 100)),
+        (0.13, 0.97, False, (0.1, 1.0)),
+        (-3.7, 12.2, False, (-10, 20)),
+        (1000, 1003, True, (1000, 1003)),
+        (5, 5, True, (5, 5)),
+        (0.3, 0.3, False, (0.3, 0.3)),
+        (0, 0, False, (0, 0)),
+        (-1e300, 1e300, False, (-9e15, 9e15)),
+    ],
+)
+def test_bounds_round_outward_to_multiples_of_a_power_of_ten(lo, hi, integer, expected):
+    assert round_outward(lo, hi, integer) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.floats(-1e15, 1e15, allow_nan=False, allow_subnormal=True),
+    st.floats(0, 1e15, allow_nan=False),
+    st.booleans(),
+)
+def test_rounded_bounds_contain_the_values(lo, width, integer):
+    hi = lo + width
+    if integer:
+        lo, hi = math.floor(lo), math.ceil(hi)
+    lower, upper = round_outward(lo, hi, integer)
+    assert lower <= lo and hi <= upper
+    if integer:
+        assert lower == int(lower) and upper == int(upper)
+
+
+# ---- plain drafts pass the release's validation ---------------------------------------------------
+AWKWARD = {
+    "ints": st.integers(-(2**62), 2**62),
+    "small_ints": st.integers(-5, 5),
+    "floats": st.floats(-1e12, 1e12, allow_nan=False, allow_infinity=False),
+    "tiny": st.floats(-1e-6, 1e-6, allow_nan=False),
+    "text": st.sampled_from(["a", " a ", "b", "Zürich", "x, y", "1", " 5", "2.5", "-3", "1e3", "0x10", "inf", "True"]),
+    "one": st.just("only"),
+}
+MISSING = st.sampled_from([None, np.nan, "", "NA", "null", "None", "N/A"])
+
+
+@st.composite
+def mixed_tables(draw):
+    n = draw(st.integers(1, 25))
+    columns = {}
+    for j in range(draw(st.integers(1, 5))):
+        kind = draw(st.sampled_from([*AWKWARD, "all_missing", "numbers_as_text", "mixed"]))
+        p_missing = draw(st.sampled_from([0.0, 0.0, 0.3]))
+        cells = []
+        for _ in range(n):
+            if kind == "all_missing" or draw(st.floats(0, 1)) < p_missing:
+                cells.append(draw(MISSING))
+            elif kind == "numbers_as_text":
+                cells.append(str(draw(AWKWARD["floats"])))
+            elif kind == "mixed":
+                cells.append(draw(st.one_of(AWKWARD["text"], AWKWARD["small_ints"], AWKWARD["floats"])))
+            else:
+                cells.append(draw(AWKWARD[kind]))
+        columns[f"c{j}_{kind}"] = cells
+    return pd.DataFrame(columns)
+
+
+@settings(max_examples=40, deadline=None)
+@given(mixed_tables(), st.integers(0, 6), st.integers(1, 40))
+def test_a_drafted_schema_always_passes_the_validation_of_its_own_rows(tmp_path_factory, df, k, bins):
+    """Python frames (typed as given) and the same table as a CSV file (text): the draft of either,
+    loaded by the release's own readers, never fails on the rows it was read from."""
+    tmp = tmp_path_factory.mktemp("draft")
+    try:
+        result = draft_frame(df, categorical_max=k, bins=bins)
+    except InputError as exc:  # every column left out (more than k distinct words in each)
+        assert "no column could be drafted" in str(exc)
+        return
+    pf.Silo.from_frame(df.drop(columns=result.dropped), result.schema)
+    csv = tmp / "t.csv"
+    df.to_csv(csv, index=False)
+    drafted = draft_table(csv, categorical_max=k, bins=bins)
+    kept = tmp / "kept.csv"
+    pd.read_csv(csv, dtype=str, keep_default_na=False).drop(columns=drafted.dropped).to_csv(kept, index=False)
+    pf.Silo.load(kept, drafted.schema)
+    # the document written by the command loads as it is
+    path = tmp / "schema.json"
+    from privsyn_fed.draft import draft_document, plain_note, write_document
+
+    write_document(path, draft_document(drafted.columns, plain_note(str(csv), drafted.dropped)))
+    assert pf.Schema.load(path).to_dict() == drafted.schema.to_dict()
+
+
+def test_schema_draft_reads_every_dtype_and_warns():
+    df = pd.DataFrame(
+        {
+            "age": pd.array([17, 45, None, 90], dtype="Int64"),
+            "income": [1000.5, np.nan, -3.25, 2000.0],
+            "sex": pd.Categorical(["F", "M", "F", None]),
+            "flag": [True, False, True, True],
+            "code": ["2", "10", "2", "NA"],
+            "when": pd.to_datetime(["2020-01-01", "2021-01-01", None, "2020-01-01"]),
+        }
+    )
+    with pytest.warns(PrivateDraftWarning, match="NOT PRIVATE"):
+        schema = pf.Schema.draft(df, categorical_max=2, bins=8)
+    assert isinstance(schema, pf.Schema)
+    cols = {c.name: c for c in schema.columns}
+    assert cols["age"].type == "numeric" and cols["age"].integer and cols["age"].missing
+    assert (cols["age"].lower, cols["age"].upper, cols["age"].bins) == (10, 90, 8)
+    assert cols["income"].type == "numeric" and not cols["income"].integer
+    assert cols["sex"].categories == ("F", "M") and cols["sex"].missing
+    assert cols["flag"].categories == ("False", "True")
+    assert cols["code"].categories == ("2", "10")  # numbers by value, a missing token left out
+    pf.Silo.from_frame(df, schema)
+
+
+def test_categorical_max_decides_categorical_numeric_or_left_out():
+    n = 30
+    df = pd.DataFrame(
+        {
+            "few": ["a", "b", "c"] * 10,
+            "many_numbers": [str(i) for i in range(n)],
+            "many_words": [f"id-{i}" for i in range(n)],
+            "one": ["x"] * n,
+        }
+    )
+    result = draft_frame(df, categorical_max=5)
+    kinds = {c["name"]: c["type"] for c in result.columns}
+    assert kinds == {"few": "categorical", "many_numbers": "numeric", "one": "categorical"}
+    assert result.dropped == ["many_words"]
+    assert any("many_words" in n and "--categorical-max" in n for n in result.notes)
+    assert draft_frame(df, categorical_max=100).dropped == []
+
+
+def test_parquet_stored_types_are_respected(tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+
+    table = pa.table(
+        {
+            "small_float": pa.array([0.5, 1.5, 0.5, None], pa.float64()),
+            "small_int": pa.array([1, 2, 1, 2], pa.int64()),
+            "text_numbers": pa.array([str(i) for i in range(4)], pa.string()),
+            "nothing": pa.array([None] * 4, pa.null()),
+            "flag": pa.array([True, False, None, True], pa.bool_()),
+        }
+    )
+    path = tmp_path / "t.parquet"
+    pq.write_table(table, path)
+    result = draft_table(path, categorical_max=2)
+    kinds = {c["name"]: c["type"] for c in result.columns}
+    # a double column is never categorical, a text one never numeric, a null one never anything
+    assert kinds == {"small_float": "numeric", "small_int": "categorical", "flag": "categorical"}
+    assert sorted(result.dropped) == ["nothing", "text_numbers"]
+    kept = tmp_path / "kept.parquet"
+    pq.write_table(table.drop_columns(result.dropped), kept)
+    pf.Silo.load(kept, result.schema)
+
+
+# ---- the command ----------------------------------------------------------------------------------
+@pytest.fixture
+def table(tmp_path):
+    rng = np.random.default_rng(1)
+    n = 300
+    df = pd.DataFrame(
+        {
+            "age": rng.integers(17, 91, n),
+            "income": rng.normal(5e4, 1e4, n).round(2),
+            "sex": rng.choice(["F", "M"], n),
+            "region": rng.choice(["north", "south", "", "N"], n),
+        }
+    )
+    path = tmp_path / "data.csv"
+    df.to_csv(path, index=False)
+    return path
+
+
+def test_draft_command_writes_a_loadable_schema_with_its_warning(table, tmp_path, capsys):
+    out = tmp_path / "schema.json"
+    code, stdout, err = run_cli(
+        ["schema", "draft", table, "--out", out, "--bins", "16", "--missing-value", "N", "--categorical-max", "3"],
+        capsys,
+    )
+    assert code == 0, err
+    assert "wrote" in stdout and "NOT PRIVATE" in err
+    doc = json.loads(out.read_text())
+    assert list(doc)[0] == DRAFT_NOTE_KEY and doc[DRAFT_NOTE_KEY]["privacy"].startswith("none")
+    assert "NOT PRIVATE" in doc[DRAFT_NOTE_KEY]["warning"]
+    schema = pf.Schema.load(out)
+    region = schema.column("region")
+    assert region.categories == ("north", "south") and region.missing and region.missing_values == ("N",)
+    assert schema.column("age").bins == 16 and schema.column("age").integer
+    assert not list(tmp_path.glob(".*.tmp"))
+    pf.Silo.load(table, schema)
+
+
+def test_draft_then_synth_on_the_same_table(table, tmp_path, capsys):
+    out = tmp_path / "schema.json"
+    assert run_cli(["schema", "draft", table, "--out", out, "--missing-value", "N"], capsys)[0] == 0
+    synthetic = tmp_path / "synthetic.csv"
+    args = ["synth", "--method", "independent", "--schema", out, "--silo", table, "--epsilon", "1"]
+    code, stdout, err = run_cli([*args, "--delta", "1e-9", "--out", synthetic, "--quiet"], capsys)
+    assert code == 0, err
+    assert list(pd.read_csv(synthetic).columns) == ["age", "income", "sex", "region"]
+
+
+def test_draft_refuses_to_replace_without_force_and_a_missing_folder(table, tmp_path, capsys):
+    out = tmp_path / "schema.json"
+    out.write_text("keep")
+    code, _, err = run_cli(["schema", "draft", table, "--out", out], capsys)
+    assert_one_line_error(code, err, str(out), "--force")
+    assert out.read_text() == "keep"
+    assert run_cli(["schema", "draft", table, "--out", out, "--force"], capsys)[0] == 0
+    assert pf.Schema.load(out)
+    missing = tmp_path / "no" / "schema.json"
+    code, _, err = run_cli(["schema", "draft", table, "--out", missing], capsys)
+    assert_one_line_error(code, err, str(missing), "does not exist")
+    assert not missing.parent.exists()
+
+
+def _truncated_gzip(tmp_path):
+    path = tmp_path / "t.csv.gz"
+    data = gzip.compress(("a,b\n" + "1,2\n" * 50_000).encode())
+    path.write_bytes(data[: len(data) // 2])
+    return path
+
+
+def _written(name, content):
+    def make(folder):
+        path = folder / name
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+        return path
+
+    return make
+
+
+def _bad_line_far_down(folder):
+    """A CSV whose header reads but whose rows fail, far enough down that reading the header alone
+    does not reach them."""
+    return _written("far.csv", "a,b\n" + "1,2\n" * 300_000 + "1,2,3\n")(folder)
+
+
+@pytest.mark.parametrize(
+    "make, fragment",
+    [
+        (lambda p: p / "absent.csv", "not found"),
+        (_written("empty.csv", ""), "empty"),
+        (_written("header.csv", "a,b\n"), "no rows"),
+        (_truncated_gzip, "truncated or corrupt"),
+        (_written("bad.parquet", b"not parquet at all"), "Parquet"),
+        (_bad_line_far_down, "line 300002"),
+    ],
+)
+@pytest.mark.parametrize("dp", [False, True])
+def test_bad_data_is_one_line_and_writes_nothing(make, fragment, dp, tmp_path, capsys):
+    data = make(tmp_path)
+    out, store = tmp_path / "schema.json", tmp_path / "budget.db"
+    extra = ["--dp", "50", "--delta", "1e-6", "--budget-store", store, "--dataset-id", "d", "--total-epsilon", "60"]
+    code, _, err = run_cli(["schema", "draft", data, "--out", out, *(extra if dp else [])], capsys)
+    if dp and fragment == "no rows":  # under DP an empty table is drafted like any other (nothing is refused)
+        return
+    assert_one_line_error(code, err, str(data), fragment)
+    assert not out.exists() and not out.with_suffix(".ledger.json").exists()
+    if dp and store.exists():  # a refused request charges nothing
+        assert BudgetStore(store).budget("d").rho_committed == 0
+
+
+# ---- a data dictionary ----------------------------------------------------------------------------
+DICTIONARY = """name,type,min,max,categories,bins,integer,missing,missing_values,description
+age,numeric,0,120,,,true,,,Age in years
+income,numeric,-10000,1e6,,16,,true,N,"Income, dollars"
+sex,categorical,,,F|M,,,,,
+region,categorical,,,north | south|east,,no,yes,,
+"""
+
+
+def test_dictionary_gives_a_public_schema(tmp_path, capsys):
+    path = tmp_path / "dict.csv"
+    path.write_text(DICTIONARY)
+    out = tmp_path / "schema.json"
+    code, stdout, err = run_cli(["schema", "from-dictionary", path, "--out", out, "--bins", "8"], capsys)
+    assert code == 0, err
+    doc = json.loads(out.read_text())
+    assert DRAFT_NOTE_KEY not in doc
+    schema = pf.Schema.load(out)
+    assert schema.to_dict() == read_dictionary(path, bins=8).to_dict()
+    age, income, region = schema.column("age"), schema.column("income"), schema.column("region")
+    assert (age.lower, age.upper, age.integer, age.bins) == (0, 120, True, 8)
+    assert (income.lower, income.upper, income.bins, income.missing_values) == (-10000, 1e6, 16, ("N",))
+    assert income.missing and region.missing and region.categories == ("north", "south", "east")
+
+
+@pytest.mark.parametrize(
+    "row, fragment",
+    [
+        ("age,numeric,,120,,,,,,", "line 2, column 'min': numeric column 'age' needs a min"),
+        ("age,numeric,0,,,,,,,", "line 2, column 'max'"),
+        ("age,numeric,0,x,,,,,,", "line 2, column 'max': column 'age': 'x' is not a number"),
+        ("sex,categorical,,,,,,,,", "line 2, column 'categories'"),
+        ("sex,categorical,,,F||M,,,,,", "line 2, column 'categories': an empty item"),
+        ("sex,text,,,F|M,,,,,", "line 2, column 'type'"),
+        (",numeric,0,1,,,,,,", "line 2, column 'name'"),
+        ("age,numeric,0,1,,,maybe,,,", "line 2, column 'integer'"),
+        ("age,numeric,5,1,,,,,,", 'line 2: column \'age\': "lower" (5) is above "upper" (1)'),
+        ("age,numeric,0,1,,,,,,\nage,numeric,0,1,,,,,,", "line 3, column 'name': 'age' is already declared on line 2"),
+    ],
+)
+def test_dictionary_faults_name_the_file_line_and_column(row, fragment, tmp_path, capsys):
+    path = tmp_path / "dict.csv"
+    path.write_text("name,type,min,max,categories,bins,integer,missing,missing_values,description\n" + row + "\n")
+    out = tmp_path / "schema.json"
+    code, _, err = run_cli(["schema", "from-dictionary", path, "--out", out], capsys)
+    assert_one_line_error(code, err, str(path), fragment)
+    assert not out.exists()
+
+
+def test_dictionary_header_faults(tmp_path, capsys):
+    path = tmp_path / "dict.csv"
+    path.write_text("name,type,catgories\nsex,categorical,F|M\n")
+    code, _, err = run_cli(["schema", "from-dictionary", path, "--out", tmp_path / "s.json"], capsys)
+    assert_one_line_error(code, err, str(path), "line 1: unknown column 'catgories'")
+
+
+@pytest.mark.skipif(not os.path.exists(f"{ACS}/data_dictionary.json"), reason="the NIST ACS excerpts are not here")
+def test_the_public_acs_dictionary_as_csv_gives_a_schema_its_excerpts_pass(tmp_path):
+    """NIST's ACS data dictionary (JSON) written as the CSV a spreadsheet would hold: its codes and
+    ranges, 'N' as the missing value, INDP (codes listed only in the PUMS documentation) as a whole
+    number in 0..9999."""
+    import csv
+
+    spec = json.loads(open(f"{ACS}/data_dictionary.json").read())
+    header = pd.read_csv(f"{ACS}/ma2019.csv", nrows=0).columns
+    rows = []
+    for name in header:
+        values = spec[name].get("values", {})
+        codes = [k for k in values if k not in ("min", "max", "N")]
+        na = "N" in values or name == "INDP"  # INDP's codes include N (not applicable) in the PUMS documentation
+        row = {"name": name, "missing": "true" if na else "", "missing_values": "N" if na else ""}
+        if "min" in values or name == "INDP":
+            lo, hi = (values["min"], values["max"]) if "min" in values else (0, 9999)
+            hi = max([hi, *[float(c) for c in codes]])  # POVPIP's 501 code
+            whole = all(float(v).is_integer() for v in (lo, hi)) and name != "DENSITY"
+            row.update(type="numeric", min=lo, max=hi, integer="true" if whole else "false")
+        else:
+            row.update(type="categorical", categories="|".join(codes))
+        rows.append(row)
+    path = tmp_path / "acs.csv"
+    with open(path, "w", newline="") as fh:
+        fields = ["name", "type", "min", "max", "categories", "integer", "missing", "missing_values"]
+        writer = csv.DictWriter(fh, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    schema = read_dictionary(path)
+    assert len(schema.columns) == 24
+    pf.Silo.load(f"{ACS}/ma2019.csv", schema)
+
+
+# ---- DP drafts: sensitivities on D and D plus one record -------------------------------------------
+CELL = st.one_of(
+    st.integers(-1000, 1000),
+    st.floats(-1e6, 1e6, allow_nan=False),
+    st.sampled_from(["a", "b", "c", "", "NA", "x1", "7", "2.5", "inf"]),
+)
+
+
+@st.composite
+def table_and_record(draw):
+    d = draw(st.integers(1, 4))
+    n = draw(st.integers(0, 12))
+    rows = [[draw(CELL) for _ in range(d)] for _ in range(n)]
+    extra = [draw(CELL) for _ in range(d)]
+    names = [f"c{j}" for j in range(d)]
+    cap = draw(st.integers(1, 6))
+    return names, rows, extra, cap
+
+
+def _frame(names, rows):
+    return pd.DataFrame([[str(v) for v in r] for r in rows], columns=names, dtype=object).reindex(columns=names)
+
+
+def _profiles(names, rows, cap, grid=None):
+    frame = _frame(names, rows) if rows else pd.DataFrame({n: pd.Series([], dtype=object) for n in names})
+    return profile_chunks([frame], names, cap, grid=grid)
+
+
+@settings(max_examples=150, deadline=None)
+@given(table_and_record())
+def test_one_record_moves_the_profile_by_at_most_sqrt_1_plus_2d(case):
+    names, rows, extra, cap = case
+    d = len(names)
+    before = draft_dp.profile_vector(_profiles(names, rows, cap))
+    after = draft_dp.profile_vector(_profiles(names, rows + [extra], cap))
+    diff = after - before
+    assert diff[0] == 1 and set(np.unique(diff)) <= {0, 1}
+    per_column = diff[1:].reshape(d, 4)
+    assert np.all(per_column[:, :3].sum(axis=1) <= 1)  # missing, non-number, non-integer: exclusive
+    assert np.linalg.norm(diff) <= draft_dp.profile_sensitivity(d) + 1e-12
+
+
+@settings(max_examples=150, deadline=None)
+@given(table_and_record(), st.integers(1, 99))
+def test_one_record_moves_a_quantile_score_by_at_most_max_p_100_minus_p(case, percent):
+    names, rows, extra, cap = case
+    grid = draft_dp.QUANTILE_GRID
+    for p, q in zip(_profiles(names, rows, cap, grid), _profiles(names, rows + [extra], cap, grid)):
+        before = draft_dp.quantile_scores(p.below, p.above, percent)
+        after = draft_dp.quantile_scores(q.below, q.above, percent)
+        assert np.max(np.abs(after - before)) <= draft_dp.quantile_sensitivity(percent)
+
+
+@settings(max_examples=150, deadline=None)
+@given(table_and_record())
+def test_one_record_moves_one_value_count_by_one(case):
+    """The thresholded histogram's counts (every value, uncapped): one value's count grows by one, or
+    one new value appears with count one -- sensitivity 1, plus the event a new value passes."""
+    names, rows, extra, _ = case
+    for p, q in zip(_profiles(names, rows, 2**62), _profiles(names, rows + [extra], 2**62)):
+        keys = set(p.counts) | set(q.counts)
+        diff = {k: q.counts.get(k, 0) - p.counts.get(k, 0) for k in keys}
+        assert sorted(diff.values()) in ([0] * (len(keys) - 1) + [1], [0] * len(keys))
+
+
+def test_quantile_scores_are_opendps_in_hundredths():
+    import opendp.prelude as dp
+
+    dp.enable_features("contrib")
+    rng = np.random.default_rng(3)
+    x = np.concatenate([rng.normal(40, 15, 300).round(), [0.0, 1.5, 1.5]])
+    grid = draft_dp.QUANTILE_GRID[(draft_dp.QUANTILE_GRID > -10) & (draft_dp.QUANTILE_GRID < 100)]
+    (p,) = profile_chunks([pd.DataFrame({"x": x})], ["x"], 10, grid=grid)
+    for percent in (1, 13, 50, 99):
+        scorer = dp.t.make_quantile_score_candidates(
+            dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.symmetric_distance(), grid.tolist(), percent / 100
+        )
+        theirs = np.array(scorer(x.tolist()), dtype=float)
+        ours = -draft_dp.quantile_scores(p.below, p.above, percent)
+        scale = theirs.max() / ours.max()
+        assert np.allclose(theirs, scale * ours)
+        assert scorer.map(1) == pytest.approx(scale * draft_dp.quantile_sensitivity(percent))
+
+
+@pytest.mark.parametrize("sigma", [0.3, 1.0, 4.0, 13.9])
+def test_threshold_delta_bounds_the_exact_discrete_gaussian_tail(sigma):
+    tau = draft_dp.threshold_for(sigma, 1e-6)
+    k = np.arange(-int(60 * sigma) - 60, int(60 * sigma) + 60)
+    mass = np.exp(-(k.astype(float) ** 2) / (2 * sigma**2))
+    exact = mass[k >= tau - 1].sum() / mass.sum()  # P(1 + Z >= tau)
+    assert exact <= draft_dp.threshold_delta(sigma, tau) <= 1e-6
+    assert draft_dp.threshold_delta(sigma, tau - 1) > 1e-6 or tau == 2
+    assert audit_module.threshold_delta(sigma, tau) == draft_dp.threshold_delta(sigma, tau)
+
+
+def test_the_budget_is_split_as_planned():
+    plan = draft_dp.plan_draft(1.0, 1e-9, ["a", "b", "c"], 50, 32)
+    assert plan.delta_conversion + 3 * plan.delta_target == pytest.approx(1e-9)
+    assert plan.rho_budget == pytest.approx(epsilon_to_rho(1.0, 0.5e-9))
+    spent = draft_dp.profile_sensitivity(3) ** 2 / (2 * plan.sigma_profile**2)
+    column = max(2 * plan.epsilon_quantile**2 / 8, 1 / (2 * plan.sigma_categories**2))
+    assert spent + 3 * column == pytest.approx(plan.rho_budget)
+    assert draft_dp.threshold_delta(plan.sigma_categories, plan.threshold) <= plan.delta_target
+
+
+# ---- DP drafts: the command, the ledger, the budget store -----------------------------------------
+@pytest.fixture
+def dp_table(tmp_path):
+    rng = np.random.default_rng(7)
+    n = 2000
+    df = pd.DataFrame(
+        {
+            "age": rng.integers(18, 91, n),
+            "income": rng.uniform(0, 1e5, n).round(2),
+            "sex": rng.choice(["F", "M"], n),
+            "city": rng.choice(["Austin", "Boston", "NA"], n),
+            "id": [f"person-{i}" for i in range(n)],
+        }
+    )
+    path = tmp_path / "people.csv"
+    df.to_csv(path, index=False)
+    return path
+
+
+def dp_args(data, out, epsilon="50", *extra):
+    return ["schema", "draft", data, "--out", out, "--dp", epsilon, "--delta", "1e-6", *extra]
+
+
+def test_dp_draft_releases_a_usable_schema_and_a_ledger_that_audits(dp_table, tmp_path, capsys):
+    """At epsilon 50 over 2,000 rows every decision below holds but with probability under 1e-5."""
+    out = tmp_path / "schema.json"
+    code, stdout, err = run_cli(dp_args(dp_table, out), capsys)
+    assert code == 0, err
+    doc = json.loads(out.read_text())
+    note = doc[DRAFT_NOTE_KEY]
+    assert note["privacy"] == "differential privacy" and note["dp"]["ledger"] == "schema.ledger.json"
+    cols = {c["name"]: c for c in doc["columns"]}
+    assert set(cols) == {"age", "income", "sex", "city"}
+    assert cols["age"]["integer"] and 10 <= cols["age"]["lower"] <= 20 and 89 <= cols["age"]["upper"] <= 100
+    assert not cols["income"].get("integer") and (cols["income"]["lower"], cols["income"]["upper"]) == (0, 100000)
+    assert cols["sex"]["categories"] == ["F", "M", "(other)"] and cols["sex"]["unknown"] == "(other)"
+    assert cols["city"]["categories"] == ["Austin", "Boston", "(other)"] and cols["city"]["missing"]
+    assert "id" in err and "left out" in err
+    ledger = load_ledger(tmp_path / "schema.ledger.json")
+    report = audit_ledger(ledger)
+    assert report.ok, report.problems
+    assert ledger["method"] == "schema-draft" and ledger["status"] == "complete"
+    thresholds = [e for e in ledger["entries"] if "threshold" in e]
+    assert [e["column"] for e in thresholds] == ["sex", "city", "id"]
+    assert ledger["delta"] == pytest.approx(ledger["delta_conversion"] + sum(e["delta"] for e in thresholds))
+    assert ledger["delta"] <= 1e-6 and ledger["epsilon"] <= 50
+    assert run_cli(["audit", tmp_path / "schema.ledger.json"], capsys)[0] == 0
+    kept = tmp_path / "kept.csv"
+    pd.read_csv(dp_table, dtype=str, keep_default_na=False).drop(columns=["id"]).to_csv(kept, index=False)
+    pf.Silo.load(kept, pf.Schema.load(out))
+
+
+def _tamper_profile_sensitivity(led):
+    led["entries"][0]["sensitivity_l2"] = 1.0
+    led["entries"][0]["rho"] = 1 / (2 * led["entries"][0]["sigma"] ** 2)
+
+
+def _tamper_delta(led):
+    e = next(e for e in led["entries"] if "threshold" in e)
+    e["delta"] /= 10
+
+
+def _tamper_threshold(led):
+    e = next(e for e in led["entries"] if "threshold" in e)
+    e["threshold"] -= 1
+
+
+def _tamper_total_delta(led):
+    led["delta"] = led["delta_conversion"]
+
+
+def _tamper_drop_quantile(led):
+    i = next(i for i, e in enumerate(led["entries"]) if e["mechanism"] == "exponential")
+    gone = led["entries"].pop(i)
+    for j, e in enumerate(led["entries"]):
+        e["step"] = j + 1
+    led["rho_spent"] -= gone["rho"]
+    from privsyn_fed.accounting import rho_to_epsilon
+
+    led["epsilon"] = rho_to_epsilon(led["rho_spent"], led["delta_conversion"])
+
+
+def _tamper_quantile_sensitivity(led):
+    e = next(e for e in led["entries"] if e["mechanism"] == "exponential")
+    e["sensitivity"] = 1.0
+
+
+def _tamper_conversion(led):
+    led["delta_conversion"] *= 2
+
+
+def _tamper_cells(led):
+    led["entries"][0]["cells"] = 3
+
+
+def _tamper_column(led):
+    led["entries"][-1]["column"] = "nobody"
+
+
+@pytest.mark.parametrize(
+    "tamper, fragment",
+    [
+        (_tamper_profile_sensitivity, "below the sound value sqrt(1 + 2 x 5)"),
+        (_tamper_delta, "recorded delta"),
+        (_tamper_threshold, "recorded delta"),
+        (_tamper_total_delta, "plus the entries' deltas"),
+        (_tamper_drop_quantile, "one low and one high quantile"),
+        (_tamper_quantile_sensitivity, "below the sound value"),
+        (_tamper_conversion, "converts to"),
+        (_tamper_cells, "cells"),
+        (_tamper_column, "names one of the recorded columns"),
+    ],
+)
+def test_tampering_with_a_drafting_ledger_fails_the_audit(tamper, fragment, dp_table, tmp_path, capsys):
+    out = tmp_path / "schema.json"
+    assert run_cli(dp_args(dp_table, out), capsys)[0] == 0
+    led = load_ledger(tmp_path / "schema.ledger.json")
+    tamper(led)
+    problems = audit_ledger(led).problems
+    assert any(fragment in p for p in problems), problems
+    path = tmp_path / "tampered.json"
+    path.write_text(json.dumps(led))
+    code, stdout, _ = run_cli(["audit", path], capsys)
+    assert code == 1 and "FAILED" in stdout
+
+
+def test_a_release_ledger_cannot_carry_a_threshold_delta_unaccounted():
+    led = {
+        "format": "privsyn-fed-ledger/1",
+        "method": "independent",
+        "neighbouring": "add/remove one record",
+        "epsilon": 1.0,
+        "delta": 1e-9,
+        "rho_budget": 1.0,
+        "rho_spent": 0.5,
+        "seeded": False,
+        "status": "running",
+        "entries": [
+            {"step": 1, "mechanism": "gaussian", "query": "q", "rho": 0.5, "where": "curator"}
+            | {"sensitivity_l2": 1.0, "sigma": 1.0, "threshold": 10.0, "delta": 1e-3}
+        ],
+    }
+    assert any("delta_conversion" in p for p in audit_ledger(led).problems)
+
+
+def test_too_small_a_budget_is_refused_before_anything(dp_table, tmp_path, capsys):
+    out, store = tmp_path / "schema.json", tmp_path / "budget.db"
+    BudgetStore(store).reserve("d", epsilon=0.01, delta=1e-6, method="aim", total_epsilon=5).settle(0.0, "rejected")
+    before = store.read_bytes()
+    extra = ["--budget-store", store, "--dataset-id", "d"]
+    code, _, err = run_cli(dp_args(dp_table, out, "0.05", *extra), capsys)
+    assert_one_line_error(code, err, "--dp 0.05 is too small", "column 'age'", "--dp needs at least")
+    need = float(err.split("at least ")[1].split()[0])
+    assert not out.exists() and not (tmp_path / "schema.ledger.json").exists()
+    assert store.read_bytes() == before  # nothing reserved
+    assert run_cli(dp_args(dp_table, out, str(need)), capsys)[0] == 0  # the epsilon it names suffices
+
+
+def test_dp_draft_draws_on_the_budget_store_and_settles_at_its_spend(dp_table, tmp_path, capsys):
+    out, store = tmp_path / "schema.json", tmp_path / "budget.db"
+    extra = ["--budget-store", store, "--dataset-id", "people", "--total-epsilon", "60"]
+    code, _, err = run_cli(dp_args(dp_table, out, "50", *extra), capsys)
+    assert code == 0, err
+    ledger = load_ledger(tmp_path / "schema.ledger.json")
+    assert ledger["details"]["budget_store"]["dataset_id"] == "people"
+    (run,) = BudgetStore(store).budget("people").runs
+    assert run["status"] == "complete" and run["method"] == "schema-draft"
+    assert run["rho_spent"] == pytest.approx(ledger["rho_spent"])
+    slack = BudgetStore(store).run(run["id"])["delta_slack"]
+    assert slack == pytest.approx(ledger["delta"] - ledger["delta_conversion"])
+    budget = BudgetStore(store).budget("people")
+    assert budget.rho_total == pytest.approx(epsilon_to_rho(60, 1e-6 - slack))  # the thresholds' deltas are spent
+    # a second draft of 50 does not fit in what is left: refused, nothing charged or written
+    out2 = tmp_path / "again.json"
+    code, _, err = run_cli(dp_args(dp_table, out2, "50", "--budget-store", store, "--dataset-id", "people"), capsys)
+    assert code == 1 and "refused" in err and "no silo was read" in err
+    assert not out2.exists() and not (tmp_path / "again.ledger.json").exists()
+    assert len(BudgetStore(store).budget("people").runs) == 1
+
+
+def test_a_draft_failing_on_its_rows_settles_at_zero(tmp_path, capsys):
+    data = _bad_line_far_down(tmp_path)
+    store = tmp_path / "budget.db"
+    extra = ["--budget-store", store, "--dataset-id", "d", "--total-epsilon", "60"]
+    code, _, err = run_cli(dp_args(data, tmp_path / "s.json", "50", *extra), capsys)
+    assert_one_line_error(code, err, "line 300002")
+    assert not (tmp_path / "s.json").exists() and not (tmp_path / "s.ledger.json").exists()
+    (run,) = BudgetStore(store).budget("d").runs
+    assert run["status"] == "rejected" and run["rho_spent"] == 0
+    with sqlite3.connect(store) as db:
+        assert db.execute("SELECT delta_slack FROM runs").fetchone()[0] == 0
+
+
+def test_the_store_converts_at_delta_less_the_thresholds_deltas(tmp_path):
+    store = BudgetStore(tmp_path / "b.db")
+    r = store.reserve("d", epsilon=1.0, delta=1e-6, method="schema-draft", total_epsilon=2.0, delta_slack=4e-7)
+    assert r.rho == pytest.approx(epsilon_to_rho(1.0, 6e-7))
+    r.settle(r.rho, "complete", 1e-7)
+    budget = store.budget("d")
+    assert budget.delta_slack == pytest.approx(1e-7)
+    assert budget.rho_total == pytest.approx(epsilon_to_rho(2.0, 9e-7))
+    with pytest.raises(ValueError, match="beyond its reserved slack"):
+        store.reserve("d", epsilon=0.1, delta=1e-6, method="schema-draft", delta_slack=1e-8).settle(0, "complete", 1e-7)
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["--dp", "1"], "--dp needs --delta"),
+        (["--delta", "1e-9"], "belong to --dp"),
+        (["--dp", "1", "--delta", "1e-9", "--dataset-id", "x"], "need --budget-store"),
+        (["--dp", "1", "--delta", "1e-9", "--budget-store", "b.db"], "needs --dataset-id"),
+        (["--dp", "1", "--delta", "0.5"], "--delta must lie"),
+        (["--categorical-max", "-1"], "--categorical-max"),
+        (["--missing-value", " N"], "--missing-value"),
+    ],
+)
+def test_option_faults_are_one_line(args, fragment, table, tmp_path, capsys):
+    out = tmp_path / "schema.json"
+    code, _, err = run_cli(["schema", "draft", table, "--out", out, *args], capsys)
+    assert_one_line_error(code, err, fragment)
+    assert not out.exists()
+
+
+def test_help_explains_the_commands(capsys):
+    for args in (["schema", "draft", "--help"], ["schema", "from-dictionary", "--help"]):
+        with pytest.raises(SystemExit) as exit:
+            main(args)
+        assert exit.value.code == 0
+        text = capsys.readouterr().out
+        assert ("NOT PRIVATE" in text and "--dp" in text) or "separated by '|'" in text
+
+
+def test_missing_tokens_are_the_schemas():
+    # the draft's notion of a missing cell is the validation's own
+    frame = pd.DataFrame({"x": list(MISSING_TOKENS) + ["1"]})
+    (p,) = profile_chunks([frame], ["x"], 10)
+    assert p.missing == len(MISSING_TOKENS) and p.present == 1
+    with pytest.raises(InputError, match="no rows"):
+        draft_frame(frame.iloc[:0])
+    assert quiet_draft(frame).column("x").missing
