@@ -765,3 +765,26 @@ def test_missing_tokens_are_the_schemas():
     with pytest.raises(InputError, match="no rows"):
         draft_frame(frame.iloc[:0])
     assert quiet_draft(frame).column("x").missing
+
+
+def test_dp_ledger_goes_where_asked_and_never_onto_an_input(dp_table, tmp_path, capsys):
+    out, ledger = tmp_path / "schema.json", tmp_path / "drafting.json"
+    assert run_cli(dp_args(dp_table, out, "50", "--ledger", ledger), capsys)[0] == 0
+    assert audit_ledger(load_ledger(ledger)).ok and not (tmp_path / "schema.ledger.json").exists()
+    code, _, err = run_cli(dp_args(dp_table, tmp_path / "other.json", "50", "--ledger", dp_table, "--force"), capsys)
+    assert_one_line_error(code, err, "--ledger", "same file")
+    assert pd.read_csv(dp_table).shape == (2000, 5)
+    code, _, err = run_cli(dp_args(dp_table, out, "50", "--ledger", ledger), capsys)
+    assert_one_line_error(code, err, "already exists")
+
+
+def test_from_dictionary_replaces_only_with_force(tmp_path, capsys):
+    path, out = tmp_path / "dict.csv", tmp_path / "schema.json"
+    path.write_text(DICTIONARY)
+    out.write_text("keep")
+    code, _, err = run_cli(["schema", "from-dictionary", path, "--out", out], capsys)
+    assert_one_line_error(code, err, str(out), "--force")
+    assert out.read_text() == "keep"
+    assert run_cli(["schema", "from-dictionary", path, "--out", out, "--force"], capsys)[0] == 0
+    code, _, err = run_cli(["schema", "from-dictionary", path, "--out", tmp_path / "no" / "s.json"], capsys)
+    assert_one_line_error(code, err, "does not exist")

@@ -33,11 +33,15 @@ or draft with --dp before sharing the schema.
 
 with --dp EPSILON --delta DELTA every fact read from the rows is released under differential
 privacy and charged to a ledger (default: the schema's name with .ledger.json; check it with
-privsyn-fed audit): a noisy profile of the columns (one Gaussian), each numeric column's 1%% and
-99%% quantiles on a public grid of round numbers (exponential mechanism), each categorical
-column's values above a noise threshold (thresholded Gaussian histogram, approximate DP whose
-delta the ledger records). A budget too small to find bounds (rank error over {rank:,} rows) is
-refused before anything is read.""".replace("%%", "%")
+privsyn-fed audit): a noisy profile of the columns (one Gaussian: rows, and per column missing,
+non-number, non-integer and distinct cells), each numeric column's low and high quantile on a
+public grid of round numbers (exponential mechanism; 1%% and 99%%, further in on little data),
+each text column's values whose noisy count passes a threshold, plus a catch-all category
+(thresholded Gaussian histogram: approximate DP, its delta recorded in the ledger). Under --dp a
+column of numbers is always numeric (a whole-number column of a small range gets a bin per
+value) and --categorical-max bounds the categories released for a text column. A budget too
+small to find bounds (a rank error over {rank:,} rows) is refused before anything is read or
+reserved, naming the epsilon needed. Module privsyn_fed.draft_dp states each sensitivity.""".replace("%%", "%")
 
 DICTIONARY_EPILOG = """\
 a data dictionary is a CSV file with one row per column of the table:
