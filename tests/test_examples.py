@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+import privsyn_fed as pf
 from privsyn_fed.accounting import audit_ledger, load_ledger
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,7 +58,7 @@ def check_release(csv: Path, ledger_path: Path, method: str, epsilon: float) -> 
 
 def test_readme_lists_every_example_and_every_example_is_tested():
     examples = sorted(p.name for p in EXAMPLES.iterdir() if p.suffix in (".py", ".sh"))
-    assert examples == ["budget_and_audit.sh", "federated_flaim.py", "local_mpc.sh", "quickstart.py"]
+    assert examples == ["budget_and_audit.sh", "federated_flaim.py", "local_mpc.sh", "own_data.py", "quickstart.py"]
     readme = (EXAMPLES / "README.md").read_text()
     tests = Path(__file__).read_text()
     for name in examples:
@@ -91,6 +92,19 @@ def test_quickstart(tmp_path):
     assert ledger["details"]["silos"] == 3
     assert json.loads((out / "schema.json").read_text()) == SCHEMA
     assert "epsilon 0.8 at delta 1e-09" in proc.stdout
+    assert "audit: OK" in proc.stdout
+
+
+def test_own_data(tmp_path):
+    out = tmp_path / "out"
+    proc = run([sys.executable, str(EXAMPLES / "own_data.py"), "--out", str(out), "--rows", "1200"], cwd=tmp_path)
+    data, ledger = check_release(out / "synthetic.csv", out / "synthetic.ledger.json", "aim", 1.0)
+    assert len(data) == 1000 and ledger["details"]["silos"] == 2
+    reviewed = pf.Schema.from_dict(json.loads((out / "schema.json").read_text()))
+    assert reviewed.to_dict() == pf.Schema.from_dict(SCHEMA).to_dict()  # the reviewed schema is the public one
+    assert "NOT PRIVATE" in proc.stdout and "-> public" in proc.stdout  # the draft was reviewed, and said so
+    page = (out / "quality.html").read_text()
+    assert page.count("<svg") >= len(COLUMNS) + 3 and "Not differentially private" in page
     assert "audit: OK" in proc.stdout
 
 
