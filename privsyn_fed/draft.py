@@ -123,8 +123,9 @@ class ColumnProfile:
 
     ``counts`` holds the present cells' text (as a categorical column would read them) and their
     counts, for at most ``cap`` distinct values; ``saturated`` says a value beyond them was seen
-    (so ``len(counts) == min(distinct, cap)``). With a ``grid``, ``below[i]`` and ``above[i]`` count
-    the numbers ``< grid[i]`` and ``> grid[i]`` (the quantile scores of ``draft_dp``)."""
+    (so ``len(counts) == min(distinct, cap)``). With a sorted ``grid`` of ``m`` edges, ``intervals``
+    counts the numbers in each of its ``m + 1`` intervals ``(-inf, g_0), [g_0, g_1), ..., [g_{m-1},
+    inf)`` (the bounds histogram of ``draft_dp``)."""
 
     name: str
     cap: int
@@ -138,8 +139,7 @@ class ColumnProfile:
     counts: dict[str, int] = field(default_factory=dict)
     saturated: bool = False
     tokens_seen: set[str] = field(default_factory=set)
-    below: np.ndarray | None = None
-    above: np.ndarray | None = None
+    intervals: np.ndarray | None = None
 
     @property
     def present(self) -> int:
@@ -179,9 +179,8 @@ class ColumnProfile:
             self.hi = max(self.hi, float(numbers.max()))
             self.non_integers += int(np.sum(np.floor(numbers) != numbers))
             if grid is not None:
-                xs = np.sort(numbers)
-                self.below += np.searchsorted(xs, grid, side="left")
-                self.above += len(xs) - np.searchsorted(xs, grid, side="right")
+                where = np.searchsorted(grid, numbers, side="right")  # interval i holds g_{i-1} <= x < g_i
+                self.intervals += np.bincount(where, minlength=len(grid) + 1)
         if not self.saturated and len(text):
             for value, n in pd.Series(text, dtype=object).value_counts(sort=False).items():
                 if value in self.counts:
@@ -205,8 +204,7 @@ def profile_chunks(
     profiles = [ColumnProfile(n, cap) for n in names]
     if grid is not None:
         for p in profiles:
-            p.below = np.zeros(len(grid), dtype=np.int64)
-            p.above = np.zeros(len(grid), dtype=np.int64)
+            p.intervals = np.zeros(len(grid) + 1, dtype=np.int64)
     for frame in frames:
         for p, name in zip(profiles, names):
             p.add(frame[name], tokens, missing_values, grid)

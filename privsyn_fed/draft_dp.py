@@ -20,21 +20,22 @@ half of delta is shared equally by the ``d`` columns' thresholds (``delta_target
    (IDs, free text: nothing more is spent on it), else categorical. Unlike a plain draft, a column
    of numbers is always numeric here: a whole-number column of a small range gets one bin per value,
    which encodes like a categorical column, and no histogram of numbers is needed.
-2. **Bounds** of a numeric column: the exponential mechanism (OpenDP's Gumbel noisy max) over the
-   public grid ``QUANTILE_GRID`` (0 and every +-m 10^k with two significant digits, m = 1.0, 1.1,
-   ..., 9.9 and k = -3..15 up to 9e15: 3,403 round numbers) for a low and a high quantile
-   ``p%`` and ``(100 - p)%``, each at ``epsilon_q = 2 sqrt(rho_col / 2)`` (cost ``epsilon_q^2 / 8``).
-   The score of candidate c for ``alpha = p / 100`` is ``-|(100 - p) #(x < c) - p #(x > c)|``
-   (OpenDP's ``make_quantile_score_candidates``, up to its factor 100, computed in one streaming
-   pass); one record moves it by at most ``max(p, 100 - p)``. The exponential mechanism misses the
-   quantile by at most ``r = 2 max(alpha, 1 - alpha) (ln |grid| + ln 20) / epsilon_q`` rows with 95%
-   confidence, and every candidate outside the data scores only ``alpha n`` rows below the best, so
-   ``p`` is the least whole percent (at least ``QUANTILE_PERCENT``, at most 25) with ``p n / 100 >=
-   2 r``, ``n`` the noisy count of present cells (post-processing of the profile). The grid is fine
-   (two significant digits) so that the best candidate lies inside the data: on a coarse grid the
-   best one can lie beyond the largest value, where every candidate scores alike and the mechanism
-   drifts to the grid's end. The two candidates are then rounded outward (``draft.round_outward``).
-   A budget with ``r`` above ``MAX_RANK_ERROR`` rows is refused before anything is read.
+2. **Bounds** of a numeric column: a Gaussian histogram of its numbers over the ``m + 1 = 344``
+   intervals that the public grid ``BOUNDS_GRID`` cuts the line into (edges 0 and +-{1, ..., 9} 10^k,
+   k = -3..15, up to 9e15; ``(-inf, g_0), [g_0, g_1), ..., [g_{m-1}, inf)``): a record is a number in
+   at most one interval, so sensitivity 1, ``sigma_b = 1 / sqrt(2 rho_col)``, cost ``rho_col``. The
+   domain is public, so this is plain zCDP. The bounds are the lower edge of the lowest and the upper
+   edge of the highest interval whose noisy count reaches ``T = 1 + ceil(z sigma_b)``, with ``z`` such
+   that an empty interval passes with probability at most ``BOUNDS_FALSE_RATE / 344`` (``P(Z >= T)
+   <= P(N(0, sigma_b^2) >= T - 1)``, see 3.); for a whole-number column the whole numbers inside
+   them (an upper edge is exclusive); then rounded outward (``draft.round_outward``); no
+   interval reaching ``T`` gives the placeholder ``0..0`` (values are clipped, never refused).
+   Outer intervals holding fewer than about ``T`` rows are cut off (their values clipped), so a
+   budget whose ``T`` exceeds ``MAX_BOUND_ROWS`` is refused before anything is read. (Quantiles by
+   the exponential mechanism over the same grid were the alternative; but every candidate beyond the
+   largest value scores alike, so wherever the high quantile is that largest value -- a point mass at
+   the top, as the code 501 of ACS's POVPIP, or a 0/1 column -- the mechanism picks uniformly among
+   them and a bound drifts to the grid's end, 1e12 and beyond. An empty interval never passes here.)
 3. **Categories** of a categorical column: a thresholded histogram. Every present value's count
    gets discrete Gaussian noise ``N_Z(0, s^2)``, ``s = 1 / sqrt(2 rho_col)`` (sensitivity 1, cost
    ``rho_col``), and the values whose noisy count is at least the integer threshold ``tau`` are
@@ -81,16 +82,10 @@ METHOD = "schema-draft"
 PROFILE_SHARE = 0.1
 #: Share of delta left to the thresholds of the categories' histograms (the rest converts rho).
 THRESHOLD_DELTA_SHARE = 0.5
-#: The low quantile of a numeric column's bounds, in percent at the least (the high one is ``100 - p``),
-#: and at the most (``p`` grows on little data; see the module docstring).
-QUANTILE_PERCENT = 1
-MAX_QUANTILE_PERCENT = 25
-QUANTILE_DENOMINATOR = 100
-#: Exponential mechanisms per numeric column (its low and high quantile).
-QUANTILES_PER_COLUMN = 2
-#: The widest rank error (in rows, at ``RANK_CONFIDENCE``) at which bounds are still worth drafting.
-MAX_RANK_ERROR = 1000
-RANK_CONFIDENCE = 0.95
+#: The probability that any empty interval of the bounds histogram passes its threshold (one column).
+BOUNDS_FALSE_RATE = 1e-3
+#: The largest bounds threshold (rows an outer interval needs to be kept) worth drafting at.
+MAX_BOUND_ROWS = 1000
 #: A noisy profile count above ``SEEN_SIGMAS sigma + 1/2`` says such cells exist.
 SEEN_SIGMAS = 4.0
 #: A text column with more distinct values than this (noisy) is left out without a histogram.
@@ -106,15 +101,41 @@ THREAT_MODEL = (
 )
 
 
-def quantile_grid() -> np.ndarray:
-    """The public candidates of the bounds: 0 and +-m 10^k for m = 1.0, 1.1, ..., 9.9 and k = -3..15,
-    up to ``draft.MAX_DRAFT_BOUND`` = 9e15 (below 2^53): 3,403 round numbers, sorted."""
-    pos = sorted(float(f"{m / 10:.1f}e{k}") for k in range(-3, 16) for m in range(10, 100))
+def bounds_grid() -> np.ndarray:
+    """The public edges of the bounds histogram: 0 and +-m 10^k for m = 1..9, k = -3..15 (343 round
+    numbers, sorted; the widest, 9e15, is ``draft.MAX_DRAFT_BOUND``); 344 intervals."""
+    pos = sorted(float(f"{m}e{k}") for k in range(-3, 16) for m in range(1, 10))
     pos = [p for p in pos if p <= MAX_DRAFT_BOUND]
     return np.array([-p for p in reversed(pos)] + [0.0] + pos)
 
 
-QUANTILE_GRID = quantile_grid()
+BOUNDS_GRID = bounds_grid()
+
+
+def interval_edges(i: int) -> tuple[float, float]:
+    """Lower and upper edge of interval ``i`` of ``BOUNDS_GRID`` (the open ends at +-MAX_DRAFT_BOUND)."""
+    lo = float(BOUNDS_GRID[i - 1]) if i > 0 else -MAX_DRAFT_BOUND
+    hi = float(BOUNDS_GRID[i]) if i < len(BOUNDS_GRID) else MAX_DRAFT_BOUND
+    return lo, hi
+
+
+def bounds_threshold(sigma: float) -> int:
+    """``T = 1 + ceil(z sigma)``, the least with ``116 P(N(0, sigma^2) >= T - 1) <= BOUNDS_FALSE_RATE``:
+    a noisy count of an empty interval reaches ``T`` with probability at most that (for discrete
+    Gaussian noise, ``P(Z >= T) <= P(N >= T - 1)``)."""
+    from scipy.special import erfcinv
+
+    cells = len(BOUNDS_GRID) + 1
+
+    def passes(t: int) -> bool:  # an empty interval reaches t with probability at most the rate
+        return cells * 0.5 * math.erfc((t - 1) / (sigma * math.sqrt(2.0))) <= BOUNDS_FALSE_RATE
+
+    t = 1 + math.ceil(sigma * math.sqrt(2.0) * float(erfcinv(2.0 * BOUNDS_FALSE_RATE / cells)))
+    while not passes(t):
+        t += 1
+    while t > 1 and passes(t - 1):
+        t -= 1
+    return t
 
 
 def threshold_delta(sigma: float, threshold: float) -> float:
@@ -133,18 +154,6 @@ def threshold_for(sigma: float, delta_target: float) -> int:
     while tau > 2 and threshold_delta(sigma, tau - 1) <= delta_target:
         tau -= 1
     return tau
-
-
-def quantile_scores(below: np.ndarray, above: np.ndarray, percent: int) -> np.ndarray:
-    """``-|(100 - p) #(x < c) - p #(x > c)|`` per candidate (exact integers, as floats): the score of
-    the exponential mechanism for ``alpha = p / 100``; one record moves it by at most ``max(p, 100 - p)``."""
-    q = QUANTILE_DENOMINATOR
-    return -np.abs((q - percent) * below.astype(np.int64) - percent * above.astype(np.int64)).astype(float)
-
-
-def quantile_sensitivity(percent: int) -> float:
-    """``max(p, 100 - p)``: how far one record moves a quantile score (``quantile_scores``)."""
-    return float(max(percent, QUANTILE_DENOMINATOR - percent))
 
 
 def profile_vector(profiles: Sequence[ColumnProfile]) -> np.ndarray:
@@ -178,10 +187,9 @@ class DraftPlan:
     rho_column: float = field(init=False)
     sigma_profile: float = field(init=False)
     cap: int = field(init=False)
-    epsilon_quantile: float = field(init=False)
-    sigma_categories: float = field(init=False)
+    sigma_column: float = field(init=False)
+    bound_rows: int = field(init=False)
     threshold: int = field(init=False)
-    rank_error: float = field(init=False)
 
     def __post_init__(self):
         d = len(self.columns)
@@ -193,27 +201,26 @@ class DraftPlan:
         set_("rho_column", (1 - PROFILE_SHARE) * self.rho_budget / d)
         set_("sigma_profile", profile_sensitivity(d) / math.sqrt(2 * self.rho_profile))
         set_("cap", DISTINCT_GUARD + 1 + math.ceil(CAP_SIGMAS * self.sigma_profile))
-        set_("epsilon_quantile", 2.0 * math.sqrt(self.rho_column / QUANTILES_PER_COLUMN))
-        set_("sigma_categories", 1.0 / math.sqrt(2 * self.rho_column))
-        set_("threshold", threshold_for(self.sigma_categories, self.delta_target))
-        set_("rank_error", rank_error(self.epsilon_quantile))
+        set_("sigma_column", 1.0 / math.sqrt(2 * self.rho_column))
+        set_("bound_rows", bounds_threshold(self.sigma_column))
+        set_("threshold", threshold_for(self.sigma_column, self.delta_target))
 
     def record(self) -> dict[str, Any]:
         """The plan as the ledger records it (``details.draft``): public facts only."""
         return {
             "profile_share": PROFILE_SHARE,
+            "seen_sigmas": SEEN_SIGMAS,
             "threshold_delta_share": THRESHOLD_DELTA_SHARE,
             "categorical_max": self.categorical_max,
             "distinct_guard": DISTINCT_GUARD,
             "distinct_cap": self.cap,
-            "quantile_percent": [QUANTILE_PERCENT, MAX_QUANTILE_PERCENT],
-            "grid": {
-                "candidates": len(QUANTILE_GRID),
-                "lowest": float(QUANTILE_GRID[0]),
-                "highest": float(QUANTILE_GRID[-1]),
+            "bounds_grid": {
+                "edges": len(BOUNDS_GRID),
+                "lowest": float(BOUNDS_GRID[0]),
+                "highest": float(BOUNDS_GRID[-1]),
             },
-            "rank_error": self.rank_error,
-            "max_rank_error": MAX_RANK_ERROR,
+            "bounds_threshold": self.bound_rows,
+            "max_bound_rows": MAX_BOUND_ROWS,
             "threshold": self.threshold,
             "delta_target": self.delta_target,
             "bins": self.bins,
@@ -221,18 +228,15 @@ class DraftPlan:
         }
 
 
-def rank_error(epsilon_quantile: float) -> float:
-    """Rows by which the exponential mechanism's quantile may miss at ``RANK_CONFIDENCE``:
-    ``2 max(alpha, 1 - alpha) (ln |grid| + ln(1 / (1 - confidence))) / epsilon_q``."""
-    worst = quantile_sensitivity(QUANTILE_PERCENT) / QUANTILE_DENOMINATOR
-    return 2.0 * worst * (math.log(len(QUANTILE_GRID)) + math.log(1.0 / (1.0 - RANK_CONFIDENCE))) / epsilon_quantile
-
-
 def needed_epsilon(d: int, delta: float) -> float:
-    """The least ``--dp`` epsilon (at ``delta``) whose bounds miss by at most ``MAX_RANK_ERROR`` rows."""
-    eps_q = rank_error(1.0) / MAX_RANK_ERROR
-    rho_col = QUANTILES_PER_COLUMN * (eps_q / 2.0) ** 2
-    rho = rho_col * d / (1 - PROFILE_SHARE)
+    """The least ``--dp`` epsilon (at ``delta``) whose bounds threshold is at most ``MAX_BOUND_ROWS``."""
+    lo, hi = 1e-6, 1.0
+    while bounds_threshold(1.0 / math.sqrt(2 * hi)) > MAX_BOUND_ROWS:
+        hi *= 2
+    for _ in range(60):  # the least rho_col, by bisection (the threshold falls as rho_col grows)
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if bounds_threshold(1.0 / math.sqrt(2 * mid)) > MAX_BOUND_ROWS else (lo, mid)
+    rho = hi * d / (1 - PROFILE_SHARE)
     return rho_to_epsilon(rho, delta * (1 - THRESHOLD_DELTA_SHARE))
 
 
@@ -245,7 +249,7 @@ def plan_draft(
     missing_values: Sequence[str] = (),
 ) -> DraftPlan:
     """The plan of a DP draft over ``columns`` (public), or ``InputError`` (one line naming a column
-    and the epsilon needed) when the budget is too small to find bounds (``MAX_RANK_ERROR``)."""
+    and the epsilon needed) when the budget is too small to find bounds (``MAX_BOUND_ROWS``)."""
     from .api import check_budget_args
 
     check_budget_args(epsilon, delta)
@@ -256,14 +260,14 @@ def plan_draft(
         plan = DraftPlan(float(epsilon), float(delta), tuple(columns), categorical_max, bins, tuple(missing_values))
     except ValueError:  # no zCDP budget converts to so small an epsilon
         plan = None
-    if plan is None or plan.rank_error > MAX_RANK_ERROR:
+    if plan is None or plan.bound_rows > MAX_BOUND_ROWS:
         need = needed_epsilon(d, delta)
-        miss = f"could miss by {plan.rank_error:,.0f} rows" if plan else "cannot be found"
+        rows = f"{plan.bound_rows:,} rows" if plan else "more rows than any table has"
         raise InputError(
             f"--dp {epsilon:g} is too small to find the bounds of column '{columns[0]}' (each of the {d} "
-            f"columns gets an equal share): they {miss} at {RANK_CONFIDENCE:.0%} confidence, more than "
-            f"{MAX_RANK_ERROR:,}; --dp needs at least {_round_up(need)} at --delta {delta:g} (nothing was read, "
-            "written or reserved)"
+            f"columns gets an equal share): an interval of the grid would need {rows} to be found, more "
+            f"than {MAX_BOUND_ROWS:,}; --dp needs at least {_round_up(need)} at --delta {delta:g} (nothing was "
+            "read, written or reserved)"
         )
     return plan
 
@@ -290,13 +294,6 @@ class DPDraft:
         return Schema.from_dict({"columns": self.columns}, source="<dp draft>")
 
 
-def low_percent(present: float, plan: DraftPlan) -> int:
-    """The low quantile's percent ``p`` for a column of ``present`` (noisy) cells: the least whole
-    percent from ``QUANTILE_PERCENT`` to ``MAX_QUANTILE_PERCENT`` with ``p present / 100 >= 2 r``."""
-    need = 100.0 * 2.0 * plan.rank_error / max(present, 1.0)
-    return int(min(MAX_QUANTILE_PERCENT, max(QUANTILE_PERCENT, math.ceil(need))))
-
-
 def release_draft(
     frames: Callable[[], Iterable[pd.DataFrame]],
     plan: DraftPlan,
@@ -306,7 +303,7 @@ def release_draft(
     """Read the table (``frames()`` yields its chunks; a second call reads it again) and release the
     draft through the plan's mechanisms, each charged to ``acc`` before its noisy value exists."""
     from .interrupt import checkpoint
-    from .mechanisms import exponential_mechanism, gaussian_mechanism
+    from .mechanisms import gaussian_mechanism
 
     def chunks() -> Iterable[pd.DataFrame]:
         for frame in frames():
@@ -314,7 +311,7 @@ def release_draft(
             yield frame
 
     noise = noise or OpenDPNoise()
-    profiles = profile_chunks(chunks(), plan.columns, plan.cap, plan.missing_values, QUANTILE_GRID)
+    profiles = profile_chunks(chunks(), plan.columns, plan.cap, plan.missing_values, BOUNDS_GRID)
     sigma = plan.sigma_profile
     noisy = gaussian_mechanism(
         acc,
@@ -325,6 +322,8 @@ def release_draft(
         query=f"profile: rows; per column missing, non-number, non-integer and distinct (at most {plan.cap}) cells",
         where="silo",
     )
+    # the noisy profile is public from here on: the ledger records it, so audit can re-derive every decision
+    acc.note(draft={**acc.details.get("draft", {}), "profile": [int(v) for v in noisy]})
     seen = SEEN_SIGMAS * sigma + 0.5
     rows = int(noisy[0])
     facts = {name: tuple(int(v) for v in noisy[1 + 4 * j : 5 + 4 * j]) for j, name in enumerate(plan.columns)}
@@ -343,29 +342,37 @@ def release_draft(
             f"non-integer, {distinct} distinct"
         )
         if non_numbers <= seen:
-            percent = low_percent(rows - missing, plan)
-            ends = []
-            for pct in (percent, QUANTILE_DENOMINATOR - percent):
-                pick = exponential_mechanism(
-                    acc,
-                    noise,
-                    quantile_scores(p.below, p.above, pct),
-                    epsilon=plan.epsilon_quantile,
-                    sensitivity=quantile_sensitivity(pct),
-                    query=f"quantile {pct / QUANTILE_DENOMINATOR:g} of '{name}' on the public grid",
-                    where="silo",
-                    column=name,
-                    quantile=pct / QUANTILE_DENOMINATOR,
-                )
-                ends.append(float(QUANTILE_GRID[pick]))
-            lo, hi = min(ends), max(ends)
+            acc.gaussian(
+                f"bounds of '{name}': histogram of its numbers over the {len(p.intervals)} intervals of a public grid",
+                1.0,
+                plan.sigma_column,
+                "silo",
+                sampler=noise.name,
+                cells=len(p.intervals),
+                column=name,
+                min_count=float(plan.bound_rows),
+            )
+            noisy_intervals = noise.gaussian_counts(p.intervals, plan.sigma_column)
+            found = np.flatnonzero(noisy_intervals >= plan.bound_rows)
             integer = non_integers <= seen
+            if len(found):
+                lo, hi = interval_edges(int(found[0]))[0], interval_edges(int(found[-1]))[1]
+                if integer:  # the whole numbers in [lo, hi)
+                    lo, hi = float(math.ceil(lo)), float(math.ceil(hi) - 1)
+            else:
+                lo = hi = 0.0
             spec = numeric_spec(name, lo, hi, integer, plan.bins, has_missing, tokens)
             columns.append(spec)
+            where = (
+                f"the intervals of the grid with at least {plan.bound_rows} (noisy) numbers span {lo:g}..{hi:g}, "
+                f"giving the bounds {spec['lower']:g}..{spec['upper']:g}; values beyond are clipped"
+                if len(found)
+                else f"no interval of the grid held {plan.bound_rows} (noisy) numbers: the bounds 0..0 are a "
+                "placeholder for public knowledge"
+            )
             notes.append(
-                f"column '{name}': numeric{', integer' if integer else ''}{', missing' if has_missing else ''}; its "
-                f"{percent}% and {100 - percent}% quantiles {lo:g} and {hi:g} give the bounds "
-                f"{spec['lower']:g}..{spec['upper']:g}, beyond which values are clipped ({said})"
+                f"column '{name}': numeric{', integer' if integer else ''}{', missing' if has_missing else ''}; "
+                f"{where} ({said})"
             )
             continue
         if distinct > DISTINCT_GUARD:
@@ -379,15 +386,15 @@ def release_draft(
         acc.gaussian(
             f"categories of '{name}': thresholded histogram of its values",
             1.0,
-            plan.sigma_categories,
+            plan.sigma_column,
             "silo",
             sampler=noise.name,
             column=name,
             threshold=float(plan.threshold),
-            delta=threshold_delta(plan.sigma_categories, plan.threshold),
+            delta=threshold_delta(plan.sigma_column, plan.threshold),
         )
         counts = np.array([p.counts[v] for v in values], dtype=np.int64)
-        noisy_counts = noise.gaussian_counts(counts, plan.sigma_categories) if len(values) else counts
+        noisy_counts = noise.gaussian_counts(counts, plan.sigma_column) if len(values) else counts
         kept = [v for v, c in zip(values, noisy_counts) if c >= plan.threshold]
         if not kept or len(kept) > plan.categorical_max:
             dropped.append(name)
@@ -441,8 +448,9 @@ def dp_note(source: str, ledger: dict[str, Any], ledger_name: str, plan: DraftPl
             f"differential privacy; every value read from the rows was released by a mechanism recorded in "
             f"{ledger_name} (check it with `privsyn-fed audit {ledger_name}`). Review before use: categories "
             f"seen fewer than about {plan.threshold} times are not listed (such values map to the catch-all), "
-            "bounds come from noisy 1% and 99% quantiles (values beyond are clipped), and a column left out or "
-            "typed wrongly must be fixed by hand. Delete this note when done."
+            f"bounds span the intervals of a grid of round numbers that hold at least about {plan.bound_rows} "
+            "values (values beyond are clipped), and a column left out or typed wrongly must be fixed by hand. "
+            "Delete this note when done."
         ),
         "privacy": "differential privacy",
         "drafted_from": Path(source).name,

@@ -462,14 +462,27 @@ def test_one_record_moves_the_profile_by_at_most_sqrt_1_plus_2d(case):
 
 
 @settings(max_examples=150, deadline=None)
-@given(table_and_record(), st.integers(1, 99))
-def test_one_record_moves_a_quantile_score_by_at_most_max_p_100_minus_p(case, percent):
+@given(table_and_record())
+def test_one_record_moves_one_interval_of_the_bounds_histogram_by_one(case):
+    """The bounds histogram over the public grid's intervals: one record's number adds one to one
+    interval (a missing cell or text adds nothing) -- sensitivity 1, on a public domain."""
     names, rows, extra, cap = case
-    grid = draft_dp.QUANTILE_GRID
+    grid = draft_dp.BOUNDS_GRID
     for p, q in zip(_profiles(names, rows, cap, grid), _profiles(names, rows + [extra], cap, grid)):
-        before = draft_dp.quantile_scores(p.below, p.above, percent)
-        after = draft_dp.quantile_scores(q.below, q.above, percent)
-        assert np.max(np.abs(after - before)) <= draft_dp.quantile_sensitivity(percent)
+        diff = q.intervals - p.intervals
+        assert len(diff) == len(grid) + 1 and set(np.unique(diff)) <= {0, 1} and diff.sum() <= 1
+        assert diff.sum() == q.numbers - p.numbers
+
+
+def test_intervals_cover_the_line_once():
+    grid = draft_dp.BOUNDS_GRID
+    assert np.all(np.diff(grid) > 0) and grid[-1] == -grid[0] == 9e15 and 0 in grid
+    x = np.array([-1e300, -9e15, -0.0015, 0.0, 0.001, 17.0, 90.0, 501.0, 9e15, 1e300])
+    (p,) = profile_chunks([pd.DataFrame({"x": x})], ["x"], 100, grid=grid)
+    assert p.intervals.sum() == len(x)
+    for i in np.flatnonzero(p.intervals):
+        lo, hi = draft_dp.interval_edges(int(i))
+        assert np.any((x >= lo) & (x < hi)) or i in (0, len(grid))
 
 
 @settings(max_examples=150, deadline=None)
@@ -482,25 +495,6 @@ def test_one_record_moves_one_value_count_by_one(case):
         keys = set(p.counts) | set(q.counts)
         diff = {k: q.counts.get(k, 0) - p.counts.get(k, 0) for k in keys}
         assert sorted(diff.values()) in ([0] * (len(keys) - 1) + [1], [0] * len(keys))
-
-
-def test_quantile_scores_are_opendps_in_hundredths():
-    import opendp.prelude as dp
-
-    dp.enable_features("contrib")
-    rng = np.random.default_rng(3)
-    x = np.concatenate([rng.normal(40, 15, 300).round(), [0.0, 1.5, 1.5]])
-    grid = draft_dp.QUANTILE_GRID[(draft_dp.QUANTILE_GRID > -10) & (draft_dp.QUANTILE_GRID < 100)]
-    (p,) = profile_chunks([pd.DataFrame({"x": x})], ["x"], 10, grid=grid)
-    for percent in (1, 13, 50, 99):
-        scorer = dp.t.make_quantile_score_candidates(
-            dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.symmetric_distance(), grid.tolist(), percent / 100
-        )
-        theirs = np.array(scorer(x.tolist()), dtype=float)
-        ours = -draft_dp.quantile_scores(p.below, p.above, percent)
-        scale = theirs.max() / ours.max()
-        assert np.allclose(theirs, scale * ours)
-        assert scorer.map(1) == pytest.approx(scale * draft_dp.quantile_sensitivity(percent))
 
 
 @pytest.mark.parametrize("sigma", [0.3, 1.0, 4.0, 13.9])
@@ -519,9 +513,17 @@ def test_the_budget_is_split_as_planned():
     assert plan.delta_conversion + 3 * plan.delta_target == pytest.approx(1e-9)
     assert plan.rho_budget == pytest.approx(epsilon_to_rho(1.0, 0.5e-9))
     spent = draft_dp.profile_sensitivity(3) ** 2 / (2 * plan.sigma_profile**2)
-    column = max(2 * plan.epsilon_quantile**2 / 8, 1 / (2 * plan.sigma_categories**2))
-    assert spent + 3 * column == pytest.approx(plan.rho_budget)
-    assert draft_dp.threshold_delta(plan.sigma_categories, plan.threshold) <= plan.delta_target
+    assert spent + 3 / (2 * plan.sigma_column**2) == pytest.approx(plan.rho_budget)
+    assert draft_dp.threshold_delta(plan.sigma_column, plan.threshold) <= plan.delta_target
+    # an empty interval of the bounds histogram passes its threshold with probability <= 1e-3 / 344
+    cells = len(draft_dp.BOUNDS_GRID) + 1
+    assert cells * 0.5 * math.erfc((plan.bound_rows - 1) / (plan.sigma_column * math.sqrt(2))) <= 1e-3
+    assert cells * 0.5 * math.erfc((plan.bound_rows - 2) / (plan.sigma_column * math.sqrt(2))) > 1e-3
+
+
+def test_the_audit_keeps_the_drafts_rules():
+    assert audit_module.DRAFT_SEEN_SIGMAS == draft_dp.SEEN_SIGMAS
+    assert audit_module.DRAFT_DISTINCT_GUARD == draft_dp.DISTINCT_GUARD
 
 
 # ---- DP drafts: the command, the ledger, the budget store -----------------------------------------
@@ -569,7 +571,7 @@ def test_dp_draft_releases_a_usable_schema_and_a_ledger_that_audits(dp_table, tm
     thresholds = [e for e in ledger["entries"] if "threshold" in e]
     assert [e["column"] for e in thresholds] == ["sex", "city", "id"]
     assert ledger["delta"] == pytest.approx(ledger["delta_conversion"] + sum(e["delta"] for e in thresholds))
-    assert ledger["delta"] <= 1e-6 and ledger["epsilon"] <= 50
+    assert ledger["delta"] <= 1e-6 and ledger["epsilon"] <= 50 * (1 + 1e-9)
     assert run_cli(["audit", tmp_path / "schema.ledger.json"], capsys)[0] == 0
     kept = tmp_path / "kept.csv"
     pd.read_csv(dp_table, dtype=str, keep_default_na=False).drop(columns=["id"]).to_csv(kept, index=False)
@@ -595,8 +597,8 @@ def _tamper_total_delta(led):
     led["delta"] = led["delta_conversion"]
 
 
-def _tamper_drop_quantile(led):
-    i = next(i for i, e in enumerate(led["entries"]) if e["mechanism"] == "exponential")
+def _tamper_drop_bounds(led):
+    i = next(i for i, e in enumerate(led["entries"]) if e.get("column") == "age")
     gone = led["entries"].pop(i)
     for j, e in enumerate(led["entries"]):
         e["step"] = j + 1
@@ -606,9 +608,14 @@ def _tamper_drop_quantile(led):
     led["epsilon"] = rho_to_epsilon(led["rho_spent"], led["delta_conversion"])
 
 
-def _tamper_quantile_sensitivity(led):
-    e = next(e for e in led["entries"] if e["mechanism"] == "exponential")
-    e["sensitivity"] = 1.0
+def _tamper_bounds_sensitivity(led):
+    e = next(e for e in led["entries"] if e.get("column") == "income")
+    e["sensitivity_l2"] = 0.5
+    e["rho"] = 0.125 / e["sigma"] ** 2
+
+
+def _tamper_profile(led):
+    led["details"]["draft"]["profile"][2 + 4 * 2] = 0  # 'sex' would have been numbers: a bounds histogram
 
 
 def _tamper_conversion(led):
@@ -630,11 +637,12 @@ def _tamper_column(led):
         (_tamper_delta, "recorded delta"),
         (_tamper_threshold, "recorded delta"),
         (_tamper_total_delta, "plus the entries' deltas"),
-        (_tamper_drop_quantile, "one low and one high quantile"),
-        (_tamper_quantile_sensitivity, "below the sound value"),
+        (_tamper_drop_bounds, "missing: bounds of 'age'"),
+        (_tamper_bounds_sensitivity, "L2 sensitivity at least 1"),
+        (_tamper_profile, "missing: bounds of 'sex'; unexpected: categories of 'sex'"),
         (_tamper_conversion, "converts to"),
         (_tamper_cells, "cells"),
-        (_tamper_column, "names one of the recorded columns"),
+        (_tamper_column, "unexpected: categories of 'nobody'"),
     ],
 )
 def test_tampering_with_a_drafting_ledger_fails_the_audit(tamper, fragment, dp_table, tmp_path, capsys):
@@ -674,8 +682,8 @@ def test_too_small_a_budget_is_refused_before_anything(dp_table, tmp_path, capsy
     BudgetStore(store).reserve("d", epsilon=0.01, delta=1e-6, method="aim", total_epsilon=5).settle(0.0, "rejected")
     before = store.read_bytes()
     extra = ["--budget-store", store, "--dataset-id", "d"]
-    code, _, err = run_cli(dp_args(dp_table, out, "0.05", *extra), capsys)
-    assert_one_line_error(code, err, "--dp 0.05 is too small", "column 'age'", "--dp needs at least")
+    code, _, err = run_cli(dp_args(dp_table, out, "0.01", *extra), capsys)
+    assert_one_line_error(code, err, "--dp 0.01 is too small", "column 'age'", "--dp needs at least")
     need = float(err.split("at least ")[1].split()[0])
     assert not out.exists() and not (tmp_path / "schema.ledger.json").exists()
     assert store.read_bytes() == before  # nothing reserved

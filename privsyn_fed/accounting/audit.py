@@ -31,10 +31,11 @@
   whose noisy count reaches the threshold): its delta is recomputed here as
   ``erfc((threshold - 2) / (sigma sqrt 2)) / 2``; rho then converts at ``delta_conversion`` and the
   ledger's ``delta`` must be ``delta_conversion`` plus the entries' deltas, within ``delta_budget``.
-  A draft's structure is re-derived from its recorded columns (``_check_draft``): one profile of
-  sensitivity ``sqrt(1 + 2 d)`` over ``1 + 4 d`` cells first; then per column either a low and a
-  high quantile (exponential mechanisms of sensitivity ``max(p, 100 - p)`` on scores in hundredths
-  of a record) or one thresholded histogram of sensitivity 1.
+  A draft's structure is re-derived from its recorded columns and noisy profile (``_check_draft``):
+  one profile of sensitivity ``sqrt(1 + 2 d)`` over ``1 + 4 d`` cells first; then for each column
+  what the profile decides: a histogram of its numbers over the intervals of a public grid (its
+  bounds), or of its values with a threshold and its delta (its categories), each of sensitivity
+  1, or nothing (a text column of too many distinct values).
 * **Guarantee**: a seeded run (``seeded`` at the top level, or a seeded noise source named by any
   entry's ``sampler`` or ``noise_from``, ``details.noise`` or ``details.mpc.noise``), a
   non-private run, a debug MPC mode, a neighbouring relation other than add/remove one record,
@@ -98,7 +99,7 @@ ENTRY_OPTIONAL = {
     "fixed_point": dict,
     "distributed": dict,
     "column": str,
-    "quantile": NUMBER,
+    "min_count": NUMBER,
     "threshold": NUMBER,
     "delta": NUMBER,
 }
@@ -128,10 +129,12 @@ STATUSES = ("running", "complete", "failed")
 #: (``privsyn_fed.mpc.aggregator.REAL_BITS``; kept here so that the audit needs no MPC stack).
 MPC_REAL_BITS = 16
 METHODS = ("aim", "distaim", "flaim", "fedtda", "independent", "schema-draft")
-#: A draft's quantile scores are in hundredths of a record (``privsyn_fed.draft_dp``; kept here so
-#: that the audit recomputes the sensitivity independently): ``alpha = p / 100``, sensitivity
-#: ``max(p, 100 - p)``.
-QUANTILE_DENOMINATOR = 100
+#: The rules by which a DP schema draft's noisy profile decides each column (``privsyn_fed.draft_dp``;
+#: kept here so that the audit re-derives the decisions independently): numbers when the noisy
+#: non-number count is at most ``DRAFT_SEEN_SIGMAS sigma + 1/2``, else text, left out when its noisy
+#: distinct count exceeds ``DRAFT_DISTINCT_GUARD``.
+DRAFT_SEEN_SIGMAS = 4.0
+DRAFT_DISTINCT_GUARD = 10_000
 #: Where a mechanism runs: the central curator (AIM), the aggregator of the silos' sums, a silo on
 #: its own rows, or secure computation among the silos.
 WHERE = ("curator", "aggregator", "silo", "mpc")
@@ -800,10 +803,12 @@ def _check_draft(ledger: dict[str, Any], d: dict[str, Any], rep: AuditReport) ->
     """A DP schema draft over the recorded columns (``details.columns``, the table's header): first
     the profile, one Gaussian of sensitivity at least ``sqrt(1 + 2 k)`` over ``1 + 4 k`` cells (the
     row count, and per column three exclusive counts and a capped distinct count, each moved by at
-    most one record); then per column either its low and high quantile (exponential mechanisms on
-    scores in hundredths of a record, ``alpha = p / 100`` and ``1 - alpha``, sensitivity at least
-    ``max(p, 100 - p)``) or one thresholded histogram (Gaussian, sensitivity at least 1, with its
-    threshold and delta), never both and never twice."""
+    most one record); then, in column order, what its noisy profile (``details.draft.profile``)
+    decides for each column: a histogram of its numbers over the intervals of a public grid (no
+    delta: the domain is public; its cells recorded) for a column of numbers; nothing for a text
+    column of more than ``DRAFT_DISTINCT_GUARD`` distinct values; otherwise a thresholded histogram
+    of its values with its delta. Each histogram is a Gaussian of sensitivity at least 1 (a record is
+    in one cell of it)."""
     columns = d.get("columns")
     if not columns:
         rep.problems.append("the ledger does not record the drafted table's columns (details.columns)")
@@ -824,39 +829,46 @@ def _check_draft(ledger: dict[str, Any], d: dict[str, Any], rep: AuditReport) ->
         rep.problems.append(
             f"entry 1 ({first['query']}): the profile of {k} columns has {1 + 4 * k} cells, not {first.get('cells')}"
         )
-    quantiles: dict[str, list[int]] = {}
-    histograms: dict[str, int] = {}
+        return
+    profile = (d.get("draft") or {}).get("profile") if isinstance(d.get("draft"), dict) else None
+    if not (
+        isinstance(profile, list)
+        and len(profile) == 1 + 4 * k
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in profile)
+    ):
+        rep.problems.append(
+            f"the ledger does not record the draft's noisy profile (details.draft.profile, {1 + 4 * k} whole "
+            "numbers), so the releases it decides cannot be checked"
+        )
+        return
+    seen = DRAFT_SEEN_SIGMAS * float(first["sigma"]) + 0.5
+    expected = []
+    for j, col in enumerate(columns):
+        non_numbers, distinct = profile[2 + 4 * j], profile[4 + 4 * j]
+        if non_numbers <= seen:
+            expected.append((col, "bounds"))
+        elif distinct <= DRAFT_DISTINCT_GUARD:
+            expected.append((col, "categories"))
+    found = []
     for i, e in enumerate(entries[1:], start=2):
         label = f"entry {i} ({e['query']})"
-        col = e.get("column")
-        if col not in columns:
-            rep.problems.append(f"{label}: a drafting release names one of the recorded columns, not {col!r}")
-            continue
-        if e["mechanism"] == "exponential":
-            p = float(e.get("quantile", -1.0)) * QUANTILE_DENOMINATOR
-            if not (1 <= round(p) <= QUANTILE_DENOMINATOR - 1 and _close(p, round(p))):
-                rep.problems.append(f"{label}: a quantile is a whole percent from 1 to 99, not {e.get('quantile')!r}")
-                continue
-            sens = max(round(p), QUANTILE_DENOMINATOR - round(p))
-            if float(e["sensitivity"]) < sens * (1 - 1e-12):
-                rep.problems.append(
-                    f"{label}: sensitivity {e['sensitivity']:g} is below the sound value {sens} of a quantile score "
-                    f"(hundredths of a record) at {e['quantile']:g}"
-                )
-            quantiles.setdefault(col, []).append(round(p))
-        elif "threshold" in e:
-            if float(e["sensitivity_l2"]) < 1 - 1e-12:
-                rep.problems.append(f"{label}: a histogram of one column's values has L2 sensitivity at least 1")
-            histograms[col] = histograms.get(col, 0) + 1
-        else:
-            rep.problems.append(f"{label}: a drafting release is a quantile or a thresholded histogram")
-    for col in columns:
-        qs, hs = sorted(quantiles.get(col, [])), histograms.get(col, 0)
-        if qs and hs or hs > 1 or qs and (len(qs) != 2 or qs[0] + qs[1] != QUANTILE_DENOMINATOR):
-            rep.problems.append(
-                f"column '{col}': a drafted column has one low and one high quantile (p and 100 - p percent) "
-                f"or one histogram, not {len(qs)} quantile(s) and {hs} histogram(s)"
-            )
+        kind = "categories" if "threshold" in e else "bounds"
+        found.append((e.get("column"), kind))
+        if e["mechanism"] != "gaussian":
+            rep.problems.append(f"{label}: a drafting release is a Gaussian histogram, not {e['mechanism']}")
+        elif float(e["sensitivity_l2"]) < 1 - 1e-12:
+            rep.problems.append(f"{label}: a histogram of one column has L2 sensitivity at least 1")
+        elif kind == "bounds" and not (isinstance(e.get("cells"), int) and e["cells"] >= 2):
+            rep.problems.append(f"{label}: a bounds histogram records its intervals (cells)")
+    if found != expected:
+        missing = [f"{kind} of '{col}'" for col, kind in expected if (col, kind) not in found]
+        extra = [f"{kind} of {col!r}" for col, kind in found if (col, kind) not in expected]
+        rep.problems.append(
+            "the releases after the profile are not the ones its noisy profile decides (numbers: bounds; text "
+            f"of at most {DRAFT_DISTINCT_GUARD:,} distinct values: categories; in column order)"
+            + (f"; missing: {', '.join(missing)}" if missing else "")
+            + (f"; unexpected: {', '.join(extra)}" if extra else "")
+        )
 
 
 def _seeded_samplers(ledger: dict[str, Any]) -> list[str]:

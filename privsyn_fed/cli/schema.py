@@ -34,14 +34,15 @@ or draft with --dp before sharing the schema.
 with --dp EPSILON --delta DELTA every fact read from the rows is released under differential
 privacy and charged to a ledger (default: the schema's name with .ledger.json; check it with
 privsyn-fed audit): a noisy profile of the columns (one Gaussian: rows, and per column missing,
-non-number, non-integer and distinct cells), each numeric column's low and high quantile on a
-public grid of round numbers (exponential mechanism; 1%% and 99%%, further in on little data),
-each text column's values whose noisy count passes a threshold, plus a catch-all category
-(thresholded Gaussian histogram: approximate DP, its delta recorded in the ledger). Under --dp a
-column of numbers is always numeric (a whole-number column of a small range gets a bin per
-value) and --categorical-max bounds the categories released for a text column. A budget too
-small to find bounds (a rank error over {rank:,} rows) is refused before anything is read or
-reserved, naming the epsilon needed. Module privsyn_fed.draft_dp states each sensitivity.""".replace("%%", "%")
+non-number, non-integer and distinct cells); for each numeric column a noisy histogram over the
+intervals between round numbers (0, +-1, 2, 5 x 10^k), whose outermost intervals with enough
+values give the bounds; for each text column its values whose noisy count passes a threshold,
+plus a catch-all category (thresholded Gaussian histogram: approximate DP, its delta recorded in
+the ledger). Under --dp a column of numbers is always numeric (a whole-number column of a small
+range gets a bin per value) and --categorical-max bounds the categories released for a text
+column. A budget so small that an interval would need more than {rank:,} rows to be found is
+refused before anything is read or reserved, naming the epsilon needed. Module
+privsyn_fed.draft_dp states each sensitivity.""".replace("%%", "%")
 
 DICTIONARY_EPILOG = """\
 a data dictionary is a CSV file with one row per column of the table:
@@ -60,7 +61,7 @@ The dictionary is public knowledge, so the schema it gives may be shared as is."
 def add_parsers(sub) -> None:
     """Add the ``schema`` command group to ``sub`` (the subcommands of ``privsyn-fed``)."""
     from ..draft import DEFAULT_CATEGORICAL_MAX
-    from ..draft_dp import MAX_RANK_ERROR
+    from ..draft_dp import MAX_BOUND_ROWS
     from ..schema import DEFAULT_BINS
 
     sc = sub.add_parser(
@@ -76,7 +77,7 @@ def add_parsers(sub) -> None:
         help="draft a schema from a table's rows (NOT private without --dp)",
         description="Draft a schema from the rows of a table (CSV, gzip CSV or Parquet, read in chunks) "
         "for its operator to review. Without --dp the draft is not private.",
-        epilog=DRAFT_EPILOG.format(k=DEFAULT_CATEGORICAL_MAX, rank=MAX_RANK_ERROR),
+        epilog=DRAFT_EPILOG.format(k=DEFAULT_CATEGORICAL_MAX, rank=MAX_BOUND_ROWS),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     dr.add_argument("data", metavar="DATA", help="the table: CSV, gzip-compressed CSV or Parquet")
