@@ -75,7 +75,8 @@ def round_outward(lo: float, hi: float, integer: bool = False) -> tuple[float, f
     """``[lo, hi]`` widened to multiples of ``10^e``, ``e = floor(log10(hi - lo))`` (for ``lo == hi``,
     ``e = floor(log10(|lo|))``; at least 0 for an integer column), clamped to ``+-MAX_DRAFT_BOUND``.
     The result always contains ``[lo, hi]`` (within the clamp): 17..90 -> 10..90, 1..99 -> 0..100."""
-    lo, hi = max(float(lo), -MAX_DRAFT_BOUND), min(float(hi), MAX_DRAFT_BOUND)
+    lo, hi = sorted((float(lo), float(hi)))
+    lo, hi = max(lo, -MAX_DRAFT_BOUND), min(hi, MAX_DRAFT_BOUND)
     if lo > hi:  # every value lies beyond one clamp
         lo = hi = MAX_DRAFT_BOUND if lo > 0 else -MAX_DRAFT_BOUND
     ref = hi - lo if hi > lo else max(abs(lo), abs(hi))

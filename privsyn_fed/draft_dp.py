@@ -120,7 +120,7 @@ def interval_edges(i: int) -> tuple[float, float]:
 
 
 def bounds_threshold(sigma: float) -> int:
-    """``T = 1 + ceil(z sigma)``, the least with ``116 P(N(0, sigma^2) >= T - 1) <= BOUNDS_FALSE_RATE``:
+    """``T = 1 + ceil(z sigma)``, the least with ``344 P(N(0, sigma^2) >= T - 1) <= BOUNDS_FALSE_RATE``:
     a noisy count of an empty interval reaches ``T`` with probability at most that (for discrete
     Gaussian noise, ``P(Z >= T) <= P(N >= T - 1)``)."""
     from scipy.special import erfcinv
@@ -250,8 +250,10 @@ def plan_draft(
 ) -> DraftPlan:
     """The plan of a DP draft over ``columns`` (public), or ``InputError`` (one line naming a column
     and the epsilon needed) when the budget is too small to find bounds (``MAX_BOUND_ROWS``)."""
-    from .api import check_budget_args
+    from .api import MAX_EPSILON, check_budget_args
 
+    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not 0 < epsilon <= MAX_EPSILON:
+        raise InputError(f"--dp must be a positive epsilon up to {MAX_EPSILON:g}, not {epsilon!r}")
     check_budget_args(epsilon, delta)
     if not columns:
         raise InputError("the table has no columns")
@@ -357,8 +359,9 @@ def release_draft(
             integer = non_integers <= seen
             if len(found):
                 lo, hi = interval_edges(int(found[0]))[0], interval_edges(int(found[-1]))[1]
-                if integer:  # the whole numbers in [lo, hi)
-                    lo, hi = float(math.ceil(lo)), float(math.ceil(hi) - 1)
+                if integer:  # the whole numbers in [lo, hi), if any
+                    whole = float(math.ceil(lo)), float(math.ceil(hi) - 1)
+                    lo, hi = whole if whole[0] <= whole[1] else (float(math.floor(lo)), float(math.ceil(hi)))
             else:
                 lo = hi = 0.0
             spec = numeric_spec(name, lo, hi, integer, plan.bins, has_missing, tokens)
