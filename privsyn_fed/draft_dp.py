@@ -74,6 +74,7 @@ from .draft import (
     profile_chunks,
 )
 from .errors import InputError
+from .mechanisms import threshold_delta
 from .noise import NoiseSource, OpenDPNoise
 from .schema import Schema
 
@@ -136,12 +137,6 @@ def bounds_threshold(sigma: float) -> int:
     while t > 1 and passes(t - 1):
         t -= 1
     return t
-
-
-def threshold_delta(sigma: float, threshold: float) -> float:
-    """``erfc((tau - 2) / (sigma sqrt 2)) / 2``: a bound on ``P(1 + Z >= tau)``, ``Z ~ N_Z(0, sigma^2)``,
-    the probability that a value held by one record passes the threshold ``tau`` (>= 2)."""
-    return 0.5 * math.erfc((threshold - 2.0) / (sigma * math.sqrt(2.0)))
 
 
 def threshold_for(sigma: float, delta_target: float) -> int:
@@ -305,7 +300,7 @@ def release_draft(
     """Read the table (``frames()`` yields its chunks; a second call reads it again) and release the
     draft through the plan's mechanisms, each charged to ``acc`` before its noisy value exists."""
     from .interrupt import checkpoint
-    from .mechanisms import gaussian_mechanism
+    from .mechanisms import gaussian_mechanism, thresholded_histogram
 
     def chunks() -> Iterable[pd.DataFrame]:
         for frame in frames():
@@ -344,17 +339,17 @@ def release_draft(
             f"non-integer, {distinct} distinct"
         )
         if non_numbers <= seen:
-            acc.gaussian(
-                f"bounds of '{name}': histogram of its numbers over the {len(p.intervals)} intervals of a public grid",
-                1.0,
-                plan.sigma_column,
-                "silo",
-                sampler=noise.name,
-                cells=len(p.intervals),
+            noisy_intervals = gaussian_mechanism(
+                acc,
+                noise,
+                p.intervals,
+                sigma=plan.sigma_column,
+                query=f"bounds of '{name}': histogram of its numbers over the {len(p.intervals)} intervals of a "
+                "public grid",
+                where="silo",
                 column=name,
                 min_count=float(plan.bound_rows),
             )
-            noisy_intervals = noise.gaussian_counts(p.intervals, plan.sigma_column)
             found = np.flatnonzero(noisy_intervals >= plan.bound_rows)
             integer = non_integers <= seen
             if len(found):
@@ -386,19 +381,17 @@ def release_draft(
             )
             continue
         values = list(p.counts)
-        acc.gaussian(
-            f"categories of '{name}': thresholded histogram of its values",
-            1.0,
-            plan.sigma_column,
-            "silo",
-            sampler=noise.name,
+        passed = thresholded_histogram(
+            acc,
+            noise,
+            np.array([p.counts[v] for v in values], dtype=np.int64),
+            sigma=plan.sigma_column,
+            threshold=plan.threshold,
+            query=f"categories of '{name}': thresholded histogram of its values",
+            where="silo",
             column=name,
-            threshold=float(plan.threshold),
-            delta=threshold_delta(plan.sigma_column, plan.threshold),
         )
-        counts = np.array([p.counts[v] for v in values], dtype=np.int64)
-        noisy_counts = noise.gaussian_counts(counts, plan.sigma_column) if len(values) else counts
-        kept = [v for v, c in zip(values, noisy_counts) if c >= plan.threshold]
+        kept = [v for v, ok in zip(values, passed) if ok]
         if not kept or len(kept) > plan.categorical_max:
             dropped.append(name)
             why = (

@@ -20,8 +20,10 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
+from .cells import MISSING_TOKENS, column_cells, numbers_as_text
 from .errors import InputError
-from .schema import MISSING_TOKENS, CategoricalColumn, NumericColumn, Schema
+from .schema import CategoricalColumn, NumericColumn, Schema
+from .tables import delimiter_hint
 
 
 def check_columns(header: list[str], schema: Schema, source: str) -> None:
@@ -39,19 +41,6 @@ def check_columns(header: list[str], schema: Schema, source: str) -> None:
     for name in header:
         if name not in schema.names:
             raise InputError(f"{source}: extra column '{name}' (not in the schema)")
-
-
-#: Column separators that people use instead of commas, as named in ``delimiter_hint``.
-OTHER_DELIMITERS = {";": "semicolons", "\t": "tabs", "|": "'|'"}
-
-
-def delimiter_hint(header_line: str) -> str:
-    """``'; the file seems to separate columns with semicolons ...'`` when the header holds one of
-    ``OTHER_DELIMITERS``, else ``''``: added to an error about a file that does not parse as expected."""
-    for sep, name in OTHER_DELIMITERS.items():
-        if sep in header_line:
-            return f"; the file seems to separate columns with {name}, but privsyn-fed reads comma-separated files"
-    return ""
 
 
 def cell_error(source: str, row: int, column: str, problem: str, public: str, fix: str = "") -> InputError:
@@ -98,34 +87,6 @@ def encode_frame(df: pd.DataFrame, schema: Schema, source: str, with_values: boo
         else:
             codes[:, j] = _encode_categorical(col, cells, is_missing, source, first_row)
     return (codes, clipped, values) if with_values else (codes, clipped)
-
-
-def column_cells(series: pd.Series) -> np.ndarray:
-    """A column's cells as ``encode_frame`` reads them: floats (NaN where missing) for a column of
-    numbers (plain or nullable ints and floats, not booleans); otherwise text stripped of surrounding
-    white space, with ``""`` for a missing cell (None, NaN, ``pd.NA``, ``NaT``) and booleans as
-    ``True``/``False`` (as pandas writes them to CSV)."""
-    if pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(series.dtype):
-        return series.astype("Float64").to_numpy(dtype=float, na_value=np.nan)
-    missing = series.isna().to_numpy()
-    if missing.any():
-        series = series.astype(object).where(~missing, "")
-    if not pd.api.types.is_string_dtype(series.dtype) or series.dtype == object:
-        series = series.astype(str)
-    return series.str.strip().to_numpy(dtype=object)
-
-
-def numbers_as_text(x: np.ndarray) -> np.ndarray:
-    """Numbers as category text: whole numbers without a decimal point (``3.0`` -> ``"3"``), others
-    as Python writes them, ``""`` for NaN."""
-    out = np.empty(len(x), dtype=object)
-    nan = np.isnan(x)
-    whole = ~nan & (np.floor(x) == x) & (np.abs(x) < 2.0**63)
-    out[nan] = ""
-    out[whole] = x[whole].astype(np.int64).astype(str)
-    rest = ~nan & ~whole
-    out[rest] = [repr(float(v)) for v in x[rest]]
-    return out
 
 
 def missing_mask(col, text: np.ndarray) -> np.ndarray:

@@ -95,6 +95,44 @@ def gaussian_mechanism(
     return add_gaussian(noise, values, sigma)
 
 
+def threshold_delta(sigma: float, threshold: float) -> float:
+    """``erfc((tau - 2) / (sigma sqrt 2)) / 2``: a bound on ``P(1 + Z >= tau)``, ``Z ~ N_Z(0, sigma^2)``,
+    the probability that a value held by one record passes the threshold ``tau`` (>= 2)."""
+    return 0.5 * math.erfc((threshold - 2.0) / (sigma * math.sqrt(2.0)))
+
+
+def thresholded_histogram(
+    acc: Accountant,
+    noise: NoiseSource,
+    counts: np.ndarray,
+    *,
+    sigma: float,
+    threshold: float,
+    query: str,
+    where: str,
+    **extra: Any,
+) -> np.ndarray:
+    """Which values' ``count + N_Z(0, sigma^2)`` reach ``threshold``: a histogram over values the rows
+    themselves name, so a value held by one record may appear at all.
+
+    Charges ``1 / (2 sigma^2)`` (one record adds one to one value's count) and ``delta' =
+    threshold_delta(sigma, threshold)`` first. The number of values is private and not recorded.
+    """
+    acc.gaussian(
+        query,
+        1.0,
+        sigma,
+        where,
+        sampler=noise.name,
+        threshold=float(threshold),
+        delta=threshold_delta(sigma, threshold),
+        **extra,
+    )
+    counts = np.asarray(counts, dtype=np.int64)
+    noisy = noise.gaussian_counts(counts, sigma) if len(counts) else counts
+    return np.asarray(noisy >= threshold, dtype=bool)
+
+
 def exponential_mechanism(
     acc: Accountant,
     noise: NoiseSource,

@@ -21,15 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .cells import DEFAULT_BINS, MAX_ABS_BOUND, MAX_COLUMN_CELLS
 from .errors import InputError
-
-DEFAULT_BINS = 32
-#: The most cells (bins or categories) one column may have, and the widest bounds: within
-#: ``+-2^53`` every whole number is exact in floating point, so bins and whole numbers stay exact.
-MAX_COLUMN_CELLS = 100_000
-MAX_ABS_BOUND = float(2**53)
-#: Strings read as a missing value in an input CSV (a column may add its own with ``missing_values``).
-MISSING_TOKENS = ("", "NA", "N/A", "NaN", "nan", "null", "NULL", "None")
 
 
 @dataclass(frozen=True)
@@ -169,7 +162,7 @@ class Schema:
         k = DEFAULT_CATEGORICAL_MAX if categorical_max is None else categorical_max
         result = draft_frame(df, categorical_max=k, bins=bins, missing_values=tuple(missing_values))
         warn_private("the data frame")
-        return result.schema
+        return cls.from_dict({"columns": result.columns}, source="<drafted from a data frame>")
 
     @classmethod
     def load(cls, path: str | Path) -> "Schema":

@@ -21,7 +21,6 @@ from typing import Iterator
 import numpy as np
 import pandas as pd
 
-from .encode import delimiter_hint
 from .errors import InputError
 
 #: Rows per chunk: text cells take about 100 bytes each in pandas, so a 20-column chunk stays near 200 MB.
@@ -88,6 +87,19 @@ def read_header(path: str | Path) -> list[str]:
     if table_format(path) == "parquet":
         return [f.name for f in _parquet_file(path).schema_arrow]
     return [str(c) for c in next(_csv_chunks(path, 1)).frame.columns]
+
+
+#: Column separators that people use instead of commas, as named in ``delimiter_hint``.
+OTHER_DELIMITERS = {";": "semicolons", "\t": "tabs", "|": "'|'"}
+
+
+def delimiter_hint(header_line: str) -> str:
+    """``'; the file seems to separate columns with semicolons ...'`` when the header holds one of
+    ``OTHER_DELIMITERS``, else ``''``: added to an error about a file that does not parse as expected."""
+    for sep, name in OTHER_DELIMITERS.items():
+        if sep in header_line:
+            return f"; the file seems to separate columns with {name}, but privsyn-fed reads comma-separated files"
+    return ""
 
 
 # ---- CSV -------------------------------------------------------------------------------------------

@@ -21,18 +21,18 @@ from privsyn_fed import draft_dp
 from privsyn_fed.accounting import audit as audit_module
 from privsyn_fed.accounting import audit_ledger, epsilon_to_rho, load_ledger
 from privsyn_fed.accounting.budget_store import BudgetStore
+from privsyn_fed.cells import MISSING_TOKENS
 from privsyn_fed.cli import main
+from privsyn_fed.dictionary import read_dictionary
 from privsyn_fed.draft import (
     DRAFT_NOTE_KEY,
     PrivateDraftWarning,
     draft_frame,
     draft_table,
     profile_chunks,
-    read_dictionary,
     round_outward,
 )
 from privsyn_fed.errors import InputError
-from privsyn_fed.schema import MISSING_TOKENS
 
 ACS = "/work/shared/data/nist-acs-excerpts"
 
@@ -136,19 +136,19 @@ def test_a_drafted_schema_always_passes_the_validation_of_its_own_rows(tmp_path_
     except InputError as exc:  # every column left out (more than k distinct words in each)
         assert "no column could be drafted" in str(exc)
         return
-    pf.Silo.from_frame(df.drop(columns=result.dropped), result.schema)
+    pf.Silo.from_frame(df.drop(columns=result.dropped), pf.Schema.from_dict({"columns": result.columns}))
     csv = tmp / "t.csv"
     df.to_csv(csv, index=False)
     drafted = draft_table(csv, categorical_max=k, bins=bins)
     kept = tmp / "kept.csv"
     pd.read_csv(csv, dtype=str, keep_default_na=False).drop(columns=drafted.dropped).to_csv(kept, index=False)
-    pf.Silo.load(kept, drafted.schema)
+    pf.Silo.load(kept, pf.Schema.from_dict({"columns": drafted.columns}))
     # the document written by the command loads as it is
     path = tmp / "schema.json"
     from privsyn_fed.draft import draft_document, plain_note, write_document
 
     write_document(path, draft_document(drafted.columns, plain_note(str(csv), drafted.dropped)))
-    assert pf.Schema.load(path).to_dict() == drafted.schema.to_dict()
+    assert pf.Schema.load(path).to_dict() == pf.Schema.from_dict({"columns": drafted.columns}).to_dict()
 
 
 def test_schema_draft_reads_every_dtype_and_warns():
@@ -215,7 +215,7 @@ def test_parquet_stored_types_are_respected(tmp_path):
     assert sorted(result.dropped) == ["nothing", "text_numbers"]
     kept = tmp_path / "kept.parquet"
     pq.write_table(table.drop_columns(result.dropped), kept)
-    pf.Silo.load(kept, result.schema)
+    pf.Silo.load(kept, pf.Schema.from_dict({"columns": result.columns}))
 
 
 # ---- the command ----------------------------------------------------------------------------------

@@ -128,7 +128,9 @@ STATUSES = ("running", "complete", "failed")
 #: Secure sums of real values (Fed-TDA's second moments) are shared on the grid 2^-MPC_REAL_BITS
 #: (``privsyn_fed.mpc.aggregator.REAL_BITS``; kept here so that the audit needs no MPC stack).
 MPC_REAL_BITS = 16
-METHODS = ("aim", "distaim", "flaim", "fedtda", "independent", "schema-draft")
+#: The releases of synthetic data (``privsyn_fed.methods.METHODS``), and every kind of ledger audit checks.
+RELEASE_METHODS = ("aim", "distaim", "flaim", "fedtda", "independent")
+METHODS = RELEASE_METHODS + ("schema-draft",)
 #: The rules by which a DP schema draft's noisy profile decides each column (``privsyn_fed.draft_dp``;
 #: kept here so that the audit re-derives the decisions independently): numbers when the noisy
 #: non-number count is at most ``DRAFT_SEEN_SIGMAS sigma + 1/2``, else text, left out when its noisy

@@ -60,9 +60,9 @@ The dictionary is public knowledge, so the schema it gives may be shared as is."
 
 def add_parsers(sub) -> None:
     """Add the ``schema`` command group to ``sub`` (the subcommands of ``privsyn-fed``)."""
+    from ..cells import DEFAULT_BINS
     from ..draft import DEFAULT_CATEGORICAL_MAX
     from ..draft_dp import MAX_BOUND_ROWS
-    from ..schema import DEFAULT_BINS
 
     sc = sub.add_parser(
         "schema",
@@ -173,12 +173,14 @@ def run_draft(args: argparse.Namespace) -> int:
     """A plain draft: check the files, read the rows once, write the schema with its warning note."""
     from ..draft import PRIVATE_WARNING, draft_document, draft_table, plain_note, write_document
     from ..paths import Named, check_files
+    from ..schema import Schema
 
     if args.delta is not None or args.ledger or args.budget_store or args.dataset_id or args.total_epsilon is not None:
         raise InputError("--delta, --ledger, --budget-store, --dataset-id and --total-epsilon belong to --dp")
     data, out = Path(args.data), Path(args.out)
     check_files([Named("DATA", data)], [(Named("--out", out), "schema")], force=args.force)
     result = draft_table(data, args.categorical_max, args.bins, tuple(args.missing_value))
+    Schema.from_dict({"columns": result.columns}, source=str(data))  # the draft loads as a schema
     write_document(out, draft_document(result.columns, plain_note(str(data), result.dropped)))
     print(f"wrote {out}: {_summary(result.columns)} drafted from {data}")
     _notes(result.notes)
@@ -268,7 +270,8 @@ def _dump(document: dict, fh) -> None:
 
 def run_from_dictionary(args: argparse.Namespace) -> int:
     """Build a schema from a data dictionary in CSV and write it."""
-    from ..draft import dictionary_columns, plain_numbers, write_document
+    from ..dictionary import dictionary_columns
+    from ..draft import plain_numbers, write_document
     from ..paths import Named, check_files
 
     path, out = Path(args.dictionary), Path(args.out)

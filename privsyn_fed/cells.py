@@ -1,0 +1,44 @@
+"""A table's cells: how one is read (a number, or text), which stand for a missing value, and how
+many cells a column's domain may have. Shared by the schema, the encoder of a silo's rows and the
+drafter of a schema, so that a drafted schema reads its rows exactly as a release does."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+DEFAULT_BINS = 32
+#: The most cells (bins or categories) one column may have, and the widest bounds: within
+#: ``+-2^53`` every whole number is exact in floating point, so bins and whole numbers stay exact.
+MAX_COLUMN_CELLS = 100_000
+MAX_ABS_BOUND = float(2**53)
+#: Strings read as a missing value in an input CSV (a column may add its own with ``missing_values``).
+MISSING_TOKENS = ("", "NA", "N/A", "NaN", "nan", "null", "NULL", "None")
+
+
+def column_cells(series: pd.Series) -> np.ndarray:
+    """A column's cells as ``encode_frame`` reads them: floats (NaN where missing) for a column of
+    numbers (plain or nullable ints and floats, not booleans); otherwise text stripped of surrounding
+    white space, with ``""`` for a missing cell (None, NaN, ``pd.NA``, ``NaT``) and booleans as
+    ``True``/``False`` (as pandas writes them to CSV)."""
+    if pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(series.dtype):
+        return series.astype("Float64").to_numpy(dtype=float, na_value=np.nan)
+    missing = series.isna().to_numpy()
+    if missing.any():
+        series = series.astype(object).where(~missing, "")
+    if not pd.api.types.is_string_dtype(series.dtype) or series.dtype == object:
+        series = series.astype(str)
+    return series.str.strip().to_numpy(dtype=object)
+
+
+def numbers_as_text(x: np.ndarray) -> np.ndarray:
+    """Numbers as category text: whole numbers without a decimal point (``3.0`` -> ``"3"``), others
+    as Python writes them, ``""`` for NaN."""
+    out = np.empty(len(x), dtype=object)
+    nan = np.isnan(x)
+    whole = ~nan & (np.floor(x) == x) & (np.abs(x) < 2.0**63)
+    out[nan] = ""
+    out[whole] = x[whole].astype(np.int64).astype(str)
+    rest = ~nan & ~whole
+    out[rest] = [repr(float(v)) for v in x[rest]]
+    return out
