@@ -139,6 +139,13 @@ def prepare(
         )
     check_rows(rows)
     check_seed(seed)
+    if schema.private_draft:
+        raise InputError(
+            f'{schema.source}: this schema was drafted from private rows (its "_draft" note says so), and a '
+            "release over it would publish bounds and categories read off those rows; replace them with public "
+            'knowledge (or draft with `schema draft --dp`), then delete the "_draft" note (in Python: '
+            "schema.reviewed())"
+        )
     cls = spec.options_class
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(options) - known)

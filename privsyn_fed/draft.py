@@ -42,12 +42,15 @@ from .cells import DEFAULT_BINS, MAX_COLUMN_CELLS, MISSING_TOKENS, column_cells,
 from .errors import InputError
 from .tables import is_number_type, is_text_type
 
+#: The top-level key of a drafted schema's note (``Schema.from_dict`` reads no other key than "columns" and
+#: this one), and the note's ``"privacy"`` when the draft was made under DP (``draft_dp``); any other note
+#: marks the schema as read off private rows, which a release refuses until the note is deleted.
+DRAFT_NOTE_KEY = "_draft"
+DP_DRAFT_PRIVACY = "differential privacy"
 #: A column with at most this many distinct values is categorical (``--categorical-max``).
 DEFAULT_CATEGORICAL_MAX = 50
 #: Drafted bounds stay within this (a round number below 2^53, where whole numbers stop being exact).
 MAX_DRAFT_BOUND = 9e15
-#: The top-level key of a draft's note (``Schema.from_dict`` ignores top-level keys other than "columns").
-DRAFT_NOTE_KEY = "_draft"
 #: The category an all-missing Parquet text column is drafted with (a placeholder to replace).
 PLACEHOLDER_CATEGORY = "(none seen)"
 

@@ -67,6 +67,7 @@ import pandas as pd
 from .accounting import Accountant
 from .accounting.conversions import epsilon_to_rho, rho_to_epsilon
 from .draft import (
+    DP_DRAFT_PRIVACY,
     MAX_DRAFT_BOUND,
     ColumnProfile,
     category_order,
@@ -448,7 +449,7 @@ def dp_note(source: str, ledger: dict[str, Any], ledger_name: str, plan: DraftPl
             "values (values beyond are clipped), and a column left out or typed wrongly must be fixed by hand. "
             "Delete this note when done."
         ),
-        "privacy": "differential privacy",
+        "privacy": DP_DRAFT_PRIVACY,
         "drafted_from": Path(source).name,
         "dp": {"epsilon": ledger["epsilon"], "delta": ledger["delta"], "ledger": ledger_name},
     }

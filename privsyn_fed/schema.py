@@ -15,6 +15,7 @@ missing cell, when present, is always the last one.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .cells import DEFAULT_BINS, MAX_ABS_BOUND, MAX_COLUMN_CELLS
+from .draft import DEFAULT_CATEGORICAL_MAX, DP_DRAFT_PRIVACY, DRAFT_NOTE_KEY, draft_frame, warn_private
 from .errors import InputError
 
 
@@ -122,6 +124,9 @@ class Schema:
 
     columns: tuple[Column, ...]
     source: str = "<schema>"
+    #: Drafted from private rows and not yet reviewed (a file whose ``"_draft"`` note is not that of a DP
+    #: draft, or ``Schema.draft``): a release refuses it, since its bounds and categories were read off rows.
+    private_draft: bool = False
 
     @property
     def names(self) -> list[str]:
@@ -156,13 +161,13 @@ class Schema:
         without ``--dp`` (rules in ``privsyn_fed.draft``); ``draft.draft_frame`` also returns the notes.
 
         NOT PRIVATE: the bounds and categories are read off the rows. A ``draft.PrivateDraftWarning``
-        says so; replace them with public knowledge, or draft with ``--dp``, before sharing."""
-        from .draft import DEFAULT_CATEGORICAL_MAX, draft_frame, warn_private
-
+        says so, and a release refuses the schema (``private_draft``) until it has been reviewed: its
+        bounds and categories replaced with public knowledge, then ``reviewed()``."""
         k = DEFAULT_CATEGORICAL_MAX if categorical_max is None else categorical_max
         result = draft_frame(df, categorical_max=k, bins=bins, missing_values=tuple(missing_values))
         warn_private("the data frame")
-        return cls.from_dict({"columns": result.columns}, source="<drafted from a data frame>")
+        schema = cls.from_dict({"columns": result.columns}, source="<drafted from a data frame>")
+        return dataclasses.replace(schema, private_draft=True)
 
     @classmethod
     def load(cls, path: str | Path) -> "Schema":
@@ -204,7 +209,14 @@ class Schema:
                 raise InputError(f"{source}: column '{col.name}' is declared twice")
             seen.add(col.name)
             columns.append(col)
-        return cls(tuple(columns), source)
+        note = raw.get(DRAFT_NOTE_KEY)
+        private = note is not None and not (isinstance(note, dict) and note.get("privacy") == DP_DRAFT_PRIVACY)
+        return cls(tuple(columns), source, private_draft=private)
+
+    def reviewed(self) -> "Schema":
+        """This schema marked as reviewed: its bounds and categories now come from public knowledge (what
+        deleting a draft file's ``"_draft"`` note says)."""
+        return dataclasses.replace(self, private_draft=False)
 
 
 def _one_line(exc: Exception) -> str:

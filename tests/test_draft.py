@@ -258,11 +258,32 @@ def test_draft_command_writes_a_loadable_schema_with_its_warning(table, tmp_path
 def test_draft_then_synth_on_the_same_table(table, tmp_path, capsys):
     out = tmp_path / "schema.json"
     assert run_cli(["schema", "draft", table, "--out", out, "--missing-value", "N"], capsys)[0] == 0
-    synthetic = tmp_path / "synthetic.csv"
+    synthetic, ledger = tmp_path / "synthetic.csv", tmp_path / "synthetic.ledger.json"
     args = ["synth", "--method", "independent", "--schema", out, "--silo", table, "--epsilon", "1"]
-    code, stdout, err = run_cli([*args, "--delta", "1e-9", "--out", synthetic, "--quiet"], capsys)
+    store = ["--budget-store", tmp_path / "b.db", "--dataset-id", "t", "--total-epsilon", "2"]
+    # a draft still carrying its not-private note is refused before any budget is reserved
+    code, _, err = run_cli([*args, "--delta", "1e-9", "--out", synthetic, "--quiet", *store], capsys)
+    assert_one_line_error(code, err, str(out), 'delete the "_draft" note')
+    assert not synthetic.exists() and not ledger.exists()
+    assert not (tmp_path / "b.db").exists()  # nothing reserved: the store was not even made
+    # reviewed: the note deleted (here the bounds are kept as drafted)
+    document = json.loads(out.read_text())
+    del document[DRAFT_NOTE_KEY]
+    out.write_text(json.dumps(document))
+    code, stdout, err = run_cli([*args, "--delta", "1e-9", "--out", synthetic, "--quiet", *store], capsys)
     assert code == 0, err
     assert list(pd.read_csv(synthetic).columns) == ["age", "income", "sex", "region"]
+
+
+def test_a_private_draft_is_refused_by_the_api_until_reviewed(table):
+    df = pd.read_csv(table, dtype=str, keep_default_na=False)
+    with pytest.warns(PrivateDraftWarning):
+        drafted = pf.Schema.draft(df, missing_values=["N"])
+    assert drafted.private_draft
+    with pytest.raises(InputError, match=r"drafted from private rows .*schema\.reviewed\(\)"):
+        pf.synthesize([df], schema=drafted, method="independent", epsilon=1.0, delta=1e-9)
+    result = pf.synthesize([df], schema=drafted.reviewed(), method="independent", epsilon=1.0, delta=1e-9)
+    assert result.ledger["status"] == "complete"
 
 
 def test_draft_refuses_to_replace_without_force_and_a_missing_folder(table, tmp_path, capsys):
