@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from importlib import resources
@@ -64,6 +65,24 @@ def test_readme_lists_every_example_and_every_example_is_tested():
     for name in examples:
         assert f"`{name}`" in readme, name
         assert f'EXAMPLES / "{name}"' in tests, name
+
+
+def test_the_readme_walkthrough_works_when_pasted(tmp_path):
+    """README's "From your own data" block, run as written by bash from a folder that has the
+    repository's virtual environment at ``.venv`` (as the repository root has)."""
+    block = re.search(r"<!-- walkthrough: [^\n]*-->\n```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    assert block, "README has no walkthrough block"
+    (tmp_path / ".venv").symlink_to(Path(sys.executable).parent.parent)
+    proc = run(["bash", "-e", "-c", block.group(1)], cwd=tmp_path)
+    own = tmp_path / "demo-out" / "own"
+    assert "_draft" in json.loads((own / "draft.json").read_text())  # the plain draft carries its note
+    for name, method in (("synthetic", "aim"), ("dp-synthetic", "fedtda")):
+        ledger = load_ledger(own / f"{name}.ledger.json")
+        assert ledger["method"] == method and audit_ledger(ledger).ok
+        assert list(pd.read_csv(own / f"{name}.csv").columns) == COLUMNS
+    assert audit_ledger(load_ledger(own / "dp-schema.ledger.json")).ok
+    assert "<svg" in (own / "quality.html").read_text()
+    assert "run 2: fedtda" in proc.stdout  # the DP draft and the release drew on one budget
 
 
 def test_quickstart(tmp_path):
