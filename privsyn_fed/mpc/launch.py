@@ -175,14 +175,15 @@ class LocalParties:
                 )
 
     def failed(self) -> str | None:
-        """``'party k (file) exited with status s: <its message>'`` for the first process that
-        stopped with an error, else None."""
-        for label, proc, log in self.procs:
-            code = proc.poll()
-            if code not in (None, 0):
-                message = _last_line(log)
-                return f"{label} exited with status {code}" + (f": {message}" if message else "")
-        return None
+        """``'party k (file) exited with status s: <its message>'`` for a process that stopped with an
+        error, else None: one killed by a signal first (its peers' errors follow from its death), else
+        the first in rank order."""
+        stopped = [(label, code, log) for label, proc, log in self.procs if (code := proc.poll()) not in (None, 0)]
+        if not stopped:
+            return None
+        label, code, log = min(stopped, key=lambda s: s[1] >= 0)
+        message = _last_line(log)
+        return f"{label} exited with status {code}" + (f": {message}" if message else "")
 
     def _raise_if_failed(self) -> None:
         for label, proc, log in self.procs:
