@@ -14,6 +14,7 @@ import pandas as pd
 
 from .encode import bin_midpoints, check_columns, encode_frame
 from .errors import InputError
+from .interrupt import checkpoint
 from .rowstore import RowStore
 from .schema import CategoricalColumn, NumericColumn, Schema
 from .tables import (
@@ -68,6 +69,7 @@ class Silo:
         clipped = {c.name: 0 for c in schema.columns if isinstance(c, NumericColumn)}
         try:
             for chunk in read_chunks(path, chunk_rows):
+                checkpoint()  # Ctrl-C or SIGTERM while a large silo is read: stop between chunks
                 if len(chunk.frame) == 0:
                     continue
                 codes, counts, values = encode_frame(

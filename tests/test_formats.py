@@ -204,3 +204,14 @@ def test_a_corrupt_silo_is_exit_2_one_line_and_nothing_written(schema_path, tmp_
     assert json.dumps(sorted(p.name for p in tmp_path.iterdir())) == json.dumps(
         ["a.parquet", "b.parquet", "schema.json"]
     )
+
+
+def test_a_signal_while_a_silo_is_read_stops_it_between_chunks(frame, schema, tmp_path, monkeypatch):
+    import signal
+
+    from privsyn_fed import interrupt
+
+    path = _write_all(frame, tmp_path)["csv"]
+    monkeypatch.setattr(interrupt, "_received", signal.SIGTERM)
+    with pytest.raises(interrupt.Interrupted):
+        pf.Silo.load(path, schema, chunk_rows=100)
