@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .cells import numbers_as_text
 from .encode import encode_frame
 from .schema import NumericColumn, Schema
 from .silo import marginal_counts
@@ -38,14 +39,8 @@ def as_text(df: pd.DataFrame) -> pd.DataFrame:
     out = df.astype(object).where(df.notna(), "").astype(str)
     for name in df.columns:
         if pd.api.types.is_float_dtype(df[name].dtype):
-            out[name] = [_float_text(v) for v in df[name].to_numpy(dtype=float, na_value=np.nan)]
+            out[name] = numbers_as_text(df[name].to_numpy(dtype=float, na_value=np.nan))
     return out
-
-
-def _float_text(v: float) -> str:
-    if not np.isfinite(v):
-        return "" if np.isnan(v) else str(v)
-    return str(int(v)) if v.is_integer() and abs(v) <= 2.0**53 else repr(float(v))
 
 
 def encode(df: pd.DataFrame, schema: Schema, source: str) -> np.ndarray:

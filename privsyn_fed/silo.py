@@ -113,24 +113,18 @@ class Silo:
             yield from store.parts(with_values)
 
     def marginal(self, clique: Sequence[int]) -> np.ndarray:
-        """Count vector ``M_r(D)`` over the cells of ``clique`` (column indices), row-major, int64: the
-        sum over the store's parts of ``marginal_counts``."""
-        total = None
-        for codes, _ in self._parts():
-            counts = marginal_counts(codes, self.schema.shape, clique)
-            total = counts if total is None else total + counts
-        if total is None:  # no parts at all
-            return np.zeros(int(np.prod([self.schema.shape[i] for i in clique])), dtype=np.int64)
-        return total
+        """Count vector ``M_r(D)`` over the cells of ``clique`` (column indices), row-major, int64."""
+        return self.marginals([clique])[tuple(clique)]
 
     def marginals(self, cliques: Iterable[Sequence[int]]) -> dict[tuple[int, ...], np.ndarray]:
-        """``marginal`` of each clique, keyed by the clique as a tuple, in one pass over the parts."""
-        totals: dict[tuple[int, ...], np.ndarray] = {tuple(c): None for c in cliques}
+        """The marginal of each clique, keyed by the clique as a tuple: the sums over the store's parts of
+        ``marginal_counts``, all in one pass over the parts."""
+        shape = self.schema.shape
+        totals = {tuple(c): np.zeros(int(np.prod([shape[i] for i in c])), dtype=np.int64) for c in cliques}
         for codes, _ in self._parts():
-            for c, total in totals.items():
-                counts = marginal_counts(codes, self.schema.shape, c)
-                totals[c] = counts if total is None else total + counts
-        return {c: t if t is not None else self.marginal(c) for c, t in totals.items()}
+            for c in totals:
+                totals[c] += marginal_counts(codes, shape, c)
+        return totals
 
     def parts(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """The rows part by part: int64 codes ``(n, d)`` and numeric values ``(n, d)`` (clipped to bounds;

@@ -201,9 +201,7 @@ def _column(array) -> np.ndarray:
     import pyarrow.compute as pc
 
     kind = str(array.type)
-    if is_number_type(kind) and not kind.startswith(("int", "uint")):
-        return pc.cast(array, pa.float64(), safe=False).to_numpy(zero_copy_only=False)
-    if kind.startswith(("int", "uint")):  # exact up to 2^53, the schema's widest bounds
+    if is_number_type(kind):  # whole numbers are exact up to 2^53, the schema's widest bounds
         return pc.cast(array, pa.float64(), safe=False).to_numpy(zero_copy_only=False)
     if kind.startswith("dictionary<"):
         array = array.dictionary_decode()
