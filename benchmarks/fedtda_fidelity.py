@@ -31,8 +31,7 @@ sys.path.insert(0, str(HERE))
 from adult import load_adult  # noqa: E402
 
 import privsyn_fed as pf  # noqa: E402
-from privsyn_fed.evaluate import evaluate  # noqa: E402
-from privsyn_fed.partition import partition  # noqa: E402
+from privsyn_fed.evaluation import evaluate, partition  # noqa: E402
 
 BETAS = (0.05, 0.1, 0.5)
 SILOS = 5

@@ -33,8 +33,7 @@ sys.path.insert(0, str(HERE))
 from adult import load_adult  # noqa: E402
 
 import privsyn_fed as pf  # noqa: E402
-from privsyn_fed.evaluate import evaluate  # noqa: E402
-from privsyn_fed.partition import partition  # noqa: E402
+from privsyn_fed.evaluation import evaluate, partition  # noqa: E402
 
 TRAIN_ROWS = 32_561  # adult.data; the rest of adult.csv is adult.test
 CLIENTS = 100
@@ -116,8 +115,8 @@ def fmt(values, digits=3):
 def independent_reference(args) -> tuple[float, float]:
     """Workload error and holdout NLL of the independent model of the exact training 1-ways
     (rows drawn column by column; NLL with add-one-half smoothing)."""
-    from privsyn_fed.evaluate import encode, workload_error
-    from privsyn_fed.workload import sample_workload
+    from privsyn_fed.evaluation import encode, workload_error
+    from privsyn_fed.methods.workload import sample_workload
 
     train, test, schema = load(Path(args.out))
     a, b = encode(train, schema, "train"), encode(test, schema, "test")

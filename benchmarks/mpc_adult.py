@@ -28,10 +28,9 @@ import pandas as pd  # noqa: E402
 from adult import load_adult  # noqa: E402
 
 import privsyn_fed as pf  # noqa: E402
-from privsyn_fed.evaluate import evaluate  # noqa: E402
+from privsyn_fed.common import Progress  # noqa: E402
+from privsyn_fed.evaluation import evaluate, partition  # noqa: E402
 from privsyn_fed.mpc.launch import coordinator  # noqa: E402
-from privsyn_fed.partition import partition  # noqa: E402
-from privsyn_fed.progress import Progress  # noqa: E402
 
 OUT = Path(__file__).parent / "out"
 TRAIN_ROWS = 32_561

@@ -75,9 +75,8 @@ from adult import load_adult  # noqa: E402
 from mpc_adult import OUT, TRAIN_ROWS, Clock, round_times  # noqa: E402
 
 import privsyn_fed as pf  # noqa: E402
-from privsyn_fed.evaluate import evaluate  # noqa: E402
+from privsyn_fed.evaluation import evaluate, partition  # noqa: E402
 from privsyn_fed.mpc.launch import coordinator  # noqa: E402
-from privsyn_fed.partition import partition  # noqa: E402
 
 RESULTS = OUT / "mpc_netem.jsonl"
 ROOT = Path(__file__).resolve().parent.parent

@@ -35,9 +35,14 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 import privsyn_fed as pf  # noqa: E402
-from privsyn_fed.evaluate import _marginal, encode, tstr_auc, workload_error  # noqa: E402
-from privsyn_fed.partition import partition  # noqa: E402
-from privsyn_fed.workload import sample_workload  # noqa: E402
+from privsyn_fed.evaluation import (  # noqa: E402
+    encode,
+    marginal_shares,  # noqa: E402
+    partition,  # noqa: E402
+    tstr_auc,
+    workload_error,
+)
+from privsyn_fed.methods.workload import sample_workload  # noqa: E402
 
 OUT = HERE / "out" / "small_tables.jsonl"
 CACHE = HERE / "out" / "cache"
@@ -72,7 +77,7 @@ def score(real: pd.DataFrame, syn: pd.DataFrame, schema, holdout: pd.DataFrame, 
     r, s, h = (encode(df, schema, name) for df, name in ((real, "real"), (syn, "synthetic"), (holdout, "holdout")))
     workload = sample_workload(len(schema.names), 3, 64, 0)
     tv = [
-        0.5 * np.abs(_marginal(r, schema.shape, [j]) - _marginal(s, schema.shape, [j])).sum()
+        0.5 * np.abs(marginal_shares(r, schema.shape, [j]) - marginal_shares(s, schema.shape, [j])).sum()
         for j in range(len(schema.names))
     ]
     return {

@@ -14,7 +14,7 @@ encoded bins.
 ``--smartnoise PYTHON`` (the python of a virtual environment with smartnoise-synth) adds
 smartnoise-synth's AIM on the same rows in the same run, and the table reports our AIM's time and
 error as ratios to it. Compilation is cold in every process unless ``PRIVSYN_FED_JAX_CACHE`` names
-a persistent cache folder (``privsyn_fed.pgm.compilation_cache``). The table is written to
+a persistent cache folder (``privsyn_fed.methods.pgm.compilation_cache``). The table is written to
 ``benchmarks/out/speed.md``.
 """
 
@@ -35,7 +35,7 @@ from small_tables import load  # noqa: E402
 from workload_error import workload_error  # noqa: E402
 
 import privsyn_fed as pf  # noqa: E402
-from privsyn_fed.workload import sample_workload  # noqa: E402
+from privsyn_fed.methods.workload import sample_workload  # noqa: E402
 
 OUT = HERE / "out" / "speed"
 METHODS = ("aim", "distaim", "flaim", "fedtda", "independent")

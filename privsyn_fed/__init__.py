@@ -7,7 +7,7 @@ result.to_csv("synthetic.csv")
 """
 
 from .api import SynthResult, synthesize
-from .errors import BudgetExceeded, InputError
+from .common import BudgetExceeded, InputError
 from .schema import CategoricalColumn, NumericColumn, Schema
 from .silo import Silo
 

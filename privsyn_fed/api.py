@@ -27,14 +27,11 @@ import pandas as pd
 
 from .accounting import Accountant, epsilon_to_rho
 from .accounting.budget_store import Reservation
-from .aggregate import Aggregator, InProcessAggregator
-from .errors import InputError
-from .fileio import Staged, write_atomic
-from .interrupt import checkpoint
+from .aggregation import Aggregator, InProcessAggregator
+from .common import InputError, Progress, Silent, Staged, checkpoint, write_atomic
 from .methods import METHODS, MethodSpec
+from .methods.output import SyntheticRows, check_rows, default_rows
 from .noise import noise_source
-from .output import SyntheticRows, check_rows, default_rows
-from .progress import Progress, Silent
 from .schema import Schema
 from .silo import Silo
 

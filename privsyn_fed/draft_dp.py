@@ -66,18 +66,18 @@ import pandas as pd
 
 from .accounting import Accountant
 from .accounting.conversions import epsilon_to_rho, rho_to_epsilon
-from .draft import (
+from .common import InputError
+from .mechanisms import threshold_delta
+from .noise import NoiseSource, OpenDPNoise
+from .schema import (
     DP_DRAFT_PRIVACY,
     MAX_DRAFT_BOUND,
     ColumnProfile,
+    Schema,
     category_order,
     numeric_spec,
     profile_chunks,
 )
-from .errors import InputError
-from .mechanisms import threshold_delta
-from .noise import NoiseSource, OpenDPNoise
-from .schema import Schema
 
 METHOD = "schema-draft"
 #: Share of rho spent on the profile; the rest is split equally among the columns.
@@ -300,7 +300,7 @@ def release_draft(
 ) -> DPDraft:
     """Read the table (``frames()`` yields its chunks; a second call reads it again) and release the
     draft through the plan's mechanisms, each charged to ``acc`` before its noisy value exists."""
-    from .interrupt import checkpoint
+    from .common import checkpoint
     from .mechanisms import gaussian_mechanism, thresholded_histogram
 
     def chunks() -> Iterable[pd.DataFrame]:

@@ -27,10 +27,9 @@ import numpy as np
 
 from .accounting import Accountant
 from .accounting.distributed import PartiesNoise
-from .aggregate import Aggregator
+from .aggregation import Aggregator, Clique, Pool
 from .noise import NoiseSource, add_gaussian
-from .pool import Clique, Pool
-from .queries import Query
+from .silo import Query
 
 #: ``(ledger label, query, silos)``: one sum over the silos that answer it.
 SumRequest = tuple[str, Query, Sequence[str]]

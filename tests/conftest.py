@@ -35,7 +35,7 @@ def make_frame(n: int, seed: int) -> pd.DataFrame:
 def assert_audit_objects_only_to_the_seed(ledger: dict) -> None:
     """Tests seed their noise to be reproducible; the audit must fail such a ledger for that reason
     and for no other."""
-    from privsyn_fed.accounting import audit_ledger
+    from privsyn_fed.audit import audit_ledger
 
     problems = audit_ledger(ledger).problems
     assert len(problems) == 1 and problems[0].startswith("SEEDED RUN"), problems

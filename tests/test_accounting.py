@@ -6,8 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from privsyn_fed.accounting import Accountant, audit_ledger, cks_delta, epsilon_to_rho, load_ledger, rho_to_epsilon
-from privsyn_fed.errors import BudgetExceeded, InputError
+from privsyn_fed.accounting import Accountant, cks_delta, epsilon_to_rho, rho_to_epsilon
+from privsyn_fed.audit import audit_ledger, load_ledger
+from privsyn_fed.common import BudgetExceeded, InputError
 
 dp.enable_features("contrib")
 
@@ -142,7 +143,7 @@ def test_load_ledger_rejects_non_json_and_foreign_files(tmp_path):
 
 @pytest.mark.parametrize("suffix", [".html", ".md"])
 def test_report_states_the_guarantee_and_lists_the_mechanisms(tmp_path, suffix):
-    from privsyn_fed.accounting.report import write_report
+    from privsyn_fed.audit import write_report
 
     led = sample_ledger()
     path = tmp_path / f"report{suffix}"

@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 
 import privsyn_fed as pf
 from privsyn_fed.methods import core
-from privsyn_fed.workload import downward_closure, sample_workload
+from privsyn_fed.methods.workload import downward_closure, sample_workload
 
 from .conftest import assert_audit_objects_only_to_the_seed
 
@@ -107,8 +107,8 @@ def test_too_few_rounds_for_the_columns_is_an_input_error(seeded_run):
 
 def test_a_huge_workload_marginal_is_refused_without_wrapping_around():
     """60,000^4 cells overflow int64; the size check counts in Python integers and refuses it."""
-    from privsyn_fed.errors import InputError
-    from privsyn_fed.workload import check_size
+    from privsyn_fed.common import InputError
+    from privsyn_fed.methods.workload import check_size
 
     with pytest.raises(InputError, match="cells"):
         check_size([(0, 1, 2, 3)], [60_000] * 4, ["a", "b", "c", "d"])

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import privsyn_fed as pf
-from privsyn_fed import allocation
-from privsyn_fed.accounting import audit_ledger
+from privsyn_fed.audit import audit_ledger
+from privsyn_fed.methods import allocation
 from privsyn_fed.methods.federated import projected
 from privsyn_fed.noise import SeededNoise
 

@@ -10,9 +10,9 @@ import math
 import pytest
 
 import privsyn_fed as pf
-from privsyn_fed.accounting import audit_ledger
+from privsyn_fed.audit import audit_ledger
 from privsyn_fed.cli import main
-from privsyn_fed.errors import InputError
+from privsyn_fed.common import InputError
 
 from .conftest import SCHEMA, make_frame
 
@@ -177,7 +177,7 @@ def _select(led):
 
 def test_mpc_grid_constant_is_the_aggregators():
     pytest.importorskip("torch")
-    from privsyn_fed.accounting.audit import MPC_REAL_BITS
+    from privsyn_fed.audit.checks import MPC_REAL_BITS
     from privsyn_fed.mpc.aggregator import REAL_BITS
 
     assert MPC_REAL_BITS == REAL_BITS

@@ -18,21 +18,16 @@ from hypothesis import strategies as st
 
 import privsyn_fed as pf
 from privsyn_fed import draft_dp
-from privsyn_fed.accounting import audit as audit_module
-from privsyn_fed.accounting import audit_ledger, epsilon_to_rho, load_ledger
+from privsyn_fed.accounting import epsilon_to_rho
 from privsyn_fed.accounting.budget_store import BudgetStore
-from privsyn_fed.cells import MISSING_TOKENS
+from privsyn_fed.audit import audit_ledger, load_ledger
+from privsyn_fed.audit import checks as audit_module
 from privsyn_fed.cli import main
-from privsyn_fed.dictionary import read_dictionary
-from privsyn_fed.draft import (
-    DRAFT_NOTE_KEY,
-    PrivateDraftWarning,
-    draft_frame,
-    draft_table,
-    profile_chunks,
-    round_outward,
-)
-from privsyn_fed.errors import InputError
+from privsyn_fed.common import InputError
+from privsyn_fed.schema import PrivateDraftWarning, draft_table, profile_chunks
+from privsyn_fed.schema.cells import MISSING_TOKENS
+from privsyn_fed.schema.dictionary import read_dictionary
+from privsyn_fed.schema.draft import DRAFT_NOTE_KEY, draft_frame, round_outward
 
 ACS = "/work/shared/data/nist-acs-excerpts"
 
@@ -145,7 +140,7 @@ def test_a_drafted_schema_always_passes_the_validation_of_its_own_rows(tmp_path_
     pf.Silo.load(kept, pf.Schema.from_dict({"columns": drafted.columns}))
     # the document written by the command loads as it is
     path = tmp / "schema.json"
-    from privsyn_fed.draft import draft_document, plain_note, write_document
+    from privsyn_fed.schema import draft_document, plain_note, write_document
 
     write_document(path, draft_document(drafted.columns, plain_note(str(csv), drafted.dropped)))
     assert pf.Schema.load(path).to_dict() == pf.Schema.from_dict({"columns": drafted.columns}).to_dict()

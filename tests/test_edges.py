@@ -412,8 +412,7 @@ def test_schemas_that_cannot_be_binned_are_refused(column, fragment, tmp_path, c
 def test_whole_numbers_up_to_2_to_the_53_are_binned_exactly():
     import numpy as np
 
-    from privsyn_fed.encode import bin_edges, numeric_bin
-    from privsyn_fed.schema import NumericColumn
+    from privsyn_fed.schema import NumericColumn, bin_edges, numeric_bin
 
     col = NumericColumn("id", 0.0, float(2**53), bins=50_000, integer=True)
     values = np.array([0, 1, 2**52 + 12345, 2**53 - 1, 2**53, 180_143_985_094_819], dtype=float)
@@ -435,7 +434,7 @@ def test_a_tiny_epsilon_still_gives_a_release(schema_path, silo_paths, tmp_path,
 
 
 def test_the_default_row_count_is_capped():
-    from privsyn_fed.output import DEFAULT_MAX_ROWS, default_rows
+    from privsyn_fed.methods.output import DEFAULT_MAX_ROWS, default_rows
 
     assert default_rows(3.2e12) == DEFAULT_MAX_ROWS
     assert default_rows(float("inf")) == DEFAULT_MAX_ROWS
@@ -444,7 +443,7 @@ def test_the_default_row_count_is_capped():
 
 def test_large_outputs_are_drawn_in_chunks_with_bounded_memory(schema, silo_paths):
     from privsyn_fed import Silo, synthesize
-    from privsyn_fed.output import CHUNK_ROWS
+    from privsyn_fed.methods.output import CHUNK_ROWS
 
     silos = [Silo.from_csv(p, schema) for p in silo_paths]
     result = synthesize(silos, "fedtda", 1.0, 1e-9, rows=2 * CHUNK_ROWS + 7, seed=1)
@@ -577,7 +576,7 @@ def test_refusals_as_a_user_meets_them(case, schema_path, silo_paths, tmp_path):
 
 def test_the_api_refuses_the_same_rows_under_two_silo_objects(schema):
     from privsyn_fed import Silo, synthesize
-    from privsyn_fed.errors import InputError
+    from privsyn_fed.common import InputError
 
     frame = make_frame(200, 4)
     shuffled = frame.sample(frac=1.0, random_state=1)  # the same rows in another order

@@ -3,13 +3,8 @@ catches deliberately broken ones (fixed seeds for the checks' own randomness).""
 
 import pytest
 
-from privsyn_fed.accounting.empirical import (
-    aim_round_runner,
-    clopper_pearson,
-    empirical_check,
-    exponential_runner,
-    gaussian_runner,
-)
+from privsyn_fed.audit import empirical_check
+from privsyn_fed.audit.empirical import aim_round_runner, clopper_pearson, exponential_runner, gaussian_runner
 from privsyn_fed.cli import main
 from privsyn_fed.noise import OpenDPNoise, SeededNoise
 

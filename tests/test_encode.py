@@ -5,8 +5,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import privsyn_fed as pf
-from privsyn_fed.encode import decode_codes, encode_frame
-from privsyn_fed.errors import InputError
+from privsyn_fed.common import InputError
+from privsyn_fed.schema import decode_codes, encode_frame
 
 
 def frame(**cols):

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 import privsyn_fed as pf
-from privsyn_fed import pgm
 from privsyn_fed.cli import main
-from privsyn_fed.evaluate import evaluate, workload_error
+from privsyn_fed.evaluation import evaluate, workload_error
+from privsyn_fed.methods import pgm
 
 from .conftest import make_frame
 

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 import privsyn_fed as pf
-from privsyn_fed.accounting import audit_ledger, load_ledger
+from privsyn_fed.audit import audit_ledger, load_ledger
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

@@ -11,15 +11,15 @@ from hypothesis import strategies as st
 from scipy.stats import binomtest
 
 import privsyn_fed as pf
-from privsyn_fed.accounting import audit_ledger
-from privsyn_fed.aggregate import InProcessAggregator
+from privsyn_fed.aggregation import InProcessAggregator
+from privsyn_fed.audit import audit_ledger
 from privsyn_fed.methods import core
 from privsyn_fed.methods.distaim import distaim_params
 from privsyn_fed.methods.federated import ClientSampler, TotalEstimator, default_sample_rate
 from privsyn_fed.methods.flaim import score_sensitivity
-from privsyn_fed.queries import MarginalsQuery
-from privsyn_fed.scores import heterogeneity_gap, local_score
-from privsyn_fed.workload import downward_closure
+from privsyn_fed.methods.workload import downward_closure
+from privsyn_fed.silo import MarginalsQuery
+from privsyn_fed.silo.scores import heterogeneity_gap, local_score
 
 from .conftest import assert_audit_objects_only_to_the_seed, make_frame
 

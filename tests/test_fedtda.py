@@ -10,11 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import privsyn_fed as pf
-from privsyn_fed.accounting import audit_ledger
-from privsyn_fed.copula import ICDM, fit_mixture, mode_cdf, repair_correlation, upper
-from privsyn_fed.copula_encoding import Encoding
-from privsyn_fed.encode import numeric_bin
-from privsyn_fed.schema import NumericColumn
+from privsyn_fed.audit import audit_ledger
+from privsyn_fed.schema import NumericColumn, numeric_bin
+from privsyn_fed.silo import ICDM, Encoding, fit_mixture, mode_cdf, repair_correlation
+from privsyn_fed.silo.copula import upper
 
 from .conftest import SCHEMA, assert_audit_objects_only_to_the_seed, make_frame
 
@@ -190,7 +189,7 @@ def test_degenerate_columns_do_not_divide_by_zero():
 )
 def test_refined_numeric_histogram_moves_one_cell_for_one_record(values, extra, refine, integer):
     """One record adds one to one cell (a bin or the missing cell): L2 sensitivity 1 per column."""
-    from privsyn_fed.encode import numeric_histogram, refined
+    from privsyn_fed.schema import numeric_histogram, refined
 
     col = refined(one_numeric_schema(integer=integer, missing=True).columns[0], refine)
     clip = lambda v: np.nan if v is None else float(np.clip(np.round(v) if integer else v, 0, 100))

@@ -1,6 +1,6 @@
 import pytest
 
-from privsyn_fed.fileio import write_atomic
+from privsyn_fed.common import write_atomic
 
 
 def test_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):

@@ -11,10 +11,9 @@ import pandas as pd
 import pytest
 
 import privsyn_fed as pf
-from privsyn_fed import rowstore
 from privsyn_fed.cli import main
-from privsyn_fed.errors import InputError
-from privsyn_fed.tables import read_table, table_format
+from privsyn_fed.common import InputError, read_table, table_format
+from privsyn_fed.silo import rowstore
 
 from .conftest import make_frame
 
@@ -209,7 +208,7 @@ def test_a_corrupt_silo_is_exit_2_one_line_and_nothing_written(schema_path, tmp_
 def test_a_signal_while_a_silo_is_read_stops_it_between_chunks(frame, schema, tmp_path, monkeypatch):
     import signal
 
-    from privsyn_fed import interrupt
+    from privsyn_fed.common import interrupt
 
     path = _write_all(frame, tmp_path)["csv"]
     monkeypatch.setattr(interrupt, "_received", signal.SIGTERM)

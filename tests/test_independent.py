@@ -14,10 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import privsyn_fed as pf
-from privsyn_fed.accounting import audit_ledger
+from privsyn_fed.audit import audit_ledger
 from privsyn_fed.cli import main
 from privsyn_fed.methods.independent import oneway_sigma, total_estimate
-from privsyn_fed.queries import MarginalsQuery
+from privsyn_fed.silo import MarginalsQuery
 
 from .conftest import SCHEMA, assert_audit_objects_only_to_the_seed, make_frame
 

@@ -13,11 +13,12 @@ import numpy as np
 import pytest
 
 import privsyn_fed as pf
-from privsyn_fed.accounting import Accountant, audit
-from privsyn_fed.aggregate import Aggregator, InProcessAggregator
+from privsyn_fed.accounting import Accountant
+from privsyn_fed.aggregation import Aggregator, InProcessAggregator
+from privsyn_fed.audit import checks as audit
 from privsyn_fed.methods import METHODS
 from privsyn_fed.mpc.aggregator import MPCAggregator
-from privsyn_fed.queries import MarginalsQuery
+from privsyn_fed.silo import MarginalsQuery
 
 from .conftest import make_frame
 
@@ -67,9 +68,9 @@ def test_both_aggregators_implement_the_whole_protocol(cls):
 def test_parties_load_no_model_code():
     """A party's serve loop and the wire protocol import neither JAX nor mbi (nor any method)."""
     code = (
-        "import sys, privsyn_fed.queries, privsyn_fed.mpc.party, privsyn_fed.mpc.aggregator; "
+        "import sys, privsyn_fed.silo.queries, privsyn_fed.mpc.party, privsyn_fed.mpc.aggregator; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'mbi') "
-        "or m.startswith('privsyn_fed.methods.') or m == 'privsyn_fed.pgm'))"
+        "or m.startswith('privsyn_fed.methods.') or m == 'privsyn_fed.methods.pgm'))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -3,7 +3,7 @@ import pytest
 from scipy import stats
 
 from privsyn_fed.accounting import Accountant
-from privsyn_fed.errors import BudgetExceeded
+from privsyn_fed.common import BudgetExceeded
 from privsyn_fed.mechanisms import exponential_mechanism, gaussian_mechanism
 from privsyn_fed.noise import OpenDPNoise, SeededNoise, noise_source
 

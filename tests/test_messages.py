@@ -11,7 +11,7 @@ import pytest
 
 import privsyn_fed as pf
 from privsyn_fed.cli import main
-from privsyn_fed.errors import InputError
+from privsyn_fed.common import InputError
 from privsyn_fed.mpc.launch import free_port
 
 from .conftest import make_frame
@@ -243,7 +243,7 @@ def test_a_comma_csv_missing_a_column_gets_no_delimiter_hint(schema, tmp_path):
 
 
 def test_a_parser_error_on_a_semicolon_file_gets_the_hint_too(schema, tmp_path):
-    from privsyn_fed.tables import read_table
+    from privsyn_fed.common import read_table
 
     path = tmp_path / "eu.csv"
     path.write_text("age;income\n30;20\n1,2,3;4\n")

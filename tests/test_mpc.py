@@ -19,13 +19,13 @@ from scipy import stats
 
 import privsyn_fed as pf
 from privsyn_fed.accounting import Accountant
-from privsyn_fed.accounting.audit import audit_ledger
+from privsyn_fed.audit import audit_ledger
 from privsyn_fed.mechanisms import pooled_exponential_mechanism
 from privsyn_fed.methods.core import Problem
 from privsyn_fed.mpc import secure
 from privsyn_fed.mpc.launch import coordinator, free_port
 from privsyn_fed.mpc.noise import discrete_gaussian, rounded_gumbel, rounded_gumbel_pmf
-from privsyn_fed.queries import MarginalsQuery
+from privsyn_fed.silo import MarginalsQuery
 
 from .conftest import SCHEMA, assert_audit_objects_only_to_the_seed, make_frame
 
@@ -213,10 +213,8 @@ def test_real_valued_sums_are_exact_to_the_grid_and_fedtda_runs_on_shares(world,
     """Fed-TDA's second moments travel as a declared query with its encoding; the opened sum is
     the plaintext sum to within one grid step per party, and a whole Fed-TDA release over the
     parties charges the rounding in its sensitivity."""
-    from privsyn_fed.copula import ICDM
-    from privsyn_fed.copula_encoding import Encoding
     from privsyn_fed.mpc.aggregator import REAL_BITS
-    from privsyn_fed.queries import NumericHistogramQuery, SecondMomentsQuery
+    from privsyn_fed.silo import ICDM, Encoding, NumericHistogramQuery, SecondMomentsQuery
 
     _, schema_path, paths = files
     schema = pf.Schema.load(schema_path)
@@ -246,7 +244,7 @@ def test_real_valued_sums_are_exact_to_the_grid_and_fedtda_runs_on_shares(world,
 
 
 def test_flaim_over_mpc_selects_in_each_silo_and_sums_masked_batches_on_shares(world, files):
-    from privsyn_fed.queries import LocalScoresQuery
+    from privsyn_fed.silo import LocalScoresQuery
 
     _, schema_path, paths = files
     names = world.silo_names
@@ -762,9 +760,9 @@ def test_rounded_real_answers_keep_the_charged_sensitivity(files):
     """D versus D plus one record (the records of D keep their encoding randomness): a silo's
     second moments rounded to the shared grid move by at most the planned sensitivity B^2 plus the
     charged rounding slack sqrt(cells) 2^-16."""
-    from privsyn_fed.copula import ICDM, upper
-    from privsyn_fed.copula_encoding import Encoding
     from privsyn_fed.mpc.aggregator import REAL_BITS, _answer
+    from privsyn_fed.silo import ICDM, Encoding
+    from privsyn_fed.silo.copula import upper
 
     class Fixed:  # a real-valued answer handed to the party's grid rounding
         real = True

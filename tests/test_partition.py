@@ -8,7 +8,7 @@ import pytest
 
 from privsyn_fed import InputError
 from privsyn_fed.cli import main
-from privsyn_fed.partition import partition
+from privsyn_fed.evaluation import partition
 
 from .conftest import make_frame
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from mbi import estimation
 
-from privsyn_fed import pgm
+from privsyn_fed.methods import pgm
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +112,7 @@ def test_the_compilation_cache_is_opt_in_and_private_to_the_user(tmp_path, monke
 
     import jax
 
-    from privsyn_fed import pgm
+    from privsyn_fed.methods import pgm
 
     try:
         monkeypatch.delenv(pgm.CACHE_ENV, raising=False)

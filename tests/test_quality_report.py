@@ -17,9 +17,9 @@ import pandas as pd
 import pytest
 
 import privsyn_fed as pf
-from privsyn_fed import quality
 from privsyn_fed.cli import main
-from privsyn_fed.evaluate import association_matrix, cramers_v, encode, marginal_errors, workload_error
+from privsyn_fed.evaluation import encode, quality, workload_error
+from privsyn_fed.evaluation.utility import association_matrix, cramers_v, marginal_errors
 
 from .conftest import SCHEMA, make_frame
 

@@ -3,7 +3,7 @@ import json
 import pytest
 
 import privsyn_fed as pf
-from privsyn_fed.errors import InputError
+from privsyn_fed.common import InputError
 
 
 def write(tmp_path, text, name="s.json"):

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import privsyn_fed as pf
-from privsyn_fed.errors import InputError
+from privsyn_fed.common import InputError
 
 
 def test_marginal_matches_naive_count(schema, silo_paths):

@@ -33,7 +33,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..errors import BudgetExceeded, InputError
+from ..common import BudgetExceeded, InputError
 from .conversions import epsilon_to_rho, rho_to_epsilon
 
 STORE_FORMAT = "privsyn-fed-budget/1"

@@ -26,9 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..errors import BudgetExceeded
-from ..fileio import write_atomic
-from ..interrupt import checkpoint
+from ..common import BudgetExceeded, checkpoint, write_atomic
 from .conversions import epsilon_to_rho, rho_to_epsilon
 from .distributed import distributed_gaussian_rho
 

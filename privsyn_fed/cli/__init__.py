@@ -18,8 +18,7 @@ import argparse
 import os
 import sys
 
-from .. import settings
-from ..errors import BudgetExceeded, InputError, MPCError
+from ..common import BudgetExceeded, InputError, MPCError, settings
 from . import audit, budget, data, mpc, schema, synth
 from .common import Parser, one_line
 
@@ -44,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; SIGINT and SIGTERM stop it at the next safe point (``interrupt``)."""
-    from ..interrupt import deferred_signals
+    from ..common import deferred_signals
 
     args = build_parser().parse_args(argv)
     _stable_hashing_for_the_compilation_cache(argv)
@@ -67,7 +66,7 @@ def _stable_hashing_for_the_compilation_cache(argv: list[str] | None) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..interrupt import Interrupted
+    from ..common import Interrupted
 
     commands = {
         "synth": synth.run,

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..errors import InputError
+from ..common import InputError
 from .common import number, positive_int
 
 
@@ -56,7 +56,7 @@ def add_parsers(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Audit LEDGER (or run ``--empirical``), writing ``--report`` if asked; 0 if it passes, 1 if not."""
-    from ..accounting import audit_ledger, load_ledger
+    from ..audit import audit_ledger, load_ledger
 
     if args.empirical:
         return run_empirical(args)
@@ -66,8 +66,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--mechanism and --epsilon belong to --empirical")
 
     if args.report:
-        from ..accounting.report import check_report_path
-        from ..paths import Named, check_files
+        from ..audit import check_report_path
+        from ..common import Named, check_files
 
         check_report_path(args.report)
         check_files(
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     ledger = load_ledger(args.ledger)
     report = audit_ledger(ledger)
     if args.report:
-        from ..accounting.report import write_report
+        from ..audit import write_report
 
         write_report(ledger, args.report, report)
         print(f"wrote {args.report}", file=sys.stderr if args.json else sys.stdout)
@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
 
 def run_empirical(args: argparse.Namespace) -> int:
     """Lower-bound ``--mechanism``'s epsilon empirically; 0 if consistent with the claim, 1 if not."""
-    from ..accounting.empirical import empirical_check, runner_for
+    from ..audit import empirical_check, runner_for
     from ..noise import OpenDPNoise
 
     if args.ledger is not None:

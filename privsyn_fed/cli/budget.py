@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from ..errors import InputError
+from ..common import InputError
 from .common import positive_int
 
 
@@ -90,9 +90,9 @@ def run(args: argparse.Namespace) -> int:
 
 def run_settle(args: argparse.Namespace) -> int:
     """``budget settle``: close a stale reservation at its ledger's spend (``settle_stale``); 0."""
-    from ..accounting import load_ledger
     from ..accounting.budget_store import BudgetStore
-    from ..paths import Named, check_store
+    from ..audit import load_ledger
+    from ..common import Named, check_store
 
     if args.run is None:
         raise InputError("budget settle needs --run N (the run to close; see `privsyn-fed budget show`)")

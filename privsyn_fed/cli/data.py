@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from ..errors import InputError
+from ..common import InputError
 from .common import number, positive_int
 
 
@@ -108,8 +108,8 @@ def add_parsers(sub) -> None:
 
 def run_partition(args: argparse.Namespace) -> int:
     """``partition``: split DATA.csv into client CSVs and ``manifest.json`` under ``--out``; 0."""
-    from ..partition import check_partition_folder, partition, write_partition
-    from ..paths import Named, check_input
+    from ..common import Named, check_input
+    from ..evaluation import check_partition_folder, partition, write_partition
     from ..silo import read_csv
 
     out = Path(args.out)
@@ -132,11 +132,9 @@ def run_partition(args: argparse.Namespace) -> int:
 
 def run_evaluate(args: argparse.Namespace) -> int:
     """``evaluate``: print the synthetic CSV's measures (with ``--json``, also write them); 0."""
-    from ..evaluate import evaluate
-    from ..fileio import write_atomic
-    from ..paths import Named, check_files
+    from ..common import Named, check_files, read_table, write_atomic
+    from ..evaluation import evaluate
     from ..schema import Schema
-    from ..tables import read_table
 
     inputs = [
         Named("--real", Path(args.real)),
@@ -150,7 +148,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     ]
     outputs = [(Named("--json", Path(args.json)), "evaluation JSON")] if args.json else []
     if args.report:
-        from ..quality import check_report_path
+        from ..evaluation import check_report_path
 
         check_report_path(args.report, "--report")
         outputs.append((Named("--report", Path(args.report)), "quality report"))
@@ -166,7 +164,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         raise InputError("--model needs --holdout (the real rows to compute the likelihood of)")
     model = None
     if args.model is not None:
-        from ..pgm import Factorisation
+        from ..methods.pgm import Factorisation
 
         model = Factorisation.load(args.model)
     holdout = read_table(args.holdout) if args.holdout else None
@@ -224,7 +222,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         write_atomic(Path(args.json), lambda fh: fh.write(json.dumps(report, indent=2) + "\n"))
         print(f"wrote {args.json}")
     if args.report:
-        from ..quality import Sources, build_report, write_report
+        from ..evaluation import Sources, build_report, write_report
 
         sources = Sources([str(args.real)], str(args.synthetic), str(args.schema), args.holdout)
         if args.baseline:

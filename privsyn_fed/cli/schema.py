@@ -8,7 +8,7 @@ import contextlib
 import sys
 from pathlib import Path
 
-from ..errors import InputError
+from ..common import InputError
 from .common import number, positive_int
 
 DRAFT_EPILOG = """\
@@ -60,9 +60,8 @@ The dictionary is public knowledge, so the schema it gives may be shared as is."
 
 def add_parsers(sub) -> None:
     """Add the ``schema`` command group to ``sub`` (the subcommands of ``privsyn-fed``)."""
-    from ..cells import DEFAULT_BINS
-    from ..draft import DEFAULT_CATEGORICAL_MAX
     from ..draft_dp import MAX_BOUND_ROWS
+    from ..schema import DEFAULT_BINS, DEFAULT_CATEGORICAL_MAX
 
     sc = sub.add_parser(
         "schema",
@@ -171,9 +170,8 @@ def _summary(columns: list[dict]) -> str:
 
 def run_draft(args: argparse.Namespace) -> int:
     """A plain draft: check the files, read the rows once, write the schema with its warning note."""
-    from ..draft import PRIVATE_WARNING, draft_document, draft_table, plain_note, write_document
-    from ..paths import Named, check_files
-    from ..schema import Schema
+    from ..common import Named, check_files
+    from ..schema import PRIVATE_WARNING, Schema, draft_document, draft_table, plain_note, write_document
 
     if args.delta is not None or args.ledger or args.budget_store or args.dataset_id or args.total_epsilon is not None:
         raise InputError("--delta, --ledger, --budget-store, --dataset-id and --total-epsilon belong to --dp")
@@ -191,10 +189,8 @@ def run_draft(args: argparse.Namespace) -> int:
 def run_draft_dp(args: argparse.Namespace) -> int:
     """A DP draft: every public check and the plan first, then reserve, read, release, write."""
     from .. import draft_dp
-    from ..draft import check_options, draft_document
-    from ..fileio import Staged
-    from ..paths import Named, check_files
-    from ..tables import read_chunks, read_header
+    from ..common import Named, Staged, check_files, read_chunks, read_header
+    from ..schema import check_options, draft_document
 
     if args.delta is None:
         raise InputError("--dp needs --delta (e.g. --delta 1e-9)")
@@ -270,9 +266,8 @@ def _dump(document: dict, fh) -> None:
 
 def run_from_dictionary(args: argparse.Namespace) -> int:
     """Build a schema from a data dictionary in CSV and write it."""
-    from ..dictionary import dictionary_columns
-    from ..draft import plain_numbers, write_document
-    from ..paths import Named, check_files
+    from ..common import Named, check_files
+    from ..schema import dictionary_columns, plain_numbers, write_document
 
     path, out = Path(args.dictionary), Path(args.out)
     check_files([Named("DICT.csv", path)], [(Named("--out", out), "schema")], force=args.force)

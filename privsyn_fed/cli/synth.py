@@ -10,9 +10,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import InputError
+from ..common import InputError, Named, check_distinct, check_files, check_identical_contents
 from ..methods import METHODS
-from ..paths import Named, check_distinct, check_files, check_identical_contents
 from ..schema import Schema
 from .common import DEFAULT_MPC_TIMEOUT, number, positive_int, rendezvous
 
@@ -388,7 +387,7 @@ def _checked(args: argparse.Namespace) -> Request:
     if args.model_out and args.method not in AIM_FAMILY:
         raise InputError(f"--model-out applies to the graphical-model methods ({', '.join(AIM_FAMILY)})")
     if args.report:
-        from ..accounting.report import check_report_path
+        from ..audit import check_report_path
 
         check_report_path(args.report)
     _check_quality_args(args)
@@ -417,8 +416,8 @@ def _checked(args: argparse.Namespace) -> Request:
     if args.quality_label is not None and args.quality_label not in schema.names:
         raise InputError(f"--quality-label: column '{args.quality_label}' is not in the schema")
     if args.quality_holdout:  # its header only: its rows are read after the release
-        from ..encode import check_columns
-        from ..tables import read_header
+        from ..common import read_header
+        from ..schema import check_columns
 
         check_columns(read_header(args.quality_holdout), schema, f"{args.quality_holdout} (--quality-holdout)")
     n_silos = args.parties if args.rendezvous else len(args.silo)
@@ -441,7 +440,7 @@ def _checked(args: argparse.Namespace) -> Request:
 def _release(args: argparse.Namespace, request: Request, reservation) -> tuple:
     """Read the silos (or start the MPC parties) and run the release; ``(result, number of silos)``."""
     from ..api import synthesize
-    from ..interrupt import checkpoint
+    from ..common import checkpoint
     from ..silo import Silo
 
     checkpoint()
@@ -549,7 +548,7 @@ def _csv_too_large(out: Path, rows: int, columns: int) -> str | None:
     """Why a CSV of ``rows`` rows cannot fit on the output's disk (at least 2 bytes a cell), or None."""
     import shutil
 
-    from ..output import min_csv_bytes
+    from ..methods.output import min_csv_bytes
 
     need, free = min_csv_bytes(rows, columns), shutil.disk_usage(out.parent).free
     if need <= free:
@@ -561,7 +560,7 @@ def _csv_too_large(out: Path, rows: int, columns: int) -> str | None:
 
 def _stage_outputs(args: argparse.Namespace, out: Path, schema, result, final_ledger):
     """The release's files, written in full under temporary names (published on commit)."""
-    from ..fileio import Staged
+    from ..common import Staged
 
     full = _csv_too_large(out, result.rows, len(schema.columns))
     if full:  # the row count came from the model's noisy total
@@ -574,12 +573,12 @@ def _stage_outputs(args: argparse.Namespace, out: Path, schema, result, final_le
     try:
         staged.add(out, result.write_csv)
         if args.model_out:
-            from ..pgm import MarginalReader
+            from ..methods.pgm import MarginalReader
 
             model = MarginalReader(result.model).factorisation().to_bytes()
             staged.add(args.model_out, lambda fh: fh.write(model), binary=True)
         if args.report:
-            from ..accounting.report import render_report
+            from ..audit import render_report
 
             text = render_report(final_ledger, args.report)
             staged.add(args.report, lambda fh: fh.write(text))
@@ -614,7 +613,7 @@ def _check_quality_args(args: argparse.Namespace) -> None:
             "--quality-report cannot be used with --mpc: the other silos' rows are not on this machine; run "
             "`privsyn-fed evaluate --report` where the real rows may be read"
         )
-    from ..quality import check_report_path
+    from ..evaluation import check_report_path
 
     check_report_path(args.quality_report, "--quality-report")
     if args.quality_label and not args.quality_holdout:
@@ -627,7 +626,7 @@ def _quality_report(args: argparse.Namespace, request: Request) -> int:
     release stays as it is."""
     import os
 
-    from ..interrupt import Interrupted, deferred_signals, received
+    from ..common import Interrupted, deferred_signals, received
     from .common import one_line
 
     done = f"the release is complete ({request.out}, {request.ledger})"
@@ -655,8 +654,8 @@ def _quality_report(args: argparse.Namespace, request: Request) -> int:
 
 def _write_quality_report(args: argparse.Namespace, request: Request) -> None:
     """Read the silos' rows, the released CSV and the holdout; build the page and write it atomically."""
-    from ..quality import Sources, build_report, read_union, write_report
-    from ..tables import read_table
+    from ..common import read_table
+    from ..evaluation import Sources, build_report, read_union, write_report
 
     real = read_union(args.silo)
     synthetic = read_table(request.out)

@@ -20,15 +20,13 @@ from typing import Sequence
 
 import numpy as np
 
-from .. import allocation, pgm
 from ..accounting import Accountant
-from ..errors import InputError
+from ..common import InputError, Progress, Silent
 from ..mechanisms import exponential_mechanism, gaussian_mechanism
 from ..noise import NoiseSource
-from ..progress import Progress, Silent
 from ..silo import Silo
-from ..workload import DEFAULT_DEGREE, DEFAULT_SIZE, DEFAULT_WORKLOAD_SEED, sample_workload
-from . import core
+from . import allocation, core, pgm
+from .workload import DEFAULT_DEGREE, DEFAULT_SIZE, DEFAULT_WORKLOAD_SEED, sample_workload
 
 THREAT_MODEL = (
     "aim: a trusted curator pools every silo's rows and runs AIM; the curator sees all raw "
@@ -109,7 +107,7 @@ MAX_ROUNDS = 100_000
 
 def check_workload(opts: "AIMOptions", schema) -> None:
     """The workload and its candidates must fit in memory: refused before any budget is spent."""
-    from ..workload import check_size
+    from .workload import check_size
 
     d = len(schema.columns)
     if opts.workload is None and opts.workload_degree is not None and opts.workload_degree > d:

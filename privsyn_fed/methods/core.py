@@ -12,9 +12,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .. import pgm
-from ..scores import SQRT_2_OVER_PI, aim_score  # noqa: F401  (part of the AIM family's steps)
-from ..workload import downward_closure
+from ..silo import SQRT_2_OVER_PI, aim_score  # noqa: F401  (part of the AIM family's steps)
+from . import pgm
+from .workload import downward_closure
 
 
 @dataclass
@@ -156,7 +156,7 @@ class ModelSampler:
     def sample(self, rows: int, seed: int) -> Any:
         """``rows`` rows drawn from the model with ``seed`` (``pgm.sample_codes``), decoded to values
         with a generator seeded ``seed + 1``."""
-        from ..encode import decode_codes
+        from ..schema import decode_codes
 
         codes = pgm.sample_codes(self.model, self.schema.names, rows, seed)
         return decode_codes(codes, self.schema, np.random.default_rng(seed + 1))

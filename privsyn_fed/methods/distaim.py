@@ -29,13 +29,12 @@ import math
 
 import numpy as np
 
-from .. import allocation, pgm
 from ..accounting import Accountant
-from ..aggregate import Aggregator
+from ..aggregation import Aggregator
+from ..common import Progress, Silent
 from ..mechanisms import pooled_exponential_mechanism, pooled_gaussian_mechanism
 from ..noise import NoiseSource
-from ..progress import Progress, Silent
-from . import core
+from . import allocation, core, pgm
 from .aim import problem_for
 from .federated import (
     FEDERATED_ROUNDS,

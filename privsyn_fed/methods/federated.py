@@ -22,15 +22,15 @@ from typing import Sequence
 
 import numpy as np
 
-from .. import pgm
 from ..accounting import Accountant
-from ..aggregate import Aggregator
-from ..allocation import FEDERATED_ROUNDS, default_sample_rate  # noqa: F401  (shared by DistAIM and FLAIM)
-from ..errors import InputError
+from ..aggregation import Aggregator
+from ..common import InputError
 from ..mechanisms import noisy_sum, noisy_sums
 from ..noise import NoiseSource
-from ..queries import MarginalsQuery
+from ..silo import MarginalsQuery
+from . import pgm
 from .aim import AIMOptions, check_workload
+from .allocation import FEDERATED_ROUNDS, default_sample_rate  # noqa: F401  (shared by DistAIM and FLAIM)
 
 Measurement = tuple[tuple[str, ...], np.ndarray, float]
 
@@ -142,7 +142,7 @@ def measure_initial_oneways(
 def planning_total(agg: Aggregator, acc: Accountant, noise: NoiseSource) -> float:
     """The row total over every silo, released with ``allocation.TOTAL_SHARE`` of the budget
     (sensitivity 1), from which a federated schedule is planned."""
-    from .. import allocation
+    from . import allocation
 
     y = noisy_sum(
         agg,

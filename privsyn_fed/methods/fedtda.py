@@ -45,12 +45,19 @@ from typing import Sequence, cast
 import numpy as np
 import pandas as pd
 
-from .. import allocation
 from ..accounting import Accountant
-from ..aggregate import Aggregator
-from ..copula import (
+from ..aggregation import Aggregator
+from ..common import InputError, Progress, Silent
+from ..mechanisms import exact_sums_in_a_non_private_run, gaussian_sigma, noisy_sums
+from ..noise import NoiseSource
+from ..schema import CategoricalColumn, NumericColumn, Schema, refined
+from ..silo import (
     ICDM,
+    Encoding,
+    MarginalsQuery,
     ModeCDF,
+    NumericHistogramQuery,
+    SecondMomentsQuery,
     correlation_estimate,
     fit_mixture,
     from_upper,
@@ -58,15 +65,7 @@ from ..copula import (
     repair_correlation,
     universal_threshold,
 )
-from ..copula_encoding import Encoding
-from ..encode import refined
-from ..errors import InputError
-from ..mechanisms import exact_sums_in_a_non_private_run, gaussian_sigma, noisy_sums
-from ..noise import NoiseSource
-from ..progress import Progress, Silent
-from ..queries import MarginalsQuery, NumericHistogramQuery, SecondMomentsQuery
-from ..schema import CategoricalColumn, NumericColumn, Schema
-from . import core
+from . import allocation, core
 from .federated import combined_total, projected
 
 NON_PRIVATE_WARNING = (
@@ -115,7 +114,7 @@ class FedTDAOptions:
     def check_schema(self, schema: Schema) -> None:
         """The released second moments have ``l (l + 1) / 2`` cells for ``l = n_cat + 2 n_num``
         coordinates; refused before any budget is spent when they would not fit in memory."""
-        from ..workload import MAX_CANDIDATE_CELLS
+        from .workload import MAX_CANDIDATE_CELLS
 
         n_num = sum(isinstance(c, NumericColumn) for c in schema.columns)
         n_cat = len(schema.columns) - n_num

@@ -38,15 +38,13 @@ from typing import Sequence
 
 import numpy as np
 
-from .. import allocation, pgm
 from ..accounting import Accountant
-from ..aggregate import Aggregator
-from ..errors import InputError
+from ..aggregation import Aggregator
+from ..common import InputError, Progress, Silent
 from ..mechanisms import exact_sums_in_a_non_private_run, local_exponential_mechanism, local_gaussian_mechanism
 from ..noise import NoiseSource
-from ..progress import Progress, Silent
-from ..queries import LocalScoresQuery, MarginalsQuery
-from . import core
+from ..silo import LocalScoresQuery, MarginalsQuery
+from . import allocation, core, pgm
 from .aim import problem_for
 from .federated import (
     FEDERATED_ROUNDS,

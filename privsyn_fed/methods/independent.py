@@ -22,13 +22,12 @@ import numpy as np
 import pandas as pd
 
 from ..accounting import Accountant
-from ..aggregate import Aggregator
-from ..encode import decode_codes
+from ..aggregation import Aggregator
+from ..common import Progress, Silent
 from ..mechanisms import noisy_sums
 from ..noise import NoiseSource
-from ..progress import Progress, Silent
-from ..queries import MarginalsQuery
-from ..schema import Schema
+from ..schema import Schema, decode_codes
+from ..silo import MarginalsQuery
 from . import core
 from .federated import combined_total, projected
 

@@ -4,7 +4,7 @@
 call is broadcast as a command, every party secret-shares its own answer, and only noisy sums,
 selected indices (or, for checks and Fed-TDA's labelled non-private mode, an exact sum) are opened,
 to party 0 alone. ``serve`` is the loop the other parties run: they answer only declared queries
-(``privsyn_fed.queries``) over their own rows. ``SharedPoolStorage`` keeps DistAIM's pool of
+(``privsyn_fed.silo.queries``) over their own rows. ``SharedPoolStorage`` keeps DistAIM's pool of
 answers as shares inside the parties. Real answers (Fed-TDA's second moments) are shared on the grid
 ``2^-REAL_BITS``; the noise is then the discrete Gaussian on that grid, and the rounding is
 charged as extra sensitivity (``rounding_l2``).
@@ -20,12 +20,10 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..accounting.distributed import PartiesNoise
-from ..aggregate import batched, check_declared, refuse_exact_sum_in_release
-from ..errors import InputError, MPCError
+from ..aggregation import Pool, batched, check_declared, refuse_exact_sum_in_release
+from ..common import InputError, MPCError
 from ..noise import OpenDPNoise
-from ..pool import Pool
-from ..queries import Query, answer, from_wire
-from ..silo import Silo
+from ..silo import Query, Silo, answer, from_wire
 from . import secure, world
 from .noise import gumbel_rounding_slack, party_noise
 

@@ -16,9 +16,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..queries import MarginalsQuery
 from ..schema import Schema
-from ..silo import Silo
+from ..silo import MarginalsQuery, Silo
 
 DEMO_SCHEMA = {
     "columns": [
@@ -50,7 +49,7 @@ def run_demo(
     plaintext one, DistAIM for ``rounds`` rounds at ``epsilon``), printing through ``out``; returns
     the exit status (1 if the opened sum differs)."""
     from ..api import synthesize
-    from ..errors import InputError
+    from ..common import InputError
     from .launch import coordinator
 
     if parties < 2:

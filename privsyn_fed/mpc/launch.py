@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Sequence
 
-from ..errors import InputError, MPCError, first_line
+from ..common import InputError, MPCError, first_line
 from . import DEFAULT_TIMEOUT_S
 
 READY_TIMEOUT_S = 120.0

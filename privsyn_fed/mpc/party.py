@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import sys
 
-from ..errors import InputError, MPCError, first_line
+from ..common import InputError, MPCError, first_line
 from . import world
 
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import MPCError, first_line
+from ..common import MPCError, first_line
 from . import DEFAULT_TIMEOUT_S
 from .crypten_shim import import_crypten
 

@@ -12,8 +12,8 @@ import csv
 from pathlib import Path
 from typing import Any
 
+from ..common import InputError
 from .cells import DEFAULT_BINS, MAX_COLUMN_CELLS
-from .errors import InputError
 from .schema import Schema
 
 DICTIONARY_FIELDS = ("name", "type", "min", "max", "categories", "bins", "integer", "missing", "missing_values")

@@ -15,8 +15,7 @@ from typing import Iterator, Protocol
 import numpy as np
 import pandas as pd
 
-from .errors import InputError
-from .interrupt import checkpoint
+from ..common import InputError, checkpoint
 
 #: The most rows one release may have (``--rows``).
 MAX_ROWS = 1_000_000_000

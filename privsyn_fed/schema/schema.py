@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..common import InputError
 from .cells import DEFAULT_BINS, MAX_ABS_BOUND, MAX_COLUMN_CELLS
 from .draft import DEFAULT_CATEGORICAL_MAX, DP_DRAFT_PRIVACY, DRAFT_NOTE_KEY, draft_frame, warn_private
-from .errors import InputError
 
 
 @dataclass(frozen=True)
@@ -158,7 +158,7 @@ class Schema:
         missing_values: tuple[str, ...] | list[str] = (),
     ) -> "Schema":
         """Draft a schema from a data frame's rows (any dtypes), as ``privsyn-fed schema draft`` does
-        without ``--dp`` (rules in ``privsyn_fed.draft``); ``draft.draft_frame`` also returns the notes.
+        without ``--dp`` (rules in ``privsyn_fed.schema.draft``); ``draft.draft_frame`` also returns the notes.
 
         NOT PRIVATE: the bounds and categories are read off the rows. A ``draft.PrivateDraftWarning``
         says so, and a release refuses the schema (``private_draft``) until it has been reviewed: its

@@ -38,9 +38,8 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from ..common import InputError, is_number_type, is_text_type
 from .cells import DEFAULT_BINS, MAX_COLUMN_CELLS, MISSING_TOKENS, column_cells, numbers_as_text
-from .errors import InputError
-from .tables import is_number_type, is_text_type
 
 #: The top-level key of a drafted schema's note (``Schema.from_dict`` reads no other key than "columns" and
 #: this one), and the note's ``"privacy"`` when the draft was made under DP (``draft_dp``); any other note
@@ -342,7 +341,7 @@ def draft_table(
     missing_values: Sequence[str] = (),
 ) -> DraftResult:
     """Draft a schema from the table at ``path`` (CSV, gzip CSV or Parquet), read in chunks."""
-    from .tables import parquet_types, read_chunks, read_header, table_format
+    from ..common import parquet_types, read_chunks, read_header, table_format
 
     check_options(categorical_max, bins, missing_values)
     source = str(path)
@@ -409,7 +408,7 @@ def write_document(path: str | Path, document: dict[str, Any]) -> None:
     """Write a schema document atomically (``fileio.write_atomic``)."""
     import json
 
-    from .fileio import write_atomic
+    from ..common import write_atomic
 
     def dump(fh):
         json.dump(document, fh, indent=2, ensure_ascii=False)

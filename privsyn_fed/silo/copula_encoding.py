@@ -10,8 +10,8 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
+from ..schema import CategoricalColumn, NumericColumn, Schema
 from .copula import ICDM, ModeCDF
-from .schema import CategoricalColumn, NumericColumn, Schema
 
 
 @dataclass

@@ -22,9 +22,9 @@ from typing import Any, Protocol, Sequence, cast, runtime_checkable
 
 import numpy as np
 
+from ..schema import numeric_histogram, refined
 from .copula import upper
 from .copula_encoding import Encoding
-from .encode import numeric_histogram, refined
 from .scores import heterogeneity_gap, local_score
 
 

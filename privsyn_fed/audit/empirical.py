@@ -32,8 +32,8 @@ from typing import Callable
 import numpy as np
 from scipy.stats import beta
 
-from .conversions import epsilon_to_rho
-from .ledger import Accountant
+from ..accounting.conversions import epsilon_to_rho
+from ..accounting.ledger import Accountant
 
 MECHANISMS = ("gaussian", "exponential", "aim-round")
 
@@ -174,8 +174,8 @@ def aim_round_runner(epsilon: float, delta: float, noise, seed: int = 0) -> Runn
     """AIM's selection (score ``scores.aim_score``, sensitivity ``max w``) on a small table vs the
     same table plus a canary, against a uniform model, with the whole budget on selection."""
     from ..mechanisms import exponential_mechanism
-    from ..scores import aim_score
-    from ..workload import downward_closure
+    from ..methods.workload import downward_closure
+    from ..silo import aim_score
 
     rng = np.random.default_rng(seed)
     shape = [3, 3, 2]

@@ -23,8 +23,8 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from .errors import InputError
-from .schema import CategoricalColumn, NumericColumn, Schema
+from ..common import InputError
+from ..schema import CategoricalColumn, NumericColumn, Schema
 
 #: File name suffixes of the report (it is always HTML).
 REPORT_SUFFIXES = (".html", ".htm")
@@ -50,8 +50,8 @@ def check_report_path(path: str | Path, option: str) -> None:
 
 def read_union(paths: Sequence[str | Path]) -> pd.DataFrame:
     """The rows of every table at ``paths`` (CSV, gzip CSV or Parquet) in one frame of text cells."""
-    from .evaluate import as_text
-    from .tables import read_table
+    from ..common import read_table
+    from .utility import as_text
 
     return pd.concat([as_text(read_table(p)) for p in paths], ignore_index=True)
 
@@ -82,7 +82,7 @@ def build_report(
 ) -> str:
     """The report as one HTML page. ``evaluation`` is ``evaluate.evaluate``'s result for the same
     tables and options when the caller has it already (it is computed otherwise)."""
-    from .evaluate import dcr_distances, encode, evaluate, evaluation_workload, marginal_errors
+    from .utility import dcr_distances, encode, evaluate, evaluation_workload, marginal_errors
 
     if evaluation is None:
         evaluation = evaluate(
@@ -235,7 +235,7 @@ def _categorical_figure(figures: _Figures, col: CategoricalColumn, real: np.ndar
 def _numeric_edges(col: NumericColumn) -> np.ndarray:
     """The edges of a numeric column's bins (integer columns: half a unit beyond each bin's whole
     numbers, so bars touch)."""
-    from .encode import bin_edges
+    from ..schema import bin_edges
 
     lo, hi = bin_edges(col)
     if col.integer:
@@ -402,7 +402,7 @@ def _figure(svg: str, caption: str = "") -> str:
 
 
 def _columns_section(figures: _Figures, schema: Schema, real, syn, shapes: dict[str, dict[str, float]]) -> str:
-    from .evaluate import marginal_shares
+    from .utility import marginal_shares
 
     items = []
     for j, col in enumerate(schema.columns):
@@ -425,7 +425,7 @@ def _columns_section(figures: _Figures, schema: Schema, real, syn, shapes: dict[
 
 
 def _association_section(figures: _Figures, schema: Schema, real, syn) -> str:
-    from .evaluate import association_matrix
+    from .utility import association_matrix
 
     if len(schema.columns) < 2:
         return _section("Pairwise association", "needs at least two columns.", "", "association")
@@ -596,6 +596,6 @@ def _page(sources: Sources, ev: dict[str, Any], sections: list[str]) -> str:
 
 def write_report(path: str | Path, page: str) -> None:
     """Write the page atomically (the old file, if any, stays until the new one is complete)."""
-    from .fileio import write_atomic
+    from ..common import write_atomic
 
     write_atomic(path, lambda fh: fh.write(page))

@@ -23,8 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .errors import InputError
-from .fileio import write_atomic
+from ..common import InputError, write_atomic
 
 SCHEMES = ("iid", "dirichlet", "cluster", "quantity")
 
@@ -119,7 +118,7 @@ _OWN_FILE = re.compile(r"client_\d+\.csv|manifest\.json")
 def check_partition_folder(out: Path, data: Path, force: bool) -> None:
     """``out`` may be new, an empty folder, or (with ``force``) a folder holding only an earlier
     partition's files; the data file must not be one of them."""
-    from .paths import same_file
+    from ..common import same_file
 
     if out.exists() and not out.is_dir():
         raise InputError(f"{out}: exists and is not a folder")

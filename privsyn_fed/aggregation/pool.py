@@ -16,9 +16,9 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 
-from .accounting.distributed import PartiesNoise
-from .noise import NoiseSource
-from .queries import MarginalsQuery
+from ..accounting.distributed import PartiesNoise
+from ..noise import NoiseSource
+from ..silo import MarginalsQuery
 
 Clique = tuple[str, ...]
 

@@ -52,9 +52,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
-from .conversions import cks_delta, rho_to_epsilon
-from .ledger import LEDGER_FORMAT
+from ..accounting.conversions import cks_delta, rho_to_epsilon
+from ..accounting.ledger import LEDGER_FORMAT
+from ..common import InputError
 
 REL_TOL = 1e-9
 #: Whole-number fields are at most this large (exactly representable as floats).
@@ -483,7 +483,7 @@ def _check_independent(ledger: dict[str, Any], d: dict[str, Any], rep: AuditRepo
 def _check_structure(ledger: dict[str, Any], rep: AuditReport) -> None:
     """For a finished run of a known method: every release the algorithm makes has an entry, with
     at least the sound sensitivity (recomputed from the recorded public workload)."""
-    from ..workload import downward_closure
+    from ..methods.workload import downward_closure
 
     d = ledger.get("details") or {}
     method, options = ledger.get("method"), d.get("options") or {}
@@ -572,7 +572,7 @@ def _planning_total(ledger: dict[str, Any], d: dict[str, Any], n_columns: int, r
     """A planned schedule is recomputed from the domain (``details.shape``) and starts with the row
     total: a Gaussian of sensitivity 1 at ``allocation.TOTAL_SHARE`` of the budget. Returns the
     budget left after it (None on a problem)."""
-    from .. import allocation
+    from ..methods import allocation
 
     schedule, shape = d["schedule"], d.get("shape")
     if not isinstance(shape, list) or len(shape) != n_columns:
@@ -615,7 +615,7 @@ def _check_aim_family_schedule(
     """The rounds a planned AIM, DistAIM or FLAIM schedule must have, recomputed from the recorded
     noisy total and the public facts of the ledger (``allocation``), and the noise of the 1-ways
     that follow the total. Returns the planned rounds (None on a problem)."""
-    from .. import allocation
+    from ..methods import allocation
 
     schedule, options, method = d["schedule"], d.get("options") or {}, ledger["method"]
     shape, columns = d.get("shape"), d.get("columns") or []
@@ -721,7 +721,7 @@ def _check_fedtda_schedule(
 ) -> bool:
     """A planned Fed-TDA schedule, recomputed from the recorded noisy total and the public facts of
     the ledger (``allocation.plan_fedtda``), and each release's noise against its planned share."""
-    from .. import allocation
+    from ..methods import allocation
 
     schedule, shape, options = d["schedule"], d.get("shape"), d.get("options") or {}
     rest = _planning_total(ledger, d, len(types), rep)

@@ -20,10 +20,9 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
+from ..common import InputError, delimiter_hint
 from .cells import MISSING_TOKENS, column_cells, numbers_as_text
-from .errors import InputError
 from .schema import CategoricalColumn, NumericColumn, Schema
-from .tables import delimiter_hint
 
 
 def check_columns(header: list[str], schema: Schema, source: str) -> None:

@@ -25,11 +25,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .cells import numbers_as_text
-from .encode import encode_frame
-from .schema import NumericColumn, Schema
-from .silo import marginal_counts
-from .workload import sample_workload
+from ..methods.workload import sample_workload
+from ..schema import NumericColumn, Schema, encode_frame, numbers_as_text
+from ..silo import marginal_counts
 
 
 def as_text(df: pd.DataFrame) -> pd.DataFrame:
@@ -260,8 +258,8 @@ def holdout_nll(model: Any, holdout: np.ndarray, schema: Schema) -> dict[str, fl
     """Mean and median ``-log p(x)`` (nats) of encoded holdout rows under a fitted model or a
     saved ``Factorisation``, which must be over the schema's columns and bins. A mean far above
     the median means a few rows fall in cells the model believes nearly empty."""
-    from .errors import InputError
-    from .pgm import Factorisation, MarginalReader
+    from ..common import InputError
+    from ..methods.pgm import Factorisation, MarginalReader
 
     fact = model if isinstance(model, Factorisation) else MarginalReader(model).factorisation()
     size = dict(zip(schema.names, schema.shape))

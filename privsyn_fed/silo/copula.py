@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import ndtr, ndtri
 
-from .encode import bin_edges, numeric_bin
-from .schema import NumericColumn
+from ..schema import NumericColumn, bin_edges, numeric_bin
 
 MIN_WEIGHT = 0.005
 EM_ITERATIONS = 200

@@ -36,7 +36,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from .scores import SQRT_2_OVER_PI
+from ..silo import SQRT_2_OVER_PI
 
 #: Share of the budget spent on the row total that a planned schedule reads.
 TOTAL_SHARE = 0.01

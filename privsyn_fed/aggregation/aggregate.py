@@ -24,13 +24,11 @@ from typing import Any, Iterable, Mapping, Protocol, Sequence
 
 import numpy as np
 
-from .accounting.distributed import PartiesNoise
-from .noise import NoiseSource, add_gaussian
+from ..accounting.distributed import PartiesNoise
+from ..noise import NoiseSource, add_gaussian
+from ..schema import Schema
+from ..silo import ConcatQuery, MaskedQuery, Query, Silo, aim_score, concat
 from .pool import Pool
-from .queries import ConcatQuery, MaskedQuery, Query, concat
-from .schema import Schema
-from .scores import aim_score
-from .silo import Silo
 
 
 def to_wire(array: np.ndarray) -> bytes:
@@ -132,9 +130,9 @@ def batched(parts: Sequence[tuple[Query, Sequence[str]]], names: Sequence[str]) 
 
 
 def check_declared(query: Any, label: str) -> Query:
-    """``query`` if it is a declared query (``privsyn_fed.queries``); a ``TypeError`` otherwise."""
+    """``query`` if it is a declared query (``privsyn_fed.silo.queries``); a ``TypeError`` otherwise."""
     if not isinstance(query, Query):
-        raise TypeError(f"{label}: only declared queries (privsyn_fed.queries) can be sent to silos")
+        raise TypeError(f"{label}: only declared queries (privsyn_fed.silo.queries) can be sent to silos")
     return query
 
 

@@ -10,9 +10,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
-from ..fileio import write_atomic
-from .audit import AuditReport, audit_ledger
+from ..common import InputError, write_atomic
+from .checks import AuditReport, audit_ledger
 
 
 def _groups(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:

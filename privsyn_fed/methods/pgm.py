@@ -35,8 +35,11 @@ with warnings.catch_warnings():
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from .interrupt import checkpoint  # noqa: E402
-from .settings import JAX_CACHE_ENV, jax_cache_setting  # noqa: E402
+from ..common import (  # noqa: E402
+    JAX_CACHE_ENV,
+    checkpoint,  # noqa: E402
+    jax_cache_setting,
+)
 
 #: Environment variable: a folder for JAX's persistent compilation cache (unset, empty or ``off``: none).
 CACHE_ENV = JAX_CACHE_ENV
@@ -347,7 +350,7 @@ class Factorisation:
 
     def save(self, path) -> None:
         """Write ``to_bytes`` to ``path``, atomically."""
-        from .fileio import write_atomic
+        from ..common import write_atomic
 
         data = self.to_bytes()
         write_atomic(path, lambda fh: fh.write(data), binary=True)
@@ -359,7 +362,7 @@ class Factorisation:
         import json
         import zipfile
 
-        from .errors import InputError
+        from ..common import InputError
 
         try:
             with np.load(path, allow_pickle=False) as z:

@@ -55,7 +55,7 @@ def workload_count(n_columns: int, degree: int, size: int | None) -> int:
 
 def check_size(workload: Sequence[Clique], shape: Sequence[int], names: Sequence[str]) -> None:
     """Refuse a workload whose marginals would not fit in memory (see the limits above)."""
-    from .errors import InputError
+    from ..common import InputError
 
     if len(workload) > MAX_WORKLOAD:
         raise InputError(

@@ -12,13 +12,10 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 import pandas as pd
 
-from .encode import bin_midpoints, check_columns, encode_frame
-from .errors import InputError
-from .interrupt import checkpoint
-from .rowstore import RowStore
-from .schema import CategoricalColumn, NumericColumn, Schema
-from .tables import (
+from ..common import (
     CHUNK_ROWS,
+    InputError,
+    checkpoint,
     is_number_type,
     is_text_type,
     parquet_types,
@@ -27,6 +24,8 @@ from .tables import (
     read_table,
     table_format,
 )
+from ..schema import CategoricalColumn, NumericColumn, Schema, bin_midpoints, check_columns, encode_frame
+from .rowstore import RowStore
 
 
 class Silo:

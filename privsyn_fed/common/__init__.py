@@ -1,0 +1,54 @@
+"""What every layer uses: one-line input errors (``errors``), atomic writes (``fileio``), path
+checks (``paths``), tables read in chunks (``tables``), SIGINT/SIGTERM at safe points (``interrupt``),
+progress (``progress``) and environment settings (``settings``)."""
+
+from .errors import BudgetExceeded, InputError, MPCError, first_line
+from .fileio import Staged, write_atomic
+from .interrupt import Interrupted, checkpoint, deferred_signals, received
+from .paths import Named, check_distinct, check_files, check_identical_contents, check_input, check_store, same_file
+from .progress import Progress, Silent
+from .settings import JAX_CACHE_ENV, jax_cache_setting
+from .tables import (
+    CHUNK_ROWS,
+    delimiter_hint,
+    is_number_type,
+    is_text_type,
+    parquet_types,
+    read_chunks,
+    read_header,
+    read_table,
+    table_format,
+)
+
+__all__ = [
+    "BudgetExceeded",
+    "CHUNK_ROWS",
+    "InputError",
+    "Interrupted",
+    "JAX_CACHE_ENV",
+    "MPCError",
+    "Named",
+    "Progress",
+    "Silent",
+    "Staged",
+    "check_distinct",
+    "check_files",
+    "check_identical_contents",
+    "check_input",
+    "check_store",
+    "checkpoint",
+    "deferred_signals",
+    "delimiter_hint",
+    "first_line",
+    "is_number_type",
+    "is_text_type",
+    "jax_cache_setting",
+    "parquet_types",
+    "read_chunks",
+    "read_header",
+    "read_table",
+    "received",
+    "same_file",
+    "table_format",
+    "write_atomic",
+]

@@ -1,0 +1,66 @@
+"""The public domain a release is stated over: column types, bounds, bins and categories
+(``schema``), how cells are read (``cells``), rows to integer codes and back (``encode``), and schema
+drafts from a table or a data dictionary (``draft``, ``dictionary``)."""
+
+from .cells import DEFAULT_BINS, numbers_as_text
+from .dictionary import dictionary_columns
+from .draft import (
+    DEFAULT_CATEGORICAL_MAX,
+    DP_DRAFT_PRIVACY,
+    MAX_DRAFT_BOUND,
+    PRIVATE_WARNING,
+    ColumnProfile,
+    PrivateDraftWarning,
+    category_order,
+    check_options,
+    draft_document,
+    draft_table,
+    numeric_spec,
+    plain_note,
+    plain_numbers,
+    profile_chunks,
+    write_document,
+)
+from .encode import (
+    bin_edges,
+    bin_midpoints,
+    check_columns,
+    decode_codes,
+    encode_frame,
+    numeric_bin,
+    numeric_histogram,
+    refined,
+)
+from .schema import CategoricalColumn, NumericColumn, Schema
+
+__all__ = [
+    "CategoricalColumn",
+    "ColumnProfile",
+    "DEFAULT_BINS",
+    "DEFAULT_CATEGORICAL_MAX",
+    "DP_DRAFT_PRIVACY",
+    "MAX_DRAFT_BOUND",
+    "NumericColumn",
+    "PRIVATE_WARNING",
+    "PrivateDraftWarning",
+    "Schema",
+    "bin_edges",
+    "bin_midpoints",
+    "category_order",
+    "check_columns",
+    "check_options",
+    "decode_codes",
+    "dictionary_columns",
+    "draft_document",
+    "draft_table",
+    "encode_frame",
+    "numbers_as_text",
+    "numeric_bin",
+    "numeric_histogram",
+    "numeric_spec",
+    "plain_note",
+    "plain_numbers",
+    "profile_chunks",
+    "refined",
+    "write_document",
+]
