@@ -30,7 +30,7 @@ from adult import load_adult  # noqa: E402
 import privsyn_fed as pf  # noqa: E402
 from privsyn_fed.common import Progress  # noqa: E402
 from privsyn_fed.evaluation import evaluate, partition  # noqa: E402
-from privsyn_fed.mpc.launch import coordinator  # noqa: E402
+from privsyn_fed.mpc import coordinator  # noqa: E402
 
 OUT = Path(__file__).parent / "out"
 TRAIN_ROWS = 32_561

@@ -67,7 +67,7 @@ from netns import NETEM, Network, delay_mechanism, sh  # noqa: E402
 
 import privsyn_fed as pf  # noqa: E402
 from privsyn_fed.evaluation import evaluate, partition  # noqa: E402
-from privsyn_fed.mpc.launch import coordinator  # noqa: E402
+from privsyn_fed.mpc import coordinator  # noqa: E402
 
 RESULTS = OUT / "mpc_netem.jsonl"
 ROOT = Path(__file__).resolve().parent.parent

@@ -177,7 +177,7 @@ def _select(led):
 
 def test_mpc_grid_constant_is_the_aggregators():
     pytest.importorskip("torch")
-    from privsyn_fed.audit.checks import MPC_REAL_BITS
+    from privsyn_fed.audit import MPC_REAL_BITS
     from privsyn_fed.mpc.aggregator import REAL_BITS
 
     assert MPC_REAL_BITS == REAL_BITS

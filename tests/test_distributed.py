@@ -10,7 +10,7 @@ import pytest
 
 from privsyn_fed.accounting import entry_rho
 from privsyn_fed.accounting.distributed import PartiesNoise, distributed_gaussian_rho, kls_tau
-from privsyn_fed.audit.checks import _cost
+from privsyn_fed.audit.arithmetic import _cost
 from privsyn_fed.mpc.noise import rounded_gumbel_pmf
 
 

@@ -17,11 +17,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import privsyn_fed as pf
+from privsyn_fed import audit as audit_module
 from privsyn_fed import draft_dp
 from privsyn_fed.accounting import epsilon_to_rho
 from privsyn_fed.accounting.budget_store import BudgetStore
 from privsyn_fed.audit import audit_ledger, load_ledger
-from privsyn_fed.audit import checks as audit_module
 from privsyn_fed.cli import main
 from privsyn_fed.common import InputError
 from privsyn_fed.schema import PrivateDraftWarning, draft_table, profile_chunks

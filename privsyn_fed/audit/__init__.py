@@ -1,11 +1,29 @@
-"""The independent audit of a ledger: every check re-derived from the entries (``checks``), the
-empirical privacy check (``empirical``) and the HTML audit report (``report``)."""
+"""The independent audit of a ledger: every check re-derived from the entries, the empirical
+privacy check (``empirical``) and the HTML audit report (``report``).
 
-from .checks import AuditReport, audit_ledger, load_ledger
+The checks of a ledger, each in its own module: its shape (``shape``), its arithmetic
+(``arithmetic``), where and how each entry ran (``placement``), a complete run's structure
+(``structure``, with ``schedule``, ``structure_fedtda`` and ``structure_draft``), and the
+guarantee and the verdict that runs them all (``verdict``, recording into ``findings``).
+"""
+
+from .arithmetic import threshold_delta
 from .empirical import empirical_check, runner_for
+from .findings import AuditReport
+from .placement import MPC_REAL_BITS
 from .report import check_report_path, render_report, write_report
+from .shape import load_ledger, validate_ledger
+from .structure import EM_SENSITIVITY, METHODS, RELEASE_METHODS
+from .structure_draft import DRAFT_DISTINCT_GUARD, DRAFT_SEEN_SIGMAS
+from .verdict import audit_ledger
 
 __all__ = [
+    "DRAFT_DISTINCT_GUARD",
+    "DRAFT_SEEN_SIGMAS",
+    "EM_SENSITIVITY",
+    "METHODS",
+    "MPC_REAL_BITS",
+    "RELEASE_METHODS",
     "AuditReport",
     "audit_ledger",
     "check_report_path",
@@ -13,5 +31,7 @@ __all__ = [
     "load_ledger",
     "render_report",
     "runner_for",
+    "threshold_delta",
+    "validate_ledger",
     "write_report",
 ]

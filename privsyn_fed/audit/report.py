@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from ..common import InputError, write_atomic
-from .checks import AuditReport, audit_ledger
+from .findings import AuditReport
+from .verdict import audit_ledger
 
 
 def _groups(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -10,3 +10,7 @@
 
 #: Seconds a party waits for the others (between commands party 0 may fit a model for a while).
 DEFAULT_TIMEOUT_S = 600.0
+
+from .launch import coordinator  # noqa: E402  (after the timeout it reads)
+
+__all__ = ["DEFAULT_TIMEOUT_S", "coordinator"]

@@ -1,0 +1,92 @@
+"""The structure of a DP schema draft (method ``schema-draft``), re-derived from its recorded
+columns and noisy profile (``_check_draft``): one profile of sensitivity ``sqrt(1 + 2 d)`` over
+``1 + 4 d`` cells first; then for each column what the profile decides: a histogram of its numbers
+over the intervals of a public grid (its bounds), or of its values with a threshold and its delta
+(its categories), each of sensitivity 1, or nothing (a text column of too many distinct values).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .findings import AuditReport
+
+#: The rules by which a DP schema draft's noisy profile decides each column (``privsyn_fed.draft_dp``;
+#: kept here so that the audit re-derives the decisions independently): numbers when the noisy
+#: non-number count is at most ``DRAFT_SEEN_SIGMAS sigma + 1/2``, else text, left out when its noisy
+#: distinct count exceeds ``DRAFT_DISTINCT_GUARD``.
+DRAFT_SEEN_SIGMAS = 4.0
+DRAFT_DISTINCT_GUARD = 10_000
+
+
+def _check_draft(ledger: dict[str, Any], d: dict[str, Any], rep: AuditReport) -> None:
+    """A DP schema draft over the recorded columns (``details.columns``, the table's header): first
+    the profile, one Gaussian of sensitivity at least ``sqrt(1 + 2 k)`` over ``1 + 4 k`` cells (the
+    row count, and per column three exclusive counts and a capped distinct count, each moved by at
+    most one record); then, in column order, what its noisy profile (``details.draft.profile``)
+    decides for each column: a histogram of its numbers over the intervals of a public grid (no
+    delta: the domain is public; its cells recorded) for a column of numbers; nothing for a text
+    column of more than ``DRAFT_DISTINCT_GUARD`` distinct values; otherwise a thresholded histogram
+    of its values with its delta. Each histogram is a Gaussian of sensitivity at least 1 (a record is
+    in one cell of it)."""
+    columns = d.get("columns")
+    if not columns:
+        rep.problems.append("the ledger does not record the drafted table's columns (details.columns)")
+        return
+    k = len(columns)
+    entries = ledger["entries"]
+    first = entries[0] if entries else None
+    sound = math.sqrt(1.0 + 2.0 * k)
+    if first is None or first["mechanism"] != "gaussian" or "column" in first or "threshold" in first:
+        rep.problems.append("a schema draft starts with the profile of its columns (one Gaussian release)")
+        return
+    if float(first["sensitivity_l2"]) < sound * (1 - 1e-9):
+        rep.problems.append(
+            f"entry 1 ({first['query']}): sensitivity {first['sensitivity_l2']:g} is below the sound value "
+            f"sqrt(1 + 2 x {k}) = {sound:g} of the profile of {k} columns"
+        )
+    if first.get("cells") != 1 + 4 * k:
+        rep.problems.append(
+            f"entry 1 ({first['query']}): the profile of {k} columns has {1 + 4 * k} cells, not {first.get('cells')}"
+        )
+        return
+    profile = (d.get("draft") or {}).get("profile") if isinstance(d.get("draft"), dict) else None
+    if not (
+        isinstance(profile, list)
+        and len(profile) == 1 + 4 * k
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in profile)
+    ):
+        rep.problems.append(
+            f"the ledger does not record the draft's noisy profile (details.draft.profile, {1 + 4 * k} whole "
+            "numbers), so the releases it decides cannot be checked"
+        )
+        return
+    seen = DRAFT_SEEN_SIGMAS * float(first["sigma"]) + 0.5
+    expected = []
+    for j, col in enumerate(columns):
+        non_numbers, distinct = profile[2 + 4 * j], profile[4 + 4 * j]
+        if non_numbers <= seen:
+            expected.append((col, "bounds"))
+        elif distinct <= DRAFT_DISTINCT_GUARD:
+            expected.append((col, "categories"))
+    found = []
+    for i, e in enumerate(entries[1:], start=2):
+        label = f"entry {i} ({e['query']})"
+        kind = "categories" if "threshold" in e else "bounds"
+        found.append((e.get("column"), kind))
+        if e["mechanism"] != "gaussian":
+            rep.problems.append(f"{label}: a drafting release is a Gaussian histogram, not {e['mechanism']}")
+        elif float(e["sensitivity_l2"]) < 1 - 1e-12:
+            rep.problems.append(f"{label}: a histogram of one column has L2 sensitivity at least 1")
+        elif kind == "bounds" and not (isinstance(e.get("cells"), int) and e["cells"] >= 2):
+            rep.problems.append(f"{label}: a bounds histogram records its intervals (cells)")
+    if found != expected:
+        missing = [f"{kind} of '{col}'" for col, kind in expected if (col, kind) not in found]
+        extra = [f"{kind} of {col!r}" for col, kind in found if (col, kind) not in expected]
+        rep.problems.append(
+            "the releases after the profile are not the ones its noisy profile decides (numbers: bounds; text "
+            f"of at most {DRAFT_DISTINCT_GUARD:,} distinct values: categories; in column order)"
+            + (f"; missing: {', '.join(missing)}" if missing else "")
+            + (f"; unexpected: {', '.join(extra)}" if extra else "")
+        )
