@@ -28,7 +28,7 @@ from adult import load_adult  # noqa: E402
 from workload_error import workload_error  # noqa: E402
 
 import privsyn_fed as pf  # noqa: E402
-from privsyn_fed.methods.workload import sample_workload  # noqa: E402
+from privsyn_fed.methods import sample_workload  # noqa: E402
 
 
 def timed(cmd: list[str], log: Path, timeout: float, env: dict[str, str] | None = None) -> tuple[float, float, int]:

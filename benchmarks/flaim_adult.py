@@ -116,7 +116,7 @@ def independent_reference(args) -> tuple[float, float]:
     """Workload error and holdout NLL of the independent model of the exact training 1-ways
     (rows drawn column by column; NLL with add-one-half smoothing)."""
     from privsyn_fed.evaluation import encode, workload_error
-    from privsyn_fed.methods.workload import sample_workload
+    from privsyn_fed.methods import sample_workload
 
     train, test, schema = load(Path(args.out))
     a, b = encode(train, schema, "train"), encode(test, schema, "test")

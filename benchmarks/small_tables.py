@@ -42,7 +42,7 @@ from privsyn_fed.evaluation import (  # noqa: E402
     tstr_auc,
     workload_error,
 )
-from privsyn_fed.methods.workload import sample_workload  # noqa: E402
+from privsyn_fed.methods import sample_workload  # noqa: E402
 
 OUT = HERE / "out" / "small_tables.jsonl"
 CACHE = HERE / "out" / "cache"

@@ -35,7 +35,7 @@ from small_tables import load  # noqa: E402
 from workload_error import workload_error  # noqa: E402
 
 import privsyn_fed as pf  # noqa: E402
-from privsyn_fed.methods.workload import sample_workload  # noqa: E402
+from privsyn_fed.methods import sample_workload  # noqa: E402
 
 OUT = HERE / "out" / "speed"
 METHODS = ("aim", "distaim", "flaim", "fedtda", "independent")

@@ -11,6 +11,9 @@ always tell the same story:
 Any failure or interrupt before step 5 discards the staged files and marks the ledger ``failed``
 with what it spent; ``budget_store.reserved``, which holds the reservation, then settles it at
 that spend (at zero only when no mechanism ran), or leaves it counted in full if it cannot.
+
+The methods (``methods.METHODS``) are imported when a release is checked, so that importing the
+package, as an MPC party's process does, loads no method code.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import math
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence, TypeAlias
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeAlias, cast
 
 import numpy as np
 import pandas as pd
@@ -28,12 +31,14 @@ import pandas as pd
 from .accounting import Accountant, epsilon_to_rho
 from .accounting.budget_store import Reservation
 from .aggregation import Aggregator, InProcessAggregator
-from .common import InputError, Progress, Silent, Staged, checkpoint, write_atomic
-from .methods import METHODS, MethodSpec
-from .methods.output import SyntheticRows, check_rows, default_rows
+from .common import InputError, OptionError, Progress, Silent, Staged, checkpoint, write_atomic
 from .noise import noise_source
 from .schema import Schema
 from .silo import Silo
+
+if TYPE_CHECKING:
+    from .methods import MethodOptions
+    from .methods.output import SyntheticRows
 
 #: The largest epsilon and delta a release may state (the conversions are exact up to them).
 MAX_EPSILON = 1000.0
@@ -91,20 +96,21 @@ def check_budget_args(epsilon: float, delta: float) -> None:
     """``0 < epsilon <= MAX_EPSILON`` and ``0 < delta < MAX_DELTA``: beyond them the zCDP
     conversion no longer has a meaningful (or a finite) answer."""
     if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not 0 < epsilon <= MAX_EPSILON:
-        raise InputError(f"--epsilon must be a positive number up to {MAX_EPSILON:g}, not {epsilon!r}")
+        raise OptionError(f"epsilon must be a positive number up to {MAX_EPSILON:g}, not {epsilon!r}", "epsilon")
     if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 < delta < MAX_DELTA:
-        raise InputError(
-            f"--delta must lie strictly between 0 and {MAX_DELTA:g} (use far less than one over the "
-            f"number of rows, e.g. 1e-9), not {delta!r}"
+        raise OptionError(
+            f"delta must lie strictly between 0 and {MAX_DELTA:g} (use far less than one over the "
+            f"number of rows, e.g. 1e-9), not {delta!r}",
+            "delta",
         )
 
 
 def check_seed(seed: int | None) -> None:
-    """``seed`` is ``None`` or a whole number from 0 to ``2^63 - 17``; ``InputError`` otherwise."""
+    """``seed`` is ``None`` or a whole number from 0 to ``2^63 - 17``; ``OptionError`` otherwise."""
     if seed is not None and (
         isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63 - 16
     ):
-        raise InputError(f"--seed must be a whole number from 0 to 2^63 - 17, not {seed!r}")
+        raise OptionError(f"seed must be a whole number from 0 to 2^63 - 17, not {seed!r}", "seed")
 
 
 def prepare(
@@ -118,11 +124,15 @@ def prepare(
     seed: int | None = None,
     mpc: bool = False,
     **options: Any,
-):
+) -> MethodOptions:
     """Every check of a release request that needs no private data: the method, the budget,
     the number of silos, the row count, the seed, whether the method runs over MPC (``mpc``), and
     the method's options against the public schema (workload and model sizes, round counts).
-    Returns the method's validated options; raises ``InputError`` naming what is wrong."""
+    Returns the method's validated options; raises ``InputError`` naming what is wrong (an
+    ``OptionError`` for the value of a named argument)."""
+    from .methods import METHODS
+    from .methods.output import check_rows
+
     if method not in METHODS:
         raise InputError(f"unknown method {method!r}; available: {', '.join(METHODS)}")
     spec = METHODS[method]
@@ -130,9 +140,11 @@ def prepare(
     if n_silos < spec.min_silos:
         raise InputError(f"method {method} needs at least {spec.min_silos} silos, got {n_silos}")
     if mpc and not spec.mpc:
-        raise InputError(
-            f"--mpc runs --method {' or '.join(n for n, s in METHODS.items() if s.mpc)}; "
-            f"{method} over MPC is not available"
+        raise OptionError(
+            f"mpc runs method {' or '.join(n for n, s in METHODS.items() if s.mpc)}; "
+            f"{method} over MPC is not available",
+            "mpc",
+            "method",
         )
     check_rows(rows)
     check_seed(seed)
@@ -229,9 +241,12 @@ def synthesize(
         seen[s.fingerprint()] = s.name
     reporter = progress if isinstance(progress, Progress) else (Progress(method) if progress else Silent())
 
+    from .methods import METHODS, Release
+    from .methods.output import SyntheticRows, default_rows
+
     spec = METHODS[method]
     agg = None if spec.central else (aggregator or InProcessAggregator(silos))
-    threat, run = spec.threat_model(agg), _runner(spec, silos, agg)
+    threat = spec.threat_model(agg)
     noise = noise_source(seed)
     details = {
         "silos": n_silos,
@@ -242,10 +257,11 @@ def synthesize(
         "options": {k: v for k, v in vars(opts).items() if k != "workload"},
         **(agg.ledger_details(noise) if agg is not None else {}),
     }
-    if spec.graphical:
-        from .methods.aim import workload_cliques
+    if spec.graphical:  # options of the AIM family
+        from .methods.aim import AIMOptions, workload_cliques
 
-        details["workload"] = [[schema.names[i] for i in cl] for cl in workload_cliques(schema.names, opts)]
+        cliques = workload_cliques(schema.names, cast(AIMOptions, opts))
+        details["workload"] = [[schema.names[i] for i in cl] for cl in cliques]
     if reservation is not None:
         if reservation.rho < epsilon_to_rho(epsilon, delta) * (1 - 1e-12):
             raise ValueError("the reservation is smaller than this run's budget")
@@ -263,7 +279,9 @@ def synthesize(
         agg.bind_release(acc)
     staged = None
     try:
-        fitted = run(acc, noise, opts, seed, reporter)
+        # the method's public randomness (which silos take part, the encoding's draws), never the data
+        public_seed = None if seed is None else seed + 3
+        fitted = spec.run(Release(silos, agg, acc, noise, opts, public_seed, reporter))
         count = rows if rows is not None else default_rows(fitted.sampler.total)
         output = SyntheticRows(fitted.sampler, count, secrets.randbits(63) if seed is None else seed + 1)
         info = {
@@ -368,13 +386,3 @@ def _abandon(acc: Accountant) -> list[str]:
         except Exception as exc:  # the ledger on disk still holds every charge written so far
             notes.append(f"the ledger could not be marked failed ({' '.join(str(exc).split())})")
     return notes
-
-
-def _runner(spec: MethodSpec, silos: Sequence[Silo], agg: Aggregator | None):
-    """A runner ``(acc, noise, opts, seed, progress) -> MethodResult`` for the method ``spec``."""
-    if spec.central:
-        return lambda acc, noise, o, seed, prog: spec.run(Silo.pooled(silos), acc, noise, o, progress=prog)
-    # the method's public randomness (which silos take part, the encoding's draws), never the data
-    return lambda acc, noise, o, seed, prog: spec.run(
-        agg, acc, noise, o, None if seed is None else seed + 3, progress=prog
-    )

@@ -1,8 +1,11 @@
-"""Shared fixtures: a small mixed schema and generated silos written as real CSV files."""
+"""Shared fixtures and helpers: a small mixed schema, generated silos written as real CSV files, and
+the command line as tests run it."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
@@ -45,6 +48,84 @@ def assert_cli_audit_objects_only_to_the_seed(stdout: str, returncode: int) -> N
     """The same through `privsyn-fed audit`: exit 1 and one PROBLEM line, the seeded run."""
     problems = [line for line in stdout.splitlines() if line.startswith("PROBLEM")]
     assert returncode == 1 and len(problems) == 1 and "SEEDED RUN" in problems[0], stdout
+
+
+# ---- the command line ---------------------------------------------------------------------------
+CLI = [sys.executable, "-m", "privsyn_fed"]
+
+
+class CliRun(subprocess.CompletedProcess):
+    """A finished command; it also unpacks as ``code, out, err``."""
+
+    def __iter__(self):
+        return iter((self.returncode, self.stdout, self.stderr))
+
+
+def run_cli(*args, capsys=None, timeout=600, **kw) -> CliRun:
+    """``privsyn-fed ARGS`` with its output captured as text.
+
+    By default in a child process, as a user runs it; other keywords (``env``, ``cwd``, ``check``)
+    go to ``subprocess.run``. Given pytest's ``capsys`` it runs in this process through
+    ``privsyn_fed.cli.main`` instead: faster, and what a test has patched applies. A usage error
+    then raises ``SystemExit`` as ``main`` does."""
+    if any(isinstance(a, (list, tuple)) for a in args):
+        raise TypeError("run_cli takes the arguments one by one: run_cli(*argv)")
+    argv = [str(a) for a in args]
+    if capsys is None:
+        proc = subprocess.run([*CLI, *argv], capture_output=True, text=True, timeout=timeout, **kw)
+        return CliRun(proc.args, proc.returncode, proc.stdout, proc.stderr)
+    if kw:
+        raise TypeError(f"run_cli in this process takes no {', '.join(sorted(kw))}")
+    from privsyn_fed.cli import main
+
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return CliRun(argv, code, out, err)
+
+
+def synth_argv(method: str = "aim", *, schema, silos, out, epsilon=1.0, delta=1e-9, seed=None, **options) -> list[str]:
+    """The arguments of ``privsyn-fed synth``: ``--silo`` once per silo, then each option as
+    ``--flag value`` (underscores become hyphens, True gives a bare flag, a list repeats the flag,
+    False or None leaves it out). Without a seed the run is unseeded."""
+    argv = ["synth", "--method", method]
+    argv += _flags({"schema": schema})
+    for silo in silos:
+        argv += ["--silo", str(silo)]
+    argv += _flags({"out": out, "epsilon": epsilon, "delta": delta, "seed": seed, **options})
+    return argv
+
+
+def _flags(options: dict) -> list[str]:
+    argv = []
+    for name, value in options.items():
+        flag = "--" + name.replace("_", "-")
+        if value is None or value is False:
+            continue
+        if value is True:
+            argv.append(flag)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                argv += [flag, str(item)]
+        else:
+            argv += [flag, str(value)]
+    return argv
+
+
+def assert_one_line_error(proc_or_stderr, *fragments: str, status: int = 2) -> str:
+    """An error as a user meets it: exit ``status``, exactly one non-empty line on stderr, no
+    traceback (Python's, or a native library's ``frame #`` lines), and each fragment in that line,
+    which is returned. Given the stderr text alone, the exit status is not checked."""
+    if isinstance(proc_or_stderr, str):
+        err = proc_or_stderr
+    else:
+        err = proc_or_stderr.stderr
+        assert proc_or_stderr.returncode == status, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err and "frame #" not in err, err
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    return lines[0]
 
 
 @pytest.fixture

@@ -101,7 +101,7 @@ def test_seeded_runs_are_reproducible(seeded_run):
 
 def test_too_few_rounds_for_the_columns_is_an_input_error(seeded_run):
     _, silos, _, _ = seeded_run
-    with pytest.raises(pf.InputError, match="--rounds 2 is too small"):
+    with pytest.raises(pf.InputError, match="^rounds 2 is too small"):
         pf.synthesize(silos, "aim", 1.0, 1e-6, seed=1, rounds=2)
 
 

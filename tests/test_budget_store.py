@@ -13,6 +13,8 @@ from privsyn_fed.accounting import epsilon_to_rho
 from privsyn_fed.accounting.budget_store import BudgetStore
 from privsyn_fed.cli import main
 
+from .conftest import run_cli, synth_argv
+
 
 def test_reserve_settle_and_refuse(tmp_path):
     store = BudgetStore(tmp_path / "b.db")
@@ -114,42 +116,17 @@ def test_budget_show_and_unknown_dataset(tmp_path, capsys):
 
 def test_synth_draws_on_the_store_and_is_refused_before_reading_silos(schema_path, silo_paths, tmp_path, capsys):
     store = tmp_path / "b.db"
-    common = [
-        "--schema",
-        schema_path,
-        "--epsilon",
-        "1",
-        "--delta",
-        "1e-9",
-        "--quiet",
-        "--seed",
-        "1",
-        "--workload-size",
-        "2",
-        "--budget-store",
-        store,
-        "--dataset-id",
-        "toy",
-    ]
+    common = {
+        "schema": schema_path,
+        "quiet": True,
+        "seed": 1,
+        "workload_size": 2,
+        "budget_store": store,
+        "dataset_id": "toy",
+    }
     first = tmp_path / "a.csv"
-    args = [
-        "synth",
-        "--method",
-        "flaim",
-        "--silo",
-        silo_paths[0],
-        "--silo",
-        silo_paths[1],
-        "--out",
-        first,
-        "--total-epsilon",
-        "1.2",
-        "--rounds",
-        "3",
-        *common,
-    ]
-    assert main([str(a) for a in args]) == 0
-    capsys.readouterr()
+    args = synth_argv("flaim", silos=silo_paths[:2], out=first, total_epsilon=1.2, rounds=3, **common)
+    assert run_cli(*args, capsys=capsys).returncode == 0
     budget = BudgetStore(store).budget("toy")
     assert budget.runs[0]["status"] == "complete"
     assert budget.runs[0]["rho_spent"] == pytest.approx(epsilon_to_rho(1.0, 1e-9))
@@ -157,17 +134,15 @@ def test_synth_draws_on_the_store_and_is_refused_before_reading_silos(schema_pat
     bad = tmp_path / "bad.csv"
     bad.write_text(silo_paths[2].read_text().replace(",F,", ",X,", 1))
     second = tmp_path / "b.csv"
-    args = ["synth", "--method", "aim", "--silo", bad, "--out", second, *common]
-    assert main([str(a) for a in args]) == 1
-    err = capsys.readouterr().err
+    code, _, err = run_cli(*synth_argv("aim", silos=[bad], out=second, **common), capsys=capsys)
+    assert code == 1
     assert "refused" in err and "no silo was read" in err and "'X'" not in err
     assert not second.exists() and not second.with_suffix(".ledger.json").exists()
     # a run rejected for bad input after reserving gives its reservation back (nothing released)
     third = tmp_path / "c.csv"
-    small = [str(a) for a in common]
-    small[small.index("--epsilon") + 1] = "0.1"
-    args = ["synth", "--method", "aim", "--silo", str(bad), "--out", str(third), *small]
-    assert main(args) == 2
-    assert "'X'" in capsys.readouterr().err
+    args = synth_argv("aim", silos=[bad], out=third, epsilon=0.1, **common)
+    code, _, err = run_cli(*args, capsys=capsys)
+    assert code == 2
+    assert "'X'" in err
     runs = BudgetStore(store).budget("toy").runs
     assert [r["status"] for r in runs] == ["complete", "rejected"] and runs[1]["rho_spent"] == 0.0

@@ -1,47 +1,21 @@
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
 from privsyn_fed.cli import main
 
-from .conftest import assert_cli_audit_objects_only_to_the_seed, make_frame
-
-
-def run_cli(args, capsys):
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def synth_args(schema_path, silos, out, *extra):
-    args = [
-        "synth",
-        "--method",
-        "aim",
-        "--schema",
-        schema_path,
-        "--epsilon",
-        "1",
-        "--delta",
-        "1e-9",
-        "--out",
-        out,
-        "--quiet",
-    ]
-    for s in silos:
-        args += ["--silo", s]
-    return args + list(extra)
+from .conftest import (
+    assert_cli_audit_objects_only_to_the_seed,
+    assert_one_line_error,
+    make_frame,
+    run_cli,
+    synth_argv,
+)
 
 
 def assert_input_error(code, err, fragment, out_path):
-    assert code == 2
-    lines = [l for l in err.strip().splitlines() if l]
-    assert len(lines) == 1, err
-    assert fragment in lines[0]
-    assert "Traceback" not in err
+    assert code == 2, err
+    assert_one_line_error(err, fragment)
     assert not out_path.exists()
     assert not out_path.with_suffix(".ledger.json").exists()
 
@@ -80,7 +54,7 @@ def test_bad_silo_input_exits_2_naming_the_problem(case, fragment, schema_path, 
     else:
         bad.write_text(lines[0] + "\n")
     out = tmp_path / "syn.csv"
-    code, _, err = run_cli(synth_args(schema_path, silo_paths, out), capsys)
+    code, _, err = run_cli(*synth_argv(schema=schema_path, silos=silo_paths, out=out, quiet=True), capsys=capsys)
     assert_input_error(code, err, fragment, out)
     assert str(bad) in err
     if case in ("unknown_category", "non_numeric", "missing_value"):
@@ -97,7 +71,7 @@ def test_bad_silo_input_exits_2_naming_the_problem(case, fragment, schema_path, 
 def test_bad_schema_exits_2(schema_text, fragment, schema_path, silo_paths, tmp_path, capsys):
     schema_path.write_text(schema_text)
     out = tmp_path / "syn.csv"
-    code, _, err = run_cli(synth_args(schema_path, silo_paths, out), capsys)
+    code, _, err = run_cli(*synth_argv(schema=schema_path, silos=silo_paths, out=out, quiet=True), capsys=capsys)
     assert_input_error(code, err, fragment, out)
 
 
@@ -113,23 +87,21 @@ def test_bad_schema_exits_2(schema_text, fragment, schema_path, silo_paths, tmp_
 )
 def test_bad_budget_exits_2(eps, delta, fragment, schema_path, silo_paths, tmp_path, capsys):
     out = tmp_path / "syn.csv"
-    args = synth_args(schema_path, silo_paths, out)
-    args[args.index("--epsilon") + 1] = eps
-    args[args.index("--delta") + 1] = delta
-    code, _, err = run_cli(args, capsys)
+    args = synth_argv(schema=schema_path, silos=silo_paths, out=out, epsilon=eps, delta=delta, quiet=True)
+    code, _, err = run_cli(*args, capsys=capsys)
     assert_input_error(code, err, fragment, out)
 
 
 def test_output_folder_must_exist(schema_path, silo_paths, tmp_path, capsys):
     out = tmp_path / "no-such-folder" / "syn.csv"
-    code, _, err = run_cli(synth_args(schema_path, silo_paths, out), capsys)
+    code, _, err = run_cli(*synth_argv(schema=schema_path, silos=silo_paths, out=out, quiet=True), capsys=capsys)
     assert_input_error(code, err, "does not exist", out)
 
 
 def test_existing_output_is_not_replaced_without_force(schema_path, silo_paths, tmp_path, capsys):
     out = tmp_path / "syn.csv"
     out.write_text("earlier release\n")
-    code, _, err = run_cli(synth_args(schema_path, silo_paths, out), capsys)
+    code, _, err = run_cli(*synth_argv(schema=schema_path, silos=silo_paths, out=out, quiet=True), capsys=capsys)
     assert code == 2 and "already exists" in err
     assert out.read_text() == "earlier release\n"
 
@@ -143,14 +115,11 @@ def test_usage_errors_exit_2(capsys):
 def test_end_to_end_synth_then_audit(schema_path, silo_paths, tmp_path):
     """The installed command, as a user runs it: a CSV and a ledger that audit accepts."""
     out = tmp_path / "syn.csv"
-    env = dict(os.environ)
-    cmd = [sys.executable, "-m", "privsyn_fed"] + [
-        str(a)
-        for a in synth_args(
-            schema_path, silo_paths, out, "--seed", "3", "--rounds", "10", "--pgm-iters", "200", "--rows", "250"
+    proc = run_cli(
+        *synth_argv(
+            schema=schema_path, silos=silo_paths, out=out, quiet=True, seed=3, rounds=10, pgm_iters=200, rows=250
         )
-    ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    )
     assert proc.returncode == 0, proc.stderr
     ledger = out.with_suffix(".ledger.json")
     header = out.read_text().splitlines()[0]
@@ -158,15 +127,11 @@ def test_end_to_end_synth_then_audit(schema_path, silo_paths, tmp_path):
     assert len(out.read_text().splitlines()) == 251
     led = json.loads(ledger.read_text())
     assert led["method"] == "aim" and led["seeded"] is True
-    audit = subprocess.run(
-        [sys.executable, "-m", "privsyn_fed", "audit", str(ledger)], capture_output=True, text=True, timeout=120
-    )
+    audit = run_cli("audit", ledger, timeout=120)
     assert_cli_audit_objects_only_to_the_seed(audit.stdout, audit.returncode)
     led["entries"][0]["sigma"] *= 2
     ledger.write_text(json.dumps(led))
-    audit = subprocess.run(
-        [sys.executable, "-m", "privsyn_fed", "audit", str(ledger)], capture_output=True, text=True, timeout=120
-    )
+    audit = run_cli("audit", ledger, timeout=120)
     assert audit.returncode == 1 and "PROBLEM" in audit.stdout
 
 
@@ -174,7 +139,8 @@ def test_clipped_values_are_reported_to_the_operator_not_an_error(schema_path, s
     edit_silo(silo_paths[0], "\n", "\n200,50,F,north,no\n")  # age 200 > upper bound 90
     out = tmp_path / "syn.csv"
     code, _, err = run_cli(
-        synth_args(schema_path, silo_paths, out, "--seed", "1", "--rounds", "10", "--pgm-iters", "100"), capsys
+        *synth_argv(schema=schema_path, silos=silo_paths, out=out, quiet=True, seed=1, rounds=10, pgm_iters=100),
+        capsys=capsys,
     )
     assert code == 0, err
     assert "1 value(s) of 'age'" in err and "clipped" in err
@@ -184,114 +150,92 @@ def test_clipped_values_are_reported_to_the_operator_not_an_error(schema_path, s
 def test_internal_failure_is_one_line_exit_1_and_leaves_a_failed_ledger(
     schema_path, silo_paths, tmp_path, capsys, monkeypatch
 ):
-    import privsyn_fed.methods.aim as aim
+    from privsyn_fed.methods import pgm
 
     def broken(*args, **kwargs):
         raise RuntimeError("model fit diverged")
 
-    monkeypatch.setattr(aim.pgm.ModelFitter, "fit", broken)
+    monkeypatch.setattr(pgm.ModelFitter, "fit", broken)
     monkeypatch.delenv("PRIVSYN_FED_DEBUG", raising=False)
     out = tmp_path / "syn.csv"
-    code, _, err = run_cli(synth_args(schema_path, silo_paths, out, "--seed", "1", "--rounds", "10"), capsys)
-    assert code == 1
-    assert "internal error: RuntimeError: model fit diverged" in err and "Traceback" not in err
+    proc = run_cli(
+        *synth_argv(schema=schema_path, silos=silo_paths, out=out, quiet=True, seed=1, rounds=10), capsys=capsys
+    )
+    assert_one_line_error(proc, "internal error: RuntimeError: model fit diverged", status=1)
     assert not out.exists()
     led = json.loads(out.with_suffix(".ledger.json").read_text())
     assert led["status"] == "failed"
     assert len(led["entries"]) == 5  # the five 1-way measurements were released before the failure
 
 
-def federated_args(schema_path, silos, out, method, *extra):
-    args = synth_args(schema_path, silos, out, *extra)
-    args[args.index("aim")] = method
-    return args
-
-
 @pytest.mark.parametrize("method, extra", [("flaim", ["--variant", "private"]), ("distaim", [])])
 def test_federated_synth_from_silo_files_then_audit(method, extra, schema_path, silo_paths, tmp_path):
     out = tmp_path / f"{method}.csv"
-    cmd = [sys.executable, "-m", "privsyn_fed"] + [
-        str(a)
-        for a in federated_args(
-            schema_path, silo_paths, out, method, "--seed", "2", "--rounds", "3", "--workload-size", "4", *extra
-        )
-    ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    args = synth_argv(
+        method, schema=schema_path, silos=silo_paths, out=out, quiet=True, seed=2, rounds=3, workload_size=4
+    )
+    proc = run_cli(*args, *extra)
     assert proc.returncode == 0, proc.stderr
     assert "communication: 3 of 3 silos took part" in proc.stdout
     assert out.read_text().splitlines()[0] == "age,income,sex,region,label"
     led = json.loads(out.with_suffix(".ledger.json").read_text())
     assert led["method"] == method and led["status"] == "complete"
     assert led["details"]["traffic"]["bytes_sent_total"] > 0
-    audit = subprocess.run(
-        [sys.executable, "-m", "privsyn_fed", "audit", str(out.with_suffix(".ledger.json"))],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    audit = run_cli("audit", out.with_suffix(".ledger.json"), timeout=120)
     assert_cli_audit_objects_only_to_the_seed(audit.stdout, audit.returncode)
 
 
 def test_saved_model_gives_the_holdout_likelihood(schema_path, silo_paths, tmp_path, capsys):
     out, model = tmp_path / "f.csv", tmp_path / "f.model.npz"
-    code, stdout, err = run_cli(
-        federated_args(
-            schema_path,
-            silo_paths,
-            out,
-            "flaim",
-            "--seed",
-            "2",
-            "--rounds",
-            "2",
-            "--workload-size",
-            "3",
-            "--model-out",
-            model,
-        ),
-        capsys,
+    args = synth_argv(
+        "flaim",
+        schema=schema_path,
+        silos=silo_paths,
+        out=out,
+        quiet=True,
+        seed=2,
+        rounds=2,
+        workload_size=3,
+        model_out=model,
     )
+    code, stdout, err = run_cli(*args, capsys=capsys)
     assert code == 0, err
     hold = tmp_path / "hold.csv"
     make_frame(200, 8).to_csv(hold, index=False)
     report = tmp_path / "eval.json"
     code, stdout, err = run_cli(
-        [
-            "evaluate",
-            "--real",
-            silo_paths[0],
-            "--synthetic",
-            out,
-            "--schema",
-            schema_path,
-            "--holdout",
-            hold,
-            "--model",
-            model,
-            "--json",
-            report,
-        ],
-        capsys,
+        "evaluate",
+        "--real",
+        silo_paths[0],
+        "--synthetic",
+        out,
+        "--schema",
+        schema_path,
+        "--holdout",
+        hold,
+        "--model",
+        model,
+        "--json",
+        report,
+        capsys=capsys,
     )
     assert code == 0, err
     nll = json.loads(report.read_text())["nll"]
     assert 0 < nll["median"] <= nll["mean"] * 1.5 and nll["mean"] < 40 and "negative log-likelihood" in stdout
     model.write_bytes(b"not a model")
     code, _, err = run_cli(
-        [
-            "evaluate",
-            "--real",
-            silo_paths[0],
-            "--synthetic",
-            out,
-            "--schema",
-            schema_path,
-            "--holdout",
-            hold,
-            "--model",
-            model,
-        ],
-        capsys,
+        "evaluate",
+        "--real",
+        silo_paths[0],
+        "--synthetic",
+        out,
+        "--schema",
+        schema_path,
+        "--holdout",
+        hold,
+        "--model",
+        model,
+        capsys=capsys,
     )
     assert code == 2 and "not a readable privsyn-fed model" in err
 
@@ -300,7 +244,9 @@ def test_saved_model_gives_the_holdout_likelihood(schema_path, silo_paths, tmp_p
 def test_federated_bad_silo_is_rejected_before_any_spend(method, schema_path, silo_paths, tmp_path, capsys):
     edit_silo(silo_paths[2], "age,", "agee,")
     out = tmp_path / "x.csv"
-    code, _, err = run_cli(federated_args(schema_path, silo_paths, out, method, "--seed", "1"), capsys)
+    code, _, err = run_cli(
+        *synth_argv(method, schema=schema_path, silos=silo_paths, out=out, quiet=True, seed=1), capsys=capsys
+    )
     assert_input_error(code, err, str(silo_paths[2]), out)
 
 
@@ -315,61 +261,66 @@ def test_federated_bad_silo_is_rejected_before_any_spend(method, schema_path, si
 )
 def test_federated_usage_errors(args, fragment, schema_path, silo_paths, tmp_path, capsys):
     out = tmp_path / "x.csv"
-    base = synth_args(schema_path, silo_paths, out)
-    base = base[:1] + args + base[3:]
-    code, _, err = run_cli(base, capsys)
+    method, *extra = args[1:]  # each case opens with --method
+    code, _, err = run_cli(
+        *synth_argv(method, schema=schema_path, silos=silo_paths, out=out, quiet=True), *extra, capsys=capsys
+    )
     assert_input_error(code, err, fragment, out)
 
 
 def test_federated_methods_need_two_silos(schema_path, silo_paths, tmp_path, capsys):
     out = tmp_path / "x.csv"
-    code, _, err = run_cli(federated_args(schema_path, silo_paths[:1], out, "flaim"), capsys)
+    code, _, err = run_cli(
+        *synth_argv("flaim", schema=schema_path, silos=silo_paths[:1], out=out, quiet=True), capsys=capsys
+    )
     assert_input_error(code, err, "needs at least 2 silos", out)
 
 
 def test_oracle_variant_warns_loudly(schema_path, silo_paths, tmp_path, capsys):
     out = tmp_path / "o.csv"
-    code, _, err = run_cli(
-        federated_args(
-            schema_path,
-            silo_paths,
-            out,
-            "flaim",
-            "--variant",
-            "oracle",
-            "--seed",
-            "1",
-            "--rounds",
-            "1",
-            "--workload-size",
-            "2",
-        ),
-        capsys,
+    args = synth_argv(
+        "flaim",
+        schema=schema_path,
+        silos=silo_paths,
+        out=out,
+        quiet=True,
+        variant="oracle",
+        seed=1,
+        rounds=1,
+        workload_size=2,
     )
+    code, _, err = run_cli(*args, capsys=capsys)
     assert code == 0
     assert "NO differential-privacy guarantee" in err
-    code, out_text, _ = run_cli(["audit", out.with_suffix(".ledger.json")], capsys)
+    code, out_text, _ = run_cli("audit", out.with_suffix(".ledger.json"), capsys=capsys)
     assert code == 1 and "NOT PRIVATE" in out_text
 
 
 def test_fedtda_from_silo_files_then_audit(schema_path, silo_paths, tmp_path, capsys):
     out = tmp_path / "t.csv"
-    code, stdout, err = run_cli(
-        federated_args(
-            schema_path, silo_paths, out, "fedtda", "--seed", "1", "--split", "0.1,0.2,0.3,0.4", "--components", "3"
-        ),
-        capsys,
+    args = synth_argv(
+        "fedtda",
+        schema=schema_path,
+        silos=silo_paths,
+        out=out,
+        quiet=True,
+        seed=1,
+        split="0.1,0.2,0.3,0.4",
+        components=3,
     )
+    code, stdout, err = run_cli(*args, capsys=capsys)
     assert code == 0, err
     led = json.loads(out.with_suffix(".ledger.json").read_text())
     assert led["method"] == "fedtda" and len(led["entries"]) == 4
-    code, stdout, _ = run_cli(["audit", out.with_suffix(".ledger.json")], capsys)
+    code, stdout, _ = run_cli("audit", out.with_suffix(".ledger.json"), capsys=capsys)
     assert_cli_audit_objects_only_to_the_seed(stdout, code)
     code, _, err = run_cli(
-        federated_args(schema_path, silo_paths, tmp_path / "u.csv", "fedtda", "--rounds", "3"), capsys
+        *synth_argv("fedtda", schema=schema_path, silos=silo_paths, out=tmp_path / "u.csv", quiet=True, rounds=3),
+        capsys=capsys,
     )
     assert code == 2 and "--rounds applies to --method aim or distaim or flaim" in err
     code, _, err = run_cli(
-        federated_args(schema_path, silo_paths, tmp_path / "v.csv", "fedtda", "--split", "1,2"), capsys
+        *synth_argv("fedtda", schema=schema_path, silos=silo_paths, out=tmp_path / "v.csv", quiet=True, split="1,2"),
+        capsys=capsys,
     )
     assert code == 2 and "--split" in err

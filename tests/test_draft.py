@@ -29,21 +29,9 @@ from privsyn_fed.schema.cells import MISSING_TOKENS
 from privsyn_fed.schema.dictionary import read_dictionary
 from privsyn_fed.schema.draft import DRAFT_NOTE_KEY, draft_frame, round_outward
 
+from .conftest import assert_one_line_error, run_cli, synth_argv
+
 ACS = "/work/shared/data/nist-acs-excerpts"
-
-
-def run_cli(args, capsys):
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def assert_one_line_error(code, err, *fragments):
-    lines = [line for line in err.strip().splitlines() if line]
-    assert code == 2 and len(lines) == 1, err
-    assert "Traceback" not in err
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
 
 
 def quiet_draft(df, **kw):
@@ -234,8 +222,18 @@ def table(tmp_path):
 def test_draft_command_writes_a_loadable_schema_with_its_warning(table, tmp_path, capsys):
     out = tmp_path / "schema.json"
     code, stdout, err = run_cli(
-        ["schema", "draft", table, "--out", out, "--bins", "16", "--missing-value", "N", "--categorical-max", "3"],
-        capsys,
+        "schema",
+        "draft",
+        table,
+        "--out",
+        out,
+        "--bins",
+        "16",
+        "--missing-value",
+        "N",
+        "--categorical-max",
+        "3",
+        capsys=capsys,
     )
     assert code == 0, err
     assert "wrote" in stdout and "NOT PRIVATE" in err
@@ -252,20 +250,20 @@ def test_draft_command_writes_a_loadable_schema_with_its_warning(table, tmp_path
 
 def test_draft_then_synth_on_the_same_table(table, tmp_path, capsys):
     out = tmp_path / "schema.json"
-    assert run_cli(["schema", "draft", table, "--out", out, "--missing-value", "N"], capsys)[0] == 0
+    assert run_cli("schema", "draft", table, "--out", out, "--missing-value", "N", capsys=capsys).returncode == 0
     synthetic, ledger = tmp_path / "synthetic.csv", tmp_path / "synthetic.ledger.json"
-    args = ["synth", "--method", "independent", "--schema", out, "--silo", table, "--epsilon", "1"]
-    store = ["--budget-store", tmp_path / "b.db", "--dataset-id", "t", "--total-epsilon", "2"]
+    store = {"budget_store": tmp_path / "b.db", "dataset_id": "t", "total_epsilon": 2}
+    args = synth_argv("independent", schema=out, silos=[table], out=synthetic, quiet=True, **store)
     # a draft still carrying its not-private note is refused before any budget is reserved
-    code, _, err = run_cli([*args, "--delta", "1e-9", "--out", synthetic, "--quiet", *store], capsys)
-    assert_one_line_error(code, err, str(out), 'delete the "_draft" note')
+    proc = run_cli(*args, capsys=capsys)
+    assert_one_line_error(proc, str(out), 'delete the "_draft" note')
     assert not synthetic.exists() and not ledger.exists()
     assert not (tmp_path / "b.db").exists()  # nothing reserved: the store was not even made
     # reviewed: the note deleted (here the bounds are kept as drafted)
     document = json.loads(out.read_text())
     del document[DRAFT_NOTE_KEY]
     out.write_text(json.dumps(document))
-    code, stdout, err = run_cli([*args, "--delta", "1e-9", "--out", synthetic, "--quiet", *store], capsys)
+    code, stdout, err = run_cli(*args, capsys=capsys)
     assert code == 0, err
     assert list(pd.read_csv(synthetic).columns) == ["age", "income", "sex", "region"]
 
@@ -284,14 +282,14 @@ def test_a_private_draft_is_refused_by_the_api_until_reviewed(table):
 def test_draft_refuses_to_replace_without_force_and_a_missing_folder(table, tmp_path, capsys):
     out = tmp_path / "schema.json"
     out.write_text("keep")
-    code, _, err = run_cli(["schema", "draft", table, "--out", out], capsys)
-    assert_one_line_error(code, err, str(out), "--force")
+    proc = run_cli("schema", "draft", table, "--out", out, capsys=capsys)
+    assert_one_line_error(proc, str(out), "--force")
     assert out.read_text() == "keep"
-    assert run_cli(["schema", "draft", table, "--out", out, "--force"], capsys)[0] == 0
+    assert run_cli("schema", "draft", table, "--out", out, "--force", capsys=capsys).returncode == 0
     assert pf.Schema.load(out)
     missing = tmp_path / "no" / "schema.json"
-    code, _, err = run_cli(["schema", "draft", table, "--out", missing], capsys)
-    assert_one_line_error(code, err, str(missing), "does not exist")
+    proc = run_cli("schema", "draft", table, "--out", missing, capsys=capsys)
+    assert_one_line_error(proc, str(missing), "does not exist")
     assert not missing.parent.exists()
 
 
@@ -336,10 +334,10 @@ def test_bad_data_is_one_line_and_writes_nothing(make, fragment, dp, tmp_path, c
     data = make(tmp_path)
     out, store = tmp_path / "schema.json", tmp_path / "budget.db"
     extra = ["--dp", "50", "--delta", "1e-6", "--budget-store", store, "--dataset-id", "d", "--total-epsilon", "60"]
-    code, _, err = run_cli(["schema", "draft", data, "--out", out, *(extra if dp else [])], capsys)
+    proc = run_cli("schema", "draft", data, "--out", out, *(extra if dp else []), capsys=capsys)
     if dp and fragment == "no rows":  # under DP an empty table is drafted like any other (nothing is refused)
         return
-    assert_one_line_error(code, err, str(data), fragment)
+    assert_one_line_error(proc, str(data), fragment)
     assert not out.exists() and not out.with_suffix(".ledger.json").exists()
     if dp and store.exists():  # a refused request charges nothing
         assert BudgetStore(store).budget("d").rho_committed == 0
@@ -358,7 +356,7 @@ def test_dictionary_gives_a_public_schema(tmp_path, capsys):
     path = tmp_path / "dict.csv"
     path.write_text(DICTIONARY)
     out = tmp_path / "schema.json"
-    code, stdout, err = run_cli(["schema", "from-dictionary", path, "--out", out, "--bins", "8"], capsys)
+    code, stdout, err = run_cli("schema", "from-dictionary", path, "--out", out, "--bins", "8", capsys=capsys)
     assert code == 0, err
     doc = json.loads(out.read_text())
     assert DRAFT_NOTE_KEY not in doc
@@ -389,16 +387,16 @@ def test_dictionary_faults_name_the_file_line_and_column(row, fragment, tmp_path
     path = tmp_path / "dict.csv"
     path.write_text("name,type,min,max,categories,bins,integer,missing,missing_values,description\n" + row + "\n")
     out = tmp_path / "schema.json"
-    code, _, err = run_cli(["schema", "from-dictionary", path, "--out", out], capsys)
-    assert_one_line_error(code, err, str(path), fragment)
+    proc = run_cli("schema", "from-dictionary", path, "--out", out, capsys=capsys)
+    assert_one_line_error(proc, str(path), fragment)
     assert not out.exists()
 
 
 def test_dictionary_header_faults(tmp_path, capsys):
     path = tmp_path / "dict.csv"
     path.write_text("name,type,catgories\nsex,categorical,F|M\n")
-    code, _, err = run_cli(["schema", "from-dictionary", path, "--out", tmp_path / "s.json"], capsys)
-    assert_one_line_error(code, err, str(path), "line 1: unknown column 'catgories'")
+    proc = run_cli("schema", "from-dictionary", path, "--out", tmp_path / "s.json", capsys=capsys)
+    assert_one_line_error(proc, str(path), "line 1: unknown column 'catgories'")
 
 
 @pytest.mark.skipif(not os.path.exists(f"{ACS}/data_dictionary.json"), reason="the NIST ACS excerpts are not here")
@@ -568,7 +566,7 @@ def dp_args(data, out, epsilon="50", *extra):
 def test_dp_draft_releases_a_usable_schema_and_a_ledger_that_audits(dp_table, tmp_path, capsys):
     """At epsilon 50 over 2,000 rows every decision below holds but with probability under 1e-5."""
     out = tmp_path / "schema.json"
-    code, stdout, err = run_cli(dp_args(dp_table, out), capsys)
+    code, stdout, err = run_cli(*dp_args(dp_table, out), capsys=capsys)
     assert code == 0, err
     doc = json.loads(out.read_text())
     note = doc[DRAFT_NOTE_KEY]
@@ -588,7 +586,7 @@ def test_dp_draft_releases_a_usable_schema_and_a_ledger_that_audits(dp_table, tm
     assert [e["column"] for e in thresholds] == ["sex", "city", "id"]
     assert ledger["delta"] == pytest.approx(ledger["delta_conversion"] + sum(e["delta"] for e in thresholds))
     assert ledger["delta"] <= 1e-6 and ledger["epsilon"] <= 50 * (1 + 1e-9)
-    assert run_cli(["audit", tmp_path / "schema.ledger.json"], capsys)[0] == 0
+    assert run_cli("audit", tmp_path / "schema.ledger.json", capsys=capsys).returncode == 0
     kept = tmp_path / "kept.csv"
     pd.read_csv(dp_table, dtype=str, keep_default_na=False).drop(columns=["id"]).to_csv(kept, index=False)
     pf.Silo.load(kept, pf.Schema.load(out))
@@ -663,14 +661,14 @@ def _tamper_column(led):
 )
 def test_tampering_with_a_drafting_ledger_fails_the_audit(tamper, fragment, dp_table, tmp_path, capsys):
     out = tmp_path / "schema.json"
-    assert run_cli(dp_args(dp_table, out), capsys)[0] == 0
+    assert run_cli(*dp_args(dp_table, out), capsys=capsys).returncode == 0
     led = load_ledger(tmp_path / "schema.ledger.json")
     tamper(led)
     problems = audit_ledger(led).problems
     assert any(fragment in p for p in problems), problems
     path = tmp_path / "tampered.json"
     path.write_text(json.dumps(led))
-    code, stdout, _ = run_cli(["audit", path], capsys)
+    code, stdout, _ = run_cli("audit", path, capsys=capsys)
     assert code == 1 and "FAILED" in stdout
 
 
@@ -698,18 +696,18 @@ def test_too_small_a_budget_is_refused_before_anything(dp_table, tmp_path, capsy
     BudgetStore(store).reserve("d", epsilon=0.01, delta=1e-6, method="aim", total_epsilon=5).settle(0.0, "rejected")
     before = store.read_bytes()
     extra = ["--budget-store", store, "--dataset-id", "d"]
-    code, _, err = run_cli(dp_args(dp_table, out, "0.01", *extra), capsys)
-    assert_one_line_error(code, err, "--dp 0.01 is too small", "column 'age'", "--dp needs at least")
-    need = float(err.split("at least ")[1].split()[0])
+    proc = run_cli(*dp_args(dp_table, out, "0.01", *extra), capsys=capsys)
+    assert_one_line_error(proc, "--dp 0.01 is too small", "column 'age'", "--dp needs at least")
+    need = float(proc.stderr.split("at least ")[1].split()[0])
     assert not out.exists() and not (tmp_path / "schema.ledger.json").exists()
     assert store.read_bytes() == before  # nothing reserved
-    assert run_cli(dp_args(dp_table, out, str(need)), capsys)[0] == 0  # the epsilon it names suffices
+    assert run_cli(*dp_args(dp_table, out, str(need)), capsys=capsys).returncode == 0  # the epsilon it names suffices
 
 
 def test_dp_draft_draws_on_the_budget_store_and_settles_at_its_spend(dp_table, tmp_path, capsys):
     out, store = tmp_path / "schema.json", tmp_path / "budget.db"
     extra = ["--budget-store", store, "--dataset-id", "people", "--total-epsilon", "60"]
-    code, _, err = run_cli(dp_args(dp_table, out, "50", *extra), capsys)
+    code, _, err = run_cli(*dp_args(dp_table, out, "50", *extra), capsys=capsys)
     assert code == 0, err
     ledger = load_ledger(tmp_path / "schema.ledger.json")
     assert ledger["details"]["budget_store"]["dataset_id"] == "people"
@@ -722,7 +720,9 @@ def test_dp_draft_draws_on_the_budget_store_and_settles_at_its_spend(dp_table, t
     assert budget.rho_total == pytest.approx(epsilon_to_rho(60, 1e-6 - slack))  # the thresholds' deltas are spent
     # a second draft of 50 does not fit in what is left: refused, nothing charged or written
     out2 = tmp_path / "again.json"
-    code, _, err = run_cli(dp_args(dp_table, out2, "50", "--budget-store", store, "--dataset-id", "people"), capsys)
+    code, _, err = run_cli(
+        *dp_args(dp_table, out2, "50", "--budget-store", store, "--dataset-id", "people"), capsys=capsys
+    )
     assert code == 1 and "refused" in err and "no silo was read" in err
     assert not out2.exists() and not (tmp_path / "again.ledger.json").exists()
     assert len(BudgetStore(store).budget("people").runs) == 1
@@ -732,8 +732,8 @@ def test_a_draft_failing_on_its_rows_settles_at_zero(tmp_path, capsys):
     data = _bad_line_far_down(tmp_path)
     store = tmp_path / "budget.db"
     extra = ["--budget-store", store, "--dataset-id", "d", "--total-epsilon", "60"]
-    code, _, err = run_cli(dp_args(data, tmp_path / "s.json", "50", *extra), capsys)
-    assert_one_line_error(code, err, "line 300002")
+    proc = run_cli(*dp_args(data, tmp_path / "s.json", "50", *extra), capsys=capsys)
+    assert_one_line_error(proc, "line 300002")
     assert not (tmp_path / "s.json").exists() and not (tmp_path / "s.ledger.json").exists()
     (run,) = BudgetStore(store).budget("d").runs
     assert run["status"] == "rejected" and run["rho_spent"] == 0
@@ -767,8 +767,8 @@ def test_the_store_converts_at_delta_less_the_thresholds_deltas(tmp_path):
 )
 def test_option_faults_are_one_line(args, fragment, table, tmp_path, capsys):
     out = tmp_path / "schema.json"
-    code, _, err = run_cli(["schema", "draft", table, "--out", out, *args], capsys)
-    assert_one_line_error(code, err, fragment)
+    proc = run_cli("schema", "draft", table, "--out", out, *args, capsys=capsys)
+    assert_one_line_error(proc, fragment)
     assert not out.exists()
 
 
@@ -793,22 +793,22 @@ def test_missing_tokens_are_the_schemas():
 
 def test_dp_ledger_goes_where_asked_and_never_onto_an_input(dp_table, tmp_path, capsys):
     out, ledger = tmp_path / "schema.json", tmp_path / "drafting.json"
-    assert run_cli(dp_args(dp_table, out, "50", "--ledger", ledger), capsys)[0] == 0
+    assert run_cli(*dp_args(dp_table, out, "50", "--ledger", ledger), capsys=capsys).returncode == 0
     assert audit_ledger(load_ledger(ledger)).ok and not (tmp_path / "schema.ledger.json").exists()
-    code, _, err = run_cli(dp_args(dp_table, tmp_path / "other.json", "50", "--ledger", dp_table, "--force"), capsys)
-    assert_one_line_error(code, err, "--ledger", "same file")
+    proc = run_cli(*dp_args(dp_table, tmp_path / "other.json", "50", "--ledger", dp_table, "--force"), capsys=capsys)
+    assert_one_line_error(proc, "--ledger", "same file")
     assert pd.read_csv(dp_table).shape == (2000, 5)
-    code, _, err = run_cli(dp_args(dp_table, out, "50", "--ledger", ledger), capsys)
-    assert_one_line_error(code, err, "already exists")
+    proc = run_cli(*dp_args(dp_table, out, "50", "--ledger", ledger), capsys=capsys)
+    assert_one_line_error(proc, "already exists")
 
 
 def test_from_dictionary_replaces_only_with_force(tmp_path, capsys):
     path, out = tmp_path / "dict.csv", tmp_path / "schema.json"
     path.write_text(DICTIONARY)
     out.write_text("keep")
-    code, _, err = run_cli(["schema", "from-dictionary", path, "--out", out], capsys)
-    assert_one_line_error(code, err, str(out), "--force")
+    proc = run_cli("schema", "from-dictionary", path, "--out", out, capsys=capsys)
+    assert_one_line_error(proc, str(out), "--force")
     assert out.read_text() == "keep"
-    assert run_cli(["schema", "from-dictionary", path, "--out", out, "--force"], capsys)[0] == 0
-    code, _, err = run_cli(["schema", "from-dictionary", path, "--out", tmp_path / "no" / "s.json"], capsys)
-    assert_one_line_error(code, err, "does not exist")
+    assert run_cli("schema", "from-dictionary", path, "--out", out, "--force", capsys=capsys).returncode == 0
+    proc = run_cli("schema", "from-dictionary", path, "--out", tmp_path / "no" / "s.json", capsys=capsys)
+    assert_one_line_error(proc, "does not exist")

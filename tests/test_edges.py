@@ -17,48 +17,17 @@ import pandas as pd
 import pytest
 
 from privsyn_fed.accounting.budget_store import BudgetStore
-from privsyn_fed.cli import main
 
-from .conftest import make_frame
-
-
-def run(args, capsys):
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
+from .conftest import assert_one_line_error, make_frame, run_cli, synth_argv
 
 
-def synth(schema_path, silos, out, *extra, method="fedtda"):
-    args = [
-        "synth",
-        "--method",
-        method,
-        "--schema",
-        schema_path,
-        "--epsilon",
-        "1",
-        "--delta",
-        "1e-9",
-        "--out",
-        out,
-        "--quiet",
-        "--seed",
-        "3",
-    ]
-    for s in silos:
-        args += ["--silo", s]
-    return args + list(extra)
+def synth(schema_path, silos, out, method="fedtda", seed=3, **options):
+    """The synth command line of most tests here: fedtda unless another method is named, quiet, seeded."""
+    return synth_argv(method, schema=schema_path, silos=silos, out=out, quiet=True, seed=seed, **options)
 
 
 def snapshot(folder):
     return {p: p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file() and not p.is_symlink()}
-
-
-def one_line_refusal(code, err, fragment):
-    assert code == 2, err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    assert fragment in lines[0], lines[0]
 
 
 # ---- outputs that alias each other or an input (finding 1) ----------------------------------------
@@ -80,16 +49,16 @@ def one_line_refusal(code, err, fragment):
 )
 def test_synth_refuses_outputs_that_alias_inputs_or_each_other(case, schema_path, silo_paths, tmp_path, capsys):
     out = tmp_path / "syn.csv"
-    extra = ["--force"]
+    options = {"force": True}
     (tmp_path / "sub").mkdir()
     if case == "report=out":
         out = tmp_path / "syn.md"
-        extra += ["--report", tmp_path / "sub" / ".." / "syn.md"]
+        options["report"] = tmp_path / "sub" / ".." / "syn.md"
     elif case == "ledger=out-by-symlink":
         (tmp_path / "link.json").symlink_to(out)
-        extra += ["--ledger", tmp_path / "link.json"]
+        options["ledger"] = tmp_path / "link.json"
     elif case == "store=out":
-        extra += ["--budget-store", out, "--dataset-id", "d", "--total-epsilon", "2"]
+        options.update(budget_store=out, dataset_id="d", total_epsilon=2)
     elif case == "out=silo":
         out = silo_paths[0]
     elif case == "out=schema":
@@ -99,57 +68,55 @@ def test_synth_refuses_outputs_that_alias_inputs_or_each_other(case, schema_path
         os.link(silo_paths[1], out)
     elif case == "report=silo-symlink":
         (tmp_path / "r.html").symlink_to(tmp_path / "sub" / ".." / silo_paths[0].name)
-        extra += ["--report", tmp_path / "r.html"]
+        options["report"] = tmp_path / "r.html"
     elif case == "store=silo":
-        extra += ["--budget-store", silo_paths[1], "--dataset-id", "d", "--total-epsilon", "2"]
+        options.update(budget_store=silo_paths[1], dataset_id="d", total_epsilon=2)
     elif case == "ledger=schema":
-        extra += ["--ledger", schema_path]
+        options["ledger"] = schema_path
     before = snapshot(tmp_path)
-    code, _, err = run(synth(schema_path, silo_paths, out, *extra), capsys)
-    one_line_refusal(code, err, "is the same file as")
+    proc = run_cli(*synth(schema_path, silo_paths, out, **options), capsys=capsys)
+    assert_one_line_error(proc, "is the same file as")
     assert snapshot(tmp_path) == before
 
 
 def test_report_path_of_the_wrong_kind_is_refused_before_anything_is_read(schema_path, silo_paths, tmp_path, capsys):
-    code, _, err = run(synth(schema_path, silo_paths, tmp_path / "o.csv", "--report", tmp_path / "r.txt"), capsys)
-    one_line_refusal(code, err, "the report is written as .html or .md")
+    proc = run_cli(*synth(schema_path, silo_paths, tmp_path / "o.csv", report=tmp_path / "r.txt"), capsys=capsys)
+    assert_one_line_error(proc, "the report is written as .html or .md")
 
 
 def test_evaluate_and_audit_outputs_never_replace_inputs(schema_path, silo_paths, tmp_path, capsys):
     out = tmp_path / "syn.csv"
-    assert run(synth(schema_path, silo_paths, out), capsys)[0] == 0
+    assert run_cli(*synth(schema_path, silo_paths, out), capsys=capsys).returncode == 0
     before = snapshot(tmp_path)
     # evaluate --json pointed at its own --real file, with and without --force
     for force in ([], ["--force"]):
-        code, _, err = run(
-            [
-                "evaluate",
-                "--real",
-                silo_paths[0],
-                "--synthetic",
-                out,
-                "--schema",
-                schema_path,
-                "--json",
-                silo_paths[0],
-                *force,
-            ],
-            capsys,
+        proc = run_cli(
+            "evaluate",
+            "--real",
+            silo_paths[0],
+            "--synthetic",
+            out,
+            "--schema",
+            schema_path,
+            "--json",
+            silo_paths[0],
+            *force,
+            capsys=capsys,
         )
-        one_line_refusal(code, err, "already exists" if not force else "is the same file as")
+        assert_one_line_error(proc, "already exists" if not force else "is the same file as")
     # audit --report pointed at the ledger it reads
     ledger = tmp_path / "syn.ledger.json"
     (tmp_path / "alias.md").symlink_to(ledger)
-    code, _, err = run(["audit", ledger, "--report", tmp_path / "alias.md", "--force"], capsys)
+    code, _, err = run_cli("audit", ledger, "--report", tmp_path / "alias.md", "--force", capsys=capsys)
     assert code == 2 and "is the same file as" in err
     # an existing report is replaced only with --force
     report = tmp_path / "r.md"
     report.write_text("keep me")
     before = snapshot(tmp_path)
-    code, _, err = run(["audit", ledger, "--report", report], capsys)
-    one_line_refusal(code, err, "already exists")
+    proc = run_cli("audit", ledger, "--report", report, capsys=capsys)
+    assert_one_line_error(proc, "already exists")
     assert snapshot(tmp_path) == before
-    assert run(["audit", ledger, "--report", report, "--force"], capsys)[0] in (0, 1)
+    assert run_cli("audit", ledger, "--report", report, "--force", capsys=capsys).returncode in (0, 1)
     assert "keep me" not in report.read_text()
 
 
@@ -161,23 +128,11 @@ def test_outputs_in_a_read_only_folder_are_refused_before_any_reservation(schema
     locked.chmod(0o500)
     store = tmp_path / "b.db"
     try:
-        code, _, err = run(
-            synth(
-                schema_path,
-                silo_paths,
-                locked / "o.csv",
-                "--budget-store",
-                store,
-                "--dataset-id",
-                "d",
-                "--total-epsilon",
-                "2",
-            ),
-            capsys,
-        )
+        args = synth(schema_path, silo_paths, locked / "o.csv", budget_store=store, dataset_id="d", total_epsilon=2)
+        proc = run_cli(*args, capsys=capsys)
     finally:
         locked.chmod(0o700)
-    one_line_refusal(code, err, "is not writable")
+    assert_one_line_error(proc, "is not writable")
     assert not store.exists()
 
 
@@ -196,15 +151,15 @@ def test_one_silo_under_two_names_is_refused(spelling, schema_path, silo_paths, 
         "identical-string": lambda: first,
     }[spelling]()
     out = tmp_path / "o.csv"
-    code, _, err = run(synth(schema_path, [first, second, silo_paths[1]], out), capsys)
-    one_line_refusal(code, err, "same file")
+    proc = run_cli(*synth(schema_path, [first, second, silo_paths[1]], out), capsys=capsys)
+    assert_one_line_error(proc, "same file")
     assert not out.exists() and not out.with_suffix(".ledger.json").exists()
 
 
 def test_one_silo_twice_under_mpc_is_refused_before_any_party_starts(schema_path, silo_paths, tmp_path, capsys):
     out = tmp_path / "o.csv"
-    code, _, err = run(synth(schema_path, [silo_paths[0], silo_paths[0]], out, "--mpc"), capsys)
-    one_line_refusal(code, err, "given twice as --silo")
+    proc = run_cli(*synth(schema_path, [silo_paths[0], silo_paths[0]], out, mpc=True), capsys=capsys)
+    assert_one_line_error(proc, "given twice as --silo")
 
 
 def test_silos_with_identical_contents_need_the_flag_that_names_the_risk(schema_path, silo_paths, tmp_path, capsys):
@@ -212,25 +167,13 @@ def test_silos_with_identical_contents_need_the_flag_that_names_the_risk(schema_
     shutil.copyfile(silo_paths[0], copy)
     store = tmp_path / "b.db"
     out = tmp_path / "o.csv"
-    code, _, err = run(
-        synth(
-            schema_path,
-            [silo_paths[0], copy],
-            out,
-            "--budget-store",
-            store,
-            "--dataset-id",
-            "d",
-            "--total-epsilon",
-            "3",
-        ),
-        capsys,
-    )
-    one_line_refusal(code, err, "identical contents")
-    assert "--allow-identical-silos" in err and not out.exists()
+    args = synth(schema_path, [silo_paths[0], copy], out, budget_store=store, dataset_id="d", total_epsilon=3)
+    proc = run_cli(*args, capsys=capsys)
+    assert_one_line_error(proc, "identical contents")
+    assert "--allow-identical-silos" in proc.stderr and not out.exists()
     run_row = BudgetStore(store).budget("d").runs[0]
     assert run_row["status"] == "rejected" and run_row["rho_spent"] == 0.0  # nothing was spent
-    code, _, err = run(synth(schema_path, [silo_paths[0], copy], out, "--allow-identical-silos"), capsys)
+    code, _, err = run_cli(*synth(schema_path, [silo_paths[0], copy], out, allow_identical_silos=True), capsys=capsys)
     assert code == 0, err
 
 
@@ -241,8 +184,9 @@ def test_partition_force_leaves_no_stale_client_files(tmp_path, capsys):
     data = tmp_path / "data.csv"
     make_frame(800, 0).to_csv(data, index=False)
     out = tmp_path / "clients"
-    assert run(["partition", data, "--clients", "5", "--scheme", "iid", "--out", out], capsys)[0] == 0
-    assert run(["partition", data, "--clients", "3", "--scheme", "iid", "--out", out, "--force"], capsys)[0] == 0
+    split = ["partition", data, "--scheme", "iid", "--out", out]
+    assert run_cli(*split, "--clients", "5", capsys=capsys).returncode == 0
+    assert run_cli(*split, "--clients", "3", "--force", capsys=capsys).returncode == 0
     files = sorted(p.name for p in out.iterdir())
     assert files == ["client_000.csv", "client_001.csv", "client_002.csv", "manifest.json"]
     total = sum(len(pd.read_csv(out / f)) for f in files if f.endswith(".csv"))
@@ -256,23 +200,33 @@ def test_partition_force_never_replaces_a_folder_of_other_files_or_its_own_input
     notes = tmp_path / "notes.txt"
     notes.write_text("mine")
     before = snapshot(tmp_path)
-    code, _, err = run(["partition", data, "--clients", "2", "--scheme", "iid", "--out", tmp_path, "--force"], capsys)
-    one_line_refusal(code, err, "lies inside --out")
+    proc = run_cli("partition", data, "--clients", "2", "--scheme", "iid", "--out", tmp_path, "--force", capsys=capsys)
+    assert_one_line_error(proc, "lies inside --out")
     other = tmp_path / "other"
     other.mkdir()
     (other / "keep.txt").write_text("keep")
     before = snapshot(tmp_path)
-    code, _, err = run(["partition", data, "--clients", "2", "--scheme", "iid", "--out", other, "--force"], capsys)
-    one_line_refusal(code, err, "which partition did not write")
+    proc = run_cli("partition", data, "--clients", "2", "--scheme", "iid", "--out", other, "--force", capsys=capsys)
+    assert_one_line_error(proc, "which partition did not write")
     assert snapshot(tmp_path) == before
     # the table to split, as one of the client files of the folder being replaced
     clients = tmp_path / "clients"
-    assert run(["partition", data, "--clients", "2", "--scheme", "iid", "--out", clients], capsys)[0] == 0
-    code, _, err = run(
-        ["partition", clients / "client_000.csv", "--clients", "2", "--scheme", "iid", "--out", clients, "--force"],
-        capsys,
+    assert (
+        run_cli("partition", data, "--clients", "2", "--scheme", "iid", "--out", clients, capsys=capsys).returncode == 0
     )
-    one_line_refusal(code, err, "lies inside --out")
+    proc = run_cli(
+        "partition",
+        clients / "client_000.csv",
+        "--clients",
+        "2",
+        "--scheme",
+        "iid",
+        "--out",
+        clients,
+        "--force",
+        capsys=capsys,
+    )
+    assert_one_line_error(proc, "lies inside --out")
 
 
 # ---- a declared category equal to a missing token (finding 4) -------------------------------------
@@ -291,27 +245,8 @@ def test_declared_categories_win_over_missing_tokens(tmp_path, capsys):
     silo = tmp_path / "s.csv"
     pd.DataFrame({"region": regions, "x": [1.0] * 800}).to_csv(silo, index=False)
     out = tmp_path / "o.csv"
-    args = [
-        "synth",
-        "--method",
-        "fedtda",
-        "--schema",
-        schema_path,
-        "--silo",
-        silo,
-        "--epsilon",
-        "50",
-        "--delta",
-        "1e-9",
-        "--out",
-        out,
-        "--quiet",
-        "--rows",
-        "4000",
-        "--seed",
-        "1",
-    ]
-    assert run(args, capsys)[0] == 0
+    args = synth_argv("fedtda", schema=schema_path, silos=[silo], out=out, epsilon=50, quiet=True, rows=4000, seed=1)
+    assert run_cli(*args, capsys=capsys).returncode == 0
     column = pd.read_csv(out, dtype=str, keep_default_na=False)["region"]
     shares = column.value_counts(normalize=True)
     assert shares["NA"] == pytest.approx(300 / 800, abs=0.05)
@@ -326,55 +261,38 @@ def test_the_empty_category_cannot_also_be_missing(tmp_path, capsys):
     )
     silo = tmp_path / "s.csv"
     silo.write_text("c\na\n")
-    code, _, err = run(synth(schema_path, [silo], tmp_path / "o.csv"), capsys)
-    one_line_refusal(code, err, "cannot be told apart from a missing value")
+    proc = run_cli(*synth(schema_path, [silo], tmp_path / "o.csv"), capsys=capsys)
+    assert_one_line_error(proc, "cannot be told apart from a missing value")
 
 
 # ---- requests that could never succeed are refused before the reservation (findings 7, 8) ---------
 
 
 @pytest.mark.parametrize(
-    "method, extra, fragment",
+    "method, options, fragment",
     [
-        ("aim", ["--rows", "2000000000"], "more than the 1,000,000,000 rows"),
-        ("fedtda", ["--epsilon", "1e300"], "--epsilon must be a positive number up to 1000"),
-        ("aim", ["--rounds", "3"], "--rounds 3 is too small for 5 columns"),
-        ("aim", ["--workload-degree", "9"], "--workload-degree 9 is more than the 5 columns"),
-        ("aim", ["--seed", "-1"], "--seed must be a whole number"),
-        ("aim", ["--alpha", "1"], "--alpha must lie in (0, 1)"),
-        ("aim", ["--pgm-tol", "nan"], "--pgm-tol must be 0 or positive"),
-        ("aim", ["--max-model-size", "1e12"], "does not fit this machine"),
-        ("aim", ["--workload-seed", "-1"], "--workload-seed must be 0 or a positive whole number"),
-        ("fedtda", ["--split", "0.1,0.2,inf,0.3"], "--split needs four non-negative shares"),
-        ("distaim", ["--mpc", "--mpc-timeout", "0"], "--mpc-timeout must be a positive number"),
-        ("fedtda", ["--split", "0.1,0,0.5,0.4"], "--split gives the categorical histograms no budget"),
-        ("aim", ["--delta", "0.5"], "--delta must lie strictly between 0 and 0.1"),
+        ("aim", {"rows": "2000000000"}, "more than the 1,000,000,000 rows"),
+        ("fedtda", {"epsilon": "1e300"}, "--epsilon must be a positive number up to 1000"),
+        ("aim", {"rounds": "3"}, "--rounds 3 is too small for 5 columns"),
+        ("aim", {"workload_degree": "9"}, "--workload-degree 9 is more than the 5 columns"),
+        ("aim", {"seed": "-1"}, "--seed must be a whole number"),
+        ("aim", {"alpha": "1"}, "--alpha must lie in (0, 1)"),
+        ("aim", {"pgm_tol": "nan"}, "--pgm-tol must be 0 or positive"),
+        ("aim", {"max_model_size": "1e12"}, "does not fit this machine"),
+        ("aim", {"workload_seed": "-1"}, "--workload-seed must be 0 or a positive whole number"),
+        ("fedtda", {"split": "0.1,0.2,inf,0.3"}, "--split needs four non-negative shares"),
+        ("distaim", {"mpc": True, "mpc_timeout": "0"}, "--mpc-timeout must be a positive number"),
+        ("fedtda", {"split": "0.1,0,0.5,0.4"}, "--split gives the categorical histograms no budget"),
+        ("aim", {"delta": "0.5"}, "--delta must lie strictly between 0 and 0.1"),
     ],
 )
 def test_infeasible_requests_are_refused_before_the_budget_is_reserved(
-    method, extra, fragment, schema_path, silo_paths, tmp_path, capsys
+    method, options, fragment, schema_path, silo_paths, tmp_path, capsys
 ):
     store = tmp_path / "b.db"
     out = tmp_path / "o.csv"
-    args = synth(
-        schema_path,
-        silo_paths,
-        out,
-        "--budget-store",
-        store,
-        "--dataset-id",
-        "d",
-        "--total-epsilon",
-        "5",
-        method=method,
-    )
-    for i in range(0, len(extra), 2):  # replace an option the helper already set
-        if extra[i] in args:
-            args[args.index(extra[i]) + 1] = extra[i + 1]
-        else:
-            args += extra[i : i + 2]
-    code, _, err = run(args, capsys)
-    one_line_refusal(code, err, fragment)
+    args = synth(schema_path, silo_paths, out, method, budget_store=store, dataset_id="d", total_epsilon=5, **options)
+    assert_one_line_error(run_cli(*args, capsys=capsys), fragment)
     assert not out.exists() and not out.with_suffix(".ledger.json").exists()
     assert not store.exists()  # not even the store was touched
 
@@ -385,8 +303,8 @@ def test_a_workload_too_large_for_memory_is_refused_up_front(tmp_path, capsys):
     schema_path.write_text(json.dumps({"columns": cols}))
     silo = tmp_path / "s.csv"
     silo.write_text("c0,c1,c2\n1,2,3\n")
-    code, _, err = run(synth(schema_path, [silo], tmp_path / "o.csv", method="aim"), capsys)
-    one_line_refusal(code, err, "cells, more than 10,000,000")
+    proc = run_cli(*synth(schema_path, [silo], tmp_path / "o.csv", "aim"), capsys=capsys)
+    assert_one_line_error(proc, "cells, more than 10,000,000")
 
 
 @pytest.mark.parametrize(
@@ -405,8 +323,7 @@ def test_schemas_that_cannot_be_binned_are_refused(column, fragment, tmp_path, c
     schema_path.write_text(json.dumps({"columns": [column]}))
     silo = tmp_path / "s.csv"
     silo.write_text("x\n0\n")
-    code, _, err = run(synth(schema_path, [silo], tmp_path / "o.csv"), capsys)
-    one_line_refusal(code, err, fragment)
+    assert_one_line_error(run_cli(*synth(schema_path, [silo], tmp_path / "o.csv"), capsys=capsys), fragment)
 
 
 def test_whole_numbers_up_to_2_to_the_53_are_binned_exactly():
@@ -426,9 +343,7 @@ def test_whole_numbers_up_to_2_to_the_53_are_binned_exactly():
 
 def test_a_tiny_epsilon_still_gives_a_release(schema_path, silo_paths, tmp_path, capsys):
     out = tmp_path / "o.csv"
-    args = synth(schema_path, silo_paths, out, "--rows", "50")
-    args[args.index("--epsilon") + 1] = "1e-12"
-    code, _, err = run(args, capsys)
+    code, _, err = run_cli(*synth(schema_path, silo_paths, out, epsilon="1e-12", rows=50), capsys=capsys)
     assert code == 0, err
     assert len(pd.read_csv(out)) == 50
 
@@ -492,11 +407,10 @@ def test_failures_at_commit_keep_ledger_and_store_in_one_state(
             raise OSError(errno.ENOSPC, "No space left on device", str(out))
 
         monkeypatch.setattr(api.SynthResult, "write_csv", write_csv)
-    code, _, err = run(
-        synth(schema_path, silo_paths, out, "--budget-store", store, "--dataset-id", "d", "--total-epsilon", "3"),
-        capsys,
+    proc = run_cli(
+        *synth(schema_path, silo_paths, out, budget_store=store, dataset_id="d", total_epsilon=3), capsys=capsys
     )
-    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    assert_one_line_error(proc, status=1)
     assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".o.csv")]
     led = json.loads(out.with_suffix(".ledger.json").read_text())
     assert led["status"] in ("failed", "running") and led["rho_spent"] > 0
@@ -504,7 +418,7 @@ def test_failures_at_commit_keep_ledger_and_store_in_one_state(
     if failure == "store-settle-locked":
         # the store could not be written at all: the run stays counted at its whole reservation
         assert row["status"] == "reserved" and row["rho_spent"] is None
-        assert "budget settle" in err
+        assert "budget settle" in proc.stderr
     else:
         assert row["status"] == "failed" and row["rho_spent"] == pytest.approx(led["rho_spent"])
 
@@ -514,13 +428,8 @@ def test_a_run_rejected_before_any_mechanism_gives_its_reservation_back(schema_p
     bad.write_text(silo_paths[0].read_text().replace(",south,", ",mars,", 1))
     store = tmp_path / "b.db"
     out = tmp_path / "o.csv"
-    code, _, err = run(
-        synth(
-            schema_path, [bad, silo_paths[1]], out, "--budget-store", store, "--dataset-id", "d", "--total-epsilon", "3"
-        ),
-        capsys,
-    )
-    one_line_refusal(code, err, "'mars'")
+    args = synth(schema_path, [bad, silo_paths[1]], out, budget_store=store, dataset_id="d", total_epsilon=3)
+    assert_one_line_error(run_cli(*args, capsys=capsys), "'mars'")
     row = _store_run(store)
     assert row["status"] == "rejected" and row["rho_spent"] == 0.0
     assert not out.with_suffix(".ledger.json").exists()
@@ -536,38 +445,30 @@ def test_a_failure_before_any_charge_leaves_no_ledger_and_no_spend(
 
     store = tmp_path / "b.db"
     out = tmp_path / "o.csv"
-    args = synth(schema_path, silo_paths, out, "--budget-store", store, "--dataset-id", "d", "--total-epsilon", "3")
+    args = synth(schema_path, silo_paths, out, budget_store=store, dataset_id="d", total_epsilon=3)
     with monkeypatch.context() as m:
         m.setattr(fedtda, "run_fedtda", broken)
-        code, _, err = run(args, capsys)
+        code, _, err = run_cli(*args, capsys=capsys)
     assert code == 1 and "broke before measuring" in err
     assert not out.exists() and not out.with_suffix(".ledger.json").exists()
     assert _store_run(store)["status"] == "rejected" and _store_run(store)["rho_spent"] == 0.0
-    assert run(args, capsys)[0] == 0  # the same command, corrected, runs without --force
+    assert run_cli(*args, capsys=capsys).returncode == 0  # the same command, corrected, runs without --force
 
 
 @pytest.mark.parametrize("case", ["report-is-the-csv", "silo-by-symlink", "rows-too-many", "rounds-too-few"])
 def test_refusals_as_a_user_meets_them(case, schema_path, silo_paths, tmp_path):
     """The installed command in a real process: exit 2, one line, nothing written, store untouched."""
-    import subprocess
-    import sys
-
     out = tmp_path / "o.md"
-    extra = {
-        "report-is-the-csv": ["--report", str(out)],
-        "silo-by-symlink": ["--silo", str(tmp_path / "link.csv")],
-        "rows-too-many": ["--rows", "2000000000"],
-        "rounds-too-few": ["--method", "aim", "--rounds", "3"],
+    options = {
+        "report-is-the-csv": {"report": out},
+        "silo-by-symlink": {"silo": tmp_path / "link.csv"},
+        "rows-too-many": {"rows": "2000000000"},
+        "rounds-too-few": {"method": "aim", "rounds": "3"},
     }[case]
     (tmp_path / "link.csv").symlink_to(silo_paths[0])
     store = tmp_path / "b.db"
-    args = synth(
-        schema_path, silo_paths, out, *extra, "--budget-store", store, "--dataset-id", "d", "--total-epsilon", "3"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-m", "privsyn_fed", *map(str, args)], capture_output=True, text=True, timeout=120
-    )
-    one_line_refusal(proc.returncode, proc.stderr, "error:")
+    args = synth(schema_path, silo_paths, out, budget_store=store, dataset_id="d", total_epsilon=3, **options)
+    assert_one_line_error(run_cli(*args, timeout=120), "error:")
     assert not out.exists() and not store.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         ["link.csv", "schema.json", "silo0.csv", "silo1.csv", "silo2.csv"]

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from privsyn_fed.cli import main
 
-from .conftest import make_frame
+from .conftest import make_frame, synth_argv
 
 SPELLINGS = ("same", "absolute", "dotdot", "symlink", "hardlink")
 EXISTING = ("schema.json", "s0.csv", "s1.csv", "real.csv", "rel.ledger.json", "store.db")
@@ -40,31 +40,18 @@ def originals(tmp_path_factory):
     make_frame(120, 0).to_csv(root / "s0.csv", index=False)
     make_frame(100, 1).to_csv(root / "s1.csv", index=False)
     make_frame(150, 2).to_csv(root / "real.csv", index=False)
-    args = [
-        "synth",
-        "--method",
+    args = synth_argv(
         "fedtda",
-        "--schema",
-        root / "schema.json",
-        "--silo",
-        root / "s0.csv",
-        "--epsilon",
-        "1",
-        "--delta",
-        "1e-9",
-        "--out",
-        root / "rel.csv",
-        "--quiet",
-        "--seed",
-        "1",
-        "--budget-store",
-        root / "store.db",
-        "--dataset-id",
-        "d",
-        "--total-epsilon",
-        "1000",
-    ]
-    assert main([str(a) for a in args]) == 0
+        schema=root / "schema.json",
+        silos=[root / "s0.csv"],
+        out=root / "rel.csv",
+        quiet=True,
+        seed=1,
+        budget_store=root / "store.db",
+        dataset_id="d",
+        total_epsilon=1000,
+    )
+    assert main(args) == 0
     (root / "rel.csv").unlink()
     return root
 
@@ -127,29 +114,20 @@ def build(command, choices, force, root):
             "--report": path("--report", "syn.report.md"),
             "--budget-store": path("--budget-store", "new.db"),
         }
-        args = [
-            "synth",
-            "--method",
+        args = synth_argv(
             "fedtda",
-            "--schema",
-            inputs[0],
-            "--silo",
-            inputs[1],
-            "--silo",
-            inputs[2],
-            "--epsilon",
-            "0.5",
-            "--delta",
-            "1e-9",
-            "--quiet",
-            "--seed",
-            "2",
-            "--dataset-id",
-            "d",
-            "--total-epsilon",
-            "1000",
-            *itertools.chain.from_iterable(outs.items()),
-        ]
+            schema=inputs[0],
+            silos=inputs[1:],
+            out=out,
+            epsilon=0.5,
+            quiet=True,
+            seed=2,
+            dataset_id="d",
+            total_epsilon=1000,
+            ledger=outs["--ledger"],
+            report=outs["--report"],
+            budget_store=outs["--budget-store"],
+        )
     elif command == "evaluate":
         inputs = [root / "real.csv", root / "s1.csv", root / "schema.json"]
         outs = {"--json": path("--json", "eval.json")}

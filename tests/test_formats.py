@@ -11,11 +11,10 @@ import pandas as pd
 import pytest
 
 import privsyn_fed as pf
-from privsyn_fed.cli import main
 from privsyn_fed.common import InputError, read_table, table_format
 from privsyn_fed.silo import rowstore
 
-from .conftest import make_frame
+from .conftest import make_frame, run_cli, synth_argv
 
 
 def _stats(silo: pf.Silo) -> dict:
@@ -174,7 +173,7 @@ def test_synthesize_checks_frames_as_it_checks_files(schema, schema_path):
         pf.synthesize([make_frame(50, 1), bad], schema=schema, method="independent", epsilon=1.0, delta=1e-9)
     with pytest.raises(InputError, match="need schema="):
         pf.synthesize([make_frame(50, 1), make_frame(50, 2)], method="independent", epsilon=1.0, delta=1e-9)
-    with pytest.raises(InputError, match="--epsilon"):  # the request is checked before any frame is read
+    with pytest.raises(InputError, match="^epsilon must be"):  # the request is checked before any frame is read
         pf.synthesize([bad, bad], schema=schema, method="independent", epsilon=-1.0, delta=1e-9)
 
 
@@ -185,8 +184,8 @@ def test_synth_reads_parquet_and_gzip_silos(schema_path, tmp_path, capsys):
     with gzip.open(b, "wt") as fh:
         make_frame(400, seed=2).to_csv(fh, index=False)
     out = tmp_path / "syn.csv"
-    args = ["synth", "--method", "independent", "--schema", str(schema_path), "--silo", str(a), "--silo", str(b)]
-    assert main(args + ["--epsilon", "1", "--delta", "1e-9", "--out", str(out), "--seed", "0"]) == 0
+    args = synth_argv("independent", schema=schema_path, silos=[a, b], out=out, seed=0)
+    assert run_cli(*args, capsys=capsys).returncode == 0
     assert len(pd.read_csv(out)) > 0
 
 
@@ -195,9 +194,8 @@ def test_a_corrupt_silo_is_exit_2_one_line_and_nothing_written(schema_path, tmp_
     make_frame(300, seed=1).to_parquet(good)
     bad.write_bytes(good.read_bytes()[:500])
     out, ledger = tmp_path / "syn.csv", tmp_path / "ledger.json"
-    args = ["synth", "--method", "independent", "--schema", str(schema_path), "--silo", str(good), "--silo", str(bad)]
-    code = main(args + ["--epsilon", "1", "--delta", "1e-9", "--out", str(out), "--ledger", str(ledger)])
-    err = capsys.readouterr().err
+    args = synth_argv("independent", schema=schema_path, silos=[good, bad], out=out, ledger=ledger)
+    code, _, err = run_cli(*args, capsys=capsys)
     assert code == 2 and err.count("\n") == 1 and f"{bad}: cannot read as Parquet" in err
     assert not out.exists() and not ledger.exists()
     assert json.dumps(sorted(p.name for p in tmp_path.iterdir())) == json.dumps(

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
@@ -15,13 +13,10 @@ from hypothesis import strategies as st
 
 import privsyn_fed as pf
 from privsyn_fed.audit import audit_ledger
-from privsyn_fed.cli import main
 from privsyn_fed.methods.independent import oneway_sigma, total_estimate
 from privsyn_fed.silo import MarginalsQuery
 
-from .conftest import SCHEMA, assert_audit_objects_only_to_the_seed, make_frame
-
-CLI = [sys.executable, "-m", "privsyn_fed"]
+from .conftest import SCHEMA, assert_audit_objects_only_to_the_seed, make_frame, run_cli, synth_argv
 
 
 @settings(max_examples=40, deadline=None)
@@ -80,66 +75,32 @@ def test_the_total_is_the_inverse_variance_mean_of_the_noisy_sums():
 
 def test_options_of_other_methods_are_refused(schema_path, silo_paths, tmp_path, capsys):
     out = tmp_path / "o.csv"
-    args = [
-        "synth",
-        "--method",
-        "independent",
-        "--schema",
-        schema_path,
-        "--silo",
-        silo_paths[0],
-        "--epsilon",
-        "1",
-        "--delta",
-        "1e-9",
-        "--out",
-        out,
-        "--rounds",
-        "3",
-    ]
-    assert main([str(a) for a in args]) == 2
-    err = capsys.readouterr().err
+    args = synth_argv("independent", schema=schema_path, silos=silo_paths[:1], out=out, rounds=3)
+    code, _, err = run_cli(*args, capsys=capsys)
+    assert code == 2
     assert "--rounds applies to --method aim or distaim or flaim, not independent" in err
     assert not out.exists() and not out.with_suffix(".ledger.json").exists()
 
 
 def test_over_mpc_the_one_ways_are_one_secure_noisy_sum(schema_path, silo_paths, tmp_path):
     out = tmp_path / "o.csv"
-    args = [
-        "synth",
-        "--method",
-        "independent",
-        "--mpc",
-        "--schema",
-        schema_path,
-        "--epsilon",
-        "1",
-        "--delta",
-        "1e-9",
-        "--out",
-        out,
-        "--quiet",
-    ]
-    for p in silo_paths:
-        args += ["--silo", p]
-    run = subprocess.run(CLI + [str(a) for a in args], capture_output=True, text=True, timeout=300)
+    run = run_cli(
+        *synth_argv("independent", schema=schema_path, silos=silo_paths, out=out, quiet=True, mpc=True), timeout=300
+    )
     assert run.returncode == 0, run.stderr
     led = json.loads(out.with_suffix(".ledger.json").read_text())
     (entry,) = led["entries"]
     assert entry["where"] == "mpc" and "fixed_point" not in entry  # integer counts: no rounding
-    audit = subprocess.run(CLI + ["audit", str(out.with_suffix(".ledger.json"))], capture_output=True, text=True)
+    audit = run_cli("audit", out.with_suffix(".ledger.json"))
     assert audit.returncode == 0, audit.stdout
     assert list(pd.read_csv(out).columns) == [c["name"] for c in SCHEMA["columns"]]
 
 
 def test_evaluate_reports_a_release_beside_the_baseline(schema_path, silo_paths, tmp_path, capsys):
     base, release = tmp_path / "base.csv", tmp_path / "rel.csv"
-    common = ["--schema", schema_path, "--epsilon", "1", "--delta", "1e-9", "--quiet", "--seed", "4"]
-    for p in silo_paths:
-        common += ["--silo", p]
-    assert main([str(a) for a in ["synth", "--method", "independent", "--out", base, *common]]) == 0
-    assert main([str(a) for a in ["synth", "--method", "fedtda", "--out", release, *common]]) == 0
-    capsys.readouterr()
+    common = {"schema": schema_path, "silos": silo_paths, "quiet": True, "seed": 4}
+    assert run_cli(*synth_argv("independent", out=base, **common), capsys=capsys).returncode == 0
+    assert run_cli(*synth_argv("fedtda", out=release, **common), capsys=capsys).returncode == 0
     real = tmp_path / "real.csv"
     pd.concat([pd.read_csv(p) for p in silo_paths]).to_csv(real, index=False)
     report = tmp_path / "e.json"
@@ -156,8 +117,8 @@ def test_evaluate_reports_a_release_beside_the_baseline(schema_path, silo_paths,
         "--json",
         report,
     ]
-    assert main([str(a) for a in args]) == 0
-    out = capsys.readouterr().out
+    code, out, _ = run_cli(*args, capsys=capsys)
+    assert code == 0
     assert "workload error" in out and "(baseline " in out and "the baseline" in out
     saved = json.loads(report.read_text())
     assert saved["baseline"]["file"] == str(base) and "error" in saved["baseline"]["workload"]
@@ -173,30 +134,16 @@ def test_the_ledger_states_the_expected_one_way_error_and_synth_warns_on_little_
     small = tmp_path / "small.csv"
     make_frame(150, 2).to_csv(small, index=False)
     led = {}
-    for name, extra in (
-        ("independent", ["--method", "independent"]),
-        ("planned", ["--method", "fedtda"]),
-        ("fixed", ["--method", "fedtda", "--split", "0.05,0.2,0.35,0.4"]),
+    for name, method, split in (
+        ("independent", "independent", None),
+        ("planned", "fedtda", None),
+        ("fixed", "fedtda", "0.05,0.2,0.35,0.4"),
     ):
         out = tmp_path / f"{name}.csv"
-        args = [
-            "synth",
-            *extra,
-            "--schema",
-            schema_path,
-            "--silo",
-            small,
-            "--epsilon",
-            "1",
-            "--delta",
-            "1e-9",
-            "--out",
-            out,
-            "--quiet",
-        ]
-        assert main([str(a) for a in args]) == 0
+        args = synth_argv(method, schema=schema_path, silos=[small], out=out, quiet=True, split=split)
+        code, _, err = run_cli(*args, capsys=capsys)
+        assert code == 0
         led[name] = json.loads(out.with_suffix(".ledger.json").read_text())["details"]
-        err = capsys.readouterr().err
         assert ("warning: expected 1-way error" in err) == (name == "fixed")
     assert led["independent"]["expected_oneway_tvd"] == pytest.approx(
         led["independent"]["expected_oneway_tvd_independent"]

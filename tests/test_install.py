@@ -3,6 +3,8 @@
 import subprocess
 import sys
 
+from .conftest import run_cli
+
 
 def test_crypten_imports_through_the_shim():
     code = (
@@ -15,6 +17,6 @@ def test_crypten_imports_through_the_shim():
 
 
 def test_console_script_help_lists_commands():
-    proc = subprocess.run([sys.executable, "-m", "privsyn_fed", "--help"], capture_output=True, text=True, timeout=120)
+    proc = run_cli("--help", timeout=120)
     assert proc.returncode == 0
     assert "synth" in proc.stdout and "audit" in proc.stdout

@@ -3,8 +3,6 @@ the cause is not obvious, and never a private cell value relayed to another MPC 
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 
 import pytest
@@ -14,44 +12,9 @@ from privsyn_fed.cli import main
 from privsyn_fed.common import InputError
 from privsyn_fed.mpc.launch import free_port
 
-from .conftest import make_frame
+from .conftest import assert_one_line_error, make_frame, run_cli, synth_argv
 
-CLI = [sys.executable, "-m", "privsyn_fed"]
 SECRET = "Jane Doe, HIV+"
-
-
-def run_cli(args, capsys):
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def one_line(err: str) -> str:
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1, err
-    assert "Traceback" not in err and "frame #" not in err
-    return lines[0]
-
-
-def synth(schema_path, silos, out, *extra):
-    args = [
-        "synth",
-        "--method",
-        "fedtda",
-        "--schema",
-        schema_path,
-        "--epsilon",
-        "1",
-        "--delta",
-        "1e-9",
-        "--out",
-        out,
-        "--quiet",
-        *extra,
-    ]
-    for s in silos:
-        args += ["--silo", s]
-    return args
 
 
 def put_cell(path, row: int, column: str, value: str) -> None:
@@ -87,23 +50,21 @@ def test_a_cell_error_has_a_value_free_form(schema, column, value, problem):
 def test_mpc_party_prints_only_the_value_free_form(schema_path, silo_paths, capsys):
     put_cell(silo_paths[1], 6, "sex", SECRET)
     code, out, err = run_cli(
-        [
-            "mpc-party",
-            "--rank",
-            "1",
-            "--parties",
-            "2",
-            "--rendezvous",
-            f"tcp://127.0.0.1:{free_port()}",
-            "--schema",
-            schema_path,
-            "--silo",
-            silo_paths[1],
-        ],
-        capsys,
+        "mpc-party",
+        "--rank",
+        "1",
+        "--parties",
+        "2",
+        "--rendezvous",
+        f"tcp://127.0.0.1:{free_port()}",
+        "--schema",
+        schema_path,
+        "--silo",
+        silo_paths[1],
+        capsys=capsys,
     )
-    line = one_line(err)
-    assert code == 2 and f"{silo_paths[1]}: row 6, column 'sex'" in line
+    assert code == 2, err
+    assert_one_line_error(err, f"{silo_paths[1]}: row 6, column 'sex'")
     assert SECRET not in err + out and "ready" not in out
 
 
@@ -111,23 +72,21 @@ def test_synth_mpc_relays_a_party_error_without_its_value(schema_path, silo_path
     put_cell(silo_paths[1], 6, "sex", SECRET)
     assert f'"{SECRET}"' in silo_paths[1].read_text()
     out = tmp_path / "syn.csv"
-    run = subprocess.run(
-        CLI + [str(a) for a in synth(schema_path, silo_paths[:2], out, "--mpc")],
-        capture_output=True,
-        text=True,
-        timeout=180,
+    run = run_cli(
+        *synth_argv("fedtda", schema=schema_path, silos=silo_paths[:2], out=out, quiet=True, mpc=True), timeout=180
     )
-    assert run.returncode == 2, run.stderr
-    line = one_line(run.stderr)
-    assert str(silo_paths[1]) in line and "row 6" in line and "column 'sex'" in line
+    assert_one_line_error(run, str(silo_paths[1]), "row 6", "column 'sex'")
     assert SECRET not in run.stderr + run.stdout and "Jane" not in run.stderr + run.stdout
     assert not out.exists()
 
 
 def test_party_0_shows_its_own_value_to_its_own_operator(schema_path, silo_paths, tmp_path, capsys):
     put_cell(silo_paths[0], 6, "sex", "Z")
-    code, _, err = run_cli(synth(schema_path, silo_paths[:2], tmp_path / "syn.csv", "--mpc"), capsys)
-    assert code == 2 and "category 'Z' is not in the schema" in one_line(err)
+    out = tmp_path / "syn.csv"
+    proc = run_cli(
+        *synth_argv("fedtda", schema=schema_path, silos=silo_paths[:2], out=out, quiet=True, mpc=True), capsys=capsys
+    )
+    assert_one_line_error(proc, "category 'Z' is not in the schema")
 
 
 # ---- 2. a party or dealer that cannot join: one line, on time -----------------------------------
@@ -140,11 +99,9 @@ def test_a_process_that_cannot_join_says_so_in_one_line_within_its_timeout(comma
     if command == "mpc-party":
         args += ["--rank", "1", "--schema", str(schema_path), "--silo", str(silo_paths[1])]
     start = time.monotonic()
-    run = subprocess.run(CLI + [command, *args], capture_output=True, text=True, timeout=60)
+    run = run_cli(command, *args, timeout=60)
     elapsed = time.monotonic() - start
-    assert run.returncode == 1
-    line = one_line(run.stderr)
-    assert "could not join" in line and f"127.0.0.1:{port}" in line and "within 3 s" in line
+    assert_one_line_error(run, "could not join", f"127.0.0.1:{port}", "within 3 s", status=1)
     assert elapsed < 3 + 6, f"took {elapsed:.1f} s with --timeout 3"  # 3 s plus start-up, generously
 
 
@@ -154,8 +111,7 @@ def test_the_join_timeout_must_be_positive_and_finite(command, timeout, schema_p
     args = [command, "--parties", "2", "--rendezvous", "tcp://127.0.0.1:1", "--timeout", timeout]
     if command == "mpc-party":
         args += ["--rank", "1", "--schema", schema_path, "--silo", silo_paths[1]]
-    code, _, err = run_cli(args, capsys)
-    assert code == 2 and "--timeout must be a positive number of seconds" in one_line(err)
+    assert_one_line_error(run_cli(*args, capsys=capsys), "--timeout must be a positive number of seconds")
 
 
 # ---- 3. synth --help tells the truth about MPC ---------------------------------------------------
@@ -211,9 +167,10 @@ def test_a_yaml_boolean_category_from_the_command_line(tmp_path, capsys):
     silos = [tmp_path / "a.csv", tmp_path / "b.csv"]
     for silo in silos:
         silo.write_text(f"smoker\nyes\nno\n{silo.name}\n")
-    code, _, err = run_cli(synth(schema, silos, tmp_path / "syn.csv"), capsys)
-    line = one_line(err)
-    assert code == 2 and str(schema) in line and "YAML boolean" in line and "quote it" in line
+    proc = run_cli(
+        *synth_argv("fedtda", schema=schema, silos=silos, out=tmp_path / "syn.csv", quiet=True), capsys=capsys
+    )
+    assert_one_line_error(proc, str(schema), "YAML boolean", "quote it")
 
 
 def test_quoted_yaml_categories_and_json_are_unaffected(tmp_path):
@@ -230,9 +187,9 @@ def test_quoted_yaml_categories_and_json_are_unaffected(tmp_path):
 @pytest.mark.parametrize("sep, name", [(";", "semicolons"), ("\t", "tabs"), ("|", "'|'")])
 def test_another_delimiter_gets_a_hint(sep, name, schema_path, silo_paths, tmp_path, capsys):
     make_frame(30, seed=3).to_csv(silo_paths[1], index=False, sep=sep)
-    code, _, err = run_cli(synth(schema_path, silo_paths, tmp_path / "syn.csv"), capsys)
-    line = one_line(err)
-    assert code == 2 and str(silo_paths[1]) in line and "missing column" in line
+    out = tmp_path / "syn.csv"
+    proc = run_cli(*synth_argv("fedtda", schema=schema_path, silos=silo_paths, out=out, quiet=True), capsys=capsys)
+    line = assert_one_line_error(proc, str(silo_paths[1]), "missing column")
     assert f"the file seems to separate columns with {name}, but privsyn-fed reads comma-separated files" in line
 
 
@@ -263,9 +220,9 @@ def test_a_name_with_surrounding_spaces_is_refused(schema_dict, tmp_path, silo_p
     schema_dict["columns"][0]["name"] = " age "
     path = tmp_path / "spaced.json"
     path.write_text(json.dumps(schema_dict))
-    code, _, err = run_cli(synth(path, silo_paths, tmp_path / "syn.csv"), capsys)
-    line = one_line(err)
-    assert code == 2
+    out = tmp_path / "syn.csv"
+    proc = run_cli(*synth_argv("fedtda", schema=path, silos=silo_paths, out=out, quiet=True), capsys=capsys)
+    line = assert_one_line_error(proc)
     assert line == (
         f"privsyn-fed: error: {path}: column ' age ': the name has leading or trailing spaces, which "
         "never match a CSV header (headers are read without them); remove them"

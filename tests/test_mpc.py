@@ -27,9 +27,15 @@ from privsyn_fed.mpc.launch import coordinator, free_port
 from privsyn_fed.mpc.noise import discrete_gaussian, rounded_gumbel, rounded_gumbel_pmf
 from privsyn_fed.silo import MarginalsQuery
 
-from .conftest import SCHEMA, assert_audit_objects_only_to_the_seed, make_frame
-
-CLI = [sys.executable, "-m", "privsyn_fed"]
+from .conftest import (
+    CLI,
+    SCHEMA,
+    assert_audit_objects_only_to_the_seed,
+    assert_one_line_error,
+    make_frame,
+    run_cli,
+    synth_argv,
+)
 
 
 @pytest.fixture(scope="module")
@@ -326,32 +332,8 @@ def test_exactly_rounded_gumbel_has_the_rounded_distribution():
 def test_distaim_over_mpc_end_to_end_from_the_command_line(files, tmp_path):
     _, schema_path, paths = files
     out = tmp_path / "syn.csv"
-    run = subprocess.run(
-        CLI
-        + [
-            "synth",
-            "--method",
-            "distaim",
-            "--mpc",
-            "--schema",
-            str(schema_path),
-            *sum([["--silo", str(p)] for p in paths], []),
-            "--epsilon",
-            "1",
-            "--delta",
-            "1e-9",
-            "--out",
-            str(out),
-            "--rounds",
-            "2",
-            "--collusion",
-            "1",
-            "--quiet",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    args = synth_argv("distaim", schema=schema_path, silos=paths, out=out, mpc=True, rounds=2, collusion=1, quiet=True)
+    run = run_cli(*args, timeout=300)
     assert run.returncode == 0, run.stderr
     assert "over MPC" in run.stdout and "communication:" in run.stdout
     data = pd.read_csv(out)
@@ -359,7 +341,7 @@ def test_distaim_over_mpc_end_to_end_from_the_command_line(files, tmp_path):
     ledger = json.loads(out.with_suffix(".ledger.json").read_text())
     assert ledger["status"] == "complete" and ledger["details"]["mpc"]["provider"].startswith("TTP")
     assert all(e["where"] == "mpc" for e in ledger["entries"])
-    audit = subprocess.run(CLI + ["audit", str(out.with_suffix(".ledger.json"))], capture_output=True, text=True)
+    audit = run_cli("audit", out.with_suffix(".ledger.json"))
     assert audit.returncode == 0, audit.stdout + audit.stderr
     # every party drew its own noise, split for the chosen collusion threshold; no dealer noise
     assert all(e["distributed"] == {"parties": 3, "collusion": 1} for e in ledger["entries"])
@@ -396,28 +378,17 @@ def test_a_killed_party_stops_every_other_party_with_a_clear_error(files, tmp_pa
     procs = {
         "party0": subprocess.Popen(
             CLI
-            + [
-                "synth",
-                "--method",
+            + synth_argv(
                 "distaim",
-                "--mpc",
-                *common,
-                "--mpc-timeout",
-                "60",
-                "--schema",
-                str(schema_path),
-                "--silo",
-                str(paths[0]),
-                "--epsilon",
-                "1",
-                "--delta",
-                "1e-9",
-                "--out",
-                str(out),
-                "--rounds",
-                "30",
-                "--quiet",
-            ],
+                schema=schema_path,
+                silos=paths[:1],
+                out=out,
+                mpc=True,
+                mpc_timeout=60,
+                rounds=30,
+                quiet=True,
+            )
+            + common,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -590,9 +561,7 @@ def test_a_party_killed_while_the_parties_draw_noise_leaves_no_csv_and_a_failed_
         make_frame(200, seed=40 + k).to_csv(paths[-1], index=False)
     out, ledger = tmp_path / "syn.csv", tmp_path / "syn.ledger.json"
     before = _parties()
-    args = ["synth", "--method", "independent", "--mpc", "--schema", str(schema_path)]
-    args += sum([["--silo", str(p)] for p in paths], [])
-    args += ["--epsilon", "1", "--delta", "1e-9", "--out", str(out), "--quiet"]
+    args = synth_argv("independent", schema=schema_path, silos=paths, out=out, mpc=True, quiet=True)
     party0 = subprocess.Popen(CLI + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 180
@@ -615,9 +584,8 @@ def test_a_party_killed_while_the_parties_draw_noise_leaves_no_csv_and_a_failed_
         if party0.poll() is None:
             party0.kill()
             party0.wait()
-    lines = err.strip().splitlines()
-    assert party0.returncode == 1 and len(lines) == 1, err
-    assert "party 2" in lines[0] and "no CSV was written" in lines[0] and "Traceback" not in err
+    assert party0.returncode == 1, err
+    assert_one_line_error(err, "party 2", "no CSV was written")
     assert not out.exists()
     record = json.loads(ledger.read_text())
     assert record["status"] == "failed" and record["entries"][-1]["distributed"]["parties"] == 3
@@ -642,29 +610,9 @@ def test_a_party_killed_while_the_parties_draw_noise_leaves_no_csv_and_a_failed_
 )
 def test_mpc_usage_errors_are_one_line(files, tmp_path, args, message):
     _, schema_path, paths = files
-    run = subprocess.run(
-        CLI
-        + [
-            "synth",
-            *args,
-            "--schema",
-            str(schema_path),
-            "--silo",
-            str(paths[0]),
-            "--silo",
-            str(paths[1]),
-            "--epsilon",
-            "1",
-            "--delta",
-            "1e-9",
-            "--out",
-            str(tmp_path / "o.csv"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert run.returncode == 2 and message in run.stderr and len(run.stderr.strip().splitlines()) == 1
+    method, *extra = args[1:]  # each case opens with --method
+    run = run_cli(*synth_argv(method, schema=schema_path, silos=paths[:2], out=tmp_path / "o.csv"), *extra, timeout=60)
+    assert_one_line_error(run, message)
 
 
 def test_a_bad_csv_at_another_party_stops_the_launch_with_its_message(files, tmp_path):
@@ -672,33 +620,10 @@ def test_a_bad_csv_at_another_party_stops_the_launch_with_its_message(files, tmp
     before = _parties()
     bad = tmp_path / "bad.csv"
     bad.write_text("age,income,sex,region,label\n30,20,X,north,no\n")
-    run = subprocess.run(
-        CLI
-        + [
-            "synth",
-            "--method",
-            "distaim",
-            "--mpc",
-            "--schema",
-            str(schema_path),
-            "--silo",
-            str(paths[0]),
-            "--silo",
-            str(bad),
-            "--epsilon",
-            "1",
-            "--delta",
-            "1e-9",
-            "--out",
-            str(tmp_path / "o.csv"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    run = run_cli(
+        *synth_argv("distaim", schema=schema_path, silos=[paths[0], bad], out=tmp_path / "o.csv", mpc=True), timeout=120
     )
-    assert run.returncode == 2, run.stderr
-    lines = run.stderr.strip().splitlines()
-    assert len(lines) == 1 and "bad.csv" in lines[0] and "sex" in lines[0]
+    assert_one_line_error(run, "bad.csv", "sex")
     assert not (tmp_path / "o.csv").exists()
     assert _parties() - before == set()
 
@@ -718,30 +643,8 @@ def test_a_party_with_another_schema_is_named_and_nothing_is_written(files, tmp_
     )
     dealer = subprocess.Popen(CLI + ["mpc-dealer", *common], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        run = subprocess.run(
-            CLI
-            + [
-                "synth",
-                "--method",
-                "distaim",
-                "--mpc",
-                *common[:4],
-                "--schema",
-                str(schema_path),
-                "--silo",
-                str(paths[0]),
-                "--epsilon",
-                "1",
-                "--delta",
-                "1e-9",
-                "--quiet",
-                "--out",
-                str(tmp_path / "o.csv"),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        args = synth_argv("distaim", schema=schema_path, silos=paths[:1], out=tmp_path / "o.csv", mpc=True, quiet=True)
+        run = run_cli(*args, *common[:4], timeout=120)
         party_err = party.communicate(timeout=60)[1]
         dealer.communicate(timeout=60)
     finally:
@@ -749,8 +652,7 @@ def test_a_party_with_another_schema_is_named_and_nothing_is_written(files, tmp_
             if p.poll() is None:
                 p.kill()
                 p.wait()
-    assert run.returncode == 2 and "party-1: loaded a different schema" in run.stderr
-    assert len(run.stderr.strip().splitlines()) == 1
+    assert_one_line_error(run, "party-1: loaded a different schema")
     assert party.returncode == 1 and "schema differs" in party_err
     assert not (tmp_path / "o.csv").exists() and not (tmp_path / "o.ledger.json").exists()
     assert _parties() - before == set()

@@ -8,6 +8,8 @@ from mbi import estimation
 
 from privsyn_fed.methods import pgm
 
+from .conftest import run_cli, synth_argv
+
 
 @pytest.fixture(scope="module")
 def problem():
@@ -139,8 +141,6 @@ def test_with_a_cache_a_repeated_release_compiles_nothing_new(schema_path, silo_
     (On this small model the programs do not depend on Python's string hashing; the misses that
     fixing it avoids appear on Adult's larger junction trees and are measured in benchmarks/.)"""
     import os
-    import subprocess
-    import sys
 
     cache = tmp_path / "jax-cache"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
@@ -148,24 +148,8 @@ def test_with_a_cache_a_repeated_release_compiles_nothing_new(schema_path, silo_
 
     def release(k: int) -> None:
         out = tmp_path / f"o{k}.csv"
-        cmd = [sys.executable, "-m", "privsyn_fed", "synth", "--method", "aim", "--schema", str(schema_path)]
-        cmd += [a for p in silo_paths for a in ("--silo", str(p))]
-        cmd += [
-            "--epsilon",
-            "1",
-            "--delta",
-            "1e-9",
-            "--seed",
-            "3",
-            "--rows",
-            "50",
-            "--rounds",
-            "30",
-            "--out",
-            str(out),
-            "--quiet",
-        ]
-        subprocess.run(cmd, env=env, check=True, capture_output=True, timeout=300)
+        args = synth_argv(schema=schema_path, silos=silo_paths, out=out, seed=3, rows=50, rounds=30, quiet=True)
+        run_cli(*args, env=env, check=True, timeout=300)
 
     release(1)
     first = {p.name for p in cache.iterdir() if p.is_file()}

@@ -17,25 +17,13 @@ import pandas as pd
 import pytest
 
 import privsyn_fed as pf
-from privsyn_fed.cli import main
+from privsyn_fed import evaluation
 from privsyn_fed.evaluation import encode, quality, workload_error
 from privsyn_fed.evaluation.utility import association_matrix, cramers_v, marginal_errors
 
-from .conftest import SCHEMA, make_frame
+from .conftest import SCHEMA, assert_one_line_error, make_frame, run_cli, synth_argv
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-
-
-def run_cli(args, capsys):
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def one_error_line(err: str) -> str:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
 
 
 @pytest.fixture
@@ -64,7 +52,7 @@ def figure_labels(page: str) -> list[str]:
 def test_evaluate_report_is_a_self_contained_page_with_every_figure(schema_path, tables, tmp_path, capsys):
     out = tmp_path / "quality.html"
     args = evaluate_args(schema_path, tables, "--holdout", tables["hold"], "--label", "label", "--report", out)
-    code, stdout, err = run_cli(args, capsys)
+    code, stdout, err = run_cli(*args, capsys=capsys)
     assert code == 0, err
     assert f"wrote {out}" in stdout and "NOT differentially private" in stdout
     page = out.read_text(encoding="utf-8")
@@ -167,9 +155,8 @@ def test_evaluate_report_bad_path_exits_2_and_writes_nothing(case, schema_path, 
         report.write_text("earlier")
     before = sorted(p.name for p in tmp_path.iterdir())
     js = tmp_path / "eval.json"
-    code, _, err = run_cli(evaluate_args(schema_path, tables, "--report", report, "--json", js), capsys)
-    assert code == 2
-    line = one_error_line(err)
+    proc = run_cli(*evaluate_args(schema_path, tables, "--report", report, "--json", js), capsys=capsys)
+    line = assert_one_line_error(proc)
     assert str(report) in line or "--report" in line
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written, no temporary file left
     if case == "exists":
@@ -195,7 +182,7 @@ def test_report_works_when_real_is_parquet(schema_dict, tmp_path, capsys):
     for real in ("real.csv", "real.parquet"):
         js, page = tmp_path / f"{real}.json", tmp_path / f"{real}.html"
         args = ["evaluate", "--real", tmp_path / real, "--synthetic", tmp_path / "syn.csv", "--schema", schema_path]
-        code, _, err = run_cli(args + ["--json", js, "--report", page], capsys)
+        code, _, err = run_cli(*args, "--json", js, "--report", page, capsys=capsys)
         assert code == 0, err
         results[real] = json.loads(js.read_text())
         assert len(svgs(page.read_text())) == len(schema_dict["columns"]) + 4
@@ -207,29 +194,21 @@ def test_report_works_when_real_is_parquet(schema_dict, tmp_path, capsys):
 
 
 # ---- synth --quality-report ---------------------------------------------------------------------------
-def synth_args(schema_path, silos, out, *extra):
-    args = ["synth", "--method", "independent", "--schema", schema_path, "--epsilon", "1", "--delta", "1e-9"]
-    args += ["--out", out, "--quiet", "--seed", "0"]
-    for s in silos:
-        args += ["--silo", s]
-    return args + list(extra)
-
-
 def test_synth_quality_report_writes_the_release_and_the_page(schema_path, silo_paths, tmp_path, capsys):
     out, report, hold = tmp_path / "syn.csv", tmp_path / "quality.html", tmp_path / "hold.csv"
     make_frame(200, 9).to_csv(hold, index=False)
-    args = synth_args(
-        schema_path,
-        silo_paths,
-        out,
-        "--quality-report",
-        report,
-        "--quality-holdout",
-        hold,
-        "--quality-label",
-        "label",
+    args = synth_argv(
+        "independent",
+        schema=schema_path,
+        silos=silo_paths,
+        out=out,
+        quiet=True,
+        seed=0,
+        quality_report=report,
+        quality_holdout=hold,
+        quality_label="label",
     )
-    code, stdout, err = run_cli(args, capsys)
+    code, stdout, err = run_cli(*args, capsys=capsys)
     assert code == 0, err
     assert out.exists() and out.with_suffix(".ledger.json").exists() and report.exists()
     line = [x for x in stdout.splitlines() if x.startswith(f"wrote {report}")]
@@ -243,11 +222,21 @@ def test_synth_quality_report_writes_the_release_and_the_page(schema_path, silo_
 
 def test_synth_quality_report_with_mpc_is_refused_before_anything(schema_path, silo_paths, tmp_path, capsys):
     out, report, store = tmp_path / "syn.csv", tmp_path / "quality.html", tmp_path / "budget.db"
-    args = synth_args(schema_path, silo_paths, out, "--mpc", "--quality-report", report)
-    args += ["--budget-store", store, "--dataset-id", "d", "--total-epsilon", "3"]
+    args = synth_argv(
+        "independent",
+        schema=schema_path,
+        silos=silo_paths,
+        out=out,
+        quiet=True,
+        seed=0,
+        mpc=True,
+        quality_report=report,
+        budget_store=store,
+        dataset_id="d",
+        total_epsilon=3,
+    )
     before = sorted(p.name for p in tmp_path.iterdir())
-    code, _, err = run_cli(args, capsys)
-    assert code == 2 and "--mpc" in one_error_line(err)
+    assert_one_line_error(run_cli(*args, capsys=capsys), "--mpc")
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # no CSV, ledger, report or budget store
 
 
@@ -279,11 +268,19 @@ def test_synth_quality_options_are_checked_before_the_release(
         "SILO": silo_paths[0],
     }
     out, store = tmp_path / "syn.csv", tmp_path / "budget.db"
-    args = synth_args(schema_path, silo_paths, out, *[names.get(x, x) for x in extra])
-    args += ["--budget-store", store, "--dataset-id", "d", "--total-epsilon", "3"]
+    args = synth_argv(
+        "independent",
+        schema=schema_path,
+        silos=silo_paths,
+        out=out,
+        quiet=True,
+        seed=0,
+        budget_store=store,
+        dataset_id="d",
+        total_epsilon=3,
+    )
     before = sorted(p.name for p in tmp_path.iterdir())
-    code, _, err = run_cli(args, capsys)
-    assert code == 2 and fragment in one_error_line(err)
+    assert_one_line_error(run_cli(*args, *[names.get(x, x) for x in extra], capsys=capsys), fragment)
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing reserved, released or written
 
 
@@ -291,9 +288,12 @@ def test_a_failing_quality_report_leaves_the_release(schema_path, silo_paths, tm
     def broken(*args, **kwargs):
         raise RuntimeError("no figures today")
 
-    monkeypatch.setattr(quality, "build_report", broken)
+    monkeypatch.setattr(evaluation, "build_report", broken)  # the face the command line uses
     out, report = tmp_path / "syn.csv", tmp_path / "quality.html"
-    code, stdout, err = run_cli(synth_args(schema_path, silo_paths, out, "--quality-report", report), capsys)
+    args = synth_argv(
+        "independent", schema=schema_path, silos=silo_paths, out=out, quiet=True, seed=0, quality_report=report
+    )
+    code, stdout, err = run_cli(*args, capsys=capsys)
     assert code == 1
     lines = [line for line in err.splitlines() if "quality report" in line]
     assert len(lines) == 1 and "Traceback" not in err, err

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
@@ -18,36 +17,22 @@ import pytest
 from privsyn_fed.accounting import Accountant, entry_rho
 from privsyn_fed.accounting.budget_store import BudgetStore
 
-CLI = [sys.executable, "-m", "privsyn_fed"]
+from .conftest import CLI, run_cli, synth_argv
 
 
 def start_synth(schema_path, silo_paths, tmp_path, method, *extra):
     out = tmp_path / "o.csv"
     err = open(tmp_path / "stderr.txt", "w")
-    args = [
-        *CLI,
-        "synth",
-        "--method",
+    args = synth_argv(
         method,
-        "--schema",
-        schema_path,
-        "--epsilon",
-        "1",
-        "--delta",
-        "1e-9",
-        "--out",
-        out,
-        "--budget-store",
-        tmp_path / "b.db",
-        "--dataset-id",
-        "d",
-        "--total-epsilon",
-        "5",
-        *extra,
-    ]
-    for s in silo_paths:
-        args += ["--silo", s]
-    proc = subprocess.Popen([str(a) for a in args], stdout=subprocess.DEVNULL, stderr=err)
+        schema=schema_path,
+        silos=silo_paths,
+        out=out,
+        budget_store=tmp_path / "b.db",
+        dataset_id="d",
+        total_epsilon=5,
+    )
+    proc = subprocess.Popen([*CLI, *args, *extra], stdout=subprocess.DEVNULL, stderr=err)
     return proc, out, tmp_path / "stderr.txt"
 
 
@@ -94,7 +79,7 @@ def test_a_signal_stops_the_run_with_ledger_and_store_at_its_spend(
     assert led["status"] == "failed" and spent > 0 and led["rho_spent"] == pytest.approx(spent)
     run = BudgetStore(tmp_path / "b.db").budget("d").runs[0]
     assert run["status"] == "failed" and run["rho_spent"] == pytest.approx(spent)
-    audit = subprocess.run([*CLI, "audit", str(out.with_suffix(".ledger.json"))], capture_output=True, text=True)
+    audit = run_cli("audit", out.with_suffix(".ledger.json"))
     assert audit.returncode == 1 and "did not complete" in audit.stdout
 
 
@@ -102,8 +87,8 @@ def test_a_killed_run_keeps_its_reservation_until_the_custodian_settles_it(schem
     proc, out, log = start_synth(schema_path, silo_paths, tmp_path, "aim", "--rounds", "80")
     wait_for(proc, log, "round 1:")
     store = str(tmp_path / "b.db")
-    settle = [*CLI, "budget", "settle", "--budget-store", store, "--run", "1"]
-    alive = subprocess.run(settle, capture_output=True, text=True, cwd=tmp_path)
+    settle = ["budget", "settle", "--budget-store", store, "--run", "1"]
+    alive = run_cli(*settle, cwd=tmp_path)
     assert alive.returncode == 2 and "still running" in alive.stderr  # never under a live run
     proc.kill()
     proc.wait()
@@ -111,17 +96,15 @@ def test_a_killed_run_keeps_its_reservation_until_the_custodian_settles_it(schem
     assert run["status"] == "reserved" and run["rho_spent"] is None  # counted in full meanwhile
     led, spent = ledger_spend(out.with_suffix(".ledger.json"))
     assert led["status"] == "running" and 0 < spent < run["rho_reserved"]
-    done = subprocess.run(settle, capture_output=True, text=True, cwd=tmp_path)
+    done = run_cli(*settle, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     run = BudgetStore(store).budget("d").runs[0]
     assert run["status"] == "abandoned" and run["rho_spent"] == pytest.approx(spent)
-    again = subprocess.run(settle, capture_output=True, text=True, cwd=tmp_path)
+    again = run_cli(*settle, cwd=tmp_path)
     assert again.returncode == 2 and "already settled" in again.stderr
 
 
 def test_settle_refuses_a_ledger_of_another_run(schema_path, silo_paths, tmp_path, capsys):
-    from privsyn_fed.cli import main
-
     store = BudgetStore(tmp_path / "b.db")
     store.reserve("d", epsilon=1, delta=1e-9, method="aim", total_epsilon=5, ledger="x.json")
     store.db.execute("UPDATE runs SET pid = NULL")  # its process is gone
@@ -129,6 +112,8 @@ def test_settle_refuses_a_ledger_of_another_run(schema_path, silo_paths, tmp_pat
     acc = Accountant(1.0, 1e-9, "aim", ledger_path=other, details={"budget_store": {"dataset_id": "d", "run": 9}})
     acc.gaussian("marginal(age)", 1.0, 50.0, "curator")
     acc.finish("failed")
-    code = main(["budget", "settle", "--budget-store", str(tmp_path / "b.db"), "--run", "1", "--ledger", str(other)])
-    assert code == 2 and "does not belong to run 1" in capsys.readouterr().err
+    code, _, err = run_cli(
+        "budget", "settle", "--budget-store", tmp_path / "b.db", "--run", "1", "--ledger", other, capsys=capsys
+    )
+    assert code == 2 and "does not belong to run 1" in err
     assert BudgetStore(tmp_path / "b.db").budget("d").runs[0]["status"] == "reserved"

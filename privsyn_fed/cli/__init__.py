@@ -1,6 +1,7 @@
 """The ``privsyn-fed`` command line: one module per command group.
 
-  * ``synth``: a release (``synth.py``);
+  * ``synth``: a release (``synth.py``), and after it, on request, its quality report
+    (``quality.py``);
   * ``audit``: a ledger, or a mechanism empirically (``audit.py``);
   * ``budget``: the budget store (``budget.py``);
   * ``schema draft`` (from a table's rows, plain or ``--dp``) and ``schema from-dictionary``
@@ -18,7 +19,7 @@ import argparse
 import os
 import sys
 
-from ..common import BudgetExceeded, InputError, MPCError, settings
+from ..common import BudgetExceeded, InputError, MPCError, OptionError, settings
 from . import audit, budget, data, mpc, schema, synth
 from .common import Parser, one_line
 
@@ -82,6 +83,8 @@ def _run(args: argparse.Namespace) -> int:
     try:
         return commands[args.command](args)
     except InputError as exc:
+        if isinstance(exc, OptionError):  # named in Python; here by its flag
+            exc.args = (exc.renamed(synth.flag_name),)
         print(f"privsyn-fed: error: {one_line(exc)}", file=sys.stderr)
         return 2
     except BudgetExceeded as exc:

@@ -7,16 +7,43 @@ import contextlib
 import dataclasses
 import math
 import sys
+import types
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..common import InputError, Named, check_distinct, check_files, check_identical_contents
 from ..methods import METHODS
 from ..schema import Schema
+from . import quality
 from .common import DEFAULT_MPC_TIMEOUT, number, positive_int, rendezvous
 
 #: The graphical-model methods (rounds, workload, --model-out).
 AIM_FAMILY = tuple(name for name, spec in METHODS.items() if spec.graphical)
+
+
+def _method_fields() -> tuple[dict[str, dataclasses.Field], dict[str, list[str]]]:
+    """Every method option by its Python name, in the registry's order (described by the first
+    method that has it), and the methods that take each."""
+    fields: dict[str, dataclasses.Field] = {}
+    taken_by: dict[str, list[str]] = {}
+    for method, spec in METHODS.items():
+        for f in dataclasses.fields(spec.options_class):
+            fields.setdefault(f.name, f)
+            taken_by.setdefault(f.name, []).append(method)
+    return fields, taken_by
+
+
+METHOD_OPTIONS, TAKEN_BY = _method_fields()
+#: The method options the command line offers (those with a flag).
+FLAGGED = {name: f for name, f in METHOD_OPTIONS.items() if "flag" in f.metadata}
+#: The help's groups of method options (the options' ``group``), in the order it lists them.
+OPTION_GROUPS = {
+    "workload": "workload (public marginal queries the release should answer well)",
+    "aim": f"options of the AIM family ({', '.join(AIM_FAMILY)})",
+    "fedtda": "fedtda options",
+    "federated": "federated options (distaim, flaim)",
+}
 #: ``synth`` warns when a release's expected 1-way error exceeds the independent method's by more
 #: than this (in mean total variation distance).
 ONEWAY_MARGIN = 0.01
@@ -128,28 +155,7 @@ def add_parser(sub) -> None:
         "records would count twice while the ledger charges once",
     )
     s.add_argument("--quiet", action="store_true", help="no progress display")
-    q = s.add_argument_group(
-        "quality report (computed from the real rows after the release: NOT differentially private)"
-    )
-    q.add_argument(
-        "--quality-report",
-        metavar="QUALITY.html",
-        help="after the release, write a visual quality report comparing the synthetic CSV with the union of "
-        "the silos' rows (read again from the --silo files): the page `privsyn-fed evaluate --report` "
-        "writes. It shows facts about real records: handle it like the real data, never hand it out with "
-        "the CSV. Not with --mpc (the other silos' rows are not on this machine)",
-    )
-    q.add_argument(
-        "--quality-holdout",
-        metavar="HOLDOUT",
-        help="real rows NOT given as a --silo (CSV, gzip CSV or Parquet): adds distance to closest record, "
-        "and with --quality-label train-on-synthetic/test-on-real ROC-AUC, to --quality-report",
-    )
-    q.add_argument(
-        "--quality-label",
-        metavar="COL",
-        help="label column for --quality-report's train-on-synthetic/test-on-real ROC-AUC (needs --quality-holdout)",
-    )
+    quality.add_arguments(s)
     b = s.add_argument_group("shared budget (several releases of one dataset draw on one total)")
     b.add_argument(
         "--budget-store",
@@ -165,101 +171,7 @@ def add_parser(sub) -> None:
         help="the dataset's total epsilon (at --delta); required the first time a dataset "
         "is used, checked against the store afterwards",
     )
-    g = s.add_argument_group("workload (public marginal queries the release should answer well)")
-    g.add_argument(
-        "--workload-degree", type=positive_int, metavar="K", help="size of each workload marginal (default 3)"
-    )
-    g.add_argument(
-        "--workload-size",
-        type=int,
-        metavar="M",
-        help="how many K-way marginals to sample (default 64; 0 means all of them)",
-    )
-    g.add_argument(
-        "--workload-seed",
-        type=int,
-        metavar="S",
-        help="seed of the (public, data-independent) workload sample (default 0)",
-    )
-    a = s.add_argument_group(f"options of the AIM family ({', '.join(AIM_FAMILY)})")
-    a.add_argument(
-        "--rounds",
-        type=positive_int,
-        metavar="T",
-        help="budget split into T rounds; aim anneals and stops when the budget is spent, "
-        "distaim and flaim run exactly T global rounds (default: planned from a noisy row "
-        "total that costs 1%% of the budget: fewer rounds, and stronger 1-ways, when the data "
-        "are small; at most 16 x columns for aim and 10 for distaim and flaim; the ledger "
-        "records the plan under details.schedule)",
-    )
-    a.add_argument(
-        "--alpha",
-        type=number,
-        metavar="A",
-        help="share of each round spent on measurement rather than selection (default 0.9)",
-    )
-    a.add_argument(
-        "--max-model-size",
-        type=number,
-        metavar="MB",
-        help="cap on the graphical model's junction-tree size in MB (default 80)",
-    )
-    a.add_argument(
-        "--pgm-iters",
-        type=positive_int,
-        metavar="N",
-        help="most mirror-descent iterations per model refit (default 1000)",
-    )
-    a.add_argument(
-        "--pgm-tol",
-        type=number,
-        metavar="TOL",
-        help="stop a refit early when 50 iterations improve the fit by less than TOL "
-        "(relative) twice in a row (default 1e-6; 0 always runs --pgm-iters)",
-    )
-    t = s.add_argument_group("fedtda options")
-    t.add_argument(
-        "--split",
-        metavar="N,CAT,NUM,COV",
-        help="shares of the budget for the row total, the categorical histograms, the numeric "
-        "histograms and the covariance, e.g. 0.05,0.2,0.35,0.4 (default: planned from a noisy "
-        "row total that costs 1%% of the budget: the histograms get an equal share per column "
-        "and the covariance 40%% where its correlations can be measured, else 5%%)",
-    )
-    t.add_argument(
-        "--components",
-        type=positive_int,
-        metavar="K",
-        help="most Gaussian-mixture components per numeric column (default 5)",
-    )
-    t.add_argument(
-        "--non-private",
-        action="store_true",
-        help="TEST MODE: exact statistics, no noise, NO privacy guarantee (the ledger says so "
-        "and audit fails it); for checking the method itself",
-    )
-    f = s.add_argument_group("federated options (distaim, flaim)")
-    f.add_argument(
-        "--sample-rate",
-        type=number,
-        metavar="P",
-        help="probability that a silo takes part in a round, in (0, 1] (default: 1 below "
-        "100 silos, 0.1 from 100 silos on); sampling never looks at the data",
-    )
-    f.add_argument(
-        "--variant",
-        choices=["naive", "private", "oracle"],
-        help="flaim only (default private): naive = local AIM scores; private = AugFLAIM "
-        "with a DP heterogeneity proxy, filter-and-combine and measurement weighting; "
-        "oracle = uses the true pooled marginals, NOT private, research baseline only",
-    )
-    f.add_argument(
-        "--local-steps",
-        type=positive_int,
-        metavar="S",
-        help="flaim only: selections per sampled silo per round (default 1); S > 1 costs "
-        "2S - 1 Gaussian releases per round, not S",
-    )
+    _add_method_options(s)
 
     m = s.add_argument_group(f"secure computation ({', '.join(MPC_METHODS)})")
     m.add_argument(
@@ -303,41 +215,57 @@ def add_parser(sub) -> None:
     )
 
 
+def _add_method_options(s: argparse.ArgumentParser) -> None:
+    """Every method option with a flag, as its options dataclass describes it (``methods.base.option``):
+    the flag, the help (with the default), the value's type from the field's. A flag not given is
+    None, so that only options given reach the method."""
+    groups = {key: s.add_argument_group(title) for key, title in OPTION_GROUPS.items()}
+    order = list(OPTION_GROUPS)
+    for name, f in sorted(FLAGGED.items(), key=lambda item: order.index(item[1].metadata["group"])):
+        meta = f.metadata
+        kind = _value_type(name)
+        extra: dict = {"action": "store_true"} if kind is bool else {"type": kind, "metavar": meta["metavar"]}
+        if "choices" in meta:
+            extra["choices"] = list(meta["choices"])
+        help_text = meta["help"].replace("%", "%%")
+        groups[meta["group"]].add_argument(meta["flag"], dest=name, default=None, help=help_text, **extra)
+
+
+def _value_type(name: str):
+    """How the flag of the method option ``name`` reads its value, by the field's type (``X | None``
+    as ``X``): a switch for ``bool``, a whole number for ``int`` (at least 1 when ``positive``), a
+    number for ``float``, else text (for the field's ``from_flag`` to read)."""
+    hint = typing.get_type_hints(METHODS[TAKEN_BY[name][0]].options_class)[name]
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        kinds = [t for t in typing.get_args(hint) if t is not type(None)]
+        hint = kinds[0] if len(kinds) == 1 else str
+    if hint is int:
+        return positive_int if METHOD_OPTIONS[name].metadata["positive"] else int
+    if hint is float:
+        return number
+    return bool if hint is bool else str
+
+
+def flag_name(name: str) -> str:
+    """What the command line calls the Python argument ``name``: a method option's flag (an option
+    without one keeps its name), else ``--`` and the name with dashes (``epsilon``, ``rows``)."""
+    if name in METHOD_OPTIONS:
+        return METHOD_OPTIONS[name].metadata.get("flag") or name
+    return "--" + name.replace("_", "-")
+
+
 def _method_options(args: argparse.Namespace) -> dict:
     """The method options given on the command line; options of another method are usage errors."""
-    given = {
-        "rounds": args.rounds,
-        "alpha": args.alpha,
-        "max_model_size": args.max_model_size,
-        "pgm_iters": args.pgm_iters,
-        "pgm_tol": args.pgm_tol,
-        "workload_degree": args.workload_degree,
-        "workload_size": args.workload_size,
-        "workload_seed": args.workload_seed,
-        "sample_rate": args.sample_rate,
-        "variant": args.variant,
-        "local_steps": args.local_steps,
-        "split": args.split,
-        "components": args.components,
-        "non_private": args.non_private or None,
-    }
+    given = {name: getattr(args, name) for name in FLAGGED if getattr(args, name) is not None}
+    for name in given:
+        if args.method not in TAKEN_BY[name]:
+            raise InputError(
+                f"{FLAGGED[name].metadata['flag']} applies to --method {' or '.join(TAKEN_BY[name])}, not {args.method}"
+            )
     opts = {}
     for name, value in given.items():
-        if value is None:
-            continue
-        methods = [m for m, spec in METHODS.items() if name in {f.name for f in dataclasses.fields(spec.options_class)}]
-        if args.method not in methods:
-            raise InputError(
-                f"--{name.replace('_', '-')} applies to --method {' or '.join(methods)}, not {args.method}"
-            )
-        opts[name] = value
-    if "workload_size" in opts:  # 0 on the command line means every marginal
-        opts["workload_size"] = opts["workload_size"] or None
-    if "split" in opts:
-        try:
-            opts["split"] = tuple(float(x) for x in opts["split"].split(","))
-        except ValueError:
-            raise InputError(f"--split must be four comma-separated numbers, not {args.split!r}") from None
+        read = FLAGGED[name].metadata.get("from_flag")
+        opts[name] = read(value) if read is not None else value
     return opts
 
 
@@ -372,7 +300,7 @@ def run(args: argparse.Namespace) -> int:
         result, n_silos = _release(args, request, reservation)
     _report(args, request, result, n_silos)
     if args.quality_report:
-        return _quality_report(args, request)
+        return quality.write_after_release(args, request.out, request.ledger, request.schema, request.options)
     return 0
 
 
@@ -390,7 +318,7 @@ def _checked(args: argparse.Namespace) -> Request:
         from ..audit import check_report_path
 
         check_report_path(args.report)
-    _check_quality_args(args)
+    quality.check_args(args)
     if (args.dataset_id or args.total_epsilon is not None) and not args.budget_store:
         raise InputError("--dataset-id and --total-epsilon need --budget-store")
     if args.budget_store and not args.dataset_id:
@@ -406,20 +334,13 @@ def _checked(args: argparse.Namespace) -> Request:
         outputs.append((Named("--model-out", Path(args.model_out)), "model"))
     if args.report:
         outputs.append((Named("--report", Path(args.report)), "report"))
-    holdout = [Named("--quality-holdout", Path(args.quality_holdout))] if args.quality_holdout else []
-    if args.quality_report:
-        outputs.append((Named("--quality-report", Path(args.quality_report)), "quality report"))
+    holdout = quality.inputs(args)
+    outputs += quality.outputs(args)
     stores = [Named("--budget-store", Path(args.budget_store))] if args.budget_store else []
     check_files([Named("--schema", Path(args.schema)), *silo_files, *holdout], outputs, force=args.force, stores=stores)
     check_distinct(silo_files + holdout)
     schema = Schema.load(args.schema)
-    if args.quality_label is not None and args.quality_label not in schema.names:
-        raise InputError(f"--quality-label: column '{args.quality_label}' is not in the schema")
-    if args.quality_holdout:  # its header only: its rows are read after the release
-        from ..common import read_header
-        from ..schema import check_columns
-
-        check_columns(read_header(args.quality_holdout), schema, f"{args.quality_holdout} (--quality-holdout)")
+    quality.check_schema(args, schema)
     n_silos = args.parties if args.rendezvous else len(args.silo)
     prepare(
         args.method,
@@ -600,79 +521,6 @@ def _collusion_cost(args: argparse.Namespace) -> str:
         f"noise is x{split.accuracy_cost():.2f} the planned standard deviation, and each selection's "
         f"x{math.sqrt(split.selection_parties):.2f} ({split.selection_parties} parties' Gumbels)"
     )
-
-
-def _check_quality_args(args: argparse.Namespace) -> None:
-    """``--quality-report`` and its options: refused under ``--mpc`` and without an ``.html`` name."""
-    if not args.quality_report:
-        if args.quality_holdout or args.quality_label:
-            raise InputError("--quality-holdout and --quality-label belong to --quality-report")
-        return
-    if args.mpc:
-        raise InputError(
-            "--quality-report cannot be used with --mpc: the other silos' rows are not on this machine; run "
-            "`privsyn-fed evaluate --report` where the real rows may be read"
-        )
-    from ..evaluation import check_report_path
-
-    check_report_path(args.quality_report, "--quality-report")
-    if args.quality_label and not args.quality_holdout:
-        raise InputError("--quality-label needs --quality-holdout (the real rows to test the classifier on)")
-
-
-def _quality_report(args: argparse.Namespace, request: Request) -> int:
-    """After a committed release: the quality report of the synthetic CSV against the silos' rows
-    (``quality``). A failure here is one line and status 1 (128 + the signal when interrupted); the
-    release stays as it is."""
-    import os
-
-    from ..common import Interrupted, deferred_signals, received
-    from .common import one_line
-
-    done = f"the release is complete ({request.out}, {request.ledger})"
-    if received() is not None:  # a signal arrived as the release was committed
-        print(f"privsyn-fed: quality report not written: interrupted; {done}", file=sys.stderr)
-        return 128 + received()
-    try:
-        with deferred_signals(immediate=True):  # nothing here spends budget: stop at once
-            _write_quality_report(args, request)
-    except Interrupted as exc:
-        print(f"privsyn-fed: quality report not written: {exc}; {done}", file=sys.stderr)
-        return exc.exit_status
-    except Exception as exc:
-        if os.environ.get("PRIVSYN_FED_DEBUG"):
-            raise
-        what = "" if isinstance(exc, (InputError, OSError)) else f"{type(exc).__name__}: "
-        print(f"privsyn-fed: error: quality report not written ({what}{one_line(exc)}); {done}", file=sys.stderr)
-        return 1  # not 2: the release itself went through
-    print(
-        f"wrote {args.quality_report}: the quality report, a non-private evaluation computed from the real "
-        "silo rows (handle it like the real data; never hand it out with the CSV)"
-    )
-    return 0
-
-
-def _write_quality_report(args: argparse.Namespace, request: Request) -> None:
-    """Read the silos' rows, the released CSV and the holdout; build the page and write it atomically."""
-    from ..common import read_table
-    from ..evaluation import Sources, build_report, read_union, write_report
-
-    real = read_union(args.silo)
-    synthetic = read_table(request.out)
-    holdout = read_table(args.quality_holdout) if args.quality_holdout else None
-    sources = Sources(list(args.silo), str(request.out), str(args.schema), args.quality_holdout)
-    sources.extra["Release ledger"] = str(request.ledger)
-    page = build_report(  # evaluate's workload: 3-way marginals, with --workload-size and --workload-seed if given
-        real,
-        synthetic,
-        request.schema,
-        sources,
-        holdout_df=holdout,
-        label=args.quality_label,
-        workload_size=request.options.get("workload_size", 64),
-        workload_seed=request.options.get("workload_seed", 0),
-    )
-    write_report(args.quality_report, page)
 
 
 def _check_mpc_args(args: argparse.Namespace) -> None:

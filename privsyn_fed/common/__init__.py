@@ -2,7 +2,7 @@
 checks (``paths``), tables read in chunks (``tables``), SIGINT/SIGTERM at safe points (``interrupt``),
 progress (``progress``) and environment settings (``settings``)."""
 
-from .errors import BudgetExceeded, InputError, MPCError, first_line
+from .errors import BudgetExceeded, InputError, MPCError, OptionError, first_line
 from .fileio import Staged, write_atomic
 from .interrupt import Interrupted, checkpoint, deferred_signals, received
 from .paths import Named, check_distinct, check_files, check_identical_contents, check_input, check_store, same_file
@@ -28,6 +28,7 @@ __all__ = [
     "JAX_CACHE_ENV",
     "MPCError",
     "Named",
+    "OptionError",
     "Progress",
     "Silent",
     "Staged",

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from typing import Callable
+
 
 class InputError(ValueError):
     """Bad input or bad usage: a file, column, row or value the user must fix.
@@ -18,6 +21,27 @@ class InputError(ValueError):
     def shareable(self) -> str:
         """The message as it may leave this host: ``public`` when the message quotes a cell value."""
         return self.public or str(self)
+
+
+class OptionError(InputError):
+    """A refused value of a named argument (``epsilon``, a method option such as ``alpha``).
+
+    The message names each argument of ``names`` by its Python name, the first mention of each
+    naming it; a front end that calls them otherwise (the command line's flags) gets the same
+    message in its own names from ``renamed``.
+    """
+
+    def __init__(self, message: str, *names: str):
+        super().__init__(message)
+        self.names = names
+
+    def renamed(self, rename: Callable[[str], str]) -> str:
+        """The message with the first mention of each of ``names`` replaced by ``rename(name)``."""
+        text = str(self)
+        for name in self.names:
+            other = rename(name)
+            text = re.sub(rf"(?<![\w-]){re.escape(name)}(?![\w-])", lambda _: other, text, count=1)
+        return text
 
 
 class BudgetExceeded(RuntimeError):

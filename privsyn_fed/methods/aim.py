@@ -21,11 +21,13 @@ from typing import Sequence
 import numpy as np
 
 from ..accounting import Accountant
-from ..common import InputError, Progress, Silent
+from ..aggregation import Aggregator
+from ..common import InputError, OptionError, Progress, Silent
 from ..mechanisms import exponential_mechanism, gaussian_mechanism
 from ..noise import NoiseSource
 from ..silo import Silo
-from . import allocation, core, pgm
+from . import allocation, core
+from .base import Release, option
 from .workload import DEFAULT_DEGREE, DEFAULT_SIZE, DEFAULT_WORKLOAD_SEED, sample_workload
 
 THREAT_MODEL = (
@@ -39,52 +41,121 @@ def selection_sensitivity(max_weight: float, opts: "AIMOptions") -> float:
     return max_weight
 
 
+def _all_when_zero(size: int) -> int | None:
+    """The command line's ``--workload-size``, where 0 means every marginal (None)."""
+    return size or None
+
+
 @dataclass
 class AIMOptions:
     """AIM's options (the federated methods' options extend them); ``rounds`` None plans ``T`` from a
     noisy row total."""
 
-    rounds: int | None = None  # T; default planned from a noisy row total
-    alpha: float = 0.9  # share of each round's budget spent on measurement
-    max_model_size: float = 80.0  # MB, junction-tree size cap (ramped by the share spent)
-    pgm_iters: int = 1000  # mirror-descent iterations per refit (at most)
-    pgm_tol: float | None = 1e-6  # stop a refit early once it has converged (None: never)
-    workload_degree: int | None = None  # K; default 3 (or the number of columns, if fewer)
-    workload_size: int | None = DEFAULT_SIZE
-    workload_seed: int = DEFAULT_WORKLOAD_SEED
-    workload: Sequence[Sequence[str]] | None = None  # explicit cliques (column names) instead
+    rounds: int | None = option(
+        None,
+        "budget split into T rounds; aim anneals and stops when the budget is spent, distaim and flaim run "
+        "exactly T global rounds (default: planned from a noisy row total that costs "
+        f"{allocation.TOTAL_SHARE:.0%} of the budget: fewer rounds, and stronger 1-ways, when the data are "
+        f"small; at most 16 x columns for aim and {allocation.FEDERATED_ROUNDS} for distaim and flaim; the "
+        "ledger records the plan under details.schedule)",
+        flag="--rounds",
+        metavar="T",
+        group="aim",
+        positive=True,
+    )
+    alpha: float = option(
+        0.9,
+        "share of each round spent on measurement rather than selection (default {default})",
+        flag="--alpha",
+        metavar="A",
+        group="aim",
+    )
+    max_model_size: float = option(
+        80.0,
+        "cap on the graphical model's junction-tree size in MB (default {default})",
+        flag="--max-model-size",
+        metavar="MB",
+        group="aim",
+    )
+    pgm_iters: int = option(
+        1000,
+        "most mirror-descent iterations per model refit (default {default})",
+        flag="--pgm-iters",
+        metavar="N",
+        group="aim",
+        positive=True,
+    )
+    pgm_tol: float | None = option(
+        1e-6,
+        "stop a refit early when 50 iterations improve the fit by less than TOL (relative) twice in a row "
+        "(default {default}; 0 always runs --pgm-iters)",
+        flag="--pgm-tol",
+        metavar="TOL",
+        group="aim",
+    )
+    workload_degree: int | None = option(
+        None,
+        f"size of each workload marginal (default {DEFAULT_DEGREE})",
+        flag="--workload-degree",
+        metavar="K",
+        group="workload",
+        positive=True,
+    )
+    workload_size: int | None = option(
+        DEFAULT_SIZE,
+        "how many K-way marginals to sample (default {default}; 0 means all of them)",
+        flag="--workload-size",
+        metavar="M",
+        group="workload",
+        from_flag=_all_when_zero,
+    )
+    workload_seed: int = option(
+        DEFAULT_WORKLOAD_SEED,
+        "seed of the (public, data-independent) workload sample (default {default})",
+        flag="--workload-seed",
+        metavar="S",
+        group="workload",
+    )
+    workload: Sequence[Sequence[str]] | None = option(
+        None, "explicit cliques (column names) instead of the sampled workload"
+    )
 
     def check_mpc(self) -> None:
         """Nothing to add: ``prepare`` checks that the method runs over MPC at all."""
 
     def validate(self) -> None:
-        """Refuse (``InputError``) ``rounds`` below 1 or above ``MAX_ROUNDS``, ``alpha`` outside (0, 1),
+        """Refuse (``OptionError``) ``rounds`` below 1 or above ``MAX_ROUNDS``, ``alpha`` outside (0, 1),
         a ``max_model_size`` not positive or above an eighth of this machine's memory, ``pgm_iters``
         below 1, a negative ``pgm_tol``, ``workload_degree`` below 1, and a negative
         ``workload_seed`` or ``workload_size``."""
         if self.rounds is not None and self.rounds < 1:
-            raise InputError(f"--rounds must be a positive integer, not {self.rounds}")
+            raise OptionError(f"rounds must be a positive integer, not {self.rounds}", "rounds")
         if not 0 < self.alpha < 1:
-            raise InputError(f"--alpha must lie in (0, 1), not {self.alpha}")
+            raise OptionError(f"alpha must lie in (0, 1), not {self.alpha}", "alpha")
         if not self.max_model_size > 0:
-            raise InputError(f"--max-model-size must be positive, not {self.max_model_size}")
+            raise OptionError(f"max_model_size must be positive, not {self.max_model_size}", "max_model_size")
         if self.pgm_iters < 1:
-            raise InputError(f"--pgm-iters must be positive, not {self.pgm_iters}")
+            raise OptionError(f"pgm_iters must be positive, not {self.pgm_iters}", "pgm_iters")
         if self.pgm_tol is not None and not self.pgm_tol >= 0:
-            raise InputError(f"--pgm-tol must be 0 or positive, not {self.pgm_tol}")
+            raise OptionError(f"pgm_tol must be 0 or positive, not {self.pgm_tol}", "pgm_tol")
         if self.workload_degree is not None and self.workload_degree < 1:
-            raise InputError(f"--workload-degree must be positive, not {self.workload_degree}")
+            raise OptionError(f"workload_degree must be positive, not {self.workload_degree}", "workload_degree")
         if self.rounds is not None and self.rounds > MAX_ROUNDS:
-            raise InputError(f"--rounds {self.rounds} is more than the {MAX_ROUNDS:,} rounds a run may have")
+            raise OptionError(f"rounds {self.rounds} is more than the {MAX_ROUNDS:,} rounds a run may have", "rounds")
         if self.workload_seed < 0:
-            raise InputError(f"--workload-seed must be 0 or a positive whole number, not {self.workload_seed}")
+            raise OptionError(
+                f"workload_seed must be 0 or a positive whole number, not {self.workload_seed}", "workload_seed"
+            )
         if self.workload_size is not None and self.workload_size < 0:
-            raise InputError(f"--workload-size must be 0 (all) or positive, not {self.workload_size}")
-        limit = pgm.memory_mb() / 8
+            raise OptionError(f"workload_size must be 0 (all) or positive, not {self.workload_size}", "workload_size")
+        from .pgm import memory_mb
+
+        limit = memory_mb() / 8
         if self.max_model_size > limit:
-            raise InputError(
-                f"--max-model-size {self.max_model_size:g} MB does not fit this machine: a model fit "
-                f"holds several copies of the model, so at most {limit:,.0f} MB"
+            raise OptionError(
+                f"max_model_size {self.max_model_size:g} MB does not fit this machine: a model fit "
+                f"holds several copies of the model, so at most {limit:,.0f} MB",
+                "max_model_size",
             )
 
     def check_schema(self, schema) -> None:
@@ -95,9 +166,10 @@ class AIMOptions:
         d = len(schema.columns)
         T = self.rounds
         if T is not None and self.alpha * d >= T:
-            raise InputError(
-                f"--rounds {T} is too small for {d} columns: the 1-way measurements alone "
-                f"would spend the budget (use at least {int(np.floor(self.alpha * d)) + 1})"
+            raise OptionError(
+                f"rounds {T} is too small for {d} columns: the 1-way measurements alone "
+                f"would spend the budget (use at least {int(np.floor(self.alpha * d)) + 1})",
+                "rounds",
             )
 
 
@@ -111,7 +183,9 @@ def check_workload(opts: "AIMOptions", schema) -> None:
 
     d = len(schema.columns)
     if opts.workload is None and opts.workload_degree is not None and opts.workload_degree > d:
-        raise InputError(f"--workload-degree {opts.workload_degree} is more than the {d} columns of the schema")
+        raise OptionError(
+            f"workload_degree {opts.workload_degree} is more than the {d} columns of the schema", "workload_degree"
+        )
     check_size(workload_cliques(schema.names, opts), schema.shape, schema.names)
 
 
@@ -142,6 +216,8 @@ def run_aim(
 ) -> core.MethodResult:
     """Central AIM (module docstring) on the curator's pooled ``silo``, every release charged to
     ``acc``; returns the fitted model, its sampler, the rounds run and the workload."""
+    from . import pgm
+
     progress = progress or Silent()
     prob = problem_for(silo.schema, opts)
     names, domain, candidates = prob.names, prob.domain, prob.candidates
@@ -224,3 +300,28 @@ def run_aim(
     progress.log(f"{t} rounds, {len(measurements)} measurements")
     info = {"oneway_sigmas": core.oneway_sigmas(measurements, names, prob.shape)}
     return core.MethodResult(core.ModelSampler(model, silo.schema), model, t, prob.workload, info)
+
+
+class AIM:
+    """Central AIM in the registry: a trusted curator runs ``run_aim`` on the silos' pooled rows."""
+
+    name = "aim"
+    options_class = AIMOptions
+    min_silos = 1
+    mpc = False
+    graphical = True
+    central = True
+
+    def threat_model(self, aggregator: Aggregator | None) -> str:
+        """``THREAT_MODEL``: there is no aggregator, the curator sees every row."""
+        return THREAT_MODEL
+
+    def selection_sensitivity(self, max_weight: float, opts: AIMOptions) -> float | None:
+        """``selection_sensitivity``."""
+        return selection_sensitivity(max_weight, opts)
+
+    def run(self, release: Release) -> core.MethodResult:
+        """``run_aim`` on the pooled rows of ``release.silos`` (the release's seed is not used: the
+        curator's run draws no public randomness)."""
+        silo = Silo.pooled(release.silos)
+        return run_aim(silo, release.accountant, release.noise, release.options, release.progress)

@@ -2,6 +2,8 @@
 
 All of it operates on public quantities (the model, the candidate set, the budget) plus the
 private statistic the caller passes in for scoring; the caller's mechanism charges the ledger.
+The graphical model (``pgm``: mbi and JAX) is imported where it is used, so that reading the
+registry of methods loads neither.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..silo import SQRT_2_OVER_PI, aim_score  # noqa: F401  (part of the AIM family's steps)
-from . import pgm
 from .workload import downward_closure
 
 
@@ -58,6 +59,8 @@ def filter_candidates(
 ) -> dict[tuple[str, ...], float]:
     """Keep a candidate if the model with it stays within ``size_limit_mb`` (junction-tree size),
     or if the current model already covers it (a free clique)."""
+    from . import pgm
+
     free = pgm.covered_cliques(model_cliques)
     kept = {}
     for cl, w in candidates.items():
@@ -89,6 +92,8 @@ class Problem:
     def build(cls, names: Sequence[str], shape: Sequence[int], workload: Sequence[Sequence[int]]) -> "Problem":
         """The problem of a workload of column-index cliques: the workload in column names and its
         downward closure with AIM's weights as the candidates."""
+        from . import pgm
+
         names = list(names)
         cliques = [tuple(cl) for cl in workload]
         candidates = {tuple(names[i] for i in cl): w for cl, w in downward_closure(cliques).items()}
@@ -157,6 +162,7 @@ class ModelSampler:
         """``rows`` rows drawn from the model with ``seed`` (``pgm.sample_codes``), decoded to values
         with a generator seeded ``seed + 1``."""
         from ..schema import decode_codes
+        from . import pgm
 
         codes = pgm.sample_codes(self.model, self.schema.names, rows, seed)
         return decode_codes(codes, self.schema, np.random.default_rng(seed + 1))

@@ -24,30 +24,38 @@ import numpy as np
 
 from ..accounting import Accountant
 from ..aggregation import Aggregator
-from ..common import InputError
+from ..common import OptionError
 from ..mechanisms import noisy_sum, noisy_sums
 from ..noise import NoiseSource
 from ..silo import MarginalsQuery
-from . import pgm
+from . import allocation
 from .aim import AIMOptions, check_workload
 from .allocation import FEDERATED_ROUNDS, default_sample_rate  # noqa: F401  (shared by DistAIM and FLAIM)
+from .base import option
 
 Measurement = tuple[tuple[str, ...], np.ndarray, float]
 
 
 @dataclass
 class FederatedOptions(AIMOptions):
-    """Options of DistAIM and FLAIM: AIM's, with ``T`` global rounds (planned, at most
-    ``FEDERATED_ROUNDS``, when not given) and the client sample rate ``p``."""
+    """Options of DistAIM and FLAIM: AIM's, with ``rounds`` the ``T`` global rounds (planned, at most
+    ``FEDERATED_ROUNDS``, when not given), and the client sample rate ``p``."""
 
-    rounds: int | None = None  # T, global rounds; default planned (at most FEDERATED_ROUNDS)
-    sample_rate: float | None = None  # p; default from ``default_sample_rate``
+    sample_rate: float | None = option(
+        None,
+        "probability that a silo takes part in a round, in (0, 1] (default: 1 below "
+        f"{allocation.MANY_SILOS} silos, {allocation.MANY_SILOS_RATE:g} from {allocation.MANY_SILOS} silos on); "
+        "sampling never looks at the data",
+        flag="--sample-rate",
+        metavar="P",
+        group="federated",
+    )
 
     def validate(self) -> None:
         """AIM's checks; also refuse a ``sample_rate`` outside (0, 1]."""
         super().validate()
         if self.sample_rate is not None and not 0 < self.sample_rate <= 1:
-            raise InputError(f"--sample-rate must lie in (0, 1], not {self.sample_rate}")
+            raise OptionError(f"sample_rate must lie in (0, 1], not {self.sample_rate}", "sample_rate")
 
     def check_schema(self, schema) -> None:
         """The workload's checks (the federated budget split is feasible for every ``T``)."""
@@ -142,8 +150,6 @@ def measure_initial_oneways(
 def planning_total(agg: Aggregator, acc: Accountant, noise: NoiseSource) -> float:
     """The row total over every silo, released with ``allocation.TOTAL_SHARE`` of the budget
     (sensitivity 1), from which a federated schedule is planned."""
-    from . import allocation
-
     y = noisy_sum(
         agg,
         acc,
@@ -225,6 +231,8 @@ def keep_within_size(
 ) -> tuple[list[tuple[str, ...]], list[tuple[str, ...]]]:
     """Greedily keep picks (in the given order) while the model stays below ``limit_mb``; the
     others are dropped before they are measured (their selection was already paid for)."""
+    from . import pgm
+
     kept: list[tuple[str, ...]] = []
     dropped: list[tuple[str, ...]] = []
     cliques = list(model_cliques)

@@ -47,7 +47,7 @@ import pandas as pd
 
 from ..accounting import Accountant
 from ..aggregation import Aggregator
-from ..common import InputError, Progress, Silent
+from ..common import InputError, OptionError, Progress, Silent
 from ..mechanisms import exact_sums_in_a_non_private_run, gaussian_sigma, noisy_sums
 from ..noise import NoiseSource
 from ..schema import CategoricalColumn, NumericColumn, Schema, refined
@@ -66,6 +66,7 @@ from ..silo import (
     universal_threshold,
 )
 from . import allocation, core
+from .base import Release, option
 from .federated import combined_total, projected
 
 NON_PRIVATE_WARNING = (
@@ -74,39 +75,78 @@ NON_PRIVATE_WARNING = (
 )
 
 
+def shares_from_text(text: str) -> tuple[float, ...]:
+    """``split`` as the command line writes it: comma-separated numbers."""
+    try:
+        return tuple(float(x) for x in text.split(","))
+    except ValueError:
+        raise OptionError(f"split must be four comma-separated numbers, not {text!r}", "split") from None
+
+
 @dataclass
 class FedTDAOptions:
     """Fed-TDA's options; ``split`` None plans the budget from a noisy row total
     (``allocation.plan_fedtda``)."""
 
-    split: Sequence[float] | None = None  # shares of rho (total, categorical, numeric, covariance); default planned
-    components: int = 5  # most mixture components per numeric column
-    norm_factor: float = 2.0  # encoded rows are clipped to norm norm_factor * sqrt(l)
-    icdm_lambda: float = 1e-4  # ICDM trims [0, 1] to [lambda, 1 - lambda]
-    threshold: float = 2.0  # noisy numeric-histogram counts below threshold x sigma count as empty
-    refine: int = 4  # each schema bin is split in this many for the numeric histograms
-    non_private: bool = False  # exact statistics, no noise, no guarantee (testing only)
+    split: Sequence[float] | None = option(
+        None,
+        "shares of the budget for the row total, the categorical histograms, the numeric histograms and the "
+        "covariance, e.g. 0.05,0.2,0.35,0.4 (default: planned from a noisy row total that costs "
+        f"{allocation.TOTAL_SHARE:.0%} of the budget: the histograms get an equal share per column and the "
+        f"covariance {allocation.MAX_COVARIANCE_SHARE:.0%} where its correlations can be measured, else "
+        f"{allocation.MIN_COVARIANCE_SHARE:.0%})",
+        flag="--split",
+        metavar="N,CAT,NUM,COV",
+        group="fedtda",
+        from_flag=shares_from_text,
+    )
+    components: int = option(
+        5,
+        "most Gaussian-mixture components per numeric column (default {default})",
+        flag="--components",
+        metavar="K",
+        group="fedtda",
+        positive=True,
+    )
+    norm_factor: float = option(2.0, "encoded rows are clipped to norm norm_factor * sqrt(l) (default {default})")
+    icdm_lambda: float = option(1e-4, "ICDM trims [0, 1] to [lambda, 1 - lambda] (default {default})")
+    threshold: float = option(
+        2.0, "noisy numeric-histogram counts below threshold x sigma count as empty (default {default})"
+    )
+    refine: int = option(
+        4,
+        "each schema bin is split in this many (1, 2 or 4) for the numeric histograms; at most this many when "
+        "the budget is planned (default {default})",
+    )
+    non_private: bool = option(
+        False,
+        "TEST MODE: exact statistics, no noise, NO privacy guarantee (the ledger says so and audit fails it); "
+        "for checking the method itself",
+        flag="--non-private",
+        group="fedtda",
+    )
 
     def validate(self) -> None:
-        """Refuse (``InputError``) a ``split`` other than four finite non-negative shares whose total
+        """Refuse (``OptionError``) a ``split`` other than four finite non-negative shares whose total
         and covariance shares are positive, ``refine`` other than 1, 2 or 4, ``components`` below 1,
         a ``norm_factor`` not positive, and ``icdm_lambda`` outside (0, 0.5)."""
         if self.split is not None:
             if len(self.split) != 4 or any(not (0 <= x < math.inf) for x in self.split) or not sum(self.split) > 0:
-                raise InputError(
-                    f"--split needs four non-negative shares (total, categorical, numeric, "
-                    f"covariance), not {list(self.split)}"
+                raise OptionError(
+                    f"split needs four non-negative shares (total, categorical, numeric, "
+                    f"covariance), not {list(self.split)}",
+                    "split",
                 )
             if min(self.split[0], self.split[3]) <= 0:
-                raise InputError("--split: the total and the covariance need a positive share")
+                raise OptionError("split: the total and the covariance need a positive share", "split")
         if self.refine not in (1, 2, 4):
-            raise InputError(f"refine must be 1, 2 or 4, not {self.refine}")
+            raise OptionError(f"refine must be 1, 2 or 4, not {self.refine}", "refine")
         if self.components < 1:
-            raise InputError(f"--components must be at least 1, not {self.components}")
+            raise OptionError(f"components must be at least 1, not {self.components}", "components")
         if not self.norm_factor > 0:
-            raise InputError("norm_factor must be positive")
+            raise OptionError("norm_factor must be positive", "norm_factor")
         if not 0 < self.icdm_lambda < 0.5:
-            raise InputError(f"icdm_lambda must lie in (0, 0.5), not {self.icdm_lambda}")
+            raise OptionError(f"icdm_lambda must lie in (0, 0.5), not {self.icdm_lambda}", "icdm_lambda")
 
     def check_mpc(self) -> None:
         """Every Fed-TDA statistic is a declared query: nothing to refuse over MPC."""
@@ -121,9 +161,10 @@ class FedTDAOptions:
         shares = self.split or (1.0, 1.0, 1.0, 1.0)
         for count, share, family in ((n_cat, shares[1], "categorical"), (n_num, shares[2], "numeric")):
             if count and not share > 0:
-                raise InputError(
-                    f"--split gives the {family} histograms no budget, but the schema has {count} "
-                    f"{family} column(s); give them a positive share"
+                raise OptionError(
+                    f"split gives the {family} histograms no budget, but the schema has {count} "
+                    f"{family} column(s); give them a positive share",
+                    "split",
                 )
         width = len(schema.columns) + n_num
         if width * (width + 1) // 2 > MAX_CANDIDATE_CELLS:
@@ -311,3 +352,28 @@ def _probabilities(counts: np.ndarray, n_hat: float) -> np.ndarray:
     category keeps an interval), normalised."""
     c = projected(counts, n_hat) * n_hat + max(n_hat, 1.0) * 1e-6
     return c / c.sum()
+
+
+class FedTDA:
+    """Fed-TDA in the registry: ``run_fedtda`` over the release's aggregator."""
+
+    name = "fedtda"
+    options_class = FedTDAOptions
+    min_silos = 1
+    mpc = True
+    graphical = False
+    central = False
+
+    def threat_model(self, aggregator: Aggregator | None) -> str:
+        """``threat_model`` of the aggregator."""
+        return threat_model(aggregator)
+
+    def selection_sensitivity(self, max_weight: float, opts: FedTDAOptions) -> float | None:
+        """None: Fed-TDA selects nothing."""
+        return None
+
+    def run(self, release: Release) -> core.MethodResult:
+        """``run_fedtda`` over ``release.aggregator``, the silos' encoding seeded by ``release.seed``."""
+        return run_fedtda(
+            release.aggregator, release.accountant, release.noise, release.options, release.seed, release.progress
+        )

@@ -40,12 +40,13 @@ import numpy as np
 
 from ..accounting import Accountant
 from ..aggregation import Aggregator
-from ..common import InputError, Progress, Silent
+from ..common import OptionError, Progress, Silent
 from ..mechanisms import exact_sums_in_a_non_private_run, local_exponential_mechanism, local_gaussian_mechanism
 from ..noise import NoiseSource
 from ..silo import LocalScoresQuery, MarginalsQuery
-from . import allocation, core, pgm
+from . import allocation, core
 from .aim import problem_for
+from .base import Release, option
 from .federated import (
     FEDERATED_ROUNDS,
     ClientSampler,
@@ -76,23 +77,41 @@ class FLAIMOptions(FederatedOptions):
     """FLAIM's options: the federated ones, the ``variant`` (``naive``, ``private`` or ``oracle``) and
     ``s`` local steps."""
 
-    variant: str = "private"
-    local_steps: int = 1  # s
+    variant: str = option(
+        "private",
+        "flaim only (default {default}): naive = local AIM scores; private = AugFLAIM with a DP heterogeneity "
+        "proxy, filter-and-combine and measurement weighting; oracle = uses the true pooled marginals, NOT "
+        "private, research baseline only",
+        flag="--variant",
+        group="federated",
+        choices=VARIANTS,
+    )
+    local_steps: int = option(
+        1,
+        "flaim only: selections per sampled silo per round (default {default}); S > 1 costs 2S - 1 Gaussian "
+        "releases per round, not S",
+        flag="--local-steps",
+        metavar="S",
+        group="federated",
+        positive=True,
+    )
 
     def validate(self) -> None:
         """The federated checks; also refuse an unknown ``variant`` and ``local_steps`` below 1."""
         super().validate()
         if self.variant not in VARIANTS:
-            raise InputError(f"--variant must be one of {', '.join(VARIANTS)}, not {self.variant!r}")
+            raise OptionError(f"variant must be one of {', '.join(VARIANTS)}, not {self.variant!r}", "variant")
         if self.local_steps < 1:
-            raise InputError(f"--local-steps must be a positive integer, not {self.local_steps}")
+            raise OptionError(f"local_steps must be a positive integer, not {self.local_steps}", "local_steps")
 
     def check_mpc(self) -> None:
         """Over MPC a silo's process only answers declared queries: one local step, a private variant."""
         if self.local_steps > 1 or self.variant == "oracle":
-            raise InputError(
-                "flaim over MPC runs one local step with --variant naive or private "
-                "(--local-steps > 1 refits the model inside each silo; oracle is not private)"
+            raise OptionError(
+                "flaim over MPC runs one local step with variant naive or private "
+                "(local_steps > 1 refits the model inside each silo; oracle is not private)",
+                "variant",
+                "local_steps",
             )
 
 
@@ -195,6 +214,8 @@ class FLAIMRun:
     def run(self) -> core.MethodResult:
         """The release: the plan, the initial 1-ways and model, then ``T`` global rounds (the oracle
         variant first marks its ledger non-private)."""
+        from . import pgm
+
         prob, opts, acc = self.prob, self.opts, self.acc
         if self.variant == "oracle":
             acc.mark_non_private(ORACLE_WARNING)
@@ -227,6 +248,8 @@ class FLAIMRun:
 
     def global_round(self, t: int, model):
         """Global round ``t``: sample, select locally, aggregate with noise, refit."""
+        from . import pgm
+
         prob, opts, acc, s, d = self.prob, self.opts, self.acc, self.opts.local_steps, len(self.prob.names)
         proxy_round = self.variant == "private" and t < self.rounds
         round_rho = s * self.eps**2 / 8 + ((2 * s - 1) + (d if proxy_round else 0)) / (2 * self.sigma**2)
@@ -333,6 +356,8 @@ class FLAIMRun:
     def refine_local_models(self, t: int, step: int, sampled: list[str], picks: dict, cands: dict) -> dict:
         """Each silo measures its latest choice with ``N(0, sigma^2)`` (a release, charged once by
         parallel composition) and refits its own copy of the model with it."""
+        from . import pgm
+
         local = local_gaussian_mechanism(
             self.agg,
             self.acc,
@@ -388,3 +413,28 @@ def _pooled_probs(agg: Aggregator, acc: Accountant, prob: core.Problem) -> dict[
         ],
     )
     return {q: total / max(1, total.sum()) for q, total in zip(prob.candidates, totals)}
+
+
+class FLAIM:
+    """FLAIM in the registry: ``run_flaim`` over the release's aggregator."""
+
+    name = "flaim"
+    options_class = FLAIMOptions
+    min_silos = 2
+    mpc = True
+    graphical = True
+    central = False
+
+    def threat_model(self, aggregator: Aggregator | None) -> str:
+        """``threat_model`` of the aggregator."""
+        return threat_model(aggregator)
+
+    def selection_sensitivity(self, max_weight: float, opts: FLAIMOptions) -> float | None:
+        """``selection_sensitivity`` of the options' variant."""
+        return selection_sensitivity(max_weight, opts)
+
+    def run(self, release: Release) -> core.MethodResult:
+        """``run_flaim`` over ``release.aggregator``, client sampling seeded by ``release.seed``."""
+        return run_flaim(
+            release.aggregator, release.accountant, release.noise, release.options, release.seed, release.progress
+        )

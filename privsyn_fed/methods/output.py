@@ -15,7 +15,7 @@ from typing import Iterator, Protocol
 import numpy as np
 import pandas as pd
 
-from ..common import InputError, checkpoint
+from ..common import OptionError, checkpoint
 
 #: The most rows one release may have (``--rows``).
 MAX_ROWS = 1_000_000_000
@@ -38,14 +38,14 @@ class TableSampler(Protocol):
 
 
 def check_rows(rows: int | None) -> None:
-    """Refuse (``InputError``) a row count that is not a whole number from 1 to ``MAX_ROWS``; ``None``
+    """Refuse (``OptionError``) a row count that is not a whole number from 1 to ``MAX_ROWS``; ``None``
     (the default count) passes."""
     if rows is None:
         return
     if isinstance(rows, bool) or not isinstance(rows, (int, np.integer)) or rows < 1:
-        raise InputError(f"rows must be a positive whole number, not {rows!r}")
+        raise OptionError(f"rows must be a positive whole number, not {rows!r}", "rows")
     if rows > MAX_ROWS:
-        raise InputError(f"--rows {rows} is more than the {MAX_ROWS:,} rows one release may have")
+        raise OptionError(f"rows {rows} is more than the {MAX_ROWS:,} rows one release may have", "rows")
 
 
 def default_rows(total: float) -> int:

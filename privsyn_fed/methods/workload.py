@@ -55,31 +55,37 @@ def workload_count(n_columns: int, degree: int, size: int | None) -> int:
 
 def check_size(workload: Sequence[Clique], shape: Sequence[int], names: Sequence[str]) -> None:
     """Refuse a workload whose marginals would not fit in memory (see the limits above)."""
-    from ..common import InputError
+    from ..common import OptionError
 
     if len(workload) > MAX_WORKLOAD:
-        raise InputError(
-            f"the workload has {len(workload):,} marginals, more than {MAX_WORKLOAD:,}; give a smaller --workload-size"
+        raise OptionError(
+            f"the workload has {len(workload):,} marginals, more than {MAX_WORKLOAD:,}; give a smaller workload_size",
+            "workload_size",
         )
     for cl in workload:
         if n_cells(cl, shape) > MAX_MARGINAL_CELLS:
-            raise InputError(
+            raise OptionError(
                 f"the workload marginal ({', '.join(names[i] for i in cl)}) has "
                 f"{n_cells(cl, shape):,} cells, more than {MAX_MARGINAL_CELLS:,}; use fewer bins "
-                "or categories, or a smaller --workload-degree"
+                "or categories, or a smaller workload_degree",
+                "workload_degree",
             )
     subsets = sum(2 ** len(cl) - 1 for cl in workload)
     if subsets > 10 * MAX_WORKLOAD:
-        raise InputError(
+        raise OptionError(
             f"the workload's {subsets:,} candidate marginals are too many; use a smaller "
-            "--workload-degree or --workload-size"
+            "workload_degree or workload_size",
+            "workload_degree",
+            "workload_size",
         )
     total = sum(n_cells(cl, shape) for cl in downward_closure(workload))
     if total > MAX_CANDIDATE_CELLS:
-        raise InputError(
+        raise OptionError(
             f"the workload's candidate marginals have {total:,} cells together, more than "
-            f"{MAX_CANDIDATE_CELLS:,}; use fewer bins or categories, a smaller --workload-size "
-            "or --workload-degree"
+            f"{MAX_CANDIDATE_CELLS:,}; use fewer bins or categories, a smaller workload_size "
+            "or workload_degree",
+            "workload_size",
+            "workload_degree",
         )
 
 

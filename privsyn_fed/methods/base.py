@@ -1,0 +1,140 @@
+"""What a method is to its callers: options that describe themselves, the release a method runs
+on, and the ``Method`` protocol of the registry (``methods.METHODS``).
+
+* A method's options are a dataclass whose fields are made by ``option``: each field's metadata
+  holds its help text (which states the default, taken from the field itself) and, for the
+  options the command line offers, its flag and how the flag's value is read. Their checks
+  (``validate``, ``check_schema``, ``check_mpc``) raise ``OptionError`` naming the option by its
+  Python name (``alpha must lie in (0, 1)``); the command line names it by its flag.
+* ``Release``: one run of a method: the silos, the aggregator that is a federated method's only
+  way to them, the accountant every release is charged to, the noise, the validated options, the
+  seed of the method's public randomness, and progress.
+* ``Method``: a registry entry: the facts ``api`` and ``cli`` read, the threat model a ledger
+  states, the sensitivity of the selection score (checked against the audit's own table), and
+  ``run(release) -> MethodResult``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Protocol, Sequence
+
+from ..accounting import Accountant
+from ..aggregation import Aggregator
+from ..common import Progress
+from ..noise import NoiseSource
+from ..schema import Schema
+from ..silo import Silo
+from .core import MethodResult
+
+
+def option(
+    default: Any,
+    help: str,
+    *,
+    flag: str | None = None,
+    metavar: str | None = None,
+    group: str | None = None,
+    positive: bool = False,
+    choices: Sequence[str] | None = None,
+    from_flag: Callable[[Any], Any] | None = None,
+) -> Any:
+    """A field of an options dataclass, with ``default`` and its description as metadata.
+
+    ``help`` says what the option does; ``{default}`` in it becomes ``default`` as written
+    (``shown``), so the text cannot disagree with the field. Options the command line offers have
+    a ``flag`` with its ``metavar`` and the ``group`` of options the help lists it under; the flag's
+    value is read by the field's type (a number, a whole number, a switch for a ``bool``, text),
+    as a whole number of at least 1 when ``positive``, among ``choices`` when given, and then
+    passed through ``from_flag`` when given (text to a tuple, a command line's 0 to None).
+    """
+    metadata: dict[str, Any] = {"help": help.replace("{default}", shown(default))}
+    if flag is not None:
+        metadata.update(flag=flag, metavar=metavar, group=group, positive=positive)
+        if choices is not None:
+            metadata["choices"] = tuple(choices)
+        if from_flag is not None:
+            metadata["from_flag"] = from_flag
+    return field(default=default, metadata=metadata)
+
+
+def shown(value: Any) -> str:
+    """``value`` as a help text writes it: numbers in their shortest form (``80``, ``0.9``, ``1e-6``)."""
+    if isinstance(value, float):
+        return re.sub(r"e([+-])0*(\d)", lambda m: "e" + m.group(1).lstrip("+") + m.group(2), f"{value:g}")
+    return str(value)
+
+
+class MethodOptions(Protocol):
+    """What every method's options dataclass offers (``api.prepare`` calls these in order)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    def validate(self) -> None:
+        """Refuse (``OptionError``) a value outside its range."""
+
+    def check_schema(self, schema: Schema) -> None:
+        """Refuse what does not fit the public schema (workload and model sizes, round counts)."""
+
+    def check_mpc(self) -> None:
+        """Refuse what cannot run over MPC."""
+
+
+@dataclass(frozen=True)
+class Release:
+    """One run of a method: what it reads, what pays for it, and how it reports."""
+
+    #: The silos. A central method pools their rows (``Silo.pooled``); a federated one never
+    #: touches them and reaches them only through ``aggregator``.
+    silos: Sequence[Silo]
+    #: The aggregator of a federated method (None for a central one).
+    aggregator: Aggregator | None
+    #: Charged for every release before its noisy value exists (``mechanisms``).
+    accountant: Accountant
+    noise: NoiseSource
+    #: The method's validated options (an instance of its ``options_class``).
+    options: Any
+    #: Seeds the method's public randomness (which silos take part, an encoding's draws), never
+    #: the noise; None draws it fresh.
+    seed: int | None
+    progress: Progress
+
+
+class Method(Protocol):
+    """A synthesis method as the registry holds it."""
+
+    @property
+    def name(self) -> str:
+        """What ``--method`` and ``synthesize(method=...)`` call it."""
+
+    @property
+    def options_class(self) -> type[MethodOptions]:
+        """Its options dataclass."""
+
+    @property
+    def min_silos(self) -> int:
+        """The fewest silos it accepts."""
+
+    @property
+    def mpc(self) -> bool:
+        """Whether ``--mpc`` can run it (every statistic through the aggregator protocol, none pooled)."""
+
+    @property
+    def graphical(self) -> bool:
+        """Whether it fits a graphical model over a workload (AIM family: rounds, workload, ``--model-out``)."""
+
+    @property
+    def central(self) -> bool:
+        """Whether a trusted curator pools the silos' rows (no aggregator)."""
+
+    def threat_model(self, aggregator: Aggregator | None) -> str:
+        """The ledger's threat model of a run over ``aggregator`` (None for a central method)."""
+
+    def selection_sensitivity(self, max_weight: float, opts: Any) -> float | None:
+        """Sensitivity of the selection score for workload weights up to ``max_weight`` (None: the
+        method selects nothing)."""
+
+    def run(self, release: Release) -> MethodResult:
+        """Run on ``release``, every privacy cost charged to ``release.accountant``; the sampler,
+        the model, the rounds run, the workload and run details."""
