@@ -138,3 +138,39 @@ class Method(Protocol):
     def run(self, release: Release) -> MethodResult:
         """Run on ``release``, every privacy cost charged to ``release.accountant``; the sampler,
         the model, the rounds run, the workload and run details."""
+
+
+#: A federated method's runner: ``(aggregator, accountant, noise, options, seed, progress)``.
+FederatedRunner = Callable[[Aggregator, Accountant, NoiseSource, Any, "int | None", Progress], MethodResult]
+
+
+@dataclass(frozen=True)
+class FederatedMethod:
+    """A ``Method`` that coordinates the silos through the release's aggregator only: ``run`` calls
+    ``runner(aggregator, accountant, noise, options, seed, progress)``."""
+
+    name: str
+    options_class: type[MethodOptions]
+    min_silos: int
+    graphical: bool
+    runner: FederatedRunner
+    #: The ledger's threat model of a run over an aggregator.
+    threat: Callable[[Aggregator | None], str]
+    #: The selection score's sensitivity per unit of the largest workload weight (None: no selection).
+    selection: Callable[[float, Any], float] | None = None
+    mpc: bool = True
+    central: bool = False
+
+    def threat_model(self, aggregator: Aggregator | None) -> str:
+        """``threat(aggregator)``."""
+        return self.threat(aggregator)
+
+    def selection_sensitivity(self, max_weight: float, opts: Any) -> float | None:
+        """``selection(max_weight, opts)``, or None when the method selects nothing."""
+        return None if self.selection is None else self.selection(max_weight, opts)
+
+    def run(self, release: Release) -> MethodResult:
+        """``runner`` over ``release.aggregator``; ``release.seed`` seeds its public randomness."""
+        return self.runner(
+            release.aggregator, release.accountant, release.noise, release.options, release.seed, release.progress
+        )

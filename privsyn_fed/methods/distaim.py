@@ -36,7 +36,7 @@ from ..mechanisms import pooled_exponential_mechanism, pooled_gaussian_mechanism
 from ..noise import NoiseSource
 from . import allocation, core
 from .aim import problem_for
-from .base import Release
+from .base import FederatedMethod
 from .federated import (
     FEDERATED_ROUNDS,
     ClientSampler,
@@ -150,26 +150,13 @@ def run_distaim(
     return core.MethodResult(core.ModelSampler(model, schema), model, T, prob.workload, info)
 
 
-class DistAIM:
-    """DistAIM in the registry: ``run_distaim`` over the release's aggregator."""
-
-    name = "distaim"
-    options_class = FederatedOptions
-    min_silos = 2
-    mpc = True
-    graphical = True
-    central = False
-
-    def threat_model(self, aggregator: Aggregator | None) -> str:
-        """``threat_model`` of the aggregator."""
-        return threat_model(aggregator)
-
-    def selection_sensitivity(self, max_weight: float, opts: FederatedOptions) -> float | None:
-        """``selection_sensitivity``."""
-        return selection_sensitivity(max_weight, opts)
-
-    def run(self, release: Release) -> core.MethodResult:
-        """``run_distaim`` over ``release.aggregator``, client sampling seeded by ``release.seed``."""
-        return run_distaim(
-            release.aggregator, release.accountant, release.noise, release.options, release.seed, release.progress
-        )
+#: DistAIM in the registry.
+DISTAIM = FederatedMethod(
+    "distaim",
+    FederatedOptions,
+    min_silos=2,
+    graphical=True,
+    runner=run_distaim,
+    threat=threat_model,
+    selection=selection_sensitivity,
+)

@@ -66,7 +66,7 @@ from ..silo import (
     universal_threshold,
 )
 from . import allocation, core
-from .base import Release, option
+from .base import FederatedMethod, option
 from .federated import combined_total, projected
 
 NON_PRIVATE_WARNING = (
@@ -354,26 +354,5 @@ def _probabilities(counts: np.ndarray, n_hat: float) -> np.ndarray:
     return c / c.sum()
 
 
-class FedTDA:
-    """Fed-TDA in the registry: ``run_fedtda`` over the release's aggregator."""
-
-    name = "fedtda"
-    options_class = FedTDAOptions
-    min_silos = 1
-    mpc = True
-    graphical = False
-    central = False
-
-    def threat_model(self, aggregator: Aggregator | None) -> str:
-        """``threat_model`` of the aggregator."""
-        return threat_model(aggregator)
-
-    def selection_sensitivity(self, max_weight: float, opts: FedTDAOptions) -> float | None:
-        """None: Fed-TDA selects nothing."""
-        return None
-
-    def run(self, release: Release) -> core.MethodResult:
-        """``run_fedtda`` over ``release.aggregator``, the silos' encoding seeded by ``release.seed``."""
-        return run_fedtda(
-            release.aggregator, release.accountant, release.noise, release.options, release.seed, release.progress
-        )
+#: Fed-TDA in the registry.
+FEDTDA = FederatedMethod("fedtda", FedTDAOptions, min_silos=1, graphical=False, runner=run_fedtda, threat=threat_model)

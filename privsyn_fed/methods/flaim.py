@@ -46,7 +46,7 @@ from ..noise import NoiseSource
 from ..silo import LocalScoresQuery, MarginalsQuery
 from . import allocation, core
 from .aim import problem_for
-from .base import Release, option
+from .base import FederatedMethod, option
 from .federated import (
     FEDERATED_ROUNDS,
     ClientSampler,
@@ -415,26 +415,13 @@ def _pooled_probs(agg: Aggregator, acc: Accountant, prob: core.Problem) -> dict[
     return {q: total / max(1, total.sum()) for q, total in zip(prob.candidates, totals)}
 
 
-class FLAIM:
-    """FLAIM in the registry: ``run_flaim`` over the release's aggregator."""
-
-    name = "flaim"
-    options_class = FLAIMOptions
-    min_silos = 2
-    mpc = True
-    graphical = True
-    central = False
-
-    def threat_model(self, aggregator: Aggregator | None) -> str:
-        """``threat_model`` of the aggregator."""
-        return threat_model(aggregator)
-
-    def selection_sensitivity(self, max_weight: float, opts: FLAIMOptions) -> float | None:
-        """``selection_sensitivity`` of the options' variant."""
-        return selection_sensitivity(max_weight, opts)
-
-    def run(self, release: Release) -> core.MethodResult:
-        """``run_flaim`` over ``release.aggregator``, client sampling seeded by ``release.seed``."""
-        return run_flaim(
-            release.aggregator, release.accountant, release.noise, release.options, release.seed, release.progress
-        )
+#: FLAIM in the registry.
+FLAIM = FederatedMethod(
+    "flaim",
+    FLAIMOptions,
+    min_silos=2,
+    graphical=True,
+    runner=run_flaim,
+    threat=threat_model,
+    selection=selection_sensitivity,
+)

@@ -29,7 +29,7 @@ from ..noise import NoiseSource
 from ..schema import Schema, decode_codes
 from ..silo import MarginalsQuery
 from . import core
-from .base import Release
+from .base import FederatedMethod
 from .federated import combined_total, projected
 
 
@@ -108,26 +108,7 @@ def run_independent(
     return core.MethodResult(model, model, 1, [], info)
 
 
-class Independent:
-    """The independent method in the registry: ``run_independent`` over the release's aggregator."""
-
-    name = "independent"
-    options_class = IndependentOptions
-    min_silos = 1
-    mpc = True
-    graphical = False
-    central = False
-
-    def threat_model(self, aggregator: Aggregator | None) -> str:
-        """``threat_model`` of the aggregator."""
-        return threat_model(aggregator)
-
-    def selection_sensitivity(self, max_weight: float, opts: IndependentOptions) -> float | None:
-        """None: the method selects nothing."""
-        return None
-
-    def run(self, release: Release) -> core.MethodResult:
-        """``run_independent`` over ``release.aggregator``."""
-        return run_independent(
-            release.aggregator, release.accountant, release.noise, release.options, release.seed, release.progress
-        )
+#: The independent method in the registry.
+INDEPENDENT = FederatedMethod(
+    "independent", IndependentOptions, min_silos=1, graphical=False, runner=run_independent, threat=threat_model
+)
