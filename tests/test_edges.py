@@ -438,7 +438,9 @@ def test_a_run_rejected_before_any_mechanism_gives_its_reservation_back(schema_p
 def test_a_failure_before_any_charge_leaves_no_ledger_and_no_spend(
     schema_path, silo_paths, tmp_path, capsys, monkeypatch
 ):
-    import privsyn_fed.methods.fedtda as fedtda
+    import dataclasses
+
+    from privsyn_fed.methods import METHODS
 
     def broken(*args, **kwargs):
         raise RuntimeError("the method broke before measuring anything")
@@ -447,7 +449,7 @@ def test_a_failure_before_any_charge_leaves_no_ledger_and_no_spend(
     out = tmp_path / "o.csv"
     args = synth(schema_path, silo_paths, out, budget_store=store, dataset_id="d", total_epsilon=3)
     with monkeypatch.context() as m:
-        m.setattr(fedtda, "run_fedtda", broken)
+        m.setitem(METHODS, "fedtda", dataclasses.replace(METHODS["fedtda"], runner=broken))
         code, _, err = run_cli(*args, capsys=capsys)
     assert code == 1 and "broke before measuring" in err
     assert not out.exists() and not out.with_suffix(".ledger.json").exists()
