@@ -67,12 +67,12 @@ from netns import NETEM, Network, delay_mechanism, sh  # noqa: E402
 
 import privsyn_fed as pf  # noqa: E402
 from privsyn_fed.evaluation import evaluate, partition  # noqa: E402
-from privsyn_fed.mpc import coordinator  # noqa: E402
+from privsyn_fed.mpc import certs, coordinator  # noqa: E402
 
 RESULTS = OUT / "mpc_netem.jsonl"
 ROOT = Path(__file__).resolve().parent.parent
 PARTIES = 3  # silo parties; the dealer is one more process
-PORT = 29500  # party 0's rendezvous port, in its own namespace
+PORT = 29500  # every member's port, each on its own namespace's address
 TIMEOUT_S = 600  # how long a party waits for the others (join and each exchange)
 DEFINITION = (
     "One-way delay D: every process in a network namespace of its own, so any packet between two processes "
@@ -82,11 +82,11 @@ DEFINITION = (
 )
 
 
-def measure(schema_path, paths, train_csv, rounds: int, rendezvous: str | None = None) -> dict:
-    """Party 0's run (all parties on loopback, or with ``rendezvous`` only ``paths[0]`` here): times,
-    traffic and workload error."""
+def measure(schema_path, paths, train_csv, rounds: int, access: dict | None = None) -> dict:
+    """Party 0's run (all parties on loopback, or with ``access``, party 0's federation file,
+    certificate and key, only ``paths[0]`` here): times, traffic and workload error."""
     schema = pf.Schema.load(schema_path)
-    where = {"rendezvous": rendezvous, "parties": PARTIES, "timeout_s": TIMEOUT_S} if rendezvous else {}
+    where = {**access, "parties": PARTIES, "timeout_s": TIMEOUT_S} if access else {}
     clock = Clock()
     start = time.monotonic()
     with coordinator(schema_path, paths, **where) as agg:
@@ -105,26 +105,44 @@ def measure(schema_path, paths, train_csv, rounds: int, rendezvous: str | None =
     }
 
 
+def federation(net: Network, folder: Path) -> list[dict[str, str]]:
+    """A throw-away federation of the namespaces' addresses in ``folder``: a CA (its key dropped once
+    it has signed), one certificate and key per role; each member's federation file, certificate and key."""
+    ca = certs.make_ca("mpc-netem", days=1)
+    roles = [certs.party_role(k) for k in range(PARTIES)] + ["dealer"]
+    members, access = [], []
+    for k, role in enumerate(roles):
+        cert, key = certs.issue(ca, role, "benchmark", days=1)
+        certs.write_public(folder / f"{role}.pem", cert)
+        certs.write_private(folder / f"{role}.key", key)
+        members.append({"role": role, "organisation": "benchmark", "host": net.addr[k], "port": PORT})
+        access.append({"federation": str(folder / "federation.json"), "cert": str(folder / f"{role}.pem")})
+        access[-1]["key"] = str(folder / f"{role}.key")
+    certs.write_public(folder / "ca.pem", ca[0])
+    (folder / "federation.json").write_text(json.dumps({"federation": "mpc-netem", "ca": "ca.pem", "members": members}))
+    return access
+
+
 def run_namespaced(net: Network, schema_path, paths, train_csv, rounds: int, tmp: Path) -> dict:
     """Start party 0 (this script's ``party0``), parties 1, 2 and the dealer in their namespaces;
     party 0's measurements once it is done."""
-    rendezvous = f"tcp://{net.addr[0]}:{PORT}"
-    member = ["--parties", str(PARTIES), "--rendezvous", rendezvous, "--timeout", str(TIMEOUT_S)]
+    access = federation(net, Path(tempfile.mkdtemp(prefix="federation-", dir=tmp)))
+    member = [[f"--{k}={v}" for k, v in a.items()] + ["--timeout", str(TIMEOUT_S)] for a in access]
     job = {
         "schema": str(schema_path),
         "silo": str(paths[0]),
         "train": str(train_csv),
         "rounds": rounds,
-        "rendezvous": rendezvous,
+        "access": access[0],
         "out": str(tmp / "party0.json"),
     }
     cli = ["-m", "privsyn_fed"]
     logs = [tmp / f"{k}.log" for k in range(PARTIES + 1)]
     procs = {"party 0": net.start(0, [str(Path(__file__).resolve()), "party0", json.dumps(job)], logs[0])}
     for k in range(1, PARTIES):
-        party = ["mpc-party", "--rank", str(k), *member, "--schema", str(schema_path), "--silo", str(paths[k])]
+        party = ["mpc-party", "--rank", str(k), *member[k], "--schema", str(schema_path), "--silo", str(paths[k])]
         procs[f"party {k}"] = net.start(k, [*cli, *party], logs[k])
-    procs["the dealer"] = net.start(PARTIES, [*cli, "mpc-dealer", *member], logs[PARTIES])
+    procs["the dealer"] = net.start(PARTIES, [*cli, "mpc-dealer", *member[PARTIES]], logs[PARTIES])
 
     def failed() -> str | None:
         for (label, proc), log in zip(procs.items(), logs):
@@ -248,7 +266,7 @@ def link(args) -> None:
 def party0(args) -> None:
     """Inside party 0's namespace (started by ``run``): measure and write the result as JSON."""
     job = json.loads(args.job)
-    row = measure(job["schema"], [job["silo"]], job["train"], job["rounds"], job["rendezvous"])
+    row = measure(job["schema"], [job["silo"]], job["train"], job["rounds"], job["access"])
     Path(job["out"]).write_text(json.dumps(row))
 
 
@@ -305,7 +323,7 @@ def main() -> None:
     lk.add_argument("--mb", type=int, default=500, help="MiB to send")
     lk.add_argument("--tcp-buffer-mb", type=float, help="largest TCP buffers in each namespace (default: the system's)")
     p0 = sub.add_parser("party0", help="internal: party 0 inside its namespace")
-    p0.add_argument("job", help="JSON: schema, silo, train, rounds, rendezvous, out")
+    p0.add_argument("job", help="JSON: schema, silo, train, rounds, access (federation, cert, key), out")
     args = parser.parse_args()
     try:
         {"run": run, "report": report, "link": link, "party0": party0}[args.command](args)

@@ -12,6 +12,9 @@ mechanisms (``delay_mechanism()`` says which works here):
   and a thread (``Relay``) writes each IPv4 packet read from one device to the device of the namespace
   with its destination address D ms later, in the order read.
 
+``Network(..., tap=f)`` (relay only) also hands ``f`` every IPv4 packet the relay carries, as read:
+a wiretap on the link, for tests of what travels on it.
+
 ``Network.start(k, args, log)`` runs ``python ARGS`` in namespace k. On leaving the ``with`` block (and
 on Ctrl-C or SIGTERM, held off meanwhile) every process started is killed, the relay stopped, and the
 links, namespaces and bridge deleted; namespaces and links carry this process's pid in their names.
@@ -21,6 +24,7 @@ Needs root, ``ip`` and either ``tc`` with netem or ``/dev/net/tun``.
 from __future__ import annotations
 
 import collections
+import contextlib
 import fcntl
 import gc
 import json
@@ -36,6 +40,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 TUNSETIFF, IFF_TUN, IFF_NO_PI = 0x400454CA, 0x0001, 0x1000  # from <linux/if_tun.h>
 TUN_MTU = 65535  # TUN's largest MTU: large packets keep the relay's packet rate low
@@ -97,10 +102,11 @@ class Relay(threading.Thread):
     (and IPv6 ones, which nothing here uses) go nowhere, as on a bridge without those hosts.
     """
 
-    def __init__(self, route: dict[str, int], delay_s: float):
+    def __init__(self, route: dict[str, int], delay_s: float, tap: Callable[[bytes], None] | None = None):
         super().__init__(name="delay relay", daemon=True)
         self.route = {socket.inet_aton(addr): fd for addr, fd in route.items()}
         self.delay_s = delay_s
+        self.tap = tap  # called (in this thread) with each packet it will deliver, as read
         self.wake, self.waker = os.pipe()  # a byte on ``waker`` stops the thread
         self.packets = self.bytes = 0
         self.late_s = self.latest_s = 0.0  # summed and largest time by which a packet was written after its time due
@@ -128,6 +134,8 @@ class Relay(threading.Thread):
                         to = self.route.get(packet[16:20]) if packet[0] >> 4 == 4 else None
                         if to is not None:
                             due.append((time.monotonic() + self.delay_s, to, packet))
+                            if self.tap is not None:
+                                self.tap(packet)
                 while due and due[0][0] <= (now := time.monotonic()):
                     when, to, packet = due.popleft()
                     os.write(to, packet)
@@ -167,10 +175,19 @@ class Network:
     """
 
     def __init__(
-        self, hosts: int, delay_ms: float, by: str, tcp_buffer_mb: float | None = None, cwd: Path | None = None
+        self,
+        hosts: int,
+        delay_ms: float,
+        by: str,
+        tcp_buffer_mb: float | None = None,
+        cwd: Path | None = None,
+        tap: Callable[[bytes], None] | None = None,
     ):
         if not 1 <= hosts <= 200:
             raise ValueError(f"hosts must be between 1 and 200, not {hosts}")
+        if tap is not None and by != RELAY:
+            raise ValueError("a tap needs the userspace relay (by=RELAY): netem's packets never pass this process")
+        self.tap = tap
         tag = f"pf{os.getpid()}"  # interface names have at most 15 characters
         self.delay_ms, self.by, self.tcp_buffer_mb, self.cwd = delay_ms, by, tcp_buffer_mb, cwd
         self.bridge = f"{tag}br" if by == NETEM else None
@@ -211,7 +228,7 @@ class Network:
                         sh("ip", "netns", "exec", ns, "sysctl", "-q", "-w", setting)
             if self.tun:  # a full garbage collection here (~0.1 s) would hold up the relay: leave what exists out
                 gc.freeze()
-                self.relay = Relay(dict(zip(self.addr, self.tun)), self.delay_ms / 1e3)
+                self.relay = Relay(dict(zip(self.addr, self.tun)), self.delay_ms / 1e3, self.tap)
                 self.relay.start()
         except BaseException:
             self.close()
@@ -235,15 +252,16 @@ class Network:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def start(self, k: int, args: list[str], log: Path) -> subprocess.Popen:
-        """``python ARGS`` in namespace ``k``, with gloo on its interface; output to ``log``."""
-        env = ["env", f"GLOO_SOCKET_IFNAME={self.dev[k]}", "PYTHONUNBUFFERED=1"]
-        with open(log, "wb") as fh:  # a session of its own: killed as a group, Ctrl-C reaches only us
+    def start(self, k: int, args: list[str], log: Path, err: Path | None = None) -> subprocess.Popen:
+        """``python ARGS`` in namespace ``k``; output to ``log`` (its stderr to ``err`` if given)."""
+        env = ["env", "PYTHONUNBUFFERED=1"]
+        with contextlib.ExitStack() as files:  # a session of its own: killed as a group, Ctrl-C reaches only us
+            fh = files.enter_context(open(log, "wb"))
             proc = subprocess.Popen(
                 ["ip", "netns", "exec", self.ns[k], *env, sys.executable, *args],
                 stdin=subprocess.DEVNULL,
                 stdout=fh,
-                stderr=subprocess.STDOUT,
+                stderr=files.enter_context(open(err, "wb")) if err is not None else subprocess.STDOUT,
                 cwd=self.cwd,
                 start_new_session=True,
             )

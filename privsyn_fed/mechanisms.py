@@ -349,3 +349,35 @@ def pooled_gaussian_mechanism(
 def gaussian_sigma(sensitivity_l2: float, rho: float) -> float:
     """The ``sigma`` at which a Gaussian of this L2 sensitivity costs ``rho``: ``D / sqrt(2 rho)``."""
     return sensitivity_l2 / math.sqrt(2.0 * rho)
+
+
+# ---- a party's own account of the steps it answers (MPC) ----------------------------------------
+
+
+def party_gaussian_step(
+    acc: Accountant,
+    parties: PartiesNoise,
+    query: str,
+    *,
+    sensitivity_l2: float,
+    sigma: float,
+    cells: int,
+    grid: float = 1.0,
+    **fields: Any,
+) -> dict[str, Any]:
+    """Charge a silo party's own accountant for its rows' part in a Gaussian release on secret
+    shares: every party adds ``N_Z(0, sigma^2)`` on ``grid`` and the ``parties.honest`` outside any
+    tolerated coalition carry the guarantee (``accounting.distributed``), at the L2 sensitivity the
+    party derived for one of its own records. The party answers only after this returns:
+    ``BudgetExceeded`` (nothing recorded) when the step does not fit its budget, ``ValueError`` when
+    ``sigma`` is below the bound's half grid step."""
+    return acc.gaussian(query, sensitivity_l2, sigma, "mpc", cells=int(cells), **fields, **parties.fields(grid))
+
+
+def party_exponential_step(
+    acc: Accountant, query: str, *, sensitivity: float, epsilon: float, where: str, **fields: Any
+) -> dict[str, Any]:
+    """Charge a silo party's own accountant for a selection over its rows, ``epsilon^2 / 8``:
+    on secret shares (``where`` mpc, ``epsilon`` covering the Gumbels' rounding) or in the party's
+    own process (``where`` silo). ``BudgetExceeded`` (nothing recorded) when it does not fit."""
+    return acc.exponential(query, sensitivity, epsilon, where, **fields)

@@ -1,4 +1,4 @@
-"""Secure computation: real party processes (CrypTen over gloo on loopback) and the dealer."""
+"""Secure computation: real party processes (CrypTen over the TLS mesh on loopback) and the dealer."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from privsyn_fed.audit import audit_ledger
 from privsyn_fed.mechanisms import pooled_exponential_mechanism
 from privsyn_fed.methods.core import Problem
 from privsyn_fed.mpc import secure
-from privsyn_fed.mpc.launch import coordinator, free_port
+from privsyn_fed.mpc.launch import coordinator, local_federation
 from privsyn_fed.mpc.noise import discrete_gaussian, rounded_gumbel, rounded_gumbel_pmf
 from privsyn_fed.silo import MarginalsQuery
 
@@ -54,7 +54,7 @@ def world(files):
     """Three silo parties and the dealer, for the whole module; party 0 is this process."""
     _, schema_path, paths = files
     before = _parties()
-    with coordinator(schema_path, paths, timeout_s=120) as agg:
+    with coordinator(schema_path, paths, timeout_s=120, checks=True) as agg:  # exact sums for the checks below
         yield agg
     assert _parties() - before == set(), "party processes were left behind"
 
@@ -369,11 +369,11 @@ def test_distaim_over_mpc_end_to_end_from_the_command_line(files, tmp_path):
 
 
 def test_a_killed_party_stops_every_other_party_with_a_clear_error(files, tmp_path):
-    """Parties started as on separate hosts (--rendezvous); party 2 is killed mid-run."""
+    """Parties started as on separate hosts (--federation); party 2 is killed mid-run."""
     _, schema_path, paths = files
     before = _parties()
-    rendezvous = f"tcp://127.0.0.1:{free_port()}"
-    common = ["--rendezvous", rendezvous, "--parties", "3"]
+    (tmp_path / "fed").mkdir(mode=0o700)
+    fed = local_federation(tmp_path / "fed", 3)
     out, ledger = tmp_path / "syn.csv", tmp_path / "syn.ledger.json"
     procs = {
         "party0": subprocess.Popen(
@@ -388,7 +388,7 @@ def test_a_killed_party_stops_every_other_party_with_a_clear_error(files, tmp_pa
                 rounds=30,
                 quiet=True,
             )
-            + common,
+            + fed.args(0),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -399,7 +399,7 @@ def test_a_killed_party_stops_every_other_party_with_a_clear_error(files, tmp_pa
                 "mpc-party",
                 "--rank",
                 "1",
-                *common,
+                *fed.args(1),
                 "--timeout",
                 "60",
                 "--schema",
@@ -417,7 +417,7 @@ def test_a_killed_party_stops_every_other_party_with_a_clear_error(files, tmp_pa
                 "mpc-party",
                 "--rank",
                 "2",
-                *common,
+                *fed.args(2),
                 "--timeout",
                 "60",
                 "--schema",
@@ -430,7 +430,10 @@ def test_a_killed_party_stops_every_other_party_with_a_clear_error(files, tmp_pa
             text=True,
         ),
         "dealer": subprocess.Popen(
-            CLI + ["mpc-dealer", *common, "--timeout", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            CLI + ["mpc-dealer", *fed.args(3), "--timeout", "60"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         ),
     }
     try:
@@ -468,8 +471,8 @@ import sys
 import numpy as np
 from privsyn_fed.mpc import secure, world
 
-rank, parties, rendezvous = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-world.join(world.Membership(rendezvous, parties, rank, 60))
+rank, federation, cert, key = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+world.join(world.membership(world.Access(federation, cert, key), rank=rank, timeout_s=60))
 values = np.array([0, -1, 1, 2**62, -(2**62), 2**62 - 1, -(2**62) + 1, 12345, -98765, 7, -7], dtype=np.int64)
 values = np.concatenate([values, np.random.default_rng(3).integers(-(2**62), 2**62, 2000)])
 x = secure.share_sum(values if rank == 0 else None, [0], len(values))
@@ -481,13 +484,14 @@ world.leave()
 
 
 @pytest.mark.parametrize("parties", [2, 3, 4])
-def test_the_secure_comparison_is_exact_on_edge_values(parties):
+def test_the_secure_comparison_is_exact_on_edge_values(parties, tmp_path):
     """``secure.below_zero`` (carry-save adders, then one adder's sign) against the plain sign, on
     0, +-1, +-2^62 and 2,000 random values, for 2, 3 and 4 parties (no, one and two carry-save rounds)."""
-    rendezvous = f"tcp://127.0.0.1:{free_port()}"
+    (tmp_path / "fed").mkdir(mode=0o700)
+    fed = local_federation(tmp_path / "fed", parties)
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", COMPARE, str(k), str(parties), rendezvous],
+            [sys.executable, "-c", COMPARE, str(k), *fed.args(k)[1::2]],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -495,7 +499,7 @@ def test_the_secure_comparison_is_exact_on_edge_values(parties):
         for k in range(parties)
     ]
     dealer = subprocess.Popen(
-        CLI + ["mpc-dealer", "--parties", str(parties), "--rendezvous", rendezvous, "--timeout", "60"],
+        CLI + ["mpc-dealer", *fed.args(parties), "--timeout", "60"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -537,11 +541,11 @@ def test_the_dealer_is_a_peer_of_party_0_not_its_child(world):
     me = os.getpid()
     mine = [cmd for _, ppid, state, cmd in _processes() if ppid == me and state != "Z" and "mpc-party" in cmd]
     assert mine, "the world's parties are this process's children"
-    rendezvous = re.search(r"--rendezvous (\S+)", mine[0]).group(1)
+    federation = re.search(r"--federation (\S+)", mine[0]).group(1)
     dealers = [
         (pid, ppid)
         for pid, ppid, state, cmd in _processes()
-        if state != "Z" and "mpc-dealer" in cmd and f"--rendezvous {rendezvous} " in cmd + " "
+        if state != "Z" and "mpc-dealer" in cmd and f"--federation {federation} " in cmd + " "
     ]
     assert len(dealers) == 1 and dealers[0][1] != me
 
@@ -601,8 +605,9 @@ def test_a_party_killed_while_the_parties_draw_noise_leaves_no_csv_and_a_failed_
         (["--method", "flaim", "--mpc", "--variant", "oracle"], "flaim over MPC runs one local step"),
         (["--method", "flaim", "--mpc", "--local-steps", "2"], "flaim over MPC runs one local step"),
         (["--method", "aim", "--mpc"], "aim over MPC is not available"),
-        (["--method", "distaim", "--rendezvous", "tcp://127.0.0.1:1"], "belong to --mpc"),
-        (["--method", "distaim", "--mpc", "--rendezvous", "tcp://127.0.0.1:1"], "needs --parties"),
+        (["--method", "distaim", "--rendezvous", "tcp://127.0.0.1:1"], "replaced by --federation FILE"),
+        (["--method", "distaim", "--mpc", "--rendezvous", "tcp://127.0.0.1:1"], "replaced by --federation FILE"),
+        (["--method", "distaim", "--federation", "f.json"], "belong to --mpc"),
         (["--method", "distaim", "--collusion", "1"], "belong to --mpc"),
         (["--method", "distaim", "--mpc", "--collusion", "2"], "with 2 parties the threshold lies in 1..1"),
         (["--method", "fedtda", "--mpc", "--collusion", "0"], "threshold lies in 1..1"),
@@ -621,7 +626,8 @@ def test_a_bad_csv_at_another_party_stops_the_launch_with_its_message(files, tmp
     bad = tmp_path / "bad.csv"
     bad.write_text("age,income,sex,region,label\n30,20,X,north,no\n")
     run = run_cli(
-        *synth_argv("distaim", schema=schema_path, silos=[paths[0], bad], out=tmp_path / "o.csv", mpc=True), timeout=120
+        *synth_argv("distaim", schema=schema_path, silos=[paths[0], bad], out=tmp_path / "o.csv", mpc=True, quiet=True),
+        timeout=120,
     )
     assert_one_line_error(run, "bad.csv", "sex")
     assert not (tmp_path / "o.csv").exists()
@@ -634,17 +640,21 @@ def test_a_party_with_another_schema_is_named_and_nothing_is_written(files, tmp_
     other = json.loads(schema_path.read_text())
     other["columns"][0]["bins"] = 4
     (tmp_path / "other.json").write_text(json.dumps(other))
-    common = ["--rendezvous", f"tcp://127.0.0.1:{free_port()}", "--parties", "2", "--timeout", "60"]
+    (tmp_path / "fed").mkdir(mode=0o700)
+    fed = local_federation(tmp_path / "fed", 2)
+    common = ["--timeout", "60"]
     party = subprocess.Popen(
-        CLI + ["mpc-party", "--rank", "1", *common, "--schema", str(tmp_path / "other.json"), "--silo", str(paths[1])],
+        CLI + ["mpc-party", *fed.args(1), *common, "--schema", str(tmp_path / "other.json"), "--silo", str(paths[1])],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-    dealer = subprocess.Popen(CLI + ["mpc-dealer", *common], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    dealer = subprocess.Popen(
+        CLI + ["mpc-dealer", *fed.args(2), *common], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         args = synth_argv("distaim", schema=schema_path, silos=paths[:1], out=tmp_path / "o.csv", mpc=True, quiet=True)
-        run = run_cli(*args, *common[:4], timeout=120)
+        run = run_cli(*args, *fed.args(0), timeout=120)
         party_err = party.communicate(timeout=60)[1]
         dealer.communicate(timeout=60)
     finally:

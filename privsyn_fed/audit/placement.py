@@ -87,10 +87,12 @@ def _check_fixed_point(ledger: dict[str, Any], rep: AuditReport) -> None:
     (each of the parties that add one, or the dealer's in earlier versions); rounding adds ``4 / b``
     to its bounded range, so ``eps_s + 4 / b`` must not exceed the epsilon charged (SECURITY.md,
     "Fixed-point effects"). In a run over MPC every selection that is not a silo's own (parallel
-    over the silos) is one on secret shares."""
+    over the silos, or in a party's own copy one it ran in its silo) is one on secret shares."""
     mpc_run = _mpc_run(ledger)
+    own_copy = isinstance((ledger.get("details") or {}).get("party"), dict)  # a party's own selections are its own
     for i, e in enumerate(ledger["entries"]):
-        if e["mechanism"] != "exponential" or not (e["where"] == "mpc" or mpc_run and not e.get("parallel_over")):
+        in_silo = e.get("parallel_over") or own_copy and e["where"] == "silo"
+        if e["mechanism"] != "exponential" or not (e["where"] == "mpc" or mpc_run and not in_silo):
             continue
         label = f"entry {i + 1} ({e.get('query', '?')})"
         fp = e.get("fixed_point")

@@ -81,6 +81,7 @@ DETAILS_OPTIONAL = {
     "expected_oneway_tvd": NUMBER,
     "expected_oneway_tvd_independent": NUMBER,
     "draft": dict,
+    "party": dict,
 }
 MPC_OPTIONAL = {"debug": bool, "provider": str, "noise": str}
 STATUSES = ("running", "complete", "failed")

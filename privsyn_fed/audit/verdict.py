@@ -2,7 +2,8 @@
 ``audit_ledger``, gets a verdict or a one-line ``InputError``, never a crash. The checks run in
 turn, each from its own module: the ledger's shape (``shape``), its arithmetic (``arithmetic``),
 the guarantee it claims (here), where and how each entry ran (``placement``) and, for a complete
-run, its structure (``structure``).
+run, its structure (``structure``), or for a silo party's own copy of an MPC release what that
+party can check (``party_copy``).
 
 The guarantee: a seeded run (``seeded`` at the top level, or a seeded noise source named by any
 entry's ``sampler`` or ``noise_from``, ``details.noise`` or ``details.mpc.noise``), a non-private
@@ -18,6 +19,7 @@ from typing import Any
 
 from .arithmetic import _check_arithmetic
 from .findings import AuditReport
+from .party_copy import _check_party_copy, is_party_copy
 from .placement import _check_composition, _check_fixed_point, _check_where
 from .shape import validate_ledger
 from .structure import METHODS, _check_structure
@@ -57,7 +59,9 @@ def audit_ledger(ledger: dict[str, Any]) -> AuditReport:
     _check_where(ledger, rep)
     _check_composition(ledger, rep)
     _check_fixed_point(ledger, rep)
-    if ledger["status"] == "complete" and ledger["method"] in METHODS:
+    if ledger["status"] == "complete" and is_party_copy(ledger):
+        _check_party_copy(ledger, rep)  # a silo party's own copy: what one party can know of the release
+    elif ledger["status"] == "complete" and ledger["method"] in METHODS:
         _check_structure(ledger, rep)
     mpc = (ledger.get("details") or {}).get("mpc") or {}
     if isinstance(mpc, dict) and mpc.get("debug"):
@@ -79,5 +83,6 @@ def audit_ledger(ledger: dict[str, Any]) -> AuditReport:
         "epsilon": float(ledger["epsilon"]),
         "delta": float(ledger["delta"]),
         "method": ledger.get("method"),
+        **({"party": ledger["details"]["party"].get("rank")} if is_party_copy(ledger) else {}),
     }
     return rep

@@ -7,7 +7,9 @@
   * ``schema draft`` (from a table's rows, plain or ``--dp``) and ``schema from-dictionary``
     (from a public data dictionary in CSV) (``schema.py``);
   * ``partition`` and ``evaluate``: data, not releases (``data.py``);
-  * ``mpc-demo``, ``mpc-party``, ``mpc-dealer``: secure computation (``mpc.py``).
+  * ``mpc-demo``, ``mpc-party``, ``mpc-dealer``: secure computation (``mpc.py``);
+  * ``federation init``, ``issue``, ``describe``, ``show``: a multi-host federation's certificates
+    (``federation.py``).
 
 Exit status: 0 success; 2 bad input or bad usage (one line on stderr naming what is at fault);
 1 anything else, including a ledger that fails its audit.
@@ -20,7 +22,7 @@ import os
 import sys
 
 from ..common import BudgetExceeded, InputError, MPCError, OptionError, settings
-from . import audit, budget, data, mpc, schema, synth
+from . import audit, budget, data, federation, mpc, schema, synth
 from .common import Parser, one_line
 
 DESCRIPTION = """\
@@ -35,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     synth.add_parser(sub)
     mpc.add_parsers(sub)
+    federation.add_parsers(sub)
     audit.add_parsers(sub)
     budget.add_parsers(sub)
     schema.add_parsers(sub)
@@ -79,6 +82,7 @@ def _run(args: argparse.Namespace) -> int:
         "mpc-demo": mpc.run_demo_command,
         "mpc-party": mpc.run_party,
         "mpc-dealer": mpc.run_dealer,
+        "federation": federation.run,
     }
     try:
         return commands[args.command](args)

@@ -35,19 +35,66 @@ def number(text: str) -> float:
 
 
 def rendezvous(text: str) -> str:
-    """``tcp://HOST:PORT`` (an argparse type)."""
-    host, sep, port = text.removeprefix("tcp://").rpartition(":")
-    if not text.startswith("tcp://") or not sep or not host or not port.isdigit():
-        raise argparse.ArgumentTypeError(f"must look like tcp://HOST:PORT, not {text!r}")
-    return text
+    """The type of the retired ``--rendezvous tcp://HOST:PORT``: always refused, pointing to ``--federation``."""
+    raise argparse.ArgumentTypeError(
+        "replaced by --federation FILE --cert CERT.pem --key KEY.pem: every MPC connection is TLS 1.3 "
+        "with mutual authentication, there is no plain-TCP mode (certificates: `privsyn-fed federation init`)"
+    )
+
+
+def host_port(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[V6ADDR]:PORT``) as ``(host, port)`` (an argparse type)."""
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"must look like HOST:PORT, not {text!r}")
+    return host, int(port)
+
+
+def add_federation_args(p) -> None:
+    """``--federation``, ``--cert``, ``--key``, ``--listen`` (a parser or an argument group)."""
+    p.add_argument(
+        "--federation",
+        metavar="FILE",
+        help="the federation file (JSON: members by rank with their roles, organisations, hosts and "
+        "ports, and the federation's CA); every connection is TLS 1.3 with mutual authentication",
+    )
+    p.add_argument("--cert", metavar="CERT.pem", help="with --federation: this member's certificate (names its role)")
+    p.add_argument("--key", metavar="KEY.pem", help="with --federation: this member's private key (mode 0600)")
+    p.add_argument(
+        "--listen",
+        type=host_port,
+        metavar="HOST:PORT",
+        help="with --federation: listen here instead of on the file's address for this member (behind NAT)",
+    )
+    p.add_argument("--rendezvous", type=rendezvous, help=argparse.SUPPRESS)
+
+
+def federation_parties(args: argparse.Namespace) -> int | None:
+    """The number of silo parties ``--federation`` names (None without it); ``InputError`` for a bad file."""
+    if not getattr(args, "federation", None):
+        return None
+    from ..mpc.federation import load
+
+    return load(args.federation).parties
+
+
+def federation_access(args: argparse.Namespace):
+    """What ``--federation``, ``--cert``, ``--key`` and ``--listen`` give (``mpc.world.Access``)."""
+    from ..mpc.world import Access
+
+    return Access(args.federation, args.cert, args.key, args.listen)
 
 
 def add_membership_args(p: argparse.ArgumentParser) -> None:
-    """Where a party or the dealer of a multi-host MPC release finds the others."""
+    """How a party or the dealer of a multi-host MPC release joins the others."""
+    add_federation_args(p)
     p.add_argument(
-        "--parties", type=positive_int, required=True, metavar="N", help="number of silo parties (the dealer is extra)"
+        "--parties",
+        type=positive_int,
+        metavar="N",
+        help="number of silo parties (the dealer is extra); checked against the federation file",
     )
-    p.add_argument("--rendezvous", type=rendezvous, required=True, metavar="tcp://HOST:PORT", help="party 0's address")
     p.add_argument(
         "--timeout",
         type=number,

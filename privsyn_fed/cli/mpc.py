@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import add_membership_args, number, positive_int
+from .common import add_membership_args, federation_access, number, positive_int
 
 
 def add_parsers(sub) -> None:
@@ -29,11 +29,15 @@ def add_parsers(sub) -> None:
     mp = sub.add_parser(
         "mpc-party",
         help="run one silo party of an MPC release on this host",
-        description="Join an MPC release as silo party RANK (1..N-1): load this host's silo table "
-        "and follow party 0 (the host running `synth --mpc --rendezvous`). Only "
-        "secret shares of its answers leave this process.",
+        description="Join an MPC release as silo party RANK (1..N-1) and follow party 0 (the host "
+        "running `synth --mpc --federation`). The release's request is checked against this party's "
+        "--policy and its own budget store before this host's silo table is read; every step is costed "
+        "by this party and refused beyond its budget. Only secret shares of its answers leave this "
+        "process, over TLS 1.3 with mutual authentication.",
     )
-    mp.add_argument("--rank", type=int, required=True, metavar="K", help="this party's rank, 1..N-1")
+    mp.add_argument(
+        "--rank", type=int, metavar="K", help="this party's rank, 1..N-1 (default: the role its --cert names)"
+    )
     add_membership_args(mp)
     mp.add_argument("--schema", required=True, metavar="SCHEMA", help="the public schema (same as party 0's)")
     mp.add_argument("--silo", required=True, metavar="TABLE", help="this party's table: CSV, gzip CSV or Parquet")
@@ -42,6 +46,29 @@ def add_parsers(sub) -> None:
         type=int,
         metavar="S",
         help="seeded noise for tests and demos: NOT private; party 0 must use --seed too",
+    )
+    mp.add_argument(
+        "--policy",
+        metavar="POLICY.json",
+        help="what this party accepts per release: max_epsilon, max_delta, methods, schema_sha256, and "
+        "optionally min_collusion and its own budget_store (path, dataset_id, total_epsilon); a request "
+        'outside it is refused before the silo is read (SECURITY.md, "A party\'s own policy"). Without '
+        "it, any request over this party's schema is accepted, each step still costed against that "
+        "release's own budget",
+    )
+    mp.add_argument(
+        "--ledger",
+        metavar="LEDGER.json",
+        help="this party's own ledger copy of the release (what it answered, with the noise it "
+        "enforced; `privsyn-fed audit` checks it); the party then serves one release. Default: a new "
+        "file per release in the folder TABLE.ledgers/ beside the silo",
+    )
+    mp.add_argument("--force", action="store_true", help="replace --ledger if it already exists")
+    mp.add_argument(
+        "--non-private-checks",
+        action="store_true",
+        help="tests and demonstrations only: also answer exact sums (no noise) and steps outside a "
+        "release, without accounting; never an exact sum during a release",
     )
 
     dl = sub.add_parser(
@@ -59,14 +86,26 @@ def run_party(args: argparse.Namespace) -> int:
     """``mpc-party``: run this host's silo party until party 0 stops; its exit status."""
     from ..mpc.party import party_main
 
-    return party_main(args.rank, args.parties, args.rendezvous, args.schema, args.silo, args.timeout, args.seed)
+    return party_main(
+        args.rank,
+        args.parties,
+        federation_access(args),
+        args.schema,
+        args.silo,
+        args.timeout,
+        args.seed,
+        policy_path=args.policy,
+        ledger_path=args.ledger,
+        force=args.force,
+        checks=args.non_private_checks,
+    )
 
 
 def run_dealer(args: argparse.Namespace) -> int:
     """``mpc-dealer``: run the dealer until party 0 ends the run; its exit status."""
     from ..mpc.party import dealer_main
 
-    return dealer_main(args.parties, args.rendezvous, args.timeout)
+    return dealer_main(args.parties, federation_access(args), args.timeout)
 
 
 def run_demo_command(args: argparse.Namespace) -> int:

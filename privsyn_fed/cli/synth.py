@@ -16,7 +16,7 @@ from ..common import InputError, Named, check_distinct, check_files, check_ident
 from ..methods import METHODS
 from ..schema import Schema
 from . import quality
-from .common import DEFAULT_MPC_TIMEOUT, number, positive_int, rendezvous
+from .common import DEFAULT_MPC_TIMEOUT, add_federation_args, federation_parties, number, positive_int
 
 #: The graphical-model methods (rounds, workload, --model-out).
 AIM_FAMILY = tuple(name for name, spec in METHODS.items() if spec.graphical)
@@ -183,19 +183,12 @@ def add_parser(sub) -> None:
         "process; only noisy statistics and selected indices are ever opened, and every party "
         "adds its own noise",
     )
-    m.add_argument(
-        "--rendezvous",
-        type=rendezvous,
-        metavar="tcp://HOST:PORT",
-        help="with --mpc across machines: party 0's address; the other parties and the dealer "
-        "are started on their hosts (`privsyn-fed mpc-party`, `mpc-dealer`) and --silo "
-        "names only this host's CSV",
-    )
+    add_federation_args(m)  # --federation FILE --cert --key [--listen]: with --mpc across machines
     m.add_argument(
         "--parties",
         type=positive_int,
         metavar="N",
-        help="with --rendezvous: the number of silo parties (the dealer is extra)",
+        help="with --federation: the number of silo parties (the dealer is extra), checked against the file",
     )
     m.add_argument(
         "--collusion",
@@ -296,8 +289,7 @@ def run(args: argparse.Namespace) -> int:
             total_epsilon=args.total_epsilon,
             ledger=str(request.ledger.resolve()),
         )
-    with budget as reservation:
-        result, n_silos = _release(args, request, reservation)
+    result, n_silos = _release(args, request, budget)
     _report(args, request, result, n_silos)
     if args.quality_report:
         return quality.write_after_release(args, request.out, request.ledger, request.schema, request.options)
@@ -341,7 +333,7 @@ def _checked(args: argparse.Namespace) -> Request:
     check_distinct(silo_files + holdout)
     schema = Schema.load(args.schema)
     quality.check_schema(args, schema)
-    n_silos = args.parties if args.rendezvous else len(args.silo)
+    n_silos = federation_parties(args) or len(args.silo)
     prepare(
         args.method,
         schema,
@@ -358,20 +350,24 @@ def _checked(args: argparse.Namespace) -> Request:
     return Request(out, ledger, schema, silo_files, options)
 
 
-def _release(args: argparse.Namespace, request: Request, reservation) -> tuple:
-    """Read the silos (or start the MPC parties) and run the release; ``(result, number of silos)``."""
+def _release(args: argparse.Namespace, request: Request, budget: contextlib.AbstractContextManager) -> tuple:
+    """Reserve (``budget``), read the silos (or start the MPC parties) and run the release;
+    ``(result, number of silos)``. Under ``--mpc`` every party first checks the release's request
+    against its own policy: nothing is reserved or read, here or at any party, until all accept."""
     from ..api import synthesize
     from ..common import checkpoint
     from ..silo import Silo
 
     checkpoint()
-    if not args.rendezvous:  # every silo file is on this machine
-        check_identical_contents(request.silo_files, args.allow_identical_silos)
+
+    def identical():
+        if not args.federation:  # every silo file is on this machine
+            check_identical_contents(request.silo_files, args.allow_identical_silos)
 
     def stage(result, final_ledger):
         return _stage_outputs(args, request.out, request.schema, result, final_ledger)
 
-    def release(silos, aggregator=None):
+    def release(silos, reservation, aggregator=None):
         for silo in silos:
             for col, n in silo.clipped.items():
                 if n:
@@ -406,20 +402,29 @@ def _release(args: argparse.Namespace, request: Request, reservation) -> tuple:
         with coordinator(
             args.schema,
             args.silo,
-            rendezvous=args.rendezvous,
+            federation=args.federation,
+            cert=args.cert,
+            key=args.key,
+            listen=args.listen,
             parties=args.parties,
             seed=args.seed,
             collusion=args.collusion,
             timeout_s=args.mpc_timeout,
             log=log,
+            release=(args.method, args.epsilon, args.delta),  # the parties' policies first
         ) as agg:
-            log(_collusion_cost(args))
-            return release([agg.own], agg), len(agg.silo_names)
-    silos = []
-    for p in args.silo:  # every input checked before any spend
-        silos.append(Silo.load(p, request.schema))
-        checkpoint()
-    return release(silos), len(silos)
+            with budget as reservation:
+                identical()
+                agg.begin()  # party 0's silo, then each party reserves in its own store and reads its own
+                log(_collusion_cost(args))
+                return release([agg.own], reservation, agg), len(agg.silo_names)
+    with budget as reservation:
+        identical()
+        silos = []
+        for p in args.silo:  # every input checked before any spend
+            silos.append(Silo.load(p, request.schema))
+            checkpoint()
+        return release(silos, reservation), len(silos)
 
 
 def _report(args: argparse.Namespace, request: Request, result, n_silos: int) -> None:
@@ -513,7 +518,7 @@ def _collusion_cost(args: argparse.Namespace) -> str:
     """What ``--collusion`` costs in accuracy, said before the run starts."""
     from ..accounting.distributed import PartiesNoise
 
-    n = args.parties if args.rendezvous else len(args.silo)
+    n = federation_parties(args) or len(args.silo)
     split = PartiesNoise(n, n - 1 if args.collusion is None else args.collusion)
     return (
         f"every party adds its own noise, enough that the {split.honest} outside any coalition of up to "
@@ -525,16 +530,20 @@ def _collusion_cost(args: argparse.Namespace) -> str:
 
 def _check_mpc_args(args: argparse.Namespace) -> None:
     if not args.mpc:
-        if args.rendezvous or args.parties or args.collusion is not None:
-            raise InputError("--rendezvous, --parties and --collusion belong to --mpc")
+        if args.federation or args.cert or args.key or args.parties or args.collusion is not None:
+            raise InputError("--federation, --cert, --key, --parties and --collusion belong to --mpc")
         return
-    if args.rendezvous:
-        if not args.parties or args.parties < 2:
-            raise InputError("--rendezvous needs --parties N (at least 2 silo parties)")
+    if args.federation:
         if len(args.silo) != 1:
             raise InputError(
-                "with --rendezvous, give only this host's --silo; the others join with `privsyn-fed mpc-party`"
+                "with --federation, give only this host's --silo; the others join with `privsyn-fed mpc-party`"
             )
+        if args.parties and args.parties != federation_parties(args):
+            raise InputError(
+                f"--parties {args.parties}, but {args.federation} has {federation_parties(args)} silo parties"
+            )
+    elif args.cert or args.key or args.listen:
+        raise InputError("--cert, --key and --listen go with --federation (a release across machines)")
     elif args.parties and args.parties != len(args.silo):
         raise InputError(
             f"--parties {args.parties} but {len(args.silo)} --silo files; on one machine each "
@@ -542,7 +551,7 @@ def _check_mpc_args(args: argparse.Namespace) -> None:
         )
     if not 0 < args.mpc_timeout < float("inf"):
         raise InputError(f"--mpc-timeout must be a positive number of seconds, not {args.mpc_timeout:g}")
-    n = args.parties if args.rendezvous else len(args.silo)
+    n = federation_parties(args) or len(args.silo)
     if args.collusion is not None and not 1 <= args.collusion < n:
         raise InputError(
             f"--collusion {args.collusion}: with {n} parties the threshold lies in 1..{n - 1} (every party "

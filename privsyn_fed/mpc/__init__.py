@@ -1,10 +1,15 @@
-"""Secure computation among silos: CrypTen parties over torch.distributed (gloo, TCP).
+"""Secure computation among silos: CrypTen parties over a mutually authenticated TLS 1.3 mesh.
 
-* ``world``: joining the parties (rendezvous, CrypTen set-up, the command channel, traffic);
+* ``federation``, ``certs``: the federation file, its CA and the members' certificates;
+* ``tls``, ``communicator``: the TLS mesh and CrypTen's communicator over it;
+* ``world``: joining the parties (the mesh, CrypTen set-up, the command channel, traffic);
 * ``launch``: starting the parties and the dealer of one machine as processes;
 * ``dealer``: CrypTen's trusted third party (correlated randomness only, never noise);
 * ``noise``: each party's own exact samplers; ``secure``: sum, select and measure on shares;
-* ``aggregator``: the aggregator interface over MPC (party 0) and the other parties' loop;
+* ``aggregator``: the aggregator interface over MPC (party 0);
+* ``party_session``: the other parties' loop; ``policy``: a party's policy, the release request
+  and the verdict every command gets; ``party_ledger``: a party's own costing of each step, its
+  ledger copy and its budget store;
 * ``demo``: ``privsyn-fed mpc-demo``.
 """
 

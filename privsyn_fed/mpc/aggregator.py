@@ -3,29 +3,35 @@
 ``MPCAggregator`` implements the aggregator interface for the coordinating party (rank 0): each
 call is broadcast as a command, every party secret-shares its own answer, and only noisy sums,
 selected indices (or, for checks and Fed-TDA's labelled non-private mode, an exact sum) are opened,
-to party 0 alone. ``serve`` is the loop the other parties run: they answer only declared queries
-(``privsyn_fed.silo.queries``) over their own rows. ``SharedPoolStorage`` keeps DistAIM's pool of
-answers as shares inside the parties. Real answers (Fed-TDA's second moments) are shared on the grid
+to party 0 alone. The other parties run ``party_session.serve``: each answers only declared
+queries (``privsyn_fed.silo.queries``) over its own rows, and only after costing the step against
+its own budget (``party_ledger``); every command gets each party's verdict first (``policy``), and
+a refusal stops the step everywhere. Party 0 states the release's public request (``declare``)
+before any silo is read, and the parties read theirs at ``begin``. ``SharedPoolStorage`` keeps
+DistAIM's pool of answers as shares inside the parties. Real answers (Fed-TDA's second moments) are shared on the grid
 ``2^-REAL_BITS``; the noise is then the discrete Gaussian on that grid, and the rounding is
 charged as extra sensitivity (``rounding_l2``).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from ..accounting.distributed import PartiesNoise
 from ..aggregation import Pool, batched, check_declared, refuse_exact_sum_in_release
-from ..common import InputError, MPCError
+from ..common import BudgetExceeded, InputError, MPCError
 from ..noise import OpenDPNoise
-from ..silo import Query, Silo, answer, from_wire
+from ..silo import Query, Silo, answer
 from . import secure, world
 from .noise import gumbel_rounding_slack, party_noise
+from .policy import BAD_SILO, MODE_DIFFERS, SCHEMA_DIFFERS, ReleaseRequest, Verdict, collect_verdicts
 
 COLLUSION = (
     "additive secret sharing among the n parties: any coalition of up to n-1 parties sees only "
@@ -33,6 +39,23 @@ COLLUSION = (
     "outside a coalition of up to t carries the guarantee; the dealer (a separate process that sees "
     "no data and deals no noise) must collude with no party, or the shares could be unmasked"
 )
+
+
+def collective(method):
+    """Mark the aggregator ``broken`` when ``method``'s exchange with the parties fails midway (a
+    party lost, a timeout): no further command can reach them. Refusals (``MPCError``) and budget
+    refusals leave the parties listening."""
+
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except RuntimeError as exc:
+            if not isinstance(exc, (MPCError, BudgetExceeded)):
+                getattr(self, "agg", self).broken = True
+            raise
+
+    return run
 
 
 class MPCAggregator:
@@ -43,17 +66,21 @@ class MPCAggregator:
 
     def __init__(
         self,
-        own: Silo,
+        own: Silo | None,
         names: Sequence[str],
         channel: world.Channel | None = None,
         *,
         seed: int | None = None,
         collusion: int | None = None,
+        schema: Any = None,
+        own_path: str | Path | None = None,
     ):
         """Party 0 of ``names`` (rank order); ``seed`` makes every party's noise seeded (NOT private,
         and every party must be started with it); ``collusion`` is the threshold ``t`` (default
-        ``n - 1``)."""
+        ``n - 1``). ``own`` may be None, with ``schema`` and ``own_path``: party 0's silo is then read
+        by ``begin``, once the parties have accepted the release (``declare``)."""
         self.own = own
+        self.own_path = own_path
         self.names = list(names)
         self.channel = channel or world.Channel()
         self.noise = party_noise(seed, 0)
@@ -61,28 +88,93 @@ class MPCAggregator:
         self.noise_name = self.noise.name
         n = len(self.names)
         self.parties_noise: PartiesNoise | None = PartiesNoise(n, n - 1 if collusion is None else collusion)
-        self.schema = own.schema
+        self.schema = own.schema if own is not None else schema
         self.release: Any = None
+        #: The release the parties accepted (``declare``), and whether they have read their silos (``begin``).
+        self.request: ReleaseRequest | None = None
+        self.begun = False
+        #: Whether a collective failed midway (a party lost): no further command can reach the parties.
+        self.broken = False
         self.traffic = MPCTraffic(self)
-        self.channel.send({"op": "hello", "schema": schema_fingerprint(own.schema), "seeded": self.seeded})
-        agree = world.gather_to_party0([1.0, 1.0])
-        different = [self.names[k] for k, (same, _) in enumerate(agree) if not same]
+        self._hello()
+        self.threat_model = (
+            f"secure multi-party computation among {len(self.names)} silo parties plus a "
+            f"dealer (CrypTen, semi-honest, TTP provider): {COLLUSION}"
+        )
+
+    def _hello(self) -> None:
+        """The handshake: every party must have loaded the same schema and use the same noise mode."""
+        self.channel.send({"op": "hello", "schema": schema_fingerprint(self.schema), "seeded": self.seeded})
+        refusals = collect_verdicts(self.channel)
+        different = [self.names[v.rank] for v in refusals if v.code == SCHEMA_DIFFERS]
         if different:
             raise InputError(
                 f"{', '.join(different)}: loaded a different schema than party 0's; every party "
                 "must use the same public schema file"
             )
-        other_mode = [self.names[k] for k, (_, same) in enumerate(agree) if not same]
+        other_mode = [self.names[v.rank] for v in refusals if v.code == MODE_DIFFERS]
         if other_mode:
             raise InputError(
                 f"{', '.join(other_mode)}: started {'without' if self.seeded else 'with'} --seed, but this "
                 f"run's noise is {'seeded (not private)' if self.seeded else 'private'}; start every "
                 "party with the same --seed, or none"
             )
-        self.threat_model = (
-            f"secure multi-party computation among {len(self.names)} silo parties plus a "
-            f"dealer (CrypTen, semi-honest, TTP provider): {COLLUSION}"
+        if refusals:
+            raise MPCError(self._refused(refusals, "the handshake"))
+
+    def release_request(self, method: str, epsilon: float, delta: float) -> ReleaseRequest:
+        """The public request of a release of ``method`` at ``(epsilon, delta)`` among these parties."""
+        assert self.parties_noise is not None
+        return ReleaseRequest(
+            method,
+            float(epsilon),
+            float(delta),
+            schema_fingerprint(self.schema),
+            self.seeded,
+            len(self.names),
+            self.parties_noise.collusion,
         )
+
+    def declare(self, method: str, epsilon: float, delta: float) -> None:
+        """Send the release's public request to every party, which checks it against its own policy
+        and budget store before it reads anything; ``InputError`` naming each party that refuses, and
+        why (then nothing was read, reserved or spent by any party)."""
+        request = self.release_request(method, epsilon, delta)
+        self.channel.send({"op": "release", "request": request.to_wire()})
+        refusals = collect_verdicts(self.channel)
+        if refusals:
+            raise InputError(self._refused(refusals, "the release"))
+        self.request = request
+
+    def begin(self, own: Silo | None = None) -> None:
+        """After ``declare`` (and party 0's own reservation): party 0's silo is read (``own``, else
+        ``own_path``), then every party reserves in its own store and reads its silo. ``InputError``
+        naming a party whose silo cannot be read (its value-free message) or that refuses."""
+        if self.request is None:
+            raise ValueError("begin needs a declared release (declare)")
+        if own is not None:
+            self.own = own
+        if self.own is None:
+            self.own = Silo.load(str(self.own_path), self.schema)
+        self.channel.send({"op": "begin"})
+        refusals = collect_verdicts(self.channel)
+        bad = [v for v in refusals if v.code == BAD_SILO]
+        if bad:
+            named = [(self.names[v.rank], v.reason) for v in bad]
+            raise InputError("; ".join(why if why.startswith(name) else f"{name}: {why}" for name, why in named))
+        if refusals:
+            raise InputError(self._refused(refusals, "the release"))
+        self.begun = True
+
+    def _refused(self, refusals: list[Verdict], what: str) -> str:
+        return "; ".join(f"{self.names[v.rank]} refused {what}: {v.reason}" for v in refusals)
+
+    def _verdicts(self, op: str) -> None:
+        """Every party's verdict on the command just sent; ``MPCError`` naming each that refused
+        (nothing was computed or opened then)."""
+        refusals = collect_verdicts(self.channel)
+        if refusals:
+            raise MPCError(self._refused(refusals, op) + "; nothing was opened")
 
     # ---- the aggregator protocol (aggregate.Aggregator) ----------------------------------------
     @property
@@ -91,7 +183,26 @@ class MPCAggregator:
         return list(self.names)
 
     def bind_release(self, accountant: Any) -> None:
-        """Bind a release's accountant (None unbinds); exact sums are then refused unless it is non-private."""
+        """Bind a release's accountant (None unbinds); exact sums are then refused unless it is
+        non-private. Binding declares the release to the parties (unless ``declare`` did) and has
+        them read their silos (unless ``begin`` did); unbinding tells them it ended, with its status,
+        so that each settles its own store and closes its ledger copy."""
+        if accountant is None:
+            if self.begun and not self.broken:
+                status = getattr(self.release, "status", "failed")
+                try:
+                    self.channel.send({"op": "end", "status": "complete" if status == "complete" else "failed"})
+                except RuntimeError:  # the parties are gone; each settles its own store as it stops
+                    self.broken = True
+            self.release, self.request, self.begun = None, None, False
+            return
+        wanted = (accountant.method, float(accountant.epsilon_budget), float(accountant.delta), accountant.seeded)
+        if self.request is None:
+            self.declare(accountant.method, accountant.epsilon_budget, accountant.delta)
+        elif wanted != (self.request.method, self.request.epsilon, self.request.delta, self.request.seeded):
+            raise ValueError(f"the release {wanted} is not the one the parties accepted ({self.request})")
+        if not self.begun:
+            self.begin()
         self.release = accountant
 
     def ranks(self, among: Sequence[str]) -> list[int]:
@@ -110,8 +221,7 @@ class MPCAggregator:
     def rounding_l2(self, query: Query) -> float:
         """Extra L2 sensitivity from rounding a real answer to the grid: a record moves one silo's
         rounded answer by its exact change plus at most one grid step per cell."""
-        q = check_declared(query, "rounding")
-        return math.sqrt(q.size(self.schema)) * math.ldexp(1.0, -REAL_BITS) if q.real else 0.0
+        return grid_rounding_l2(check_declared(query, "rounding"), self.schema)
 
     def noise_grid(self, query: Query) -> float:
         """The grid the parties' discrete Gaussians lie on: ``2^-REAL_BITS`` for real answers, 1 for counts."""
@@ -130,23 +240,25 @@ class MPCAggregator:
             "the dealer colludes with none",
         }
 
+    @collective
     def noisy_sum(
         self, query: Query, among: Sequence[str], *, sigma: float, noise, round_index: int, label: str
     ) -> np.ndarray:
         """``sum`` plus every party's own ``N(0, sigma^2)`` (discrete, on the fixed-point grid of
         real answers, ``REAL_BITS``), opened to party 0; the exact sum is never opened."""
         q, ranks = check_declared(query, label), self.ranks(among)
-        self._send("noisy_sum", q, ranks, sigma=sigma)
+        self._send("noisy_sum", q, ranks, sigma=sigma, label=label)
         mine = _answer(q, self.own, 0, ranks)
         return _decode(q, secure.noisy_sum(mine, ranks, q.size(self.schema), _grid_sigma(q, sigma), self.noise))
 
+    @collective
     def local_select(self, queries: Mapping[str, Query], *, scale: float, noise, round_index: int) -> dict[str, int]:
         """Each silo scores with its query on its own rows and takes the noisy max itself
         (OpenDP's, in its own process); only the chosen indices reach party 0. Every silo must be
         sent the same query (the command is broadcast)."""
         q = _one_query(queries, "local selection")
         ranks = self.ranks(list(queries))
-        self._send("local_select", q, ranks, scale=scale)
+        self._send("local_select", q, ranks, scale=scale, label=f"round {round_index}: this silo's selection")
         rows = world.gather_to_party0([_local_choice(q, self.own, 0, ranks, scale)])
         return {self.names[r]: int(rows[r][0]) for r in ranks}
 
@@ -157,6 +269,7 @@ class MPCAggregator:
         run starts)."""
         raise MPCError("local measurements (FLAIM's --local-steps above 1) are not available over MPC")
 
+    @collective
     def pool(self, cliques: Mapping[tuple[str, ...], Sequence[int]]) -> Pool:
         """An empty pool whose answers are secret-shared among the parties (``SharedPoolStorage``)."""
         return Pool(cliques, self.schema.shape, lambda length: SharedPoolStorage(self, length))
@@ -167,6 +280,7 @@ class MPCAggregator:
         """The exact sum, opened to party 0: for checks only (no mechanism protects it)."""
         return self.exact_sum_and_share_for_checks(query, among, label)[1]
 
+    @collective
     def exact_sum_and_share_for_checks(
         self, query: Query, among: Sequence[str], label: str = "sum"
     ) -> tuple[np.ndarray, np.ndarray]:
@@ -188,7 +302,7 @@ class MPCAggregator:
                 "provider": "TTP (dealer process: correlated randomness only, no noise)",
                 "debug": False,
                 "framework": "CrypTen 0.4.1, semi-honest",
-                "transport": "gloo over TCP, unencrypted",
+                "transport": world.transport(),
                 "assumptions": COLLUSION,
                 "noise": self.noise_name,
             },
@@ -200,13 +314,21 @@ class MPCAggregator:
 
     # ---- party 0's side of the commands ---------------------------------------------------------
     def _send(self, op: str, q, ranks: list[int], **extra) -> None:
+        """Send a command about query ``q`` answered by parties ``ranks``; returns once every party
+        accepted it (``MPCError`` naming any that refused)."""
         header, arrays = q.to_wire()
-        self.channel.send({"op": op, "query": header, "among": ranks, **extra}, arrays)
+        self.command(op, {"query": header, "among": ranks, **extra}, arrays)
+
+    def command(self, op: str, header: Mapping[str, Any] | None = None, arrays=None) -> None:
+        """Broadcast command ``op`` and collect every party's verdict on it (``_verdicts``)."""
+        self.channel.send({"op": op, **(header or {})}, arrays)
+        self._verdicts(op)
 
     def close(self) -> None:
         """Tell every party to stop serving."""
         self.channel.send({"op": "stop"})
 
+    @collective
     def party_traffic(self) -> list[dict[str, float]]:
         """Rounds and bytes per party (CrypTen's counts plus the command channel)."""
         self.channel.send({"op": "traffic"})
@@ -243,6 +365,12 @@ def _traffic_row(channel: world.Channel) -> list[float]:
 
 #: Fractional bits of real answers (Fed-TDA's second moments) on shares.
 REAL_BITS = 16
+
+
+def grid_rounding_l2(q: Query, schema) -> float:
+    """Extra L2 sensitivity from rounding a real answer to the grid ``2^-REAL_BITS``: a record moves
+    one silo's rounded answer by its exact change plus at most one grid step per cell (0 for counts)."""
+    return math.sqrt(q.size(schema)) * math.ldexp(1.0, -REAL_BITS) if q.real else 0.0
 
 
 #: The ledger's sampler of a choice each silo's own process makes.
@@ -293,10 +421,11 @@ class SharedPoolStorage:
         self.agg = agg
         self.where = agg.where
         self.parties_noise = agg.parties_noise
-        agg.channel.send({"op": "pool_new", "length": length})
+        agg.command("pool_new", {"length": length})
         self.shares = secure.zeros(length)
         self.length = length
 
+    @collective
     def accumulate(self, query: Query, silos: Sequence[str], round_index: int) -> None:
         """Add shares of ``silos``' answers to ``query`` to the shared pool (each party shares its own)."""
         ranks = self.agg.ranks(silos)
@@ -348,6 +477,7 @@ class SharedPoolStorage:
             "total_cells": pool.cells(pool.keys[0]),
         }
 
+    @collective
     def select(
         self,
         pool: Pool,
@@ -362,74 +492,18 @@ class SharedPoolStorage:
         """Secure argmax of the scores plus the Gumbel noise of parties ``0..t``; only the indices are opened."""
         arrays = self.select_arrays(pool, cands, model_marginals, sigma)
         contributors = self.parties_noise.selection_parties
-        self.agg.channel.send({"op": "select", "scale": scale, "draws": draws, "noise_parties": contributors}, arrays)
+        self.agg.command("select", {"scale": scale, "draws": draws, "noise_parties": contributors}, arrays)
         return secure.secure_select(
             self.shares, scale=scale, noise=self.agg.noise, noise_parties=contributors, draws=draws, **arrays
         )
 
+    @collective
     def measure(self, cells: np.ndarray, sigma: float, noise) -> np.ndarray:
         """``A[cells]`` plus every party's own ``N_Z(0, sigma^2)`` on shares, opened to party 0."""
-        self.agg.channel.send({"op": "measure", "sigma": sigma}, {"cells": cells})
+        self.agg.command("measure", {"sigma": sigma}, {"cells": cells})
         return secure.secure_measure(self.shares, cells, sigma, self.agg.noise)
 
 
 def round_half(x: float) -> int:
     """``floor(x + 1/2)``: ``x`` rounded to the nearest integer, halves up."""
     return int(math.floor(x + 0.5))
-
-
-def serve(own: Silo, channel: world.Channel | None = None, seed: int | None = None) -> None:
-    """A non-coordinating party: follow party 0's commands until ``stop``. ``seed`` (this party's
-    ``--seed``) must agree with party 0's: seeded noise is not private."""
-    channel = channel or world.Channel()
-    me = secure.rank()
-    noise = party_noise(seed, me)
-    pool = None
-    while True:
-        cmd, arrays = channel.receive()
-        op = cmd["op"]
-        if op == "stop":
-            return
-        if op == "hello":
-            same = cmd["schema"] == schema_fingerprint(own.schema)
-            same_mode = bool(cmd.get("seeded")) == noise.seeded
-            world.gather_to_party0([1.0 if same else 0.0, 1.0 if same_mode else 0.0])
-            if not same:
-                raise MPCError("this party's schema differs from party 0's; use the same public schema file")
-            if not same_mode:
-                raise MPCError(
-                    "party 0's noise is "
-                    + ("seeded (not private)" if cmd.get("seeded") else "private")
-                    + " but this party was started "
-                    + ("with" if noise.seeded else "without")
-                    + " --seed; start every party with the same --seed, or none"
-                )
-        elif op == "traffic":
-            world.gather_to_party0(_traffic_row(channel))
-        elif op in ("sum", "noisy_sum", "pool_add"):
-            q = from_wire(own.schema, cmd["query"], arrays)
-            mine, length = _answer(q, own, me, cmd["among"]), q.size(own.schema)
-            if op == "sum":
-                secure.open_to_party0(secure.share_sum(mine, cmd["among"], length))
-            elif op == "noisy_sum":
-                secure.noisy_sum(mine, cmd["among"], length, _grid_sigma(q, cmd["sigma"]), noise)
-            else:
-                pool = pool + secure.share_sum(mine, cmd["among"], length)
-        elif op == "local_select":
-            q = from_wire(own.schema, cmd["query"], arrays)
-            world.gather_to_party0([_local_choice(q, own, me, cmd["among"], cmd["scale"])])
-        elif op == "pool_new":
-            pool = secure.zeros(int(cmd["length"]))
-        elif op == "select":
-            secure.secure_select(
-                pool,
-                scale=cmd["scale"],
-                noise=noise,
-                noise_parties=int(cmd["noise_parties"]),
-                draws=int(cmd["draws"]),
-                **arrays,
-            )
-        elif op == "measure":
-            secure.secure_measure(pool, arrays["cells"], cmd["sigma"], noise)
-        else:
-            raise world.MPCError(f"unknown command {op!r} from party 0")

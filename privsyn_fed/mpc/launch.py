@@ -1,17 +1,24 @@
 """Starting the parties of one machine: party ``k >= 1`` and the dealer as separate processes.
 
-The caller is party 0. Each other party is ``python -m privsyn_fed mpc-party`` reading only its
-own CSV; it prints ``ready`` once its rows are loaded and checked, then joins the rendezvous. The
-dealer is ``python -m privsyn_fed mpc-dealer`` and reads nothing; it is started as a peer, not as
-party 0's child (``DetachedProcess``: the operating system re-parents it). ``LocalParties`` waits
-for every ``ready`` (a party that rejects its input stops the launch with that party's one-line
-error), reports a party that stopped during the run, and on exit ends every process it started.
+The caller is party 0. It makes a throw-away federation in its private temporary folder (0700):
+a CA, which signs one certificate per role and is then dropped, each role's key (0600), and a
+federation file with one loopback port per member (``local_federation``). So a run on one machine
+is TLS with mutual authentication too, with nothing for the user to set up. Each other party is
+``python -m privsyn_fed mpc-party`` reading only its own CSV; it prints ``ready`` once its arguments
+(schema, policy, ledger copy's place) are checked, then joins, and reads its CSV only once the
+release's request has passed its policy (``party_session``). The dealer is ``python -m privsyn_fed
+mpc-dealer`` and reads nothing; it is started as a peer, not as party 0's child
+(``DetachedProcess``: the operating system re-parents it). ``LocalParties`` waits for every
+``ready`` (a party that rejects its input stops the launch with that party's one-line error),
+reports a party that stopped during the run, and on exit ends every process it started.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import secrets
 import select
 import signal
 import socket
@@ -20,20 +27,92 @@ import sys
 import tempfile
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 from ..common import InputError, MPCError, first_line
-from . import DEFAULT_TIMEOUT_S
+from . import DEFAULT_TIMEOUT_S, certs
+from .federation import Federation
+from .federation import load as load_federation
 
 READY_TIMEOUT_S = 120.0
+#: Hours a local run's throw-away certificates are valid: every connection is made at the start.
+LOCAL_CERT_HOURS = 6.0
+#: The organisation every local member's certificate names.
+LOCAL_ORGANISATION = "this machine"
 
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that is free now (chosen by the OS, not held)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct TCP ports on 127.0.0.1 that are free now (chosen by the OS, not held)."""
+    held = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            held.append(s)
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in held]
+    finally:
+        for s in held:
+            s.close()
+
+
+@dataclass(frozen=True)
+class LocalFederation:
+    """A throw-away federation on this machine's loopback: its file, and each rank's certificate and key."""
+
+    path: Path
+    federation: Federation
+    certs: tuple[Path, ...]
+    keys: tuple[Path, ...]
+
+    def access(self, rank: int):
+        """What member ``rank`` joins with (``world.Access``)."""
+        from .world import Access
+
+        return Access(self.path, self.certs[rank], self.keys[rank])
+
+    def args(self, rank: int) -> list[str]:
+        """Member ``rank``'s command-line arguments: ``--federation``, ``--cert``, ``--key``."""
+        return ["--federation", str(self.path), "--cert", str(self.certs[rank]), "--key", str(self.keys[rank])]
+
+
+def local_federation(
+    folder: str | Path, parties: int, *, hours: float = LOCAL_CERT_HOURS, schema_sha256: str | None = None
+) -> LocalFederation:
+    """Make a throw-away federation of ``parties`` silo parties and the dealer in ``folder`` (which
+    should be private, 0700): a CA (its key is never written and is dropped once the members'
+    certificates are signed), one certificate and key (0600) per role valid for ``hours``, and
+    ``federation.json`` with a free loopback port per member."""
+    folder = Path(folder)
+    name = f"local-{secrets.token_hex(4)}"
+    ca = certs.make_ca(name, days=hours / 24)
+    roles = [certs.party_role(k) for k in range(parties)] + ["dealer"]
+    cert_paths, key_paths = [], []
+    for role in roles:
+        cert_pem, key_pem = certs.issue(ca, role, LOCAL_ORGANISATION, days=hours / 24)
+        cert_paths.append(folder / f"{role}.pem")
+        key_paths.append(folder / f"{role}.key")
+        certs.write_public(cert_paths[-1], cert_pem)
+        certs.write_private(key_paths[-1], key_pem)
+    ca_pem = ca[0]
+    del ca  # the CA's key: nobody can issue another certificate of this federation
+    certs.write_public(folder / "ca.pem", ca_pem)
+    members = [
+        {"role": role, "organisation": LOCAL_ORGANISATION, "host": "127.0.0.1", "port": port}
+        for role, port in zip(roles, free_ports(len(roles)))
+    ]
+    content = {"federation": name, "ca": "ca.pem", "members": members}
+    if schema_sha256:
+        content["schema_sha256"] = schema_sha256
+    path = folder / "federation.json"
+    certs.write_public(path, json.dumps(content, indent=1).encode())
+    return LocalFederation(path, load_federation(path), tuple(cert_paths), tuple(key_paths))
 
 
 #: Run by a short-lived intermediate: start ``argv[2:]`` in a session of its own with stderr to
@@ -97,7 +176,7 @@ class DetachedProcess:
 
 
 class LocalParties:
-    """Parties ``1..n-1`` (one per silo after the first) and the dealer, on loopback TCP."""
+    """Parties ``1..n-1`` (one per silo after the first) and the dealer, over loopback TLS."""
 
     def __init__(
         self,
@@ -105,28 +184,25 @@ class LocalParties:
         silos: Sequence[str | Path],
         seed: int | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
+        checks: bool = False,
     ):
         self.schema, self.silos = str(schema), [str(s) for s in silos]
         self.seed, self.timeout_s = seed, timeout_s
+        self.checks = checks  # parties also answer exact sums outside a release (tests, the demo)
         self.parties = len(self.silos)
-        self.rendezvous = f"tcp://127.0.0.1:{free_port()}"
         self.procs: list[tuple[str, subprocess.Popen | DetachedProcess, Path]] = []
-        self._logs = tempfile.TemporaryDirectory(prefix="privsyn-fed-mpc-")
+        self._logs = tempfile.TemporaryDirectory(prefix="privsyn-fed-mpc-")  # 0700
+        try:
+            self.local = local_federation(self._logs.name, self.parties)
+        except BaseException:
+            self._logs.cleanup()
+            raise
 
-    def _start(self, label: str, args: list[str], detached: bool = False) -> subprocess.Popen | DetachedProcess:
+    def _start(
+        self, label: str, rank: int, args: list[str], detached: bool = False
+    ) -> subprocess.Popen | DetachedProcess:
         log = Path(self._logs.name) / f"{len(self.procs)}.err"
-        cmd = [
-            sys.executable,
-            "-m",
-            "privsyn_fed",
-            *args,
-            "--rendezvous",
-            self.rendezvous,
-            "--parties",
-            str(self.parties),
-            "--timeout",
-            str(self.timeout_s),
-        ]
+        cmd = [sys.executable, "-m", "privsyn_fed", *args, *self.local.args(rank), "--timeout", str(self.timeout_s)]
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         proc: subprocess.Popen | DetachedProcess
         if detached:
@@ -143,11 +219,13 @@ class LocalParties:
         try:
             for k, path in enumerate(self.silos[1:], start=1):
                 seed = [] if self.seed is None else ["--seed", str(self.seed)]
+                seed += ["--non-private-checks"] if self.checks else []
                 self._start(
                     f"party {k} ({path})",
+                    k,
                     ["mpc-party", "--rank", str(k), "--schema", self.schema, "--silo", path, *seed],
                 )
-            self._start("the dealer", ["mpc-dealer"], detached=True)
+            self._start("the dealer", self.parties, ["mpc-dealer"], detached=True)
             self._wait_ready()
         except BaseException:
             self.stop(grace_s=0)
@@ -170,7 +248,7 @@ class LocalParties:
                     self._raise_if_failed()
             if time.monotonic() > deadline:
                 raise MPCError(
-                    f"{', '.join(lbl for lbl, _ in waiting.values())} did not load its silo within "
+                    f"{', '.join(lbl for lbl, _ in waiting.values())} did not check its arguments within "
                     f"{READY_TIMEOUT_S:.0f} s"
                 )
 
@@ -217,40 +295,74 @@ def coordinator(
     schema_path: str | Path,
     silo_paths: Sequence[str | Path],
     *,
-    rendezvous: str | None = None,
+    federation: str | Path | None = None,
+    cert: str | Path | None = None,
+    key: str | Path | None = None,
+    listen: tuple[str, int] | None = None,
     parties: int | None = None,
+    rendezvous: str | None = None,
     seed: int | None = None,
     collusion: int | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     log=None,
+    release: tuple[str, float, float] | None = None,
+    checks: bool = False,
 ):
     """Party 0 of an MPC run: yields its ``MPCAggregator``.
 
-    Without ``rendezvous`` every silo is a party on this machine (``LocalParties``); with it, only
-    ``silo_paths[0]`` is read here and the ``parties - 1`` others and the dealer join from their hosts.
-    A party that stops mid-run ends the run with ``MPCError`` naming it. ``log`` gets one line once
-    every party has joined.
+    With ``release`` (method, epsilon, delta) the parties check the release's request against their
+    own policies before anything is read, party 0's silo included: the aggregator is yielded with
+    no silo, and the caller reserves its budget and then calls ``begin`` (which reads party 0's
+    silo, then every party reserves in its own store and reads its silo). Without it, party 0's silo
+    is read first and the release is declared when one binds (``bind_release``). ``checks``: the
+    parties of this machine also answer exact sums outside a release (tests and demonstrations).
+
+    Without ``federation`` every silo is a party on this machine (``LocalParties``, with a
+    throw-away federation); with it (the federation file, and party 0's ``cert`` and ``key``), only
+    ``silo_paths[0]`` is read here and the other parties and the dealer join from their hosts
+    (``parties``, if given, must be the file's). ``rendezvous`` is refused: it named a plain-TCP
+    address. A party that stops mid-run ends the run with ``MPCError`` naming it. ``log`` gets one
+    line once every party has joined.
     """
     from ..schema import Schema
     from ..silo import Silo
     from . import world
-    from .aggregator import MPCAggregator
+    from .aggregator import MPCAggregator, schema_fingerprint
 
+    if rendezvous is not None:
+        raise InputError(RENDEZVOUS_REPLACED)
+    member = None
+    if federation is not None:
+        member = world.membership(world.Access(federation, cert, key, listen), parties=parties, timeout_s=timeout_s)
+        if member.rank != 0:
+            raise InputError(
+                f"--cert {cert}: names {member.federation.role(member.rank)}; the coordinator "
+                "(`synth --mpc`) is party-0, the others join with `privsyn-fed mpc-party` or `mpc-dealer`"
+            )
     schema = Schema.load(schema_path)
-    own = Silo.load(silo_paths[0], schema)
-    local = None if rendezvous else LocalParties(schema_path, silo_paths, seed, timeout_s)
-    n = len(silo_paths) if local else parties
-    names = [own.name] + ([str(p) for p in silo_paths[1:]] if local else [f"party-{k}" for k in range(1, n)])
+    if member is not None:
+        member.federation.check_schema(schema_fingerprint(schema), str(schema_path))
+    own = None if release else Silo.load(silo_paths[0], schema)
+    local = None if member else LocalParties(schema_path, silo_paths, seed, timeout_s, checks=checks)
+    n = member.parties if member else len(silo_paths)
+    names = [own.name if own is not None else str(Path(silo_paths[0]))] + (
+        [f"party-{k}" for k in range(1, n)] if member else [str(p) for p in silo_paths[1:]]
+    )
     start = time.monotonic()
     with local or contextlib.nullcontext():
-        world.join(world.Membership(local.rendezvous if local else rendezvous, n, 0, timeout_s))
+        if local:
+            member = world.membership(local.local.access(0), timeout_s=timeout_s)
+        world.join(member)
         if log:
+            where = "processes on this machine" if local else f"federation {member.federation.name!r}"
             log(
-                f"{n} silo parties and the dealer joined in {time.monotonic() - start:.1f} s "
-                f"({'processes on this machine' if local else rendezvous})"
+                f"{n} silo parties and the dealer joined in {time.monotonic() - start:.1f} s over mutually "
+                f"authenticated TLS ({where})"
             )
         try:
-            agg = MPCAggregator(own, names, seed=seed, collusion=collusion)
+            agg = MPCAggregator(own, names, seed=seed, collusion=collusion, schema=schema, own_path=silo_paths[0])
+            if release is not None:
+                agg.declare(*release)
             yield agg
             agg.close()
         except RuntimeError as exc:
@@ -270,9 +382,16 @@ def coordinator(
             world.leave()
 
 
+#: What ``--rendezvous`` (a plain-TCP address) says now.
+RENDEZVOUS_REPLACED = (
+    "--rendezvous is gone: every MPC connection is now TLS 1.3 with mutual authentication; start each "
+    "member with --federation FILE --cert CERT.pem --key KEY.pem (provisioned with `privsyn-fed federation init`)"
+)
+
+
 def _lost_contact(exc: BaseException) -> str | None:
     text = first_line(exc, limit=200)
-    markers = ("Connection", "connection", "Gloo", "gloo", "timed out", "Timeout", "closed", "reset by peer")
+    markers = ("Connection", "connection", "timed out", "Timeout", "closed", "reset by peer")
     return f"lost contact with another party ({text})" if any(m in text for m in markers) else None
 
 

@@ -10,62 +10,110 @@ from . import world
 
 
 def party_main(
-    rank: int,
-    parties: int,
-    rendezvous: str,
+    rank: int | None,
+    parties: int | None,
+    access: world.Access,
     schema_path: str,
     silo_path: str,
     timeout_s: float,
     seed: int | None = None,
+    *,
+    policy_path: str | None = None,
+    ledger_path: str | None = None,
+    force: bool = False,
+    checks: bool = False,
 ) -> int:
-    """Load this party's silo, print ``ready``, join, follow party 0 until ``stop``. ``seed``
-    makes this party's noise seeded (NOT private; party 0 must be seeded too).
+    """Check this member's federation file and certificate (whose role gives the rank; ``rank``
+    and ``parties``, if given, must agree), its schema, policy (``policy_path``, ``--policy``) and
+    ledger copy's place (``ledger_path``, ``--ledger``; ``force`` replaces it), print ``ready``,
+    join, and follow party 0 until ``stop`` (``party_session``): the silo is read only once the
+    release's request passed this party's policy and its budget was reserved. ``seed`` makes this
+    party's noise seeded (NOT private; party 0 must be seeded too); ``checks`` also answers exact
+    sums outside a release (``--non-private-checks``: tests and demonstrations only).
 
-    An input error is raised with its value-free message (``InputError.shareable``): on one
-    machine party 0 relays it, and a cell value of this silo must not reach another party.
+    An input error is raised with its value-free message (``InputError.shareable``): party 0
+    relays it, and a cell value of this silo must not reach another party. A refused release
+    exits with status 2 and the reason on one line.
     """
-    from ..schema import Schema
-    from ..silo import Silo
+    from pathlib import Path
 
-    if not 1 <= rank < parties:
-        raise InputError(f"--rank must lie in 1..{parties - 1} (party 0 runs `privsyn-fed synth --mpc`)")
+    from ..common import Named, check_input
+    from ..schema import Schema
+    from .aggregator import schema_fingerprint
+    from .party_session import check_ledger_target, default_ledger_folder
+    from .policy import check_store_agrees, load_policy
+
     _check_timeout(timeout_s)
+    m = world.membership(access, rank=rank, parties=parties, timeout_s=timeout_s)
+    if not 1 <= m.rank < m.parties:
+        raise InputError(
+            f"--cert {access.cert}: names {m.federation.role(m.rank)}; `mpc-party` runs party-1 .. "
+            f"party-{m.parties - 1} (party 0 runs `privsyn-fed synth --mpc`, the dealer `mpc-dealer`)"
+        )
+    rank = m.rank
     try:
-        own = Silo.load(silo_path, Schema.load(schema_path))
+        schema = Schema.load(schema_path)
+        m.federation.check_schema(schema_fingerprint(schema), schema_path)
     except InputError as exc:
         raise InputError(exc.shareable()) from None
-    print("ready", flush=True)
-    world.join(world.Membership(rendezvous, parties, rank, timeout_s))
-    from .aggregator import serve  # loads torch, which the wait for party 0 (in join) does without
+    check_input(Named("--silo", Path(silo_path)), "silo")  # not opened: read only after the policy round
+    policy = load_policy(policy_path) if policy_path else None
+    if policy is not None:
+        check_store_agrees(policy)
+    ledger = Path(ledger_path) if ledger_path else None
+    check_ledger_target(ledger, silo_path, force)
+    print("ready", flush=True)  # its arguments are checked; its silo is read once a release is accepted
+    print(
+        f"party {rank}: schema sha256 {schema_fingerprint(schema)}; policy {policy.source if policy else 'none'}; "
+        f"ledger copies {ledger or str(default_ledger_folder(silo_path)) + '/'}"
+        + ("; NON-PRIVATE CHECKS: exact sums answered outside a release" if checks else ""),
+        flush=True,
+    )
+    world.join(m)
+    from .party_session import PartyRefusal, PartySession, serve  # loads torch, which the wait in join does without
 
+    session = PartySession(schema, silo_path, rank, m.parties, seed=seed, policy=policy, ledger=ledger, checks=checks)
     try:
-        serve(own, seed=seed)
+        return serve(session)
+    except PartyRefusal as exc:
+        print(f"privsyn-fed mpc-party {rank}: refused the release: {exc}", file=sys.stderr)
+        return 2
     except MPCError as exc:
         print(f"privsyn-fed mpc-party {rank}: error: {exc}", file=sys.stderr)
         return 1
     except RuntimeError as exc:
         print(
-            f"privsyn-fed mpc-party {rank}: error: lost contact with the other parties ({first_line(exc)}); stopping",
+            f"privsyn-fed mpc-party {rank}: error: lost contact with the other parties ({first_line(exc)}); "
+            f"stopping ({session.note})",
             file=sys.stderr,
         )
         return 1
     finally:
         world.leave()
-    return 0
 
 
-def dealer_main(parties: int, rendezvous: str, timeout_s: float) -> int:
-    """Reach party 0, join as rank ``parties`` and deal until party 0 says ``terminate``."""
+def dealer_main(parties: int | None, access: world.Access, timeout_s: float) -> int:
+    """Join as the dealer (the certificate must name ``dealer``) and deal until party 0 says
+    ``terminate``; 1 if a party stops first."""
     _check_timeout(timeout_s)
-    m = world.Membership(rendezvous, parties, parties, timeout_s)
-    world.reach_party0(m)
-    world.configure(m)
+    m = world.membership(access, parties=parties, timeout_s=timeout_s)
+    if m.rank != m.parties:
+        raise InputError(f"--cert {access.cert}: names {m.federation.role(m.rank)}; `mpc-dealer` runs the dealer")
+    world.join(m)
     from .dealer import run_dealer
 
     try:
-        run_dealer()  # joins (crypten.init) first, then serves until party 0 says stop
+        run_dealer()  # seeds the parties' generators, then serves until party 0 says stop
+    except MPCError:
+        raise
     except RuntimeError as exc:
-        raise world.cannot_join(m, first_line(exc)) from None
+        print(
+            f"privsyn-fed mpc-dealer: error: lost contact with the parties ({first_line(exc)}); stopping",
+            file=sys.stderr,
+        )
+        return 1
+    finally:
+        world.leave()
     return 0
 
 

@@ -1,198 +1,214 @@
-"""Joining the MPC world: environment, CrypTen set-up, the command channel and traffic counts.
+"""Joining the MPC world: the TLS mesh, CrypTen set-up, the command channel and traffic counts.
 
-Every process (party ``0..n-1`` and the dealer, rank ``n``) calls ``join`` with the same
-rendezvous address (``tcp://HOST:PORT`` of party 0's host), the number of parties and its rank;
-torch.distributed's gloo backend then connects every pair over TCP. Party 0 coordinates: it
-broadcasts each step as a command (a JSON header plus int64/float64 arrays, never pickles) and
-the others follow. Only public values travel in commands: cliques, model marginals, noise scales.
+Every process (party ``0..n-1`` and the dealer, rank ``n``) joins with the same federation file
+(``federation``: the members, where each listens, the CA) and its own certificate and key
+(``certs``), which name its role. ``join`` forms the mutually authenticated TLS 1.3 mesh
+(``tls.Mesh``), installs CrypTen's communicator over it (``communicator``) and seeds CrypTen's
+generators and its dealer client. There is no unencrypted mode, on one machine or across several.
+
+Party 0 coordinates: it sends each step as a command (a JSON header plus int64/float64 arrays,
+never pickles) to the others, who follow. Only public values travel in commands: cliques, model
+marginals, noise scales.
 """
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
-import socket
-import time
+import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 import numpy as np
 
-from ..common import MPCError, first_line
-from . import DEFAULT_TIMEOUT_S
+from ..common import InputError, MPCError, first_line
+from . import DEFAULT_TIMEOUT_S, certs
+from . import federation as federation_file
 from .crypten_shim import import_crypten
 
-if TYPE_CHECKING:
-    import torch
+__all__ = ["DEFAULT_TIMEOUT_S", "MPCError", "Access", "Membership", "Channel", "membership", "join", "leave"]
 
-__all__ = ["DEFAULT_TIMEOUT_S", "MPCError", "Membership", "Channel", "join", "leave"]
-
-# torch is imported only once it is needed (a party that cannot reach party 0 says so without
-# loading it). Its C++ log (c10d's connection retries, each with C++ stack frames) is off unless
-# the user sets TORCH_CPP_LOG_LEVEL: torch reads it when it loads, so import this module first.
+# torch is imported only once it is needed (a member that cannot reach the others says so without
+# loading it). Its C++ log is off unless the user sets TORCH_CPP_LOG_LEVEL: torch reads it when it
+# loads, so import this module first.
 os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")
 
-#: Seconds between two tries to reach party 0's rendezvous port.
-RETRY_S = 0.25
+#: How a member without credentials is told to get them.
+PROVISION = (
+    "every MPC connection is TLS 1.3 with a certificate on both sides (there is no unencrypted mode): "
+    "have the federation's certificates issued with `privsyn-fed federation init` and give this "
+    "member --federation FILE --cert CERT.pem --key KEY.pem"
+)
+
+
+@dataclass(frozen=True)
+class Access:
+    """What a member was given to join: the federation file, its certificate and key, and
+    optionally another address to listen on than the file's (``(host, port)``: behind NAT)."""
+
+    federation: str | Path | None
+    cert: str | Path | None = None
+    key: str | Path | None = None
+    listen: tuple[str, int] | None = None
 
 
 @dataclass
 class Membership:
-    """One process's place in the MPC world: the rendezvous, the ``n`` parties (the dealer is rank
-    ``n``), its rank and the timeout."""
+    """One process's place in the MPC world: the federation, its rank (the dealer's is the number
+    of parties), its credentials and the timeout of joining and of every exchange."""
 
-    rendezvous: str  # tcp://host:port
-    parties: int  # n; the dealer is rank n
+    federation: federation_file.Federation
     rank: int
+    credentials: certs.Credentials
     timeout_s: float = DEFAULT_TIMEOUT_S
+    listen: tuple[str, int] | None = None
+
+    @property
+    def parties(self) -> int:
+        """``n``, the silo parties."""
+        return self.federation.parties
 
 
-def configure(m: Membership):
-    """Set CrypTen's environment and configuration (TTP provider, traffic counting); returns crypten."""
-    os.environ.update(
-        {"WORLD_SIZE": str(m.parties), "RANK": str(m.rank), "RENDEZVOUS": m.rendezvous, "DISTRIBUTED_BACKEND": "gloo"}
-    )
+def membership(
+    access: Access, *, rank: int | None = None, parties: int | None = None, timeout_s: float = DEFAULT_TIMEOUT_S
+) -> Membership:
+    """Check what a member was given (``InputError``, one line naming the file at fault): the
+    federation file, a certificate of its CA naming a member's role and organisation (the rank, if
+    given, must be that role's), the certificate's key, and ``parties`` if given."""
+    if access.federation is None:
+        raise InputError(f"--federation FILE is needed: {PROVISION}")
+    fed = federation_file.load(access.federation)
+    if access.cert is None or access.key is None:
+        raise InputError(f"--federation needs --cert and --key; {PROVISION}")
+    creds = certs.load_credentials(access.cert, access.key)
+    source = f"--cert {access.cert}"
+    certs.check_issued_by(creds.cert_pem, fed.ca_pem, source)
+    role = creds.identity.role
+    mine = fed.rank_of(role)
+    if mine is None:
+        raise InputError(f"{source}: names {role}, not a member of federation {fed.name!r} ({fed.source})")
+    if rank is not None and rank != mine:
+        raise InputError(f"{source}: names {role}, but this member was started as rank {rank}")
+    member = fed.members[mine]
+    if creds.identity.organisation != member.organisation:
+        raise InputError(
+            f"{source}: names {role} of {creds.identity.organisation!r}, but {fed.source} gives "
+            f"{member.organisation!r} for {role}"
+        )
+    if member.sha256 and creds.identity.sha256 != member.sha256:
+        raise InputError(f"{source}: not the certificate {fed.source} pins for {role} (sha256 differs)")
+    if parties is not None and parties != fed.parties:
+        raise InputError(f"--parties {parties}, but {fed.source} has {fed.parties} silo parties")
+    return Membership(fed, mine, creds, timeout_s, access.listen)
+
+
+def configure():
+    """CrypTen's configuration (TTP provider, traffic counting); returns crypten."""
     crypten = import_crypten()
     crypten.cfg.mpc.provider = "TTP"  # a dealer process; the trusted-first-party mode is never used
     crypten.cfg.communicator.verbose = True
-    _set_default_timeout(m.timeout_s)
     return crypten
-
-
-def _set_default_timeout(seconds: float) -> None:
-    """A peer that stops answering fails every collective after ``seconds`` (gloo's default is 30 min)."""
-    import torch.distributed as dist
-
-    timeout = datetime.timedelta(seconds=seconds)
-    original = getattr(dist.init_process_group, "__wrapped_original__", dist.init_process_group)
-
-    def init_process_group(*args, **kwargs):
-        kwargs.setdefault("timeout", timeout)
-        return original(*args, **kwargs)
-
-    init_process_group.__wrapped_original__ = original  # type: ignore[attr-defined]
-    dist.init_process_group = init_process_group
 
 
 def join(m: Membership):
-    """Connect this party to the others (blocks until all ranks have joined); returns crypten."""
-    reach_party0(m)
-    crypten = configure(m)
-    try:
-        crypten.init()
-    except Exception as exc:
-        raise cannot_join(m, first_line(exc)) from None
-    import crypten.communicator as comm
+    """Connect this member to every other (blocks until the mesh is complete or ``m.timeout_s``
+    has passed: ``MPCError``), set up CrypTen over it; returns crypten."""
+    from .tls import JoinError, Mesh
 
-    use_one_step_all_reduce(comm.get())
+    mesh = Mesh(m.federation, m.rank, m.credentials, m.timeout_s, listen=m.listen)
+    _switch_often()
+    try:
+        mesh.join()
+    except JoinError as exc:
+        _switch_often(False)
+        raise cannot_join(m, str(exc)) from None
+    try:
+        crypten = configure()
+        from .communicator import TLSCommunicator, install, start_ttp_client
+
+        install(TLSCommunicator(mesh))
+        if m.rank < m.parties:
+            crypten._setup_prng()
+            start_ttp_client()
+    except RuntimeError as exc:
+        leave()
+        mesh.close(orderly=False)
+        _switch_often(False)
+        raise cannot_join(m, first_line(exc)) from None
     return crypten
 
 
-def use_one_step_all_reduce(communicator) -> None:
-    """Make ``communicator.all_reduce`` (every opening of shares: CrypTen's reveals of Beaver masks
-    and of results) one exchange: each party sends its tensors to every other party and combines
-    what it receives, a single one-way delay. gloo's ring takes ``2 (n - 1)`` steps in sequence
-    (4 for 3 parties), which on a long link is most of a run's time; the price is ``n - 1`` copies
-    sent instead of about 2. CrypTen's counts are kept: one round, and the elements sent and
-    received."""
-    import torch
-    import torch.distributed as dist
-
-    me, n, group = communicator.get_rank(), communicator.get_world_size(), communicator.main_group
-    peers = [r for r in range(n) if r != me]
-    combine = {dist.ReduceOp.SUM: torch.Tensor.add_, dist.ReduceOp.BXOR: torch.Tensor.bitwise_xor_}
-
-    def all_reduce(input, op=dist.ReduceOp.SUM, batched=False):
-        if op not in combine:
-            raise ValueError(f"all_reduce with {op} is not supported over MPC here")
-        results = [x.clone() for x in input] if batched else [input.clone()]
-        requests, received = [], []
-        for result in results:
-            data = result.data.contiguous()
-            requests += [dist.isend(data, dst=p, group=group) for p in peers]
-            buffers = [torch.empty_like(data) for _ in peers]
-            requests += [dist.irecv(b, src=p, group=group) for p, b in zip(peers, buffers)]
-            received.append(buffers)
-        for request in requests:
-            request.wait()
-        for result, buffers in zip(results, received):
-            for buffer in buffers:
-                combine[op](result.data, buffer)
-        communicator._log_communication(2 * (n - 1) * sum(r.nelement() for r in results))
-        return results if batched else results[0]
-
-    communicator.all_reduce = all_reduce
+#: Seconds between the interpreter's thread switches while a member is joined (Python's default is 0.005).
+#: A reader thread takes the GIL once per TLS record (16 KiB) it decrypts; while the main thread
+#: computes in Python, each take waits for a switch, so at the default a busy party received
+#: 320 MB in 65 s instead of 0.3 s; at 1e-4 s, in 0.75 s.
+SWITCH_INTERVAL_S = 1e-4
+_saved_switch: list[float] = []
 
 
-def reach_party0(m: Membership) -> None:
-    """Wait until party 0's rendezvous port accepts a connection, for at most ``m.timeout_s``.
-
-    torch's store client would wait too, but past its timeout (a random backoff of up to that
-    long again) and logging each failed try; party 0 itself (rank 0) returns at once.
-    """
-    if m.rank == 0:
-        return
-    host, _, port = m.rendezvous.removeprefix("tcp://").rpartition(":")
-    deadline = time.monotonic() + m.timeout_s
-    while True:
-        try:
-            socket.create_connection(
-                (host.strip("[]"), int(port)), timeout=min(2.0, max(0.1, deadline - time.monotonic()))
-            ).close()
-            return
-        except OSError as exc:
-            if time.monotonic() + RETRY_S >= deadline:
-                raise cannot_join(
-                    m, f"party 0 did not answer within {m.timeout_s:g} s ({exc.strerror or first_line(exc)})"
-                ) from None
-            time.sleep(RETRY_S)
+def _switch_often(on: bool = True) -> None:
+    if on and not _saved_switch:
+        _saved_switch.append(sys.getswitchinterval())
+        sys.setswitchinterval(min(SWITCH_INTERVAL_S, _saved_switch[0]))
+    elif not on and _saved_switch:
+        sys.setswitchinterval(_saved_switch.pop())
 
 
 def cannot_join(m: Membership, reason: str) -> MPCError:
     """The ``MPCError`` saying that this party (or the dealer) could not join the others, and why."""
-    who = "the dealer" if m.rank == m.parties else f"party {m.rank}"
+    who = m.federation.who(m.rank)
     return MPCError(
-        f"{who} could not join the parties at {m.rendezvous} ({m.parties} parties and the dealer): {reason}"
+        f"{who} could not join federation {m.federation.name!r} ({m.parties} parties and the dealer): {reason}"
     )
 
 
 def leave() -> None:
-    """Disconnect (party 0 also tells the dealer to stop), and forget the dealer's client, which
-    ``crypten.uninit`` keeps: a later ``join`` in this process must set it up with the new dealer."""
-    crypten = import_crypten()
+    """Disconnect (party 0 also tells the dealer to stop), restore CrypTen's own communicator, and
+    forget the dealer's client: a later ``join`` in this process sets it up with the new dealer."""
+    if "privsyn_fed.mpc.communicator" not in sys.modules:
+        _switch_often(False)
+        return  # never joined: nothing to close
     from crypten.mpc.provider.ttp_provider import TTPClient
 
+    from .communicator import TLSCommunicator, uninstall
+
+    inst = TLSCommunicator.instance
     try:
-        crypten.uninit()
-    except Exception:  # the others may already be gone; nothing is left to protect
-        pass
-    TTPClient.uninit()
+        if inst is not None:
+            inst.close()
+    finally:
+        uninstall()
+        TTPClient.uninit()
+        _switch_often(False)
+
+
+def transport() -> str:
+    """What carries this run's traffic, for the ledger."""
+    from .communicator import TLSCommunicator
+
+    inst = TLSCommunicator.instance
+    name = f" of federation {inst.mesh.federation.name!r}" if inst is not None else ""
+    return (
+        f"TLS 1.3 between every pair of processes, mutually authenticated by certificates{name} "
+        "(each naming its role: party-k or dealer)"
+    )
 
 
 class Channel:
-    """Party 0 broadcasts commands to parties ``1..n-1`` over CrypTen's main group.
+    """Party 0 sends commands to parties ``1..n-1`` on the mesh's command channel.
 
-    A command is two broadcasts whatever it carries: the sizes (header bytes, payload bytes), then
-    one payload of the JSON header followed by its int64/float64 arrays' raw bytes."""
+    A command is one frame to each party: the JSON header followed by its int64/float64 arrays'
+    raw bytes. ``bytes`` and ``broadcasts`` count the commands sent (or received) and their size."""
 
     def __init__(self):
-        import crypten.communicator as comm
+        from .communicator import current
 
-        self.group = comm.get().main_group
+        self.comm = current()
         self.bytes = 0
         self.broadcasts = 0
 
-    def _bcast(self, tensor: torch.Tensor) -> torch.Tensor:
-        import torch.distributed as dist
-
-        dist.broadcast(tensor, src=0, group=self.group)
-        self.bytes += tensor.numel() * tensor.element_size()
-        self.broadcasts += 1
-        return tensor
-
     def send(self, header: dict, arrays: dict[str, np.ndarray] | None = None) -> None:
-        """Broadcast a command from party 0: a JSON header and its int64/float64 arrays."""
+        """Send a command from party 0 to every other party: a JSON header and its int64/float64 arrays."""
         import torch
 
         arrays = {k: np.ascontiguousarray(v) for k, v in (arrays or {}).items()}
@@ -201,22 +217,36 @@ class Channel:
             raise TypeError(f"command arrays must be int64 or float64: {', '.join(odd)}")
         header = {**header, "_arrays": [[k, str(v.dtype), list(v.shape)] for k, v in arrays.items()]}
         raw = json.dumps(header).encode()
-        payload = raw + b"".join(v.tobytes() for v in arrays.values())
-        self._bcast(torch.tensor([len(raw), len(payload)], dtype=torch.long))
-        self._bcast(torch.frombuffer(bytearray(payload), dtype=torch.uint8))
+        size = len(raw).to_bytes(8, "little")
+        payload = torch.frombuffer(
+            bytearray(size + raw + b"".join(v.tobytes() for v in arrays.values())), dtype=torch.uint8
+        )
+        for k in range(1, self.comm.get_world_size()):
+            self.comm.send_command(payload, k)
+        self.bytes += payload.numel()
+        self.broadcasts += 1
 
     def receive(self) -> tuple[dict, dict[str, np.ndarray]]:
         """The next command from party 0: its header and its arrays (int64 or float64 only)."""
-        import torch
-
-        sizes = self._bcast(torch.zeros(2, dtype=torch.long)).tolist()
-        payload = bytes(self._bcast(torch.zeros(int(sizes[1]), dtype=torch.uint8)).numpy())
-        header = json.loads(payload[: int(sizes[0])].decode())
-        arrays, offset = {}, int(sizes[0])
-        for name, dtype, shape in header.pop("_arrays"):
+        t = self.comm.recv_command(0)
+        self.bytes += t.numel()
+        self.broadcasts += 1
+        if t.dtype.is_floating_point or t.element_size() != 1 or t.numel() < 8:
+            raise MPCError("party 0 sent a command that is not one")
+        payload = t.numpy().tobytes()
+        size = int.from_bytes(payload[:8], "little")
+        try:
+            header = json.loads(payload[8 : 8 + size].decode())
+            layout = header.pop("_arrays")
+        except (ValueError, KeyError, AttributeError):
+            raise MPCError("party 0 sent a command that is not JSON with its arrays' layout") from None
+        arrays, offset = {}, 8 + size
+        for name, dtype, shape in layout:
             if dtype not in ("int64", "float64"):
                 raise MPCError(f"unexpected array type {dtype!r} in a command")
             count = int(np.prod(shape, dtype=np.int64))
+            if offset + 8 * count > len(payload):
+                raise MPCError("party 0 sent a command shorter than its arrays")
             arrays[name] = np.frombuffer(payload, dtype=dtype, count=count, offset=offset).reshape(shape).copy()
             offset += count * 8
         return header, arrays
@@ -232,14 +262,19 @@ def traffic() -> dict[str, int]:
 
 def gather_to_party0(values: list[float]) -> list[list[float]] | None:
     """Every party sends ``values`` (same length) to party 0; party 0 gets one list per party."""
-    import crypten.communicator as comm
     import torch
-    import torch.distributed as dist
 
-    group = comm.get().main_group
+    from .communicator import current
+
+    comm = current()
     t = torch.tensor(values, dtype=torch.float64)
-    rank = dist.get_rank()
-    n = comm.get().get_world_size()
-    out = [torch.zeros_like(t) for _ in range(n)] if rank == 0 else None
-    dist.gather(t, gather_list=out, dst=0, group=group)
-    return [o.tolist() for o in out] if rank == 0 else None
+    if comm.get_rank() != 0:
+        comm.send_command(t, 0)
+        return None
+    rows = [list(map(float, values))]
+    for k in range(1, comm.get_world_size()):
+        got = comm.recv_command(k)
+        if got.dtype != torch.float64 or got.numel() != len(values):
+            raise MPCError(f"party {k} replied with {got.numel()} {got.dtype} values where {len(values)} were due")
+        rows.append(got.tolist())
+    return rows

@@ -1,0 +1,126 @@
+"""A silo party's own ledger copy of an MPC release (``details.party``): each party costs every step
+that touches its rows and records it before it answers. The arithmetic, the guarantee and the
+fixed-point checks are the same as for any ledger; in place of the method's structure (which
+needs the workload and schedule only party 0 knows), a complete copy is checked here against
+what a party can know: who it is (its rank among the parties, the collusion threshold), that
+every entry ran on secret shares or in its own process, that the parties' noise is split for
+that threshold, and that each sensitivity is at least the one its recorded public facts give
+(``own_rows``): ``sqrt(m + sum B^4)`` plus the grid rounding of real answers for a Gaussian over
+``m`` count cells and second moments clipped to norm ``B``, and the method's sound factor times
+the largest weight for a selection.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .findings import AuditReport
+from .placement import MPC_REAL_BITS
+from .structure import EM_SENSITIVITY
+
+#: The selections a party can run, by the score it records: DistAIM's on the shared pool, FLAIM's
+#: in the silo (naive, or private with the heterogeneity proxy).
+SCORES = {"pooled": "distaim", "local naive": ("flaim", "naive"), "local private": ("flaim", "private")}
+#: Where each method's steps run, per mechanism, in a party's copy.
+PLACES = {
+    "distaim": {("gaussian", "mpc"), ("exponential", "mpc")},
+    "flaim": {("gaussian", "mpc"), ("exponential", "silo")},
+    "fedtda": {("gaussian", "mpc")},
+    "independent": {("gaussian", "mpc")},
+}
+
+
+def is_party_copy(ledger: dict[str, Any]) -> bool:
+    """Whether the ledger is a silo party's own copy (``details.party``)."""
+    return isinstance((ledger.get("details") or {}).get("party"), dict)
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_party_copy(ledger: dict[str, Any], rep: AuditReport) -> None:
+    """The checks of a party's copy (module docstring); problems go to ``rep``."""
+    party = ledger["details"]["party"]
+    rank, n, t = party.get("rank"), party.get("parties"), party.get("collusion")
+    if not (_whole(rank) and _whole(n) and _whole(t) and 1 <= rank < n and 1 <= t < n):
+        rep.problems.append(
+            "details.party must give this party's rank (1..parties-1), the number of parties and the "
+            "collusion threshold (1..parties-1)"
+        )
+        return
+    request = party.get("request") or {}
+    if request and (
+        request.get("method") != ledger["method"]
+        or not math.isclose(float(request.get("epsilon", -1)), float(ledger.get("epsilon_budget", -2)), rel_tol=1e-12)
+    ):
+        rep.problems.append("details.party.request is not the release this ledger accounts for (method, epsilon)")
+    places = PLACES.get(ledger["method"], set())
+    for i, e in enumerate(ledger["entries"]):
+        label = f"entry {i + 1} ({e['query']})"
+        if (e["mechanism"], e["where"]) not in places:
+            rep.problems.append(
+                f"{label}: a party's {e['mechanism']} in {ledger['method']} runs "
+                f"{' or '.join(sorted(w for m, w in places if m == e['mechanism'])) or 'nowhere'}, not {e['where']!r}"
+            )
+            continue
+        if e.get("parallel_over"):
+            rep.problems.append(f"{label}: a party's own copy charges each of its steps in full, never in parallel")
+        rule = e.get("own_rows")
+        if not isinstance(rule, dict):
+            rep.problems.append(f"{label}: it does not record the public facts of its sensitivity (own_rows)")
+            continue
+        if e["mechanism"] == "gaussian":
+            _check_gaussian(e, rule, (n, t), label, rep)
+        else:
+            _check_selection(e, rule, ledger["method"], label, rep)
+
+
+def _check_gaussian(
+    e: dict[str, Any], rule: dict[str, Any], split: tuple[int, int], label: str, rep: AuditReport
+) -> None:
+    parties = e.get("distributed") or {}
+    if (parties.get("parties"), parties.get("collusion")) != split:
+        rep.problems.append(
+            f"{label}: the parties' noise is split for {parties.get('parties')} parties and collusion "
+            f"{parties.get('collusion')}, not the release's {split[0]} and {split[1]}"
+        )
+        return
+    try:
+        m = int(rule["count_marginals"])
+        bounds = [float(b) for b in rule["clip_bounds"]]
+        rounding = float(rule["rounding_l2"])
+    except (KeyError, TypeError, ValueError):
+        rep.problems.append(f"{label}: own_rows must give count_marginals, clip_bounds and rounding_l2")
+        return
+    grid = float(parties.get("grid", 1.0))
+    need_rounding = math.sqrt(int(e.get("cells") or 0)) * 2.0**-MPC_REAL_BITS if grid < 1.0 else 0.0
+    if rounding < need_rounding * (1 - 1e-9):
+        rep.problems.append(f"{label}: the grid rounding of real answers adds {need_rounding:.6g}, not {rounding:.6g}")
+    sound = math.sqrt(m + sum(b**4 for b in bounds)) + need_rounding
+    if m < 0 or sound <= 0:
+        rep.problems.append(f"{label}: own_rows describe no record of this silo in the answer")
+    elif float(e["sensitivity_l2"]) < sound * (1 - 1e-9):
+        rep.problems.append(
+            f"{label}: sensitivity {e['sensitivity_l2']:.6g} is below {sound:.6g}, what one record of this "
+            f"silo moves ({m} count cell(s), {len(bounds)} clipped second-moment sum(s))"
+        )
+
+
+def _check_selection(e: dict[str, Any], rule: dict[str, Any], method: str, label: str, rep: AuditReport) -> None:
+    key = SCORES.get(str(rule.get("score")))
+    if key is None or (key if isinstance(key, str) else key[0]) != method:
+        rep.problems.append(f"{label}: a {method} party does not select with a {rule.get('score')!r} score")
+        return
+    try:
+        weight = float(rule["max_weight"])
+    except (KeyError, TypeError, ValueError):
+        rep.problems.append(f"{label}: own_rows must give the candidates' largest weight (max_weight)")
+        return
+    sound = EM_SENSITIVITY[key] * weight
+    if not weight >= 0 or float(e["sensitivity"]) < sound * (1 - 1e-12):
+        rep.problems.append(
+            f"{label}: sensitivity {e['sensitivity']:.6g} is below the sound {EM_SENSITIVITY[key]:g} x max weight "
+            f"{weight:g} = {sound:g}"
+        )

@@ -1,0 +1,515 @@
+"""A silo party's own account of a release: what each step costs its rows, and its ledger copy.
+
+Party 0 charges its ledger for every step; a party that took its word for it would answer
+whatever party 0 asked. So every command that touches this party's rows is costed here, by the
+party, from public facts it checks itself, and charged to its own accountant (``mechanisms``,
+the one module that charges a ledger) before it answers:
+
+* a noisy sum (``noisy_sum``): the L2 sensitivity one record of this silo has on the answer it
+  shares (``own_rows``: ``sqrt(m + sum B^4)`` for ``m`` count marginals and second moments clipped
+  to norm ``B``, plus the grid rounding of real answers; zero when it does not contribute), at the
+  per-party sigma party 0 states, costed by ``accounting.distributed`` over the request's
+  ``n - t`` honest parties;
+* DistAIM's pooled selection (``select``): the score's sensitivity recomputed from the arrays that
+  the party itself scores with (weights, the model's integer marginals, how often a cell of its
+  pool appears), ``eps = 2^f 2 Delta / b + 4 / b`` from the Gumbel scale ``b`` it is given (the
+  rounding slack included), each draw ``eps^2 / 8``; ``t + 1`` parties must add Gumbels;
+* DistAIM's pooled measurement (``measure``): sensitivity ``sqrt`` of the cells one record can be
+  in, at the stated sigma, as a noisy sum;
+* FLAIM's selection in the silo (``local_select``): ``eps = 2 Delta / scale`` with ``Delta`` of the
+  scores it computes (``2 max w``, ``4 max w`` with the heterogeneity proxy), ``eps^2 / 8``.
+A step of another method than the accepted one, an exact ``sum``, a sigma below half a grid step
+and a step the remaining budget does not cover are refused (``policy.Refused``); the pool takes
+this silo's answers once. ``PartyRelease`` holds the accountant, writes the ledger copy (the same
+format as party 0's, with ``details.party``; ``privsyn-fed audit`` checks it) and settles the
+party's budget store at what was spent.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..accounting import Accountant, exponential_rho
+from ..accounting.distributed import PartiesNoise
+from ..common import BudgetExceeded
+from ..mechanisms import party_exponential_step, party_gaussian_step
+from ..silo import ConcatQuery, LocalScoresQuery, MarginalsQuery, MaskedQuery, NumericHistogramQuery, SecondMomentsQuery
+from . import secure
+from .aggregator import COLLUSION, LOCAL_SAMPLER, REAL_BITS, grid_rounding_l2
+from .noise import gumbel_rounding_slack
+from .policy import ONE_WAY_SUMS, SUM_KINDS, Refused, ReleaseRequest
+
+#: Caps on the public integers of a secure selection: beyond them a score could wrap around the ring.
+MAX_WEIGHT = 1 << 16
+MAX_OFFSET = 1 << 48
+MAX_DRAWS = 1 << 20
+
+
+@dataclass
+class Charge:
+    """One mechanism a step runs over this party's rows, as the party costs it."""
+
+    mechanism: str  # gaussian or exponential
+    query: str
+    sensitivity: float
+    scale: float  # the sigma of each party's noise, or the epsilon of one selection
+    where: str = "mpc"
+    cells: int = 0
+    grid: float = 1.0
+    draws: int = 1
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class PoolState:
+    """What a party knows of DistAIM's shared pool: its length, the sizes of its cliques (from the
+    query that filled it) and whether this silo's answers are in it."""
+
+    length: int
+    sizes: list[int] | None = None
+    mine: bool = False
+
+    def clique_of(self) -> np.ndarray:
+        """The clique of each of the pool's cells."""
+        assert self.sizes is not None
+        return np.repeat(np.arange(len(self.sizes)), self.sizes)
+
+
+def _kind(q: Any) -> str:
+    kinds = {
+        MarginalsQuery: "marginals",
+        NumericHistogramQuery: "numeric_histogram",
+        SecondMomentsQuery: "second_moments",
+        ConcatQuery: "concat",
+        MaskedQuery: "masked",
+        LocalScoresQuery: "local_scores",
+    }
+    return kinds.get(type(q), type(q).__name__)
+
+
+def _check_columns(cliques: Sequence[Sequence[int]], schema) -> None:
+    d = len(schema.columns)
+    for clique in cliques:
+        if any(not 0 <= int(i) < d for i in clique) or len(set(clique)) != len(clique):
+            raise Refused(f"a clique {tuple(clique)} names columns outside the schema or twice")
+
+
+def own_rows(q: Any, schema, rank: int, method: str | None) -> tuple[int, list[float]]:
+    """``(m, bounds)``: one record of this party's silo is in ``m`` count cells of the answer to ``q``
+    (one per marginal or histogram) and in one clipped second-moment sum per bound in ``bounds``;
+    ``method`` (None: any) limits the kinds of query accepted. ``Refused`` for any other query."""
+    kind = _kind(q)
+    if method is not None and kind not in SUM_KINDS[method]:
+        raise Refused(f"{method} sends no noisy sum of {kind.replace('_', ' ')} queries")
+    if isinstance(q, MarginalsQuery):
+        _check_columns(q.cliques, schema)
+        if method in ONE_WAY_SUMS and any(len(c) > 1 for c in q.cliques):
+            raise Refused(f"{method} sums row totals and 1-way marginals only, not marginals over several columns")
+        return len(q.cliques), []
+    if isinstance(q, NumericHistogramQuery):
+        if not (0 <= q.column < len(schema.columns) and schema.columns[q.column].type == "numeric"):
+            raise Refused("a numeric histogram of a column that is not numeric")
+        if not 1 <= q.refine <= 64:
+            raise Refused(f"a numeric histogram split {q.refine} ways")
+        return 1, []
+    if isinstance(q, SecondMomentsQuery):
+        bound = float(q.encoding.bound)
+        if not (math.isfinite(bound) and bound > 0):
+            raise Refused("second moments with a clipping bound that is not a positive number")
+        return 0, [bound]
+    if isinstance(q, ConcatQuery):
+        m, bounds = 0, list[float]()
+        for part in q.parts:
+            pm, pb = own_rows(part, schema, rank, method)
+            m, bounds = m + pm, bounds + pb
+        return m, bounds
+    if isinstance(q, MaskedQuery):
+        return own_rows(q.query, schema, rank, method) if rank in q.ranks else (0, [])
+    raise Refused(f"a {kind.replace('_', ' ')} query is never summed")
+
+
+def _among(raw: Any, parties: int) -> list[int]:
+    if not isinstance(raw, list) or not raw or any(isinstance(r, bool) or not isinstance(r, int) for r in raw):
+        raise Refused("the command does not list the parties that answer it")
+    if len(set(raw)) != len(raw) or not all(0 <= r < parties for r in raw):
+        raise Refused(f"the command lists parties {raw} of {parties}")
+    return sorted(raw)
+
+
+def _positive(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
+        raise Refused(f"{what} must be a positive number, not {value!r}")
+    return float(value)
+
+
+def _label(cmd: dict, fallback: str) -> str:
+    text = cmd.get("label")
+    return " ".join(text.split())[:200] if isinstance(text, str) and text.strip() else fallback
+
+
+def noisy_sum_charge(q: Any, cmd: dict, schema, rank: int, method: str | None, parties: int) -> Charge | None:
+    """The cost of party 0's ``noisy_sum`` of ``q`` to this party's rows, or None when they are not
+    in the sum; ``Refused`` for a command the party does not answer."""
+    among = _among(cmd.get("among"), parties)
+    sigma = _positive(cmd.get("sigma"), "sigma")
+    try:
+        size = q.size(schema)
+    except (IndexError, ValueError, TypeError, KeyError) as exc:
+        raise Refused(f"a query that does not fit the schema ({exc})") from None
+    m, bounds = own_rows(q, schema, rank, method)
+    if rank not in among or (m == 0 and not bounds):
+        return None
+    planned = math.sqrt(m + sum(b**4 for b in bounds))
+    slack = grid_rounding_l2(q, schema)
+    rule: dict[str, Any] = {"count_marginals": m, "clip_bounds": bounds, "rounding_l2": slack}
+    fields: dict[str, Any] = {"own_rows": rule}
+    if slack:
+        fields["fixed_point"] = {"sensitivity_planned": planned, "rounding_l2": slack}
+    return Charge(
+        "gaussian",
+        _label(cmd, f"noisy sum of {size} cells"),
+        planned + slack,
+        sigma,
+        cells=size,
+        grid=math.ldexp(1.0, -REAL_BITS) if q.real else 1.0,
+        fields=fields,
+    )
+
+
+def pool_new_check(cmd: dict) -> PoolState:
+    """The state of a new pool of ``length`` cells."""
+    length = cmd.get("length")
+    if isinstance(length, bool) or not isinstance(length, int) or not 0 < length <= 1 << 40:
+        raise Refused(f"a pool of {length!r} cells")
+    return PoolState(length)
+
+
+def pool_add_check(q: Any, cmd: dict, pool: PoolState | None, schema, rank: int, parties: int) -> bool:
+    """Whether this party's answers go into the pool (``Refused`` if the pool would take them twice,
+    or the answers do not fit it); no release: the pool stays in shares."""
+    if pool is None:
+        raise Refused("no pool to add to (pool_new first)")
+    if not isinstance(q, MarginalsQuery):
+        raise Refused("the pool holds marginal counts only")
+    _check_columns(q.cliques, schema)
+    sizes = [int(np.prod([schema.shape[i] for i in c], dtype=np.int64)) for c in q.cliques]
+    if sum(sizes) != pool.length or (pool.sizes is not None and sizes != pool.sizes):
+        raise Refused("answers laid out unlike the pool's cells")
+    among = _among(cmd.get("among"), parties)
+    if rank in among and pool.mine:
+        raise Refused("this silo's answers are in the pool already; a second copy would double their sensitivity")
+    pool.sizes = sizes
+    return rank in among
+
+
+def _int_array(arrays: dict, key: str) -> np.ndarray:
+    a = arrays.get(key)
+    if not isinstance(a, np.ndarray) or a.dtype != np.int64 or a.ndim != 1:
+        raise Refused(f"the selection's {key} is not a list of whole numbers")
+    return a
+
+
+def _hits(positions: np.ndarray, groups: np.ndarray, n_groups: int, pool: PoolState) -> np.ndarray:
+    """For each group of ``positions`` (pool cells), the most entries of it one record can move:
+    per clique of the pool, how often its most repeated cell appears, summed over the cliques."""
+    clique_of, n_cliques, length = pool.clique_of(), len(pool.sizes or []), pool.length
+    keys, counts = np.unique(groups.astype(np.int64) * length + positions, return_counts=True)
+    by_clique = (keys // length) * n_cliques + clique_of[keys % length]
+    unique, inverse = np.unique(by_clique, return_inverse=True)
+    most = np.zeros(len(unique))
+    np.maximum.at(most, inverse, counts)
+    return np.bincount(unique // n_cliques, weights=most, minlength=n_groups)
+
+
+def _pool_positions(a: np.ndarray, pool: PoolState, what: str) -> np.ndarray:
+    if a.size == 0 or a.min() < 0 or a.max() >= pool.length:
+        raise Refused(f"the {what} are not cells of the pool")
+    return a
+
+
+def select_charge(
+    cmd: dict, arrays: dict, pool: PoolState | None, request: ReleaseRequest | None, parties: int
+) -> Charge | None:
+    """The cost of DistAIM's secure selection to this party's rows (None when they are not pooled)."""
+    if pool is None or pool.sizes is None:
+        raise Refused("no filled pool to select on")
+    cells = _pool_positions(_int_array(arrays, "cells"), pool, "candidates' cells")
+    total = _pool_positions(_int_array(arrays, "total_cells"), pool, "cells that count the pool")
+    segments, model = _int_array(arrays, "segment_ids"), _int_array(arrays, "model")
+    weights, offsets = _int_array(arrays, "weights"), _int_array(arrays, "offsets")
+    R = len(weights)
+    if R == 0 or len(offsets) != R or not len(segments) == len(model) == len(cells):
+        raise Refused("the selection's arrays do not line up")
+    if segments.min() < 0 or segments.max() >= R:
+        raise Refused("a cell of the selection belongs to no candidate")
+    if weights.min() < 0 or weights.max() > MAX_WEIGHT or model.min() < 0 or model.max() > 1 << secure.SCORE_BITS:
+        raise Refused("the selection's weights or model marginals are out of range")
+    if np.abs(offsets).max() > MAX_OFFSET:
+        raise Refused("the selection's offsets are out of range")
+    scale = _positive(cmd.get("scale"), "the Gumbel scale")
+    draws = cmd.get("draws")
+    if isinstance(draws, bool) or not isinstance(draws, int) or not 1 <= draws <= MAX_DRAWS:
+        raise Refused(f"{draws!r} draws")
+    noise_parties = cmd.get("noise_parties")
+    t = request.collusion if request is not None else 0  # outside a release (checks mode): any number
+    if isinstance(noise_parties, bool) or not isinstance(noise_parties, int) or not t + 1 <= noise_parties <= parties:
+        raise Refused(
+            f"Gumbels from {noise_parties!r} parties: a coalition of {t} must miss one, so at least {t + 1} add one"
+        )
+    if not pool.mine:
+        return None
+    unit = 1 << secure.SCORE_BITS
+    in_segment = np.maximum(1.0, _hits(cells, segments, R, pool))
+    in_total = max(1.0, float(_hits(total, np.zeros(len(total), dtype=np.int64), 1, pool)[0]))
+    model_mass = np.maximum(1.0, np.bincount(segments, weights=model.astype(float), minlength=R) / unit)
+    per_candidate = weights * (in_segment + in_total * model_mass)
+    delta = float(per_candidate.max())
+    if delta == 0:
+        return None
+    eps_sampled = math.ldexp(2.0 * delta, secure.SCORE_BITS) / scale
+    slack = gumbel_rounding_slack(scale)
+    return Charge(
+        "exponential",
+        _label(cmd, f"select among {R} candidate marginals (pooled)"),
+        delta,
+        eps_sampled + slack,
+        draws=draws,
+        fields={
+            "candidates": R,
+            "fixed_point": {
+                "score_bits": secure.SCORE_BITS,
+                "epsilon_sampled": eps_sampled,
+                "gumbel_scale_grid_units": scale,
+                "rounding_slack": slack,
+            },
+            "own_rows": {"score": "pooled", "max_weight": float(weights.max())},
+        },
+    )
+
+
+def measure_charge(cmd: dict, arrays: dict, pool: PoolState | None) -> Charge | None:
+    """The cost of a measurement of pooled cells to this party's rows (None when they are not pooled)."""
+    if pool is None or pool.sizes is None:
+        raise Refused("no filled pool to measure")
+    cells = _pool_positions(_int_array(arrays, "cells"), pool, "measured cells")
+    sigma = _positive(cmd.get("sigma"), "sigma")
+    if not pool.mine:
+        return None
+    m = int(_hits(cells, np.zeros(len(cells), dtype=np.int64), 1, pool)[0])
+    return Charge(
+        "gaussian",
+        _label(cmd, f"pooled marginal of {len(cells)} cells"),
+        math.sqrt(m),
+        sigma,
+        cells=len(cells),
+        fields={"own_rows": {"count_marginals": m, "clip_bounds": [], "rounding_l2": 0.0}},
+    )
+
+
+def local_select_charge(q: Any, cmd: dict, schema, rank: int, parties: int) -> Charge | None:
+    """The cost of this silo's own selection with the scores ``q`` (None when it does not select)."""
+    if not isinstance(q, LocalScoresQuery):
+        raise Refused("a silo selects with its scores query only")
+    among = _among(cmd.get("among"), parties)
+    scale = _positive(cmd.get("scale"), "the selection's scale")
+    _check_columns(q.cliques, schema)
+    R = len(q.cliques)
+    if R == 0 or len(q.weights) != R or len(q.probs) != R:
+        raise Refused("the scores query's candidates, weights and model marginals do not line up")
+    weights = np.array(q.weights, dtype=float)
+    if not (np.all(np.isfinite(weights)) and weights.min() >= 0 and math.isfinite(q.sigma)):
+        raise Refused("the scores query's weights or sigma are not finite, non-negative numbers")
+    mass = []
+    for clique, p in zip(q.cliques, q.probs):
+        if not clique:
+            raise Refused("a candidate of the scores query has no column")
+        p = np.asarray(p, dtype=float)
+        cells = int(np.prod([schema.shape[i] for i in clique], dtype=np.int64))
+        if p.size != cells or not np.all(np.isfinite(p)) or p.min() < 0:
+            raise Refused("a model marginal of the scores query is not a non-negative table of its cells")
+        mass.append(max(1.0, float(p.sum())))
+    per_candidate = weights * (1.0 + np.array(mass))
+    if q.proxy is not None:
+        if len(q.proxy) != len(schema.columns):
+            raise Refused("the heterogeneity proxy does not have one 1-way per column")
+        proxy_mass = []
+        for i, s in enumerate(q.proxy):
+            s = np.asarray(s, dtype=float)
+            if s.size != schema.shape[i] or not np.all(np.isfinite(s)) or s.min() < 0:
+                raise Refused("a 1-way of the heterogeneity proxy is not a non-negative table of its cells")
+            proxy_mass.append(max(1.0, float(s.sum())))
+        per_candidate += weights * np.array([1.0 + max(proxy_mass[i] for i in c) for c in q.cliques])
+    if rank not in among:
+        return None
+    delta = float(per_candidate.max())
+    if delta == 0:
+        return None
+    return Charge(
+        "exponential",
+        _label(cmd, f"this silo's selection among {R} candidates"),
+        delta,
+        2.0 * delta / scale,
+        where="silo",
+        fields={
+            "candidates": R,
+            "sampler": LOCAL_SAMPLER,
+            "own_rows": {
+                "score": "local private" if q.proxy is not None else "local naive",
+                "max_weight": float(weights.max()),
+            },
+        },
+    )
+
+
+class PartyRelease:
+    """One release as this party accounts for it: its accountant (the ledger copy), its budget
+    store's reservation, and the steps it answered or refused."""
+
+    def __init__(
+        self,
+        request: ReleaseRequest,
+        rank: int,
+        noise_name: str,
+        ledger_path: Path,
+        *,
+        reservation: Any = None,
+        policy: Path | None = None,
+        silo: str = "",
+    ):
+        self.request, self.rank, self.reservation = request, rank, reservation
+        self.parties = PartiesNoise(request.parties, request.collusion)
+        self.noise_name = noise_name
+        self.answered = 0
+        self.refused: list[str] = []
+        details: dict[str, Any] = {
+            "party": {
+                "rank": rank,
+                "parties": request.parties,
+                "collusion": request.collusion,
+                "silo": silo,
+                "policy": None if policy is None else str(policy),
+                "request": request.to_wire(),
+            },
+            "noise": noise_name,
+            "mpc": {
+                "parties": request.parties,
+                "collusion": request.collusion,
+                "provider": "TTP (dealer process: correlated randomness only, no noise)",
+                "debug": False,
+                "noise": noise_name,
+            },
+        }
+        if reservation is not None:
+            details["budget_store"] = {
+                "path": str(reservation.store.path),
+                "dataset_id": reservation.dataset,
+                "run": reservation.run,
+            }
+        self.acc = Accountant(
+            request.epsilon,
+            request.delta,
+            request.method,
+            seeded=request.seeded,
+            ledger_path=ledger_path,
+            threat_model=(
+                f"party {rank}'s own account of a {request.method} release among {request.parties} silo parties "
+                "and a dealer: every step that touched this silo's rows, costed by this party from public "
+                f"facts it checked, before it answered; {COLLUSION}"
+            ),
+            details=details,
+        )
+        if reservation is not None:
+            reservation.bind(self.acc)
+
+    @property
+    def ledger_path(self) -> Path:
+        """Where the ledger copy is written."""
+        assert self.acc.ledger_path is not None
+        return self.acc.ledger_path
+
+    def start(self) -> None:
+        """Write the ledger copy (status running): from here on it records every charge before its answer."""
+        self.acc.note()
+
+    def allow(self, op: str) -> None:
+        """``Refused`` unless ``op`` is a step of the accepted method."""
+        from .policy import METHOD_STEPS
+
+        if op not in METHOD_STEPS[self.request.method]:
+            raise Refused(f"{op} is not a step of {self.request.method}, the method this party accepted")
+
+    def account(self, c: Charge | None) -> None:
+        """Record ``c`` in the ledger copy before the party answers; ``Refused`` when the budget it
+        accepted does not cover it (nothing is recorded then) or its noise is below the bound's
+        reach."""
+        if c is None:
+            return
+        noise = {"sampler": self.noise_name, "noise_from": "parties, secret-shared"} if c.where == "mpc" else {}
+        try:
+            if c.mechanism == "gaussian":
+                party_gaussian_step(
+                    self.acc,
+                    self.parties,
+                    c.query,
+                    sensitivity_l2=c.sensitivity,
+                    sigma=c.scale,
+                    cells=c.cells,
+                    grid=c.grid,
+                    **noise,
+                    **c.fields,
+                )
+                return
+            need = c.draws * exponential_rho(c.scale)
+            if not self.acc.can_afford(need):
+                raise BudgetExceeded(
+                    f"{c.query}: needs rho={need:.6g} but only {self.acc.remaining:.6g} of {self.acc.rho_budget:.6g} "
+                    "is left"
+                )
+            extra = {**noise, **self.parties.fields()} if c.where == "mpc" else {}
+            for _ in range(c.draws):
+                party_exponential_step(
+                    self.acc, c.query, sensitivity=c.sensitivity, epsilon=c.scale, where=c.where, **extra, **c.fields
+                )
+        except BudgetExceeded as exc:
+            raise Refused(
+                f"its budget for this release does not cover the step ({exc}); nothing was answered"
+            ) from None
+        except ValueError as exc:
+            raise Refused(f"the step's noise is below what its accounting covers ({exc})") from None
+        except OSError as exc:  # a step not on disk is never answered
+            raise Refused(f"its ledger copy cannot record the step ({exc.strerror or exc})") from None
+
+    def finish(self, status: str) -> str:
+        """Close the release: the ledger copy marked ``status`` (complete or failed) and the store
+        settled at what was spent (``failed`` at the spend, ``rejected`` when nothing was).
+        Returns a one-line account of what was written."""
+        done = {**self.acc.details["party"], "answered": self.answered, "refused": list(self.refused)}
+        problems = []
+        try:
+            self.acc.finish(status, party=done)
+        except OSError as exc:
+            problems.append(f"the ledger copy could not be written ({exc})")
+        store = ""
+        if self.reservation is not None and not self.reservation.settled:
+            try:
+                if status == "complete":
+                    self.reservation.settle(self.acc.rho_spent, "complete")
+                else:
+                    self.reservation.fail()
+                store = f"; store {self.reservation.store.path} run {self.reservation.run} settled"
+            except Exception as exc:
+                problems.append(
+                    f"the store could not be settled ({' '.join(str(exc).split())}); run {self.reservation.run} "
+                    f"stays counted at its reservation until `privsyn-fed budget settle --budget-store "
+                    f"{self.reservation.store.path} --run {self.reservation.run} --ledger {self.ledger_path}`"
+                )
+        line = (
+            f"{status}: answered {self.answered} step(s) over this silo's rows, rho {self.acc.rho_spent:.6g} of "
+            f"{self.acc.rho_budget:.6g}; ledger {self.ledger_path}{store}"
+        )
+        return "; ".join([line, *problems])

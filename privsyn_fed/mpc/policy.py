@@ -1,0 +1,405 @@
+"""A silo party's own policy, the release request it checks against it, and the verdict exchange.
+
+A party does not take party 0's word for what a release costs its rows. Before it reads its silo,
+party 0 sends the release's public request (``ReleaseRequest``: method, epsilon, delta, schema
+hash, seeded or not, parties and collusion threshold); the party checks it against its policy
+file (``Policy``, ``mpc-party --policy FILE``) and, where the policy names one, against its own
+budget store, and answers with a verdict. Every command that touches its rows gets a verdict too
+(``party_ledger`` costs it first); a refusal carries a one-line reason to party 0, and no party
+goes on with a step that any party refused.
+
+The policy file (JSON; SECURITY.md, "A party's own policy")::
+
+    {"max_epsilon": 1.0, "max_delta": 1e-9, "methods": ["distaim", "fedtda"],
+     "schema_sha256": "9f2c...64 hex digits...",
+     "min_collusion": 2,
+     "budget_store": {"path": "budget.db", "dataset_id": "clinic-a", "total_epsilon": 3.0}}
+
+``schema_sha256`` is the schema's fingerprint (``aggregator.schema_fingerprint``, printed by
+``mpc-party`` in its first line and by ``synth --mpc``), with or without a ``sha256:`` prefix.
+``min_collusion`` and ``budget_store`` are optional; a relative store path is read from the
+policy file's folder. A request is accepted when its method is listed, its epsilon is at most
+``max_epsilon``, its delta at most ``max_delta``, its schema is the one pinned, its collusion
+threshold is at least ``min_collusion``, and the party's store (accounted at ``max_delta``) has
+the request's rho left.
+
+The verdict exchange (``send_verdict`` in a party, ``collect_verdicts`` in party 0): every party
+sends ``[code, reason length]`` to party 0 (code 0: accept); party 0 then broadcasts ``go``, or
+``abort`` with the longest reason's length, after which every party sends its reason's bytes (as
+numbers, zero-padded) and nobody takes the step.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..accounting import epsilon_to_rho, rho_to_epsilon
+from ..common import InputError, MPCError
+from . import world
+
+#: The methods a party can serve, and the commands each one sends (``serve`` refuses any other).
+METHOD_STEPS = {
+    "distaim": frozenset({"noisy_sum", "pool_new", "pool_add", "select", "measure"}),
+    "flaim": frozenset({"noisy_sum", "local_select"}),
+    "fedtda": frozenset({"noisy_sum"}),
+    "independent": frozenset({"noisy_sum"}),
+}
+#: The kinds of declared query (``silo.queries``) each method's noisy sums are made of.
+SUM_KINDS = {
+    "distaim": frozenset({"marginals"}),
+    "independent": frozenset({"marginals", "concat"}),
+    "flaim": frozenset({"marginals", "concat", "masked"}),
+    "fedtda": frozenset({"marginals", "numeric_histogram", "second_moments", "concat", "masked"}),
+}
+#: Methods whose noisy sums are row totals and 1-way marginals only (cliques of at most one column).
+ONE_WAY_SUMS = frozenset({"distaim", "independent"})
+
+#: The largest epsilon and delta a release may state (as ``api.MAX_EPSILON``, ``api.MAX_DELTA``).
+MAX_EPSILON = 1000.0
+MAX_DELTA = 0.1
+
+FIELDS = {"max_epsilon", "max_delta", "methods", "schema_sha256", "min_collusion", "budget_store"}
+REQUIRED = ("max_epsilon", "max_delta", "methods", "schema_sha256")
+STORE_FIELDS = {"path", "dataset_id", "total_epsilon"}
+HEX64 = re.compile(r"(?:sha256:)?([0-9a-fA-F]{64})")
+
+#: Verdict codes: accepted; the party's schema differs; its noise mode (``--seed``) differs; it
+#: refuses (policy, accounting, budget); it cannot read its silo (bad input).
+ACCEPT, SCHEMA_DIFFERS, MODE_DIFFERS, REFUSED, BAD_SILO = 0, 1, 2, 3, 4
+#: A reason is cut to this many bytes (UTF-8) before it travels.
+REASON_BYTES = 600
+
+
+class Refused(Exception):
+    """A party refuses a command; ``code`` says why in kind, the message says why in words."""
+
+    def __init__(self, reason: str, code: int = REFUSED):
+        super().__init__(reason)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class StoreSpec:
+    """The party's own budget store: where, which dataset, and the dataset's total epsilon."""
+
+    path: Path
+    dataset_id: str
+    total_epsilon: float
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What a party accepts per release (see the module docstring)."""
+
+    source: Path
+    max_epsilon: float
+    max_delta: float
+    methods: tuple[str, ...]
+    schema_sha256: str
+    min_collusion: int | None = None
+    store: StoreSpec | None = None
+
+    def refusal(self, request: "ReleaseRequest") -> str | None:
+        """Why this policy refuses ``request`` (one line), or None when it accepts it."""
+        if request.method not in self.methods:
+            return f"method {request.method} is not among the methods its policy accepts ({', '.join(self.methods)})"
+        if request.schema != self.schema_sha256:
+            return (
+                f"its policy agreed to schema sha256 {self.schema_sha256}, but the release is over schema "
+                f"sha256 {request.schema}"
+            )
+        if request.epsilon > self.max_epsilon:
+            return f"epsilon {request.epsilon:g} is more than its policy's max_epsilon {self.max_epsilon:g}"
+        if request.delta > self.max_delta:
+            return f"delta {request.delta:g} is more than its policy's max_delta {self.max_delta:g}"
+        if self.min_collusion is not None and request.collusion < self.min_collusion:
+            return (
+                f"collusion threshold {request.collusion} is below its policy's min_collusion {self.min_collusion} "
+                "(its noise must withstand that many colluding parties)"
+            )
+        return None
+
+    def store_refusal(self, rho: float) -> str | None:
+        """Why the party's own store cannot take ``rho`` now (read only: nothing is written), or None."""
+        if self.store is None:
+            return None
+        rho_total, committed = store_standing(self)
+        if committed + rho <= rho_total * (1 + STORE_TOLERANCE):
+            return None
+        left = max(0.0, rho_total - committed)
+        left_eps = rho_to_epsilon(left, self.max_delta) if left > 0 else 0.0
+        return (
+            f"its budget store {self.store.path} (dataset '{self.store.dataset_id}') has rho {left:.6g} left "
+            f"(epsilon {left_eps:.4g} of its total {self.store.total_epsilon:g} at delta {self.max_delta:g}), "
+            f"but this release needs rho {rho:.6g}"
+        )
+
+
+#: As ``budget_store.TOLERANCE``: rounding slack when a spend is compared with a total.
+STORE_TOLERANCE = 1e-9
+
+
+def store_standing(policy: Policy) -> tuple[float, float]:
+    """``(rho_total, rho_committed)`` of the policy's dataset in its store, read only (a store or a
+    dataset that does not exist yet has its whole total left)."""
+    from ..accounting.budget_store import BudgetStore
+
+    assert policy.store is not None
+    spec = policy.store
+    fresh = epsilon_to_rho(spec.total_epsilon, policy.max_delta), 0.0
+    if not spec.path.exists():
+        return fresh
+    store = BudgetStore(spec.path, create=False)
+    try:
+        if spec.dataset_id not in store.datasets():
+            return fresh
+        budget = store.budget(spec.dataset_id)
+        return budget.rho_total, budget.rho_committed
+    finally:
+        store.close()
+
+
+def check_store_agrees(policy: Policy) -> None:
+    """An ``InputError`` naming the policy file when its store already holds the dataset with another
+    total epsilon or another delta (the store accounts the party's releases at ``max_delta``)."""
+    from ..accounting.budget_store import BudgetStore
+
+    spec = policy.store
+    if spec is None or not spec.path.exists():
+        return
+    store = BudgetStore(spec.path, create=False)
+    try:
+        if spec.dataset_id not in store.datasets():
+            return
+        budget = store.budget(spec.dataset_id)
+    finally:
+        store.close()
+    if not math.isclose(budget.total_epsilon, spec.total_epsilon, rel_tol=1e-12):
+        raise InputError(
+            f"{policy.source}: field 'budget_store.total_epsilon' is {spec.total_epsilon:g}, but dataset "
+            f"'{spec.dataset_id}' has total epsilon {budget.total_epsilon:g} in {spec.path}"
+        )
+    if not math.isclose(budget.delta, policy.max_delta, rel_tol=1e-12):
+        raise InputError(
+            f"{policy.source}: field 'max_delta' is {policy.max_delta:g}, but dataset '{spec.dataset_id}' is "
+            f"accounted at delta {budget.delta:g} in {spec.path} (the store accounts at the policy's max_delta)"
+        )
+
+
+def _number(raw: dict, key: str, source: Path, low: float, high: float, *, closed_high: bool = True) -> float:
+    value = raw[key]
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(float(value))
+    ok = ok and low < float(value) and (float(value) <= high if closed_high else float(value) < high)
+    if not ok:
+        bound = f"up to {high:g}" if closed_high else f"below {high:g}"
+        raise InputError(f"{source}: field '{key}' must be a number above {low:g} and {bound}, not {value!r}")
+    return float(value)
+
+
+def load_policy(path: str | Path) -> Policy:
+    """Read and check a policy file; an ``InputError`` (one line, naming the file and the field) if
+    it is missing, not JSON, or any field is wrong."""
+    source = Path(path)
+    try:
+        raw = json.loads(source.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{source}: policy file not found (--policy)") from None
+    except IsADirectoryError:
+        raise InputError(f"{source}: is a folder, not a policy file (--policy)") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{source}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{source}: cannot read the policy file ({exc})") from None
+    if not isinstance(raw, dict):
+        raise InputError(f"{source}: a policy is a JSON object with the fields {', '.join(REQUIRED)}")
+    unknown = sorted(set(raw) - FIELDS)
+    if unknown:
+        raise InputError(f"{source}: unknown field '{unknown[0]}' (a policy has {', '.join(sorted(FIELDS))})")
+    missing = [k for k in REQUIRED if k not in raw]
+    if missing:
+        raise InputError(f"{source}: missing field '{missing[0]}'")
+    max_epsilon = _number(raw, "max_epsilon", source, 0.0, MAX_EPSILON)
+    max_delta = _number(raw, "max_delta", source, 0.0, MAX_DELTA, closed_high=False)
+    methods = raw["methods"]
+    if not isinstance(methods, list) or not methods or not all(isinstance(m, str) for m in methods):
+        raise InputError(f"{source}: field 'methods' must be a non-empty list of method names")
+    strange = [m for m in methods if m not in METHOD_STEPS]
+    if strange:
+        raise InputError(f"{source}: field 'methods' names {strange[0]!r}; a party serves {', '.join(METHOD_STEPS)}")
+    schema = raw["schema_sha256"]
+    match = HEX64.fullmatch(schema) if isinstance(schema, str) else None
+    if match is None:
+        raise InputError(
+            f"{source}: field 'schema_sha256' must be the schema's SHA-256 (64 hex digits, optionally "
+            "after 'sha256:'), as `mpc-party` prints it"
+        )
+    min_collusion = raw.get("min_collusion")
+    if min_collusion is not None and (
+        isinstance(min_collusion, bool) or not isinstance(min_collusion, int) or min_collusion < 1
+    ):
+        raise InputError(f"{source}: field 'min_collusion' must be a whole number of at least 1, not {min_collusion!r}")
+    return Policy(
+        source,
+        max_epsilon,
+        max_delta,
+        tuple(dict.fromkeys(methods)),
+        match.group(1).lower(),
+        min_collusion,
+        _store_spec(raw.get("budget_store"), source),
+    )
+
+
+def _store_spec(raw: Any, source: Path) -> StoreSpec | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise InputError(f"{source}: field 'budget_store' must be an object with {', '.join(sorted(STORE_FIELDS))}")
+    unknown = sorted(set(raw) - STORE_FIELDS)
+    if unknown:
+        raise InputError(f"{source}: unknown field 'budget_store.{unknown[0]}'")
+    missing = [k for k in sorted(STORE_FIELDS) if k not in raw]
+    if missing:
+        raise InputError(f"{source}: missing field 'budget_store.{missing[0]}'")
+    if not isinstance(raw["path"], str) or not raw["path"].strip():
+        raise InputError(f"{source}: field 'budget_store.path' must be a file name")
+    if not isinstance(raw["dataset_id"], str) or not raw["dataset_id"].strip():
+        raise InputError(f"{source}: field 'budget_store.dataset_id' must be a non-empty string")
+    total = raw["total_epsilon"]
+    if isinstance(total, bool) or not isinstance(total, (int, float)) or not 0 < float(total) <= MAX_EPSILON:
+        raise InputError(
+            f"{source}: field 'budget_store.total_epsilon' must be a positive number up to {MAX_EPSILON:g}, "
+            f"not {total!r}"
+        )
+    path = Path(raw["path"]).expanduser()
+    if not path.is_absolute():
+        path = source.parent / path
+    from ..common import Named, check_store
+
+    try:
+        check_store(Named("budget_store.path", path))
+    except InputError as exc:
+        raise InputError(f"{source}: field 'budget_store.path': {exc}") from None
+    return StoreSpec(path, raw["dataset_id"], float(total))
+
+
+@dataclass(frozen=True)
+class ReleaseRequest:
+    """The public facts of one release that a party checks and accounts against."""
+
+    method: str
+    epsilon: float
+    delta: float
+    schema: str  # the schema's SHA-256, hex
+    seeded: bool
+    parties: int
+    collusion: int
+
+    @property
+    def rho(self) -> float:
+        """The release's zCDP budget: ``epsilon_to_rho(epsilon, delta)``, as party 0's accountant has it."""
+        return epsilon_to_rho(self.epsilon, self.delta)
+
+    def to_wire(self) -> dict[str, Any]:
+        """The request as it travels (JSON)."""
+        return {
+            "method": self.method,
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "schema": f"sha256:{self.schema}",
+            "seeded": self.seeded,
+            "parties": self.parties,
+            "collusion": self.collusion,
+        }
+
+    @classmethod
+    def from_wire(cls, raw: Any, parties: int) -> "ReleaseRequest":
+        """A request received from party 0, checked for shape; ``Refused`` naming what is wrong."""
+        if not isinstance(raw, dict):
+            raise Refused("the release request is not an object")
+
+        def number(key: str, high: float, closed: bool) -> float:
+            v = raw.get(key)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(float(v)):
+                raise Refused(f"the release request's {key} is not a number")
+            if not (0 < float(v) <= high if closed else 0 < float(v) < high):
+                raise Refused(f"the release request's {key} {v!r} is out of range")
+            return float(v)
+
+        method = raw.get("method")
+        if method not in METHOD_STEPS:
+            raise Refused(f"method {method!r} cannot be served by a party (it serves {', '.join(METHOD_STEPS)})")
+        schema = raw.get("schema")
+        match = HEX64.fullmatch(schema) if isinstance(schema, str) else None
+        if match is None:
+            raise Refused("the release request does not name its schema's SHA-256")
+        if raw.get("parties") != parties:
+            raise Refused(f"the release request is for {raw.get('parties')!r} parties, but this party joined {parties}")
+        t = raw.get("collusion")
+        if isinstance(t, bool) or not isinstance(t, int) or not 1 <= t < parties:
+            raise Refused(f"the release request's collusion threshold {t!r} does not lie in 1..{parties - 1}")
+        if not isinstance(raw.get("seeded"), bool):
+            raise Refused("the release request does not say whether its noise is seeded")
+        return cls(
+            method,
+            number("epsilon", MAX_EPSILON, True),
+            number("delta", MAX_DELTA, False),
+            match.group(1).lower(),
+            raw["seeded"],
+            parties,
+            t,
+        )
+
+
+# ---- the verdict exchange --------------------------------------------------------------------------
+
+
+def _reason_bytes(reason: str) -> bytes:
+    raw = " ".join(reason.split()).encode("utf-8")[:REASON_BYTES]
+    return raw.decode("utf-8", errors="ignore").encode("utf-8")
+
+
+def send_verdict(channel: world.Channel, code: int, reason: str = "") -> bool:
+    """A party's verdict on party 0's last command: ``code`` (``ACCEPT`` or why not) and, if asked,
+    the reason. Returns whether every party accepted (party 0 said ``go``)."""
+    raw = _reason_bytes(reason) if code != ACCEPT else b""
+    world.gather_to_party0([float(code), float(len(raw))])
+    cmd, _ = channel.receive()
+    if cmd.get("op") == "go":
+        return True
+    if cmd.get("op") != "abort":
+        raise MPCError(f"party 0 sent {cmd.get('op')!r} where it owed a go or an abort")
+    length = int(cmd["bytes"])
+    world.gather_to_party0([float(b) for b in raw.ljust(length, b"\0")[:length]] if length else [0.0])
+    return False
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One party's refusal as party 0 received it."""
+
+    rank: int
+    code: int
+    reason: str
+
+
+def collect_verdicts(channel: world.Channel) -> list[Verdict]:
+    """Party 0's side of the exchange: every party's verdict on the command just sent; tells them
+    ``go`` when all accepted (returns ``[]``), else ``abort`` and returns the refusals."""
+    rows = world.gather_to_party0([0.0, 0.0]) or []
+    refusals = [(k, int(code), int(length)) for k, (code, length) in enumerate(rows) if int(code) != ACCEPT]
+    if not refusals:
+        channel.send({"op": "go"})
+        return []
+    length = max(n for _, _, n in refusals)
+    channel.send({"op": "abort", "bytes": length})
+    texts = world.gather_to_party0([0.0] * length if length else [0.0]) or []
+    out = []
+    for k, code, n in refusals:
+        raw = bytes(int(b) for b in texts[k][:n]) if n else b""
+        out.append(Verdict(k, code, raw.decode("utf-8", errors="replace") or "no reason given"))
+    return out
