@@ -85,6 +85,28 @@ def test_the_readme_walkthrough_works_when_pasted(tmp_path):
     assert "run 2: fedtda" in proc.stdout  # the DP draft and the release drew on one budget
 
 
+def test_the_readme_walk_across_organisations_works_when_pasted(tmp_path):
+    """README's "Across organisations" block, run as written: provisioning, each party's policy and
+    store, the release over TLS, and the audits of party 0's ledger and of each party's copy."""
+    block = re.search(
+        r"<!-- across organisations: [^\n]*-->\n```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.S
+    )
+    assert block, "README has no block across organisations"
+    (tmp_path / ".venv").symlink_to(Path(sys.executable).parent.parent)
+    proc = run(["bash", "-e", "-c", block.group(1)], cwd=tmp_path)
+    orgs = tmp_path / "demo-out" / "orgs"
+    release = load_ledger(orgs / "release.ledger.json")
+    assert release["method"] == "distaim" and audit_ledger(release).ok
+    assert "TLS 1.3" in json.dumps(release["details"])
+    for k in (1, 2):
+        copy = load_ledger(orgs / f"party-{k}.ledger.json")
+        assert audit_ledger(copy).ok and copy["status"] == "complete"
+        assert copy["rho_spent"] == pytest.approx(release["rho_spent"], rel=1e-12)
+        assert (orgs / "kit" / f"party-{k}" / "key.pem").stat().st_mode & 0o777 == 0o600
+    assert list(pd.read_csv(orgs / "release.csv").columns) == COLUMNS
+    assert proc.stdout.count("OK: ") == 3 and "complete" in proc.stdout  # the audits and party 1's settled store
+
+
 def test_quickstart(tmp_path):
     out = tmp_path / "out"
     proc = run(
