@@ -538,3 +538,21 @@ def test_a_member_that_cannot_join_says_so_in_one_line_within_its_timeout(fed_di
     port = fed_dir.federation.members[0].port
     one_line(run, "the dealer could not join", f"127.0.0.1:{port}", "within 3 s", "refused", status=1)
     assert elapsed < 3 + 12, f"took {elapsed:.1f} s with --timeout 3"  # 3 s plus start-up on a busy machine
+
+
+def test_a_member_still_joining_stops_soon_after_another_leaves_cleanly(fed_dir):
+    """Party 1 never comes; when the dealer gives up and says goodbye, party 0 stops at once rather
+    than waiting out its timeout, and says who left."""
+    p0, dealer = mesh(fed_dir, 0, timeout=60), mesh(fed_dir, 2, timeout=5)
+    thread0, out0 = start(p0)
+    thread2, _ = start(dealer)
+    deadline = time.monotonic() + 20
+    while 2 not in p0._in and time.monotonic() < deadline:  # the dealer has connected to party 0
+        time.sleep(0.05)
+    assert 2 in p0._in
+    began = time.monotonic()
+    dealer.close(orderly=True)
+    thread0.join(15)
+    assert not thread0.is_alive() and time.monotonic() - began < 15
+    assert isinstance(out0[0], tls.JoinError) and "the dealer left before every member had joined" in str(out0[0])
+    thread2.join(15)

@@ -351,12 +351,16 @@ class Mesh:
                 target=self._connect, args=(peer, deadline), name=f"mpc-connect-{peer}", daemon=True
             ).start()
         with self._cond:
-            while not self._complete() and self._failure is None:
+            while not self._complete() and self._failure is None and not self._left:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
                 self._cond.wait(min(remaining, 0.5))
             complete, failure = self._complete(), self._failure
+            if not complete and failure is None and self._left:  # a member gave up joining: so do we
+                failure = ", ".join(self.who(r) for r in sorted(self._left)) + " left before every member had joined"
+                if self.refused:
+                    failure += f"; refused: {self.refused[-1]}"
             self._joining = False
         acceptor.join(5.0)  # it stops within its accept timeout; then nobody else uses the listener
         self._listener.close()
