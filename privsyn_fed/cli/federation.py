@@ -20,14 +20,13 @@ import datetime
 import json
 import os
 import re
-import shutil
-import tempfile
 import textwrap
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
 from ..common import InputError
+from ..common.fileio import write_folder
 from .common import number
 
 #: The longest validity accepted for ``--days`` and ``--ca-days`` (ten years).
@@ -359,28 +358,6 @@ def check_target(out: Path, force: bool, own: Callable[[str], bool], inputs: lis
     for option, path in inputs:
         if path.resolve().is_relative_to(inside):
             raise InputError(f"{option} {path}: lies inside --out {out}, which --force would replace")
-
-
-def write_folder(out: Path, build: Callable[[Path], None]) -> None:
-    """Call ``build`` on a new private folder (0700) beside ``out``, then put it in ``out``'s place
-    (replacing an existing ``out`` as a whole). On any failure nothing is left behind."""
-    new = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".new", dir=out.absolute().parent))
-    try:
-        build(new)
-        if not out.exists():
-            os.rename(new, out)
-            return
-        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.absolute().parent))
-        os.rename(out, old / out.name)
-        try:
-            os.rename(new, out)
-        except BaseException:
-            os.rename(old / out.name, out)
-            raise
-        shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(new, ignore_errors=True)
-        raise
 
 
 def read_file(path: Path, what: str, option: str) -> bytes:

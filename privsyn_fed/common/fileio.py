@@ -1,5 +1,7 @@
 """Atomic file replacement: readers see the old file or the complete new one, never a mix.
 
+``write_folder`` does the same for a folder of files: built beside its destination, then swapped in.
+
 ``Staged`` holds several files written under temporary names beside their destinations until
 the caller commits: ``publish`` renames them all into place, ``discard`` removes them. A release
 stages its CSV, model and report, marks its ledger complete, and only then publishes.
@@ -8,9 +10,12 @@ stages its CSV, model and report, marks its ledger complete, and only then publi
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
-from typing import Callable
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
 
 
 def stage_file(path: str | Path, write: Callable, binary: bool = False) -> Path:
@@ -80,3 +85,29 @@ class Staged:
         for tmp, _ in self.files:
             _unlink(tmp)
         self.files = []
+
+
+def write_folder(out: Path, build: Callable[[Path], T]) -> T:
+    """Call ``build`` on a new private folder (0700) beside ``out``, then put it in ``out``'s place
+    (an existing ``out`` is moved aside first and removed after); ``build``'s result. On any failure
+    nothing new is left behind and an existing ``out`` is as it was."""
+    parent = out.absolute().parent
+    parent.mkdir(parents=True, exist_ok=True)
+    new = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".new", dir=parent))
+    try:
+        result = build(new)
+        if not out.exists():
+            os.rename(new, out)
+            return result
+        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=parent))
+        os.rename(out, old / out.name)
+        try:
+            os.rename(new, out)
+        except BaseException:
+            os.rename(old / out.name, out)
+            raise
+        shutil.rmtree(old, ignore_errors=True)
+        return result
+    except BaseException:
+        shutil.rmtree(new, ignore_errors=True)
+        raise

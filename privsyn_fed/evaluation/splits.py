@@ -14,8 +14,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ..common import InputError, write_atomic
+from ..common.fileio import write_folder
 
 SCHEMES = ("iid", "dirichlet", "cluster", "quantity")
 
@@ -158,30 +157,10 @@ def write_partition(
     """One CSV per client (``client_000.csv`` ...) and ``manifest.json``, written to a new folder
     beside ``out`` that then replaces ``out`` as a whole (no client file of an earlier split
     survives)."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    new = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".new", dir=out.parent))
-    try:
-        manifest = _write_clients(df, part, new, source=source, scheme=scheme, label=label, alpha=alpha, seed=seed)
-        _swap_in(new, out)
-    except BaseException:
-        shutil.rmtree(new, ignore_errors=True)
-        raise
-    return manifest
-
-
-def _swap_in(new: Path, out: Path) -> None:
-    """Put folder ``new`` at ``out``; an earlier ``out`` is moved aside first and removed after."""
-    if not out.exists():
-        os.rename(new, out)
-        return
-    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
-    os.rename(out, old / out.name)
-    try:
-        os.rename(new, out)
-    except BaseException:
-        os.rename(old / out.name, out)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
+    return write_folder(
+        out,
+        lambda new: _write_clients(df, part, new, source=source, scheme=scheme, label=label, alpha=alpha, seed=seed),
+    )
 
 
 def _write_clients(
