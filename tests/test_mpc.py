@@ -54,7 +54,9 @@ def world(files):
     """Three silo parties and the dealer, for the whole module; party 0 is this process."""
     _, schema_path, paths = files
     before = _parties()
-    with coordinator(schema_path, paths, timeout_s=120, checks=True) as agg:  # exact sums for the checks below
+    # the parties wait for party 0 while the tests between this module's uses of the world run (minutes on a
+    # busy machine): the default timeout, not a shorter one
+    with coordinator(schema_path, paths, timeout_s=600, checks=True) as agg:  # exact sums for the checks below
         yield agg
     assert _parties() - before == set(), "party processes were left behind"
 
