@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import privsyn_fed as pf
@@ -24,7 +25,7 @@ from privsyn_fed.mpc import policy, secure
 from privsyn_fed.mpc.aggregator import schema_fingerprint
 from privsyn_fed.mpc.launch import local_federation
 from privsyn_fed.mpc.party_ledger import PoolState, local_select_charge, noisy_sum_charge, own_rows, select_charge
-from privsyn_fed.silo import ConcatQuery, LocalScoresQuery, MarginalsQuery, MaskedQuery
+from privsyn_fed.silo import ConcatQuery, LocalScoresQuery, MarginalsQuery, MaskedQuery, answer
 
 from .conftest import CLI, SCHEMA, assert_one_line_error, make_frame, run_cli, synth_argv
 
@@ -115,6 +116,30 @@ def test_the_party_costs_its_own_rows_from_the_query_it_answers(tmp_path):
     charge = noisy_sum_charge(MarginalsQuery(((0,), (2,))), {"among": [0, 1], "sigma": 4.0}, schema, 1, None, 2)
     assert charge is not None and math.isclose(charge.sensitivity, math.sqrt(2)) and charge.cells == 8 + 2
     assert noisy_sum_charge(MarginalsQuery(((0,),)), {"among": [0], "sigma": 4.0}, schema, 1, None, 2) is None
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_sensitivity_a_party_charges_bounds_its_answer_on_d_and_d_plus_one_record(seed):
+    """For a silo D and D plus one of its own rows (drawn with a fixed seed), the L2 distance between
+    the party's answers is at most the sensitivity its noisy-sum charge states, for every query kind a
+    method may send it (1-ways, a masked batch with several columns)."""
+    schema = pf.Schema.from_dict(SCHEMA)
+    frame = make_frame(200, seed=seed)
+    rng = np.random.default_rng(seed)
+    plus_one = pd.concat([frame, frame.iloc[[int(rng.integers(len(frame)))]]], ignore_index=True)
+    d, d1 = pf.Silo.from_frame(frame, schema, name="d"), pf.Silo.from_frame(plus_one, schema, name="d+1")
+    batch = ConcatQuery((MaskedQuery(MarginalsQuery(((0, 2),)), (1,)), MaskedQuery(MarginalsQuery(((3,),)), (1,))))
+    queries = [
+        (MarginalsQuery(((0,), (1,), (2,), (3,))), "independent"),
+        (
+            ConcatQuery((MaskedQuery(MarginalsQuery(((0, 2),)), (1,)), MaskedQuery(MarginalsQuery(((3,),)), (1,)))),
+            "flaim",
+        ),
+    ]
+    for q, method in queries:
+        charge = noisy_sum_charge(q, {"among": [0, 1], "sigma": 4.0}, schema, 1, method, 2)
+        moved = np.linalg.norm(answer(q, d1, 1).astype(float) - answer(q, d, 1).astype(float))
+        assert charge is not None and moved <= charge.sensitivity + 1e-12, (method, moved, charge.sensitivity)
 
 
 def test_a_selection_costs_what_the_arrays_the_party_scores_with_allow():

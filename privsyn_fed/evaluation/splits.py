@@ -157,23 +157,20 @@ def write_partition(
     """One CSV per client (``client_000.csv`` ...) and ``manifest.json``, written to a new folder
     beside ``out`` that then replaces ``out`` as a whole (no client file of an earlier split
     survives)."""
-    return write_folder(
-        out,
-        lambda new: _write_clients(df, part, new, source=source, scheme=scheme, label=label, alpha=alpha, seed=seed),
-    )
+    return write_folder(out, lambda folder: _write_clients(df, part, folder, source, scheme, label, alpha, seed))
 
 
 def _write_clients(
     df: pd.DataFrame,
     part: Partition,
     out: Path,
-    *,
     source: str,
     scheme: str,
     label: str | None,
     alpha: float | None,
     seed: int,
 ) -> dict[str, Any]:
+    """``write_partition``'s files, written into the new folder ``out``."""
     width = max(3, len(str(part.clients - 1)))
     entries = []
     for k, rows in enumerate(part.parts()):
