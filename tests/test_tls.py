@@ -408,13 +408,19 @@ from privsyn_fed.mpc.communicator import current
 
 fed, cert, key, rank = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 m = world.membership(world.Access(fed, cert, key), rank=rank, timeout_s=60)
+import os
+threads = torch.get_num_threads()
 world.join(m)
+# the members on this host share its cores (a user's OMP_NUM_THREADS is kept), and get them back on leaving
+joined = threads if "OMP_NUM_THREADS" in os.environ else world.torch_threads(m)
+assert torch.get_num_threads() == joined, (torch.get_num_threads(), joined)
 c = current()
 n = c.get_world_size()
 if rank == n:  # the dealer: serve party 0's request, then stop
     from privsyn_fed.mpc.dealer import run_dealer
     run_dealer()
     world.leave()
+    assert torch.get_num_threads() == threads
     print("ok", flush=True)
     sys.exit(0)
 X = lambda r: torch.arange(6, dtype=torch.long).reshape(2, 3) * (r + 1) + 1000 * r
@@ -453,8 +459,9 @@ import crypten  # a multiplication on integer shares: the dealer's triple, then 
 x = crypten.cryptensor(torch.tensor([3, -2]), src=0, precision=0)
 y = crypten.cryptensor(torch.tensor([4, 5]), src=1, precision=0)
 assert torch.equal((x * y).get_plain_text().long(), torch.tensor([12, -10]))
-print("ok", flush=True)
 world.leave()
+assert torch.get_num_threads() == threads
+print("ok", flush=True)
 """
 
 
@@ -481,6 +488,27 @@ def test_each_collective_matches_its_reference_across_processes(tmp_path):
                 p.wait()
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0 and out.strip() == "ok", err[-3000:]
+
+
+def test_members_on_one_host_share_its_cores():
+    """The local layout (every address loopback) counts every member as on this host; across
+    hosts, only the members listening on this member's own host."""
+    from privsyn_fed.mpc import world
+    from privsyn_fed.mpc.federation import Federation, Member
+
+    def fed(*hosts):
+        roles = [f"party-{k}" for k in range(len(hosts) - 1)] + ["dealer"]
+        members = tuple(Member(r, role, "Org", host, 7100 + r) for r, (role, host) in enumerate(zip(roles, hosts)))
+        return Federation("f", b"", members)
+
+    def here(federation, rank):
+        return world.members_here(world.Membership(federation, rank, None))  # type: ignore[arg-type]
+
+    assert here(fed("127.0.0.1", "127.0.0.2", "localhost", "::1"), 0) == 4
+    spread = fed("10.0.0.1", "10.0.0.2", "10.0.0.2", "10.0.0.9")
+    assert [here(spread, r) for r in range(4)] == [1, 2, 2, 1]
+    cores = len(os.sched_getaffinity(0))
+    assert world.torch_threads(world.Membership(spread, 1, None)) == max(1, cores // 2)  # type: ignore[arg-type]
 
 
 # ---- the command line ---------------------------------------------------------------------------

@@ -122,6 +122,7 @@ def join(m: Membership):
     except JoinError as exc:
         _switch_often(False)
         raise cannot_join(m, str(exc)) from None
+    _share_cores(m)
     try:
         crypten = configure()
         from .communicator import TLSCommunicator, install, start_ttp_client
@@ -133,7 +134,6 @@ def join(m: Membership):
     except RuntimeError as exc:
         leave()
         mesh.close(orderly=False)
-        _switch_often(False)
         raise cannot_join(m, first_line(exc)) from None
     return crypten
 
@@ -154,6 +154,41 @@ def _switch_often(on: bool = True) -> None:
         sys.setswitchinterval(_saved_switch.pop())
 
 
+_saved_threads: list[int] = []
+
+
+def members_here(m: Membership) -> int:
+    """How many members of ``m``'s federation listen on this member's host (all of them when
+    every address is loopback: the local layout)."""
+    fed = m.federation
+    if fed.loopback:
+        return len(fed.members)
+    mine = fed.members[m.rank].host
+    return sum(1 for member in fed.members if member.host == mine)
+
+
+def torch_threads(m: Membership) -> int:
+    """The torch threads a member uses: the cores it may run on divided among the members on its
+    host (at least 1). Members that share cores with more threads than cores spend most of their
+    time spinning at the end of parallel loops while a thread they wait for is not running."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores // members_here(m))
+
+
+def _share_cores(m: Membership | None) -> None:
+    """Set torch's threads for ``m`` while it is joined (``None``: restore them); a user's own
+    ``OMP_NUM_THREADS`` is left as it is."""
+    if m is not None and not _saved_threads and "OMP_NUM_THREADS" not in os.environ:
+        import torch
+
+        _saved_threads.append(torch.get_num_threads())
+        torch.set_num_threads(torch_threads(m))
+    elif m is None and _saved_threads:
+        import torch
+
+        torch.set_num_threads(_saved_threads.pop())
+
+
 def cannot_join(m: Membership, reason: str) -> MPCError:
     """The ``MPCError`` saying that this party (or the dealer) could not join the others, and why."""
     who = m.federation.who(m.rank)
@@ -167,6 +202,7 @@ def leave() -> None:
     forget the dealer's client: a later ``join`` in this process sets it up with the new dealer."""
     if "privsyn_fed.mpc.communicator" not in sys.modules:
         _switch_often(False)
+        _share_cores(None)
         return  # never joined: nothing to close
     from crypten.mpc.provider.ttp_provider import TTPClient
 
@@ -180,6 +216,7 @@ def leave() -> None:
         uninstall()
         TTPClient.uninit()
         _switch_often(False)
+        _share_cores(None)
 
 
 def transport() -> str:
