@@ -39,7 +39,7 @@ def test_write_ahead_ledger_is_on_disk_before_release(tmp_path):
     path = tmp_path / "l.json"
     acc = Accountant(1.0, 1e-9, "aim", ledger_path=path)
     assert not path.exists()
-    acc.gaussian("marginal(a)", 1.0, 50.0, "curator")
+    acc.gaussian("marginal(a)", 1.0, 50.0, "curator", sampler="opendp")
     on_disk = json.loads(path.read_text())
     assert on_disk["entries"][0]["rho"] == pytest.approx(1 / (2 * 50.0**2))
     assert on_disk["status"] == "running"
@@ -66,9 +66,9 @@ def test_ledger_never_exceeds_budget_and_sums(charges, epsilon):
     for is_gauss, x in charges:
         try:
             if is_gauss:
-                acc.gaussian("q", 1.0, x, "curator")
+                acc.gaussian("q", 1.0, x, "curator", sampler="opendp")
             else:
-                acc.exponential("s", 1.0, 1.0 / x, "curator")
+                acc.exponential("s", 1.0, 1.0 / x, "curator", sampler="opendp")
         except BudgetExceeded:
             pass
     assert acc.rho_spent <= acc.rho_budget * (1 + 1e-9)
@@ -80,13 +80,24 @@ def test_ledger_never_exceeds_budget_and_sums(charges, epsilon):
 
 
 def sample_ledger():
-    """A complete one-round AIM ledger over columns a, b with workload {(a, b)} (max weight 2)."""
-    acc = Accountant(1.0, 1e-9, "aim", details={"columns": ["a", "b"], "workload": [["a", "b"]]})
-    acc.gaussian("marginal(a)", 1.0, 40.0, "curator")
-    acc.gaussian("marginal(b)", 1.0, 40.0, "curator")
-    acc.exponential("select", 2.0, 0.05, "curator")
-    acc.gaussian("marginal(a, b)", 1.0, 20.0, "curator")
-    acc.finish(rounds=1)
+    """A complete AIM ledger as a run writes it: columns a (2 cells) and b (3 cells), the explicit
+    workload {(a, b)} (closure weights a: 1, b: 1, (a, b): 2), T = 3 units, one round that spends
+    what the 1-ways left."""
+    rho, alpha, T = epsilon_to_rho(1.0, 1e-9), 0.9, 3
+    options = {"rounds": T, "alpha": alpha, "max_model_size": 80.0, "pgm_iters": 1000, "pgm_tol": 1e-6}
+    options |= {"workload_degree": None, "workload_size": 64, "workload_seed": 0, "workload": "explicit"}
+    details = {"silos": 1, "columns": ["a", "b"], "column_types": ["categorical"] * 2, "shape": [2, 3]}
+    details |= {"noise": "opendp", "options": options, "workload": [["a", "b"]]}
+    acc = Accountant(1.0, 1e-9, "aim", threat_model="aim: a trusted curator", details=details)
+    sigma = math.sqrt(T / (2 * alpha * rho))
+    acc.gaussian("marginal(a)", 1.0, sigma, "curator", sampler="opendp", cells=2)
+    acc.gaussian("marginal(b)", 1.0, sigma, "curator", sampler="opendp", cells=3)
+    left = acc.remaining
+    last = {"sampler": "opendp", "round": 1}
+    eps = math.sqrt(8 * (1 - alpha) * left)
+    acc.exponential("select among 3 candidate marginals", 2.0, eps, "curator", candidates=3, **last)
+    acc.gaussian("marginal(a, b)", 1.0, math.sqrt(1 / (2 * alpha * left)), "curator", cells=6, **last)
+    acc.finish(rounds=1, rows=10)
     return json.loads(json.dumps(acc.ledger()))
 
 
@@ -109,7 +120,10 @@ def test_audit_accepts_an_honest_ledger():
             "an entry is missing",
         ),
         (lambda l: l["entries"][2].update(sensitivity=1.0), "below the sound value"),
-        (lambda l: l["entries"][0].update(sensitivity_l2=0.5, rho=0.5**2 / (2 * 40.0**2)), "sensitivity at least 1"),
+        (
+            lambda l: l["entries"][0].update(sensitivity_l2=0.5, rho=0.5**2 / (2 * l["entries"][0]["sigma"] ** 2)),
+            "exactly 1",
+        ),
         (lambda l: l["entries"][2].update(parallel_over="silos", silos=["x"]), "parallel composition is only valid"),
         (lambda l: l.update(non_private="oracle"), "NOT PRIVATE"),
         (lambda l: l["details"].update(mpc={"debug": True, "provider": "trusted-first-party"}), "DEBUG MPC MODE"),

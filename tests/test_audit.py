@@ -247,12 +247,24 @@ def _recharge(e):
         ("aim", lambda l: l["entries"][0].update(sigma=1e-300), "parameters give inf"),
         ("aim", lambda l: l["entries"][0].update(where="the cloud"), "where 'the cloud' is not one of"),
         ("distaim", lambda l: l["details"].pop("workload"), "does not record its method's columns and workload"),
-        ("distaim", lambda l: l["details"]["options"].update(rounds=0), "does not record a positive number of rounds"),
-        ("flaim", lambda l: l["details"]["options"].update(local_steps=-1), "does not record a positive number"),
-        ("fedtda", lambda l: l["details"]["options"].update(norm_factor=-2.0), "norm_factor -2 is not positive"),
+        (
+            "distaim",
+            lambda l: l["details"]["options"].update(rounds=0),
+            "details.options.rounds must be null or a whole",
+        ),
+        (
+            "flaim",
+            lambda l: l["details"]["options"].update(local_steps=-1),
+            "options.local_steps must be a whole number",
+        ),
+        ("fedtda", lambda l: l["details"]["options"].update(norm_factor=-2.0), "norm_factor must be a positive number"),
         ("fedtda", lambda l: l["details"]["options"].update(norm_factor=1e300), "below the sound value inf"),
-        ("fedtda", lambda l: l["details"]["column_types"].__setitem__(0, "ordinal"), "(not 'ordinal')"),
-        ("fedtda", lambda l: l["details"]["column_types"].pop(), "one type, categorical or numeric, per column"),
+        (
+            "fedtda",
+            lambda l: l["details"]["column_types"].__setitem__(0, "ordinal"),
+            "numeric for each column, not 'ordinal'",
+        ),
+        ("fedtda", lambda l: l["details"]["column_types"].pop(), "column_types has 4 entries for the 5 columns"),
         (
             "fedtda",
             lambda l: l["entries"].append(
@@ -329,6 +341,7 @@ def test_numbers_a_float_cannot_hold_get_one_line(honest, field, text, fragment,
 def test_seeded_ledger_fails_through_the_cli_and_nothing_else_is_wrong(honest, tmp_path, capsys):
     led = copy.deepcopy(honest["fedtda"])
     led["seeded"] = True
+    led["details"]["noise"] = "seeded-numpy"
     for e in led["entries"]:
         e["sampler"] = "seeded-numpy"
     path = tmp_path / "l.json"
@@ -368,3 +381,296 @@ def test_a_report_of_a_tampered_subnormal_budget_is_written_not_crashed(honest, 
     assert main(["audit", str(path), "--report", str(tmp_path / "r.md")]) == 1  # it fails, in a report
     assert "more than the budget" in capsys.readouterr().out
     assert "Cumulative budget" in (tmp_path / "r.md").read_text()
+
+
+# ---- a ledger records what ran: every recorded fact is recomputed from its declared inputs -----
+
+
+def _dp_draft_ledger():
+    """A DP schema draft's complete ledger (the drafting API, in this process)."""
+    from privsyn_fed import draft_dp
+
+    frame = make_frame(400, 11).drop(columns=["income"]).assign(id=[f"p{i}" for i in range(400)]).astype(str)
+    plan = draft_dp.plan_draft(50.0, 1e-6, list(frame.columns), 100, 32)
+    acc = draft_dp.accountant_for(plan)
+    draft_dp.release_draft(lambda: iter([frame]), plan, acc)
+    acc.finish("complete")
+    return acc.ledger()
+
+
+def _party_copy(path):
+    """A silo party's own complete copy of an independent release over MPC (the party's accounting,
+    in this process): its one noisy sum of the five 1-ways."""
+    from privsyn_fed.mpc.party_ledger import PartyRelease, noisy_sum_charge
+    from privsyn_fed.mpc.policy import ReleaseRequest
+    from privsyn_fed.silo import MarginalsQuery
+
+    request = ReleaseRequest("independent", 1.0, 1e-9, "0" * 64, False, 3, 1)
+    party = PartyRelease(request, 1, "opendp (each party's own)", path)
+    party.start()
+    cmd = {"among": [0, 1, 2], "sigma": 40.0, "label": "every column's 1-way marginal"}
+    oneways = MarginalsQuery(tuple((j,) for j in range(5)))
+    party.account(noisy_sum_charge(oneways, cmd, pf.Schema.from_dict(SCHEMA), 1, "independent", 3))
+    party.finish("complete")
+    return json.loads(path.read_text())
+
+
+@pytest.fixture(scope="module")
+def records(honest, tmp_path_factory):
+    """Every kind of ledger the project writes: the honest ones above, and the independent method,
+    a planned DistAIM, AIM over an explicit workload, Fed-TDA with a given split, a DP schema draft
+    and a party's own copy."""
+    schema = pf.Schema.from_dict(SCHEMA)
+    silos = [pf.Silo.from_frame(make_frame(n, k), schema, name=f"s{k}") for k, n in enumerate([300, 200, 200])]
+    run = lambda method, **kw: pf.synthesize(silos, method, 1.0, 1e-9, rows=10, pgm_iters=100, **kw).ledger  # noqa: E731
+    return {
+        **honest,
+        "independent": pf.synthesize(silos, "independent", 1.0, 1e-9, rows=10).ledger,
+        "distaim planned": run("distaim", workload_size=3),
+        "aim explicit": run("aim", rounds=6, workload=[["age", "sex"], ["region", "label"]]),
+        "fedtda split": pf.synthesize(silos, "fedtda", 1.0, 1e-9, rows=10, split=(0.05, 0.2, 0.35, 0.4)).ledger,
+        "schema draft": _dp_draft_ledger(),
+        "party copy": _party_copy(tmp_path_factory.mktemp("party") / "party1.ledger.json"),
+    }
+
+
+def test_every_kind_of_ledger_the_project_writes_passes(records):
+    for name, led in records.items():
+        rep = audit_ledger(led)
+        assert rep.ok, (name, rep.problems)
+    assert records["aim explicit"]["details"]["options"]["workload"] == "explicit"
+
+
+def _selection(led):
+    return next(e for e in led["entries"] if e["mechanism"] == "exponential")
+
+
+def _first_with(led, key):
+    return next(e for e in led["entries"] if key in e)
+
+
+@pytest.mark.parametrize(
+    "name, tamper, field",
+    [
+        ("aim", lambda l: l.update(epsilon_budget=l["epsilon_budget"] * 1.5), "epsilon_budget"),
+        ("schema draft", lambda l: l.update(epsilon_budget=l["epsilon_budget"] * 1.5), "epsilon_budget"),
+        ("aim", lambda l: _selection(l).update(sensitivity=_selection(l)["sensitivity"] * 1.5), "sensitivity"),
+        ("distaim", lambda l: _selection(l).update(sensitivity=_selection(l)["sensitivity"] * 1.5), "sensitivity"),
+        ("flaim", lambda l: _selection(l).update(sensitivity=_selection(l)["sensitivity"] * 1.5), "sensitivity"),
+        ("aim", lambda l: l["entries"][0].update(cells=-l["entries"][0]["cells"]), "cells"),
+        ("flaim", lambda l: l["entries"][-1].update(cells=-l["entries"][-1]["cells"]), "cells"),
+        ("fedtda", lambda l: l["entries"][1].update(cells=-1), "cells"),
+        ("independent", lambda l: l["entries"][0].update(cells=-1), "cells"),
+        ("schema draft", lambda l: l["entries"][0].update(cells=-1), "cells"),
+        ("schema draft", lambda l: _first_with(l, "min_count").update(min_count=1.0), "min_count"),
+        ("schema draft", lambda l: _first_with(l, "threshold").update(threshold=50.0), "threshold"),
+        ("schema draft", lambda l: l["details"]["draft"].update(threshold=50), "threshold"),
+        ("aim", lambda l: l["details"]["workload"].pop(), "details.workload"),
+        ("distaim", lambda l: l["details"]["workload"].pop(0), "details.workload"),
+        ("flaim", lambda l: l["details"]["workload"].pop(1), "details.workload"),
+        ("aim explicit", lambda l: l["details"]["workload"].pop(), "details.workload"),
+        ("aim", lambda l: l["entries"][3].pop("sampler"), "sampler"),
+        ("fedtda", lambda l: l["entries"][0].pop("sampler"), "sampler"),
+        ("schema draft", lambda l: l["entries"][-1].pop("sampler"), "sampler"),
+        ("party copy", lambda l: l["entries"][0].pop("sampler"), "sampler"),
+    ],
+)
+def test_a_fact_that_contradicts_the_others_fails_naming_the_field(records, name, tamper, field):
+    """Each of these leaves the privacy claim conservative; the ledger still no longer records what ran."""
+    led = copy.deepcopy(records[name])
+    tamper(led)
+    problems = audit_ledger(led).problems
+    assert any(field in p for p in problems), problems
+
+
+def test_a_contradicted_budget_fails_through_the_command_line(records, tmp_path):
+    led = copy.deepcopy(records["aim"])
+    led["epsilon_budget"] *= 1.5
+    path = tmp_path / "l.json"
+    path.write_text(json.dumps(led))
+    proc = run_cli("audit", path)
+    assert proc.returncode == 1 and "epsilon_budget" in proc.stdout and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "name, path, value, field",
+    [
+        ("distaim planned", ("rho_budget",), 0.0, "rho_budget"),
+        ("distaim planned", ("rho_budget",), -0.5, "rho_budget"),
+        ("fedtda", ("rho_budget",), -1e-3, "rho_budget"),
+        ("distaim planned", ("details", "options", "alpha"), "0.9", "details.options.alpha"),
+        ("distaim planned", ("details", "options", "alpha"), 0.0, "details.options.alpha"),
+        ("fedtda", ("details", "options", "refine"), "4", "details.options.refine"),
+        ("fedtda", ("details", "options", "refine"), 3, "details.options.refine"),
+        ("fedtda", ("details", "schedule", "noisy_total"), "716", "details.schedule.noisy_total"),
+        ("fedtda", ("details", "schedule", "noisy_total"), 0, "noisy_total"),
+        ("distaim planned", ("details", "schedule", "noisy_total"), None, "details.schedule.noisy_total"),
+    ],
+)
+def test_a_planned_schedule_out_of_range_or_of_the_wrong_type_fails_naming_the_field(records, name, path, value, field):
+    led = copy.deepcopy(records[name])
+    parent = led
+    for key in path[:-1]:
+        parent = parent[key]
+    parent[path[-1]] = value
+    try:
+        problems = audit_ledger(led).problems
+    except InputError as exc:  # the wrong type: one line naming the field (exit 2)
+        problems = [str(exc)]
+    assert any(field in p for p in problems) and not any(p.startswith("AUDIT ERROR") for p in problems), problems
+
+
+#: Each way a field is mutated: a value of another type, one out of range or not finite, a number
+#: half as large again, or no value at all.
+MUTATIONS = {
+    "a string": lambda v: "x",
+    "null": lambda v: None,
+    "a list": lambda v: [1],
+    "negative": lambda v: -1,
+    "zero": lambda v: 0,
+    "NaN": lambda v: math.nan,
+    "infinite": lambda v: math.inf,
+    "huge": lambda v: 10**400,
+    "x1.5": lambda v: v * 1.5 if isinstance(v, (int, float)) and not isinstance(v, bool) else v,
+}
+ALL = set(MUTATIONS) | {"deleted"}
+#: Facts that nothing else in a ledger determines, with the mutations that leave them values a run
+#: could record: (ledger or "*", field with [*] for any index) -> mutations the audit cannot refute.
+UNCHECKED = {
+    ("*", "conversion"): {"deleted"},  # optional statements about the ledger itself
+    ("*", "created"): {"deleted"},
+    ("*", "updated"): {"deleted"},
+    ("*", "details.traffic.*"): ALL,  # communication statistics, not a privacy fact
+    ("*", "details.mpc.provider"): ALL,  # a description of the secure computation
+    ("*", "details.expected_oneway_tvd"): {"x1.5", "deleted"},  # from the model's noisy total, not recorded
+    ("*", "details.expected_oneway_tvd_independent"): {"x1.5", "deleted"},
+    ("*", "details.schedule.noisy_total"): {"x1.5", "zero", "negative"},  # a released noisy value
+    ("*", "details.options.max_model_size"): {"x1.5"},  # options no recorded fact depends on
+    ("*", "details.options.pgm_tol"): {"x1.5", "zero", "null"},
+    ("*", "details.options.icdm_lambda"): {"x1.5"},
+    ("*", "details.options.threshold"): {"x1.5", "zero", "negative"},
+    ("aim explicit", "details.options.workload_seed"): {"x1.5", "huge"},  # sampling options of no sample
+    ("aim explicit", "details.options.workload_size"): {"null", "zero", "x1.5"},
+    ("fedtda", "details.columns[*]"): {"a string"},  # names no entry repeats
+    ("fedtda split", "details.columns[*]"): {"a string"},
+    ("independent", "details.columns[*]"): {"a string"},
+    ("schema draft", "details.draft.profile[*]"): ALL - {"a string", "null", "a list", "NaN", "infinite", "deleted"},
+    ("schema draft", "details.draft.bins"): {"x1.5", "huge"},
+    ("schema draft", "details.draft.categorical_max"): {"x1.5", "huge", "zero"},
+    ("party copy", "details.party.answered"): {"x1.5", "huge", "zero", "deleted"},
+    ("party copy", "details.party.policy"): {"a string", "deleted"},
+    ("party copy", "details.party.silo"): {"a string", "deleted"},
+    ("party copy", "entries[*].query"): {"a string"},  # party 0's label
+}
+
+
+def _leaves(obj, path=()):
+    """The path of every value in ``obj`` that is not an object or a list."""
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else None
+    if items is None:
+        yield path
+        return
+    for key, value in items:
+        yield from _leaves(value, (*path, key))
+
+
+def _field(path, index="[{}]"):
+    """A path as the audit names a field: ``entries[0].rho``, ``details.options.alpha``."""
+    out = ""
+    for key in path:
+        out += index.format(key) if isinstance(key, int) else (f".{key}" if out else key)
+    return out
+
+
+def _unchecked(name, path, mutation):
+    pattern = _field(path, "[*]")
+    return any(
+        who in ("*", name)
+        and (pattern == field or field.endswith("*") and pattern.startswith(field[:-1]))
+        and mutation in allowed
+        for (who, field), allowed in UNCHECKED.items()
+    )
+
+
+def _same(a, b):
+    number = lambda x: isinstance(x, (int, float)) and not isinstance(x, bool)  # noqa: E731
+    return (type(a) is type(b) or number(a) and number(b)) and a == b
+
+
+def test_no_mutation_of_a_recorded_fact_crashes_the_audit_or_passes_unless_nothing_refutes_it(records):
+    """Every value of every ledger in turn: another type, out of range, not finite, half as large
+    again, or gone. The audit returns a verdict (or refuses the file in one line naming the field),
+    never stops on an exception, and fails the ledger unless the fact is one nothing else in it
+    determines (``UNCHECKED``)."""
+    passed, refused = [], 0
+    for name, original in records.items():
+        led = copy.deepcopy(original)
+        for path in list(_leaves(led)):
+            parent = led
+            for key in path[:-1]:
+                parent = parent[key]
+            key, value = path[-1], parent[path[-1]]
+            kept = list(parent.items()) if isinstance(parent, dict) else None
+            for mutation, make in [*MUTATIONS.items(), ("deleted", None)]:
+                if make is None:
+                    del parent[key]
+                else:
+                    if _same(make(value), value):
+                        continue
+                    parent[key] = make(value)
+                try:
+                    rep = audit_ledger(led)
+                except InputError as exc:
+                    refused += 1
+                    assert _field(path) in str(exc) or _field(path[:-1]) in str(exc) or "format" in str(exc), exc
+                else:
+                    assert not any(p.startswith("AUDIT ERROR") for p in rep.problems), (name, path, rep.problems)
+                    if rep.ok and not _unchecked(name, path, mutation):
+                        passed.append((name, _field(path), mutation))
+                finally:
+                    if kept is None:
+                        parent.insert(key, value) if make is None else parent.__setitem__(key, value)
+                    else:
+                        parent.clear()
+                        parent.update(kept)
+        assert led == original
+    assert not passed, passed
+    assert refused > 100  # the shape refuses many in one line; the rest are the audit's own findings
+
+
+def test_the_audit_keeps_its_own_copy_of_the_rules_of_the_code_it_checks():
+    """The audit re-derives every fact independently of the code that wrote it; its tables must
+    still say what that code does."""
+    import dataclasses
+
+    from privsyn_fed import draft_dp
+    from privsyn_fed.accounting import Accountant
+    from privsyn_fed.audit import declared, draft_plan, participation, stamps, structure_fedtda
+    from privsyn_fed.methods import METHODS, aim, allocation, fedtda, output
+
+    for name, spec in METHODS.items():
+        fields = {f.name for f in dataclasses.fields(spec.options_class)} - {"workload"}
+        assert set(declared.OPTIONS[name]) == fields, name
+        assert all(ok(getattr(spec.options_class(), k)) for k, (_, ok) in declared.OPTIONS[name].items()), name
+    assert (declared.MAX_ROUNDS, declared.MAX_ROWS) == (aim.MAX_ROUNDS, output.MAX_ROWS)
+    assert participation.MANY_SILOS == allocation.MANY_SILOS
+    assert Accountant(1.0, 1e-9, "aim").ledger()["conversion"] == stamps.CONVERSION
+    assert draft_dp.THREAT_MODEL.startswith(stamps.DRAFT_THREAT_MODEL)
+    for args in [(1.0, (0.05, 0.2, 0.35, 0.4), 3, 2), (0.3, (1, 0, 2, 1), 0, 4), (2.0, (1, 1, 1, 1), 5, 0)]:
+        assert structure_fedtda.split_rho(*args) == pytest.approx(fedtda.split_rho(*args))
+    grid = draft_dp.BOUNDS_GRID
+    assert (draft_plan.DRAFT_BOUNDS_EDGES, draft_plan.DRAFT_BOUNDS_HIGHEST) == (len(grid), grid[-1]) and grid[
+        0
+    ] == -grid[-1]
+    for mine, theirs in [
+        (draft_plan.DRAFT_PROFILE_SHARE, draft_dp.PROFILE_SHARE),
+        (draft_plan.DRAFT_THRESHOLD_DELTA_SHARE, draft_dp.THRESHOLD_DELTA_SHARE),
+        (draft_plan.DRAFT_BOUNDS_FALSE_RATE, draft_dp.BOUNDS_FALSE_RATE),
+        (draft_plan.DRAFT_MAX_BOUND_ROWS, draft_dp.MAX_BOUND_ROWS),
+        (draft_plan.DRAFT_CAP_SIGMAS, draft_dp.CAP_SIGMAS),
+    ]:
+        assert mine == theirs
+    for sigma in (0.05, 0.4, 1.0, 7.3, 120.0):
+        assert draft_plan.bounds_threshold(sigma) == draft_dp.bounds_threshold(sigma)
+        for target in (1e-3, 1e-9, 1e-15):
+            assert draft_plan.category_threshold(sigma, target) == draft_dp.threshold_for(sigma, target)

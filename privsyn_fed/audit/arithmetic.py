@@ -1,7 +1,8 @@
 """The arithmetic of a ledger: each entry's cost recomputed here from its own parameters
 (``D^2 / (2 sigma^2)`` or ``eps^2 / 8``; sigma, sensitivity and epsilon must be positive), the step
-numbers, the total (``rho_spent``), the budget, and the (epsilon, delta) conversion, checked against
-OpenDP and against an independent implementation of the same bound (``cks_delta``).
+numbers, the total (``rho_spent``), the budget (``rho_budget`` is what ``epsilon_budget`` gives),
+and the (epsilon, delta) conversion, checked against OpenDP and against an independent
+implementation of the same bound (``cks_delta``).
 
 Approximate zCDP (a DP schema draft, method ``schema-draft``): an entry may carry its own ``delta``
 with its ``threshold`` (a Gaussian histogram over an unknown domain that lists the values whose
@@ -19,6 +20,10 @@ from ..accounting.conversions import cks_delta, rho_to_epsilon
 from .findings import AuditReport
 
 REL_TOL = 1e-9
+#: The counts an entry may record, and the least each may be.
+COUNTS = {"cells": 0, "candidates": 1, "round": 0, "local_step": 1}
+#: ``rho_budget`` converts back to ``epsilon_budget`` to this relative precision.
+BUDGET_TOL = 1e-8
 
 
 def _square(x: float) -> float:
@@ -36,11 +41,13 @@ def _cost(e: dict[str, Any]) -> float:
     mixture of exponential mechanisms, ``accounting.distributed``); Gaussians over ``d`` cells with
     ``k = parties - collusion`` honest parties each drawing ``N_Z(0, s^2)`` cost
     ``D^2 / (2 k s^2) + d tau``, ``tau = 10 sum_{j<k} exp(-2 pi^2 s^2 j / (j+1))`` (Kairouz, Liu and
-    Steinke 2021); ``inf`` (fails) for an invalid split."""
+    Steinke 2021); ``inf`` (fails) for an invalid split or a sigma that is not positive."""
     if e["mechanism"] == "exponential":
         eps = float(e["epsilon"])
         return eps * eps / 8.0
     split = e.get("distributed")
+    if not float(e["sigma"]) > 0:
+        return math.inf
     ratio = float(e["sensitivity_l2"]) / float(e["sigma"])
     if not split:
         return 0.5 * ratio * ratio
@@ -55,7 +62,10 @@ def _cost(e: dict[str, Any]) -> float:
 def _effective_sigma(e: dict[str, Any]) -> float:
     """The sigma of one Gaussian with this entry's sensitivity and cost (``sigma`` itself unless
     the parties drew the noise): what a planned schedule is checked against."""
-    return float(e["sensitivity_l2"]) / math.sqrt(2.0 * _cost(e)) if e.get("distributed") else float(e["sigma"])
+    if not e.get("distributed"):
+        return float(e["sigma"])
+    cost = _cost(e)
+    return float(e["sensitivity_l2"]) / math.sqrt(2.0 * cost) if cost > 0 else math.inf
 
 
 def _planned_noise(e: dict[str, Any], sigma: float) -> bool:
@@ -114,14 +124,18 @@ def _conversion_delta(ledger: dict[str, Any], rep: AuditReport) -> float:
 
 
 def _check_arithmetic(ledger: dict[str, Any], rep: AuditReport) -> float:
-    """Each entry's step number and cost, the total against ``rho_spent`` and the budget, and the
-    (epsilon, delta) conversion against OpenDP and the CKS bound. Returns the recomputed total."""
+    """Each entry's step number, its counts (``COUNTS``) and its cost, the total against
+    ``rho_spent`` and the budget, and the (epsilon, delta) conversion against OpenDP and the CKS
+    bound. Returns the recomputed total."""
     total = 0.0
     for i, e in enumerate(ledger["entries"]):
         mech = e["mechanism"]
         label = f"entry {i + 1} (step {e['step']}, {e['query']})"
         if e["step"] != i + 1:
             rep.problems.append(f"{label}: step number {e['step']} out of sequence (expected {i + 1})")
+        low = [k for k, least in COUNTS.items() if k in e and not e[k] >= least]
+        if low:
+            rep.problems.append(f"{label}: {low[0]} {e[low[0]]!r} is not a count of at least {COUNTS[low[0]]}")
         params = ("sensitivity_l2", "sigma") if mech == "gaussian" else ("sensitivity", "epsilon")
         bad = [k for k in params if not e[k] > 0]
         if bad:
@@ -155,7 +169,21 @@ def _check_arithmetic(ledger: dict[str, Any], rep: AuditReport) -> float:
             agrees = False
         if not agrees:
             rep.problems.append("OpenDP's conversion disagrees with the independent CKS bound")
-        eb = ledger.get("epsilon_budget")
-        if eb is not None and rho_to_epsilon(rho_budget, delta) > float(eb) * (1 + 1e-6):
-            rep.problems.append(f"rho_budget {rho_budget:.8g} converts to more than epsilon_budget {eb}")
+        _check_budget(ledger, rho_budget, delta, rep)
     return total
+
+
+def _check_budget(ledger: dict[str, Any], rho_budget: float, delta: float, rep: AuditReport) -> None:
+    """``rho_budget`` is what the declared ``epsilon_budget`` gives at the conversion's delta: the
+    largest rho whose conversion does not exceed it, so that ``rho_budget`` converts back to
+    ``epsilon_budget`` (up to float rounding)."""
+    eb = ledger.get("epsilon_budget")
+    if eb is None:
+        rep.problems.append("the ledger does not record its epsilon_budget, so its rho_budget cannot be checked")
+    elif not rho_budget > 0 or not float(eb) > 0:
+        rep.problems.append(f"rho_budget {rho_budget!r} and epsilon_budget {eb!r} must be positive")
+    elif not _close(rho_to_epsilon(rho_budget, delta), float(eb), BUDGET_TOL):
+        rep.problems.append(
+            f"epsilon_budget {eb!r} is not what rho_budget {rho_budget:.8g} converts to at delta={delta:g} "
+            f"({rho_to_epsilon(rho_budget, delta):.8g})"
+        )

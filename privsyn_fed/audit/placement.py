@@ -1,8 +1,9 @@
-"""Where and how each entry ran: at a known place (curator, aggregator, silo, mpc); parallel
-composition only for a mechanism each silo runs on its own rows; a run over MPC records its secure
-computation (``details.mpc`` with its debug flag), has no trusted curator or aggregator, and each
-selection on secret shares records fixed-point parameters whose rounding slack the epsilon charged
-covers.
+"""Where and how each entry ran: at a known place (curator, aggregator, silo, mpc); with the noise
+of a named sampler (every entry names it; in a run in the clear, the run's ``details.noise``);
+parallel composition only for a mechanism each silo runs on its own rows; a run over MPC records
+its secure computation (``details.mpc`` with its debug flag), has no trusted curator or
+aggregator, and each selection on secret shares records fixed-point parameters whose rounding
+slack the epsilon charged covers.
 """
 
 from __future__ import annotations
@@ -35,6 +36,32 @@ def _check_composition(ledger: dict[str, Any], rep: AuditReport) -> None:
             )
         elif not isinstance(silos, list) or not silos or len(set(map(str, silos))) != len(silos):
             rep.problems.append(f"{label}: a parallel entry must list the distinct silos it ran on")
+
+
+def _check_samplers(ledger: dict[str, Any], rep: AuditReport) -> None:
+    """Every entry names the sampler of its noise. In a run in the clear every entry's noise came
+    from one source, the run's (``details.noise`` where recorded); in a run over MPC every entry on
+    secret shares names the run's noise (``details.noise``, which ``details.mpc.noise`` repeats), and
+    an entry whose noise the parties drew says so (``noise_from``)."""
+    d = ledger.get("details") or {}
+    source, mpc = d.get("noise"), d.get("mpc") or {}
+    if "noise" in mpc and source is not None and mpc["noise"] != source:
+        rep.problems.append(f"details.mpc.noise {mpc['noise']!r} is not the run's noise {source!r} (details.noise)")
+    in_clear = not _mpc_run(ledger)
+    named = [e["sampler"] for e in ledger["entries"] if "sampler" in e]
+    if in_clear and source is None and named:
+        source = named[0]
+    for i, e in enumerate(ledger["entries"]):
+        label = f"entry {i + 1} ({e['query']})"
+        if "sampler" not in e:
+            rep.problems.append(
+                f"{label}: it does not record its sampler, so where its noise came from (and whether it was "
+                "seeded) cannot be checked"
+            )
+        elif (in_clear or e["where"] == "mpc") and source is not None and e["sampler"] != source:
+            rep.problems.append(f"{label}: its sampler {e['sampler']!r} is not the run's noise {source!r}")
+        if e.get("distributed") and not str(e.get("noise_from", "")).startswith("parties"):
+            rep.problems.append(f"{label}: the parties drew its noise (distributed), but noise_from does not say so")
 
 
 def _mpc_run(ledger: dict[str, Any]) -> bool:

@@ -27,6 +27,9 @@ def _planning_total(ledger: dict[str, Any], d: dict[str, Any], n_columns: int, r
         return None
     entries = ledger["entries"]
     rho_budget = float(ledger["rho_budget"])
+    if not rho_budget > 0:
+        rep.problems.append(f"a planned schedule is recomputed from a positive budget, not rho_budget {rho_budget!r}")
+        return None
     first = entries[0] if entries else None
     if (
         first is None
@@ -50,15 +53,19 @@ def _planning_total(ledger: dict[str, Any], d: dict[str, Any], n_columns: int, r
     if "noisy_total" not in schedule:
         rep.problems.append("details.schedule does not record the noisy total the schedule was planned from")
         return None
+    if not rho_budget - _cost(first) > 0:
+        rep.problems.append("the planning total spends the whole budget: no schedule is planned from nothing")
+        return None
     return rho_budget - _cost(first)
 
 
 def _check_aim_family_schedule(
     ledger: dict[str, Any], d: dict[str, Any], closure: dict, variant: str, rep: AuditReport
-) -> int | None:
+) -> tuple[int, float, float] | None:
     """The rounds a planned AIM, DistAIM or FLAIM schedule must have, recomputed from the recorded
-    noisy total and the public facts of the ledger (``allocation``), and the noise of the 1-ways
-    that follow the total. Returns the planned rounds (None on a problem)."""
+    noisy total and the public facts of the ledger (``allocation``); AIM's units ``R + alpha d``.
+    Returns the planned rounds, the budget left after the total and AIM's units (None on a
+    problem)."""
     schedule, options, method = d["schedule"], d.get("options") or {}, ledger["method"]
     shape, columns = d.get("shape"), d.get("columns") or []
     rest = _planning_total(ledger, d, len(columns), rep)
@@ -69,39 +76,47 @@ def _check_aim_family_schedule(
     steps = int(options.get("local_steps") or 1)
     if method == "aim":
         planned = allocation.plan_aim(n_hat, rest, alpha, n_cols, cells)
-        sigma = allocation.aim_sigma(rest, allocation.aim_units(planned, n_cols, alpha), alpha)
     elif method == "distaim":
         planned = allocation.plan_distaim(n_hat, rest, alpha, n_cols, cells, allocation.FEDERATED_ROUNDS)
-        sigma = allocation.distaim_sigma(rest, planned, n_cols, alpha)
     else:
         planned = allocation.plan_flaim(
             n_hat, rest, alpha, n_cols, cells, allocation.FEDERATED_ROUNDS, steps, variant, int(d.get("silos") or 1)
         )
-        sigma = allocation.flaim_sigma(rest, planned, steps, n_cols, alpha, variant)
     if schedule.get("rounds") != planned:
         rep.problems.append(
             f"details.schedule plans {schedule.get('rounds')} rounds, but the allocation rule "
             f"gives {planned} for the recorded noisy total {n_hat:g}"
         )
         return None
-    oneways = ledger["entries"][1 : 1 + n_cols]
-    if len(oneways) < n_cols or any(e["mechanism"] != "gaussian" or not _planned_noise(e, sigma) for e in oneways):
+    units = allocation.aim_units(planned, n_cols, alpha)
+    if method == "aim" and not _close(float(schedule.get("units", -1)), units):
         rep.problems.append(
-            f"the {n_cols} one-way measurements after the total must have the planned noise sigma {sigma:.6g}"
+            f"details.schedule records {schedule.get('units')} units, but {planned} planned rounds and "
+            f"{n_cols} columns give {units:g}"
         )
         return None
-    return planned
+    if method != "aim" and "units" in schedule:
+        rep.problems.append(f"details.schedule records units, which a {method} schedule does not plan")
+        return None
+    return planned, rest, units
 
 
 def _check_fedtda_schedule(
     ledger: dict[str, Any], d: dict[str, Any], types: list, bound: float, rep: AuditReport
-) -> bool:
-    """A planned Fed-TDA schedule, recomputed from the recorded noisy total and the public facts of
-    the ledger (``allocation.plan_fedtda``), and each release's noise against its planned share."""
+) -> int | None:
+    """A planned Fed-TDA schedule, recomputed from the recorded noisy total (at least 1: the run
+    plans from ``max(1, N_hat)``) and the public facts of the ledger (``allocation.plan_fedtda``),
+    and each release's noise against its planned share. Returns the planned refinement (None on
+    a problem)."""
     schedule, shape, options = d["schedule"], d.get("shape"), d.get("options") or {}
     rest = _planning_total(ledger, d, len(types), rep)
     if rest is None:
-        return False
+        return None
+    if not float(schedule["noisy_total"]) >= 1:
+        rep.problems.append(
+            f"details.schedule.noisy_total {schedule['noisy_total']} is below 1, where fedtda plans from 1"
+        )
+        return None
     n_cat = types.count("categorical")
     numeric = [shape[j] for j, t in enumerate(types) if t == "numeric"]
     plan = allocation.plan_fedtda(
@@ -115,13 +130,19 @@ def _check_fedtda_schedule(
             f"details.schedule records {recorded}, but the allocation rule gives {plan.record()} for "
             f"the recorded noisy total {schedule['noisy_total']:g}"
         )
-        return False
+        return None
     parts = ([plan.rho_cat] if n_cat else []) + ([plan.rho_num] if numeric else []) + [plan.rho_cov]
-    for e, rho_part in zip(ledger["entries"][1:], parts):
+    return plan.refine if _check_fedtda_shares(ledger["entries"][1:], parts, rep) else None
+
+
+def _check_fedtda_shares(entries: list[dict[str, Any]], parts: list[float], rep: AuditReport) -> bool:
+    """Each release's noise spends its share ``rho_part``: ``sigma = D / sqrt(2 rho_part)`` for its
+    planned sensitivity ``D``, before any fixed-point growth (noise the parties drew: at least it)."""
+    for e, rho_part in zip(entries, parts):
         fp = e.get("fixed_point") or {}
         planned = float(fp.get("sensitivity_planned", e["sensitivity_l2"]))
         grown = dict(e, sigma=float(e["sigma"]) * planned / float(e["sensitivity_l2"]), sensitivity_l2=planned)
-        if not _planned_noise(grown, planned / math.sqrt(2.0 * rho_part)):  # before any fixed-point growth
+        if not (rho_part > 0 and _planned_noise(grown, planned / math.sqrt(2.0 * rho_part))):
             rep.problems.append(
                 f"entry {e['step']} ({e['query']}): its noise does not spend the planned rho {rho_part:.6g}"
             )

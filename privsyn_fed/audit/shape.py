@@ -50,6 +50,7 @@ MECHANISM_FIELDS = {
 ENTRY_OPTIONAL = {
     "sampler": str,
     "round": INTEGER,
+    "local_step": INTEGER,
     "cells": INTEGER,
     "candidates": INTEGER,
     "parallel_over": str,
@@ -82,6 +83,26 @@ DETAILS_OPTIONAL = {
     "expected_oneway_tvd_independent": NUMBER,
     "draft": dict,
     "party": dict,
+}
+#: The type of each method option the audit reads (``declared`` checks its range; null is the default).
+OPTION_TYPES = {
+    "rounds": INTEGER,
+    "alpha": NUMBER,
+    "max_model_size": NUMBER,
+    "pgm_iters": INTEGER,
+    "pgm_tol": NUMBER,
+    "workload_degree": INTEGER,
+    "workload_size": INTEGER,
+    "workload": str,
+    "sample_rate": NUMBER,
+    "variant": str,
+    "local_steps": INTEGER,
+    "components": INTEGER,
+    "norm_factor": NUMBER,
+    "icdm_lambda": NUMBER,
+    "threshold": NUMBER,
+    "refine": INTEGER,
+    "non_private": bool,
 }
 MPC_OPTIONAL = {"debug": bool, "provider": str, "noise": str}
 STATUSES = ("running", "complete", "failed")
@@ -227,7 +248,7 @@ def validate_ledger(raw: Any, source: str = "ledger") -> None:
         if isinstance(value, (dict, list)) and key != "split":
             raise InputError(f"{source}: field 'details.options.{key}' must be a plain value, not {_kind(value)}")
     options = details.get("options", {})
-    for key, want in (("rounds", INTEGER), ("local_steps", INTEGER), ("variant", str), ("norm_factor", NUMBER)):
+    for key, want in OPTION_TYPES.items():
         if options.get(key) is not None:
             _check_type(options[key], want, f"details.options.{key}", source)
     if options.get("split") is not None:

@@ -1,9 +1,10 @@
 """The structure of a complete run: it carries the ``details`` its method's check needs, and its
-entries are exactly the ones the algorithm makes, with at least the sound sensitivities recomputed
-from public facts the ledger records. Here: for the AIM family (aim, distaim, flaim) the workload's
-largest weight, the number of rounds (and local steps) and the columns, and for the independent
-method its columns; Fed-TDA's (``structure_fedtda``) and a DP schema draft's
-(``structure_draft``) in their own modules, a planned schedule's in ``schedule``.
+entries are exactly the ones the algorithm makes, with the sensitivities, cells and noise
+recomputed from public facts the ledger records. Here: the AIM family (aim, distaim, flaim) from
+its workload, domain, rounds and options (``workload``, ``aim_run``, ``aim_releases``,
+``selection``, ``aim_noise``; a planned schedule's rounds in ``schedule``), and the independent
+method from its columns; Fed-TDA's (``structure_fedtda``) and a DP schema draft's
+(``structure_draft``) in their own modules.
 """
 
 from __future__ import annotations
@@ -12,12 +13,19 @@ import math
 from typing import Any
 
 from ..methods.workload import downward_closure
-from .arithmetic import _square
+from .aim_noise import _check_noise
+from .aim_releases import _check_releases
+from .aim_run import AimRun
+from .arithmetic import _close, _planned_noise
 from .findings import AuditReport
 from .schedule import _check_aim_family_schedule
+from .selection import _check_selections
 from .structure_draft import _check_draft
 from .structure_fedtda import _check_fedtda
+from .workload import _check_workload
 
+#: The one release of the independent method.
+INDEPENDENT_QUERY = "every column's 1-way marginal"
 #: The releases of synthetic data (``privsyn_fed.methods.METHODS``), and every kind of ledger audit checks.
 RELEASE_METHODS = ("aim", "distaim", "flaim", "fedtda", "independent")
 METHODS = RELEASE_METHODS + ("schema-draft",)
@@ -35,9 +43,11 @@ EM_SENSITIVITY = {
 
 
 def _check_independent(ledger: dict[str, Any], d: dict[str, Any], rep: AuditReport) -> None:
-    """The independent method makes one Gaussian release of every column's 1-way marginal: a record
-    is in one cell of each of the ``d`` marginals, so its sensitivity is at least ``sqrt(d)``."""
-    columns = d.get("columns")
+    """The independent method makes one Gaussian release of every column's 1-way marginal (round
+    0): a record is in one cell of each of the ``d`` marginals, so its sensitivity is ``sqrt(d)``;
+    its cells are the columns' sizes added up, and it spends the whole budget (``sigma =
+    sqrt(d / (2 rho))``; noise the parties drew: at least it)."""
+    columns, shape = d.get("columns"), d.get("shape")
     if not columns:
         rep.problems.append(
             "the ledger does not record its columns (details), so the structure of an "
@@ -51,95 +61,107 @@ def _check_independent(ledger: dict[str, Any], d: dict[str, Any], rep: AuditRepo
             "of every column's 1-way marginal: an entry is missing or extra"
         )
         return
+    e, label = entries[0], f"entry 1 ({entries[0]['query']})"
     sound = math.sqrt(len(columns))
-    if float(entries[0]["sensitivity_l2"]) < sound * (1 - 1e-9):
+    if float(e["sensitivity_l2"]) < sound * (1 - 1e-9):
         rep.problems.append(
-            f"entry 1 ({entries[0]['query']}): sensitivity {entries[0]['sensitivity_l2']:g} is below "
+            f"{label}: sensitivity {e['sensitivity_l2']:g} is below "
             f"the sound value sqrt({len(columns)}) = {sound:g} of {len(columns)} one-way marginals"
         )
+    elif not _close(float(e["sensitivity_l2"]), sound):
+        rep.problems.append(f"{label}: sensitivity {e['sensitivity_l2']:g} is not sqrt({len(columns)}) = {sound:g}")
+    if e["query"] != INDEPENDENT_QUERY or e.get("round") != 0:
+        rep.problems.append(f"{label}: the release of an independent run is {INDEPENDENT_QUERY!r}, in round 0")
+    if not isinstance(shape, list) or e.get("cells") != sum(shape):
+        rep.problems.append(f"{label}: cells {e.get('cells')!r}, but the {len(columns)} 1-ways have sum(details.shape)")
+    rho = float(ledger["rho_budget"])
+    if not (rho > 0 and _planned_noise(e, sound / math.sqrt(2.0 * rho))):
+        rep.problems.append(f"{label}: its noise does not spend the whole budget (sigma = sqrt(d / (2 rho_budget)))")
+    if d.get("rounds") != 1:
+        rep.problems.append(f"details.rounds is {d.get('rounds')}, but an independent run has one round")
 
 
-def _check_structure(ledger: dict[str, Any], rep: AuditReport) -> None:
-    """For a finished run of a known method: every release the algorithm makes has an entry, with
-    at least the sound sensitivity (recomputed from the recorded public workload)."""
-    d = ledger.get("details") or {}
-    method, options = ledger.get("method"), d.get("options") or {}
-    columns, workload = d.get("columns"), d.get("workload")
-    if method == "fedtda":
-        _check_fedtda(ledger, d, rep)
-        return
-    if method == "independent":
-        _check_independent(ledger, d, rep)
-        return
-    if method == "schema-draft":
-        _check_draft(ledger, d, rep)
-        return
+def _check_aim_family(ledger: dict[str, Any], d: dict[str, Any], rep: AuditReport) -> None:
+    """A complete run of aim, distaim or flaim, from its recorded workload, domain, options and
+    budget: the workload its options give (``workload``), the rounds (``details.rounds``; for
+    distaim and flaim the ``T`` given or planned), every release in its place with its cells and
+    sensitivity (``aim_releases``), every selection's sensitivity (``selection``) and every
+    release's noise (``aim_noise``)."""
+    method, options = ledger["method"], d.get("options") or {}
+    columns, workload, shape = d.get("columns"), d.get("workload"), d.get("shape")
     if not columns or not workload:
         rep.problems.append(
             "the ledger does not record its method's columns and workload (details), so its "
             "structure (one entry per release, sound sensitivities) cannot be checked"
         )
         return
-    try:
-        index = {c: i for i, c in enumerate(columns)}
-        w_max = max(downward_closure([tuple(sorted(index[c] for c in cl)) for cl in workload]).values())
-    except (KeyError, TypeError, ValueError):
+    index = {c: i for i, c in enumerate(columns)}
+    if any(c not in index for cl in workload for c in cl) or any(not cl for cl in workload):
         rep.problems.append("details.workload names columns that are not in details.columns")
         return
+    if not isinstance(shape, list) or len(shape) != len(columns):
+        rep.problems.append(
+            "the ledger does not record the cells of every column (details.shape), so the marginals it "
+            "measured cannot be checked"
+        )
+        return
+    cliques = [tuple(index[c] for c in cl) for cl in workload]
+    _check_workload(d, cliques, rep)
+    closure = downward_closure([tuple(sorted(set(cl))) for cl in cliques])
     variant = options.get("variant", "private")
     key = (method, variant) if method == "flaim" else method
     if key not in EM_SENSITIVITY:
         rep.problems.append(f"details.options.variant {variant!r} is not a flaim variant")
         return
-    factor = EM_SENSITIVITY[key]
-    ems = [(i, e) for i, e in enumerate(ledger["entries"]) if e["mechanism"] == "exponential"]
-    gauss = [(i, e) for i, e in enumerate(ledger["entries"]) if e["mechanism"] == "gaussian"]
-    for i, e in ems:
-        if float(e.get("sensitivity", 0)) < factor * w_max * (1 - 1e-12):
-            rep.problems.append(
-                f"entry {i + 1} ({e.get('query')}): sensitivity {e.get('sensitivity')} is below "
-                f"the sound value {factor:g} x max weight {w_max:g} = {factor * w_max:g} for {method}"
-            )
-    for i, e in gauss:
-        if float(e.get("sensitivity_l2", 0)) < 1.0 - 1e-12:
-            rep.problems.append(f"entry {i + 1} ({e.get('query')}): a count marginal has L2 sensitivity at least 1")
-    n_cols = len(columns)
+    alpha = float(options.get("alpha", 0.9))
     steps = options.get("local_steps", 1) if method == "flaim" else 1
+    rho = float(ledger["rho_budget"])
+    if not rho > 0:
+        rep.problems.append(f"a run's noise is recomputed from a positive budget, not rho_budget {rho!r}")
+        return
     schedule = d.get("schedule")
     if schedule is not None:
-        closure = downward_closure([tuple(sorted(index[c] for c in cl)) for cl in workload])
-        planned = _check_aim_family_schedule(ledger, d, closure, variant, rep)
-        if planned is None:
+        plan = _check_aim_family_schedule(ledger, d, closure, variant, rep)
+        if plan is None:
             return
-        rounds = d.get("rounds") if method == "aim" else planned
+        T, rho, units = plan
     else:  # T given (or a ledger from before schedules were planned)
-        rounds = d.get("rounds") if method == "aim" else options.get("rounds")
-        if rounds is None or rounds < 1 or steps is None or steps < 1:
-            where = "details.rounds" if method == "aim" else "details.options.rounds"
+        T = options.get("rounds")
+        if T is None or T < 1 or steps is None or steps < 1:
             rep.problems.append(
-                f"the ledger does not record a positive number of rounds ({where}"
+                f"the ledger does not record a positive number of rounds (details.options.rounds"
                 f"{', local_steps' if method == 'flaim' else ''}) or a planned schedule "
                 f"(details.schedule), so the number of releases a complete {method} run makes "
                 "cannot be checked"
             )
             return
-    total = 1 if schedule is not None else 0  # the planning total
-    if method in ("aim", "distaim"):
-        expect = {"exponential": rounds, "gaussian": total + n_cols + rounds}
+        units = float(T)
+    rounds = d.get("rounds")
+    if method == "aim":
+        if rounds is None:
+            rep.problems.append("the ledger does not record the rounds AIM ran (details.rounds)")
+            return
+    elif rounds != T:
+        rep.problems.append(f"details.rounds is {rounds}, but the run has the {T} rounds its options give")
+        return
+    run = AimRun(method, variant, list(columns), list(shape), closure, int(rounds), int(steps), schedule is not None)
+    found = _check_releases(ledger, run, rep)
+    if found is None:
+        return
+    _check_selections(ledger, run, found, EM_SENSITIVITY[key], rep)
+    _check_noise(ledger, run, found, alpha, rho, units, rep)
+
+
+def _check_structure(ledger: dict[str, Any], rep: AuditReport) -> None:
+    """For a finished run of a known method: every release the algorithm makes has an entry, with
+    the sensitivity, cells and noise its recorded public facts give."""
+    d = ledger.get("details") or {}
+    method = ledger.get("method")
+    if method == "fedtda":
+        _check_fedtda(ledger, d, rep)
+    elif method == "independent":
+        _check_independent(ledger, d, rep)
+    elif method == "schema-draft":
+        _check_draft(ledger, d, rep)
     else:
-        T, s = rounds, steps
-        expect = {"exponential": T * s}
-        need = total + T * (2 * s - 1) + (max(T, 1) * n_cols if variant == "private" else n_cols)
-        have = sum(_square(e["sensitivity_l2"]) for _, e in gauss)
-        if have < need * (1 - 1e-9):
-            rep.problems.append(
-                f"the Gaussian releases add up to {have:g} unit-sensitivity measurements, fewer "
-                f"than the {need} a {variant} FLAIM run with T={T}, s={s} makes"
-            )
-    for mech, count in expect.items():
-        found = len(ems if mech == "exponential" else gauss)
-        if count is not None and found != count:
-            rep.problems.append(
-                f"{found} {mech} entries, but a complete {method} run of these options makes "
-                f"{count}: an entry is missing or extra"
-            )
+        _check_aim_family(ledger, d, rep)

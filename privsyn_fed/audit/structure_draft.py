@@ -2,7 +2,9 @@
 columns and noisy profile (``_check_draft``): one profile of sensitivity ``sqrt(1 + 2 d)`` over
 ``1 + 4 d`` cells first; then for each column what the profile decides: a histogram of its numbers
 over the intervals of a public grid (its bounds), or of its values with a threshold and its delta
-(its categories), each of sensitivity 1, or nothing (a text column of too many distinct values).
+(its categories), each of sensitivity 1, or nothing (a text column of too many distinct values);
+each named as the draft names it and drafted in the silo. Its noise, thresholds and cells against
+the draft's plan: ``draft_plan``.
 """
 
 from __future__ import annotations
@@ -10,14 +12,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .arithmetic import _close
+from .draft_plan import DRAFT_DISTINCT_GUARD, DRAFT_SEEN_SIGMAS, _check_draft_plan
 from .findings import AuditReport
-
-#: The rules by which a DP schema draft's noisy profile decides each column (``privsyn_fed.draft_dp``;
-#: kept here so that the audit re-derives the decisions independently): numbers when the noisy
-#: non-number count is at most ``DRAFT_SEEN_SIGMAS sigma + 1/2``, else text, left out when its noisy
-#: distinct count exceeds ``DRAFT_DISTINCT_GUARD``.
-DRAFT_SEEN_SIGMAS = 4.0
-DRAFT_DISTINCT_GUARD = 10_000
 
 
 def _check_draft(ledger: dict[str, Any], d: dict[str, Any], rep: AuditReport) -> None:
@@ -41,9 +38,10 @@ def _check_draft(ledger: dict[str, Any], d: dict[str, Any], rep: AuditReport) ->
     if first is None or first["mechanism"] != "gaussian" or "column" in first or "threshold" in first:
         rep.problems.append("a schema draft starts with the profile of its columns (one Gaussian release)")
         return
-    if float(first["sensitivity_l2"]) < sound * (1 - 1e-9):
+    if not _close(float(first["sensitivity_l2"]), sound):
+        relation = "below the sound value" if float(first["sensitivity_l2"]) < sound else "not"
         rep.problems.append(
-            f"entry 1 ({first['query']}): sensitivity {first['sensitivity_l2']:g} is below the sound value "
+            f"entry 1 ({first['query']}): sensitivity {first['sensitivity_l2']:g} is {relation} "
             f"sqrt(1 + 2 x {k}) = {sound:g} of the profile of {k} columns"
         )
     if first.get("cells") != 1 + 4 * k:
@@ -51,6 +49,8 @@ def _check_draft(ledger: dict[str, Any], d: dict[str, Any], rep: AuditReport) ->
             f"entry 1 ({first['query']}): the profile of {k} columns has {1 + 4 * k} cells, not {first.get('cells')}"
         )
         return
+    if not first["query"].startswith("profile: ") or first["where"] != "silo":
+        rep.problems.append(f"entry 1 ({first['query']}): a schema draft's profile is drafted in the silo, named so")
     profile = (d.get("draft") or {}).get("profile") if isinstance(d.get("draft"), dict) else None
     if not (
         isinstance(profile, list)
@@ -79,8 +79,12 @@ def _check_draft(ledger: dict[str, Any], d: dict[str, Any], rep: AuditReport) ->
             rep.problems.append(f"{label}: a drafting release is a Gaussian histogram, not {e['mechanism']}")
         elif float(e["sensitivity_l2"]) < 1 - 1e-12:
             rep.problems.append(f"{label}: a histogram of one column has L2 sensitivity at least 1")
+        elif not _close(float(e["sensitivity_l2"]), 1.0):
+            rep.problems.append(f"{label}: a histogram of one column has L2 sensitivity 1, not {e['sensitivity_l2']:g}")
         elif kind == "bounds" and not (isinstance(e.get("cells"), int) and e["cells"] >= 2):
             rep.problems.append(f"{label}: a bounds histogram records its intervals (cells)")
+        if not e["query"].startswith(f"{kind} of '{e.get('column')}': ") or e["where"] != "silo":
+            rep.problems.append(f"{label}: the {kind} of column {e.get('column')!r} are drafted in the silo, named so")
     if found != expected:
         missing = [f"{kind} of '{col}'" for col, kind in expected if (col, kind) not in found]
         extra = [f"{kind} of {col!r}" for col, kind in found if (col, kind) not in expected]
@@ -90,3 +94,4 @@ def _check_draft(ledger: dict[str, Any], d: dict[str, Any], rep: AuditReport) ->
             + (f"; missing: {', '.join(missing)}" if missing else "")
             + (f"; unexpected: {', '.join(extra)}" if extra else "")
         )
+    _check_draft_plan(ledger, d["draft"], k, rep)

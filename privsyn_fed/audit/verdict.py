@@ -1,28 +1,37 @@
 """The verdict on a ledger (``audit_ledger``). It is total: any JSON file, and any dict handed to
 ``audit_ledger``, gets a verdict or a one-line ``InputError``, never a crash. The checks run in
-turn, each from its own module: the ledger's shape (``shape``), its arithmetic (``arithmetic``),
-the guarantee it claims (here), where and how each entry ran (``placement``) and, for a complete
-run, its structure (``structure``), or for a silo party's own copy of an MPC release what that
-party can check (``party_copy``).
+turn, each from its own module: the ledger's shape (``shape``), its arithmetic (``arithmetic``), the
+guarantee it claims (here), where and how each entry ran (``placement``), the silos that answered it
+(``participation``) and, for a complete run, its structure (``structure``), or for a silo party's
+own copy of an MPC release what that party can check (``party_copy``). Before the structure: the
+declared inputs it is recomputed from (``declared``) and what the ledger states about itself
+(``stamps``); the structure is checked only from declared inputs that are valid.
 
 The guarantee: a seeded run (``seeded`` at the top level, or a seeded noise source named by any
 entry's ``sampler`` or ``noise_from``, ``details.noise`` or ``details.mpc.noise``), a non-private
 run, a debug MPC mode, a neighbouring relation other than add/remove one record, an unknown
 method, and a run that did not complete (status running or failed: no release belongs to it; its
 entries still record what was spent and are checked) all fail the audit. Problems make the ledger
-fail (exit 1); warnings are informational only.
+fail (exit 1); warnings are informational only. A check that stops on a ledger no check foresaw
+records a problem beginning ``AUDIT ERROR`` (the ledger fails) rather than crashing the audit.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from .arithmetic import _check_arithmetic
+from .declared import _check_declared
 from .findings import AuditReport
+from .participation import _check_participation
 from .party_copy import _check_party_copy, is_party_copy
-from .placement import _check_composition, _check_fixed_point, _check_where
+from .placement import _check_composition, _check_fixed_point, _check_samplers, _check_where
 from .shape import validate_ledger
+from .stamps import _check_stamps
 from .structure import METHODS, _check_structure
+
+#: How a problem begins when a check itself stopped on a ledger (the ledger fails).
+AUDIT_ERROR = "AUDIT ERROR"
 
 
 def _seeded_samplers(ledger: dict[str, Any]) -> list[str]:
@@ -34,11 +43,18 @@ def _seeded_samplers(ledger: dict[str, Any]) -> list[str]:
     return sorted({n for n in names if "seeded" in n.lower() or "not private" in n.lower()})
 
 
-def audit_ledger(ledger: dict[str, Any]) -> AuditReport:
-    """Audit a ledger (see the module docstring); ``InputError`` when it is not shaped like one."""
-    validate_ledger(ledger)
-    rep = AuditReport()
-    total = _check_arithmetic(ledger, rep)
+def _guarded(what: str, check: Callable[..., Any], ledger: dict[str, Any], rep: AuditReport) -> Any:
+    """``check(ledger, rep)``; a check that stops on an exception records a problem naming it (the
+    ledger fails) instead of crashing the audit."""
+    try:
+        return check(ledger, rep)
+    except Exception as exc:  # a ledger no check foresaw: it fails, in one line
+        rep.problems.append(f"{AUDIT_ERROR}: the check of {what} stopped on this ledger ({type(exc).__name__}: {exc})")
+        return None
+
+
+def _check_guarantee(ledger: dict[str, Any], rep: AuditReport) -> None:
+    """The guarantee the ledger claims (module docstring)."""
     if ledger["neighbouring"] != "add/remove one record":
         rep.problems.append(
             f"neighbouring relation is {ledger['neighbouring']!r}; every sensitivity here is "
@@ -56,13 +72,15 @@ def audit_ledger(ledger: dict[str, Any]) -> AuditReport:
             f"SEEDED NOISE: the ledger says it is not seeded, but noise came from "
             f"{_seeded_samplers(ledger)[0]!r}; this is not a private release"
         )
-    _check_where(ledger, rep)
-    _check_composition(ledger, rep)
-    _check_fixed_point(ledger, rep)
+
+
+def _check_run(ledger: dict[str, Any], rep: AuditReport, inputs_valid: bool) -> None:
+    """A complete run's structure (from declared inputs that are valid), or a party's own copy; the
+    MPC mode, a declared non-private run and a run that did not complete."""
     if ledger["status"] == "complete" and is_party_copy(ledger):
-        _check_party_copy(ledger, rep)  # a silo party's own copy: what one party can know of the release
-    elif ledger["status"] == "complete" and ledger["method"] in METHODS:
-        _check_structure(ledger, rep)
+        _guarded("a party's copy", _check_party_copy, ledger, rep)
+    elif ledger["status"] == "complete" and ledger["method"] in METHODS and inputs_valid:
+        _guarded("the run's structure", _check_structure, ledger, rep)
     mpc = (ledger.get("details") or {}).get("mpc") or {}
     if isinstance(mpc, dict) and mpc.get("debug"):
         rep.problems.append(
@@ -72,13 +90,37 @@ def audit_ledger(ledger: dict[str, Any]) -> AuditReport:
     if ledger.get("non_private"):
         rep.problems.append(f"NOT PRIVATE: {ledger['non_private']}")
     if ledger["status"] != "complete":
-        rep.problems.append(
-            f"the run did not complete (status {ledger['status']!r}): no synthetic data belongs "
-            "to this ledger; its entries record what was spent before it stopped"
+        spent = (
+            "its entries record what was spent before it stopped"
+            if ledger["entries"]
+            else "it records no mechanism, so nothing had been spent when it was written (a run stopped "
+            "before its first charge, or one still reading its data)"
         )
+        rep.problems.append(
+            f"the run did not complete (status {ledger['status']!r}): no synthetic data belongs to this ledger; {spent}"
+        )
+
+
+def audit_ledger(ledger: dict[str, Any]) -> AuditReport:
+    """Audit a ledger (see the module docstring); ``InputError`` when it is not shaped like one."""
+    validate_ledger(ledger)
+    rep = AuditReport()
+    total = _guarded("the arithmetic", _check_arithmetic, ledger, rep)
+    inputs_valid = _guarded("the declared inputs", _check_declared, ledger, rep)
+    _guarded("the ledger's own statements", _check_stamps, ledger, rep)
+    _guarded("the guarantee", _check_guarantee, ledger, rep)
+    for what, check in (
+        ("where each entry ran", _check_where),
+        ("the samplers", _check_samplers),
+        ("the silos of each entry", _check_participation),
+        ("parallel composition", _check_composition),
+        ("the fixed-point selections", _check_fixed_point),
+    ):
+        _guarded(what, check, ledger, rep)
+    _check_run(ledger, rep, bool(inputs_valid))
     rep.summary = {
         "entries": len(ledger["entries"]),
-        "rho_spent": total,
+        "rho_spent": float(ledger["rho_spent"]) if total is None else total,
         "rho_budget": float(ledger["rho_budget"]),
         "epsilon": float(ledger["epsilon"]),
         "delta": float(ledger["delta"]),

@@ -1,0 +1,73 @@
+"""The public facts of a complete run of the AIM family (aim, distaim, flaim) and the releases they
+imply, in order: the planning total when the schedule was planned; the 1-way marginal of every
+column; then per round: AIM and DistAIM a selection and the measurement of the marginal it picked;
+FLAIM, per local step ``k`` of ``s``, a selection in each silo and (``k < s``) each silo's local
+measurement of its choice, then (variant private, all rounds but the last) every column's 1-way
+over the sampled silos, then the sums of the chosen marginals. Candidates are the workload's
+downward closure with AIM's weights ``w_r = sum_s |r & s|``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import NamedTuple
+
+#: The releases of a run, by kind.
+TOTAL, ONEWAY, SELECT, MEASURE, LOCAL, PROXY, SUMS = "total", "oneway", "select", "measure", "local", "proxy", "sums"
+
+
+class Release(NamedTuple):
+    """One release a run makes: its kind, its round (0 before the rounds), its local step and, for
+    a 1-way, its column."""
+
+    kind: str
+    round: int
+    step: int = 0
+    column: int = -1
+
+
+@dataclass
+class AimRun:
+    """A complete run of the AIM family, as its ledger declares it."""
+
+    method: str
+    variant: str
+    columns: list[str]
+    shape: list[int]
+    closure: dict[tuple[int, ...], float]
+    rounds: int
+    steps: int
+    planned: bool
+
+    def name(self, clique: tuple[int, ...]) -> str:
+        """A marginal as a query names it: its columns, in schema order, joined by ', '."""
+        return ", ".join(self.columns[i] for i in clique)
+
+    def cells(self, clique: tuple[int, ...]) -> int:
+        """The marginal's cells: the product of its columns' sizes."""
+        return math.prod(int(self.shape[i]) for i in clique)
+
+    def candidates(self) -> dict[tuple[int, ...], float]:
+        """What a selection chooses among, before the model-size filter: the closure (private FLAIM:
+        without its 1-ways, unless it has nothing else)."""
+        if self.method == "flaim" and self.variant == "private":
+            return {c: w for c, w in self.closure.items() if len(c) > 1} or self.closure
+        return self.closure
+
+    def releases(self) -> list[Release]:
+        """Every release of the run, in order (module docstring)."""
+        out = [Release(TOTAL, 0)] if self.planned else []
+        out += [Release(ONEWAY, 0, column=j) for j in range(len(self.columns))]
+        for t in range(1, self.rounds + 1):
+            if self.method != "flaim":
+                out += [Release(SELECT, t), Release(MEASURE, t)]
+                continue
+            for k in range(1, self.steps + 1):
+                out.append(Release(SELECT, t, k))
+                if k < self.steps:
+                    out.append(Release(LOCAL, t, k))
+            if self.variant == "private" and t < self.rounds:
+                out.append(Release(PROXY, t))
+            out.append(Release(SUMS, t))
+        return out

@@ -1,0 +1,155 @@
+"""The plan of a DP schema draft (method ``schema-draft``), recomputed from its budget and its
+header: the draft fixes it before reading any row (``privsyn_fed.draft_dp``), and the audit keeps
+its rules here so that it re-derives every number independently.
+
+With ``d`` columns and the budget ``(epsilon_budget, delta_budget)``: rho converts at
+``delta_conversion = (1 - THRESHOLD_DELTA_SHARE) delta_budget`` and each column's threshold may
+spend ``delta_target = THRESHOLD_DELTA_SHARE delta_budget / d``. ``PROFILE_SHARE`` of
+``rho_budget`` goes to the profile, ``sigma_p = sqrt(1 + 2 d) / sqrt(2 PROFILE_SHARE rho_budget)``,
+which caps its distinct-value counts at ``DISTINCT_GUARD + 1 + ceil(CAP_SIGMAS sigma_p)``; the
+rest in equal shares to the columns, ``sigma_c = 1 / sqrt(2 rho_column)``. A bounds histogram
+(``BOUNDS_INTERVALS`` cells, one per interval of the public grid) keeps the intervals whose noisy
+count reaches ``T``, the least with ``BOUNDS_INTERVALS P(N(0, sigma_c^2) >= T - 1) <=
+BOUNDS_FALSE_RATE`` (at most ``MAX_BOUND_ROWS``), its ``min_count``; a categories histogram lists
+the values whose noisy count reaches ``tau``, the least integer from 2 with
+``threshold_delta(sigma_c, tau) <= delta_target``, its ``threshold``, and records that delta.
+``details.draft`` records the plan and its constants; each must be what is recomputed here.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+from .arithmetic import _close, threshold_delta
+from .findings import AuditReport
+from .shape import _finite as _number
+
+#: The rules by which a DP schema draft's noisy profile decides each column (``structure_draft``):
+#: numbers when the noisy non-number count is at most ``DRAFT_SEEN_SIGMAS sigma + 1/2``, else text,
+#: left out when its noisy distinct count exceeds ``DRAFT_DISTINCT_GUARD``.
+DRAFT_SEEN_SIGMAS = 4.0
+DRAFT_DISTINCT_GUARD = 10_000
+DRAFT_PROFILE_SHARE = 0.1
+DRAFT_THRESHOLD_DELTA_SHARE = 0.5
+DRAFT_BOUNDS_FALSE_RATE = 1e-3
+DRAFT_MAX_BOUND_ROWS = 1000
+DRAFT_CAP_SIGMAS = 6.0
+#: The public grid of the bounds histograms: its edges, its widest edge, and so its intervals.
+DRAFT_BOUNDS_EDGES = 343
+DRAFT_BOUNDS_HIGHEST = 9e15
+DRAFT_BOUNDS_INTERVALS = DRAFT_BOUNDS_EDGES + 1
+#: No integer threshold beyond this is searched for (none a draft could use).
+_SEARCH_LIMIT = 2**62
+
+
+def _least(passes: Callable[[int], bool], start: int) -> int | None:
+    """The least integer ``t >= start`` with ``passes(t)`` (``passes`` monotone), or None below
+    ``_SEARCH_LIMIT``."""
+    hi = start
+    while not passes(hi):
+        if hi >= _SEARCH_LIMIT:
+            return None
+        hi = max(2 * hi, hi + 1)
+    lo = start - 1  # fails, or below the start
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if mid >= start and passes(mid) else (mid, hi)
+    return hi
+
+
+def bounds_threshold(sigma: float) -> int | None:
+    """``T``: the least with ``BOUNDS_INTERVALS P(N(0, sigma^2) >= T - 1) <= BOUNDS_FALSE_RATE``."""
+    return _least(
+        lambda t: (
+            DRAFT_BOUNDS_INTERVALS * 0.5 * math.erfc((t - 1) / (sigma * math.sqrt(2.0))) <= DRAFT_BOUNDS_FALSE_RATE
+        ),
+        1,
+    )
+
+
+def category_threshold(sigma: float, delta_target: float) -> int | None:
+    """``tau``: the least integer from 2 with ``threshold_delta(sigma, tau) <= delta_target``."""
+    return _least(lambda t: threshold_delta(sigma, t) <= delta_target, 2)
+
+
+def _whole(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _check_record(draft: dict[str, Any], rep: AuditReport) -> bool:
+    """The constants ``details.draft`` records are the audit's, and its options are usable."""
+    constants = {
+        "profile_share": DRAFT_PROFILE_SHARE,
+        "seen_sigmas": DRAFT_SEEN_SIGMAS,
+        "threshold_delta_share": DRAFT_THRESHOLD_DELTA_SHARE,
+        "distinct_guard": DRAFT_DISTINCT_GUARD,
+        "max_bound_rows": DRAFT_MAX_BOUND_ROWS,
+    }
+    grid = {"edges": DRAFT_BOUNDS_EDGES, "lowest": -DRAFT_BOUNDS_HIGHEST, "highest": DRAFT_BOUNDS_HIGHEST}
+    known = len(rep.problems)
+    for key, want in constants.items():
+        if draft.get(key) != want:
+            rep.problems.append(f"details.draft.{key} is {draft.get(key)!r}, not this version's {want!r}")
+    if draft.get("bounds_grid") != grid:
+        rep.problems.append(f"details.draft.bounds_grid is {draft.get('bounds_grid')!r}, not this version's {grid!r}")
+    if not (_whole(draft.get("categorical_max")) and draft["categorical_max"] >= 0):
+        rep.problems.append("details.draft.categorical_max must be a whole number of at least 0")
+    if not (_whole(draft.get("bins")) and draft["bins"] >= 1):
+        rep.problems.append("details.draft.bins must be a whole number of at least 1")
+    tokens = draft.get("missing_values")
+    if not (isinstance(tokens, list) and all(isinstance(t, str) for t in tokens)):
+        rep.problems.append("details.draft.missing_values must be a list of tokens")
+    return len(rep.problems) == known
+
+
+def _check_draft_plan(ledger: dict[str, Any], draft: dict[str, Any], k: int, rep: AuditReport) -> None:
+    """The plan of a draft over ``k`` columns, and each entry against it (module docstring)."""
+    if not _check_record(draft, rep):
+        return
+    delta_budget = ledger.get("delta_budget")
+    rho = float(ledger["rho_budget"])
+    if delta_budget is None or not 0 < delta_budget < 1 or not rho > 0:
+        rep.problems.append("a schema draft records a positive rho_budget and its delta_budget in (0, 1)")
+        return
+    conversion = (1 - DRAFT_THRESHOLD_DELTA_SHARE) * delta_budget
+    if not _close(float(ledger.get("delta_conversion", -1)), conversion):
+        rep.problems.append(
+            f"delta_conversion {ledger.get('delta_conversion')!r} is not {1 - DRAFT_THRESHOLD_DELTA_SHARE:g} x "
+            f"delta_budget {delta_budget:g}"
+        )
+    target = DRAFT_THRESHOLD_DELTA_SHARE * delta_budget / k
+    sigma_p = math.sqrt(1.0 + 2.0 * k) / math.sqrt(2 * DRAFT_PROFILE_SHARE * rho)
+    sigma_c = 1.0 / math.sqrt(2 * (1 - DRAFT_PROFILE_SHARE) * rho / k)
+    plan = {
+        "delta_target": target,
+        "distinct_cap": DRAFT_DISTINCT_GUARD + 1 + math.ceil(DRAFT_CAP_SIGMAS * sigma_p),
+        "bounds_threshold": bounds_threshold(sigma_c),
+        "threshold": category_threshold(sigma_c, target),
+    }
+    for key, want in plan.items():
+        have = draft.get(key)
+        if want is None or not (_number(have) and _close(float(have), float(want))):
+            rep.problems.append(
+                f"details.draft.{key} is {have!r}, but the draft's budget and {k} columns give {want!r}"
+            )
+            return
+    for i, e in enumerate(ledger["entries"]):
+        label = f"entry {i + 1} ({e['query']})"
+        sigma = sigma_p if i == 0 else sigma_c
+        if not _close(float(e["sigma"]), sigma):
+            rep.problems.append(f"{label}: sigma {e['sigma']:g} is not the {sigma:.6g} the draft's plan gives it")
+        if i == 0:
+            continue
+        if "threshold" in e:
+            want_delta = threshold_delta(sigma_c, plan["threshold"])
+            if e["threshold"] != plan["threshold"] or not _close(float(e.get("delta", -1)), want_delta):
+                rep.problems.append(
+                    f"{label}: threshold {e['threshold']!r} and delta {e.get('delta')!r}, but the plan gives "
+                    f"{plan['threshold']} and {want_delta:.6g}"
+                )
+        elif e.get("min_count") != plan["bounds_threshold"] or e.get("cells") != DRAFT_BOUNDS_INTERVALS:
+            rep.problems.append(
+                f"{label}: min_count {e.get('min_count')!r} over {e.get('cells')!r} cells, but the plan keeps the "
+                f"intervals reaching {plan['bounds_threshold']} of the grid's {DRAFT_BOUNDS_INTERVALS}"
+            )
