@@ -43,6 +43,9 @@ if TYPE_CHECKING:
 #: The largest epsilon and delta a release may state (the conversions are exact up to them).
 MAX_EPSILON = 1000.0
 MAX_DELTA = 0.1
+#: The smallest delta: far below any useful one, and its shares (a DP draft splits delta among its
+#: columns' thresholds) stay normal floating-point numbers.
+MIN_DELTA = 1e-100
 #: Up to this many rows the synthetic table is drawn inside the run (a failure fails the run);
 #: larger tables are drawn chunk by chunk when read or written.
 EAGER_ROWS = 2_000_000
@@ -93,14 +96,14 @@ class SynthResult:
 
 
 def check_budget_args(epsilon: float, delta: float) -> None:
-    """``0 < epsilon <= MAX_EPSILON`` and ``0 < delta < MAX_DELTA``: beyond them the zCDP
+    """``0 < epsilon <= MAX_EPSILON`` and ``MIN_DELTA <= delta < MAX_DELTA``: beyond them the zCDP
     conversion no longer has a meaningful (or a finite) answer."""
     if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not 0 < epsilon <= MAX_EPSILON:
         raise OptionError(f"epsilon must be a positive number up to {MAX_EPSILON:g}, not {epsilon!r}", "epsilon")
-    if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 < delta < MAX_DELTA:
+    if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not MIN_DELTA <= delta < MAX_DELTA:
         raise OptionError(
-            f"delta must lie strictly between 0 and {MAX_DELTA:g} (use far less than one over the "
-            f"number of rows, e.g. 1e-9), not {delta!r}",
+            f"delta must lie from {MIN_DELTA:g} up to (not including) {MAX_DELTA:g} (use far less than one "
+            f"over the number of rows, e.g. 1e-9), not {delta!r}",
             "delta",
         )
 
@@ -262,6 +265,8 @@ def synthesize(
 
         cliques = workload_cliques(schema.names, cast(AIMOptions, opts))
         details["workload"] = [[schema.names[i] for i in cl] for cl in cliques]
+        if cast(AIMOptions, opts).workload is not None:  # given, not sampled: the options say so
+            details["options"]["workload"] = "explicit"
     if reservation is not None:
         if reservation.rho < epsilon_to_rho(epsilon, delta) * (1 - 1e-12):
             raise ValueError("the reservation is smaller than this run's budget")

@@ -3,9 +3,13 @@ the command line as tests run it."""
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import signal
 import subprocess
 import sys
+from contextlib import contextmanager
 
 import numpy as np
 import pandas as pd
@@ -155,3 +159,23 @@ def silo_paths(tmp_path):
         make_frame(n, seed=k).to_csv(p, index=False)
         paths.append(p)
     return paths
+
+
+@contextmanager
+def never_opened(*paths):
+    """Regular files that no other process can open unnoticed: each holds a write lease
+    (``F_SETLEASE``), so a process that opens one waits (the kernel's lease-break time, 45 s by
+    default) and the lease is broken. Yields a function returning the paths opened so far.
+    (A FIFO nobody writes was such a witness, but every command now refuses FIFOs unopened.)"""
+    previous = signal.signal(signal.SIGIO, lambda signum, frame: None)  # a lease break signals SIGIO
+    leases = {}
+    try:
+        for path in paths:
+            leases[path] = os.open(path, os.O_RDONLY)
+            fcntl.fcntl(leases[path], fcntl.F_SETLEASE, fcntl.F_WRLCK)
+        yield lambda: [p for p, fd in leases.items() if fcntl.fcntl(fd, fcntl.F_GETLEASE) != fcntl.F_WRLCK]
+    finally:
+        for fd in leases.values():
+            fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
+            os.close(fd)
+        signal.signal(signal.SIGIO, previous)

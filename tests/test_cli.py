@@ -80,9 +80,10 @@ def test_bad_schema_exits_2(schema_text, fragment, schema_path, silo_paths, tmp_
     [
         ("0", "1e-9", "epsilon must be a positive"),
         ("-1", "1e-9", "epsilon must be a positive"),
-        ("1", "0", "delta must lie strictly between 0 and 0.1"),
-        ("1", "1", "delta must lie strictly between 0 and 0.1"),
-        ("1", "1.5", "delta must lie strictly between 0 and 0.1"),
+        ("1", "0", "delta must lie from 1e-100 up to (not including) 0.1"),
+        ("1", "1", "delta must lie from 1e-100 up to (not including) 0.1"),
+        ("1", "1.5", "delta must lie from 1e-100 up to (not including) 0.1"),
+        ("1", "5e-324", "delta must lie from 1e-100 up to (not including) 0.1"),
     ],
 )
 def test_bad_budget_exits_2(eps, delta, fragment, schema_path, silo_paths, tmp_path, capsys):

@@ -283,7 +283,7 @@ def test_the_empty_category_cannot_also_be_missing(tmp_path, capsys):
         ("fedtda", {"split": "0.1,0.2,inf,0.3"}, "--split needs four non-negative shares"),
         ("distaim", {"mpc": True, "mpc_timeout": "0"}, "--mpc-timeout must be a positive number"),
         ("fedtda", {"split": "0.1,0,0.5,0.4"}, "--split gives the categorical histograms no budget"),
-        ("aim", {"delta": "0.5"}, "--delta must lie strictly between 0 and 0.1"),
+        ("aim", {"delta": "0.5"}, "--delta must lie from 1e-100 up to (not including) 0.1"),
     ],
 )
 def test_infeasible_requests_are_refused_before_the_budget_is_reserved(

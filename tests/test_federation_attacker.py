@@ -42,7 +42,7 @@ from privsyn_fed.mpc.aggregator import schema_fingerprint
 from privsyn_fed.mpc.federation import load as load_federation
 from privsyn_fed.silo import Silo
 
-from .conftest import SCHEMA, assert_one_line_error, make_frame, run_cli
+from .conftest import SCHEMA, assert_one_line_error, make_frame, never_opened, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -640,18 +640,17 @@ def test_attacker_with_party_1s_stolen_key_connecting_first_makes_the_run_fail_c
     nothing but the welcome byte (every member sends to party 1 only on the connection it opens to
     party 1's address in the file). The real party 1 is then refused as a second party-1, and
     once the attacker hangs up the run fails closed: party 0 exits with one line, writes no CSV and
-    no ledger of a release (nothing was read or opened); no member reads a silo."""
+    no ledger of a release (nothing was read or opened); parties 1 and 2 never open their silos
+    (party 0 reads only its own silo's header, a public fact checked before anything is reserved)."""
     by = link_or_skip()
     logs = tmp_path / "logs"
     logs.mkdir()
     kit = make_kit(tmp_path)
-    for silo in kit.silos:  # FIFOs that nobody writes: a member opening its silo would block for good
-        silo.unlink()
-        os.mkfifo(silo)
     marker = tmp_path / "PWNED-by-a-pickle"
     payload = live_pickle(marker, tmp_path / "control")
     out = tmp_path / "release.csv"
-    with netns.Network(PARTIES + 2, DELAY_MS, by, cwd=ROOT) as net:
+    # the other parties' silos under a write lease: a member opening its silo would block and break the lease
+    with never_opened(*kit.silos[1:]) as opened, netns.Network(PARTIES + 2, DELAY_MS, by, cwd=ROOT) as net:
         procs = {rank: start_member(net, kit, rank, logs, out) for rank in (0, 2, DEALER)}
         wait_until(lambda: all(listening(net, r) for r in (0, 2, DEALER)), "listeners", procs, logs)
         plan = []
@@ -672,6 +671,7 @@ def test_attacker_with_party_1s_stolen_key_connecting_first_makes_the_run_fail_c
         assert attacker.wait(timeout=60) == 0, (tmp_path / "a.log").read_text()
         codes = finish(procs, 120)
         party1_s = time.monotonic() - started
+        opened_silos = opened()
     print(f"the real party 1 gave up {party1_s:.0f} s after it started: {tail(logs, 1).strip()}")
     report = {r["id"]: r for r in json.loads(report_path.read_text())}
     for rank in (0, 2, DEALER):
@@ -691,6 +691,7 @@ def test_attacker_with_party_1s_stolen_key_connecting_first_makes_the_run_fail_c
     assert not out.exists() and not out.with_suffix(".ledger.json").exists()
     assert not list(tmp_path.glob("logs/party*.ledger.json"))
     assert not marker.exists()
+    assert not opened_silos, opened_silos
 
 
 def test_attacker_tests_skip_in_one_line_without_namespaces(monkeypatch):

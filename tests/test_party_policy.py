@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sqlite3
 import subprocess
 import sys
@@ -27,7 +26,7 @@ from privsyn_fed.mpc.launch import local_federation
 from privsyn_fed.mpc.party_ledger import PoolState, local_select_charge, noisy_sum_charge, own_rows, select_charge
 from privsyn_fed.silo import ConcatQuery, LocalScoresQuery, MarginalsQuery, MaskedQuery, answer
 
-from .conftest import CLI, SCHEMA, assert_one_line_error, make_frame, run_cli, synth_argv
+from .conftest import CLI, SCHEMA, assert_one_line_error, make_frame, never_opened, run_cli, synth_argv
 
 # ---- the policy file ----------------------------------------------------------------------------
 
@@ -59,6 +58,10 @@ def _policy(tmp_path, **fields):
         ({"min_collusion": 0}, "field 'min_collusion' must be a whole number"),
         ({"budget_store": {"path": "b.db", "dataset_id": "d"}}, "missing field 'budget_store.total_epsilon'"),
         ({"budget_store": {"path": "no/such/b.db", "dataset_id": "d", "total_epsilon": 1}}, "budget_store.path"),
+        (
+            {"budget_store": {"path": "b.db", "dataset_id": "d\nrun 2: fake", "total_epsilon": 1}},
+            "field 'budget_store.dataset_id' 'd\\nrun 2: fake': a dataset id must be printable text",
+        ),
     ],
 )
 def test_a_bad_policy_is_one_line_naming_the_file_and_the_field(tmp_path, capsys, fields, fragment):
@@ -272,8 +275,9 @@ def _party0(fed, cfg):
     ],
 )
 def test_a_refusing_party_stops_the_release_before_any_silo_is_read_or_budget_spent(tmp_path, case, reason):
-    """Both silos are FIFOs that nobody writes: opening either would block, so a run that ends at
-    all read neither. Both stores are compared byte for byte (as SQL) before and after."""
+    """Both silos hold a write lease (``never_opened``): opening either would block and break the
+    lease, so a run that ends with both leases whole read neither. Both stores are compared byte
+    for byte (as SQL) before and after."""
     pol_fields = {
         "epsilon": {"max_epsilon": 0.5},
         "method": {"methods": ["fedtda"]},
@@ -284,30 +288,33 @@ def test_a_refusing_party_stops_the_release_before_any_silo_is_read_or_budget_sp
     pol = _policy(tmp_path, budget_store={"path": "p1.db", "dataset_id": "d1", "total_epsilon": 1.0}, **pol_fields)
     schema = tmp_path / "schema.json"
     store0 = _store(tmp_path / "p0.db", "d0", 5.0)
-    for k in (0, 1):
-        os.mkfifo(tmp_path / f"silo{k}.csv")
+    silos = [tmp_path / f"silo{k}.csv" for k in (0, 1)]
+    for k, silo in enumerate(silos):
+        make_frame(50, k).to_csv(silo, index=False)
     before = (_dump(store0), _dump(store1))
     fed = local_federation(tmp_path, 2)
     epsilon = 0.5 if case == "store" else 1.0  # the store case: rho(0.9) + rho(0.5) exceeds rho(1.0)
-    procs = {
-        "party1": _party1(fed, schema, tmp_path / "silo1.csv", pol, tmp_path / "p1.ledger.json"),
-        "dealer": _dealer(fed, 2),
-        "party0": _party0(
-            fed,
-            {
-                "schema": str(schema),
-                "silo": str(tmp_path / "silo0.csv"),
-                "method": "distaim",
-                "epsilon": epsilon,
-                "delta": 1e-9,
-                "collusion": 1,
-                "store": str(store0),
-                "ledger": str(tmp_path / "p0.ledger.json"),
-                "options": {"rounds": 2},
-            },
-        ),
-    }
-    out = _finish(procs)
+    with never_opened(*silos) as opened:
+        procs = {
+            "party1": _party1(fed, schema, tmp_path / "silo1.csv", pol, tmp_path / "p1.ledger.json"),
+            "dealer": _dealer(fed, 2),
+            "party0": _party0(
+                fed,
+                {
+                    "schema": str(schema),
+                    "silo": str(tmp_path / "silo0.csv"),
+                    "method": "distaim",
+                    "epsilon": epsilon,
+                    "delta": 1e-9,
+                    "collusion": 1,
+                    "store": str(store0),
+                    "ledger": str(tmp_path / "p0.ledger.json"),
+                    "options": {"rounds": 2},
+                },
+            ),
+        }
+        out = _finish(procs)
+        assert not opened(), opened()
     err0 = out["party0"][1]
     line = assert_one_line_error(err0, "party-1 refused the release: ", reason)
     assert procs["party0"].returncode == 2, err0

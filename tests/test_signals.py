@@ -106,7 +106,7 @@ def test_a_killed_run_keeps_its_reservation_until_the_custodian_settles_it(schem
 
 def test_settle_refuses_a_ledger_of_another_run(schema_path, silo_paths, tmp_path, capsys):
     store = BudgetStore(tmp_path / "b.db")
-    store.reserve("d", epsilon=1, delta=1e-9, method="aim", total_epsilon=5, ledger="x.json")
+    store.reserve("d", epsilon=1, delta=1e-9, method="aim", total_epsilon=5, ledger=str(tmp_path / "x.json"))
     store.db.execute("UPDATE runs SET pid = NULL")  # its process is gone
     other = tmp_path / "other.ledger.json"
     acc = Accountant(1.0, 1e-9, "aim", ledger_path=other, details={"budget_store": {"dataset_id": "d", "run": 9}})

@@ -14,6 +14,10 @@ the run's rho stays within ``rho_total``; then the whole series is ``(epsilon, d
   fails (a locked or full disk), the run stays ``reserved``: counted in full.
 * ``settle_stale`` lets the custodian close a reservation whose process is gone (killed, host
   lost) at the spend its ledger records, never below it (``abandoned``).
+* ``reserve`` given the run's ledger path writes an opening ledger there in the same transaction
+  (``OpeningLedger``): status ``running``, no entries, naming the store's run. A run killed
+  before its first charge can then be settled at zero. The run's accountant replaces it at its
+  first write; a run that ends without charging anything (``rejected``) withdraws it.
 * A run that is approximate zCDP (a DP schema draft: thresholded histograms over unknown domains)
   also books a ``delta_slack``, the sum of its entries' own deltas. The series then converts its
   rho at the dataset's delta minus every committed slack: the store admits a run only while
@@ -33,8 +37,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..common import BudgetExceeded, InputError
+from ..common import BudgetExceeded, InputError, write_atomic
 from .conversions import epsilon_to_rho, rho_to_epsilon
+from .ledger import Accountant
 
 STORE_FORMAT = "privsyn-fed-budget/1"
 TOLERANCE = 1e-9
@@ -80,6 +85,73 @@ class DatasetBudget:
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def check_dataset_id(dataset: Any, where: str = "--dataset-id") -> str:
+    """A dataset id: printable text, not blank (``budget show`` prints it on a line of its own, so a
+    newline or another control character could forge lines); ``InputError`` naming ``where``."""
+    if not isinstance(dataset, str) or not dataset.strip():
+        raise InputError(f"{where} must not be empty")
+    if not dataset.isprintable():
+        raise InputError(
+            f"{where} {dataset!r}: a dataset id must be printable text (no newline, tab or other control character)"
+        )
+    return dataset
+
+
+@dataclass
+class OpeningLedger:
+    """The ledger a reservation writes before its run reads any row: status ``running``, no
+    entries, naming the store's run, so that ``budget settle`` can close a run killed before its
+    first charge (at zero). ``previous``: what the path held before (a ledger replaced with
+    ``--force``), put back by ``withdraw``."""
+
+    path: Path
+    text: str
+    previous: bytes | None
+
+    @classmethod
+    def write(cls, path: str | Path, ledger: dict[str, Any]) -> "OpeningLedger":
+        """Write ``ledger`` atomically at ``path``, keeping what the path held before."""
+        import json
+
+        path = Path(path)
+        try:
+            previous = path.read_bytes() if path.is_file() else None
+        except OSError:  # unreadable: replaced, as --force asked
+            previous = None
+        text = json.dumps(ledger, indent=2) + "\n"
+        write_atomic(path, lambda fh: fh.write(text))
+        return cls(path, text, previous)
+
+    def withdraw(self) -> None:
+        """Put back what the path held before (remove the file when it held nothing), unless the
+        run's accountant has written its own ledger there since. Best effort: a failure leaves
+        the opening ledger, which records no spend."""
+        try:
+            if self.path.read_bytes() != self.text.encode():
+                return
+            if self.previous is None:
+                self.path.unlink()
+            else:
+                previous = self.previous
+                write_atomic(self.path, lambda fh: fh.write(previous), binary=True)
+        except OSError:
+            pass
+
+
+def opening_ledger(
+    store: Path, dataset: str, run: int, *, epsilon: float, delta: float, method: str, delta_slack: float
+) -> dict[str, Any]:
+    """The ledger of a run that has reserved its budget and charged nothing yet (``OpeningLedger``)."""
+    acc = Accountant(
+        epsilon,
+        delta - delta_slack,
+        method,
+        details={"budget_store": {"path": str(store), "dataset_id": dataset, "run": run}},
+        delta_budget=delta if delta_slack else None,
+    )
+    return acc.ledger()
 
 
 class BudgetStore:
@@ -154,11 +226,11 @@ class BudgetStore:
         give it, it must match. ``delta`` must be the dataset's delta. ``delta_slack`` (approximate
         zCDP, see the module docstring) is the part of ``delta`` the run's own entries may spend.
         """
-        if not dataset:
-            raise InputError("--dataset-id must not be empty")
+        check_dataset_id(dataset)
         if not 0 <= delta_slack < delta:
             raise ValueError(f"delta_slack {delta_slack!r} must lie in [0, delta)")
         rho = epsilon_to_rho(epsilon, delta - delta_slack)
+        opening = None
         self.db.execute("BEGIN IMMEDIATE")
         try:
             ds = self.db.execute(
@@ -196,10 +268,18 @@ class BudgetStore:
                 "delta_slack) VALUES (?, ?, ?, ?, 'reserved', ?, ?, ?, ?, ?)",
                 (dataset, method, epsilon, rho, ledger, _now(), socket.gethostname(), os.getpid(), delta_slack),
             )
+            run = int(cur.lastrowid)
+            if ledger is not None:  # before the commit: a reservation never lacks its ledger
+                document = opening_ledger(
+                    self.path, dataset, run, epsilon=epsilon, delta=delta, method=method, delta_slack=delta_slack
+                )
+                opening = OpeningLedger.write(ledger, document)
             self.db.execute("COMMIT")
-            return Reservation(self, int(cur.lastrowid), dataset, rho, delta_slack=delta_slack)
+            return Reservation(self, run, dataset, rho, delta_slack=delta_slack, opening=opening)
         except BaseException:
             self.db.execute("ROLLBACK")
+            if opening is not None:
+                opening.withdraw()
             raise
 
     def settle(self, run: int, rho_spent: float, status: str, delta_slack: float | None = None) -> None:
@@ -278,15 +358,17 @@ class BudgetStore:
         try:
             total = sum(entry_rho(e) for e in ledger["entries"])
             recorded = float(ledger["rho_spent"])
-        except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+            deltas = sum(float(e.get("delta", 0.0)) for e in ledger["entries"])
+        except (KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError) as exc:
             raise InputError(f"{ledger_path}: the ledger's entries do not give a spend ({exc})") from None
         spent = max(total, recorded)
-        if spent > r["rho_reserved"] * (1 + TOLERANCE):
+        slack = r["delta_slack"] or 0.0
+        if spent > r["rho_reserved"] * (1 + TOLERANCE) or deltas > slack * (1 + TOLERANCE):
             raise InputError(
-                f"{ledger_path}: the ledger records rho {spent:.6g}, more than run {run} reserved "
-                f"({r['rho_reserved']:.6g}); leaving the run counted at its reservation"
+                f"{ledger_path}: the ledger records rho {spent:.6g} (delta {deltas:.3g}), more than run {run} "
+                f"reserved (rho {r['rho_reserved']:.6g}, delta {slack:.3g}); leaving the run counted at its reservation"
             )
-        self.settle(run, spent, "abandoned")
+        self.settle(run, spent, "abandoned", deltas if slack else None)
         return spent
 
     def _committed(self, dataset: str) -> float:
@@ -369,6 +451,7 @@ class Reservation:
     settled: bool = False
     accountant: Any = None
     delta_slack: float = 0.0
+    opening: OpeningLedger | None = None
 
     def bind(self, accountant: Any) -> None:
         """Attach the run's accountant, so that ``fail`` settles at its spend."""
@@ -376,10 +459,13 @@ class Reservation:
 
     def settle(self, rho_spent: float, status: str, delta_slack: float | None = None) -> None:
         """Record the run's spend and ``status`` in the store, once (later calls do nothing);
-        ``delta_slack``: the deltas its entries spent (None: as reserved)."""
+        ``delta_slack``: the deltas its entries spent (None: as reserved). A ``rejected`` run
+        withdraws its opening ledger: it leaves no ledger behind."""
         if not self.settled:
             self.store.settle(self.run, rho_spent, status, delta_slack)
             self.settled = True
+            if status == "rejected" and self.opening is not None:
+                self.opening.withdraw()
 
     def fail(self) -> None:
         """Settle a run that did not complete: ``failed`` at its spend (and the deltas its entries

@@ -65,9 +65,11 @@ def run(args: argparse.Namespace) -> int:
     if args.mechanism or args.epsilon is not None:
         raise InputError("--mechanism and --epsilon belong to --empirical")
 
+    from ..common import Named, check_files, check_input
+
+    check_input(Named("LEDGER", Path(args.ledger)), "ledger file")
     if args.report:
         from ..audit import check_report_path
-        from ..common import Named, check_files
 
         check_report_path(args.report)
         check_files(

@@ -39,15 +39,17 @@ def add_parsers(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``budget show`` (or ``settle``): each dataset's budget, spend, what is left and runs; 0."""
-    from ..accounting.budget_store import BudgetStore
+    from ..accounting.budget_store import BudgetStore, check_dataset_id
     from ..accounting.conversions import rho_to_epsilon
+    from ..common import check_regular
 
     if args.action == "settle":
         return run_settle(args)
     if args.run or args.ledger or args.confirm_stopped:
         raise InputError("--run, --ledger and --confirm-stopped belong to `budget settle`")
+    check_regular(Path(args.budget_store), "--budget-store")
     store = BudgetStore(args.budget_store, create=False)
-    ids = [args.dataset_id] if args.dataset_id else store.datasets()
+    ids = [check_dataset_id(args.dataset_id)] if args.dataset_id is not None else store.datasets()
     budgets = [store.budget(i) for i in ids]
     if args.json:
         print(
@@ -74,25 +76,31 @@ def run(args: argparse.Namespace) -> int:
     for b in budgets:
         left_eps = rho_to_epsilon(b.rho_left, b.delta) if b.rho_left > 0 else 0.0
         print(
-            f"dataset {b.id}: total epsilon {b.total_epsilon:g} at delta {b.delta:g} (rho {b.rho_total:.6g}); "
+            f"dataset {_shown(b.id)}: total epsilon {b.total_epsilon:g} at delta {b.delta:g} (rho {b.rho_total:.6g}); "
             f"committed rho {b.rho_committed:.6g} (epsilon {b.epsilon_committed:.4g}); "
             f"left rho {b.rho_left:.6g} (a single further run of up to epsilon {left_eps:.4g})"
         )
         for r in b.runs:
             spent = "all of it (not settled)" if r["rho_spent"] is None else f"{r['rho_spent']:.6g}"
             print(
-                f"  run {r['id']}: {r['method']}, epsilon {r['epsilon']:g}, reserved rho {r['rho_reserved']:.6g}, "
-                f"counted {spent}, {r['status']}, started {r['started']}"
-                + (f", ledger {r['ledger']}" if r["ledger"] else "")
+                f"  run {r['id']}: {_shown(r['method'])}, epsilon {r['epsilon']:g}, reserved rho "
+                f"{r['rho_reserved']:.6g}, counted {spent}, {r['status']}, started {r['started']}"
+                + (f", ledger {_shown(r['ledger'])}" if r["ledger"] else "")
             )
     return 0
+
+
+def _shown(text: str) -> str:
+    """Text from the store as ``budget show`` prints it: quoted and escaped when it holds a newline
+    or another character that is not printable (a store written before ids were checked)."""
+    return text if text.isprintable() else repr(text)
 
 
 def run_settle(args: argparse.Namespace) -> int:
     """``budget settle``: close a stale reservation at its ledger's spend (``settle_stale``); 0."""
     from ..accounting.budget_store import BudgetStore
     from ..audit import load_ledger
-    from ..common import Named, check_store
+    from ..common import Named, check_regular, check_store
 
     if args.run is None:
         raise InputError("budget settle needs --run N (the run to close; see `privsyn-fed budget show`)")
@@ -107,6 +115,7 @@ def run_settle(args: argparse.Namespace) -> int:
             f"run {args.run} recorded no ledger; give --ledger (the run stays counted at its "
             "whole reservation meanwhile)"
         )
+    check_regular(Path(path), "--ledger" if args.ledger else f"the ledger of run {args.run}")
     ledger = load_ledger(path)
     spent = store.settle_stale(args.run, ledger, str(path), confirm_stopped=args.confirm_stopped)
     print(

@@ -70,12 +70,26 @@ def add_federation_args(p) -> None:
     p.add_argument("--rendezvous", type=rendezvous, help=argparse.SUPPRESS)
 
 
+def federation_inputs(args: argparse.Namespace) -> list:
+    """The files ``--federation``, ``--cert`` and ``--key`` name, as ``Named`` inputs for ``check_files``."""
+    from pathlib import Path
+
+    from ..common import Named
+
+    given = (("--federation", args.federation), ("--cert", args.cert), ("--key", args.key))
+    return [Named(option, Path(value)) for option, value in given if value]
+
+
 def federation_parties(args: argparse.Namespace) -> int | None:
     """The number of silo parties ``--federation`` names (None without it); ``InputError`` for a bad file."""
     if not getattr(args, "federation", None):
         return None
+    from pathlib import Path
+
+    from ..common import Named, check_input
     from ..mpc.federation import load
 
+    check_input(Named("--federation", Path(args.federation)))
     return load(args.federation).parties
 
 
@@ -102,6 +116,23 @@ def add_membership_args(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help=f"how long to wait for the others (default {DEFAULT_MPC_TIMEOUT:g})",
     )
+
+
+def check_budget_options(args: argparse.Namespace, what: str) -> None:
+    """``--budget-store``, ``--dataset-id`` and ``--total-epsilon`` go together and are well formed
+    (``what``: the run that draws on the store, for the message); ``InputError`` if not."""
+    from ..accounting.budget_store import check_dataset_id
+    from ..api import MAX_EPSILON
+    from ..common import InputError
+
+    if (args.dataset_id or args.total_epsilon is not None) and not args.budget_store:
+        raise InputError("--dataset-id and --total-epsilon need --budget-store")
+    if args.budget_store and not args.dataset_id:
+        raise InputError(f"--budget-store needs --dataset-id (the dataset this {what} draws on)")
+    if args.dataset_id is not None:
+        check_dataset_id(args.dataset_id)
+    if args.total_epsilon is not None and not 0 < args.total_epsilon <= MAX_EPSILON:
+        raise InputError(f"--total-epsilon must be a positive number up to {MAX_EPSILON:g}, not {args.total_epsilon:g}")
 
 
 def one_line(exc: BaseException) -> str:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from ..common import InputError
+from ..common import InputError, check_name_fits
 from ..common.fileio import write_folder
 from .common import number
 
@@ -307,8 +307,10 @@ def schema_sha256(path: str | None) -> str | None:
     """The schema's fingerprint as the parties compare it (``aggregator.schema_fingerprint``)."""
     if path is None:
         return None
+    from ..common import Named, check_input
     from ..schema import Schema
 
+    check_input(Named("--schema", Path(path)), "schema")
     try:
         schema = Schema.load(path)
     except InputError as exc:
@@ -335,6 +337,7 @@ def check_target(out: Path, force: bool, own: Callable[[str], bool], inputs: lis
     holds only entries this command writes (``own``); its folder exists and is writable; no input
     lies inside it."""
     label = f"--out {out}"
+    check_name_fits(out, "folder")
     if out.is_symlink():
         raise InputError(f"{label}: is a symbolic link; give the folder itself")
     parent = out.absolute().parent
@@ -361,7 +364,11 @@ def check_target(out: Path, force: bool, own: Callable[[str], bool], inputs: lis
 
 
 def read_file(path: Path, what: str, option: str) -> bytes:
-    """A file's bytes; ``InputError`` naming the option and the file if it cannot be read."""
+    """A file's bytes; ``InputError`` naming the option and the file if it cannot be read or is not a
+    regular file (a FIFO or a device is never opened)."""
+    from ..common import check_regular
+
+    check_regular(path, option)
     try:
         return path.read_bytes()
     except OSError as exc:
@@ -613,6 +620,7 @@ def load_ca(folder: Path) -> tuple[bytes, bytes]:
 
 def run_issue(args: argparse.Namespace) -> int:
     """``federation issue``: a new certificate and key for ``--role``, in a new bundle at ``--out``; 0."""
+    from ..common import Named, check_input, check_regular
     from ..mpc import certs
     from ..mpc.federation import load
 
@@ -620,6 +628,9 @@ def run_issue(args: argparse.Namespace) -> int:
         role = certs.check_role_name(args.role)
     except ValueError:
         raise InputError(f"--role {args.role!r}: a role is party-<k> (k = 0, 1, ...) or dealer") from None
+    check_input(Named("--federation", Path(args.federation)), "federation file")
+    for name in ("ca.pem", "ca.key"):  # every input, before any is read
+        check_regular(Path(args.ca) / name, "--ca")
     fed = load(args.federation)
     rank = fed.rank_of(role)
     if rank is None:
@@ -728,8 +739,9 @@ def run_describe(args: argparse.Namespace) -> int:
             f"--member: a federation is party-0 .. party-(n-1) (n >= 2) and the dealer; {lacking} is missing "
             f"(given: {have})"
         )
+    schema = [Named("--schema", Path(args.schema))] if args.schema else []
     check_files(
-        [Named("--ca-cert", ca_path)] + [Named("--member", given[r][0]) for r in expected],
+        [Named("--ca-cert", ca_path)] + [Named("--member", given[r][0]) for r in expected] + schema,
         [(Named("--out", out), "federation file")],
         force=args.force,
     )
@@ -831,11 +843,13 @@ def _ca_facts(ca_pem: bytes, source: str = "the CA") -> dict[str, Any]:
 
 def run_show(args: argparse.Namespace) -> int:
     """``federation show FILE``: the federation's members, pins, schema hash and CA; 0."""
+    from ..common import Named, check_input
     from ..mpc.federation import load
 
     path = Path(args.file)
     if path.is_dir():
         raise InputError(f"{path}: is a folder; give the federation file (federation.json)")
+    check_input(Named("FILE", path), "federation file")
     fed = load(path)
     ca = _ca_facts(fed.ca_pem, str(path))
     pins = sum(1 for m in fed.members if m.sha256)

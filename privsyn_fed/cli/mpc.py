@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import add_membership_args, federation_access, number, positive_int
+from .common import add_membership_args, federation_access, federation_inputs, number, positive_int
 
 
 def add_parsers(sub) -> None:
@@ -82,10 +82,21 @@ def add_parsers(sub) -> None:
     add_membership_args(dl)
 
 
+def _check_inputs(args: argparse.Namespace, *given: tuple[str, str | None]) -> None:
+    """The federation's files and ``given`` (option, path) exist and are regular files, before any is read."""
+    from pathlib import Path
+
+    from ..common import Named, check_files
+
+    named = [Named(option, Path(value)) for option, value in given if value]
+    check_files(federation_inputs(args) + named, [], force=False)
+
+
 def run_party(args: argparse.Namespace) -> int:
     """``mpc-party``: run this host's silo party until party 0 stops; its exit status."""
     from ..mpc.party import party_main
 
+    _check_inputs(args, ("--schema", args.schema), ("--silo", args.silo), ("--policy", args.policy))
     return party_main(
         args.rank,
         args.parties,
@@ -105,6 +116,7 @@ def run_dealer(args: argparse.Namespace) -> int:
     """``mpc-dealer``: run the dealer until party 0 ends the run; its exit status."""
     from ..mpc.party import dealer_main
 
+    _check_inputs(args)
     return dealer_main(args.parties, federation_access(args), args.timeout)
 
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from ..common import InputError
-from .common import number, positive_int
+from .common import check_budget_options, number, positive_int
 
 DRAFT_EPILOG = """\
 examples:
@@ -190,14 +190,11 @@ def run_draft_dp(args: argparse.Namespace) -> int:
     """A DP draft: every public check and the plan first, then reserve, read, release, write."""
     from .. import draft_dp
     from ..common import Named, Staged, check_files, read_chunks, read_header
-    from ..schema import check_options, draft_document
+    from ..schema import check_header, check_options, draft_document
 
     if args.delta is None:
         raise InputError("--dp needs --delta (e.g. --delta 1e-9)")
-    if (args.dataset_id or args.total_epsilon is not None) and not args.budget_store:
-        raise InputError("--dataset-id and --total-epsilon need --budget-store")
-    if args.budget_store and not args.dataset_id:
-        raise InputError("--budget-store needs --dataset-id (the dataset this draft draws on)")
+    check_budget_options(args, "draft")
     check_options(args.categorical_max, args.bins, tuple(args.missing_value))
     data, out = Path(args.data), Path(args.out)
     ledger = Path(args.ledger) if args.ledger else out.with_suffix(".ledger.json")
@@ -205,6 +202,7 @@ def run_draft_dp(args: argparse.Namespace) -> int:
     outputs = [(Named("--out", out), "schema"), (Named("--ledger" if args.ledger else "the ledger", ledger), "ledger")]
     check_files([Named("DATA", data)], outputs, force=args.force, stores=stores)
     names = read_header(data)  # the header is public; no row is read
+    check_header(names, str(data))
     plan = draft_dp.plan_draft(args.dp, args.delta, names, args.categorical_max, args.bins, args.missing_value)
     budget: contextlib.AbstractContextManager = contextlib.nullcontext()
     if args.budget_store:

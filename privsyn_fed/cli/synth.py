@@ -16,7 +16,14 @@ from ..common import InputError, Named, check_distinct, check_files, check_ident
 from ..methods import METHODS
 from ..schema import Schema
 from . import quality
-from .common import DEFAULT_MPC_TIMEOUT, add_federation_args, federation_parties, number, positive_int
+from .common import (
+    DEFAULT_MPC_TIMEOUT,
+    add_federation_args,
+    check_budget_options,
+    federation_parties,
+    number,
+    positive_int,
+)
 
 #: The graphical-model methods (rounds, workload, --model-out).
 AIM_FAMILY = tuple(name for name, spec in METHODS.items() if spec.graphical)
@@ -111,7 +118,13 @@ def add_parser(sub) -> None:
         "chunks (a silo larger than memory is fine); repeat for each silo",
     )
     s.add_argument("--epsilon", type=number, required=True, metavar="E", help="privacy budget epsilon (> 0)")
-    s.add_argument("--delta", type=number, required=True, metavar="D", help="privacy budget delta, in (0, 1)")
+    s.add_argument(
+        "--delta",
+        type=number,
+        required=True,
+        metavar="D",
+        help="privacy budget delta, from 1e-100 up to (not including) 0.1, e.g. 1e-9",
+    )
     s.add_argument("--out", required=True, metavar="OUT.csv", help="where to write the synthetic CSV")
     s.add_argument(
         "--ledger",
@@ -298,7 +311,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _checked(args: argparse.Namespace) -> Request:
     """Every check that needs no private data: options, files, schema, the method's request."""
-    from ..api import MAX_EPSILON, prepare
+    from ..api import prepare
+    from ..silo import check_table_header
+    from .common import federation_inputs
 
     out = Path(args.out)
     ledger = Path(args.ledger) if args.ledger else out.with_suffix(".ledger.json")
@@ -311,12 +326,7 @@ def _checked(args: argparse.Namespace) -> Request:
 
         check_report_path(args.report)
     quality.check_args(args)
-    if (args.dataset_id or args.total_epsilon is not None) and not args.budget_store:
-        raise InputError("--dataset-id and --total-epsilon need --budget-store")
-    if args.budget_store and not args.dataset_id:
-        raise InputError("--budget-store needs --dataset-id (the dataset this release draws on)")
-    if args.total_epsilon is not None and not 0 < args.total_epsilon <= MAX_EPSILON:
-        raise InputError(f"--total-epsilon must be a positive number up to {MAX_EPSILON:g}, not {args.total_epsilon:g}")
+    check_budget_options(args, "release")
     silo_files = [Named("--silo", Path(p)) for p in args.silo]
     outputs = [
         (Named("--out", out), "synthetic CSV"),
@@ -329,9 +339,12 @@ def _checked(args: argparse.Namespace) -> Request:
     holdout = quality.inputs(args)
     outputs += quality.outputs(args)
     stores = [Named("--budget-store", Path(args.budget_store))] if args.budget_store else []
-    check_files([Named("--schema", Path(args.schema)), *silo_files, *holdout], outputs, force=args.force, stores=stores)
+    inputs = [Named("--schema", Path(args.schema)), *silo_files, *holdout, *federation_inputs(args)]
+    check_files(inputs, outputs, force=args.force, stores=stores)
     check_distinct(silo_files + holdout)
     schema = Schema.load(args.schema)
+    for silo in silo_files:  # headers are public: checked before the reservation
+        check_table_header(silo.path, schema)
     quality.check_schema(args, schema)
     n_silos = federation_parties(args) or len(args.silo)
     prepare(

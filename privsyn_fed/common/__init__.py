@@ -5,7 +5,17 @@ progress (``progress``) and environment settings (``settings``)."""
 from .errors import BudgetExceeded, InputError, MPCError, OptionError, first_line
 from .fileio import Staged, write_atomic
 from .interrupt import Interrupted, checkpoint, deferred_signals, received
-from .paths import Named, check_distinct, check_files, check_identical_contents, check_input, check_store, same_file
+from .paths import (
+    Named,
+    check_distinct,
+    check_files,
+    check_identical_contents,
+    check_input,
+    check_name_fits,
+    check_regular,
+    check_store,
+    same_file,
+)
 from .progress import Progress, Silent
 from .settings import JAX_CACHE_ENV, jax_cache_setting
 from .tables import (
@@ -36,6 +46,8 @@ __all__ = [
     "check_files",
     "check_identical_contents",
     "check_input",
+    "check_name_fits",
+    "check_regular",
     "check_store",
     "checkpoint",
     "deferred_signals",

@@ -16,13 +16,22 @@ from pathlib import Path
 from typing import Callable, TypeVar
 
 T = TypeVar("T")
+#: The end of a staged file's name (a folder built by ``write_folder`` ends ``.new`` or ``.old``).
+STAGED_SUFFIX = ".tmp"
+
+
+def staged_name(path: str | Path) -> Path:
+    """A name as long as any a file staged for ``path`` gets (``.NAME.`` plus ``tempfile``'s eight
+    random characters plus ``STAGED_SUFFIX``), beside it: an output's name must leave room for it."""
+    path = Path(path)
+    return path.parent / f".{path.name}.{'x' * 8}{STAGED_SUFFIX}"
 
 
 def stage_file(path: str | Path, write: Callable, binary: bool = False) -> Path:
     """Call ``write`` on a new temporary file beside ``path`` and fsync it; returns its name.
     On any failure the temporary file is removed and the error re-raised."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=STAGED_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
             write(fh)

@@ -6,7 +6,9 @@ inputs and its outputs; ``check_files`` refuses:
   * an output that is also an input or another output;
   * an output that exists without ``--force``, is a folder or not a regular file, or whose folder
     is missing or not writable;
-  * an input that does not exist or cannot be read.
+  * an input that does not exist, cannot be read or is not a regular file (after following
+    links): a FIFO, a socket or a device could block the command or feed it bytes forever, so
+    it is refused by its metadata alone, never opened.
 ``check_distinct`` refuses one silo given twice (by identity), and ``check_identical_contents``
 finds silos whose bytes are identical (a SHA-256 digest computed on this machine and never sent
 anywhere): their records would count twice while the ledger charges them once.
@@ -14,13 +16,17 @@ anywhere): their records would count twice while the ledger charges them once.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
 from .errors import InputError
+from .fileio import staged_name
+from .interrupt import checkpoint
 
 
 @dataclass(frozen=True)
@@ -53,21 +59,81 @@ def same_file(a: Path, b: Path) -> bool:
     return ra == rb or (ia is not None and ia == ib)
 
 
+#: What a file that is not a regular one is, by the test of its mode.
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISDIR, "a folder"),
+)
+
+
+def special_kind(path: Path) -> str | None:
+    """What ``path`` is (``"a FIFO"``, ``"a character device"`` ...) when it exists and, after
+    following links, is not a regular file; None for a regular file or one that does not exist.
+    Only the file's metadata is looked at: a FIFO or a device is never opened."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def not_regular(path: Path) -> str | None:
+    """``"is a FIFO"`` or ``"is a link to a character device (/dev/zero)"`` for a special file
+    (``special_kind``), None for a regular file or a missing one: the start of a message."""
+    kind = special_kind(path)
+    if kind is None:
+        return None
+    if os.path.islink(path):
+        return f"is a link to {kind} ({os.path.realpath(path)})"
+    return f"is {kind}"
+
+
+def check_regular(path: Path, where: str = "") -> None:
+    """Refuse an existing ``path`` that is not a regular file (``not_regular``) before it is opened;
+    ``where`` (an option, ``--silo``) ends the message."""
+    problem = not_regular(path)
+    if problem is not None:
+        raise InputError(f"{path}: {problem}, not a regular file" + (f" ({where})" if where else ""))
+
+
 def check_input(item: Named, what: str = "file") -> None:
-    """An input file: it exists, is not a folder and is readable (``what`` names it in messages)."""
+    """An input file: it exists, is a regular file (not a folder, a FIFO, a socket or a device,
+    also through a link) and is readable (``what`` names it in messages)."""
     p = item.path
     if not p.exists():
         raise InputError(f"{p}: {what} not found ({item.option})")
     if p.is_dir():
         raise InputError(f"{p}: is a folder, not a {what} ({item.option})")
+    check_regular(p, item.option)
     if not os.access(p, os.R_OK):
         raise InputError(f"{p}: cannot be read (permission denied; {item.option})")
 
 
+def check_name_fits(path: Path, what: str) -> None:
+    """Refuse a name too long for its file system: an output is written under a longer temporary
+    name beside it first (``fileio.staged_name``), so that name must fit as well. The file system
+    itself answers, by looking the temporary name up."""
+    try:
+        os.lstat(staged_name(path))
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            raise InputError(
+                f"{path}: the name is too long for the file system (the {what} is first written under a "
+                "longer temporary name beside it); choose a shorter name"
+            ) from None
+
+
 def check_output(item: Named, what: str, force: bool, force_option: str = "--force") -> None:
     """An output file: its folder exists and is writable; it is not a folder or a special file;
-    an existing file is replaced only with ``force``."""
+    an existing file is replaced only with ``force``; its name leaves room for the name it is
+    staged under (``check_name_fits``)."""
     p = item.path
+    check_name_fits(p, what)
     folder = p.parent
     if not folder.is_dir():
         raise InputError(f"{p}: the folder {str(folder)!r} for the {what} does not exist")
@@ -87,6 +153,7 @@ def check_store(item: Named) -> None:
     p = item.path
     if p.is_dir():
         raise InputError(f"{p}: is a folder, not a budget store file")
+    check_regular(p, item.option)
     folder = p.parent
     if not folder.is_dir():
         raise InputError(f"{p}: the folder {str(folder)!r} does not exist")
@@ -133,11 +200,14 @@ def check_files(
 
 
 def file_digest(path: Path) -> str:
-    """SHA-256 of the file's bytes. Private: compared on this machine, never released."""
+    """SHA-256 of the file's bytes. Private: compared on this machine, never released. A safe point
+    (``checkpoint``) after every mebibyte: SIGINT or SIGTERM stops the digest of a large file."""
+    check_regular(path)
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
+            checkpoint()
     return h.hexdigest()
 
 

@@ -6,14 +6,18 @@ the row's position, from 1). CSV cells stay text (nothing parsed or dropped). Pa
 their type: numbers as floats with NaN where null, everything else as text with ``""`` where null;
 ``parquet_types`` names each column's stored type so callers can refuse a wrong one.
 
-Failures are ``InputError``s of one line naming the file: not found, a folder, empty, not parsable,
-a truncated or corrupt gzip, a file that is not Parquet.
+Failures are ``InputError``s of one line naming the file: not found, a folder, not a regular file
+(a FIFO, a socket or a device, refused before it is opened), empty, not parsable, a truncated or
+corrupt gzip, a file that is not Parquet, a CSV line longer than ``MAX_LINE_BYTES``. Every reader
+passes a safe point (``interrupt.checkpoint``) between chunks, and a CSV reader at every mebibyte
+too, so SIGINT or SIGTERM stops a long read.
 """
 
 from __future__ import annotations
 
 import gzip
 import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -22,6 +26,8 @@ import numpy as np
 import pandas as pd
 
 from .errors import InputError
+from .interrupt import checkpoint
+from .paths import check_regular
 
 #: Rows per chunk: text cells take about 100 bytes each in pandas, so a 20-column chunk stays near 200 MB.
 CHUNK_ROWS = 100_000
@@ -53,6 +59,7 @@ def table_format(path: str | Path) -> str:
 
 
 def _head(path: Path) -> bytes:
+    check_regular(path)
     try:
         with open(path, "rb") as fh:
             return fh.read(4)
@@ -86,7 +93,7 @@ def read_header(path: str | Path) -> list[str]:
     path = Path(path)
     if table_format(path) == "parquet":
         return [f.name for f in _parquet_file(path).schema_arrow]
-    return [str(c) for c in next(_csv_chunks(path, 1)).frame.columns]
+    return next(_csv_chunks(path, 1, header_only=True)).frame.columns.tolist()
 
 
 #: Column separators that people use instead of commas, as named in ``delimiter_hint``.
@@ -103,25 +110,82 @@ def delimiter_hint(header_line: str) -> str:
 
 
 # ---- CSV -------------------------------------------------------------------------------------------
-def _csv_chunks(path: Path, chunk_rows: int) -> Iterator[Chunk]:
+#: How every CSV is parsed: cells as text, nothing read as missing, spaces after a comma dropped.
+CSV_OPTIONS = {"dtype": str, "keep_default_na": False, "na_filter": False, "skipinitialspace": True}
+
+
+#: The longest line a CSV may have. A longer one (a file of NUL bytes with no newline) would be held
+#: in memory whole before pandas could parse it; it is refused instead.
+MAX_LINE_BYTES = 64 << 20
+#: The most bytes pandas is given at a time (each read is a safe point).
+READ_BYTES = 1 << 20
+
+
+class _Guarded:
+    """A binary file as pandas reads it: a safe point (``checkpoint``) before every block of at most
+    ``READ_BYTES``, and an ``InputError`` naming the file and the line once a line is longer than
+    ``MAX_LINE_BYTES``."""
+
+    mode = "rb"
+
+    def __init__(self, fh, path: Path):
+        self._fh, self._path = fh, path
+        self._line, self._run = 1, 0
+
+    def read(self, size: int | None = -1) -> bytes:
+        """At most ``size`` (and ``READ_BYTES``) bytes."""
+        checkpoint()
+        block = self._fh.read(READ_BYTES if size is None or size < 0 else min(size, READ_BYTES))
+        last = block.rfind(b"\n")
+        self._run = self._run + len(block) if last < 0 else len(block) - last - 1
+        self._line += block.count(b"\n")
+        if self._run > MAX_LINE_BYTES:
+            raise InputError(
+                f"{self._path}: line {self._line} is longer than {MAX_LINE_BYTES >> 20} MiB; not a table of rows"
+            )
+        return block
+
+    def readable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+@contextmanager
+def _guarded(path: Path, compression: str | None) -> Iterator[_Guarded]:
+    """The file (decompressed when ``compression`` is ``"gzip"``) as a ``_Guarded`` reader."""
+    with gzip.open(path, "rb") if compression else open(path, "rb") as fh:
+        yield _Guarded(fh, path)
+
+
+def _csv_names(path: Path, compression: str | None) -> list[str]:
+    """The header's names as written, stripped (its first record only: pandas would rename a repeated
+    name ``a`` to ``a.1``); ``InputError`` for a name that appears twice."""
+    with _guarded(path, compression) as fh:
+        first = pd.read_csv(fh, header=None, nrows=1, **CSV_OPTIONS)
+    names = [str(c).strip() for c in first.iloc[0]]
+    repeated = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if repeated is not None:
+        raise InputError(f"{path}: column '{repeated}' appears twice")
+    return names
+
+
+def _csv_chunks(path: Path, chunk_rows: int, header_only: bool = False) -> Iterator[Chunk]:
     compression = "gzip" if table_format(path) == "gzip" else None
     what = "a gzip-compressed CSV" if compression else "CSV"
     line = 2
     try:
-        reader = pd.read_csv(
-            path,
-            dtype=str,
-            keep_default_na=False,
-            na_filter=False,
-            skipinitialspace=True,
-            chunksize=chunk_rows,
-            compression=compression,
-        )
-        with reader:
+        names = _csv_names(path, compression)
+        if header_only:
+            yield Chunk(pd.DataFrame(columns=names), line)
+            return
+        with _guarded(path, compression) as fh, pd.read_csv(fh, chunksize=chunk_rows, **CSV_OPTIONS) as reader:
             for frame in reader:
-                frame.columns = [str(c).strip() for c in frame.columns]
+                frame.columns = names
                 yield Chunk(frame, line)
                 line += len(frame)
+                checkpoint()
     except pd.errors.EmptyDataError:
         raise InputError(f"{path}: the file is empty (no header, no rows)") from None
     except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
@@ -141,7 +205,7 @@ def _first_line(path: Path, compression: str | None) -> str:
     try:
         opener = gzip.open if compression else open
         with opener(path, "rt", encoding="utf-8", errors="replace") as fh:
-            return fh.readline()
+            return fh.readline(READ_BYTES)
     except (OSError, EOFError, zlib.error):
         return ""
 
@@ -187,6 +251,7 @@ def _parquet_chunks(path: Path, chunk_rows: int) -> Iterator[Chunk]:
             frame = pd.DataFrame({name: _column(batch.column(i)) for i, name in enumerate(batch.schema.names)})
             yield Chunk(frame, row)
             row += batch.num_rows
+            checkpoint()
     except (pyarrow.ArrowException, OSError) as exc:
         raise InputError(f"{path}: the Parquet data is corrupt near row {row} ({_one_line(exc)})") from None
     if row == 1 and pf.metadata.num_rows == 0 and pf.schema_arrow.names:

@@ -117,8 +117,9 @@ _OWN_FILE = re.compile(r"client_\d+\.csv|manifest\.json")
 def check_partition_folder(out: Path, data: Path, force: bool) -> None:
     """``out`` may be new, an empty folder, or (with ``force``) a folder holding only an earlier
     partition's files; the data file must not be one of them."""
-    from ..common import same_file
+    from ..common import check_name_fits, same_file
 
+    check_name_fits(out, "split")
     if out.exists() and not out.is_dir():
         raise InputError(f"{out}: exists and is not a folder")
     parent = out.resolve().parent

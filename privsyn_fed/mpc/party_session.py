@@ -71,6 +71,14 @@ def default_ledger_folder(silo_path: str | Path) -> Path:
     return p.with_name(p.name + ".ledgers")
 
 
+def _make_folder(ledger: Path) -> None:
+    """The folder of a ledger copy, made private (0700) if missing; ``Refused`` if it cannot be."""
+    try:
+        ledger.parent.mkdir(mode=0o700, exist_ok=True)
+    except OSError as exc:
+        raise Refused(f"{ledger.parent}: cannot hold this party's ledger copy ({exc.strerror or exc})") from None
+
+
 class PartySession:
     """One party's state across party 0's commands."""
 
@@ -103,7 +111,6 @@ class PartySession:
         #: The exit status so far (0, or 1 once a release failed) and what to say if party 0 goes away.
         self.status = 0
         self.note = "party 0 stopped before any release began; nothing was read or spent here"
-        self._peeked: Path | None = None
 
     # ---- the loop -------------------------------------------------------------------------------
     def run(self) -> int:
@@ -193,13 +200,15 @@ class PartySession:
                 raise Refused("a release is already under way")
             if self.request is None:
                 raise Refused("no release was accepted before begin")
-            reservation = self._reserve(self.request)
+            ledger = self._ledger_path()
+            reservation = self._reserve(self.request, ledger)
             self._load()
+            _make_folder(ledger)
             release = PartyRelease(
                 self.request,
                 self.rank,
                 self.noise.name,
-                self._ledger_path(),
+                ledger,
                 reservation=reservation,
                 policy=None if self.policy is None else self.policy.source,
                 silo=str(self.silo_path),
@@ -244,14 +253,16 @@ class PartySession:
         self.note = "party 0 stopped after the release"
         self.out(release.finish(status))
 
-    def _reserve(self, request: ReleaseRequest):
-        """This party's reservation of the release's rho in its own store (None without a store)."""
+    def _reserve(self, request: ReleaseRequest, ledger: Path):
+        """This party's reservation of the release's rho in its own store (None without a store),
+        which writes the opening ``ledger`` copy."""
         if self.policy is None or self.policy.store is None:
             return None
         from ..accounting import rho_to_epsilon
         from ..accounting.budget_store import BudgetStore
 
         spec, delta = self.policy.store, self.policy.max_delta
+        _make_folder(ledger)
         try:
             return BudgetStore(spec.path).reserve(
                 spec.dataset_id,
@@ -259,7 +270,7 @@ class PartySession:
                 delta=delta,
                 method=request.method,
                 total_epsilon=spec.total_epsilon,
-                ledger=str(self._ledger_path(peek=True).resolve()),
+                ledger=str(ledger.resolve()),
             )
         except (BudgetExceeded, InputError) as exc:
             raise Refused(f"its budget store refused the release ({exc})") from None
@@ -282,22 +293,13 @@ class PartySession:
                     )
         return self.silo
 
-    def _ledger_path(self, peek: bool = False) -> Path:
+    def _ledger_path(self) -> Path:
         """The ledger copy of the release about to begin: ``--ledger``, or a new file in the folder
-        beside the silo (``default_ledger_folder``). ``peek``: name it without making the folder."""
+        beside the silo (``default_ledger_folder``; ``_make_folder`` makes it)."""
         if self.ledger is not None:
             return self.ledger
-        if self._peeked is None:
-            stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-            self._peeked = default_ledger_folder(self.silo_path) / f"{stamp}-{secrets.token_hex(3)}.ledger.json"
-        path = self._peeked
-        if not peek:
-            self._peeked = None
-            try:
-                path.parent.mkdir(mode=0o700, exist_ok=True)
-            except OSError as exc:
-                raise Refused(f"{path.parent}: cannot hold this party's ledger copy ({exc.strerror or exc})") from None
-        return path
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        return default_ledger_folder(self.silo_path) / f"{stamp}-{secrets.token_hex(3)}.ledger.json"
 
     # ---- the steps ----------------------------------------------------------------------------------
     def step(self, op: str, cmd: dict, arrays: dict) -> None:

@@ -267,8 +267,9 @@ def _store_spec(raw: Any, source: Path) -> StoreSpec | None:
         raise InputError(f"{source}: missing field 'budget_store.{missing[0]}'")
     if not isinstance(raw["path"], str) or not raw["path"].strip():
         raise InputError(f"{source}: field 'budget_store.path' must be a file name")
-    if not isinstance(raw["dataset_id"], str) or not raw["dataset_id"].strip():
-        raise InputError(f"{source}: field 'budget_store.dataset_id' must be a non-empty string")
+    from ..accounting.budget_store import check_dataset_id
+
+    check_dataset_id(raw["dataset_id"], f"{source}: field 'budget_store.dataset_id'")
     total = raw["total_epsilon"]
     if isinstance(total, bool) or not isinstance(total, (int, float)) or not 0 < float(total) <= MAX_EPSILON:
         raise InputError(

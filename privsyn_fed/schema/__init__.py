@@ -2,7 +2,7 @@
 (``schema``), how cells are read (``cells``), rows to integer codes and back (``encode``), and schema
 drafts from a table or a data dictionary (``draft``, ``dictionary``)."""
 
-from .cells import DEFAULT_BINS, numbers_as_text
+from .cells import DEFAULT_BINS, check_header, numbers_as_text
 from .dictionary import dictionary_columns
 from .draft import (
     DEFAULT_CATEGORICAL_MAX,
@@ -48,6 +48,7 @@ __all__ = [
     "bin_midpoints",
     "category_order",
     "check_columns",
+    "check_header",
     "check_options",
     "decode_codes",
     "dictionary_columns",

@@ -4,8 +4,12 @@ drafter of a schema, so that a drafted schema reads its rows exactly as a releas
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 import pandas as pd
+
+from ..common import InputError
 
 DEFAULT_BINS = 32
 #: The most cells (bins or categories) one column may have, and the widest bounds: within
@@ -14,6 +18,42 @@ MAX_COLUMN_CELLS = 100_000
 MAX_ABS_BOUND = float(2**53)
 #: Strings read as a missing value in an input CSV (a column may add its own with ``missing_values``).
 MISSING_TOKENS = ("", "NA", "N/A", "NaN", "nan", "null", "NULL", "None")
+
+
+def check_column_name(name: str, index: int, source: str) -> None:
+    """A name a table's header can match: not blank, without surrounding spaces (headers are read
+    without them); ``InputError`` naming ``source`` and the column (``index`` counts from 0)."""
+    if not name.strip():
+        raise InputError(f"{source}: column #{index + 1}: the name {name!r} is blank")
+    if name != name.strip():
+        raise InputError(
+            f"{source}: column '{name}': the name has leading or trailing spaces, which never match a CSV header "
+            "(headers are read without them); remove them"
+        )
+
+
+def check_header(names: Sequence[str], source: str) -> None:
+    """Every name of a table's header can be a schema's column (``check_column_name``), none twice."""
+    seen: set[str] = set()
+    for i, name in enumerate(names):
+        check_column_name(name, i, source)
+        if name in seen:
+            raise InputError(f"{source}: column '{name}' appears twice")
+        seen.add(name)
+
+
+def check_cell_types(df: pd.DataFrame, source: str) -> None:
+    """Refuse a data frame column whose cells are neither real numbers nor text (complex numbers)."""
+    for name, dtype in df.dtypes.items():
+        if pd.api.types.is_complex_dtype(dtype):
+            raise InputError(f"{source}: column '{name}' holds complex numbers ({dtype}); give real numbers or text")
+
+
+def shown(cell: object) -> str:
+    """A cell as a message quotes it: a number as Python writes it (``inf``, ``1e+300``), text quoted."""
+    if isinstance(cell, (float, np.floating)):
+        return repr(float(cell))
+    return repr(str(cell))
 
 
 def column_cells(series: pd.Series) -> np.ndarray:

@@ -9,8 +9,10 @@ so an error names the file, the line and the dictionary's column.
 from __future__ import annotations
 
 import csv
+import os
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from ..common import InputError
 from .cells import DEFAULT_BINS, MAX_COLUMN_CELLS
@@ -35,7 +37,7 @@ def dictionary_columns(path: str | Path, bins: int = DEFAULT_BINS) -> list[dict[
     if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= MAX_COLUMN_CELLS:
         raise InputError(f"--bins must be a whole number from 1 to {MAX_COLUMN_CELLS:,}, not {bins!r}")
     try:
-        with open(path, encoding="utf-8-sig", newline="") as fh:
+        with open(path, encoding="utf-8-sig", newline="") as fh, _field_limit(os.fstat(fh.fileno()).st_size):
             reader = csv.reader(fh)
             header = next(reader, None)
             if header is None:
@@ -80,6 +82,18 @@ def dictionary_columns(path: str | Path, bins: int = DEFAULT_BINS) -> list[dict[
         lines[spec["name"]] = line
         columns.append(spec)
     return columns
+
+
+@contextmanager
+def _field_limit(size: int) -> Iterator[None]:
+    """Let a cell be as long as the file (``size`` bytes) while the block reads it: a categories cell
+    may list ``MAX_COLUMN_CELLS`` categories, beyond the csv module's default limit."""
+    before = csv.field_size_limit()
+    csv.field_size_limit(max(before, size + 1))
+    try:
+        yield
+    finally:
+        csv.field_size_limit(before)
 
 
 def _check_dictionary_header(path: Path, header: list[str]) -> None:

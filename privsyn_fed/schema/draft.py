@@ -39,7 +39,15 @@ import numpy as np
 import pandas as pd
 
 from ..common import InputError, is_number_type, is_text_type
-from .cells import DEFAULT_BINS, MAX_COLUMN_CELLS, MISSING_TOKENS, column_cells, numbers_as_text
+from .cells import (
+    DEFAULT_BINS,
+    MAX_COLUMN_CELLS,
+    MISSING_TOKENS,
+    check_cell_types,
+    check_header,
+    column_cells,
+    numbers_as_text,
+)
 
 #: The top-level key of a drafted schema's note (``Schema.from_dict`` reads no other key than "columns" and
 #: this one), and the note's ``"privacy"`` when the draft was made under DP (``draft_dp``); any other note
@@ -346,6 +354,7 @@ def draft_table(
     check_options(categorical_max, bins, missing_values)
     source = str(path)
     names = read_header(path)
+    check_header(names, source)
     types = parquet_types(path) if table_format(path) == "parquet" else None
     frames = (c.frame for c in read_chunks(path))
     profiles = profile_chunks(frames, names, categorical_max + 1, missing_values)
@@ -362,9 +371,8 @@ def draft_frame(
     """Draft a schema from a data frame of any dtypes (as ``Silo.from_frame`` reads it)."""
     check_options(categorical_max, bins, missing_values)
     names = [str(c) for c in df.columns]
-    if len(set(names)) != len(names):
-        dup = next(n for n in names if names.count(n) > 1)
-        raise InputError(f"{source}: column '{dup}' appears twice")
+    check_header(names, source)
+    check_cell_types(df, source)
     frame = df.set_axis(names, axis=1)
     profiles = profile_chunks([frame], names, categorical_max + 1, missing_values)
     return draft_profiles(profiles, source, categorical_max, bins, missing_values)

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..common import InputError, delimiter_hint
-from .cells import MISSING_TOKENS, column_cells, numbers_as_text
+from .cells import MISSING_TOKENS, check_cell_types, column_cells, numbers_as_text, shown
 from .schema import CategoricalColumn, NumericColumn, Schema
 
 
@@ -63,6 +63,7 @@ def encode_frame(df: pd.DataFrame, schema: Schema, source: str, with_values: boo
     (the default 2 makes them CSV line numbers, the header being line 1).
     """
     check_columns([str(c) for c in df.columns], schema, source)
+    check_cell_types(df, source)
     if len(df) == 0:
         raise InputError(f"{source}: the table has no rows")
     codes = np.empty((len(df), len(schema.columns)), dtype=np.int64)
@@ -113,7 +114,7 @@ def _encode_numeric(
     if bad.any():
         row = int(np.argmax(bad))
         raise cell_error(
-            source, row + first_row, col.name, f"{cells[row]!r} is not a number", "a value that is not a number"
+            source, row + first_row, col.name, f"{shown(cells[row])} is not a number", "a value that is not a number"
         )
     present = ~is_missing
     n_clipped = int(np.sum(present & ((values < col.lower) | (values > col.upper))))

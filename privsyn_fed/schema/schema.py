@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..common import InputError
-from .cells import DEFAULT_BINS, MAX_ABS_BOUND, MAX_COLUMN_CELLS
+from .cells import DEFAULT_BINS, MAX_ABS_BOUND, MAX_COLUMN_CELLS, check_column_name
 from .draft import DEFAULT_CATEGORICAL_MAX, DP_DRAFT_PRIVACY, DRAFT_NOTE_KEY, draft_frame, warn_private
 
 
@@ -232,14 +232,8 @@ def _parse_column(spec: Any, index: int, source: str) -> Column:
         raise InputError(f'{source}: column #{index + 1} has no "name"')
     if not isinstance(name, str):
         raise InputError(f'{source}: column #{index + 1}: "name" must be text, not {name!r}')
-    if not name.strip():
-        raise InputError(f"{source}: column #{index + 1}: the name {name!r} is blank")
+    check_column_name(name, index, source)
     where = f"{source}: column '{name}'"
-    if name != name.strip():
-        raise InputError(
-            f"{where}: the name has leading or trailing spaces, which never match a CSV header "
-            "(headers are read without them); remove them"
-        )
     kind = spec.get("type")
     known = {"name", "type", "missing", "missing_values"}
     missing = spec.get("missing", False)

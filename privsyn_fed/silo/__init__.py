@@ -26,7 +26,7 @@ from .queries import (
     from_wire,
 )
 from .scores import SQRT_2_OVER_PI, aim_score
-from .silo import Silo, marginal_counts, read_csv
+from .silo import Silo, check_table_header, marginal_counts, read_csv
 
 __all__ = [
     "ConcatQuery",
@@ -43,6 +43,7 @@ __all__ = [
     "Silo",
     "aim_score",
     "answer",
+    "check_table_header",
     "concat",
     "correlation_estimate",
     "fit_mixture",

@@ -61,9 +61,7 @@ class Silo:
         rows at a time into a ``RowStore``; every check of ``encode_frame`` applies to every chunk,
         with errors naming the file, the row (CSV: its line) and the column. Named by the path."""
         source = str(Path(path))
-        check_columns(read_header(path), schema, source)
-        if table_format(path) == "parquet":
-            check_parquet_types(parquet_types(path), schema, source)
+        check_table_header(path, schema)
         store = RowStore(schema.shape, numeric_columns(schema))
         clipped = {c.name: 0 for c in schema.columns if isinstance(c, NumericColumn)}
         try:
@@ -161,6 +159,15 @@ class Silo:
 def numeric_columns(schema: Schema) -> list[int]:
     """Indices of the schema's numeric columns."""
     return [j for j, c in enumerate(schema.columns) if isinstance(c, NumericColumn)]
+
+
+def check_table_header(path: str | Path, schema: Schema) -> None:
+    """The table's header fits ``schema`` (``check_columns``), and so do a Parquet file's stored
+    types (``check_parquet_types``): public facts, checked without reading a row."""
+    source = str(Path(path))
+    check_columns(read_header(path), schema, source)
+    if table_format(path) == "parquet":
+        check_parquet_types(parquet_types(path), schema, source)
 
 
 def check_parquet_types(types: dict[str, str], schema: Schema, source: str) -> None:
