@@ -424,6 +424,9 @@ if rank == n:  # the dealer: serve party 0's request, then stop
     print("ok", flush=True)
     sys.exit(0)
 X = lambda r: torch.arange(6, dtype=torch.long).reshape(2, 3) * (r + 1) + 1000 * r
+# 16 MB from each party: many TLS records, several socket reads and sending slices per tensor
+big = lambda r: torch.arange(2_000_000, dtype=torch.long) * (r + 1) - r
+assert torch.equal(c.all_reduce(big(rank)), sum(big(r) for r in range(n)))
 before = c.get_communication_stats()
 assert torch.equal(c.all_reduce(X(rank)), sum(X(r) for r in range(n)))
 bx = c.all_reduce([X(rank), X(rank) + 1], op=torch.distributed.ReduceOp.BXOR, batched=True)
