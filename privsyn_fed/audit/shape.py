@@ -8,13 +8,12 @@ file with NaN or Infinity, or nested too deeply for Python's JSON reader, is ref
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 from ..accounting.ledger import LEDGER_FORMAT
-from ..common import InputError
+from ..common import InputError, read_json
 
 #: Whole-number fields are at most this large (exactly representable as floats).
 MAX_INTEGER = 2**53
@@ -115,18 +114,7 @@ def load_ledger(path: str | Path) -> dict[str, Any]:
     def refuse_constant(name: str):
         raise InputError(f"{path}: {name} is not a finite number; a ledger holds finite numbers only")
 
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"), parse_constant=refuse_constant)
-    except FileNotFoundError:
-        raise InputError(f"{path}: ledger file not found") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a folder, not a ledger") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
-    except RecursionError:
-        raise InputError(f"{path}: not a privsyn-fed ledger (JSON nested too deeply to read)") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read ledger ({exc})") from None
+    raw = read_json(path, "ledger file", parse_constant=refuse_constant)
     validate_ledger(raw, str(path))
     return raw
 

@@ -1,10 +1,12 @@
-"""What every layer uses: one-line input errors (``errors``), atomic writes (``fileio``), path
+"""What every layer uses: one-line input errors (``errors``), atomic writes (``fileio``), JSON files
+read with one-line errors (``jsonfile``), path
 checks (``paths``), tables read in chunks (``tables``), SIGINT/SIGTERM at safe points (``interrupt``),
 progress (``progress``) and environment settings (``settings``)."""
 
 from .errors import BudgetExceeded, InputError, MPCError, OptionError, first_line
 from .fileio import Staged, write_atomic
 from .interrupt import Interrupted, checkpoint, deferred_signals, received
+from .jsonfile import read_json
 from .paths import (
     Named,
     check_distinct,
@@ -64,4 +66,5 @@ __all__ = [
     "same_file",
     "table_format",
     "write_atomic",
+    "read_json",
 ]

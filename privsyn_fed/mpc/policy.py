@@ -31,7 +31,6 @@ numbers, zero-padded) and nobody takes the step.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass
@@ -39,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from ..accounting import epsilon_to_rho, rho_to_epsilon
-from ..common import InputError, MPCError
+from ..common import InputError, MPCError, read_json
 from . import world
 
 #: The methods a party can serve, and the commands each one sends (``serve`` refuses any other).
@@ -205,16 +204,7 @@ def load_policy(path: str | Path) -> Policy:
     """Read and check a policy file; an ``InputError`` (one line, naming the file and the field) if
     it is missing, not JSON, or any field is wrong."""
     source = Path(path)
-    try:
-        raw = json.loads(source.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{source}: policy file not found (--policy)") from None
-    except IsADirectoryError:
-        raise InputError(f"{source}: is a folder, not a policy file (--policy)") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{source}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{source}: cannot read the policy file ({exc})") from None
+    raw = read_json(source, "policy file", "--policy")
     if not isinstance(raw, dict):
         raise InputError(f"{source}: a policy is a JSON object with the fields {', '.join(REQUIRED)}")
     unknown = sorted(set(raw) - FIELDS)
