@@ -127,7 +127,7 @@ def run_namespaced(net: Network, schema_path, paths, train_csv, rounds: int, tmp
     """Start party 0 (this script's ``party0``), parties 1, 2 and the dealer in their namespaces;
     party 0's measurements once it is done."""
     access = federation(net, Path(tempfile.mkdtemp(prefix="federation-", dir=tmp)))
-    member = [[f"--{k}={v}" for k, v in a.items()] + ["--timeout", str(TIMEOUT_S)] for a in access]
+    member = [[f"--{k}={v}" for k, v in a.items()] + ["--mpc-timeout", str(TIMEOUT_S)] for a in access]
     job = {
         "schema": str(schema_path),
         "silo": str(paths[0]),

@@ -87,12 +87,13 @@ def main(argv: list[str] | None = None) -> int:
         delta=args.delta,
         rows=args.synthetic_rows,
         ledger_path=ledger_path,
+        overwrite=True,  # this example's own folder: a rerun replaces its files
         **options,
     )
 
     # 3. The CSV, the ledger and its audit.
     csv_path = out / "flaim.csv"
-    result.to_csv(csv_path)
+    result.to_csv(csv_path, overwrite=True)
     report = audit_ledger(load_ledger(ledger_path))
     print(
         f"wrote {csv_path} ({result.rows} rows, {result.info['rounds']} rounds) and {ledger_path}; "

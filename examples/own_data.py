@@ -83,8 +83,9 @@ def main(argv: list[str] | None = None) -> int:
         delta=args.delta,
         rows=args.synthetic_rows,
         ledger_path=ledger_path,
+        overwrite=True,  # this example's own folder: a rerun replaces its files
     )
-    result.to_csv(out / "synthetic.csv")
+    result.to_csv(out / "synthetic.csv", overwrite=True)
     print(f"wrote {out / 'synthetic.csv'} ({result.rows} rows; result.data is a {type(result.data).__name__})")
 
     # 4. The quality report: real against synthetic, figures in one HTML page (NOT private).

@@ -86,11 +86,12 @@ def main(argv: list[str] | None = None) -> int:
         delta=args.delta,
         rows=args.synthetic_rows,
         ledger_path=ledger_path,
+        overwrite=True,  # this example's own folder: a rerun replaces its files
     )
 
     # 4. The synthetic table has exactly the schema's columns, in the schema's order.
     csv_path = out / "synthetic.csv"
-    result.to_csv(csv_path)
+    result.to_csv(csv_path, overwrite=True)
     ledger = result.ledger
     print(f"wrote {csv_path} ({result.rows} rows) and {ledger_path}")
     print(

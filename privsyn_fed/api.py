@@ -19,6 +19,7 @@ package, as an MPC party's process does, loads no method code.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import secrets
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ import pandas as pd
 from .accounting import Accountant, epsilon_to_rho
 from .accounting.budget_store import Reservation
 from .aggregation import Aggregator, InProcessAggregator
-from .common import InputError, OptionError, Progress, Silent, Staged, checkpoint, write_atomic
+from .common import InputError, OptionError, Progress, ProgressCallback, Silent, Staged, checkpoint, write_atomic
 from .noise import noise_source
 from .schema import Schema
 from .silo import Silo
@@ -39,6 +40,9 @@ from .silo import Silo
 if TYPE_CHECKING:
     from .methods import MethodOptions
     from .methods.output import SyntheticRows
+
+#: Notes of a release (clipped values: private, for the operator only); progress has its own logger.
+log = logging.getLogger("privsyn_fed.api")
 
 #: The largest epsilon and delta a release may state (the conversions are exact up to them).
 MAX_EPSILON = 1000.0
@@ -60,7 +64,8 @@ class SynthResult:
     method: str
     info: dict[str, Any]
     accountant: Accountant | None = field(default=None, repr=False)
-    #: The fitted model the rows are sampled from (for holdout likelihoods).
+    #: The release's model (``model.ReleasedModel``): more rows, rows given public conditions,
+    #: ``save`` for later; its ``ledger`` is this release's.
     model: Any = field(default=None, repr=False)
     _data: pd.DataFrame | None = field(default=None, repr=False)
 
@@ -90,9 +95,18 @@ class SynthResult:
         for i, part in enumerate(self.chunks()):
             part.to_csv(fh, index=False, header=(i == 0), na_rep="")
 
-    def to_csv(self, path: str | Path) -> None:
-        """Write the table as CSV to ``path``, atomically (``fileio.write_atomic``)."""
+    def to_csv(self, path: str | Path, overwrite: bool = False) -> None:
+        """Write the table as CSV to ``path``, atomically (``fileio.write_atomic``); an existing file
+        is replaced only when ``overwrite``."""
+        refuse_existing(path, overwrite)
         write_atomic(Path(path), self.write_csv)
+
+
+def refuse_existing(path: str | Path, overwrite: bool, what: str = "") -> None:
+    """``InputError`` for a ``path`` that exists (a dangling link included) unless ``overwrite``."""
+    p = Path(path)
+    if not overwrite and (p.exists() or p.is_symlink()):
+        raise InputError(f"{p}: already exists{what}; pass overwrite=True to replace it")
 
 
 def check_budget_args(epsilon: float, delta: float) -> None:
@@ -134,6 +148,7 @@ def prepare(
     Returns the method's validated options; raises ``InputError`` naming what is wrong (an
     ``OptionError`` for the value of a named argument)."""
     from .methods import METHODS
+    from .methods.base import check_option_types
     from .methods.output import check_rows
 
     if method not in METHODS:
@@ -165,6 +180,7 @@ def prepare(
         raise InputError(
             f"option {unknown[0]!r} does not apply to method {method}; it takes: {', '.join(sorted(known))}"
         )
+    check_option_types(cls, options)
     opts = cls(**options)
     opts.validate()
     opts.check_schema(schema)
@@ -187,7 +203,8 @@ def synthesize(
     rows: int | None = None,
     seed: int | None = None,
     ledger_path: str | Path | None = None,
-    progress: bool | Progress = False,
+    overwrite: bool = False,
+    progress: bool | Progress | ProgressCallback = False,
     aggregator: Aggregator | None = None,
     reservation: Reservation | None = None,
     write_outputs: Callable[["SynthResult", dict], Staged] | None = None,
@@ -201,7 +218,12 @@ def synthesize(
     check a ``--silo`` file gets, after the request itself has been checked.
     ``seed`` makes the run reproducible by drawing noise from a seeded generator; such a release
     is marked ``seeded`` in its ledger and carries no real guarantee (tests and demos only).
-    ``ledger_path`` makes the ledger durable: it is written before each noisy value is released.
+    ``ledger_path`` makes the ledger durable: it is written before each noisy value is released;
+    an existing file there is refused unless ``overwrite`` (or it is the opening ledger of
+    ``reservation``). ``progress``: True shows a progress display on stderr; a callable is called
+    as ``progress(fraction, message)`` at each step (``fraction``: the share of the budget spent).
+    Either way each step and note is logged (logger ``privsyn_fed.progress``); nothing is
+    printed to stdout.
     ``aggregator`` (federated methods) combines the silos' statistics; the default is the
     in-process trusted aggregator. ``reservation`` (from ``budget_store.reserved``, booked for
     this run's epsilon and delta) is settled here at what the ledger spent when the run
@@ -215,6 +237,16 @@ def synthesize(
     n_silos = len(aggregator.silo_names) if aggregator is not None else len(silos)
     if not silos:
         raise InputError("no silos given")
+    if ledger_path is not None and not (
+        reservation is not None
+        and reservation.opening is not None
+        and Path(reservation.opening.path).resolve() == Path(ledger_path).resolve()
+    ):
+        refuse_existing(ledger_path, overwrite, " (ledger_path)")
+    if not (isinstance(progress, (bool, Progress)) or callable(progress)):
+        raise OptionError(
+            f"progress must be True, False or a callable(fraction, message), not {progress!r}", "progress"
+        )
     schema = _schema_of(silos, schema)
     opts = prepare(
         method,
@@ -242,10 +274,20 @@ def synthesize(
                 "people's rows)"
             )
         seen[s.fingerprint()] = s.name
-    reporter = progress if isinstance(progress, Progress) else (Progress(method) if progress else Silent())
+    if isinstance(progress, Progress):
+        reporter = progress
+    elif callable(progress):
+        reporter = Progress(method, enabled=False, callback=progress)
+    else:
+        reporter = Progress(method) if progress else Silent(method)
+    for s in silos:
+        for col, n in s.clipped.items():
+            if n:  # private: for this process's operator only, never released
+                log.info(f"{s.name}: {n} value(s) of '{col}' lay outside the schema's bounds and were clipped")
 
     from .methods import METHODS, Release
     from .methods.output import SyntheticRows, default_rows
+    from .saved_model import ReleasedModel
 
     spec = METHODS[method]
     agg = None if spec.central else (aggregator or InProcessAggregator(silos))
@@ -287,8 +329,9 @@ def synthesize(
         # the method's public randomness (which silos take part, the encoding's draws), never the data
         public_seed = None if seed is None else seed + 3
         fitted = spec.run(Release(silos, agg, acc, noise, opts, public_seed, reporter))
-        count = rows if rows is not None else default_rows(fitted.sampler.total)
-        output = SyntheticRows(fitted.sampler, count, secrets.randbits(63) if seed is None else seed + 1)
+        model = ReleasedModel(method, schema, fitted.sampler)
+        count = rows if rows is not None else default_rows(model.total)
+        output = SyntheticRows(model, count, secrets.randbits(63) if seed is None else seed + 1)
         info = {
             "rounds": fitted.rounds,
             "workload": [list(c) for c in fitted.workload],
@@ -299,9 +342,9 @@ def synthesize(
         if rows is None and count < fitted.sampler.total - 0.5:
             reporter.log(
                 f"the model's noisy total is {fitted.sampler.total:.4g} rows; drawing {count:,} "
-                "(the default cap; --rows asks for more)"
+                "(the default cap; rows= or --rows asks for more)"
             )
-        result = SynthResult(output, {}, method, info, acc, fitted.model)
+        result = SynthResult(output, {}, method, info, acc, model)
         if count <= EAGER_ROWS:
             result._data = output.frame()
         final = {
@@ -309,6 +352,7 @@ def synthesize(
             "rows": count,
             **expected_oneway_error(fitted.info.get("oneway_sigmas"), schema, fitted.sampler.total, acc.rho_budget),
             **{k: v for k, v in fitted.info.items() if k == "traffic"},
+            "model_sha256": model.digest(),
         }
         if write_outputs is not None:
             staged = write_outputs(result, acc.preview("complete", **final))
@@ -326,7 +370,7 @@ def synthesize(
         if agg is not None:
             agg.bind_release(None)
         reporter.close()
-    result.ledger = acc.ledger()
+    result.ledger = model.ledger = acc.ledger()
     if staged is not None:
         staged.publish()
     return result

@@ -3,6 +3,10 @@ mechanism that charges a ledger (``privsyn-fed schema draft --dp EPSILON --delta
 
 Neighbouring tables differ by adding or removing one record (a row as the reader yields it). The
 column names (the header), the options and the budget are public; nothing else is read for free.
+Several tables (silos, all on this machine) are drafted as their union, charged once: a record is in
+one of them, so every count below is the sum of the silos' counts, each value's count in 3. is
+summed across the silos before the noise, a distinct count is of the union's values, and every
+sensitivity is the one stated for one table.
 The plan (``plan_draft``) is fixed from public facts before any row is read: the budget
 ``rho = epsilon_to_rho(epsilon, delta_conversion)`` with ``delta_conversion = delta / 2``; the other
 half of delta is shared equally by the ``d`` columns' thresholds (``delta_target = delta / (2 d)``).
@@ -28,8 +32,8 @@ half of delta is shared equally by the ``d`` columns' thresholds (``delta_target
    edge of the highest interval whose noisy count reaches ``T = 1 + ceil(z sigma_b)``, with ``z`` such
    that an empty interval passes with probability at most ``BOUNDS_FALSE_RATE / 344`` (``P(Z >= T)
    <= P(N(0, sigma_b^2) >= T - 1)``, see 3.); for a whole-number column the whole numbers inside
-   them (an upper edge is exclusive); then rounded outward (``draft.round_outward``); no
-   interval reaching ``T`` gives the placeholder ``0..0`` (values are clipped, never refused).
+   them (an upper edge is exclusive); then rounded outward (``draft.round_outward``); values
+   beyond are clipped (4. says when the bounds count as not found).
    Outer intervals holding fewer than about ``T`` rows are cut off (their values clipped), so a
    budget whose ``T`` exceeds ``MAX_BOUND_ROWS`` is refused before anything is read. (Quantiles by
    the exponential mechanism over the same grid were the alternative; but every candidate beyond the
@@ -39,8 +43,8 @@ half of delta is shared equally by the ``d`` columns' thresholds (``delta_target
 3. **Categories** of a categorical column: a thresholded histogram. Every present value's count
    gets discrete Gaussian noise ``N_Z(0, s^2)``, ``s = 1 / sqrt(2 rho_col)`` (sensitivity 1, cost
    ``rho_col``), and the values whose noisy count is at least the integer threshold ``tau`` are
-   listed, sorted, plus the catch-all ``OTHER_CATEGORY`` for the rest (the column is left out when
-   none passes, or more than ``K`` (``--categorical-max``) do). The domain is unknown, so a
+   listed, sorted, with their noisy counts, plus the catch-all ``OTHER_CATEGORY`` for the rest (the
+   column is left out when more than ``K`` (``--categorical-max``) pass). The domain is unknown, so a
    value held by one record appears with probability ``delta' = P(1 + Z >= tau) <=
    P(N(0, s^2) >= tau - 2) = erfc((tau - 2) / (s sqrt 2)) / 2`` (the discrete Gaussian's tail past
    ``t`` is at most the continuous one past ``t - 1``: bound each mass by the integral over the unit
@@ -50,6 +54,28 @@ half of delta is shared equally by the ``d`` columns' thresholds (``delta_target
    Each histogram's entry records ``threshold`` and ``delta``; the run is ``(epsilon, delta)``-DP with
    ``epsilon`` the conversion of the spent rho at ``delta_conversion`` and ``delta =
    delta_conversion + sum delta'`` (``accounting.ledger``; ``audit`` re-derives every part).
+4. **Not found** (post-processing of the noisy values above; nothing more is spent): a column's bounds
+   are not found when no interval reaches ``T``, when they are a single value, or when the numbers
+   beyond them, estimated as ``N - S`` (``N`` = rows - missing - non-numbers from the profile, variance
+   at most ``3 sigma^2``; ``S`` the noisy counts of the intervals they span, ``k sigma_b^2``), exceed
+   ``MAX_LOST_SHARE N`` by more than ``SEEN_SIGMAS`` standard deviations, or when the intervals next
+   to them (from each edge outward while a noisy count reaches ``(SEEN_SIGMAS - 1) sigma_b``, which
+   an empty interval does with probability below 0.0014) hold more than ``MAX_LOST_SHARE`` of the
+   numbers inside and there; a column's categories are
+   not found when fewer than two values pass, or when the present cells outside the listed values,
+   ``R = rows - missing - sum of the passing counts``, exceed ``MAX_LOST_SHARE`` of the present cells
+   likewise. When no value passes and the unlisted values hold fewer than 2 cells each on average
+   (``R / (distinct - listed)``: IDs, free text), no threshold (at least 2) could find them: the
+   column is left out. The epsilon that would find a column is the least whose threshold falls to
+   the count the column shows (``DraftPlan.epsilon_for``): for bounds, the least noisy count of those
+   next intervals, else the largest threshold below ``T`` at which the noisy histogram itself gives
+   bounds that are found; for categories, ``R`` over the unlisted values (over one when the noisy
+   distinct count is not above ``SEEN_SIGMAS sigma + 1/2``). An estimate lost in its noise (below
+   ``(SEEN_SIGMAS - 1) sigma_b``, or ``R`` below twice its standard deviation) gives way to half the
+   threshold. ``schema draft --dp`` refuses such a draft (after the spend, which the ledger
+   keeps), or with ``--leave-unfound`` writes the column as a placeholder (``schema.UNFOUND_KEY``)
+   that ``Schema.from_dict`` refuses until it is filled in. The ledger's ``details.draft.unfound``
+   names those columns.
 
 The ledger (method ``schema-draft``) is written before each release, as for ``synth``.
 """
@@ -72,12 +98,14 @@ from .noise import NoiseSource, OpenDPNoise
 from .schema import (
     DP_DRAFT_PRIVACY,
     MAX_DRAFT_BOUND,
+    UNFOUND_KEY,
     ColumnProfile,
     Schema,
     category_order,
     numeric_spec,
     profile_chunks,
 )
+from .schema.draft import round_outward
 
 METHOD = "schema-draft"
 #: Share of rho spent on the profile; the rest is split equally among the columns.
@@ -95,6 +123,9 @@ DISTINCT_GUARD = 10_000
 #: The distinct-value cap is ``DISTINCT_GUARD + 1 + ceil(CAP_SIGMAS sigma)``: a column with more
 #: distinct values than that passes the guard with probability below ``Phi(-CAP_SIGMAS)`` (1e-9).
 CAP_SIGMAS = 6.0
+#: Bounds that clip, or a catch-all that takes, more than this share of a column's cells (by more than
+#: ``SEEN_SIGMAS`` standard deviations of the noisy estimate) are not found (module docstring, 4.).
+MAX_LOST_SHARE = 0.1
 #: The catch-all category of a drafted categorical column (values below the threshold map to it).
 OTHER_CATEGORY = "(other)"
 THREAT_MODEL = (
@@ -201,6 +232,31 @@ class DraftPlan:
         set_("bound_rows", bounds_threshold(self.sigma_column))
         set_("threshold", threshold_for(self.sigma_column, self.delta_target))
 
+    def epsilon_for(self, release: str, count: int | None) -> float | None:
+        """The least ``--dp`` (at this delta, over these columns) whose threshold for ``release`` (the
+        bounds' ``T``, or the categories' ``tau``; both fall as rho grows) is at most ``count``; None for
+        no count, or when no epsilon up to ``api.MAX_EPSILON`` is enough."""
+        from .api import MAX_EPSILON
+
+        if count is None:
+            return None
+
+        def threshold(rho_column: float) -> int:
+            s = 1.0 / math.sqrt(2 * rho_column)
+            return bounds_threshold(s) if release == "bounds" else threshold_for(s, self.delta_target)
+
+        if threshold(self.rho_column) <= count:
+            return self.epsilon
+        share = (1 - PROFILE_SHARE) / len(self.columns)  # rho_column = share * rho_budget
+        top = share * epsilon_to_rho(MAX_EPSILON, self.delta_conversion)
+        if threshold(top) > count:
+            return None
+        lo, hi = self.rho_column, top
+        for _ in range(60):  # the least rho_column, by bisection
+            mid = math.sqrt(lo * hi)
+            lo, hi = (mid, hi) if threshold(mid) > count else (lo, mid)
+        return min(rho_to_epsilon(hi / share, self.delta_conversion), MAX_EPSILON)
+
     def record(self) -> dict[str, Any]:
         """The plan as the ledger records it (``details.draft``): public facts only."""
         return {
@@ -277,19 +333,153 @@ def _round_up(x: float) -> str:
 
 
 # ---- the release -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Unfound:
+    """A column whose ``release`` (``"bounds"`` or ``"categories"``) the budget did not find, ``why`` (in
+    words), and the least ``epsilon`` whose threshold falls to ``count``: the count the column's sought
+    intervals or values show, estimated from the noisy releases, or half the threshold when the estimate
+    is lost in its noise (``coarse``). None: no budget up to ``api.MAX_EPSILON`` finds them from these rows."""
+
+    name: str
+    release: str
+    why: str
+    count: int | None
+    epsilon: float | None
+    coarse: bool = False
+
+
+def _unfound(plan: DraftPlan, name: str, release: str, why: str, estimate: float | None, noise: float) -> Unfound:
+    """The ``Unfound`` of a column whose sought intervals or values hold about ``estimate`` (None: none
+    that any budget finds), an estimate taken as lost in its noise below ``noise``."""
+    if estimate is None:
+        return Unfound(name, release, why, None, None)
+    threshold = plan.bound_rows if release == "bounds" else plan.threshold
+    coarse = estimate < noise
+    count = threshold // 2 if coarse else min(math.floor(estimate), threshold - 1)
+    count_or_none = count if count >= 2 else None
+    return Unfound(name, release, why, count_or_none, plan.epsilon_for(release, count_or_none), coarse)
+
+
 @dataclass
 class DPDraft:
-    """A DP draft: the schema entries, the columns left out, notes (DP outputs only) and the ledger."""
+    """A DP draft: the schema entries (a column in ``unfound`` as a placeholder with ``UNFOUND_KEY``),
+    the columns left out, notes (DP outputs only) and the ledger."""
 
     columns: list[dict[str, Any]]
     dropped: list[str]
     notes: list[str]
     accountant: Accountant
+    unfound: list[Unfound] = field(default_factory=list)
 
     @property
     def schema(self) -> Schema:
-        """The drafted schema."""
+        """The drafted schema (``InputError`` while a placeholder is left in it)."""
         return Schema.from_dict({"columns": self.columns}, source="<dp draft>")
+
+
+def _shown(v: float) -> str:
+    """A noisy count as text: never below zero (a negative noisy count says "none")."""
+    return f"{max(0, round(v)):,}"
+
+
+def _span(found: np.ndarray, integer: bool) -> tuple[float, float]:
+    """The lower edge of the first and the upper edge of the last of the intervals ``found``; for a
+    whole-number column the whole numbers inside them (an upper edge is exclusive)."""
+    lo, hi = interval_edges(int(found[0]))[0], interval_edges(int(found[-1]))[1]
+    if integer:
+        whole = float(math.ceil(lo)), float(math.ceil(hi) - 1)
+        lo, hi = whole if whole[0] <= whole[1] else (float(math.floor(lo)), float(math.ceil(hi)))
+    return lo, hi
+
+
+def _covers(noisy: np.ndarray, t: int, numbers: float, integer: bool) -> bool:
+    """Whether the intervals whose noisy count reaches ``t`` give bounds of more than one value that
+    leave at most ``MAX_LOST_SHARE`` of the ``numbers`` beyond them (noisy estimates)."""
+    found = np.flatnonzero(noisy >= t)
+    if not len(found):
+        return False
+    lower, upper = round_outward(*_span(found, integer), integer)
+    inside = float(noisy[found[0] : found[-1] + 1].sum())
+    return lower < upper and numbers - inside <= MAX_LOST_SHARE * numbers
+
+
+def _beyond(noisy: np.ndarray, found: np.ndarray, level: float) -> np.ndarray:
+    """The intervals next to the span of ``found`` that clearly hold numbers: from each of its edges
+    outward, as long as an interval's noisy count reaches ``level``."""
+    out = []
+    for start, step in ((int(found[0]) - 1, -1), (int(found[-1]) + 1, 1)):
+        i = start
+        while 0 <= i < len(noisy) and noisy[i] >= level:
+            out.append(i)
+            i += step
+    return np.array(sorted(out), dtype=np.int64)
+
+
+def _bounds_count(noisy: np.ndarray, numbers: float, integer: bool, threshold: int) -> int | None:
+    """The largest threshold below ``threshold`` at which the noisy histogram itself would give bounds
+    (``_covers``); None when none from 2 does. Noisy counts of empty intervals pass low thresholds as
+    well, so this is an estimate from above of the count the missing intervals hold."""
+    for t in range(threshold - 1, 1, -1):
+        if _covers(noisy, t, numbers, integer):
+            return t
+    return None
+
+
+def _bounds(
+    plan: DraftPlan, name: str, noisy: np.ndarray, facts: tuple[int, ...], rows: int, sigma_p: float, tokens: list
+) -> tuple[dict[str, Any], str, Unfound | None]:
+    """A numeric column's entry, note and (if its bounds were not found) its ``Unfound``, from its noisy
+    bounds histogram and noisy profile (post-processing only; module docstring)."""
+    missing, non_numbers, non_integers, _ = facts
+    seen = SEEN_SIGMAS * sigma_p + 0.5
+    integer, has_missing = non_integers <= seen, missing > 0
+    numbers = float(max(0, rows - max(0, missing) - max(0, non_numbers)))  # error within 3 sigma_p^2 in variance
+    T = plan.bound_rows
+    found = np.flatnonzero(noisy >= T)
+    kind = f"numeric{', integer' if integer else ''}{', missing' if has_missing else ''}"
+    level = (SEEN_SIGMAS - 1) * plan.sigma_column  # an empty interval reaches it with probability below 0.0014
+    count: float | None = None
+    if len(found):
+        lo, hi = _span(found, integer)
+        spec = numeric_spec(name, lo, hi, integer, plan.bins, has_missing, tokens)
+        inside = float(noisy[found[0] : found[-1] + 1].sum())
+        spread = math.sqrt(3 * sigma_p**2 + (found[-1] - found[0] + 1) * plan.sigma_column**2)
+        lost = numbers - inside
+        near = _beyond(noisy, found, level)
+        if lost > MAX_LOST_SHARE * numbers + SEEN_SIGMAS * spread:
+            why = (
+                f"the intervals of the grid with at least {T} (noisy) numbers span {lo:g}..{hi:g}, but about "
+                f"{_shown(lost)} of its about {_shown(numbers)} numbers lie beyond them"
+            )
+        elif len(near) and noisy[near].sum() > MAX_LOST_SHARE * (inside + noisy[near].sum()):
+            count = float(noisy[near].min())  # each of them has to pass
+            which = "the interval next to them holds" if len(near) == 1 else f"the {len(near)} next to them hold"
+            why = (
+                f"the intervals of the grid with at least {T} (noisy) numbers span {lo:g}..{hi:g}, but {which} "
+                f"about {_shown(noisy[near].sum())} more (at least {_shown(level)} each, clearly more than none)"
+            )
+        elif spec["lower"] == spec["upper"]:
+            why = f"only the value {spec['lower']:g} has an interval of the grid with at least {T} (noisy) numbers"
+        else:
+            note = (
+                f"column '{name}': {kind}; the intervals of the grid with at least {T} (noisy) numbers span "
+                f"{lo:g}..{hi:g}, giving the bounds {spec['lower']:g}..{spec['upper']:g}; values beyond are clipped"
+            )
+            return spec, note, None
+    elif numbers <= seen:
+        why = "the noisy profile counts no numbers in it (every cell missing?)"
+    else:
+        why = f"no interval of the grid holds {T} (noisy) numbers"
+    if count is None and numbers > seen:  # the threshold at which the noisy histogram would give bounds
+        count = float(_bounds_count(noisy, numbers, integer, T) or 0)
+    unfound = _unfound(plan, name, "bounds", why, count, level)
+    placeholder = numeric_spec(name, 0.0, 0.0, integer, plan.bins, has_missing, tokens)
+    placeholder.update(lower=None, upper=None)
+    placeholder[UNFOUND_KEY] = (
+        f"--dp {plan.epsilon:g} did not find its bounds: {why}; fill in its public lower and upper bounds, "
+        f'then delete "{UNFOUND_KEY}"'
+    )
+    return placeholder, f"column '{name}': {kind}; bounds NOT FOUND: {why}", unfound
 
 
 def release_draft(
@@ -298,10 +488,11 @@ def release_draft(
     acc: Accountant,
     noise: NoiseSource | None = None,
 ) -> DPDraft:
-    """Read the table (``frames()`` yields its chunks; a second call reads it again) and release the
-    draft through the plan's mechanisms, each charged to ``acc`` before its noisy value exists."""
+    """Read the table (``frames()`` yields its chunks, of several tables' union; a second call reads it
+    again) and release the draft through the plan's mechanisms, each charged to ``acc`` before its noisy
+    value exists. Columns whose bounds or categories were not found come back in ``unfound``."""
     from .common import checkpoint
-    from .mechanisms import gaussian_mechanism, thresholded_histogram
+    from .mechanisms import gaussian_mechanism, thresholded_counts
 
     def chunks() -> Iterable[pd.DataFrame]:
         for frame in frames():
@@ -329,15 +520,15 @@ def release_draft(
     if any(p.saturated for p in profiles if p.name in text):  # rare (CAP_SIGMAS): count every value again
         again = {p.name: p for p in profile_chunks(chunks(), plan.columns, 2**62, plan.missing_values)}
         profiles = [again[p.name] if p.name in text and p.saturated else p for p in profiles]
-    columns, dropped, notes = [], [], []
+    columns, dropped, notes, unfound = [], [], [], []
     tokens = list(plan.missing_values)
     for p in profiles:
         name = p.name
         missing, non_numbers, non_integers, distinct = facts[name]
         has_missing = missing > 0
         said = (
-            f"noisy counts: {rows} rows, {missing} missing, {non_numbers} non-number, {non_integers} "
-            f"non-integer, {distinct} distinct"
+            f"noisy counts: {_shown(rows)} rows, {_shown(missing)} missing, {_shown(non_numbers)} non-number, "
+            f"{_shown(non_integers)} non-integer, {_shown(distinct)} distinct"
         )
         if non_numbers <= seen:
             noisy_intervals = gaussian_mechanism(
@@ -351,38 +542,20 @@ def release_draft(
                 column=name,
                 min_count=float(plan.bound_rows),
             )
-            found = np.flatnonzero(noisy_intervals >= plan.bound_rows)
-            integer = non_integers <= seen
-            if len(found):
-                lo, hi = interval_edges(int(found[0]))[0], interval_edges(int(found[-1]))[1]
-                if integer:  # the whole numbers in [lo, hi), if any
-                    whole = float(math.ceil(lo)), float(math.ceil(hi) - 1)
-                    lo, hi = whole if whole[0] <= whole[1] else (float(math.floor(lo)), float(math.ceil(hi)))
-            else:
-                lo = hi = 0.0
-            spec = numeric_spec(name, lo, hi, integer, plan.bins, has_missing, tokens)
+            spec, note, lost = _bounds(plan, name, np.asarray(noisy_intervals), facts[name], rows, sigma, tokens)
             columns.append(spec)
-            where = (
-                f"the intervals of the grid with at least {plan.bound_rows} (noisy) numbers span {lo:g}..{hi:g}, "
-                f"giving the bounds {spec['lower']:g}..{spec['upper']:g}; values beyond are clipped"
-                if len(found)
-                else f"no interval of the grid held {plan.bound_rows} (noisy) numbers: the bounds 0..0 are a "
-                "placeholder for public knowledge"
-            )
-            notes.append(
-                f"column '{name}': numeric{', integer' if integer else ''}{', missing' if has_missing else ''}; "
-                f"{where} ({said})"
-            )
+            notes.append(f"{note} ({said})")
+            unfound += [lost] if lost else []
             continue
         if distinct > DISTINCT_GUARD:
             dropped.append(name)
             notes.append(
                 f"column '{name}': text with more than {DISTINCT_GUARD:,} distinct values (IDs or free text; "
-                f"{said}): left out of the schema; remove it from the tables before `synth`"
+                f"{said}): left out of the schema (a release ignores it in the silos)"
             )
             continue
         values = list(p.counts)
-        passed = thresholded_histogram(
+        passed = thresholded_counts(
             acc,
             noise,
             np.array([p.counts[v] for v in values], dtype=np.int64),
@@ -392,17 +565,28 @@ def release_draft(
             where="silo",
             column=name,
         )
-        kept = [v for v, ok in zip(values, passed) if ok]
-        if not kept or len(kept) > plan.categorical_max:
+        kept = {v: int(c) for v, c in zip(values, passed) if c > 0}
+        if len(kept) > plan.categorical_max:
             dropped.append(name)
-            why = (
-                f"no value was frequent enough to release (threshold {plan.threshold})"
-                if not kept
-                else f"{len(kept)} values passed the threshold, more than --categorical-max {plan.categorical_max}"
-            )
             notes.append(
-                f"column '{name}': text; {why} ({said}): left out of the schema; declare it from public "
-                "knowledge, or remove it from the tables before `synth`"
+                f"column '{name}': text; {len(kept)} values passed the threshold, more than --categorical-max "
+                f"{plan.categorical_max} ({said}): left out of the schema (a release ignores it in the silos); "
+                "declare it from public knowledge to keep it"
+            )
+            continue
+        # post-processing of the noisy profile and passing counts: the present cells that no listed value
+        # holds (standard deviation at most ``spread``), over the unlisted values when the noisy distinct
+        # count is clearly positive (else taken as one value): the count each of them holds on average
+        present = float(max(0, rows - max(0, missing)))
+        rest = max(0.0, present - sum(kept.values()))
+        spread = math.sqrt(2 * sigma**2 + len(kept) * plan.sigma_column**2)
+        unlisted = max(1, min(distinct, DISTINCT_GUARD) - len(kept)) if distinct > seen else 1
+        if not kept and rest / unlisted < 2:
+            dropped.append(name)
+            notes.append(
+                f"column '{name}': text whose values are held by about {_shown(rest / unlisted)} record(s) each, "
+                f"too few for any budget to find (IDs or free text; {said}): left out of the schema (a release "
+                "ignores it in the silos)"
             )
             continue
         other = OTHER_CATEGORY
@@ -413,15 +597,78 @@ def release_draft(
             spec["missing"] = True
             if tokens:
                 spec["missing_values"] = tokens
+        why = None
+        if not kept:
+            why = f"no value has {plan.threshold} (noisy) cells"
+        elif len(kept) == 1:
+            why = f"only {next(iter(kept))!r} has {plan.threshold} (noisy) cells"
+        elif rest > MAX_LOST_SHARE * present + SEEN_SIGMAS * spread:
+            why = (
+                f"about {_shown(rest)} of its about {_shown(present)} present cells hold values below "
+                f"{plan.threshold} (noisy) cells, which would map to {other!r}"
+            )
+        kind = f"categorical{', missing' if has_missing else ''}"
+        if why is not None:  # the unlisted values' average count, when clearly above the noise of ``rest``
+            unfound.append(_unfound(plan, name, "categories", why, rest / unlisted, 2 * spread / unlisted))
+            spec[UNFOUND_KEY] = (
+                f"--dp {plan.epsilon:g} did not find its categories: {why}; list its public categories (values "
+                f'outside them map to the last, {other!r}), then delete "{UNFOUND_KEY}"'
+            )
+            columns.append(spec)
+            notes.append(f"column '{name}': {kind}; categories NOT FOUND: {why} ({said})")
+            continue
         columns.append(spec)
         notes.append(
-            f"column '{name}': categorical{', missing' if has_missing else ''}; {len(kept)} values at or above the "
-            f"threshold {plan.threshold}, the others map to {other!r} ({said})"
+            f"column '{name}': {kind}; {len(kept)} values at or above the threshold {plan.threshold}, the others "
+            f"map to {other!r} ({said})"
         )
     if not columns:
         raise InputError("no column could be drafted: " + "; ".join(notes))
-    Schema.from_dict({"columns": columns}, source="<dp draft>")
-    return DPDraft(columns, dropped, notes, acc)
+    found = [c for c in columns if UNFOUND_KEY not in c]
+    if found:
+        Schema.from_dict({"columns": found}, source="<dp draft>")
+    if unfound:  # which columns are placeholders: post-processing, recorded with the releases it follows
+        acc.note(draft={**acc.details["draft"], "unfound": [u.name for u in unfound]})
+    return DPDraft(columns, dropped, notes, acc, unfound)
+
+
+def unfound_message(plan: DraftPlan, unfound: Sequence[Unfound], ledger: str) -> str:
+    """One line: the columns whose bounds or categories were not found, why, and the epsilon that would
+    bring the thresholds down to the counts they show."""
+    parts = []
+    for release in ("bounds", "categories"):
+        some = [u for u in unfound if u.release == release]
+        if some:
+            listed = ", ".join(f"'{u.name}' ({u.why})" for u in some)
+            parts.append(f"the {release} of {listed}")
+    needs = [u.epsilon for u in unfound if u.epsilon is not None]
+    never = [f"'{u.name}'" for u in unfound if u.epsilon is None]
+    coarse = [f"'{u.name}'" for u in unfound if u.epsilon is not None and u.coarse]
+    need = ""
+    if needs:
+        need = (
+            f"about --dp {_round_up(max(needs))} at --delta {plan.delta:g} would bring the thresholds "
+            f"({plan.bound_rows} numbers for an interval, {plan.threshold} cells for a value) down to the counts "
+            "they show"
+        )
+        if coarse:
+            its = "its threshold" if len(coarse) == 1 else "their thresholds"
+            need += f" (the noisy counts of {', '.join(coarse)} are too coarse to tell how far: it halves {its})"
+    if never:
+        no = f"no --dp up to {_max_epsilon():g} finds {', '.join(never)} from these rows"
+        need = f"{need}; {no}" if need else no
+    need += " (a column of a single value, or of none, never shows more: declare its domain by hand)"
+    return (
+        f"--dp {plan.epsilon:g} did not find {'; '.join(parts)}: {need}. No schema was written; {ledger} records "
+        "the budget spent. Draft again with a larger --dp, or with --leave-unfound to write these columns as "
+        "placeholders to fill in by hand"
+    )
+
+
+def _max_epsilon() -> float:
+    from .api import MAX_EPSILON
+
+    return MAX_EPSILON
 
 
 def accountant_for(plan: DraftPlan, ledger_path: str | Path | None = None) -> Accountant:
@@ -437,22 +684,39 @@ def accountant_for(plan: DraftPlan, ledger_path: str | Path | None = None) -> Ac
     )
 
 
-def dp_note(source: str, ledger: dict[str, Any], ledger_name: str, plan: DraftPlan, dropped: Sequence[str]) -> dict:
-    """The ``"_draft"`` note of a DP draft."""
+def dp_note(
+    sources: str | Sequence[str],
+    ledger: dict[str, Any],
+    ledger_name: str,
+    plan: DraftPlan,
+    dropped: Sequence[str],
+    unfound: Sequence[Unfound] = (),
+) -> dict:
+    """The ``"_draft"`` note of a DP draft of one table, or of the union of several (``sources``)."""
+    names = [Path(sources).name] if isinstance(sources, (str, Path)) else [Path(s).name for s in sources]
+    rows = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]} (their union)"
+    placeholders = (
+        f'The columns {", ".join(repr(u.name) for u in unfound)} are placeholders (their "{UNFOUND_KEY}" says '
+        "why): the schema will not load until they are filled in. "
+        if unfound
+        else ""
+    )
     note: dict[str, Any] = {
         "note": (
-            f"Drafted from the rows of {Path(source).name} under ({ledger['epsilon']:.4g}, {ledger['delta']:.3g})-"
+            f"Drafted from the rows of {rows} under ({ledger['epsilon']:.4g}, {ledger['delta']:.3g})-"
             f"differential privacy; every value read from the rows was released by a mechanism recorded in "
-            f"{ledger_name} (check it with `privsyn-fed audit {ledger_name}`). Review before use: categories "
-            f"seen fewer than about {plan.threshold} times are not listed (such values map to the catch-all), "
-            f"bounds span the intervals of a grid of round numbers that hold at least about {plan.bound_rows} "
-            "values (values beyond are clipped), and a column left out or typed wrongly must be fixed by hand. "
-            "Delete this note when done."
+            f"{ledger_name} (check it with `privsyn-fed audit {ledger_name}`). {placeholders}Review before use: "
+            f"categories seen fewer than about {plan.threshold} times are not listed (such values map to the "
+            f"catch-all), bounds span the intervals of a grid of round numbers that hold at least about "
+            f"{plan.bound_rows} values (values beyond are clipped), and a column left out or typed wrongly must "
+            "be fixed by hand. Delete this note when done."
         ),
         "privacy": DP_DRAFT_PRIVACY,
-        "drafted_from": Path(source).name,
+        "drafted_from": names[0] if len(names) == 1 else names,
         "dp": {"epsilon": ledger["epsilon"], "delta": ledger["delta"], "ledger": ledger_name},
     }
     if dropped:
         note["left_out"] = list(dropped)
+    if unfound:
+        note["unfound"] = [u.name for u in unfound]
     return note

@@ -111,12 +111,34 @@ def thresholded_histogram(
     where: str,
     **extra: Any,
 ) -> np.ndarray:
-    """Which values' ``count + N_Z(0, sigma^2)`` reach ``threshold``: a histogram over values the rows
-    themselves name, so a value held by one record may appear at all.
+    """Which values' ``count + N_Z(0, sigma^2)`` reach ``threshold`` (``thresholded_counts`` > 0)."""
+    passed = thresholded_counts(acc, noise, counts, sigma=sigma, threshold=threshold, query=query, where=where, **extra)
+    return np.asarray(passed > 0, dtype=bool)
+
+
+def thresholded_counts(
+    acc: Accountant,
+    noise: NoiseSource,
+    counts: np.ndarray,
+    *,
+    sigma: float,
+    threshold: float,
+    query: str,
+    where: str,
+    **extra: Any,
+) -> np.ndarray:
+    """``count + N_Z(0, sigma^2)`` of the values whose noisy count reaches ``threshold`` (>= 2), and 0
+    for the others: a histogram over values the rows themselves name, so a value held by one record
+    may appear at all.
 
     Charges ``1 / (2 sigma^2)`` (one record adds one to one value's count) and ``delta' =
-    threshold_delta(sigma, threshold)`` first. The number of values is private and not recorded.
+    threshold_delta(sigma, threshold)`` first. Conditioned on a value held by one record not passing
+    (probability ``1 - delta'``), the noisy counts of the values present on both neighbours are a
+    Gaussian mechanism and the rest is post-processing, so the passing counts may be released too.
+    The number of values is private and not recorded.
     """
+    if not threshold >= 1:
+        raise ValueError(f"a threshold below 1 lets absent values pass, not {threshold!r}")
     acc.gaussian(
         query,
         1.0,
@@ -128,8 +150,8 @@ def thresholded_histogram(
         **extra,
     )
     counts = np.asarray(counts, dtype=np.int64)
-    noisy = noise.gaussian_counts(counts, sigma) if len(counts) else counts
-    return np.asarray(noisy >= threshold, dtype=bool)
+    noisy = np.asarray(noise.gaussian_counts(counts, sigma) if len(counts) else counts, dtype=np.int64)
+    return np.where(noisy >= threshold, noisy, 0)
 
 
 def exponential_mechanism(

@@ -544,6 +544,7 @@ UNCHECKED = {
     ("*", "details.mpc.provider"): ALL,  # a description of the secure computation
     ("*", "details.expected_oneway_tvd"): {"x1.5", "deleted"},  # from the model's noisy total, not recorded
     ("*", "details.expected_oneway_tvd_independent"): {"x1.5", "deleted"},
+    ("*", "details.model_sha256"): {"deleted"},  # a digest of the saved model, checked when it is loaded
     ("*", "details.schedule.noisy_total"): {"x1.5", "zero", "negative"},  # a released noisy value
     ("*", "details.options.max_model_size"): {"x1.5"},  # options no recorded fact depends on
     ("*", "details.options.pgm_tol"): {"x1.5", "zero", "null"},

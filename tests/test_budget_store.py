@@ -29,7 +29,7 @@ def test_reserve_settle_and_refuse(tmp_path):
         store.reserve("adult", epsilon=0.1, delta=1e-6, method="aim")
     with pytest.raises(InputError, match="total epsilon 2"):
         store.reserve("adult", epsilon=0.1, delta=1e-9, method="aim", total_epsilon=3.0)
-    with pytest.raises(InputError, match="--total-epsilon"):
+    with pytest.raises(InputError, match="total_epsilon"):
         store.reserve("other", epsilon=0.1, delta=1e-9, method="aim")
     # zCDP composition: the series of admitted runs never exceeds the total
     while True:

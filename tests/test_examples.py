@@ -59,7 +59,14 @@ def check_release(csv: Path, ledger_path: Path, method: str, epsilon: float) -> 
 
 def test_readme_lists_every_example_and_every_example_is_tested():
     examples = sorted(p.name for p in EXAMPLES.iterdir() if p.suffix in (".py", ".sh"))
-    assert examples == ["budget_and_audit.sh", "federated_flaim.py", "local_mpc.sh", "own_data.py", "quickstart.py"]
+    assert examples == [
+        "budget_and_audit.sh",
+        "federated_flaim.py",
+        "fit_once_sample_many.py",
+        "local_mpc.sh",
+        "own_data.py",
+        "quickstart.py",
+    ]
     readme = (EXAMPLES / "README.md").read_text()
     tests = Path(__file__).read_text()
     for name in examples:
@@ -134,6 +141,21 @@ def test_quickstart(tmp_path):
     assert json.loads((out / "schema.json").read_text()) == SCHEMA
     assert "epsilon 0.8 at delta 1e-09" in proc.stdout
     assert "audit: OK" in proc.stdout
+
+
+def test_fit_once_sample_many(tmp_path):
+    out = tmp_path / "out"
+    proc = run(
+        [sys.executable, str(EXAMPLES / "fit_once_sample_many.py"), "--out", str(out), "--rows", "900"], cwd=tmp_path
+    )
+    model = pf.load_model(out / "release.model")
+    assert model.method == "aim" and audit_ledger(model.ledger).ok and not model.ledger["seeded"]
+    assert model.ledger == load_ledger(out / "release.ledger.json")  # the file's ledger is the release's
+    assert len(pd.read_csv(out / "many.csv")) == 9000
+    given = pd.read_csv(out / "south-parttime.csv")
+    assert len(given) == 1000 and set(given["region"]) == {"south"} and set(given["parttime"]) == {"yes"}
+    assert given["experience"].between(0, 10).all()
+    assert "sampling added no entry" in proc.stdout and "ledger audit: OK" in proc.stdout
 
 
 def test_own_data(tmp_path):

@@ -54,8 +54,8 @@ DEALER = PARTIES
 ATTACKER = PARTIES + 1  # the namespace after the members'
 PORT = 7100  # member k listens on PORT + k in its own namespace
 DELAY_MS = 1.0
-TIMEOUT_S = 90  # every member's --timeout / --mpc-timeout
-#: The real party 1's --timeout where an impersonator holds its place: it waits that long in any case
+TIMEOUT_S = 90  # every member's --mpc-timeout
+#: The real party 1's --mpc-timeout where an impersonator holds its place: it waits that long in any case
 #: (``Mesh.join`` does not notice that every other member has left; see that test).
 PARTY1_TIMEOUT_S = 20
 ROWS = [300, 300, 300]
@@ -360,9 +360,9 @@ def start_member(net, kit: Kit, rank: int, logs: Path, out: Path, timeout_s: flo
     elif rank < PARTIES:
         args = ["mpc-party", *kit.access(rank), "--schema", str(kit.schema), "--silo", str(kit.silos[rank])]
         args += ["--policy", str(kit.policies[rank]), "--ledger", str(logs / f"party{rank}.ledger.json")]
-        args += ["--timeout", str(timeout_s)]
+        args += ["--mpc-timeout", str(timeout_s)]
     else:
-        args = ["mpc-dealer", *kit.access(rank), "--timeout", str(timeout_s)]
+        args = ["mpc-dealer", *kit.access(rank), "--mpc-timeout", str(timeout_s)]
     return net.start(rank, ["-m", "privsyn_fed", *args], logs / f"{role(rank)}.out", logs / f"{role(rank)}.err")
 
 

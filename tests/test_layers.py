@@ -135,18 +135,22 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 #: The package's layers, top to bottom: a module imports only its own layer's part or parts below it.
 #: The demo runs the command line; the MPC demo runs a release through ``api``; a DP schema draft
 #: uses ``api``'s budget checks; the audit re-derives schedules with ``methods``' workload and
-#: allocation; evaluation scores a release with ``methods``' workload and model; noise samplers sit
+#: allocation; a saved model is checked by the audit; methods fit the samplers of ``model``;
+#: evaluation scores a release with ``methods``' workload and model; noise samplers sit
 #: below the aggregators that draw the parties' noise; schema drafting and encoding read tables
 #: (``common``).
 LAYERS = (
     "demo",
     "cli",
+    "synthesizer",
     "mpc",
     "draft_dp",
     "api",
+    "saved_model",
     "audit",
     "evaluation",
     "methods",
+    "model",
     "mechanisms",
     "aggregation",
     "noise",

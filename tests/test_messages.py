@@ -63,12 +63,12 @@ PARTY0 = (
 def test_mpc_party_prints_only_the_value_free_form(schema_path, silo_paths, tmp_path):
     put_cell(silo_paths[1], 6, "sex", SECRET)
     fed = local_federation(tmp_path, 2)
-    common = ["--timeout", "60", "--schema", str(schema_path)]
+    common = ["--mpc-timeout", "60", "--schema", str(schema_path)]
     procs = [
         subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
         for argv in (
             CLI + ["mpc-party", *fed.args(1), *common, "--silo", str(silo_paths[1])],
-            CLI + ["mpc-dealer", *fed.args(2), "--timeout", "60"],
+            CLI + ["mpc-dealer", *fed.args(2), "--mpc-timeout", "60"],
             [sys.executable, "-c", PARTY0, str(schema_path), str(silo_paths[0]), *fed.args(0)[1::2]],
         )
     ]
@@ -123,7 +123,7 @@ def test_a_process_that_cannot_join_says_so_in_one_line_within_its_timeout(
     command, schema_path, silo_paths, lone_federation
 ):
     rank = 1 if command == "mpc-party" else 2
-    args = [*lone_federation.args(rank), "--timeout", "3"]
+    args = [*lone_federation.args(rank), "--mpc-timeout", "3"]
     if command == "mpc-party":
         args += ["--schema", str(schema_path), "--silo", str(silo_paths[1])]
     port = lone_federation.federation.members[0].port  # nothing listens there
@@ -131,7 +131,7 @@ def test_a_process_that_cannot_join_says_so_in_one_line_within_its_timeout(
     run = run_cli(command, *args, timeout=60)
     elapsed = time.monotonic() - start
     assert_one_line_error(run, "could not join", f"127.0.0.1:{port}", "within 3 s", status=1)
-    assert elapsed < 3 + 12, f"took {elapsed:.1f} s with --timeout 3"  # 3 s plus start-up on a busy machine
+    assert elapsed < 3 + 12, f"took {elapsed:.1f} s with --mpc-timeout 3"  # 3 s plus start-up on a busy machine
 
 
 @pytest.mark.parametrize("command", ["mpc-party", "mpc-dealer"])
@@ -140,10 +140,10 @@ def test_the_join_timeout_must_be_positive_and_finite(
     command, timeout, schema_path, silo_paths, capsys, lone_federation
 ):
     rank = 1 if command == "mpc-party" else 2
-    args = [command, *lone_federation.args(rank), "--timeout", timeout]
+    args = [command, *lone_federation.args(rank), "--mpc-timeout", timeout]
     if command == "mpc-party":
         args += ["--schema", schema_path, "--silo", silo_paths[1]]
-    assert_one_line_error(run_cli(*args, capsys=capsys), "--timeout must be a positive number of seconds")
+    assert_one_line_error(run_cli(*args, capsys=capsys), "--mpc-timeout must be a positive number of seconds")
 
 
 # ---- 3. synth --help tells the truth about MPC ---------------------------------------------------
@@ -239,7 +239,7 @@ def test_a_parser_error_on_a_semicolon_file_gets_the_hint_too(schema, tmp_path):
     hint = "; the file seems to separate columns with semicolons, but privsyn-fed reads comma-separated files$"
     with pytest.raises(InputError, match=r"cannot parse as CSV .*" + hint):
         read_table(path)
-    with pytest.raises(InputError, match=r"missing column 'age' .*" + hint):  # the header is checked first
+    with pytest.raises(InputError, match=r"missing columns 'age', .*" + hint):  # the header is checked first
         pf.Silo.load(path, schema)
 
 

@@ -334,10 +334,25 @@ def test_exactly_rounded_gumbel_has_the_rounded_distribution():
 def test_distaim_over_mpc_end_to_end_from_the_command_line(files, tmp_path):
     _, schema_path, paths = files
     out = tmp_path / "syn.csv"
-    args = synth_argv("distaim", schema=schema_path, silos=paths, out=out, mpc=True, rounds=2, collusion=1, quiet=True)
+    model = tmp_path / "syn.model"
+    args = synth_argv(
+        "distaim",
+        schema=schema_path,
+        silos=paths,
+        out=out,
+        mpc=True,
+        rounds=2,
+        collusion=1,
+        quiet=True,
+        model_out=model,
+    )
     run = run_cli(*args, timeout=300)
     assert run.returncode == 0, run.stderr
     assert "over MPC" in run.stdout and "communication:" in run.stdout
+    # the model released over MPC is kept with its ledger, and samples given a public value
+    kept = pf.load_model(model)
+    assert kept.ledger == json.loads(out.with_suffix(".ledger.json").read_text())
+    assert set(kept.sample(300, where={"sex": "M"})["sex"]) == {"M"}
     data = pd.read_csv(out)
     assert list(data.columns) == [c["name"] for c in SCHEMA["columns"]] and len(data) > 0
     ledger = json.loads(out.with_suffix(".ledger.json").read_text())
@@ -402,7 +417,7 @@ def test_a_killed_party_stops_every_other_party_with_a_clear_error(files, tmp_pa
                 "--rank",
                 "1",
                 *fed.args(1),
-                "--timeout",
+                "--mpc-timeout",
                 "60",
                 "--schema",
                 str(schema_path),
@@ -420,7 +435,7 @@ def test_a_killed_party_stops_every_other_party_with_a_clear_error(files, tmp_pa
                 "--rank",
                 "2",
                 *fed.args(2),
-                "--timeout",
+                "--mpc-timeout",
                 "60",
                 "--schema",
                 str(schema_path),
@@ -432,7 +447,7 @@ def test_a_killed_party_stops_every_other_party_with_a_clear_error(files, tmp_pa
             text=True,
         ),
         "dealer": subprocess.Popen(
-            CLI + ["mpc-dealer", *fed.args(3), "--timeout", "60"],
+            CLI + ["mpc-dealer", *fed.args(3), "--mpc-timeout", "60"],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -501,7 +516,7 @@ def test_the_secure_comparison_is_exact_on_edge_values(parties, tmp_path):
         for k in range(parties)
     ]
     dealer = subprocess.Popen(
-        CLI + ["mpc-dealer", *fed.args(parties), "--timeout", "60"],
+        CLI + ["mpc-dealer", *fed.args(parties), "--mpc-timeout", "60"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -644,7 +659,7 @@ def test_a_party_with_another_schema_is_named_and_nothing_is_written(files, tmp_
     (tmp_path / "other.json").write_text(json.dumps(other))
     (tmp_path / "fed").mkdir(mode=0o700)
     fed = local_federation(tmp_path / "fed", 2)
-    common = ["--timeout", "60"]
+    common = ["--mpc-timeout", "60"]
     party = subprocess.Popen(
         CLI + ["mpc-party", *fed.args(1), *common, "--schema", str(tmp_path / "other.json"), "--silo", str(paths[1])],
         stdout=subprocess.PIPE,

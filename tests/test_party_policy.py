@@ -81,7 +81,7 @@ def test_a_bad_policy_is_one_line_naming_the_file_and_the_field(tmp_path, capsys
         tmp_path / "silo.csv",
         "--policy",
         path,
-        "--timeout",
+        "--mpc-timeout",
         "5",
         capsys=capsys,
     )
@@ -252,12 +252,12 @@ def _finish(procs, timeout=120):
 
 
 def _party1(fed, schema, silo, pol, ledger, *extra):
-    args = [*fed.args(1), "--timeout", "60", "--schema", str(schema), "--silo", str(silo), "--ledger", str(ledger)]
+    args = [*fed.args(1), "--mpc-timeout", "60", "--schema", str(schema), "--silo", str(silo), "--ledger", str(ledger)]
     return _start(CLI + ["mpc-party", *args, *(["--policy", str(pol)] if pol else []), *extra])
 
 
 def _dealer(fed, rank):
-    return _start(CLI + ["mpc-dealer", *fed.args(rank), "--timeout", "60"])
+    return _start(CLI + ["mpc-dealer", *fed.args(rank), "--mpc-timeout", "60"])
 
 
 def _party0(fed, cfg):

@@ -173,7 +173,7 @@ def _party(k: Path, w: Path, at: dict) -> list:
     f = {"--schema": k / "schema.json", "--silo": k / "a.csv", "--policy": k / "policy.json"}
     f.update(at)
     given = [x for option in ("--schema", "--silo", "--policy") for x in (option, f[option])]
-    return ["mpc-party", *_member(k, "party-1", at), *given, "--ledger", w / "copy.json", "--timeout", "5"]
+    return ["mpc-party", *_member(k, "party-1", at), *given, "--ledger", w / "copy.json", "--mpc-timeout", "5"]
 
 
 def _party_store(k: Path, w: Path, special) -> list:
@@ -185,7 +185,7 @@ def _party_store(k: Path, w: Path, special) -> list:
 
 
 def _dealer(k: Path, w: Path, at: dict) -> list:
-    return ["mpc-dealer", *_member(k, "dealer", at), "--timeout", "5"]
+    return ["mpc-dealer", *_member(k, "dealer", at), "--mpc-timeout", "5"]
 
 
 def _draft(k: Path, w: Path, at: dict) -> list:
@@ -213,6 +213,10 @@ def _evaluate(k: Path, w: Path, at: dict) -> list:
     f.update(at)
     given = [x for option, path in f.items() for x in (option, path)]
     return ["evaluate", "--label", "label", "--json", w / "e.json", "--report", w / "q.html", *given]
+
+
+def _sample(k: Path, w: Path, special) -> list:
+    return ["sample", special(w / "x.model"), "--rows", "5", "--out", w / "s.csv"]
 
 
 def _audit(k: Path, w: Path, special) -> list:
@@ -301,15 +305,16 @@ INPUTS = [
     Position("federation show", "file", "", _show, "FILE"),
     Position("audit", "ledger", "", _audit, "LEDGER"),
     Position("audit", "ledger", "report", _audit_report, "LEDGER"),
-    Position("budget", "--budget-store", "show", _budget_show, "--budget-store"),
-    Position("budget", "--budget-store", "settle", _at(_settle, "--budget-store", "x.db"), "--budget-store"),
-    Position("budget", "--ledger", "", _at(_settle, "--ledger", "x.json"), "--ledger"),
-    Position("budget", "--ledger", "recorded", _settle_recorded, "the ledger of run 1"),
+    Position("budget show", "--budget-store", "", _budget_show, "--budget-store"),
+    Position("budget settle", "--budget-store", "", _at(_settle, "--budget-store", "x.db"), "--budget-store"),
+    Position("budget settle", "--ledger", "", _at(_settle, "--ledger", "x.json"), "--ledger"),
+    Position("budget settle", "--ledger", "recorded", _settle_recorded, "the ledger of run 1"),
     Position("schema draft", "data", "dp", _at(_draft, "data", "x.csv"), "DATA"),
     Position("schema draft", "data", "plain", _plain_draft, "DATA"),
     Position("schema draft", "--budget-store", "", _at(_draft, "--budget-store", "x.db"), "--budget-store"),
     Position("schema from-dictionary", "dictionary", "", _dictionary, "DICT.csv"),
     Position("partition", "data", "", _partition, "DATA.csv"),
+    Position("sample", "model", "", _sample, "MODEL"),
     *_each("evaluate", _evaluate, ("--real", "--synthetic", "--schema", "--holdout", "--model", "--baseline"), "x.csv"),
 ]
 
@@ -331,6 +336,7 @@ OUTPUTS = {
     ("partition", "--out"),
     ("evaluate", "--json"),
     ("evaluate", "--report"),
+    ("sample", "--out"),
 }
 
 #: Text options that name no file.
@@ -344,11 +350,12 @@ TEXT = {
     ("federation issue", "--organisation"),
     ("federation issue", "--address"),
     ("federation describe", "--name"),
-    ("budget", "--dataset-id"),
+    ("budget show", "--dataset-id"),
     ("schema draft", "--missing-value"),
     ("schema draft", "--dataset-id"),
     ("partition", "--label"),
     ("evaluate", "--label"),
+    ("sample", "--where"),
 }
 
 
@@ -426,7 +433,7 @@ def test_a_special_file_in_any_input_position_is_refused_unread(position, kind, 
 # ---- as a user meets it: real processes ------------------------------------------------------------
 #: Positions checked again as real processes (the property above runs the command line in this
 #: process, for speed; synth and schema draft have process tests of their own below).
-AS_PROCESSES = {"mpc-party:--silo": "fifo-link", "budget:--ledger:recorded": "socket"}
+AS_PROCESSES = {"mpc-party:--silo": "fifo-link", "budget settle:--ledger:recorded": "socket"}
 
 
 def test_commands_refuse_a_special_file_as_real_processes(kit, tmp_path):

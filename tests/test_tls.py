@@ -563,12 +563,16 @@ def test_the_commands_refuse_plain_tcp_and_missing_credentials(fed_dir, tmp_path
 def test_a_member_that_cannot_join_says_so_in_one_line_within_its_timeout(fed_dir):
     start_time = time.monotonic()
     run = subprocess.run(
-        CLI + ["mpc-dealer", *fed_dir.args(2), "--timeout", "3"], capture_output=True, text=True, cwd=ROOT, timeout=60
+        CLI + ["mpc-dealer", *fed_dir.args(2), "--mpc-timeout", "3"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
     )
     elapsed = time.monotonic() - start_time
     port = fed_dir.federation.members[0].port
     one_line(run, "the dealer could not join", f"127.0.0.1:{port}", "within 3 s", "refused", status=1)
-    assert elapsed < 3 + 12, f"took {elapsed:.1f} s with --timeout 3"  # 3 s plus start-up on a busy machine
+    assert elapsed < 3 + 12, f"took {elapsed:.1f} s with --mpc-timeout 3"  # 3 s plus start-up on a busy machine
 
 
 def test_a_member_still_joining_stops_soon_after_another_leaves_cleanly(fed_dir):

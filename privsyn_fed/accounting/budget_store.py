@@ -37,7 +37,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..common import BudgetExceeded, InputError, write_atomic
+from ..common import BudgetExceeded, InputError, OptionError, write_atomic
 from .conversions import epsilon_to_rho, rho_to_epsilon
 from .ledger import Accountant
 
@@ -226,7 +226,7 @@ class BudgetStore:
         give it, it must match. ``delta`` must be the dataset's delta. ``delta_slack`` (approximate
         zCDP, see the module docstring) is the part of ``delta`` the run's own entries may spend.
         """
-        check_dataset_id(dataset)
+        check_dataset_id(dataset, "dataset")
         if not 0 <= delta_slack < delta:
             raise ValueError(f"delta_slack {delta_slack!r} must lie in [0, delta)")
         rho = epsilon_to_rho(epsilon, delta - delta_slack)
@@ -238,11 +238,12 @@ class BudgetStore:
             ).fetchone()
             if ds is None:
                 if total_epsilon is None:
-                    raise InputError(
-                        f"dataset '{dataset}' is new to {self.path}: give --total-epsilon to set its total budget"
+                    raise OptionError(
+                        f"give total_epsilon to set the total budget of dataset '{dataset}', new to {self.path}",
+                        "total_epsilon",
                     )
                 if not (math.isfinite(total_epsilon) and total_epsilon > 0):
-                    raise InputError(f"--total-epsilon must be a positive number, not {total_epsilon}")
+                    raise OptionError(f"total_epsilon must be a positive number, not {total_epsilon}", "total_epsilon")
                 ds = (total_epsilon, delta, epsilon_to_rho(total_epsilon, delta))
                 self.db.execute("INSERT INTO datasets VALUES (?, ?, ?, ?, ?)", (dataset, *ds, _now()))
             total_eps, ds_delta, rho_total = ds
@@ -251,8 +252,9 @@ class BudgetStore:
                     f"dataset '{dataset}' has total epsilon {total_eps:g} in {self.path}, not {total_epsilon:g}"
                 )
             if not math.isclose(delta, ds_delta, rel_tol=1e-12):
-                raise InputError(
-                    f"dataset '{dataset}' is accounted at delta {ds_delta:g}; run with --delta {ds_delta:g}"
+                raise OptionError(
+                    f"delta must be {ds_delta:g}, the delta dataset '{dataset}' is accounted at (not {delta:g})",
+                    "delta",
                 )
             committed = self._committed(dataset)
             rho_total = self._rho_total(total_eps, ds_delta, rho_total, self._committed_slack(dataset) + delta_slack)

@@ -9,6 +9,7 @@ declares ``non_private`` in its options says so in the ledger too.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable
 
 from .findings import AuditReport
@@ -137,6 +138,8 @@ def _check_counts(d: dict[str, Any], rep: AuditReport) -> None:
     for key in ("expected_oneway_tvd", "expected_oneway_tvd_independent"):
         if key in d and not d[key] > 0:
             rep.problems.append(f"details.{key} is an expected error of noise, more than 0, not {d[key]}")
+    if "model_sha256" in d and not re.fullmatch(r"[0-9a-f]{64}", d["model_sha256"]):
+        rep.problems.append("details.model_sha256 must be a SHA-256 digest (64 hexadecimal digits)")
 
 
 def _check_declared(ledger: dict[str, Any], rep: AuditReport) -> bool:

@@ -1,16 +1,22 @@
-"""A one-page privacy report of a ledger, for whoever receives the CSV: the guarantee, its
-neighbouring relation and threat model, the audit's verdict, a chart of the cumulative budget by
-step, and the mechanisms that spent it. HTML (with an inline SVG chart) or Markdown."""
+"""A one-page privacy report of a ledger, for whoever receives the CSV: the synthetic file it belongs
+to, its date and the privsyn-fed version, the guarantee, its neighbouring relation and threat model,
+the audit's verdict, the rounds that ran, a chart of the cumulative budget by step, and the
+mechanisms that spent it. HTML (with an inline SVG chart) or Markdown, written readable by all
+(``SHAREABLE``): it is made to be handed out with the CSV."""
 
 from __future__ import annotations
 
 import html
 import math
 from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from ..common import InputError, write_atomic
+from ..common.fileio import SHAREABLE
+from ..common.settings import package_version
 from .findings import AuditReport
 from .verdict import audit_ledger
 
@@ -55,9 +61,57 @@ def _cumulative(entries: list[dict[str, Any]]) -> list[float]:
     return out
 
 
-def _facts(ledger: dict[str, Any], audit: AuditReport) -> list[tuple[str, str]]:
+@dataclass(frozen=True)
+class Subject:
+    """What a report belongs to: the synthetic file's name (and the SHA-256 of its bytes) when the
+    release writes the report, or the ledger's name when ``audit`` does."""
+
+    synthetic: str | None = None
+    sha256: str | None = None
+    ledger: str | None = None
+
+    def describe(self) -> str:
+        """The synthetic data the report belongs to, in one line."""
+        if self.synthetic:
+            return self.synthetic + (f" (SHA-256 {self.sha256})" if self.sha256 else "")
+        where = f" {self.ledger}" if self.ledger else ""
+        return f"not named: this report was made from the ledger{where} alone"
+
+
+def _date(ledger: dict[str, Any]) -> str:
+    """When the ledger was last written (the release's end for a complete one), as UTC."""
+    stamp = ledger.get("updated") or ledger.get("created")
+    try:
+        when = datetime.fromisoformat(str(stamp)).astimezone(timezone.utc)
+    except (TypeError, ValueError):
+        return f"{stamp} (as the ledger states it)" if stamp else "not recorded in the ledger"
+    return when.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _rounds(ledger: dict[str, Any]) -> str | None:
+    """The rounds that ran (each one selection and one measurement for the AIM family), beside the
+    rounds the schedule planned when they differ; None for a ledger that records no rounds."""
+    details = ledger.get("details") or {}
+    ran = details.get("rounds")
+    if not isinstance(ran, int) or isinstance(ran, bool):
+        return None
+    schedule = details.get("schedule")
+    planned = schedule.get("rounds") if isinstance(schedule, dict) else None
+    text = f"{ran} ran"
+    if isinstance(planned, int) and planned != ran:
+        text += (
+            f" (the schedule planned up to {planned}: the run ends as soon as its budget is spent, and each "
+            "annealing step gives the rounds after it more of the budget)"
+        )
+    return text
+
+
+def _facts(ledger: dict[str, Any], audit: AuditReport, subject: Subject) -> list[tuple[str, str]]:
     status = ledger.get("status", "?")
     facts = [
+        ("Synthetic data", subject.describe()),
+        ("Date", _date(ledger)),
+        ("Made by", f"privsyn-fed {package_version()}"),
         ("Guarantee", f"({ledger['epsilon']:.4g}, {ledger['delta']:g})-differential privacy"),
         ("Neighbouring datasets", str(ledger.get("neighbouring"))),
         (
@@ -75,10 +129,13 @@ def _facts(ledger: dict[str, Any], audit: AuditReport) -> list[tuple[str, str]]:
             else "FAILED: " + "; ".join(audit.problems),
         ),
     ]
+    rounds = _rounds(ledger)
+    if rounds is not None:
+        facts.append(("Rounds", rounds))
     schedule = (ledger.get("details") or {}).get("schedule")
     if isinstance(schedule, dict) and "noisy_total" in schedule:
         plan = (
-            f"{schedule['rounds']} rounds"
+            f"at most {schedule['rounds']} rounds"
             if "rounds" in schedule
             else f"covariance rho {schedule.get('rho_covariance', 0):.4g}, "
             f"numeric bins split in {schedule.get('refine')}"
@@ -101,10 +158,15 @@ def _facts(ledger: dict[str, Any], audit: AuditReport) -> list[tuple[str, str]]:
     return facts
 
 
-def render_markdown(ledger: dict[str, Any], audit: AuditReport) -> str:
+def _title(ledger: dict[str, Any], subject: Subject) -> str:
+    release = f"{ledger.get('method')} release"
+    return f"Privacy report: {subject.synthetic} ({release})" if subject.synthetic else f"Privacy report: {release}"
+
+
+def render_markdown(ledger: dict[str, Any], audit: AuditReport, subject: Subject = Subject()) -> str:
     """The report as Markdown (the cumulative budget as a text bar chart)."""
-    lines = [f"# Privacy report: {ledger.get('method')} release", ""]
-    lines += [f"* **{k}:** {v}" for k, v in _facts(ledger, audit)]
+    lines = [f"# {_title(ledger, subject)}", ""]
+    lines += [f"* **{k}:** {v}" for k, v in _facts(ledger, audit, subject)]
     entries = ledger["entries"]
     cum, budget = _cumulative(entries), float(ledger["rho_budget"])
     lines += ["", "## Cumulative budget by step", "", "```"]
@@ -163,10 +225,10 @@ def _svg(cum: list[float], budget: float) -> str:
     )
 
 
-def render_html(ledger: dict[str, Any], audit: AuditReport) -> str:
+def render_html(ledger: dict[str, Any], audit: AuditReport, subject: Subject = Subject()) -> str:
     """The report as one HTML page (the cumulative budget as an inline SVG chart)."""
     esc = lambda x: html.escape(str(x))
-    rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in _facts(ledger, audit))
+    rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in _facts(ledger, audit, subject))
     spent = max(float(ledger["rho_spent"]), 1e-300)
     groups = "".join(
         f"<tr><td>{esc(g['mechanism'])}</td><td>{esc(g['where'])}</td><td>{esc(g['parallel'])}</td>"
@@ -181,11 +243,11 @@ def render_html(ledger: dict[str, Any], audit: AuditReport) -> str:
     )
     verdict = "ok" if audit.ok else "failed"
     return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Privacy report: {esc(ledger.get("method"))}</title>
+<html lang="en"><head><meta charset="utf-8"><title>{esc(_title(ledger, subject))}</title>
 <style>body{{font-family:sans-serif;max-width:60em;margin:2em auto}} table{{border-collapse:collapse}}
 td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}}
 .ok{{color:#070}} .failed{{color:#c00}}</style></head><body>
-<h1>Privacy report: {esc(ledger.get("method"))} release</h1>
+<h1>{esc(_title(ledger, subject))}</h1>
 <p class="{verdict}"><strong>Audit {verdict.upper()}</strong></p>
 <table>{rows}</table>
 <h2>Cumulative budget by step</h2>
@@ -208,15 +270,19 @@ def check_report_path(path: str | Path) -> None:
         raise InputError(f"{path}: the report is written as .html or .md")
 
 
-def render_report(ledger: dict[str, Any], path: str | Path, audit: AuditReport | None = None) -> str:
+def render_report(
+    ledger: dict[str, Any], path: str | Path, audit: AuditReport | None = None, subject: Subject = Subject()
+) -> str:
     """The report as HTML (``.html``, ``.htm``) or Markdown (``.md``), by ``path``'s suffix."""
     check_report_path(path)
     audit = audit or audit_ledger(ledger)
     html = Path(path).suffix.lower() in (".html", ".htm")
-    return render_html(ledger, audit) if html else render_markdown(ledger, audit)
+    return render_html(ledger, audit, subject) if html else render_markdown(ledger, audit, subject)
 
 
-def write_report(ledger: dict[str, Any], path: str | Path, audit: AuditReport | None = None) -> None:
-    """Write the report (``render_report``) atomically."""
-    text = render_report(ledger, path, audit)
-    write_atomic(path, lambda fh: fh.write(text))
+def write_report(
+    ledger: dict[str, Any], path: str | Path, audit: AuditReport | None = None, subject: Subject = Subject()
+) -> None:
+    """Write the report (``render_report``) atomically, readable by all (``SHAREABLE``)."""
+    text = render_report(ledger, path, audit, subject)
+    write_atomic(path, lambda fh: fh.write(text), mode=SHAREABLE)

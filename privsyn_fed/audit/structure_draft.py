@@ -3,8 +3,9 @@ columns and noisy profile (``_check_draft``): one profile of sensitivity ``sqrt(
 ``1 + 4 d`` cells first; then for each column what the profile decides: a histogram of its numbers
 over the intervals of a public grid (its bounds), or of its values with a threshold and its delta
 (its categories), each of sensitivity 1, or nothing (a text column of too many distinct values);
-each named as the draft names it and drafted in the silo. Its noise, thresholds and cells against
-the draft's plan: ``draft_plan``.
+each named as the draft names it and drafted in the silo; the columns it records as not found
+(``details.draft.unfound``) among those releases. Its noise, thresholds and cells against the
+draft's plan: ``draft_plan``.
 """
 
 from __future__ import annotations
@@ -94,4 +95,24 @@ def _check_draft(ledger: dict[str, Any], d: dict[str, Any], rep: AuditReport) ->
             + (f"; missing: {', '.join(missing)}" if missing else "")
             + (f"; unexpected: {', '.join(extra)}" if extra else "")
         )
+    _check_unfound(d["draft"], columns, expected, rep)
     _check_draft_plan(ledger, d["draft"], k, rep)
+
+
+def _check_unfound(draft: dict[str, Any], columns: list, expected: list[tuple[Any, str]], rep: AuditReport) -> None:
+    """``details.draft.unfound`` (when recorded): the columns whose bounds or categories the draft did not
+    find (written as placeholders, or the draft refused), distinct and in column order, each one that got
+    a bounds or a categories release."""
+    if "unfound" not in draft:
+        return
+    unfound = draft["unfound"]
+    released = [col for col, _ in expected]
+    if not (isinstance(unfound, list) and unfound and all(isinstance(c, str) for c in unfound)):
+        rep.problems.append(f"details.draft.unfound is {unfound!r}, not a non-empty list of column names")
+    elif any(c not in released for c in unfound):
+        c = next(c for c in unfound if c not in released)
+        rep.problems.append(
+            f"details.draft.unfound names {c!r}, which got no bounds or categories release, so none was not found"
+        )
+    elif unfound != [c for c in columns if c in unfound] or len(set(unfound)) != len(unfound):
+        rep.problems.append(f"details.draft.unfound {unfound!r} is not distinct columns in the table's order")

@@ -2,6 +2,8 @@
 
   * ``synth``: a release (``synth.py``), and after it, on request, its quality report
     (``quality.py``);
+  * ``sample``: more rows from a saved release's model, optionally given public values
+    (``sample.py``);
   * ``audit``: a ledger, or a mechanism empirically (``audit.py``);
   * ``budget``: the budget store (``budget.py``);
   * ``schema draft`` (from a table's rows, plain or ``--dp``) and ``schema from-dictionary``
@@ -22,7 +24,7 @@ import os
 import sys
 
 from ..common import BudgetExceeded, InputError, MPCError, OptionError, settings
-from . import audit, budget, data, federation, mpc, schema, synth
+from . import audit, budget, data, federation, mpc, sample, schema, synth
 from .common import Parser, one_line
 
 DESCRIPTION = """\
@@ -33,9 +35,13 @@ Every release writes a zCDP privacy ledger that `privsyn-fed audit` re-checks.""
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every command."""
     parser = Parser(prog="privsyn-fed", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(
+        "--version", action="version", version=f"privsyn-fed {settings.package_version()}", help="print the version"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
     synth.add_parser(sub)
+    sample.add_parser(sub)
     mpc.add_parsers(sub)
     federation.add_parsers(sub)
     audit.add_parsers(sub)
@@ -47,12 +53,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; SIGINT and SIGTERM stop it at the next safe point (``interrupt``)."""
-    from ..common import deferred_signals
+    from ..common import deferred_signals, notes_on_stderr
 
     args = build_parser().parse_args(argv)
     _stable_hashing_for_the_compilation_cache(argv)
     spends = args.command == "synth" or (args.command == "schema" and schema.spends_budget(args))
-    with deferred_signals(immediate=not spends):  # only synth and schema draft --dp spend budget
+    # only synth and schema draft --dp spend budget; the library's warnings are notes on stderr
+    with deferred_signals(immediate=not spends), notes_on_stderr():
         return _run(args)
 
 
@@ -74,6 +81,7 @@ def _run(args: argparse.Namespace) -> int:
 
     commands = {
         "synth": synth.run,
+        "sample": sample.run,
         "audit": audit.run,
         "partition": data.run_partition,
         "evaluate": data.run_evaluate,

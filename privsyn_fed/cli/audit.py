@@ -79,8 +79,9 @@ def run(args: argparse.Namespace) -> int:
     report = audit_ledger(ledger)
     if args.report:
         from ..audit import write_report
+        from ..audit.report import Subject
 
-        write_report(ledger, args.report, report)
+        write_report(ledger, args.report, report, Subject(ledger=Path(args.ledger).name))
         print(f"wrote {args.report}", file=sys.stderr if args.json else sys.stdout)
     if args.json:
         print(

@@ -11,29 +11,45 @@ from .common import positive_int
 
 
 def add_parsers(sub) -> None:
-    """Add the command's parser to ``sub`` (the subcommands of ``privsyn-fed``)."""
+    """Add the ``budget`` command group to ``sub`` (the subcommands of ``privsyn-fed``)."""
+    raw = argparse.RawDescriptionHelpFormatter
     bu = sub.add_parser(
         "budget",
         help="show a budget store, or close a stale reservation",
-        description="show: the datasets of a budget store, their total budget, every run that "
-        "drew on it (reserved, complete, failed, rejected or abandoned) and what is "
-        "left. settle: close the reservation of a run whose process is gone "
-        "(killed, or its host lost) at the spend its ledger records, never below it.",
+        description="Read a budget store (`show`), or close the reservation of a run whose process is gone "
+        "(`settle`). `privsyn-fed budget ACTION --help` describes each.",
+    )
+    bsub = bu.add_subparsers(dest="action", metavar="ACTION", parser_class=type(bu))
+    bsub.required = True
+    store_help = "the budget store file (SQLite, made by `synth --budget-store`)"
+    sh = bsub.add_parser(
+        "show",
+        help="each dataset's total budget, its runs and what is left",
+        description="Print the datasets of a budget store, their total budget, every run that drew on it "
+        "(reserved, complete, failed, rejected or abandoned) and what is left.",
+        epilog="example:\n  privsyn-fed budget show --budget-store budget.db --dataset-id adult",
+        formatter_class=raw,
+    )
+    sh.add_argument("--budget-store", required=True, metavar="STORE.db", help=store_help)
+    sh.add_argument("--dataset-id", metavar="ID", help="only this dataset (default: all)")
+    sh.add_argument("--json", action="store_true", help="print JSON")
+    se = bsub.add_parser(
+        "settle",
+        help="close a stale reservation at the spend its ledger records",
+        description="Close the reservation of a run whose process is gone (killed, or its host lost) at the "
+        "spend its ledger records, never below it; the run is then counted as abandoned.",
         epilog="example:\n  privsyn-fed budget settle --budget-store budget.db --run 7",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=raw,
     )
-    bu.add_argument("action", choices=["show", "settle"], help="show, or settle a stale reservation")
-    bu.add_argument("--budget-store", required=True, metavar="STORE.db", help="the budget store file")
-    bu.add_argument("--dataset-id", metavar="ID", help="show: only this dataset (default: all)")
-    bu.add_argument("--json", action="store_true", help="show: print JSON")
-    bu.add_argument("--run", type=positive_int, metavar="N", help="settle: the run to close (see `budget show`)")
-    bu.add_argument(
-        "--ledger", metavar="LEDGER.json", help="settle: the run's ledger (default: the path the store recorded for it)"
+    se.add_argument("--budget-store", required=True, metavar="STORE.db", help=store_help)
+    se.add_argument("--run", type=positive_int, required=True, metavar="N", help="the run to close (see `budget show`)")
+    se.add_argument(
+        "--ledger", metavar="LEDGER.json", help="the run's ledger (default: the path the store recorded for it)"
     )
-    bu.add_argument(
+    se.add_argument(
         "--confirm-stopped",
         action="store_true",
-        help="settle: the run was started on another host and you have made sure it has stopped",
+        help="the run was started on another host and you have made sure it has stopped",
     )
 
 
@@ -45,8 +61,6 @@ def run(args: argparse.Namespace) -> int:
 
     if args.action == "settle":
         return run_settle(args)
-    if args.run or args.ledger or args.confirm_stopped:
-        raise InputError("--run, --ledger and --confirm-stopped belong to `budget settle`")
     check_regular(Path(args.budget_store), "--budget-store")
     store = BudgetStore(args.budget_store, create=False)
     ids = [check_dataset_id(args.dataset_id)] if args.dataset_id is not None else store.datasets()
@@ -102,10 +116,6 @@ def run_settle(args: argparse.Namespace) -> int:
     from ..audit import load_ledger
     from ..common import Named, check_regular, check_store
 
-    if args.run is None:
-        raise InputError("budget settle needs --run N (the run to close; see `privsyn-fed budget show`)")
-    if args.dataset_id or args.json:
-        raise InputError("--dataset-id and --json belong to `budget show`")
     check_store(Named("--budget-store", Path(args.budget_store)))
     store = BudgetStore(args.budget_store, create=False)
     run = store.run(args.run)

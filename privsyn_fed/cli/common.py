@@ -110,12 +110,14 @@ def add_membership_args(p: argparse.ArgumentParser) -> None:
         help="number of silo parties (the dealer is extra); checked against the federation file",
     )
     p.add_argument(
-        "--timeout",
+        "--mpc-timeout",
         type=number,
         default=DEFAULT_MPC_TIMEOUT,
         metavar="SECONDS",
-        help=f"how long to wait for the others (default {DEFAULT_MPC_TIMEOUT:g})",
+        help=f"how long to wait for the others before giving up (default {DEFAULT_MPC_TIMEOUT:g}; as "
+        "`synth --mpc-timeout`)",
     )
+    p.add_argument("--timeout", type=number, dest="mpc_timeout", help=argparse.SUPPRESS)  # the former name
 
 
 def check_budget_options(args: argparse.Namespace, what: str) -> None:

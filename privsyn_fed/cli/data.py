@@ -10,6 +10,18 @@ from ..common import InputError
 from .common import number, positive_int
 
 
+class Once(argparse.Action):
+    """An option that takes one value: given twice, a usage error naming both (never the last one
+    silently)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        """Store ``values``; exit 2 if the option was given already."""
+        before = getattr(namespace, self.dest, None)
+        if before is not None:
+            parser.error(f"{option_string} given twice ({before!r} and {values!r}); it takes one value")
+        setattr(namespace, self.dest, values)
+
+
 def add_parsers(sub) -> None:
     """Add the command's parser to ``sub`` (the subcommands of ``privsyn-fed``)."""
     pa = sub.add_parser(
@@ -66,15 +78,22 @@ def add_parsers(sub) -> None:
     ev.add_argument(
         "--real",
         required=True,
+        action="append",
         metavar="REAL",
-        help="the real rows the release was made from (CSV, gzip-compressed CSV or Parquet)",
+        help="the real rows the release was made from (CSV, gzip-compressed CSV or Parquet); repeat it for "
+        "several files, e.g. one per silo: their rows are compared as one table (the union)",
     )
-    ev.add_argument("--synthetic", required=True, metavar="SYN", help="the synthetic table (CSV, gzip CSV or Parquet)")
-    ev.add_argument("--schema", required=True, metavar="SCHEMA", help="the public schema of both")
     ev.add_argument(
-        "--holdout", metavar="HOLDOUT", help="real rows NOT used for the release (CSV, gzip CSV or Parquet)"
+        "--synthetic", required=True, action=Once, metavar="SYN", help="the synthetic table (CSV, gzip CSV or Parquet)"
     )
-    ev.add_argument("--label", metavar="COL", help="label column for train-on-synthetic/test-on-real")
+    ev.add_argument("--schema", required=True, action=Once, metavar="SCHEMA", help="the public schema of both")
+    ev.add_argument(
+        "--holdout",
+        action="append",
+        metavar="HOLDOUT",
+        help="real rows NOT used for the release (CSV, gzip CSV or Parquet); repeat it for several files (their union)",
+    )
+    ev.add_argument("--label", action=Once, metavar="COL", help="label column for train-on-synthetic/test-on-real")
     ev.add_argument(
         "--workload-size",
         type=int,
@@ -85,18 +104,21 @@ def add_parsers(sub) -> None:
     ev.add_argument("--workload-seed", type=int, default=0, metavar="S", help="seed of the workload (default 0)")
     ev.add_argument(
         "--model",
+        action=Once,
         metavar="MODEL.npz",
         help="the model saved by `synth --model-out`: adds the holdout negative log-likelihood",
     )
     ev.add_argument(
         "--baseline",
+        action=Once,
         metavar="BASELINE",
         help="another release of the same data to report beside this one, typically "
         "`synth --method independent` at the same budget: the error a release should beat",
     )
-    ev.add_argument("--json", metavar="OUT.json", help="also write the full result as JSON")
+    ev.add_argument("--json", action=Once, metavar="OUT.json", help="also write the full result as JSON")
     ev.add_argument(
         "--report",
+        action=Once,
         metavar="QUALITY.html",
         help="also write a visual quality report: one self-contained HTML page of figures (each column's real "
         "and synthetic distributions, pairwise association, the error of each workload marginal; with "
@@ -132,20 +154,15 @@ def run_partition(args: argparse.Namespace) -> int:
 
 def run_evaluate(args: argparse.Namespace) -> int:
     """``evaluate``: print the synthetic CSV's measures (with ``--json``, also write them); 0."""
-    from ..common import Named, check_files, read_table, write_atomic
+    from ..common import Named, check_distinct, check_files, read_table, write_atomic
     from ..evaluation import evaluate
     from ..schema import Schema
+    from ..silo import check_table_header
 
-    inputs = [
-        Named("--real", Path(args.real)),
-        Named("--synthetic", Path(args.synthetic)),
-        Named("--schema", Path(args.schema)),
-    ]
-    inputs += [
-        Named(opt, Path(v))
-        for opt, v in (("--holdout", args.holdout), ("--model", args.model), ("--baseline", args.baseline))
-        if v
-    ]
+    reals = [Named("--real", Path(p)) for p in args.real]
+    holdouts = [Named("--holdout", Path(p)) for p in args.holdout or []]
+    inputs = [*reals, Named("--synthetic", Path(args.synthetic)), Named("--schema", Path(args.schema)), *holdouts]
+    inputs += [Named(opt, Path(v)) for opt, v in (("--model", args.model), ("--baseline", args.baseline)) if v]
     outputs = [(Named("--json", Path(args.json)), "evaluation JSON")] if args.json else []
     if args.report:
         from ..evaluation import check_report_path
@@ -153,31 +170,36 @@ def run_evaluate(args: argparse.Namespace) -> int:
         check_report_path(args.report, "--report")
         outputs.append((Named("--report", Path(args.report)), "quality report"))
     check_files(inputs, outputs, force=args.force)
+    check_distinct(reals + holdouts)  # a file counted twice, or both fitted on and held out
     schema = Schema.load(args.schema)
     if args.workload_size < 0:
         raise InputError(f"--workload-size must be 0 (all) or positive, not {args.workload_size}")
     if args.label is not None and args.label not in schema.names:
         raise InputError(f"--label: column '{args.label}' is not in the schema")
-    if args.label is not None and args.holdout is None:
+    if args.label is not None and not holdouts:
         raise InputError("--label needs --holdout (the real rows to test the classifier on)")
-    if args.model is not None and args.holdout is None:
+    if args.model is not None and not holdouts:
         raise InputError("--model needs --holdout (the real rows to compute the likelihood of)")
+    for item in reals + holdouts:  # headers first: a wrong file is named before any table is read
+        check_table_header(item.path, schema)
     model = None
     if args.model is not None:
-        from ..methods.pgm import Factorisation
+        from ..saved_model import likelihood_model
 
-        model = Factorisation.load(args.model)
-    holdout = read_table(args.holdout) if args.holdout else None
-    real = read_table(args.real)
+        model = likelihood_model(args.model)
+    holdout = _read_union(holdouts, schema) if holdouts else None
+    real = _read_union(reals, schema)
     synthetic = read_table(args.synthetic)
     common = dict(
         holdout_df=holdout, label=args.label, workload_size=args.workload_size or None, workload_seed=args.workload_seed
     )
     report = evaluate(real, synthetic, schema, model=model, **common)
+    report["files"] = {"real": list(args.real), "synthetic": str(args.synthetic), "holdout": list(args.holdout or [])}
     base = None
     if args.baseline:
         base = evaluate(real, read_table(args.baseline), schema, **common)
         report["baseline"] = {"file": str(args.baseline), **base}
+    print(_rows_line(report["rows"], len(reals), len(holdouts)))
 
     def show(value, key, digits=4):
         """``value``, and the baseline's beside it when there is one."""
@@ -215,6 +237,11 @@ def run_evaluate(args: argparse.Namespace) -> int:
             f"holdout negative log-likelihood {report['nll']['mean']:.3f} nats per row "
             f"(median {report['nll']['median']:.3f})"
         )
+    for c in report.get("constraints", []):
+        print(
+            f"{c['constraint']} ({c['rule']}): broken by {c['real']['rows']:,} real rows "
+            f"({c['real']['share']:.2%}) and {c['synthetic']['rows']:,} synthetic rows ({c['synthetic']['share']:.2%})"
+        )
     if base is not None:
         verdict = "better than" if w["error"] < base["workload"]["error"] else "NOT better than"
         print(f"this release is {verdict} the baseline {args.baseline} on workload error")
@@ -224,10 +251,40 @@ def run_evaluate(args: argparse.Namespace) -> int:
     if args.report:
         from ..evaluation import Sources, build_report, write_report
 
-        sources = Sources([str(args.real)], str(args.synthetic), str(args.schema), args.holdout)
+        held = ", ".join(args.holdout) if args.holdout else None
+        sources = Sources(list(args.real), str(args.synthetic), str(args.schema), held)
         if args.baseline:
             sources.extra["Baseline (summary only)"] = str(args.baseline)
         page = build_report(real, synthetic, schema, sources, evaluation=report, **common)
         write_report(args.report, page)
         print(f"wrote {args.report}: the quality report, computed from the real rows (NOT differentially private)")
     return 0
+
+
+def _read_union(files: list, schema):
+    """The rows of every table in ``files`` (``Named``) as one frame, each file checked on ``schema``
+    first so that a bad value is reported with its own file and line. One file is read as it is."""
+    import pandas as pd
+
+    from ..common import read_table
+    from ..evaluation import encode
+    from ..evaluation.utility import as_text
+
+    frames = []
+    for item in files:
+        frame = read_table(item.path)
+        encode(frame, schema, f"{item.path} ({item.option})")
+        frames.append(frame)
+    if len(frames) == 1:
+        return frames[0]
+    return pd.concat([as_text(f) for f in frames], ignore_index=True)
+
+
+def _rows_line(rows: dict, n_real: int, n_holdout: int) -> str:
+    """How many rows were compared: the real rows (the union of ``n_real`` files), the synthetic
+    rows and the holdout's."""
+    files = lambda n: f" (the union of {n} files)" if n > 1 else ""
+    line = f"compared {rows['real']:,} real rows{files(n_real)} with {rows['synthetic']:,} synthetic rows"
+    if "holdout" in rows:
+        line += f"; holdout {rows['holdout']:,} rows{files(n_holdout)}"
+    return line

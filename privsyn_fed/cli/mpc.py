@@ -103,7 +103,7 @@ def run_party(args: argparse.Namespace) -> int:
         federation_access(args),
         args.schema,
         args.silo,
-        args.timeout,
+        args.mpc_timeout,
         args.seed,
         policy_path=args.policy,
         ledger_path=args.ledger,
@@ -117,7 +117,7 @@ def run_dealer(args: argparse.Namespace) -> int:
     from ..mpc.party import dealer_main
 
     _check_inputs(args)
-    return dealer_main(args.parties, federation_access(args), args.timeout)
+    return dealer_main(args.parties, federation_access(args), args.mpc_timeout)
 
 
 def run_demo_command(args: argparse.Namespace) -> int:

@@ -16,12 +16,15 @@ examples:
   privsyn-fed schema draft data.csv --out schema.json
   privsyn-fed schema draft data.parquet --out schema.json --categorical-max 20 --bins 16
   privsyn-fed schema draft data.csv --out schema.json --dp 1 --delta 1e-9
+  privsyn-fed schema draft north.csv south.parquet --out schema.json --dp 1 --delta 1e-9
   privsyn-fed schema from-dictionary dictionary.csv --out schema.json
 
 how a draft is made (one streaming pass over the rows):
   type      a column with at most K distinct values (--categorical-max, default {k}) is categorical,
             categories sorted; with more it is numeric if every value is a number, else it is left
-            out with a note (free text, IDs: remove it from the tables before synth)
+            out with a note (free text, IDs: a release ignores columns the schema does not list)
+  IDs       a column of {ids} rows or more with one distinct value per row (text, or whole numbers
+            packed as IDs are) is left out with a note: a likely identifier
   bounds    [min, max] widened to multiples of the largest power of ten not above max - min
             (17..90 -> 10..90, 1..99 -> 0..100); whole numbers for an integer column
   integer   every value of a numeric column is a whole number
@@ -35,14 +38,26 @@ with --dp EPSILON --delta DELTA every fact read from the rows is released under 
 privacy and charged to a ledger (default: the schema's name with .ledger.json; check it with
 privsyn-fed audit): a noisy profile of the columns (one Gaussian: rows, and per column missing,
 non-number, non-integer and distinct cells); for each numeric column a noisy histogram over the
-intervals between round numbers (0, +-1, 2, 5 x 10^k), whose outermost intervals with enough
+intervals between round numbers (0, +-1, 2, ..., 9 x 10^k), whose outermost intervals with enough
 values give the bounds; for each text column its values whose noisy count passes a threshold,
 plus a catch-all category (thresholded Gaussian histogram: approximate DP, its delta recorded in
 the ledger). Under --dp a column of numbers is always numeric (a whole-number column of a small
 range gets a bin per value) and --categorical-max bounds the categories released for a text
 column. A budget so small that an interval would need more than {rank:,} rows to be found is
-refused before anything is read or reserved, naming the epsilon needed. Module
-privsyn_fed.draft_dp states each sensitivity.""".replace("%%", "%")
+refused before anything is read or reserved, naming the epsilon needed.
+
+Several tables (silos on this machine, with the same columns) are drafted under --dp as their
+union, charged once: a record is in one table, so each count is the sum of the tables' counts and
+a category only one silo holds is found like any other.
+
+A column whose bounds or categories the budget did not find is never written degenerate: no
+interval or no value passed its threshold, or only one value did, or the bounds would clip (the
+catch-all would take) clearly more than {lost:.0%} of its cells (estimated from the noisy counts).
+The draft is then refused (exit 2) naming those columns and about the epsilon that would bring the
+thresholds down to the counts they show; the ledger keeps the spend. With --leave-unfound such a
+column is written as a placeholder ("{unfound}": why) that the schema refuses to load until its
+bounds or categories are filled in and that key deleted. Module privsyn_fed.draft_dp states each
+sensitivity.""".replace("%%", "%")
 
 DICTIONARY_EPILOG = """\
 a data dictionary is a CSV file with one row per column of the table:
@@ -60,8 +75,9 @@ The dictionary is public knowledge, so the schema it gives may be shared as is."
 
 def add_parsers(sub) -> None:
     """Add the ``schema`` command group to ``sub`` (the subcommands of ``privsyn-fed``)."""
-    from ..draft_dp import MAX_BOUND_ROWS
-    from ..schema import DEFAULT_BINS, DEFAULT_CATEGORICAL_MAX
+    from ..draft_dp import MAX_BOUND_ROWS, MAX_LOST_SHARE
+    from ..schema import DEFAULT_BINS, DEFAULT_CATEGORICAL_MAX, UNFOUND_KEY
+    from ..schema.draft import MIN_IDENTIFIER_ROWS
 
     sc = sub.add_parser(
         "schema",
@@ -76,10 +92,22 @@ def add_parsers(sub) -> None:
         help="draft a schema from a table's rows (NOT private without --dp)",
         description="Draft a schema from the rows of a table (CSV, gzip CSV or Parquet, read in chunks) "
         "for its operator to review. Without --dp the draft is not private.",
-        epilog=DRAFT_EPILOG.format(k=DEFAULT_CATEGORICAL_MAX, rank=MAX_BOUND_ROWS),
+        epilog=DRAFT_EPILOG.format(
+            k=DEFAULT_CATEGORICAL_MAX,
+            rank=MAX_BOUND_ROWS,
+            ids=MIN_IDENTIFIER_ROWS,
+            lost=MAX_LOST_SHARE,
+            unfound=UNFOUND_KEY,
+        ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    dr.add_argument("data", metavar="DATA", help="the table: CSV, gzip-compressed CSV or Parquet")
+    dr.add_argument(
+        "data",
+        metavar="DATA",
+        nargs="+",
+        help="the table: CSV, gzip-compressed CSV or Parquet; with --dp several (silos with the same columns), "
+        "drafted as their union",
+    )
     dr.add_argument("--out", required=True, metavar="SCHEMA.json", help="where to write the draft schema")
     dr.add_argument(
         "--categorical-max",
@@ -118,6 +146,12 @@ def add_parsers(sub) -> None:
         help="with --dp: draw the epsilon from this budget store (reserved before any row is read)",
     )
     dp.add_argument("--dataset-id", metavar="ID", help="with --budget-store: the dataset whose budget this draws on")
+    dp.add_argument(
+        "--leave-unfound",
+        action="store_true",
+        help="with --dp: write a column whose bounds or categories the budget did not find as a placeholder "
+        f'("{UNFOUND_KEY}") to fill in by hand (the schema will not load until then), instead of refusing the draft',
+    )
     dp.add_argument(
         "--total-epsilon",
         type=number,
@@ -175,11 +209,18 @@ def run_draft(args: argparse.Namespace) -> int:
 
     if args.delta is not None or args.ledger or args.budget_store or args.dataset_id or args.total_epsilon is not None:
         raise InputError("--delta, --ledger, --budget-store, --dataset-id and --total-epsilon belong to --dp")
-    data, out = Path(args.data), Path(args.out)
+    if args.leave_unfound:
+        raise InputError("--leave-unfound belongs to --dp (a draft without it finds every column's domain)")
+    if len(args.data) > 1:
+        raise InputError(
+            f"a draft without --dp reads one table, not {len(args.data)}: draft several silos together with --dp "
+            "(their union, released under differential privacy)"
+        )
+    data, out = Path(args.data[0]), Path(args.out)
     check_files([Named("DATA", data)], [(Named("--out", out), "schema")], force=args.force)
     result = draft_table(data, args.categorical_max, args.bins, tuple(args.missing_value))
     Schema.from_dict({"columns": result.columns}, source=str(data))  # the draft loads as a schema
-    write_document(out, draft_document(result.columns, plain_note(str(data), result.dropped)))
+    write_document(out, draft_document(result.columns, plain_note(str(data), result.dropped, result.identifiers)))
     print(f"wrote {out}: {_summary(result.columns)} drafted from {data}")
     _notes(result.notes)
     print(f"privsyn-fed: WARNING: {PRIVATE_WARNING.format(source=data)}", file=sys.stderr)
@@ -189,20 +230,21 @@ def run_draft(args: argparse.Namespace) -> int:
 def run_draft_dp(args: argparse.Namespace) -> int:
     """A DP draft: every public check and the plan first, then reserve, read, release, write."""
     from .. import draft_dp
-    from ..common import Named, Staged, check_files, read_chunks, read_header
-    from ..schema import check_header, check_options, draft_document
+    from ..common import Named, Staged, check_distinct, check_files, read_chunks
+    from ..schema import check_options, draft_document
 
     if args.delta is None:
         raise InputError("--dp needs --delta (e.g. --delta 1e-9)")
     check_budget_options(args, "draft")
     check_options(args.categorical_max, args.bins, tuple(args.missing_value))
-    data, out = Path(args.data), Path(args.out)
+    tables, out = [Path(p) for p in args.data], Path(args.out)
     ledger = Path(args.ledger) if args.ledger else out.with_suffix(".ledger.json")
     stores = [Named("--budget-store", Path(args.budget_store))] if args.budget_store else []
     outputs = [(Named("--out", out), "schema"), (Named("--ledger" if args.ledger else "the ledger", ledger), "ledger")]
-    check_files([Named("DATA", data)], outputs, force=args.force, stores=stores)
-    names = read_header(data)  # the header is public; no row is read
-    check_header(names, str(data))
+    inputs = [Named("DATA", p) for p in tables]
+    check_files(inputs, outputs, force=args.force, stores=stores)
+    check_distinct(inputs)
+    names = _common_header(tables)  # headers are public; no row is read
     plan = draft_dp.plan_draft(args.dp, args.delta, names, args.categorical_max, args.bins, args.missing_value)
     budget: contextlib.AbstractContextManager = contextlib.nullcontext()
     if args.budget_store:
@@ -229,11 +271,13 @@ def run_draft_dp(args: argparse.Namespace) -> int:
             }
         staged = Staged()
         try:
-            result = draft_dp.release_draft(lambda: (c.frame for c in read_chunks(data)), plan, acc)
+            _refuse_identical(tables)
+            result = draft_dp.release_draft(lambda: (c.frame for p in tables for c in read_chunks(p)), plan, acc)
+            if result.unfound and not args.leave_unfound:  # after the spend: the ledger is finished as failed
+                raise InputError(draft_dp.unfound_message(plan, result.unfound, str(ledger)))
             final = acc.preview("complete")
-            document = draft_document(
-                result.columns, draft_dp.dp_note(str(data), final, ledger.name, plan, result.dropped)
-            )
+            note = draft_dp.dp_note([str(p) for p in tables], final, ledger.name, plan, result.dropped, result.unfound)
+            document = draft_document(result.columns, note)
             staged.add(out, lambda fh: _dump(document, fh))
             acc.finish("complete")
             if reservation is not None:
@@ -245,7 +289,9 @@ def run_draft_dp(args: argparse.Namespace) -> int:
                 acc.finish("failed")
             raise
     led = acc.ledger()
-    print(f"wrote {out}: {_summary(result.columns)} drafted from {data} under differential privacy")
+    sources = ", ".join(str(p) for p in tables)
+    left = f"; {len(result.unfound)} of them placeholders to fill in" if result.unfound else ""
+    print(f"wrote {out}: {_summary(result.columns)}{left}, drafted from {sources} under differential privacy")
     print(
         f"wrote {ledger}: epsilon={led['epsilon']:.4f} at delta={led['delta']:.3g} spent (rho {led['rho_spent']:.6g} "
         f"of {led['rho_budget']:.6g}) in {len(led['entries'])} mechanism calls"
@@ -253,6 +299,43 @@ def run_draft_dp(args: argparse.Namespace) -> int:
     _notes(result.notes)
     print(f"check it with: privsyn-fed audit {ledger}")
     return 0
+
+
+def _common_header(tables: list[Path]) -> list[str]:
+    """The columns of the first table, checked, when every table has the same ones (in any order)."""
+    from ..common import read_header
+    from ..schema import check_header
+
+    names = read_header(tables[0])
+    check_header(names, str(tables[0]))
+    for path in tables[1:]:
+        other = read_header(path)
+        check_header(other, str(path))
+        lacks = [n for n in names if n not in other]
+        extra = [n for n in other if n not in names]
+        if lacks or extra:
+            what = f"lacks column '{lacks[0]}'" if lacks else f"has column '{extra[0]}'"
+            raise InputError(
+                f"{path}: {what}, which {tables[0]} {'has' if lacks else 'lacks'}: tables drafted together "
+                "need the same columns"
+            )
+    return names
+
+
+def _refuse_identical(tables: list[Path]) -> None:
+    """Two tables with identical bytes would count every record twice while the draft charges once
+    (compared on this machine; nothing about them is released)."""
+    from ..common.paths import file_digest
+
+    seen: dict[str, Path] = {}
+    for path in tables if len(tables) > 1 else []:
+        digest = file_digest(path)
+        if digest in seen:
+            raise InputError(
+                f"{path} and {seen[digest]} have identical contents: every record would count twice while the "
+                "draft charges once; give each silo once"
+            )
+        seen[digest] = path
 
 
 def _dump(document: dict, fh) -> None:

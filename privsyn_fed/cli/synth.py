@@ -25,7 +25,7 @@ from .common import (
     positive_int,
 )
 
-#: The graphical-model methods (rounds, workload, --model-out).
+#: The graphical-model methods (rounds, workload).
 AIM_FAMILY = tuple(name for name, spec in METHODS.items() if spec.graphical)
 
 
@@ -82,9 +82,12 @@ dealer process: only noisy statistics and selected indices are opened (README, "
 computation").
 
 sample rate: by default every silo takes part in every round when there are fewer than 100
-silos, and each silo takes part with probability 0.1 from 100 silos on (--sample-rate).""".format(
-    mpc_methods=", ".join(MPC_METHODS)
-)
+silos, and each silo takes part with probability 0.1 from 100 silos on (--sample-rate).
+
+file modes: OUT, the ledger, --model-out and --quality-report are written readable and
+writable by you only (mode 0600): nothing leaves your hands until you decide. The privacy
+report (--report) is made to be handed out and is written 0644 (less what your umask
+removes). Share the CSV once you have checked it: chmod 644 OUT.""".format(mpc_methods=", ".join(MPC_METHODS))
 
 
 def add_parser(sub) -> None:
@@ -147,14 +150,16 @@ def add_parser(sub) -> None:
     s.add_argument(
         "--report",
         metavar="REPORT.html",
-        help="also write a one-page privacy report (.html or .md) to hand out with the CSV: "
-        "the guarantee, threat model, audit verdict, budget chart and mechanisms",
+        help="also write a one-page privacy report (.html or .md) to hand out with the CSV: the CSV's "
+        "name and SHA-256, the date and privsyn-fed version, the guarantee, threat model, audit verdict, "
+        "the rounds that ran, budget chart and mechanisms (mode 0644: readable by all)",
     )
     s.add_argument(
         "--model-out",
-        metavar="MODEL.npz",
-        help="also save the fitted graphical model (post-processing of the release, safe to "
-        "publish with it) for `evaluate --model` (holdout likelihood)",
+        metavar="MODEL",
+        help="also save the release's model with its ledger, one file (post-processing of the release, "
+        "safe to publish with it): `privsyn-fed sample MODEL` draws more rows, or rows given public "
+        "values, at no further privacy cost; `evaluate --model` reads its holdout likelihood",
     )
     s.add_argument(
         "--force",
@@ -257,6 +262,8 @@ def flag_name(name: str) -> str:
     without one keeps its name), else ``--`` and the name with dashes (``epsilon``, ``rows``)."""
     if name in METHOD_OPTIONS:
         return METHOD_OPTIONS[name].metadata.get("flag") or name
+    if name == "missing_values":  # `schema draft` takes one token per flag
+        return "--missing-value"
     return "--" + name.replace("_", "-")
 
 
@@ -312,15 +319,15 @@ def run(args: argparse.Namespace) -> int:
 def _checked(args: argparse.Namespace) -> Request:
     """Every check that needs no private data: options, files, schema, the method's request."""
     from ..api import prepare
+    from ..schema import ignored_note
     from ..silo import check_table_header
+    from ..silo.silo import log as silo_log
     from .common import federation_inputs
 
     out = Path(args.out)
     ledger = Path(args.ledger) if args.ledger else out.with_suffix(".ledger.json")
     options = _method_options(args)
     _check_mpc_args(args)
-    if args.model_out and args.method not in AIM_FAMILY:
-        raise InputError(f"--model-out applies to the graphical-model methods ({', '.join(AIM_FAMILY)})")
     if args.report:
         from ..audit import check_report_path
 
@@ -343,8 +350,8 @@ def _checked(args: argparse.Namespace) -> Request:
     check_files(inputs, outputs, force=args.force, stores=stores)
     check_distinct(silo_files + holdout)
     schema = Schema.load(args.schema)
-    for silo in silo_files:  # headers are public: checked before the reservation
-        check_table_header(silo.path, schema)
+    # headers are public: checked before the reservation
+    ignored = {str(silo.path): check_table_header(silo.path, schema) for silo in silo_files}
     quality.check_schema(args, schema)
     n_silos = federation_parties(args) or len(args.silo)
     prepare(
@@ -360,6 +367,9 @@ def _checked(args: argparse.Namespace) -> Request:
     )
     if args.rows and _csv_too_large(out, args.rows, len(schema.columns)):
         raise InputError(f"{out}: {_csv_too_large(out, args.rows, len(schema.columns))}; ask for fewer --rows")
+    for path, names in ignored.items():  # once the request passed: for every file, an MPC party's too
+        if names:
+            silo_log.warning(ignored_note(path, names))
     return Request(out, ledger, schema, silo_files, options)
 
 
@@ -397,6 +407,7 @@ def _release(args: argparse.Namespace, request: Request, budget: contextlib.Abst
             rows=args.rows,
             seed=args.seed,
             ledger_path=request.ledger,
+            overwrite=args.force,
             progress=not args.quiet,
             reservation=reservation,
             aggregator=aggregator,
@@ -450,15 +461,16 @@ def _report(args: argparse.Namespace, request: Request, result, n_silos: int) ->
     print(
         f"wrote {request.ledger}: epsilon={led['epsilon']:.4f} at delta={led['delta']:g} spent "
         f"(rho {led['rho_spent']:.6g} of {led['rho_budget']:.6g}) in {len(led['entries'])} mechanism calls"
+        + _rounds_ran(led)
     )
     if args.report:
         print(f"wrote {args.report}: the privacy report to hand out with the CSV")
     if args.model_out:
-        print(f"wrote {args.model_out}: the fitted model (for `privsyn-fed evaluate --model`)")
+        print(f"wrote {args.model_out}: the model with its ledger (`privsyn-fed sample {args.model_out} --rows N`)")
     traffic = result.info.get("traffic")
     if traffic and traffic.get("mpc"):
         print(
-            f"communication: {traffic['parties'][0]['rounds']:.0f} rounds; per party "
+            f"communication: {traffic['parties'][0]['rounds']:.0f} message rounds; per party "
             f"{traffic['mean_bytes_sent_per_active_silo'] / 1e6:.1f} MB on average "
             f"(most {traffic['max_bytes_per_silo'] / 1e6:.1f} MB)"
         )
@@ -481,6 +493,13 @@ def _report(args: argparse.Namespace, request: Request, result, n_silos: int) ->
     if led["seeded"]:
         print("warning: seeded run: the noise is predictable from the seed; not a private release", file=sys.stderr)
     print(f"check it with: privsyn-fed audit {request.ledger}")
+
+
+def _rounds_ran(ledger: dict) -> str:
+    """`` over N rounds`` for a ledger that records the rounds that ran (the privacy report's count),
+    else nothing."""
+    rounds = (ledger.get("details") or {}).get("rounds")
+    return f" over {rounds} round{'' if rounds == 1 else 's'}" if isinstance(rounds, int) else ""
 
 
 def _csv_too_large(out: Path, rows: int, columns: int) -> str | None:
@@ -512,15 +531,17 @@ def _stage_outputs(args: argparse.Namespace, out: Path, schema, result, final_le
     try:
         staged.add(out, result.write_csv)
         if args.model_out:
-            from ..methods.pgm import MarginalReader
-
-            model = MarginalReader(result.model).factorisation().to_bytes()
+            model = dataclasses.replace(result.model, ledger=final_ledger).to_bytes()
             staged.add(args.model_out, lambda fh: fh.write(model), binary=True)
         if args.report:
             from ..audit import render_report
+            from ..audit.report import Subject
+            from ..common.fileio import SHAREABLE
+            from ..common.paths import file_digest
 
-            text = render_report(final_ledger, args.report)
-            staged.add(args.report, lambda fh: fh.write(text))
+            subject = Subject(Path(out).name, file_digest(staged.files[0][0]))  # the staged CSV, in full
+            text = render_report(final_ledger, args.report, subject=subject)
+            staged.add(args.report, lambda fh: fh.write(text), mode=SHAREABLE)
     except BaseException:
         staged.discard()
         raise

@@ -18,7 +18,7 @@ from .paths import (
     check_store,
     same_file,
 )
-from .progress import Progress, Silent
+from .progress import Progress, ProgressCallback, Silent, notes_on_stderr
 from .settings import JAX_CACHE_ENV, jax_cache_setting
 from .tables import (
     CHUNK_ROWS,
@@ -42,6 +42,7 @@ __all__ = [
     "Named",
     "OptionError",
     "Progress",
+    "ProgressCallback",
     "Silent",
     "Staged",
     "check_distinct",
@@ -58,6 +59,7 @@ __all__ = [
     "is_number_type",
     "is_text_type",
     "jax_cache_setting",
+    "notes_on_stderr",
     "parquet_types",
     "read_chunks",
     "read_header",

@@ -5,6 +5,10 @@
 ``Staged`` holds several files written under temporary names beside their destinations until
 the caller commits: ``publish`` renames them all into place, ``discard`` removes them. A release
 stages its CSV, model and report, marks its ledger complete, and only then publishes.
+
+Every file is created readable and writable by its owner only (0600, ``tempfile``'s mode): an
+output is the operator's until they decide to share it. A file made to be handed out is written
+with ``mode=SHAREABLE`` (0644, less what the umask removes).
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from typing import Callable, TypeVar
 T = TypeVar("T")
 #: The end of a staged file's name (a folder built by ``write_folder`` ends ``.new`` or ``.old``).
 STAGED_SUFFIX = ".tmp"
+#: The mode of a file made to be handed out (the privacy report), before the umask.
+SHAREABLE = 0o644
 
 
 def staged_name(path: str | Path) -> Path:
@@ -27,12 +33,15 @@ def staged_name(path: str | Path) -> Path:
     return path.parent / f".{path.name}.{'x' * 8}{STAGED_SUFFIX}"
 
 
-def stage_file(path: str | Path, write: Callable, binary: bool = False) -> Path:
-    """Call ``write`` on a new temporary file beside ``path`` and fsync it; returns its name.
-    On any failure the temporary file is removed and the error re-raised."""
+def stage_file(path: str | Path, write: Callable, binary: bool = False, mode: int | None = None) -> Path:
+    """Call ``write`` on a new temporary file beside ``path`` and fsync it; returns its name. The file
+    is 0600, or ``mode`` less the umask. On any failure the temporary file is removed and the error
+    re-raised."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=STAGED_SUFFIX, dir=path.parent)
     try:
+        if mode is not None:
+            os.fchmod(fd, mode & ~_umask())
         with os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
             write(fh)
             fh.flush()
@@ -41,6 +50,13 @@ def stage_file(path: str | Path, write: Callable, binary: bool = False) -> Path:
         _unlink(tmp)
         raise
     return Path(tmp)
+
+
+def _umask() -> int:
+    """The process's umask (read by setting a strict one for an instant)."""
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
 
 
 def _publish(tmp: Path, path: Path) -> None:
@@ -59,11 +75,11 @@ def _unlink(tmp: str | Path) -> None:
         pass
 
 
-def write_atomic(path: str | Path, write: Callable, binary: bool = False) -> None:
+def write_atomic(path: str | Path, write: Callable, binary: bool = False, mode: int | None = None) -> None:
     """Call ``write`` on a temporary file beside ``path``, fsync it, rename it over ``path`` and
-    fsync the folder (``binary``: ``write`` gets a binary file). On any failure the temporary
-    file is removed and ``path`` is untouched."""
-    tmp = stage_file(path, write, binary)
+    fsync the folder (``binary``: ``write`` gets a binary file; ``mode``: see ``stage_file``). On
+    any failure the temporary file is removed and ``path`` is untouched."""
+    tmp = stage_file(path, write, binary, mode)
     try:
         _publish(tmp, Path(path))
     except BaseException:
@@ -77,10 +93,10 @@ class Staged:
     def __init__(self) -> None:
         self.files: list[tuple[Path, Path]] = []
 
-    def add(self, path: str | Path, write: Callable, binary: bool = False) -> None:
-        """Stage what ``write`` writes under a temporary name beside ``path`` (``stage_file``), to be
-        published at ``path``."""
-        self.files.append((stage_file(path, write, binary), Path(path)))
+    def add(self, path: str | Path, write: Callable, binary: bool = False, mode: int | None = None) -> None:
+        """Stage what ``write`` writes under a temporary name beside ``path`` (``stage_file``, which
+        also takes ``mode``), to be published at ``path``."""
+        self.files.append((stage_file(path, write, binary, mode), Path(path)))
 
     def publish(self) -> None:
         """Rename every staged file over its destination, in the order staged, fsyncing each folder; the

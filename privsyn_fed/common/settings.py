@@ -12,3 +12,15 @@ def jax_cache_setting() -> str | None:
     """The persistent compilation cache folder asked for in ``$PRIVSYN_FED_JAX_CACHE``, or None."""
     setting = os.environ.get(JAX_CACHE_ENV, "")
     return None if setting.lower() in ("", "off") else setting
+
+
+def package_version() -> str:
+    """The installed privsyn-fed's version (its package metadata; the source tree's when not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("privsyn-fed")
+    except PackageNotFoundError:
+        from .. import __version__
+
+        return __version__

@@ -20,7 +20,7 @@ import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -71,13 +71,17 @@ def _head(path: Path) -> bytes:
         raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
-def read_chunks(path: str | Path, chunk_rows: int = CHUNK_ROWS) -> Iterator[Chunk]:
-    """The table at ``path`` (CSV, gzip CSV or Parquet), ``chunk_rows`` rows at a time."""
+def read_chunks(
+    path: str | Path, chunk_rows: int = CHUNK_ROWS, columns: Sequence[str] | None = None
+) -> Iterator[Chunk]:
+    """The table at ``path`` (CSV, gzip CSV or Parquet), ``chunk_rows`` rows at a time; with
+    ``columns``, only those of the table's columns (in the table's order): the others are never
+    converted to values (a CSV's are skipped by the parser, a Parquet file's never read)."""
     path = Path(path)
     if table_format(path) == "parquet":
-        yield from _parquet_chunks(path, chunk_rows)
+        yield from _parquet_chunks(path, chunk_rows, columns)
     else:
-        yield from _csv_chunks(path, chunk_rows)
+        yield from _csv_chunks(path, chunk_rows, columns=columns)
 
 
 def read_table(path: str | Path) -> pd.DataFrame:
@@ -171,7 +175,9 @@ def _csv_names(path: Path, compression: str | None) -> list[str]:
     return names
 
 
-def _csv_chunks(path: Path, chunk_rows: int, header_only: bool = False) -> Iterator[Chunk]:
+def _csv_chunks(
+    path: Path, chunk_rows: int, header_only: bool = False, columns: Sequence[str] | None = None
+) -> Iterator[Chunk]:
     compression = "gzip" if table_format(path) == "gzip" else None
     what = "a gzip-compressed CSV" if compression else "CSV"
     line = 2
@@ -180,9 +186,15 @@ def _csv_chunks(path: Path, chunk_rows: int, header_only: bool = False) -> Itera
         if header_only:
             yield Chunk(pd.DataFrame(columns=names), line)
             return
-        with _guarded(path, compression) as fh, pd.read_csv(fh, chunksize=chunk_rows, **CSV_OPTIONS) as reader:
+        wanted = set(names if columns is None else columns)
+        keep = [i for i, n in enumerate(names) if n in wanted]
+        usecols = None if columns is None else keep
+        with (
+            _guarded(path, compression) as fh,
+            pd.read_csv(fh, chunksize=chunk_rows, usecols=usecols, **CSV_OPTIONS) as reader,
+        ):
             for frame in reader:
-                frame.columns = names
+                frame.columns = [names[i] for i in keep]
                 yield Chunk(frame, line)
                 line += len(frame)
                 checkpoint()
@@ -241,21 +253,23 @@ def is_text_type(arrow_type: str) -> bool:
     )
 
 
-def _parquet_chunks(path: Path, chunk_rows: int) -> Iterator[Chunk]:
+def _parquet_chunks(path: Path, chunk_rows: int, columns: Sequence[str] | None = None) -> Iterator[Chunk]:
     import pyarrow
 
     pf = _parquet_file(path)
+    wanted = set(pf.schema_arrow.names if columns is None else columns)
+    names = [n for n in pf.schema_arrow.names if n in wanted]
     row = 1
     try:
-        for batch in pf.iter_batches(batch_size=chunk_rows):
+        for batch in pf.iter_batches(batch_size=chunk_rows, columns=None if columns is None else names):
             frame = pd.DataFrame({name: _column(batch.column(i)) for i, name in enumerate(batch.schema.names)})
             yield Chunk(frame, row)
             row += batch.num_rows
             checkpoint()
     except (pyarrow.ArrowException, OSError) as exc:
         raise InputError(f"{path}: the Parquet data is corrupt near row {row} ({_one_line(exc)})") from None
-    if row == 1 and pf.metadata.num_rows == 0 and pf.schema_arrow.names:
-        yield Chunk(pd.DataFrame({n: pd.Series([], dtype=str) for n in pf.schema_arrow.names}), 1)
+    if row == 1 and pf.metadata.num_rows == 0 and names:
+        yield Chunk(pd.DataFrame({n: pd.Series([], dtype=str) for n in names}), 1)
 
 
 def _column(array) -> np.ndarray:

@@ -103,6 +103,8 @@ def build_report(
     sections.append(_association_section(figures, schema, real, syn))
     errors = marginal_errors(real, syn, schema.shape, workload)
     sections.append(_workload_section(figures, schema, workload, errors))
+    if evaluation.get("constraints"):
+        sections.append(_constraints_section(evaluation["constraints"]))
     if holdout_df is not None:
         hold = encode(holdout_df, schema, "holdout")
         if "tstr" in evaluation:
@@ -340,7 +342,9 @@ def _workload_figure(figures: _Figures, names: list[str], workload, errors: np.n
         ax.set_yticks(y, labels)
         ax.invert_yaxis()
         ax.set_xlim(0, max(0.05, float(values.max()) * 1.1))
-        ax.set_xlabel("L1 distance between real and synthetic shares (0 = equal, 2 = disjoint)")
+        # under the axes' right end, reaching left below the marginals' names: the label is wider than
+        # the axes when the names are long, and centred under them it would run off the figure
+        ax.set_xlabel("L1 distance between real and synthetic shares (0 = equal, 2 = disjoint)", loc="right")
         fig.legend(loc="outside lower center", fontsize=8)
         return fig
 
@@ -504,6 +508,25 @@ def _dcr_section(figures: _Figures, d_train: np.ndarray, d_hold: np.ndarray) -> 
         "the real rows only) suggest copied records.",
         _figure(_dcr_figure(figures, d_train, d_hold), html.escape(caption)),
         "dcr",
+    )
+
+
+def _constraints_section(rows: list[dict[str, Any]]) -> str:
+    """A table of the schema's public constraints and the real and synthetic rows that break each."""
+    cells = "".join(
+        f"<tr><td>{html.escape(r['constraint'])}</td><td><code>{html.escape(r['rule'])}</code></td>"
+        + "".join(f"<td>{r[k]['rows']:,} ({r[k]['share']:.2%})</td>" for k in ("real", "synthetic"))
+        + "</tr>"
+        for r in rows
+    )
+    head = "<tr><th>Constraint</th><th>Rule</th><th>Real rows breaking it</th><th>Synthetic rows breaking it</th></tr>"
+    return _section(
+        "Public constraints",
+        "the schema's constraints name combinations of values that never occur. A release made with them never "
+        "draws a row that breaks one (its synthetic count is 0); real rows that break one point to a fault in "
+        "the data or in the constraint.",
+        f"<table>{head}{cells}</table>",
+        "constraints",
     )
 
 

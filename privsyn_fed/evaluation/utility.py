@@ -14,7 +14,9 @@ whoever may see the real data, e.g. on a benchmark's public table).
 * ``dcr``: distance to closest record of synthetic rows, to the real (training) rows and to the
   holdout; a generator that copies training rows sits much closer to them than to the holdout;
 * ``nll``: mean negative log-likelihood (nats) of the holdout rows under the method's model (its
-  exact likelihood: cells the model believes nearly empty cost many nats).
+  exact likelihood: cells the model believes nearly empty cost many nats);
+* ``constraints`` (a schema with public constraints): per constraint, the real and the synthetic
+  rows that break it (``schema.constraints.violation_report``).
 """
 
 from __future__ import annotations
@@ -255,13 +257,25 @@ def distance_to_closest_record(
 
 
 def holdout_nll(model: Any, holdout: np.ndarray, schema: Schema) -> dict[str, float]:
-    """Mean and median ``-log p(x)`` (nats) of encoded holdout rows under a fitted model or a
-    saved ``Factorisation``, which must be over the schema's columns and bins. A mean far above
-    the median means a few rows fall in cells the model believes nearly empty."""
+    """Mean and median ``-log p(x)`` (nats) of encoded holdout rows under a release's graphical or
+    independent model (``model.ReleasedModel``, its ``JunctionTree``, or a fitted mbi model), which
+    must be over the schema's columns and bins. A mean far above the median means a few rows fall
+    in cells the model believes nearly empty."""
     from ..common import InputError
-    from ..methods.pgm import Factorisation, MarginalReader
+    from ..model import GraphicalModel
+    from ..model.junction import JunctionTree
 
-    fact = model if isinstance(model, Factorisation) else MarginalReader(model).factorisation()
+    model = getattr(model, "sampler", model)  # a saved_model.ReleasedModel: its sampler
+    if isinstance(model, GraphicalModel):
+        model = model.tree
+    if isinstance(model, JunctionTree):
+        fact = model
+    elif hasattr(model, "potentials"):
+        from ..methods.pgm import MarginalReader
+
+        fact = MarginalReader(model).factorisation()
+    else:
+        raise InputError("model: the holdout likelihood needs a graphical or independent model")
     size = dict(zip(schema.names, schema.shape))
     for clique, table in fact.factors:
         for attr, n in zip(clique, table.shape):
@@ -304,6 +318,10 @@ def evaluate(
     report["mean_tv"] = float(np.mean([c["tv"] for c in cols]))
     ks = [c["ks"] for c in cols if "ks" in c]
     report["mean_ks"] = float(np.mean(ks)) if ks else None
+    if schema.constraints:
+        from ..schema import violation_report
+
+        report["constraints"] = violation_report(schema, {"real": real_df, "synthetic": syn_df})
     if holdout_df is not None:
         hold = encode(holdout_df, schema, "holdout")
         report["rows"]["holdout"] = int(len(hold))

@@ -299,7 +299,7 @@ def run_aim(
             params = params.annealed()
     progress.log(f"{t} rounds, {len(measurements)} measurements")
     info = {"oneway_sigmas": core.oneway_sigmas(measurements, names, prob.shape)}
-    return core.MethodResult(core.ModelSampler(model, silo.schema), model, t, prob.workload, info)
+    return core.MethodResult(core.graphical_sampler(model, silo.schema), model, t, prob.workload, info)
 
 
 class AIM:

@@ -16,13 +16,18 @@ on, and the ``Method`` protocol of the registry (``methods.METHODS``).
 
 from __future__ import annotations
 
+import collections.abc
 import re
+import types
+import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Protocol, Sequence
 
+import numpy as np
+
 from ..accounting import Accountant
 from ..aggregation import Aggregator
-from ..common import Progress
+from ..common import OptionError, Progress
 from ..noise import NoiseSource
 from ..schema import Schema
 from ..silo import Silo
@@ -64,6 +69,45 @@ def shown(value: Any) -> str:
     if isinstance(value, float):
         return re.sub(r"e([+-])0*(\d)", lambda m: "e" + m.group(1).lstrip("+") + m.group(2), f"{value:g}")
     return str(value)
+
+
+def check_option_types(options_class: type, options: dict[str, Any]) -> None:
+    """Refuse (``OptionError``, naming the option) a value not of its field's type: a whole number
+    for ``int``, a real number for ``float`` (neither a bool), ``True`` or ``False`` for ``bool``,
+    text for ``str``, a list or tuple (of the element type) for ``Sequence``; ``None`` where allowed."""
+    hints = typing.get_type_hints(options_class)
+    for name, value in options.items():
+        if name not in hints:
+            continue
+        hint = hints[name]
+        kinds = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+        optional = type(None) in kinds
+        if value is None and optional:
+            continue
+        kinds = tuple(k for k in kinds if k is not type(None))
+        if not any(_fits(value, k) for k in kinds):
+            wanted = " or ".join(_described(k) for k in kinds) + (" or None" if optional else "")
+            raise OptionError(f"{name} must be {wanted}, not {value!r}", name)
+
+
+def _fits(value: Any, kind: Any) -> bool:
+    if typing.get_origin(kind) is collections.abc.Sequence:
+        (item,) = typing.get_args(kind)
+        return isinstance(value, (list, tuple, np.ndarray)) and all(_fits(v, item) for v in value)
+    if isinstance(value, (bool, np.bool_)):
+        return kind is bool
+    if kind is int:
+        return isinstance(value, (int, np.integer))
+    if kind is float:
+        return isinstance(value, (int, float, np.integer, np.floating))
+    return isinstance(kind, type) and isinstance(value, kind)
+
+
+def _described(kind: Any, plural: bool = False) -> str:
+    if typing.get_origin(kind) is collections.abc.Sequence:
+        return ("lists" if plural else "a list") + " of " + _described(typing.get_args(kind)[0], plural=True)
+    names = {int: ("a whole number", "whole numbers"), float: ("a number", "numbers"), str: ("text", "text")}
+    return names[kind][plural] if kind in names else ("True or False" if kind is bool else str(kind))
 
 
 class MethodOptions(Protocol):
@@ -122,7 +166,7 @@ class Method(Protocol):
 
     @property
     def graphical(self) -> bool:
-        """Whether it fits a graphical model over a workload (AIM family: rounds, workload, ``--model-out``)."""
+        """Whether it fits a graphical model over a workload (AIM family: rounds, workload)."""
 
     @property
     def central(self) -> bool:

@@ -146,23 +146,10 @@ def oneway_sigmas(measurements, names: Sequence[str], shape: Sequence[int]) -> l
     return [float(p**-0.5) if p > 0 else math.inf for p in precision]
 
 
-@dataclass
-class ModelSampler:
-    """Rows of a fitted graphical model, decoded to values inside the schema's bins."""
+def graphical_sampler(model: Any, schema: Any) -> Any:
+    """The fitted mbi model as the release's sampler: its junction tree (``model.GraphicalModel``),
+    whose rows are decoded to values inside the schema's bins."""
+    from ..model import GraphicalModel
+    from . import pgm
 
-    model: Any
-    schema: Any
-
-    @property
-    def total(self) -> float:
-        """The model's total: its noisy row count."""
-        return float(self.model.total)
-
-    def sample(self, rows: int, seed: int) -> Any:
-        """``rows`` rows drawn from the model with ``seed`` (``pgm.sample_codes``), decoded to values
-        with a generator seeded ``seed + 1``."""
-        from ..schema import decode_codes
-        from . import pgm
-
-        codes = pgm.sample_codes(self.model, self.schema.names, rows, seed)
-        return decode_codes(codes, self.schema, np.random.default_rng(seed + 1))
+    return GraphicalModel(pgm.MarginalReader(model).factorisation(), schema)

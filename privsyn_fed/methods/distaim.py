@@ -147,7 +147,7 @@ def run_distaim(
         "oneway_sigmas": core.oneway_sigmas(measurements, names, prob.shape),
         "traffic": agg.traffic_summary(),
     }
-    return core.MethodResult(core.ModelSampler(model, schema), model, T, prob.workload, info)
+    return core.MethodResult(core.graphical_sampler(model, schema), model, T, prob.workload, info)
 
 
 #: DistAIM in the registry.

@@ -43,12 +43,12 @@ from dataclasses import dataclass
 from typing import Sequence, cast
 
 import numpy as np
-import pandas as pd
 
 from ..accounting import Accountant
 from ..aggregation import Aggregator
 from ..common import InputError, OptionError, Progress, Silent
 from ..mechanisms import exact_sums_in_a_non_private_run, gaussian_sigma, noisy_sums
+from ..model import CopulaModel
 from ..noise import NoiseSource
 from ..schema import CategoricalColumn, NumericColumn, Schema, refined
 from ..silo import (
@@ -182,25 +182,6 @@ def threat_model(agg: Aggregator) -> str:
 # ---- the run ------------------------------------------------------------------------------------
 
 
-@dataclass
-class FedTDAModel:
-    """The released copula: the public encoding, the Cholesky factor ``L`` of its correlation and the
-    noisy row total."""
-
-    encoding: Encoding
-    factor: np.ndarray  # Cholesky factor of the copula correlation
-    total: float  # noisy row total
-
-    def sample(self, rows: int, seed: int | None) -> pd.DataFrame:
-        """``rows`` rows: ``z = L g`` with ``g ~ N(0, I)`` (float32, seeded ``seed``), decoded by
-        inverting the encoding."""
-        rng = np.random.default_rng(seed)
-        width = self.factor.shape[0]
-        # computed transposed so that each coordinate (a column of z) is contiguous for decoding
-        z = (self.factor.astype(np.float32) @ rng.standard_normal((width, rows), dtype=np.float32)).T
-        return self.encoding.decode(z)
-
-
 def split_rho(rho: float, split: Sequence[float], n_cat: int, n_num: int) -> list[float]:
     """Shares of ``rho`` for (total, categorical, numeric, covariance); an absent family's share
     goes to the others in proportion."""
@@ -228,7 +209,7 @@ def run_fedtda(
     exact = opts.non_private
     if exact:
         acc.mark_non_private(NON_PRIVATE_WARNING)
-        progress.log(NON_PRIVATE_WARNING)
+        progress.warn(NON_PRIVATE_WARNING)
     width = len(cat) + 2 * len(num)
     bound = opts.norm_factor * math.sqrt(width)
 
@@ -319,7 +300,7 @@ def run_fedtda(
     for k in encoding.value_coordinates():  # a value's code is uniform given its component: no correlation
         corr[k, k + 1] = corr[k + 1, k] = 0.0
     _, factor = repair_correlation(corr)
-    model = FedTDAModel(encoding, factor, n_hat)
+    model = CopulaModel(encoding, factor, n_hat)
     progress.log(f"copula over {width} coordinates")
     info = {
         "coordinates": width,

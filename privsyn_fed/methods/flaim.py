@@ -219,7 +219,7 @@ class FLAIMRun:
         prob, opts, acc = self.prob, self.opts, self.acc
         if self.variant == "oracle":
             acc.mark_non_private(ORACLE_WARNING)
-            self.progress.log(ORACLE_WARNING)
+            self.progress.warn(ORACLE_WARNING)
         self.plan()
         self.measurements = measure_initial_oneways(
             self.agg, acc, self.noise, self.sampler, prob.names, prob.shape, self.sigma, self.totals, self.weighted
@@ -244,7 +244,7 @@ class FLAIMRun:
             "oneway_sigmas": core.oneway_sigmas(self.measurements, prob.names, prob.shape),
             "traffic": self.agg.traffic_summary(),
         }
-        return core.MethodResult(core.ModelSampler(model, self.schema), model, self.rounds, prob.workload, info)
+        return core.MethodResult(core.graphical_sampler(model, self.schema), model, self.rounds, prob.workload, info)
 
     def global_round(self, t: int, model):
         """Global round ``t``: sample, select locally, aggregate with noise, refit."""

@@ -19,14 +19,14 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-import pandas as pd
 
 from ..accounting import Accountant
 from ..aggregation import Aggregator
 from ..common import Progress, Silent
 from ..mechanisms import noisy_sums
+from ..model import GraphicalModel
 from ..noise import NoiseSource
-from ..schema import Schema, decode_codes
+from ..schema import Schema
 from ..silo import MarginalsQuery
 from . import core
 from .base import FederatedMethod
@@ -62,27 +62,11 @@ def total_estimate(marginals: Sequence[np.ndarray]) -> float:
     return combined_total([float(np.sum(m)) for m in marginals], [m.size for m in marginals])
 
 
-@dataclass
-class IndependentModel:
-    """Column distributions of the noisy 1-ways; rows drawn independently, column by column."""
-
-    probs: list[np.ndarray]
-    schema: Schema
-    total: float
-
-    @classmethod
-    def from_noisy(cls, marginals: Sequence[np.ndarray], schema: Schema) -> "IndependentModel":
-        """The model of noisy 1-ways: the total is ``total_estimate``, each column's distribution its
-        marginal ``projected`` onto that total."""
-        total = total_estimate(marginals)
-        return cls([projected(m, total) for m in marginals], schema, total)
-
-    def sample(self, rows: int, seed: int) -> pd.DataFrame:
-        """``rows`` rows, every column drawn independently from its distribution, then decoded
-        (``decode_codes``), all with one generator seeded ``seed``."""
-        rng = np.random.default_rng(seed)
-        codes = np.stack([rng.choice(p.size, size=rows, p=p) for p in self.probs], axis=1)
-        return decode_codes(codes, self.schema, rng)
+def independent_model(marginals: Sequence[np.ndarray], schema: Schema) -> GraphicalModel:
+    """The model of noisy 1-ways: the total is ``total_estimate``, each column's distribution its
+    marginal ``projected`` onto that total; rows drawn column by column, independently."""
+    total = total_estimate(marginals)
+    return GraphicalModel.independent([projected(m, total) for m in marginals], schema, total)
 
 
 def run_independent(
@@ -102,7 +86,7 @@ def run_independent(
     sigma = oneway_sigma(acc.rho_budget, d)
     requests = [(f"marginal({name})", MarginalsQuery(((j,),)), silos) for j, name in enumerate(schema.names)]
     noisy = noisy_sums(agg, acc, noise, requests, sigma, math.sqrt(d), "every column's 1-way marginal", 0)
-    model = IndependentModel.from_noisy(noisy, schema)
+    model = independent_model(noisy, schema)
     progress.update(acc.rho_spent / acc.rho_budget, f"released {d} one-way marginals (sigma {sigma:.3g})")
     info = {"sigma": sigma, "oneway_sigmas": [sigma] * d, "traffic": agg.traffic_summary()}
     return core.MethodResult(model, model, 1, [], info)

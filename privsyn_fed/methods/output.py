@@ -4,18 +4,25 @@ Sampling is post-processing of the release's noisy statistics. Rows are drawn ``
 a time, each chunk from its own seed derived from the release's sampling seed, so the same rows
 come out however often they are read, and memory stays bounded by one chunk whatever the row
 count: a CSV of ``MAX_ROWS`` rows is written without ever holding more than one chunk.
+
+A schema's public constraints (``schema.constraints``) condition every draw: ``constrained`` wraps a
+sampler so that it keeps only allowed rows (``draw_allowed``), and leaves it as it is, drawing the
+very same rows, when the schema has none.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterator, Protocol
+from typing import TYPE_CHECKING, Iterator, Protocol
 
 import numpy as np
 import pandas as pd
 
 from ..common import OptionError, checkpoint
+
+if TYPE_CHECKING:
+    from ..schema import Schema
 
 #: The most rows one release may have (``--rows``).
 MAX_ROWS = 1_000_000_000
@@ -29,12 +36,41 @@ CHUNK_ROWS = 500_000
 class TableSampler(Protocol):
     """A fitted model that draws synthetic rows (schema columns, schema order)."""
 
-    #: The model's noisy estimate of the number of rows.
-    total: float
+    @property
+    def total(self) -> float:
+        """The model's noisy estimate of the number of rows."""
 
     def sample(self, rows: int, seed: int) -> pd.DataFrame:
         """``rows`` synthetic rows (schema columns, schema order); the same ``seed`` gives the same
         rows."""
+
+
+@dataclass
+class ConstrainedSampler:
+    """``sampler``'s rows conditioned on ``schema``'s public constraints: ``P(x | x allowed)``, drawn
+    by rejection (``constraints.draw_allowed``). Post-processing: it spends nothing."""
+
+    sampler: TableSampler
+    schema: Schema
+
+    @property
+    def total(self) -> float:
+        """The model's noisy row count (the real rows all meet the constraints)."""
+        return self.sampler.total
+
+    def sample(self, rows: int, seed: int | None) -> pd.DataFrame:
+        """``rows`` allowed rows; the same ``seed`` gives the same rows (``None``: fresh entropy)."""
+        from ..schema import draw_allowed
+
+        if seed is None:
+            seed = int(np.random.SeedSequence().generate_state(1, dtype=np.uint64)[0] % 2**63)
+        return draw_allowed(self.sampler.sample, rows, seed, self.schema)
+
+
+def constrained(sampler: TableSampler, schema: Schema) -> TableSampler:
+    """``sampler`` conditioned on ``schema``'s constraints (``ConstrainedSampler``), or ``sampler``
+    itself when the schema has none."""
+    return ConstrainedSampler(sampler, schema) if schema.constraints else sampler
 
 
 def check_rows(rows: int | None) -> None:

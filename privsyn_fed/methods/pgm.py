@@ -40,6 +40,7 @@ from ..common import (  # noqa: E402
     checkpoint,  # noqa: E402
     jax_cache_setting,
 )
+from ..model.junction import JunctionTree, aligned  # noqa: E402
 
 #: Environment variable: a folder for JAX's persistent compilation cache (unset, empty or ``off``: none).
 CACHE_ENV = JAX_CACHE_ENV
@@ -117,15 +118,6 @@ def map_count() -> int:
         return 0
 
 
-def _align(table: np.ndarray, attrs: Sequence[str], target: Sequence[str]) -> np.ndarray:
-    """View ``table`` (axes ``attrs``) with axes in ``target`` order, size 1 on missing ones."""
-    order = sorted(range(len(attrs)), key=lambda i: target.index(attrs[i]))
-    shape = [1] * len(target)
-    for i in order:
-        shape[target.index(attrs[i])] = table.shape[i]
-    return np.transpose(table, order).reshape(shape)
-
-
 def expanded_tables(potentials: CliqueVector | None, domain: Domain, cliques) -> dict[tuple[str, ...], np.ndarray]:
     """``CliqueVector.expand`` in numpy: each old potential is added, broadcast, into the smallest
     new clique that contains it (mbi's ``reverse_clique_mapping``); other cliques start at zero."""
@@ -135,7 +127,7 @@ def expanded_tables(potentials: CliqueVector | None, domain: Domain, cliques) ->
     for cl in cliques:
         table = np.zeros(domain.project(cl).shape)
         for old in mapping.get(cl, []):
-            table = table + _align(np.asarray(potentials[old].values, dtype=float), old, cl)
+            table = table + aligned(np.asarray(potentials[old].values, dtype=float), old, cl)
         tables[cl] = table
     return tables
 
@@ -257,9 +249,9 @@ class MarginalReader:
             tuple(cl): np.asarray(model.marginals[cl].values, dtype=float) for cl in model.marginals.cliques
         }
         self._model = model
-        self._factors: list[tuple[tuple[str, ...], np.ndarray]] | None = None
+        self._tree: JunctionTree | None = None
 
-    def _junction_tree_factors(self) -> list[tuple[tuple[str, ...], np.ndarray]]:
+    def _junction_tree(self) -> JunctionTree:
         import networkx as nx
         from scipy.special import logsumexp
 
@@ -281,18 +273,21 @@ class MarginalReader:
             sep = tuple(a for a in c if a in parent[c])
             out = tuple(i for i, a in enumerate(c) if a not in sep)
             message = logsumexp(table[c], axis=out) if out else table[c]
-            factors.append((c, np.exp(table[c] - _align(message, sep, c))))
-            table[parent[c]] = table[parent[c]] + _align(message, sep, parent[c])
-        return factors
+            factors.append((c, np.exp(table[c] - aligned(message, sep, c))))
+            table[parent[c]] = table[parent[c]] + aligned(message, sep, parent[c])
+        position = {c: i for i, (c, _) in enumerate(factors)}
+        parents = [position[parent[c]] if c not in roots else -1 for c, _ in factors]
+        return JunctionTree(factors, parents, self.total)
 
-    def factorisation(self) -> "Factorisation":
-        """The model as normalised junction-tree factors (enough for likelihoods; savable)."""
-        if self._factors is None:
-            self._factors = self._junction_tree_factors()
-        return Factorisation(self._factors, self.total)
+    def factorisation(self) -> JunctionTree:
+        """The model as normalised junction-tree factors (``model.junction``: sampling, conditioning,
+        likelihoods; savable)."""
+        if self._tree is None:
+            self._tree = self._junction_tree()
+        return self._tree
 
     def log_likelihood(self, codes: np.ndarray, names: Sequence[str]) -> np.ndarray:
-        """``log p(x)`` (natural log) of each encoded row (``Factorisation.log_likelihood``)."""
+        """``log p(x)`` (natural log) of each encoded row (``JunctionTree.log_likelihood``)."""
         return self.factorisation().log_likelihood(codes, names)
 
     def __call__(self, clique: Sequence[str]) -> np.ndarray:
@@ -306,78 +301,12 @@ class MarginalReader:
                 return np.transpose(out, [kept.index(a) for a in clique]).ravel()
         import opt_einsum
 
-        if self._factors is None:
-            self._factors = self._junction_tree_factors()
         index = {a: i for i, a in enumerate(self._model.domain.attributes)}
         operands = []
-        for cl, table in self._factors:
+        for cl, table in self.factorisation().factors:
             operands += [table, [index[a] for a in cl]]
         out = opt_einsum.contract(*operands, [index[a] for a in clique], optimize="greedy")
         return (out / out.sum() * self.total).ravel()
-
-
-MODEL_FORMAT = "privsyn-fed-model/1"
-
-
-@dataclasses.dataclass
-class Factorisation:
-    """``p(x) = prod_C f_C(x_C)``: the root marginal and the conditionals of a junction tree.
-
-    It is post-processing of the release's noisy measurements, so it may be published with it.
-    """
-
-    factors: list[tuple[tuple[str, ...], np.ndarray]]
-    total: float
-
-    def log_likelihood(self, codes: np.ndarray, names: Sequence[str]) -> np.ndarray:
-        """``log p(x)`` (natural log) of each encoded row; columns of ``codes`` follow ``names``."""
-        column = {n: i for i, n in enumerate(names)}
-        out = np.zeros(len(codes))
-        for cl, table in self.factors:
-            out += np.log(np.maximum(table[tuple(codes[:, column[a]] for a in cl)], 1e-300))
-        return out
-
-    def to_bytes(self) -> bytes:
-        """The ``.npz`` file's contents (``save``)."""
-        import io
-        import json
-
-        meta = {"format": MODEL_FORMAT, "total": self.total, "cliques": [list(c) for c, _ in self.factors]}
-        buf = io.BytesIO()
-        arrays: dict[str, Any] = {f"f{i}": t for i, (_, t) in enumerate(self.factors)}
-        np.savez_compressed(buf, meta=np.array(json.dumps(meta)), **arrays)
-        return buf.getvalue()
-
-    def save(self, path) -> None:
-        """Write ``to_bytes`` to ``path``, atomically."""
-        from ..common import write_atomic
-
-        data = self.to_bytes()
-        write_atomic(path, lambda fh: fh.write(data), binary=True)
-
-    @classmethod
-    def load(cls, path) -> "Factorisation":
-        """Read a file written by ``save``; ``InputError`` when it is missing, unreadable, of another
-        format, or holds a factor whose axes do not match its clique."""
-        import json
-        import zipfile
-
-        from ..common import InputError
-
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                meta = json.loads(str(z["meta"]))
-                if meta.get("format") != MODEL_FORMAT:
-                    raise InputError(f"{path}: not a privsyn-fed model file (format {meta.get('format')!r})")
-                factors = [(tuple(c), np.asarray(z[f"f{i}"], dtype=float)) for i, c in enumerate(meta["cliques"])]
-        except FileNotFoundError:
-            raise InputError(f"{path}: model file not found") from None
-        except (OSError, ValueError, KeyError, zipfile.BadZipFile, json.JSONDecodeError) as exc:
-            raise InputError(f"{path}: not a readable privsyn-fed model file ({exc})") from None
-        for c, t in factors:
-            if t.ndim != len(c):
-                raise InputError(f"{path}: factor over {c} has {t.ndim} axes")
-        return cls(factors, float(meta["total"]))
 
 
 def model_cliques(model: MarkovRandomField) -> list[tuple[str, ...]]:
@@ -399,20 +328,3 @@ def covered_cliques(cliques: Sequence[Sequence[str]]) -> set[frozenset[str]]:
         for k in range(1, len(c) + 1):
             out.update(frozenset(s) for s in itertools.combinations(c, k))
     return out
-
-
-def sample_codes(model: MarkovRandomField, names: Sequence[str], rows: int, seed: int | None) -> np.ndarray:
-    """Synthetic rows from the model as an ``(rows, d)`` code array in ``names`` order.
-
-    mbi samples with numpy's global generator; a seed is applied to it for this call only.
-    """
-    state = np.random.get_state()
-    if seed is not None:
-        np.random.seed(seed % 2**32)
-    try:
-        ds = model.synthetic_data(rows=rows)
-    finally:
-        if seed is not None:
-            np.random.set_state(state)
-    columns = ds.to_dict()
-    return np.stack([np.asarray(columns[n]) for n in names], axis=1).astype(np.int64)

@@ -202,7 +202,8 @@ class LocalParties:
         self, label: str, rank: int, args: list[str], detached: bool = False
     ) -> subprocess.Popen | DetachedProcess:
         log = Path(self._logs.name) / f"{len(self.procs)}.err"
-        cmd = [sys.executable, "-m", "privsyn_fed", *args, *self.local.args(rank), "--timeout", str(self.timeout_s)]
+        cmd = [sys.executable, "-m", "privsyn_fed", *args, *self.local.args(rank)]
+        cmd += ["--mpc-timeout", str(self.timeout_s)]
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         proc: subprocess.Popen | DetachedProcess
         if detached:

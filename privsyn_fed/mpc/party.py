@@ -119,4 +119,4 @@ def dealer_main(parties: int | None, access: world.Access, timeout_s: float) -> 
 
 def _check_timeout(seconds: float) -> None:
     if not (seconds > 0 and math.isfinite(seconds)):
-        raise InputError(f"--timeout must be a positive number of seconds, not {seconds:g}")
+        raise InputError(f"--mpc-timeout must be a positive number of seconds, not {seconds:g}")

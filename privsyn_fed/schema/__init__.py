@@ -3,12 +3,14 @@
 drafts from a table or a data dictionary (``draft``, ``dictionary``)."""
 
 from .cells import DEFAULT_BINS, check_header, numbers_as_text
+from .constraints import Constraint, draw_allowed, forbidden, violation_report, violations
 from .dictionary import dictionary_columns
 from .draft import (
     DEFAULT_CATEGORICAL_MAX,
     DP_DRAFT_PRIVACY,
     MAX_DRAFT_BOUND,
     PRIVATE_WARNING,
+    UNFOUND_KEY,
     ColumnProfile,
     PrivateDraftWarning,
     category_order,
@@ -27,6 +29,7 @@ from .encode import (
     check_columns,
     decode_codes,
     encode_frame,
+    ignored_note,
     numeric_bin,
     numeric_histogram,
     refined,
@@ -36,6 +39,7 @@ from .schema import CategoricalColumn, NumericColumn, Schema
 __all__ = [
     "CategoricalColumn",
     "ColumnProfile",
+    "Constraint",
     "DEFAULT_BINS",
     "DEFAULT_CATEGORICAL_MAX",
     "DP_DRAFT_PRIVACY",
@@ -44,6 +48,7 @@ __all__ = [
     "PRIVATE_WARNING",
     "PrivateDraftWarning",
     "Schema",
+    "UNFOUND_KEY",
     "bin_edges",
     "bin_midpoints",
     "category_order",
@@ -54,7 +59,10 @@ __all__ = [
     "dictionary_columns",
     "draft_document",
     "draft_table",
+    "draw_allowed",
     "encode_frame",
+    "forbidden",
+    "ignored_note",
     "numbers_as_text",
     "numeric_bin",
     "numeric_histogram",
@@ -63,5 +71,7 @@ __all__ = [
     "plain_numbers",
     "profile_chunks",
     "refined",
+    "violation_report",
+    "violations",
     "write_document",
 ]

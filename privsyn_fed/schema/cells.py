@@ -71,6 +71,15 @@ def column_cells(series: pd.Series) -> np.ndarray:
     return series.str.strip().to_numpy(dtype=object)
 
 
+def missing_mask(col, text: np.ndarray) -> np.ndarray:
+    """Cells that stand for a missing value: one of the missing tokens or the column's own
+    ``missing_values``, unless the schema declares that very text as a category (a declared
+    category always wins, so a category named ``NA`` or ``None`` is never read as missing)."""
+    categories = col.categories if col.type == "categorical" else ()
+    tokens = [t for t in MISSING_TOKENS + col.missing_values if t not in categories]
+    return pd.Index(tokens, dtype=object).get_indexer(text) >= 0
+
+
 def numbers_as_text(x: np.ndarray) -> np.ndarray:
     """Numbers as category text: whole numbers without a decimal point (``3.0`` -> ``"3"``), others
     as Python writes them, ``""`` for NaN."""

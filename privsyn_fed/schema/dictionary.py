@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..common import InputError
+from ..common import InputError, OptionError
 from .cells import DEFAULT_BINS, MAX_COLUMN_CELLS
 from .schema import Schema
 
@@ -35,7 +35,7 @@ def dictionary_columns(path: str | Path, bins: int = DEFAULT_BINS) -> list[dict[
     """The schema entries of a data dictionary in CSV, each checked by ``Schema.from_dict``."""
     path = Path(path)
     if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= MAX_COLUMN_CELLS:
-        raise InputError(f"--bins must be a whole number from 1 to {MAX_COLUMN_CELLS:,}, not {bins!r}")
+        raise OptionError(f"bins must be a whole number from 1 to {MAX_COLUMN_CELLS:,}, not {bins!r}", "bins")
     try:
         with open(path, encoding="utf-8-sig", newline="") as fh, _field_limit(os.fstat(fh.fileno()).st_size):
             reader = csv.reader(fh)

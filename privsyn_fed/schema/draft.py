@@ -14,6 +14,10 @@ the same number parser):
   a column with no present value at all is drafted as the placeholder numeric ``0..0`` with
   ``missing``. Parquet stored types are respected: a floating-point column is never categorical,
   a text column never numeric, and a column of a type no schema reads (timestamps, nulls) is left out;
+* **identifiers**: a column of at least ``MIN_IDENTIFIER_ROWS`` present values, one distinct value
+  per row (checked over its first ``IDENTIFIER_SAMPLE`` values), is left out with a note like a
+  column of free text, when it holds text, or whole numbers packed as IDs are (a range of less than
+  twice the rows); a release ignores such a column in its silos;
 * **integer**: a numeric column whose every value is a whole number is ``"integer": true``;
 * **bounds** (``round_outward``): ``[min, max]`` widened to multiples of ``10^e``, the largest power
   of ten not above ``max - min`` (whole numbers for an integer column): 17..90 gives 10..90,
@@ -29,6 +33,7 @@ A data dictionary (public facts) becomes a schema in ``dictionary``.
 from __future__ import annotations
 
 import decimal
+import logging
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -38,7 +43,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from ..common import InputError, is_number_type, is_text_type
+from ..common import InputError, OptionError, is_number_type, is_text_type
 from .cells import (
     DEFAULT_BINS,
     MAX_COLUMN_CELLS,
@@ -54,10 +59,18 @@ from .cells import (
 #: marks the schema as read off private rows, which a release refuses until the note is deleted.
 DRAFT_NOTE_KEY = "_draft"
 DP_DRAFT_PRIVACY = "differential privacy"
+#: The key of a column that a DP draft wrote as a placeholder (``--leave-unfound``): its bounds or categories
+#: were not found, and ``Schema.from_dict`` refuses the column until they are filled in and the key deleted.
+UNFOUND_KEY = "_unfound"
 #: A column with at most this many distinct values is categorical (``--categorical-max``).
 DEFAULT_CATEGORICAL_MAX = 50
 #: Drafted bounds stay within this (a round number below 2^53, where whole numbers stop being exact).
 MAX_DRAFT_BOUND = 9e15
+#: A column needs this many present values before one distinct value per row marks it an identifier.
+MIN_IDENTIFIER_ROWS = 50
+#: Values per column checked for repeats (8 bytes each): one distinct value per row among them marks
+#: an identifier.
+IDENTIFIER_SAMPLE = 200_000
 #: The category an all-missing Parquet text column is drafted with (a placeholder to replace).
 PLACEHOLDER_CATEGORY = "(none seen)"
 
@@ -67,6 +80,10 @@ PRIVATE_WARNING = (
     "(a data dictionary, a code list) or draft it with --dp (bounds and categories released under "
     "differential privacy and charged to a ledger), then delete this note."
 )
+
+
+#: Notes of a draft made in Python (the command prints them itself).
+log = logging.getLogger("privsyn_fed.schema")
 
 
 class PrivateDraftWarning(UserWarning):
@@ -144,6 +161,10 @@ class ColumnProfile:
     saturated: bool = False
     tokens_seen: set[str] = field(default_factory=set)
     intervals: np.ndarray | None = None
+    #: No present value repeated among the first ``IDENTIFIER_SAMPLE``, and no number that is not
+    #: whole (measures are not identifiers).
+    distinct: bool = True
+    _hashes: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def present(self) -> int:
@@ -154,6 +175,33 @@ class ColumnProfile:
     def distinct_capped(self) -> int:
         """``min(distinct present values, cap)``."""
         return len(self.counts)
+
+    @property
+    def identifier(self) -> bool:
+        """One distinct value per row, over at least ``MIN_IDENTIFIER_ROWS`` present values, of text
+        or of whole numbers spread over less than twice as many values as rows (IDs, not measures)."""
+        if not self.distinct or self.present < MIN_IDENTIFIER_ROWS:
+            return False
+        return self.non_numbers > 0 or self.hi - self.lo < 2 * self.present
+
+    def _track_repeats(self, text: np.ndarray) -> None:
+        """Clear ``distinct`` once a value of ``text`` (present cells) repeats one seen before, or a
+        number that is not whole was seen."""
+        if self.non_integers:
+            self.distinct, self._hashes = False, None
+        tracked = 0 if self._hashes is None else len(self._hashes)
+        if not self.distinct or tracked >= IDENTIFIER_SAMPLE or not len(text):
+            return
+        h = np.sort(pd.util.hash_array(np.asarray(text[: IDENTIFIER_SAMPLE - tracked], dtype=object)))
+        seen = self._hashes
+        repeat = bool((h[1:] == h[:-1]).any())
+        if not repeat and seen is not None and len(seen):
+            at = np.minimum(np.searchsorted(seen, h), len(seen) - 1)
+            repeat = bool((seen[at] == h).any())
+        if repeat:
+            self.distinct, self._hashes = False, None
+        else:
+            self._hashes = h if seen is None else np.sort(np.concatenate([seen, h]))
 
     def add(self, series: pd.Series, tokens: Sequence[str], extra: Sequence[str], grid: np.ndarray | None) -> None:
         """Count one chunk of the column (cells read as ``encode.column_cells`` reads them)."""
@@ -185,6 +233,7 @@ class ColumnProfile:
             if grid is not None:
                 where = np.searchsorted(grid, numbers, side="right")  # interval i holds g_{i-1} <= x < g_i
                 self.intervals += np.bincount(where, minlength=len(grid) + 1)
+        self._track_repeats(text)
         if not self.saturated and len(text):
             for value, n in pd.Series(text, dtype=object).value_counts(sort=False).items():
                 if value in self.counts:
@@ -224,6 +273,8 @@ class DraftResult:
     columns: list[dict[str, Any]]
     notes: list[str]
     dropped: list[str]
+    #: The columns of ``dropped`` left out as likely identifiers (one distinct value per row).
+    identifiers: list[str] = field(default_factory=list)
 
 
 def numeric_spec(
@@ -266,7 +317,7 @@ def decide(
     if stored_type is not None and not (can_be_numeric or can_be_categorical):
         return None, (
             f"column '{p.name}' is stored as {stored_type} in Parquet, which no schema column reads: left out "
-            "of the schema (store it as numbers or text, or remove it from the tables before `synth`)"
+            "of the schema (store it as numbers or text to draft it; a release ignores it in the silos)"
         )
     if p.present == 0:
         if can_be_numeric:
@@ -279,6 +330,8 @@ def decide(
             f"column '{p.name}': every cell is missing; drafted with the placeholder category "
             f"{PLACEHOLDER_CATEGORY!r}: give it its real public categories"
         )
+    if p.identifier:
+        return None, identifier_note(p.name)
     few = not p.saturated and p.distinct_capped <= categorical_max
     if few and can_be_categorical:
         return categorical_spec(p.name, p.counts, missing, tokens), None
@@ -295,25 +348,39 @@ def decide(
     )
     return None, (
         f"column '{p.name}' {why} more than {categorical_max} distinct values (--categorical-max), not all "
-        "of them numbers: left out of the schema (e.g. free text or IDs); remove it from the tables before "
-        "`synth`, or raise --categorical-max"
+        "of them numbers: left out of the schema (e.g. free text or IDs; a release ignores it in the silos), "
+        "or raise --categorical-max"
+    )
+
+
+def identifier_note(name: str) -> str:
+    """The note on a column left out as a likely identifier."""
+    return (
+        f"column '{name}' has one distinct value per row, likely an identifier (or free text): left out of "
+        "the schema, and a release ignores it in the silos; if it is a real attribute, declare it from public "
+        "facts"
     )
 
 
 def check_options(categorical_max: int, bins: int, missing_values: Sequence[str]) -> None:
-    """``--categorical-max``, ``--bins`` and ``--missing-value`` are usable (``InputError`` if not)."""
+    """``categorical_max``, ``bins`` and ``missing_values`` are usable (``OptionError`` naming them
+    as Python does; the command line renames them to its flags)."""
     if isinstance(categorical_max, bool) or not isinstance(categorical_max, int) or categorical_max < 0:
-        raise InputError(f"--categorical-max must be a whole number of at least 0, not {categorical_max!r}")
+        raise OptionError(
+            f"categorical_max must be a whole number of at least 0, not {categorical_max!r}", "categorical_max"
+        )
     if categorical_max > MAX_COLUMN_CELLS:
-        raise InputError(
-            f"--categorical-max {categorical_max} is more than the {MAX_COLUMN_CELLS:,} cells a column may have"
+        raise OptionError(
+            f"categorical_max {categorical_max} is more than the {MAX_COLUMN_CELLS:,} cells a column may have",
+            "categorical_max",
         )
     if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= MAX_COLUMN_CELLS:
-        raise InputError(f"--bins must be a whole number from 1 to {MAX_COLUMN_CELLS:,}, not {bins!r}")
+        raise OptionError(f"bins must be a whole number from 1 to {MAX_COLUMN_CELLS:,}, not {bins!r}", "bins")
     for t in missing_values:
         if not isinstance(t, str) or t != t.strip():
-            raise InputError(
-                f"--missing-value {t!r}: cells are read without surrounding spaces, so a token must have none"
+            raise OptionError(
+                f"missing_values {t!r}: cells are read without surrounding spaces, so a token must have none",
+                "missing_values",
             )
 
 
@@ -328,18 +395,20 @@ def draft_profiles(
     """The draft of profiled columns (``decide`` on each)."""
     if profiles and all(p.rows == 0 for p in profiles):
         raise InputError(f"{source}: the table has no rows, so there is nothing to draft a schema from")
-    columns, notes, dropped = [], [], []
+    columns, notes, dropped, identifiers = [], [], [], []
     for p in profiles:
         spec, note = decide(p, categorical_max, bins, missing_values, (stored_types or {}).get(p.name))
         if spec is None:
             dropped.append(p.name)
+            if p.identifier:
+                identifiers.append(p.name)
         else:
             columns.append(spec)
         if note:
             notes.append(note)
     if not columns:
         raise InputError(f"{source}: no column could be drafted ({'; '.join(notes)})")
-    return DraftResult(columns, notes, dropped)
+    return DraftResult(columns, notes, dropped, identifiers)
 
 
 def draft_table(
@@ -368,14 +437,18 @@ def draft_frame(
     missing_values: Sequence[str] = (),
     source: str = "<frame>",
 ) -> DraftResult:
-    """Draft a schema from a data frame of any dtypes (as ``Silo.from_frame`` reads it)."""
+    """Draft a schema from a data frame of any dtypes (as ``Silo.from_frame`` reads it); each note
+    is also logged as a warning (logger ``privsyn_fed.schema``), as the command prints it."""
     check_options(categorical_max, bins, missing_values)
     names = [str(c) for c in df.columns]
     check_header(names, source)
     check_cell_types(df, source)
     frame = df.set_axis(names, axis=1)
     profiles = profile_chunks([frame], names, categorical_max + 1, missing_values)
-    return draft_profiles(profiles, source, categorical_max, bins, missing_values)
+    result = draft_profiles(profiles, source, categorical_max, bins, missing_values)
+    for note in result.notes:
+        log.warning(note)
+    return result
 
 
 def warn_private(source: str) -> None:
@@ -400,8 +473,9 @@ def draft_document(columns: list[dict[str, Any]], note: dict[str, Any]) -> dict[
     return {DRAFT_NOTE_KEY: note, "columns": plain_numbers(columns)}
 
 
-def plain_note(source: str, dropped: Sequence[str]) -> dict[str, Any]:
-    """The ``"_draft"`` note of a schema read off private rows."""
+def plain_note(source: str, dropped: Sequence[str], identifiers: Sequence[str] = ()) -> dict[str, Any]:
+    """The ``"_draft"`` note of a schema read off private rows: the columns left out, and those of
+    them that look like identifiers (one distinct value per row)."""
     note: dict[str, Any] = {
         "warning": PRIVATE_WARNING.format(source=Path(source).name),
         "privacy": "none: read off private rows",
@@ -409,6 +483,8 @@ def plain_note(source: str, dropped: Sequence[str]) -> dict[str, Any]:
     }
     if dropped:
         note["left_out"] = list(dropped)
+    if identifiers:
+        note["likely_identifiers"] = list(identifiers)
     return note
 
 

@@ -16,30 +16,44 @@ columns), which never leaves the schema's bounds.
 from __future__ import annotations
 
 import dataclasses
+import math
+from typing import Mapping
 
 import numpy as np
 import pandas as pd
 
 from ..common import InputError, delimiter_hint
-from .cells import MISSING_TOKENS, check_cell_types, column_cells, numbers_as_text, shown
+from .cells import check_cell_types, column_cells, missing_mask, numbers_as_text, shown
 from .schema import CategoricalColumn, NumericColumn, Schema
 
 
-def check_columns(header: list[str], schema: Schema, source: str) -> None:
-    """Reject a table whose columns are not exactly the schema's (order may differ)."""
+def check_columns(header: list[str], schema: Schema, source: str) -> list[str]:
+    """Reject a table that lacks any of the schema's columns (one error naming them all) or repeats
+    a name; return its other columns, in its order: they are ignored (``ignored_note``)."""
     seen = set()
     for name in header:
         if name in seen:
             raise InputError(f"{source}: column '{name}' appears twice")
         seen.add(name)
-    for name in schema.names:
-        if name not in seen:
-            raise InputError(
-                f"{source}: missing column '{name}' (the schema declares it)" + delimiter_hint(",".join(header))
-            )
-    for name in header:
-        if name not in schema.names:
-            raise InputError(f"{source}: extra column '{name}' (not in the schema)")
+    missing = [name for name in schema.names if name not in seen]
+    if missing:
+        raise InputError(
+            f"{source}: missing column{'s' if len(missing) > 1 else ''} {quoted(missing)} (the schema declares "
+            f"{'them' if len(missing) > 1 else 'it'})" + delimiter_hint(",".join(header))
+        )
+    declared = set(schema.names)
+    return [name for name in header if name not in declared]
+
+
+def quoted(names: list[str]) -> str:
+    """``'a', 'b', 'c'``."""
+    return ", ".join(f"'{n}'" for n in names)
+
+
+def ignored_note(source: str, names: list[str]) -> str:
+    """The note that a table's columns ``names``, not in the schema, are ignored."""
+    s = "s" if len(names) > 1 else ""
+    return f"{source}: column{s} not in the schema, ignored (never read): {quoted(names)}"
 
 
 def cell_error(source: str, row: int, column: str, problem: str, public: str, fix: str = "") -> InputError:
@@ -62,7 +76,9 @@ def encode_frame(df: pd.DataFrame, schema: Schema, source: str, with_values: boo
     missing values and for categorical columns). Errors call the frame's first row ``first_row``
     (the default 2 makes them CSV line numbers, the header being line 1).
     """
-    check_columns([str(c) for c in df.columns], schema, source)
+    ignored = set(check_columns([str(c) for c in df.columns], schema, source))
+    if ignored:  # columns not in the schema are never read
+        df = df.loc[:, [str(c) not in ignored for c in df.columns]]
     check_cell_types(df, source)
     if len(df) == 0:
         raise InputError(f"{source}: the table has no rows")
@@ -87,18 +103,6 @@ def encode_frame(df: pd.DataFrame, schema: Schema, source: str, with_values: boo
         else:
             codes[:, j] = _encode_categorical(col, cells, is_missing, source, first_row)
     return (codes, clipped, values) if with_values else (codes, clipped)
-
-
-def missing_mask(col, text: np.ndarray) -> np.ndarray:
-    """Cells that stand for a missing value: one of the missing tokens or the column's own
-    ``missing_values``, unless the schema declares that very text as a category (a declared
-    category always wins, so a category named ``NA`` or ``None`` is never read as missing)."""
-    tokens = [
-        t
-        for t in MISSING_TOKENS + col.missing_values
-        if not (isinstance(col, CategoricalColumn) and t in col.categories)
-    ]
-    return pd.Index(tokens, dtype=object).get_indexer(text) >= 0
 
 
 def _encode_numeric(
@@ -160,9 +164,16 @@ def _encode_categorical(
     return codes
 
 
-def decode_codes(codes: np.ndarray, schema: Schema, rng: np.random.Generator) -> pd.DataFrame:
-    """Turn an ``(n, d)`` code array into a table of values in schema order."""
+def decode_codes(
+    codes: np.ndarray,
+    schema: Schema,
+    rng: np.random.Generator,
+    ranges: Mapping[str, tuple[float, float]] | None = None,
+) -> pd.DataFrame:
+    """Turn an ``(n, d)`` code array into a table of values in schema order: a numeric value uniform
+    inside its bin, or inside its bin's part of ``ranges[column]`` (inclusive) where one is given."""
     codes = np.asarray(codes, dtype=np.int64)
+    ranges = ranges or {}
     out = {}
     for j, col in enumerate(schema.columns):
         c = codes[:, j]
@@ -170,7 +181,7 @@ def decode_codes(codes: np.ndarray, schema: Schema, rng: np.random.Generator) ->
             raise ValueError(f"code outside the domain of column '{col.name}'")
         missing = c == (col.size - 1) if col.missing else np.zeros(len(c), dtype=bool)
         if isinstance(col, NumericColumn):
-            values = _decode_numeric(col, np.where(missing, 0, c), rng)
+            values = _decode_numeric(col, np.where(missing, 0, c), rng, ranges.get(col.name))
             series = pd.Series(values, dtype="Int64" if col.integer else "Float64")
         else:
             cats = np.array(col.categories, dtype=object)
@@ -180,9 +191,16 @@ def decode_codes(codes: np.ndarray, schema: Schema, rng: np.random.Generator) ->
     return pd.DataFrame(out, columns=schema.names)
 
 
-def _decode_numeric(col: NumericColumn, b: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+def _decode_numeric(
+    col: NumericColumn, b: np.ndarray, rng: np.random.Generator, within: tuple[float, float] | None = None
+) -> np.ndarray:
     lo, hi = bin_edges(col)
     lo, hi = lo[b], hi[b]
+    if within is not None and col.integer:
+        lo = np.maximum(lo, math.ceil(max(within[0], -(2.0**62))))
+        hi = np.minimum(hi, math.floor(min(within[1], 2.0**62)))
+    elif within is not None:
+        lo, hi = np.maximum(lo, within[0]), np.minimum(hi, within[1])
     if col.integer:
         k = lo + np.floor(rng.random(len(b)) * (hi - lo + 1))
         return np.minimum(k, hi).astype(np.int64)

@@ -5,8 +5,11 @@ The schema is public information. Nothing in it may be read off private rows wit
 its operator to review, with a warning that its bounds and categories are not private;
 ``privsyn-fed schema draft --dp`` (module ``draft_dp``) releases them under differential privacy,
 charged to a ledger; ``privsyn-fed schema from-dictionary`` builds one from a public data
-dictionary. A schema file may carry top-level keys besides ``"columns"`` (a draft's ``"_draft"``
-note); they are ignored, so a draft loads as is.
+dictionary. A schema file may carry top-level keys besides ``"columns"``: a draft's ``"_draft"``
+note loads with it, and one that is not a DP draft's marks the schema ``private_draft`` (a release
+refuses it) through every round trip (``to_dict``/``from_dict``, ``save``/``load``, JSON) until the
+note is deleted or ``reviewed()`` is called; other keys are ignored. A DP draft's placeholder column
+(``draft.UNFOUND_KEY``) is refused until it is filled in.
 
 Domain sizes: a numeric column has ``bins`` cells (plus one when ``missing`` is allowed); a
 categorical column has ``len(categories)`` cells (plus one when ``missing`` is allowed). The
@@ -20,11 +23,24 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..common import InputError
 from .cells import DEFAULT_BINS, MAX_ABS_BOUND, MAX_COLUMN_CELLS, check_column_name
-from .draft import DEFAULT_CATEGORICAL_MAX, DP_DRAFT_PRIVACY, DRAFT_NOTE_KEY, draft_frame, warn_private
+from .draft import (
+    DEFAULT_CATEGORICAL_MAX,
+    DP_DRAFT_PRIVACY,
+    DRAFT_NOTE_KEY,
+    UNFOUND_KEY,
+    draft_frame,
+    plain_note,
+    plain_numbers,
+    warn_private,
+    write_document,
+)
+
+if TYPE_CHECKING:
+    from .constraints import Constraint
 
 
 @dataclass(frozen=True)
@@ -127,6 +143,11 @@ class Schema:
     #: Drafted from private rows and not yet reviewed (a file whose ``"_draft"`` note is not that of a DP
     #: draft, or ``Schema.draft``): a release refuses it, since its bounds and categories were read off rows.
     private_draft: bool = False
+    #: Public constraints: combinations of values that never occur (``constraints``); every release is
+    #: conditioned on them.
+    constraints: tuple[Constraint, ...] = ()
+    #: The ``"_draft"`` note of a private draft as read (``to_dict`` writes it back; None: a generated one).
+    draft_note: Any = field(default=None, compare=False, repr=False)
 
     @property
     def names(self) -> list[str]:
@@ -146,8 +167,28 @@ class Schema:
         raise KeyError(name)
 
     def to_dict(self) -> dict[str, Any]:
-        """The schema as a schema file's JSON object (``from_dict`` reads it back)."""
-        return {"columns": [c.to_dict() for c in self.columns]}
+        """The schema as a schema file's JSON object (``from_dict`` reads it back); ``"constraints"`` only
+        when there are some; a private draft's ``"_draft"`` note first."""
+        d: dict[str, Any] = {"columns": [c.to_dict() for c in self.columns]}
+        if self.constraints:
+            d["constraints"] = [c.to_dict() for c in self.constraints]
+        if self.private_draft:  # the note goes wherever the schema goes: only a review removes it
+            note = self.draft_note if self.draft_note is not None else plain_note(self.source, ())
+            d = {DRAFT_NOTE_KEY: note, **d}
+        return d
+
+    def save(self, path: str | Path) -> None:
+        """Write ``to_dict()`` to a schema file atomically: YAML by extension ``.yaml``/``.yml``, else JSON
+        (whole-number floats as integers); ``load`` reads it back, a private draft's note included."""
+        from ..common import write_atomic
+
+        path, document = Path(path), plain_numbers(self.to_dict())
+        if path.suffix.lower() in (".yaml", ".yml"):
+            import yaml
+
+            write_atomic(path, lambda fh: yaml.safe_dump(document, fh, sort_keys=False, allow_unicode=True))
+        else:
+            write_document(path, document)
 
     @classmethod
     def draft(
@@ -167,7 +208,7 @@ class Schema:
         result = draft_frame(df, categorical_max=k, bins=bins, missing_values=tuple(missing_values))
         warn_private("the data frame")
         schema = cls.from_dict({"columns": result.columns}, source="<drafted from a data frame>")
-        return dataclasses.replace(schema, private_draft=True)
+        return dataclasses.replace(schema, private_draft=True, draft_note=plain_note("a data frame", result.dropped))
 
     @classmethod
     def load(cls, path: str | Path) -> "Schema":
@@ -195,8 +236,9 @@ class Schema:
 
     @classmethod
     def from_dict(cls, raw: Any, source: str = "<schema>") -> "Schema":
-        """Validate a parsed schema (an object with a list under ``"columns"``; other top-level keys,
-        such as a draft's ``"_draft"`` note, are ignored) and build it; ``InputError`` names the first
+        """Validate a parsed schema (an object with a list under ``"columns"`` and optionally one under
+        ``"constraints"``, module ``constraints``; a draft's ``"_draft"`` note sets ``private_draft`` unless it
+        is a DP draft's; other top-level keys are ignored) and build it; ``InputError`` names the first
         fault, prefixed by ``source``."""
         if not isinstance(raw, dict) or not isinstance(raw.get("columns"), list):
             raise InputError(f'{source}: a schema is an object with a list under "columns"')
@@ -211,12 +253,17 @@ class Schema:
             columns.append(col)
         note = raw.get(DRAFT_NOTE_KEY)
         private = note is not None and not (isinstance(note, dict) and note.get("privacy") == DP_DRAFT_PRIVACY)
-        return cls(tuple(columns), source, private_draft=private)
+        from .constraints import parse_constraints
+
+        constraints = parse_constraints(raw.get("constraints"), columns, source)
+        return cls(
+            tuple(columns), source, private_draft=private, constraints=constraints, draft_note=note if private else None
+        )
 
     def reviewed(self) -> "Schema":
         """This schema marked as reviewed: its bounds and categories now come from public knowledge (what
-        deleting a draft file's ``"_draft"`` note says)."""
-        return dataclasses.replace(self, private_draft=False)
+        deleting a draft file's ``"_draft"`` note says); ``to_dict`` then writes no note."""
+        return dataclasses.replace(self, private_draft=False, draft_note=None)
 
 
 def _one_line(exc: Exception) -> str:
@@ -234,6 +281,12 @@ def _parse_column(spec: Any, index: int, source: str) -> Column:
         raise InputError(f'{source}: column #{index + 1}: "name" must be text, not {name!r}')
     check_column_name(name, index, source)
     where = f"{source}: column '{name}'"
+    if UNFOUND_KEY in spec:  # a DP draft's placeholder (``--leave-unfound``)
+        what = "bounds" if spec.get("type") == "numeric" else "categories"
+        raise InputError(
+            f'{where}: a placeholder: the DP draft did not find its {what} (its "{UNFOUND_KEY}" says why); fill '
+            f'them in from public knowledge, then delete "{UNFOUND_KEY}"'
+        )
     kind = spec.get("type")
     known = {"name", "type", "missing", "missing_values"}
     missing = spec.get("missing", False)

@@ -6,6 +6,7 @@ must pass it through a mechanism that charges the ledger before anything leaves 
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
@@ -24,8 +25,19 @@ from ..common import (
     read_table,
     table_format,
 )
-from ..schema import CategoricalColumn, NumericColumn, Schema, bin_midpoints, check_columns, encode_frame
+from ..schema import (
+    CategoricalColumn,
+    NumericColumn,
+    Schema,
+    bin_midpoints,
+    check_columns,
+    encode_frame,
+    ignored_note,
+)
 from .rowstore import RowStore
+
+#: Notes on reading silos (columns not in the schema), for the silo's operator.
+log = logging.getLogger("privsyn_fed.silo")
 
 
 class Silo:
@@ -59,13 +71,17 @@ class Silo:
     def load(cls, path: str | Path, schema: Schema, chunk_rows: int = CHUNK_ROWS) -> "Silo":
         """The silo in the table at ``path`` (CSV, gzip CSV or Parquet), read and encoded ``chunk_rows``
         rows at a time into a ``RowStore``; every check of ``encode_frame`` applies to every chunk,
-        with errors naming the file, the row (CSV: its line) and the column. Named by the path."""
+        with errors naming the file, the row (CSV: its line) and the column. Named by the path.
+        Columns the schema does not list are never read; one warning (logger ``privsyn_fed.silo``)
+        names them all."""
         source = str(Path(path))
-        check_table_header(path, schema)
+        ignored = check_table_header(path, schema)
+        if ignored:
+            log.warning(ignored_note(source, ignored))
         store = RowStore(schema.shape, numeric_columns(schema))
         clipped = {c.name: 0 for c in schema.columns if isinstance(c, NumericColumn)}
         try:
-            for chunk in read_chunks(path, chunk_rows):
+            for chunk in read_chunks(path, chunk_rows, columns=schema.names):
                 checkpoint()  # Ctrl-C or SIGTERM while a large silo is read: stop between chunks
                 if len(chunk.frame) == 0:
                     continue
@@ -92,7 +108,11 @@ class Silo:
     @classmethod
     def from_frame(cls, df: pd.DataFrame, schema: Schema, name: str = "<frame>") -> "Silo":
         """Encode a data frame on ``schema`` (``encode_frame``: text cells, or typed columns as a
-        user's frame holds them), keeping the clip counts and the clipped numeric values."""
+        user's frame holds them), keeping the clip counts and the clipped numeric values. Columns
+        the schema does not list are ignored, with one warning naming them (as ``load``)."""
+        ignored = check_columns([str(c) for c in df.columns], schema, name)
+        if ignored:
+            log.warning(ignored_note(name, ignored))
         codes, clipped, values = encode_frame(df, schema, name, with_values=True)
         return cls(name, codes, schema, clipped, values)
 
@@ -161,13 +181,15 @@ def numeric_columns(schema: Schema) -> list[int]:
     return [j for j, c in enumerate(schema.columns) if isinstance(c, NumericColumn)]
 
 
-def check_table_header(path: str | Path, schema: Schema) -> None:
+def check_table_header(path: str | Path, schema: Schema) -> list[str]:
     """The table's header fits ``schema`` (``check_columns``), and so do a Parquet file's stored
-    types (``check_parquet_types``): public facts, checked without reading a row."""
+    types (``check_parquet_types``): public facts, checked without reading a row. Returns the
+    table's columns that the schema does not list (ignored)."""
     source = str(Path(path))
-    check_columns(read_header(path), schema, source)
+    ignored = check_columns(read_header(path), schema, source)
     if table_format(path) == "parquet":
         check_parquet_types(parquet_types(path), schema, source)
+    return ignored
 
 
 def check_parquet_types(types: dict[str, str], schema: Schema, source: str) -> None:

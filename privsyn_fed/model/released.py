@@ -1,0 +1,209 @@
+"""The two kinds of model a release fits, as samplers of decoded rows that can be conditioned.
+
+* ``GraphicalModel``: the AIM family's graphical model and the independent model, as a junction
+  tree (``junction``); conditioning is exact (the tree given the conditions' weights), and numeric
+  values are then drawn inside ``bin ∩ range``.
+* ``CopulaModel``: Fed-TDA's Gaussian copula ``z = L g``, ``g ~ N(0, I)``, decoded through the public
+  encoding. Its rows given a condition are drawn by rejection (exact: the kept rows are the model's
+  rows given the condition), bounded: a condition that too few of the model's rows meet is refused
+  rather than sampled for ever.
+
+Both are post-processing of a release's noisy statistics: sampling reads no rows and spends nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..common import InputError, checkpoint
+from ..schema import Schema, decode_codes
+from .conditions import Condition
+from .junction import JunctionTree, independent_tree
+
+#: Rejection draws a probe of this many rows to estimate how often a condition holds.
+PROBE_ROWS = 20_000
+#: Refused when a condition (or the public constraints) would need more than this many draws per row.
+MAX_DRAWS_PER_ROW = 10_000
+
+
+@dataclass
+class GraphicalModel:
+    """Rows of a junction tree (``tree``) decoded on ``schema``; ``ranges`` narrows numeric values
+    to the conditions' ranges and ``probability`` is the conditions' probability (1 without any)."""
+
+    tree: JunctionTree
+    schema: Schema
+    ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
+    probability: float = 1.0
+
+    kind = "junction-tree"
+
+    @property
+    def total(self) -> float:
+        """The model's noisy row count."""
+        return float(self.tree.total)
+
+    @classmethod
+    def independent(cls, probabilities: Sequence[np.ndarray], schema: Schema, total: float) -> "GraphicalModel":
+        """The independent model: each column drawn from its own distribution."""
+        return cls(independent_tree(probabilities, schema.names, total), schema)
+
+    def sample(self, rows: int, seed: int | None) -> pd.DataFrame:
+        """``rows`` rows drawn with one generator seeded ``seed`` (``None``: fresh): codes by the tree,
+        then values inside their bins (and ranges)."""
+        rng = np.random.default_rng(seed)
+        codes = self.tree.sample_codes(rows, rng, self.schema.names)
+        return decode_codes(codes, self.schema, rng, self.ranges)
+
+    def given(self, conditions: Sequence[Condition]) -> "GraphicalModel":
+        """The model given ``conditions`` (exact); ``InputError`` when they have probability 0."""
+        if not conditions:
+            return self
+        weights = {c.column: c.weights(self.schema) for c in conditions}
+        tree, p = self.tree.conditioned(weights)
+        if p <= 0:
+            raise InputError(f"{_described(conditions)} has probability 0 under the model: no row can meet it")
+        ranges = {c.column: c.range for c in conditions if c.range is not None}
+        return GraphicalModel(tree, self.schema, {**self.ranges, **ranges}, self.probability * p)
+
+    def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """The model as a JSON header and arrays (``model.file``)."""
+        header = {"cliques": [list(c) for c, _ in self.tree.factors], "parents": list(self.tree.parents)}
+        arrays = {f"factor{i}": np.asarray(t, dtype=np.float64) for i, (_, t) in enumerate(self.tree.factors)}
+        return header, arrays
+
+    @classmethod
+    def from_arrays(cls, schema: Schema, total: float, header: dict, arrays: dict[str, np.ndarray]) -> "GraphicalModel":
+        """The model ``to_arrays`` wrote; ``ValueError`` when it does not fit ``schema``."""
+        cliques = [tuple(str(a) for a in c) for c in header["cliques"]]
+        factors = [(c, np.asarray(arrays[f"factor{i}"], dtype=np.float64)) for i, c in enumerate(cliques)]
+        tree = JunctionTree(factors, [int(p) for p in header["parents"]], total)
+        size = dict(zip(schema.names, schema.shape))
+        for attr, n in tree.sizes().items():
+            if size.get(attr) != n:
+                raise ValueError(f"column {attr!r} has {n} cells in the model but {size.get(attr)} in the schema")
+        missing = set(schema.names) - set(tree.sizes())
+        if missing:
+            raise ValueError(f"the model does not cover column(s) {', '.join(sorted(missing))}")
+        for _, t in factors:
+            if not np.all(np.isfinite(t)) or (t < 0).any():
+                raise ValueError("a factor holds a negative or non-finite probability")
+        return cls(tree, schema)
+
+
+@dataclass
+class CopulaModel:
+    """Fed-TDA's released copula: the public ``encoding``, the Cholesky factor ``factor`` of its
+    correlation and the noisy row ``total``; ``conditions`` filter its rows (by rejection)."""
+
+    encoding: object  # silo.copula_encoding.Encoding (public parameters)
+    factor: np.ndarray
+    total: float
+    conditions: tuple[Condition, ...] = ()
+    probability: float = 1.0
+
+    kind = "copula"
+
+    @property
+    def schema(self) -> Schema:
+        """The release's schema."""
+        return self.encoding.schema  # type: ignore[attr-defined]
+
+    def draw(self, rows: int, seed: int | None) -> pd.DataFrame:
+        """``rows`` rows of the copula: ``z = L g`` (float32, seeded ``seed``), decoded by inverting
+        the encoding."""
+        rng = np.random.default_rng(seed)
+        width = self.factor.shape[0]
+        # computed transposed so that each coordinate (a column of z) is contiguous for decoding
+        z = (self.factor.astype(np.float32) @ rng.standard_normal((width, rows), dtype=np.float32)).T
+        return self.encoding.decode(z)  # type: ignore[attr-defined]
+
+    def sample(self, rows: int, seed: int | None) -> pd.DataFrame:
+        """``rows`` rows, given the conditions when there are any (``rejected``)."""
+        if not self.conditions:
+            return self.draw(rows, seed)
+        conditions = self.conditions
+        return rejected(self.draw, lambda f: _all_hold(conditions, f), rows, seed, self.probability)
+
+    def given(self, conditions: Sequence[Condition]) -> "CopulaModel":
+        """The model given ``conditions``; ``InputError`` when the model's rows (almost) never meet
+        them: none of ``PROBE_ROWS`` draws does."""
+        if not conditions:
+            return self
+        combined = self.conditions + tuple(conditions)
+        probe = self.draw(PROBE_ROWS, 0x5EED)
+        share = float(np.mean(_all_hold(combined, probe)))
+        if share == 0:
+            raise InputError(
+                f"{_described(conditions)}: none of {PROBE_ROWS:,} rows drawn from the model meets it "
+                f"(probability below about 1 in {PROBE_ROWS:,}); condition on a wider range or fewer columns"
+            )
+        return CopulaModel(self.encoding, self.factor, self.total, combined, share)
+
+    def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """The model as a JSON header and arrays (``model.file``)."""
+        header, arrays = self.encoding.to_wire()  # type: ignore[attr-defined]
+        return {"encoding": header}, {**{f"encoding:{k}": v for k, v in arrays.items()}, "factor": self.factor}
+
+    @classmethod
+    def from_arrays(cls, schema: Schema, total: float, header: dict, arrays: dict[str, np.ndarray]) -> "CopulaModel":
+        """The model ``to_arrays`` wrote; ``ValueError`` when it does not fit ``schema``."""
+        from ..silo.copula_encoding import Encoding
+
+        wire = {k.removeprefix("encoding:"): v for k, v in arrays.items() if k.startswith("encoding:")}
+        encoding = Encoding.from_wire(schema, header["encoding"], wire)
+        factor = np.asarray(arrays["factor"], dtype=np.float64)
+        if factor.shape != (encoding.width, encoding.width) or not np.all(np.isfinite(factor)):
+            raise ValueError(f"the copula's factor has shape {factor.shape}, not {(encoding.width,) * 2}")
+        return cls(encoding, factor, total)
+
+
+def rejected(
+    draw: Callable[[int, int | None], pd.DataFrame],
+    keep: Callable[[pd.DataFrame], np.ndarray],
+    rows: int,
+    seed: int | None,
+    share: float,
+    what: str = "the condition",
+) -> pd.DataFrame:
+    """``rows`` rows of ``draw`` that ``keep`` accepts: batches sized from the expected acceptance
+    ``share``, each from its own seed derived from ``seed``, until enough are kept. Refused
+    (``InputError``) once more than ``MAX_DRAWS_PER_ROW`` draws per row would be needed. Exact: the
+    kept rows are ``draw``'s rows given acceptance, in the order drawn."""
+    if share * MAX_DRAWS_PER_ROW < 1:
+        raise InputError(
+            f"{what} holds for about {share:.2g} of the model's rows: more than {MAX_DRAWS_PER_ROW:,} draws "
+            "per row would be needed"
+        )
+    seeds = np.random.SeedSequence(seed)
+    kept: list[pd.DataFrame] = []
+    have, drawn = 0, 0
+    while have < rows:
+        checkpoint()
+        batch = min(max(1024, math.ceil((rows - have) / max(share, 1e-12) * 1.1)), 2_000_000)
+        (state,) = seeds.spawn(1)
+        frame = draw(batch, int(state.generate_state(1, dtype=np.uint64)[0] % 2**63))
+        frame = frame[keep(frame)]
+        kept.append(frame)
+        have += len(frame)
+        drawn += batch
+        if drawn > MAX_DRAWS_PER_ROW * rows + PROBE_ROWS:
+            raise InputError(f"{what} was met by {have:,} of {drawn:,} rows drawn from the model: too rare to sample")
+    return pd.concat(kept, ignore_index=True).iloc[:rows].reset_index(drop=True)
+
+
+def _all_hold(conditions: Sequence[Condition], frame: pd.DataFrame) -> np.ndarray:
+    ok = np.ones(len(frame), dtype=bool)
+    for c in conditions:
+        ok &= c.holds(frame)
+    return ok
+
+
+def _described(conditions: Sequence[Condition]) -> str:
+    text = " and ".join(c.describe() for c in conditions)
+    return f"the condition {text}"

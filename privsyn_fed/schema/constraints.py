@@ -1,0 +1,482 @@
+"""Public constraints: combinations of values that never occur, stated in the schema as public facts.
+
+A constraint names a set ``F`` of forbidden rows as a conjunction of per-column value sets:
+
+* ``{"forbid": {c1: S1, ..., ck: Sk}}`` forbids ``F = {x : x[c1] in S1 and ... and x[ck] in Sk}``;
+* ``{"if": {a1: A1, ...}, "then": {b1: B1, ...}}`` forbids the ``if`` part without the ``then`` part:
+  ``F = {x : (x[a1] in A1 and ...) and not (x[b1] in B1 and ...)}``.
+
+A row is allowed when it lies in no constraint's ``F``. A value set ``S`` is one item or a list of
+items: for a categorical column its categories; for a numeric column numbers and inclusive ranges
+``"LO..HI"`` (either end may be left open: ``"..14"``, ``"15.."``); for a column that allows missing
+values, ``null`` (or a text the column reads as missing, such as its ``missing_values``) for the
+missing value. A range never holds the missing value. An optional ``"name"`` labels the constraint in
+messages and reports.
+
+Values are read as a release reads them (``encode``): numbers clipped to the column's bounds and, in
+an integer column, rounded to whole numbers; a categorical value outside the list counts as the
+column's ``unknown`` category when it has one.
+
+The constraints are public, so conditioning a release on them is post-processing: ``draw_allowed``
+draws rows from a model and keeps the allowed ones (rejection sampling), which spends no budget.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence, Union
+
+import numpy as np
+import pandas as pd
+
+from ..common import InputError, checkpoint
+from .cells import column_cells, missing_mask, numbers_as_text
+
+#: A schema column (``schema.NumericColumn`` or ``schema.CategoricalColumn``; this module sits below
+#: ``schema``, which reads its constraints with it, so it knows columns by their ``type``).
+Column = Any
+#: A ``schema.Schema`` (anything with ``constraints`` and ``source``) or a sequence of ``Constraint``.
+Constraints = Union[Any, Sequence["Constraint"]]
+
+#: The most rows ``draw_allowed`` draws per row it keeps: a model whose rows are forbidden more often
+#: than ``1 - 1/MAX_REJECTION`` of the time is refused.
+MAX_REJECTION = 1000
+#: Rows drawn before the acceptance rate is judged against ``MAX_REJECTION``.
+MIN_ESTIMATE = 10_000
+#: Fewest and most rows drawn in one batch after the first.
+MIN_BATCH = 1_024
+MAX_BATCH = 500_000
+#: The keys a constraint may have.
+CONSTRAINT_KEYS = ("forbid", "if", "then", "name")
+
+
+@dataclass(frozen=True)
+class ColumnValues:
+    """A column's values as a release reads them: category indices (``-1`` for none; categorical)
+    or clipped numbers (NaN for a value that is not a number; numeric), and the missing mask."""
+
+    missing: np.ndarray
+    codes: np.ndarray | None = None
+    categories: tuple[str, ...] = ()
+    numbers: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class ValueSet:
+    """The values ``x[col]`` may take for a condition to hold: categories (categorical column),
+    inclusive ranges ``lo <= x <= hi`` (numeric column; a number is the range ``[x, x]``, an open end
+    is infinite), and the missing value when ``missing``. ``written`` keeps the items as the schema
+    file writes them (categories as text, numbers, ranges as ``"LO..HI"``, ``None`` for missing)."""
+
+    col: Column
+    written: tuple[Any, ...]
+    categories: tuple[str, ...] = ()
+    ranges: tuple[tuple[float, float], ...] = ()
+    missing: bool = False
+
+    @property
+    def column(self) -> str:
+        """The column's name."""
+        return self.col.name
+
+    def describe(self) -> str:
+        """``"AGEP in 0..14"``, ``"SEX = 1"``, ``"MSP is missing"`` or ``"C in {a, b, missing}"``."""
+        items = ["missing" if w is None else str(w) for w in self.written]
+        if len(items) > 1:
+            return f"{self.column} in {{{', '.join(items)}}}"
+        if self.written[0] is None:
+            return f"{self.column} is missing"
+        if isinstance(self.written[0], str) and ".." in self.written[0] and self.ranges:
+            return f"{self.column} in {items[0]}"
+        return f"{self.column} = {items[0]}"
+
+    def holds(self, values: ColumnValues) -> np.ndarray:
+        """Rows whose value lies in the set."""
+        if values.codes is not None:
+            wanted = np.array([values.categories.index(c) for c in self.categories], dtype=np.int64)
+            inside = np.isin(values.codes, wanted)
+        else:
+            x = values.numbers
+            inside = np.zeros(len(values.missing), dtype=bool)
+            with np.errstate(invalid="ignore"):
+                for lo, hi in self.ranges:
+                    inside |= (x >= lo) & (x <= hi)
+        inside &= ~values.missing
+        return inside | values.missing if self.missing else inside
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """One public constraint: ``when`` holds and (for an implication) ``then`` does not, the row is
+    forbidden; ``then`` is None for a ``forbid`` constraint. ``index`` counts from 1 in the schema."""
+
+    index: int
+    when: tuple[ValueSet, ...]
+    then: tuple[ValueSet, ...] | None = None
+    name: str | None = None
+
+    @property
+    def label(self) -> str:
+        """``constraint #i``, with its name when it has one."""
+        return f"constraint #{self.index}" + (f" ({self.name!r})" if self.name else "")
+
+    @property
+    def columns(self) -> list[str]:
+        """The columns it names, in order, each once."""
+        cols = [v.column for v in self.when + (self.then or ())]
+        return list(dict.fromkeys(cols))
+
+    def describe(self) -> str:
+        """The rule in words: ``forbid SEX = 1 and PREG = 1``, ``if AGEP in 0..14 then MSP is missing``."""
+        when = " and ".join(v.describe() for v in self.when)
+        if self.then is None:
+            return f"forbid {when}"
+        return f"if {when} then " + " and ".join(v.describe() for v in self.then)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The constraint as a schema file writes it (``parse_constraints`` reads it back)."""
+        d: dict[str, Any] = {"name": self.name} if self.name else {}
+        part = {v.column: list(v.written) for v in self.when}
+        if self.then is None:
+            d["forbid"] = part
+        else:
+            d["if"] = part
+            d["then"] = {v.column: list(v.written) for v in self.then}
+        return d
+
+    def broken(self, values: dict[str, ColumnValues]) -> np.ndarray:
+        """Rows the constraint forbids, given the values of its columns."""
+        bad = np.logical_and.reduce([v.holds(values[v.column]) for v in self.when])
+        if self.then is not None:
+            bad &= ~np.logical_and.reduce([v.holds(values[v.column]) for v in self.then])
+        return bad
+
+
+# ---- parsing ------------------------------------------------------------------------------------
+
+
+def parse_constraints(raw: Any, columns: Sequence[Column], source: str) -> tuple[Constraint, ...]:
+    """Validate the schema's ``"constraints"`` list against its ``columns``; ``InputError`` naming
+    ``source``, the constraint and the column or value at fault."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise InputError(f'{source}: "constraints" must be a list of constraints, not {_shown(raw)}')
+    by_name = {c.name: c for c in columns}
+    out = tuple(_parse_constraint(spec, i + 1, by_name, source) for i, spec in enumerate(raw))
+    for c in out:
+        if c.then is None and all(_covers(v, by_name[v.column]) for v in c.when):
+            raise InputError(
+                f"{source}: {c.label} ({c.describe()}) forbids every row: it lists every value of its columns"
+            )
+    return out
+
+
+def _parse_constraint(spec: Any, index: int, columns: dict[str, Column], source: str) -> Constraint:
+    where = f"{source}: constraint #{index}"
+    if not isinstance(spec, dict):
+        raise InputError(f'{where}: a constraint is an object with "forbid", or "if" and "then", not {_shown(spec)}')
+    extra = sorted(str(k) for k in set(spec) - set(CONSTRAINT_KEYS))
+    if extra:
+        raise InputError(f"{where}: unknown key {extra[0]!r} (allowed: {', '.join(CONSTRAINT_KEYS)})")
+    name = spec.get("name")
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise InputError(f'{where}: "name" must be a non-empty text, not {_shown(name)}')
+    if name:
+        where += f" ({name!r})"
+    if "forbid" in spec:
+        if "if" in spec or "then" in spec:
+            raise InputError(f'{where}: give either "forbid" or "if" with "then", not both')
+        return Constraint(index, _parse_part(spec["forbid"], "forbid", columns, where, source), None, name)
+    if "if" not in spec and "then" not in spec:
+        raise InputError(f'{where}: a constraint needs "forbid", or "if" and "then"')
+    if "if" not in spec or "then" not in spec:
+        given, needed = ("if", "then") if "if" in spec else ("then", "if")
+        raise InputError(f'{where}: "{given}" needs "{needed}" (the rule is: if these values, then those)')
+    when = _parse_part(spec["if"], "if", columns, where, source)
+    then = _parse_part(spec["then"], "then", columns, where, source)
+    return Constraint(index, when, then, name)
+
+
+def _parse_part(part: Any, key: str, columns: dict[str, Column], where: str, source: str) -> tuple[ValueSet, ...]:
+    if not isinstance(part, dict) or not part:
+        raise InputError(
+            f'{where}: "{key}" must map one or more column names to their values, e.g. '
+            f'{{"AGEP": "0..14"}}, not {_shown(part)}'
+        )
+    out = []
+    for column, items in part.items():
+        if column not in columns:
+            raise InputError(f'{where}: "{key}" names column {column!r}, which is not in the schema')
+        out.append(parse_values(items, columns[column], f"{where}, column '{column}'", source))
+    return tuple(out)
+
+
+def parse_values(items: Any, col: Column, where: str, source: str = "") -> ValueSet:
+    """One column's values as a schema file or a condition writes them (one item or a list: categories,
+    numbers, ``"LO..HI"`` ranges, ``None`` or a missing token); ``InputError`` names the item at fault."""
+    items = items if isinstance(items, list) else [items]
+    if not items:
+        raise InputError(f"{where}: the list of values is empty")
+    written: list[Any] = []
+    categories: list[str] = []
+    ranges: list[tuple[float, float]] = []
+    missing = False
+    for item in items:
+        if isinstance(item, bool):
+            yaml = source.lower().endswith((".yaml", ".yml"))
+            hint = "; YAML reads unquoted yes, no, on, off, true and false as booleans: quote it" if yaml else ""
+            raise InputError(f"{where}: {item} is not a value of the column{hint}")
+        if item is None or (isinstance(item, str) and _reads_as_missing(item, col)):
+            if not col.missing:
+                raise InputError(
+                    f"{where}: {_shown(item)} stands for a missing value, but the column does not allow missing "
+                    'values (declare "missing": true)'
+                )
+            missing, entry = True, None
+        elif col.type == "categorical":
+            entry = _category(item, col, where)
+            categories.append(entry)
+        else:
+            entry, lo, hi = _numbers(item, col, where)
+            ranges.append((lo, hi))
+        if entry not in written:
+            written.append(entry)
+    return ValueSet(col, tuple(written), tuple(dict.fromkeys(categories)), tuple(ranges), missing)
+
+
+def _reads_as_missing(text: str, col: Column) -> bool:
+    """``text`` is read as a missing value in this column (as ``cells.missing_mask`` reads cells)."""
+    return bool(missing_mask(col, np.array([text.strip()], dtype=object))[0])
+
+
+def _category(item: Any, col: Column, where: str) -> str:
+    if isinstance(item, (int, float)):
+        item = str(item)  # as the schema reads a category written as a number
+    if not isinstance(item, str):
+        raise InputError(f"{where}: {_shown(item)} is not a category (give categories as text)")
+    if item not in col.categories:
+        cats = list(col.categories)
+        shown = ", ".join(repr(c) for c in cats[:10]) + (", ..." if len(cats) > 10 else "")
+        raise InputError(f"{where}: category {item!r} is not in the schema (categories: {shown})")
+    return item
+
+
+def _numbers(item: Any, col: Column, where: str) -> tuple[Any, float, float]:
+    """A numeric item as ``(written, lo, hi)``: a number ``x`` is ``[x, x]``, ``"LO..HI"`` a range."""
+    lower, upper = col.lower, col.upper
+    if isinstance(item, (int, float)):
+        x = float(item)
+        if not math.isfinite(x):
+            raise InputError(f"{where}: {_shown(item)} is not a finite number")
+        if not lower <= x <= upper:
+            raise InputError(f"{where}: {_number_text(x)} lies outside the column's bounds [{_bounds(col)}]")
+        if col.integer and x != math.floor(x):
+            raise InputError(f"{where}: {_number_text(x)} is not a whole number, and the column is integer")
+        return (int(x) if x == math.floor(x) and abs(x) < 2**53 else x), x, x
+    if not isinstance(item, str):
+        raise InputError(f'{where}: {_shown(item)} is not a number or a range such as "0..14"')
+    if ".." not in item:
+        x = _parse_number(item.strip(), item, where)
+        return _numbers(x, col, where)
+    lo_text, _, hi_text = (t.strip() for t in item.partition(".."))
+    lo = -math.inf if lo_text == "" else _parse_number(lo_text, item, where)
+    hi = math.inf if hi_text == "" else _parse_number(hi_text, item, where)
+    if lo > hi:
+        raise InputError(f"{where}: range {item!r} is empty (its lower end is above its upper end)")
+    if hi < lower or lo > upper:
+        raise InputError(f"{where}: range {item!r} lies outside the column's bounds [{_bounds(col)}]")
+    text = ("" if lo == -math.inf else _number_text(lo)) + ".." + ("" if hi == math.inf else _number_text(hi))
+    return text, lo, hi
+
+
+def _parse_number(text: str, item: str, where: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise InputError(f'{where}: {item!r} is not a number or a range such as "0..14"') from None
+    if not math.isfinite(x):
+        raise InputError(f"{where}: {item!r} holds {text!r}, which is not a finite number")
+    return x
+
+
+def _number_text(x: float) -> str:
+    return str(int(x)) if x == math.floor(x) and abs(x) < 2**53 else repr(x)
+
+
+def _bounds(col: Column) -> str:
+    return f"{_number_text(col.lower)}, {_number_text(col.upper)}"
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _covers(values: ValueSet, col: Column) -> bool:
+    """Whether the set holds every value of the column's domain."""
+    if col.missing and not values.missing:
+        return False
+    if col.type == "categorical":
+        return set(values.categories) == set(col.categories)
+    lower, upper = col.lower, col.upper
+    spans = sorted((max(lo, lower), min(hi, upper)) for lo, hi in values.ranges)
+    if col.integer:
+        spans = sorted((math.ceil(lo), math.floor(hi)) for lo, hi in spans)
+        reach = lower - 1
+        for lo, hi in spans:
+            if lo > reach + 1:
+                return False
+            reach = max(reach, hi)
+        return reach >= upper
+    reach = lower
+    for lo, hi in spans:
+        if lo > reach:
+            return False
+        reach = max(reach, hi)
+    return reach >= upper
+
+
+# ---- rows -------------------------------------------------------------------------------------------
+
+
+def _constraints_of(constraints: Constraints) -> tuple[tuple[Constraint, ...], str]:
+    """The constraints, and the name of the schema file that states them (for messages)."""
+    found = getattr(constraints, "constraints", None)
+    if found is not None:
+        return tuple(found), str(getattr(constraints, "source", "<schema>"))
+    return tuple(constraints), "<schema>"
+
+
+def column_values(col: Column, series: pd.Series) -> ColumnValues:
+    """Read one column of a table (decoded values, text cells or typed cells) as a release reads it."""
+    cells = column_cells(series)
+    if col.type == "categorical":
+        if cells.dtype.kind == "f":
+            missing = np.isnan(cells)
+            cells = numbers_as_text(cells)
+        else:
+            missing = missing_mask(col, cells)
+        codes = pd.Index(col.categories, dtype=object).get_indexer(cells).astype(np.int64)
+        if col.unknown is not None:
+            codes[(codes < 0) & ~missing] = col.categories.index(col.unknown)
+        return ColumnValues(missing, codes=codes, categories=col.categories)
+    if cells.dtype.kind == "f":
+        missing, x = np.isnan(cells), cells
+    else:
+        missing = missing_mask(col, cells)
+        x = pd.to_numeric(pd.Series(np.where(missing, "nan", cells), dtype=object), errors="coerce").to_numpy(float)
+    x = np.clip(x, col.lower, col.upper)
+    if col.integer:
+        x = np.rint(x)
+    return ColumnValues(missing, numbers=x)
+
+
+def violations(constraints: Constraints, frame: pd.DataFrame, source: str = "table") -> np.ndarray:
+    """An ``(n, k)`` boolean array: row ``i`` of ``frame`` breaks constraint ``j`` (``constraints``: a
+    ``Schema`` or its ``constraints``); ``source`` names the frame in errors."""
+    found, _ = _constraints_of(constraints)
+    values = {}
+    for c in found:
+        for v in c.when + (c.then or ()):
+            if v.column in values:
+                continue
+            if v.column not in frame.columns:
+                raise InputError(f"{source}: column '{v.column}' (named by {c.label}) is not in the table")
+            values[v.column] = column_values(v.col, frame[v.column])
+    if not found:
+        return np.zeros((len(frame), 0), dtype=bool)
+    return np.stack([c.broken(values) for c in found], axis=1)
+
+
+def forbidden(constraints: Constraints, frame: pd.DataFrame) -> np.ndarray:
+    """Rows of ``frame`` (decoded values, as a synthetic CSV holds them, or text cells) that break at
+    least one constraint: ``x in F_1 or ... or x in F_k``."""
+    return np.asarray(violations(constraints, frame).any(axis=1))
+
+
+def violation_report(constraints: Constraints, tables: dict[str, pd.DataFrame]) -> list[dict[str, Any]]:
+    """Per constraint, its label, its rule and, per named table, the rows that break it and their share."""
+    found, _ = _constraints_of(constraints)
+    counts = {k: violations(found, df, k).sum(axis=0) for k, df in tables.items()}
+    out = []
+    for j, c in enumerate(found):
+        entry: dict[str, Any] = {"constraint": c.label, "rule": c.describe()}
+        for k, df in tables.items():
+            entry[k] = {"rows": int(counts[k][j]), "share": float(counts[k][j]) / max(1, len(df))}
+        out.append(entry)
+    return out
+
+
+# ---- sampling ---------------------------------------------------------------------------------------
+
+
+def batch_seed(seed: int, batch: int) -> int:
+    """The seed of batch ``batch`` (from 1) of a draw seeded ``seed``: ``SeedSequence([seed, batch])``."""
+    state = np.random.SeedSequence([int(seed), int(batch)]).generate_state(1, dtype=np.uint64)
+    return int(state[0]) % 2**63
+
+
+def draw_allowed(
+    draw: Callable[[int, int], pd.DataFrame], rows: int, seed: int, constraints: Constraints
+) -> pd.DataFrame:
+    """``rows`` rows of ``draw`` that break none of the constraints (rejection sampling; ``constraints``:
+    a ``Schema`` or its ``constraints``).
+
+    Batches are drawn with ``draw(n, s)``: the first of ``rows`` rows with ``s = seed`` (so a model that
+    never breaks a constraint gives exactly the rows of ``draw(rows, seed)``), the later ones with
+    ``batch_seed(seed, b)`` and sized by the acceptance rate seen so far. The allowed rows are kept
+    in order until there are ``rows``. When the model's rows are independent with law ``P``, each kept
+    row has law ``P(x | x allowed) = P(x) 1[x allowed] / P(allowed)``: the model conditioned on the
+    constraints. When a batch's rows are exchangeable but spread evenly over ``P`` (stratified), a
+    kept row's law is ``E[N_x / N_allowed]`` over the batch's counts, which equals it up to ``O(1/n)``.
+
+    ``InputError`` when fewer than one row in ``MAX_REJECTION`` is allowed (judged after
+    ``MIN_ESTIMATE`` rows), or ``MAX_REJECTION * rows + MIN_ESTIMATE`` rows have been drawn, naming
+    the share of drawn rows that breaks each constraint."""
+    found, source = _constraints_of(constraints)
+    if not found:
+        return draw(rows, seed)
+    cap = MAX_REJECTION * rows + MIN_ESTIMATE
+    kept: list[pd.DataFrame] = []
+    have = drawn = allowed = 0
+    broken = np.zeros(len(found), dtype=np.int64)
+    size, b = rows, 0
+    while True:
+        frame = draw(size, seed if b == 0 else batch_seed(seed, b))
+        v = violations(found, frame, "the model's rows")
+        ok = ~v.any(axis=1)
+        broken += v.sum(axis=0)
+        drawn += len(frame)
+        allowed += int(ok.sum())
+        part = frame[ok].iloc[: rows - have]
+        kept.append(part)
+        have += len(part)
+        if have >= rows:
+            break
+        if (drawn >= MIN_ESTIMATE and allowed * MAX_REJECTION < drawn) or drawn >= cap:
+            raise InputError(_refusal(source, found, drawn, allowed, broken))
+        checkpoint()
+        rate = (allowed + 1) / (drawn + 2)
+        size = int(min(MAX_BATCH, cap - drawn, max(MIN_BATCH, math.ceil((rows - have) / rate * 1.2))))
+        b += 1
+    if len(kept) == 1 and len(kept[0]) == len(frame):
+        return kept[0]
+    return pd.concat(kept, ignore_index=True)
+
+
+def _refusal(source: str, found: Sequence[Constraint], drawn: int, allowed: int, broken: np.ndarray) -> str:
+    shares = "; ".join(f"{c.label} ({c.describe()}): {_percent(n / drawn)}" for c, n in zip(found, broken) if n)
+    return (
+        f"{source}: the model's rows break the schema's constraints too often to be conditioned on them: "
+        f"{_percent(1 - allowed / drawn)} of {drawn:,} rows drawn are forbidden, more than the "
+        f"{1 - 1 / MAX_REJECTION:.1%} a release may reject ({shares}); check that the constraints together "
+        "allow some rows, or give the release more budget so that its model fits them closer"
+    )
+
+
+def _percent(share: float) -> str:
+    """A share as a percentage, with more digits where two would round it to 100%."""
+    text = f"{share:.2%}"
+    return f"{share:.4%}" if text == "100.00%" and share < 1 else text
