@@ -148,7 +148,6 @@ def prepare(
     Returns the method's validated options; raises ``InputError`` naming what is wrong (an
     ``OptionError`` for the value of a named argument)."""
     from .methods import METHODS
-    from .methods.base import check_option_types
     from .methods.output import check_rows
 
     if method not in METHODS:
@@ -173,7 +172,20 @@ def prepare(
             'knowledge (or draft with `schema draft --dp`), then delete the "_draft" note (in Python: '
             "schema.reviewed())"
         )
-    cls = spec.options_class
+    opts = method_options(method, options)
+    opts.check_schema(schema)
+    if mpc:
+        opts.check_mpc()
+    return opts
+
+
+def method_options(method: str, options: dict[str, Any]) -> MethodOptions:
+    """The options of ``method`` (a known method) as its options class, checked without the schema:
+    no unknown option, each of its type, each in its range; ``InputError`` (``OptionError``) otherwise."""
+    from .methods import METHODS
+    from .methods.base import check_option_types
+
+    cls = METHODS[method].options_class
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(options) - known)
     if unknown:
@@ -183,9 +195,6 @@ def prepare(
     check_option_types(cls, options)
     opts = cls(**options)
     opts.validate()
-    opts.check_schema(schema)
-    if mpc:
-        opts.check_mpc()
     return opts
 
 

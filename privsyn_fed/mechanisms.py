@@ -100,22 +100,6 @@ def threshold_delta(sigma: float, threshold: float) -> float:
     return 0.5 * math.erfc((threshold - 2.0) / (sigma * math.sqrt(2.0)))
 
 
-def thresholded_histogram(
-    acc: Accountant,
-    noise: NoiseSource,
-    counts: np.ndarray,
-    *,
-    sigma: float,
-    threshold: float,
-    query: str,
-    where: str,
-    **extra: Any,
-) -> np.ndarray:
-    """Which values' ``count + N_Z(0, sigma^2)`` reach ``threshold`` (``thresholded_counts`` > 0)."""
-    passed = thresholded_counts(acc, noise, counts, sigma=sigma, threshold=threshold, query=query, where=where, **extra)
-    return np.asarray(passed > 0, dtype=bool)
-
-
 def thresholded_counts(
     acc: Accountant,
     noise: NoiseSource,

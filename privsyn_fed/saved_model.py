@@ -176,12 +176,24 @@ def read_archive(path: str | Path) -> tuple[dict[str, Any], dict[str, np.ndarray
 
     check_regular(Path(path), "model")
     try:
+        with open(path, "rb") as fh:
+            archive = fh.read(4) == b"PK\x03\x04"
+    except FileNotFoundError:
+        raise InputError(f"{path}: model file not found") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot be read ({_reason(exc)})") from None
+    if not archive:
+        raise InputError(f"{path}: not a privsyn-fed model file (not an .npz archive)")
+    try:
         with np.load(path, allow_pickle=False) as z:
             meta = json.loads(str(z["meta"]))
             arrays = {k: np.asarray(z[k]) for k in z.files if k != "meta"}
     except FileNotFoundError:
         raise InputError(f"{path}: model file not found") from None
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile, json.JSONDecodeError, EOFError) as exc:
+    except ValueError as exc:
+        why = "it holds an array that only unpickling could read, refused" if "pickle" in str(exc) else _reason(exc)
+        raise InputError(f"{path}: not a readable privsyn-fed model file ({why})") from None
+    except (OSError, KeyError, zipfile.BadZipFile, json.JSONDecodeError, EOFError) as exc:
         raise InputError(f"{path}: not a readable privsyn-fed model file ({_reason(exc)})") from None
     if not isinstance(meta, dict):
         raise InputError(f"{path}: not a privsyn-fed model file")

@@ -26,12 +26,13 @@ class Synthesizer:
     arguments); ``fit`` releases the model, ``sample`` draws from it."""
 
     def __init__(self, method: str = "aim", epsilon: float = 1.0, delta: float = 1e-9, **options: Any):
-        from .api import check_budget_args
+        from .api import check_budget_args, method_options
         from .methods import METHODS
 
         if method not in METHODS:
             raise OptionError(f"method must be one of {', '.join(METHODS)}, not {method!r}", "method")
         check_budget_args(epsilon, delta)
+        method_options(method, options)  # every check that needs no schema, now
         self.method, self.epsilon, self.delta, self.options = method, epsilon, delta, dict(options)
         #: The released model, once ``fit`` has run.
         self.model: ReleasedModel | None = None

@@ -138,6 +138,20 @@ def test_the_copula_conditions_by_rejection_with_the_models_conditional(frames):
         model.sample(10, where={"age": (90, 90), "income": (99.9, 100), "sex": "F", "label": "no"})
 
 
+def test_the_synthesizer_checks_its_options_before_any_data():
+    for kwargs, message in (
+        ({"alpha": 2}, "alpha must lie in"),
+        ({"nope": 1}, "option 'nope' does not apply to method aim"),
+        ({"epsilon": 0}, "epsilon must be a positive number"),
+        ({"method": "gan"}, "method must be one of"),
+    ):
+        with pytest.raises(pf.InputError, match=message) as refused:
+            pf.Synthesizer(**{"method": "aim", **kwargs})
+        assert "--" not in str(refused.value)
+    with pytest.raises(pf.InputError, match="fit the synthesizer first"):
+        pf.Synthesizer().sample(10)
+
+
 def test_a_condition_of_probability_zero_is_refused(frames):
     schema = pf.Schema.from_dict(SCHEMA)
     probs = [np.full(n, 1.0 / n) for n in schema.shape]
@@ -184,8 +198,12 @@ def test_a_tampered_or_unaudited_model_is_refused(frames, tmp_path):
     # an array that would unpickle (run code) is never loaded
     with zipfile.ZipFile(path, "a") as z, z.open("evil.npy", "w") as fh:
         np.lib.format.write_array(fh, np.array([object()], dtype=object), allow_pickle=True)
-    with pytest.raises(pf.InputError, match="not a readable privsyn-fed model file"):
+    with pytest.raises(pf.InputError, match="an array that only unpickling could read, refused") as refused:
         pf.load_model(path)
+    assert "allow_pickle" not in str(refused.value)  # no advice to load it unsafely
+    (tmp_path / "table.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(pf.InputError, match=r"not a privsyn-fed model file \(not an .npz archive\)"):
+        pf.load_model(tmp_path / "table.csv")
     # a seeded release is not private: its model does not load either
     seeded = pf.Synthesizer("independent", epsilon=1.0, delta=1e-9).fit(frames, schema=schema, seed=3)
     seeded.save(tmp_path / "seeded.model")
