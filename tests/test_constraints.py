@@ -91,6 +91,10 @@ def test_constraints_round_trip_through_the_file_and_keep_schema_equality(tmp_pa
         ({"forbid": {"sex": ["F"]}}, ['"constraints" must be a list']),
         ([{"name": "all", "forbid": {"sex": ["F", "M"]}}], ["constraint #1 ('all')", "forbids every row"]),
         ([{"forbid": {"age": ["..50", "51.."], "region": ["north", "south", "east", None]}}], ["forbids every row"]),
+        (
+            [{"forbid": {"age": "..50"}}, {"if": {"age": "51.."}, "then": {"sex": ["F"]}}, {"forbid": {"sex": "F"}}],
+            ["the constraints together forbid every row (constraint #1, constraint #2, constraint #3)"],
+        ),
     ],
 )
 def test_a_faulty_constraint_is_one_line_naming_it_and_the_column_or_value(rules, fragments):
@@ -235,7 +239,8 @@ def test_kept_rows_follow_the_model_conditioned_on_the_allowed_set():
 
 def test_a_model_that_almost_never_meets_the_constraints_is_refused_in_one_line_with_bounded_draws():
     """Allowing only x = c and y = 0 (2% of the rows) is fine; allowing 1 row in 10,000 is refused
-    after ``MIN_ESTIMATE`` draws, as are constraints that together forbid every row."""
+    after ``MIN_ESTIMATE`` draws, as is a model that never draws an allowed row; constraints that
+    together forbid every row of the domain are refused when the schema is read."""
     drawn = []
 
     def counting(n, seed):
@@ -260,18 +265,25 @@ def test_a_model_that_almost_never_meets_the_constraints_is_refused_in_one_line_
         draw_allowed(wide_draw, 100, 1, wide)
     assert MIN_ESTIMATE <= sum(drawn) <= 3 * MIN_ESTIMATE
     drawn.clear()
-    never = toy_schema([{"name": "not a", "forbid": {"x": "a"}}, {"forbid": {"x": ["b", "c"]}}])
+    with pytest.raises(InputError, match="the constraints together forbid every row"):
+        toy_schema([{"name": "not a", "forbid": {"x": "a"}}, {"forbid": {"x": ["b", "c"]}}])
+    # the domain keeps x in {b, c} with y = 9, which this model never draws
+    never = toy_schema([{"name": "not a", "forbid": {"x": "a"}}, {"forbid": {"x": ["b", "c"], "y": "..8"}}])
+
+    def below_nine(n, seed):
+        rows = counting(n, seed)
+        return rows.assign(y=rows["y"].clip(upper=8))
+
     with pytest.raises(InputError) as info:
-        draw_allowed(counting, 10, 1, never)
+        draw_allowed(below_nine, 10, 1, never)
     message = str(info.value)
     assert "\n" not in message and "100.00% of" in message and "rows drawn are forbidden" in message, message
-    assert (
-        "constraint #1 ('not a') (forbid x = a): 50." in message and "constraint #2 (forbid x in {b, c}): 4" in message
-    )
+    assert "constraint #1 ('not a') (forbid x = a): 50." in message
+    assert "constraint #2 (forbid x in {b, c} and y in ..8): 4" in message
     assert sum(drawn) <= MIN_ESTIMATE + MAX_REJECTION * 10 + 2 * MIN_ESTIMATE
     drawn.clear()
     with pytest.raises(InputError, match="more than the 99.9% a release may reject"):
-        draw_allowed(counting, 10, 1, never)
+        draw_allowed(below_nine, 10, 1, never)
     assert sum(drawn) <= 3 * MIN_ESTIMATE
 
 

@@ -23,6 +23,7 @@ draws rows from a model and keeps the allowed ones (rejection sampling), which s
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence, Union
@@ -166,11 +167,50 @@ def parse_constraints(raw: Any, columns: Sequence[Column], source: str) -> tuple
     by_name = {c.name: c for c in columns}
     out = tuple(_parse_constraint(spec, i + 1, by_name, source) for i, spec in enumerate(raw))
     for c in out:
-        if c.then is None and all(_covers(v, by_name[v.column]) for v in c.when):
-            raise InputError(
-                f"{source}: {c.label} ({c.describe()}) forbids every row: it lists every value of its columns"
-            )
+        if not _some_row_allowed([c], by_name):
+            raise InputError(f"{source}: {c.label} ({c.describe()}) forbids every row")
+    if out and not _some_row_allowed(out, by_name):
+        raise InputError(
+            f"{source}: the constraints together forbid every row ({', '.join(c.label for c in out)}); "
+            "a release over them could never draw one"
+        )
     return out
+
+
+#: ``_some_row_allowed`` enumerates at most this many combinations of the constrained columns' values.
+MAX_COMBINATIONS = 200_000
+
+
+def _some_row_allowed(constraints: Sequence[Constraint], columns: dict[str, Column]) -> bool:
+    """Whether some row of the domain breaks no constraint. Within a column every constraint's
+    value sets change membership only at their range ends, so one value per piece between ends
+    (each end, each midpoint, each bound; for whole numbers the ends' neighbours) and each category
+    (and the missing value) stand for the whole column; every combination of them is checked.
+    Beyond ``MAX_COMBINATIONS`` combinations the check is skipped (sampling still enforces them)."""
+    involved = list(dict.fromkeys(c for con in constraints for c in con.columns))
+    pieces = [_representatives(columns[name], constraints) for name in involved]
+    if math.prod(len(p) for p in pieces) > MAX_COMBINATIONS:
+        return True
+    frame = pd.DataFrame(list(itertools.product(*pieces)), columns=involved)
+    return not bool(forbidden(list(constraints), frame).all())
+
+
+def _representatives(col: Column, constraints: Sequence[Constraint]) -> list[Any]:
+    """One value of ``col`` for each piece of its domain on which every constraint agrees."""
+    out: list[Any] = [None] if col.missing else []
+    if col.type == "categorical":
+        return list(col.categories) + out
+    ends = {float(col.lower), float(col.upper)}
+    for con in constraints:
+        for v in con.when + (con.then or ()):
+            if v.column == col.name:
+                ends.update(e for r in v.ranges for e in r if math.isfinite(e))
+    ends = sorted(e for e in ends if col.lower <= e <= col.upper)
+    points = set(ends) | {(a + b) / 2 for a, b in zip(ends, ends[1:])}
+    if col.integer:
+        points = {float(k) for e in points for k in (math.floor(e), math.ceil(e), math.floor(e) - 1, math.ceil(e) + 1)}
+        points = {p for p in points if col.lower <= p <= col.upper}
+    return sorted(points) + out
 
 
 def _parse_constraint(spec: Any, index: int, columns: dict[str, Column], source: str) -> Constraint:
@@ -312,30 +352,6 @@ def _bounds(col: Column) -> str:
 def _shown(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _covers(values: ValueSet, col: Column) -> bool:
-    """Whether the set holds every value of the column's domain."""
-    if col.missing and not values.missing:
-        return False
-    if col.type == "categorical":
-        return set(values.categories) == set(col.categories)
-    lower, upper = col.lower, col.upper
-    spans = sorted((max(lo, lower), min(hi, upper)) for lo, hi in values.ranges)
-    if col.integer:
-        spans = sorted((math.ceil(lo), math.floor(hi)) for lo, hi in spans)
-        reach = lower - 1
-        for lo, hi in spans:
-            if lo > reach + 1:
-                return False
-            reach = max(reach, hi)
-        return reach >= upper
-    reach = lower
-    for lo, hi in spans:
-        if lo > reach:
-            return False
-        reach = max(reach, hi)
-    return reach >= upper
 
 
 # ---- rows -------------------------------------------------------------------------------------------
