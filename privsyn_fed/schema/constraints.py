@@ -200,12 +200,12 @@ def _representatives(col: Column, constraints: Sequence[Constraint]) -> list[Any
     out: list[Any] = [None] if col.missing else []
     if col.type == "categorical":
         return list(col.categories) + out
-    ends = {float(col.lower), float(col.upper)}
+    found = {float(col.lower), float(col.upper)}
     for con in constraints:
         for v in con.when + (con.then or ()):
             if v.column == col.name:
-                ends.update(e for r in v.ranges for e in r if math.isfinite(e))
-    ends = sorted(e for e in ends if col.lower <= e <= col.upper)
+                found.update(e for r in v.ranges for e in r if math.isfinite(e))
+    ends = sorted(e for e in found if col.lower <= e <= col.upper)
     points = set(ends) | {(a + b) / 2 for a, b in zip(ends, ends[1:])}
     if col.integer:
         points = {float(k) for e in points for k in (math.floor(e), math.ceil(e), math.floor(e) - 1, math.ceil(e) + 1)}
