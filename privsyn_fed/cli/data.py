@@ -115,6 +115,13 @@ def add_parsers(sub) -> None:
         help="another release of the same data to report beside this one, typically "
         "`synth --method independent` at the same budget: the error a release should beat",
     )
+    ev.add_argument(
+        "--kmarginal",
+        action="store_true",
+        help="also report SDNist v2.3's k-marginal score (the NIST CRC benchmark's headline measure, 0 to "
+        "1000, higher is better): every pair of columns (less PUMA and INDP), joined with PUMA when the "
+        "tables have it, with a score per PUMA in the JSON. Always reported when the schema has a PUMA column",
+    )
     ev.add_argument("--json", action=Once, metavar="OUT.json", help="also write the full result as JSON")
     ev.add_argument(
         "--report",
@@ -193,11 +200,11 @@ def run_evaluate(args: argparse.Namespace) -> int:
     common = dict(
         holdout_df=holdout, label=args.label, workload_size=args.workload_size or None, workload_seed=args.workload_seed
     )
-    report = evaluate(real, synthetic, schema, model=model, **common)
+    report = evaluate(real, synthetic, schema, model=model, kmarginal=args.kmarginal or None, **common)
     report["files"] = {"real": list(args.real), "synthetic": str(args.synthetic), "holdout": list(args.holdout or [])}
     base = None
     if args.baseline:
-        base = evaluate(real, read_table(args.baseline), schema, **common)
+        base = evaluate(real, read_table(args.baseline), schema, kmarginal=args.kmarginal or None, **common)
         report["baseline"] = {"file": str(args.baseline), **base}
     print(_rows_line(report["rows"], len(reals), len(holdouts)))
 
@@ -219,6 +226,13 @@ def run_evaluate(args: argparse.Namespace) -> int:
     for key in ("correlation_similarity", "contingency_similarity"):
         if p[key] is not None:
             print(f"{key.replace('_', ' ')} {show(p[key], lambda b, k=key: b['pairs'][k])}")
+    if "kmarginal" in report:
+        k = report["kmarginal"]
+        other = base["kmarginal"]["score"] if base is not None else None
+        print(
+            f"k-marginal score: {k['score']:.1f} ({k['definition']} definition; 0-1000, higher is better)"
+            + ("" if other is None else f" (baseline {other:.1f})")
+        )
     if "tstr" in report:
         t = report["tstr"]
         print(

@@ -16,7 +16,9 @@ whoever may see the real data, e.g. on a benchmark's public table).
 * ``nll``: mean negative log-likelihood (nats) of the holdout rows under the method's model (its
   exact likelihood: cells the model believes nearly empty cost many nats);
 * ``constraints`` (a schema with public constraints): per constraint, the real and the synthetic
-  rows that break it (``schema.constraints.violation_report``).
+  rows that break it (``schema.constraints.violation_report``);
+* ``kmarginal`` (asked for, or a schema with a ``PUMA`` column): SDNist v2.3's k-marginal score,
+  0 to 1000, overall and per PUMA (``kmarginal.kmarginal_score``).
 """
 
 from __future__ import annotations
@@ -296,8 +298,11 @@ def evaluate(
     workload_seed: int = 0,
     model: Any = None,
     seed: int = 0,
+    kmarginal: bool | None = None,
 ) -> dict[str, Any]:
-    """All the measures above as a JSON-ready dict (``tstr``, ``dcr``, ``nll`` need a holdout)."""
+    """All the measures above as a JSON-ready dict (``tstr``, ``dcr``, ``nll`` need a holdout;
+    ``kmarginal``: True or False to ask for the k-marginal score or not, None for it when the
+    schema has a ``PUMA`` column)."""
     real = encode(real_df, schema, "real")
     syn = encode(syn_df, schema, "synthetic")
     real_num, syn_num = numeric_columns(real_df, schema), numeric_columns(syn_df, schema)
@@ -322,6 +327,10 @@ def evaluate(
         from ..schema import violation_report
 
         report["constraints"] = violation_report(schema, {"real": real_df, "synthetic": syn_df})
+    if kmarginal or (kmarginal is None and "PUMA" in schema.names):
+        from .kmarginal import kmarginal_score
+
+        report["kmarginal"] = kmarginal_score(real_df[schema.names], syn_df[schema.names])
     if holdout_df is not None:
         hold = encode(holdout_df, schema, "holdout")
         report["rows"]["holdout"] = int(len(hold))
