@@ -234,7 +234,7 @@ def test_saved_model_gives_the_holdout_likelihood(schema_path, silo_paths, tmp_p
         model,
         capsys=capsys,
     )
-    assert code == 2 and "not a readable privsyn-fed model" in err
+    assert code == 2 and "not a privsyn-fed model file (not an .npz archive)" in err
 
 
 @pytest.mark.parametrize("method", ["flaim", "distaim"])
