@@ -68,6 +68,14 @@ def test_evaluate_takes_the_union_of_every_real_and_holdout_file(schema_path, ta
     assert report["files"]["real"] == [str(tables[k]) for k in "abc"]
 
 
+def test_evaluate_notes_the_columns_of_a_real_file_it_ignores(schema_path, tables, capsys):
+    make_frame(120, 1).assign(zip="02134", ssn="x").to_csv(tables["a"], index=False)
+    code, stdout, err = run_cli(*evaluate_argv(schema_path, tables), capsys=capsys)
+    assert code == 0, err
+    assert f"privsyn-fed: note: {tables['a']} (--real): columns not in the schema, ignored: 'zip', 'ssn'" in err
+    assert stdout.startswith("compared 270 real rows")
+
+
 def test_evaluate_names_the_real_file_at_fault(schema_path, tables, capsys):
     lines = tables["b"].read_text().splitlines()
     lines[4] = lines[4].replace(",F,", ",X,").replace(",M,", ",X,")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from ..common import InputError
@@ -187,8 +188,13 @@ def run_evaluate(args: argparse.Namespace) -> int:
         raise InputError("--label needs --holdout (the real rows to test the classifier on)")
     if args.model is not None and not holdouts:
         raise InputError("--model needs --holdout (the real rows to compute the likelihood of)")
+    ignored = []
     for item in reals + holdouts:  # headers first: a wrong file is named before any table is read
-        check_table_header(item.path, schema)
+        extra = check_table_header(item.path, schema)
+        if extra:
+            s = "s" if len(extra) > 1 else ""
+            names = ", ".join(f"'{n}'" for n in extra)
+            ignored.append(f"{item.path} ({item.option}): column{s} not in the schema, ignored: {names}")
     model = None
     if args.model is not None:
         from ..saved_model import likelihood_model
@@ -197,6 +203,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
     holdout = _read_union(holdouts, schema) if holdouts else None
     real = _read_union(reals, schema)
     synthetic = read_table(args.synthetic)
+    for note in ignored:  # once every table has been read and checked: an error stays one line
+        print(f"privsyn-fed: note: {note}", file=sys.stderr)
     common = dict(
         holdout_df=holdout, label=args.label, workload_size=args.workload_size or None, workload_seed=args.workload_seed
     )
