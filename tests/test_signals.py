@@ -86,6 +86,7 @@ def test_a_signal_stops_the_run_with_ledger_and_store_at_its_spend(
 def test_a_killed_run_keeps_its_reservation_until_the_custodian_settles_it(schema_path, silo_paths, tmp_path):
     proc, out, log = start_synth(schema_path, silo_paths, tmp_path, "aim", "--rounds", "80")
     wait_for(proc, log, "round 1:")
+    proc.send_signal(signal.SIGSTOP)  # held mid-run (still alive) however fast its rounds are
     store = str(tmp_path / "b.db")
     settle = ["budget", "settle", "--budget-store", store, "--run", "1"]
     alive = run_cli(*settle, cwd=tmp_path)
