@@ -92,8 +92,9 @@ class SynthResult:
     def write_csv(self, fh) -> None:
         """Write the table as CSV to the open text file ``fh``, chunk by chunk: one header, missing
         values as empty cells."""
-        for i, part in enumerate(self.chunks()):
-            part.to_csv(fh, index=False, header=(i == 0), na_rep="")
+        from .methods.output import write_csv
+
+        write_csv(self.chunks(), fh)
 
     def to_csv(self, path: str | Path, overwrite: bool = False) -> None:
         """Write the table as CSV to ``path``, atomically (``fileio.write_atomic``); an existing file

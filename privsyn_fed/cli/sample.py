@@ -67,7 +67,7 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     """Load and check the model, condition it, write the rows; 0 on success."""
     from ..common import Staged
-    from ..methods.output import CHUNK_ROWS, SyntheticRows, check_rows, constrained
+    from ..methods.output import CHUNK_ROWS, SyntheticRows, check_rows, constrained, write_csv
     from ..model import parse_where
     from ..saved_model import load_model
 
@@ -82,17 +82,17 @@ def run(args: argparse.Namespace) -> int:
 
     show = not args.quiet and args.rows > CHUNK_ROWS
 
-    def write(fh) -> None:
+    def shown():
         done = 0
-        for i, part in enumerate(rows.chunks()):
-            part.to_csv(fh, index=False, header=(i == 0), na_rep="")
+        for part in rows.chunks():
+            yield part
             done += len(part)
             if show:
                 print(f"privsyn-fed: {done:,} of {args.rows:,} rows drawn", file=sys.stderr, flush=True)
 
     staged = Staged()
     try:
-        staged.add(out, write)
+        staged.add(out, lambda fh: write_csv(shown(), fh))
     except BaseException:
         staged.discard()
         raise

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator, Protocol
+from typing import TYPE_CHECKING, Iterable, Iterator, Protocol
 
 import numpy as np
 import pandas as pd
@@ -71,6 +71,13 @@ def constrained(sampler: TableSampler, schema: Schema) -> TableSampler:
     """``sampler`` conditioned on ``schema``'s constraints (``ConstrainedSampler``), or ``sampler``
     itself when the schema has none."""
     return ConstrainedSampler(sampler, schema) if schema.constraints else sampler
+
+
+def write_csv(chunks: Iterable[pd.DataFrame], fh) -> None:
+    """Write the frames to the open text file ``fh`` as one CSV: one header, missing values as empty
+    cells."""
+    for i, part in enumerate(chunks):
+        part.to_csv(fh, index=False, header=(i == 0), na_rep="")
 
 
 def check_rows(rows: int | None) -> None:

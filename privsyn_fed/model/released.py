@@ -13,15 +13,15 @@ Both are post-processing of a release's noisy statistics: sampling reads no rows
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
-from ..common import InputError, checkpoint
+from ..common import InputError
 from ..schema import Schema, decode_codes
+from ..schema.constraints import draw_kept
 from .conditions import Condition
 from .junction import JunctionTree, independent_tree
 
@@ -128,7 +128,13 @@ class CopulaModel:
         if not self.conditions:
             return self.draw(rows, seed)
         conditions = self.conditions
-        return rejected(self.draw, lambda f: _all_hold(conditions, f), rows, seed, self.probability)
+        if seed is None:
+            seed = int(np.random.SeedSequence().generate_state(1, dtype=np.uint64)[0] % 2**63)
+
+        def refusal(drawn: int, kept: int) -> str:
+            return f"{_described(conditions)} was met by {kept:,} of {drawn:,} rows drawn from the model: too rare"
+
+        return draw_kept(self.draw, rows, seed, lambda f: _all_hold(conditions, f), refusal, MAX_DRAWS_PER_ROW)
 
     def given(self, conditions: Sequence[Condition]) -> "CopulaModel":
         """The model given ``conditions``; ``InputError`` when the model's rows (almost) never meet
@@ -161,40 +167,6 @@ class CopulaModel:
         if factor.shape != (encoding.width, encoding.width) or not np.all(np.isfinite(factor)):
             raise ValueError(f"the copula's factor has shape {factor.shape}, not {(encoding.width,) * 2}")
         return cls(encoding, factor, total)
-
-
-def rejected(
-    draw: Callable[[int, int | None], pd.DataFrame],
-    keep: Callable[[pd.DataFrame], np.ndarray],
-    rows: int,
-    seed: int | None,
-    share: float,
-    what: str = "the condition",
-) -> pd.DataFrame:
-    """``rows`` rows of ``draw`` that ``keep`` accepts: batches sized from the expected acceptance
-    ``share``, each from its own seed derived from ``seed``, until enough are kept. Refused
-    (``InputError``) once more than ``MAX_DRAWS_PER_ROW`` draws per row would be needed. Exact: the
-    kept rows are ``draw``'s rows given acceptance, in the order drawn."""
-    if share * MAX_DRAWS_PER_ROW < 1:
-        raise InputError(
-            f"{what} holds for about {share:.2g} of the model's rows: more than {MAX_DRAWS_PER_ROW:,} draws "
-            "per row would be needed"
-        )
-    seeds = np.random.SeedSequence(seed)
-    kept: list[pd.DataFrame] = []
-    have, drawn = 0, 0
-    while have < rows:
-        checkpoint()
-        batch = min(max(1024, math.ceil((rows - have) / max(share, 1e-12) * 1.1)), 2_000_000)
-        (state,) = seeds.spawn(1)
-        frame = draw(batch, int(state.generate_state(1, dtype=np.uint64)[0] % 2**63))
-        frame = frame[keep(frame)]
-        kept.append(frame)
-        have += len(frame)
-        drawn += batch
-        if drawn > MAX_DRAWS_PER_ROW * rows + PROBE_ROWS:
-            raise InputError(f"{what} was met by {have:,} of {drawn:,} rows drawn from the model: too rare to sample")
-    return pd.concat(kept, ignore_index=True).iloc[:rows].reset_index(drop=True)
 
 
 def _all_hold(conditions: Sequence[Condition], frame: pd.DataFrame) -> np.ndarray:

@@ -437,33 +437,48 @@ def batch_seed(seed: int, batch: int) -> int:
 def draw_allowed(
     draw: Callable[[int, int], pd.DataFrame], rows: int, seed: int, constraints: Constraints
 ) -> pd.DataFrame:
-    """``rows`` rows of ``draw`` that break none of the constraints (rejection sampling; ``constraints``:
-    a ``Schema`` or its ``constraints``).
-
-    Batches are drawn with ``draw(n, s)``: the first of ``rows`` rows with ``s = seed`` (so a model that
-    never breaks a constraint gives exactly the rows of ``draw(rows, seed)``), the later ones with
-    ``batch_seed(seed, b)`` and sized by the acceptance rate seen so far. The allowed rows are kept
-    in order until there are ``rows``. When the model's rows are independent with law ``P``, each kept
-    row has law ``P(x | x allowed) = P(x) 1[x allowed] / P(allowed)``: the model conditioned on the
-    constraints. When a batch's rows are exchangeable but spread evenly over ``P`` (stratified), a
+    """``rows`` rows of ``draw`` that break none of the constraints (``draw_kept``; ``constraints``: a
+    ``Schema`` or its ``constraints``). When the model's rows are independent with law ``P``, each
+    kept row has law ``P(x | x allowed) = P(x) 1[x allowed] / P(allowed)``: the model conditioned on
+    the constraints. When a batch's rows are exchangeable but spread evenly over ``P`` (stratified), a
     kept row's law is ``E[N_x / N_allowed]`` over the batch's counts, which equals it up to ``O(1/n)``.
-
-    ``InputError`` when fewer than one row in ``MAX_REJECTION`` is allowed (judged after
-    ``MIN_ESTIMATE`` rows), or ``MAX_REJECTION * rows + MIN_ESTIMATE`` rows have been drawn, naming
-    the share of drawn rows that breaks each constraint."""
+    ``InputError`` names the share of drawn rows that breaks each constraint."""
     found, source = _constraints_of(constraints)
     if not found:
         return draw(rows, seed)
-    cap = MAX_REJECTION * rows + MIN_ESTIMATE
+    broken = np.zeros(len(found), dtype=np.int64)
+
+    def keep(frame: pd.DataFrame) -> np.ndarray:
+        v = violations(found, frame, "the model's rows")
+        broken[:] += v.sum(axis=0)
+        return np.asarray(~v.any(axis=1))
+
+    return draw_kept(draw, rows, seed, keep, lambda drawn, allowed: _refusal(source, found, drawn, allowed, broken))
+
+
+def draw_kept(
+    draw: Callable[[int, int], pd.DataFrame],
+    rows: int,
+    seed: int,
+    keep: Callable[[pd.DataFrame], np.ndarray],
+    refusal: Callable[[int, int], str],
+    max_rejection: int = MAX_REJECTION,
+) -> pd.DataFrame:
+    """``rows`` rows of ``draw`` that ``keep`` accepts, by rejection: exactly ``draw``'s rows given
+    acceptance, in the order drawn.
+
+    Batches are drawn with ``draw(n, s)``: the first of ``rows`` rows with ``s = seed`` (so when every
+    row is kept the result is ``draw(rows, seed)``), the later ones with ``batch_seed(seed, b)`` and
+    sized by the acceptance rate seen so far. ``InputError(refusal(drawn, kept))`` when fewer than one
+    row in ``max_rejection`` is kept (judged after ``MIN_ESTIMATE`` rows), or ``max_rejection * rows +
+    MIN_ESTIMATE`` rows have been drawn."""
+    cap = max_rejection * rows + MIN_ESTIMATE
     kept: list[pd.DataFrame] = []
     have = drawn = allowed = 0
-    broken = np.zeros(len(found), dtype=np.int64)
     size, b = rows, 0
     while True:
         frame = draw(size, seed if b == 0 else batch_seed(seed, b))
-        v = violations(found, frame, "the model's rows")
-        ok = ~v.any(axis=1)
-        broken += v.sum(axis=0)
+        ok = keep(frame)
         drawn += len(frame)
         allowed += int(ok.sum())
         part = frame[ok].iloc[: rows - have]
@@ -471,15 +486,15 @@ def draw_allowed(
         have += len(part)
         if have >= rows:
             break
-        if (drawn >= MIN_ESTIMATE and allowed * MAX_REJECTION < drawn) or drawn >= cap:
-            raise InputError(_refusal(source, found, drawn, allowed, broken))
+        if (drawn >= MIN_ESTIMATE and allowed * max_rejection < drawn) or drawn >= cap:
+            raise InputError(refusal(drawn, allowed))
         checkpoint()
         rate = (allowed + 1) / (drawn + 2)
         size = int(min(MAX_BATCH, cap - drawn, max(MIN_BATCH, math.ceil((rows - have) / rate * 1.2))))
         b += 1
     if len(kept) == 1 and len(kept[0]) == len(frame):
         return kept[0]
-    return pd.concat(kept, ignore_index=True)
+    return pd.concat(kept, ignore_index=True).reset_index(drop=True)
 
 
 def _refusal(source: str, found: Sequence[Constraint], drawn: int, allowed: int, broken: np.ndarray) -> str:
