@@ -85,13 +85,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Protocol, Sequence
 
 import numpy as np
 import pandas as pd
 
 from .accounting import Accountant
 from .accounting.conversions import epsilon_to_rho, rho_to_epsilon
+from .accounting.distributed import PartiesNoise
 from .common import InputError
 from .mechanisms import threshold_delta
 from .noise import NoiseSource, OpenDPNoise
@@ -128,9 +129,18 @@ CAP_SIGMAS = 6.0
 MAX_LOST_SHARE = 0.1
 #: The catch-all category of a drafted categorical column (values below the threshold map to it).
 OTHER_CATEGORY = "(other)"
+#: Under MPC, the share of a categorical column's rho spent on each silo's own thresholded list of
+#: candidate values; the rest counts the union's cells per candidate on secret shares (5.).
+CANDIDATE_SHARE = 0.5
 THREAT_MODEL = (
     "the data owner drafts on their own machine and is trusted with its rows; the schema and this "
     "ledger are what leave it"
+)
+#: Over MPC (module docstring, 5.), followed by the secure computation's assumptions.
+MPC_THREAT_MODEL = (
+    "the silos draft on secret shares, each silo's party trusted with its own rows only: the union's counts are "
+    "opened only with every party's own noise added, and each silo's candidate values only as its own "
+    "thresholded list; "
 )
 
 
@@ -207,6 +217,9 @@ class DraftPlan:
     categorical_max: int
     bins: int
     missing_values: tuple[str, ...] = ()
+    #: The silos' parties computing on secret shares, each adding its own noise (module docstring,
+    #: 5.); None: the rows are read on this machine.
+    split: PartiesNoise | None = None
     delta_conversion: float = field(init=False)
     delta_target: float = field(init=False)
     rho_budget: float = field(init=False)
@@ -215,6 +228,10 @@ class DraftPlan:
     sigma_profile: float = field(init=False)
     cap: int = field(init=False)
     sigma_column: float = field(init=False)
+    sigma_values: float = field(init=False)
+    sigma_counts: float | None = field(init=False)
+    profile_sd: float = field(init=False)
+    bounds_sd: float = field(init=False)
     bound_rows: int = field(init=False)
     threshold: int = field(init=False)
 
@@ -229,8 +246,31 @@ class DraftPlan:
         set_("sigma_profile", profile_sensitivity(d) / math.sqrt(2 * self.rho_profile))
         set_("cap", DISTINCT_GUARD + 1 + math.ceil(CAP_SIGMAS * self.sigma_profile))
         set_("sigma_column", 1.0 / math.sqrt(2 * self.rho_column))
-        set_("bound_rows", bounds_threshold(self.sigma_column))
-        set_("threshold", threshold_for(self.sigma_column, self.delta_target))
+        set_("sigma_values", 1.0 / math.sqrt(2 * self.values_share * self.rho_column))
+        set_("sigma_counts", 1.0 / math.sqrt(2 * (1 - CANDIDATE_SHARE) * self.rho_column) if self.mpc else None)
+        set_("profile_sd", self.noise_sd(self.sigma_profile, profile_sensitivity(d), 1 + 4 * d))
+        set_("bounds_sd", self.noise_sd(self.sigma_column, 1.0, len(BOUNDS_GRID) + 1))
+        set_("bound_rows", bounds_threshold(self.bounds_sd))
+        set_("threshold", threshold_for(self.sigma_values, self.delta_target))
+
+    @property
+    def mpc(self) -> bool:
+        """Whether the silos' parties compute on secret shares."""
+        return self.split is not None
+
+    def noise_sd(self, sigma: float, sensitivity: float, cells: int) -> float:
+        """The standard deviation of the noise a Gaussian release planned at ``sigma`` gets: ``sigma``,
+        or on secret shares the sum of every party's own (``sqrt(n)`` times each one's sigma, which
+        ``accounting.distributed`` sets from the ``n - t`` honest ones). The decisions read noisy
+        counts against it."""
+        if self.split is None:
+            return sigma
+        return math.sqrt(self.split.parties) * self.split.party_sigma(sensitivity, sigma, cells)
+
+    @property
+    def values_share(self) -> float:
+        """The share of a categorical column's rho that its thresholded histogram of values gets."""
+        return CANDIDATE_SHARE if self.mpc else 1.0
 
     def epsilon_for(self, release: str, count: int | None) -> float | None:
         """The least ``--dp`` (at this delta, over these columns) whose threshold for ``release`` (the
@@ -242,8 +282,9 @@ class DraftPlan:
             return None
 
         def threshold(rho_column: float) -> int:
-            s = 1.0 / math.sqrt(2 * rho_column)
-            return bounds_threshold(s) if release == "bounds" else threshold_for(s, self.delta_target)
+            if release == "bounds":
+                return bounds_threshold(self.bounds_sd / self.sigma_column / math.sqrt(2 * rho_column))
+            return threshold_for(1.0 / math.sqrt(2 * self.values_share * rho_column), self.delta_target)
 
         if threshold(self.rho_column) <= count:
             return self.epsilon
@@ -277,17 +318,19 @@ class DraftPlan:
             "delta_target": self.delta_target,
             "bins": self.bins,
             "missing_values": list(self.missing_values),
+            **({"mpc": {"candidate_share": CANDIDATE_SHARE}} if self.mpc else {}),
         }
 
 
-def needed_epsilon(d: int, delta: float) -> float:
-    """The least ``--dp`` epsilon (at ``delta``) whose bounds threshold is at most ``MAX_BOUND_ROWS``."""
+def needed_epsilon(d: int, delta: float, factor: float = 1.0) -> float:
+    """The least ``--dp`` epsilon (at ``delta``) whose bounds threshold is at most ``MAX_BOUND_ROWS``
+    (``factor``: the noise's standard deviation over the planned, ``sqrt(n / k)`` on secret shares)."""
     lo, hi = 1e-6, 1.0
-    while bounds_threshold(1.0 / math.sqrt(2 * hi)) > MAX_BOUND_ROWS:
+    while bounds_threshold(factor / math.sqrt(2 * hi)) > MAX_BOUND_ROWS:
         hi *= 2
     for _ in range(60):  # the least rho_col, by bisection (the threshold falls as rho_col grows)
         mid = math.sqrt(lo * hi)
-        lo, hi = (mid, hi) if bounds_threshold(1.0 / math.sqrt(2 * mid)) > MAX_BOUND_ROWS else (lo, mid)
+        lo, hi = (mid, hi) if bounds_threshold(factor / math.sqrt(2 * mid)) > MAX_BOUND_ROWS else (lo, mid)
     rho = hi * d / (1 - PROFILE_SHARE)
     return rho_to_epsilon(rho, delta * (1 - THRESHOLD_DELTA_SHARE))
 
@@ -299,6 +342,7 @@ def plan_draft(
     categorical_max: int,
     bins: int,
     missing_values: Sequence[str] = (),
+    split: PartiesNoise | None = None,
 ) -> DraftPlan:
     """The plan of a DP draft over ``columns`` (public), or ``InputError`` (one line naming a column
     and the epsilon needed) when the budget is too small to find bounds (``MAX_BOUND_ROWS``)."""
@@ -311,11 +355,13 @@ def plan_draft(
         raise InputError("the table has no columns")
     d = len(columns)
     try:
-        plan = DraftPlan(float(epsilon), float(delta), tuple(columns), categorical_max, bins, tuple(missing_values))
+        plan = DraftPlan(
+            float(epsilon), float(delta), tuple(columns), categorical_max, bins, tuple(missing_values), split
+        )
     except ValueError:  # no zCDP budget converts to so small an epsilon
         plan = None
     if plan is None or plan.bound_rows > MAX_BOUND_ROWS:
-        need = needed_epsilon(d, delta)
+        need = needed_epsilon(d, delta, split.accuracy_cost() if split else 1.0)
         rows = f"{plan.bound_rows:,} rows" if plan else "more rows than any table has"
         raise InputError(
             f"--dp {epsilon:g} is too small to find the bounds of column '{columns[0]}' (each of the {d} "
@@ -437,13 +483,13 @@ def _bounds(
     T = plan.bound_rows
     found = np.flatnonzero(noisy >= T)
     kind = f"numeric{', integer' if integer else ''}{', missing' if has_missing else ''}"
-    level = (SEEN_SIGMAS - 1) * plan.sigma_column  # an empty interval reaches it with probability below 0.0014
+    level = (SEEN_SIGMAS - 1) * plan.bounds_sd  # an empty interval reaches it with probability below 0.0014
     count: float | None = None
     if len(found):
         lo, hi = _span(found, integer)
         spec = numeric_spec(name, lo, hi, integer, plan.bins, has_missing, tokens)
         inside = float(noisy[found[0] : found[-1] + 1].sum())
-        spread = math.sqrt(3 * sigma_p**2 + (found[-1] - found[0] + 1) * plan.sigma_column**2)
+        spread = math.sqrt(3 * sigma_p**2 + (found[-1] - found[0] + 1) * plan.bounds_sd**2)
         lost = numbers - inside
         near = _beyond(noisy, found, level)
         if lost > MAX_LOST_SHARE * numbers + SEEN_SIGMAS * spread:
@@ -482,48 +528,150 @@ def _bounds(
     return placeholder, f"column '{name}': {kind}; bounds NOT FOUND: {why}", unfound
 
 
+@dataclass(frozen=True)
+class ValueCounts:
+    """A categorical column's released values: ``listed`` (value: noisy count), how many values
+    ``passed`` (``listed`` is empty when more than ``--categorical-max`` did), the present cells that
+    no listed value holds (``rest``, a noisy estimate) and its standard deviation (``spread``)."""
+
+    listed: dict[str, int]
+    passed: int
+    rest: float
+    spread: float
+
+
+class DraftReleases(Protocol):
+    """Where a DP draft's noisy facts come from: each call releases them through a mechanism that
+    charges the draft's ledger (the rows on this machine, ``LocalReleases``; or the silos' parties on
+    secret shares, ``mpc.draft``)."""
+
+    #: How a listed value was found, for the notes.
+    listing: str
+
+    def profile(self) -> np.ndarray:
+        """The noisy ``profile_vector`` of the union's columns."""
+        ...
+
+    def bounds(self, name: str) -> np.ndarray:
+        """The noisy bounds histogram of column ``name``."""
+        ...
+
+    def values(self, name: str, present: float, sigma_profile: float) -> ValueCounts:
+        """The values of column ``name`` (``present``: its noisy count of present cells)."""
+        ...
+
+
+class LocalReleases:
+    """A DP draft's releases from rows read on this machine (one table, or the union of several):
+    ``frames()`` yields the chunks (a second call reads them again)."""
+
+    def __init__(
+        self, frames: Callable[[], Iterable[pd.DataFrame]], plan: DraftPlan, acc: Accountant, noise: NoiseSource
+    ):
+        from .common import checkpoint
+
+        def chunks() -> Iterable[pd.DataFrame]:
+            for frame in frames():
+                checkpoint()  # a safe point between chunks (SIGINT, SIGTERM)
+                yield frame
+
+        self.plan, self.acc, self.noise, self.chunks = plan, acc, noise, chunks
+        self.listing = f"at or above the threshold {plan.threshold}"
+        cap, tokens = plan.cap, plan.missing_values
+        self.profiles = {p.name: p for p in profile_chunks(chunks(), plan.columns, cap, tokens, BOUNDS_GRID)}
+
+    def profile(self) -> np.ndarray:
+        """The noisy profile of the rows (``DraftReleases.profile``)."""
+        from .mechanisms import gaussian_mechanism
+
+        plan = self.plan
+        return gaussian_mechanism(
+            self.acc,
+            self.noise,
+            profile_vector(list(self.profiles.values())),
+            sigma=plan.sigma_profile,
+            sensitivity_l2=profile_sensitivity(len(plan.columns)),
+            query=profile_query(plan),
+            where="silo",
+        )
+
+    def bounds(self, name: str) -> np.ndarray:
+        """The noisy bounds histogram of column ``name``."""
+        from .mechanisms import gaussian_mechanism
+
+        intervals = self.profiles[name].intervals
+        assert intervals is not None
+        return gaussian_mechanism(
+            self.acc,
+            self.noise,
+            intervals,
+            sigma=self.plan.sigma_column,
+            query=bounds_query(name, len(intervals)),
+            where="silo",
+            column=name,
+            min_count=float(self.plan.bound_rows),
+        )
+
+    def values(self, name: str, present: float, sigma_profile: float) -> ValueCounts:
+        """The values of column ``name`` whose noisy count reaches the threshold, with their noisy counts."""
+        from .mechanisms import thresholded_counts
+
+        plan, p = self.plan, self.profiles[name]
+        if p.saturated:  # rare (CAP_SIGMAS): count every value again
+            p = profile_chunks(self.chunks(), [name], 2**62, plan.missing_values)[0]
+        values = list(p.counts)
+        passed = thresholded_counts(
+            self.acc,
+            self.noise,
+            np.array([p.counts[v] for v in values], dtype=np.int64),
+            sigma=plan.sigma_values,
+            threshold=plan.threshold,
+            query=values_query(name),
+            where="silo",
+            column=name,
+        )
+        kept = {v: int(c) for v, c in zip(values, passed) if c > 0}
+        rest = max(0.0, present - sum(kept.values()))  # standard deviation at most ``spread``
+        spread = math.sqrt(2 * sigma_profile**2 + len(kept) * plan.sigma_values**2)
+        return ValueCounts(kept if len(kept) <= plan.categorical_max else {}, len(kept), rest, spread)
+
+
+def profile_query(plan: DraftPlan) -> str:
+    """The ledger's name of the profile."""
+    return f"profile: rows; per column missing, non-number, non-integer and distinct (at most {plan.cap}) cells"
+
+
+def bounds_query(name: str, cells: int) -> str:
+    """The ledger's name of a column's bounds histogram."""
+    return f"bounds of '{name}': histogram of its numbers over the {cells} intervals of a public grid"
+
+
+def values_query(name: str, where: str = "") -> str:
+    """The ledger's name of a column's thresholded histogram of values (``where``: in which rows)."""
+    return f"categories of '{name}': thresholded histogram of its values{where}"
+
+
 def release_draft(
-    frames: Callable[[], Iterable[pd.DataFrame]],
+    frames: Callable[[], Iterable[pd.DataFrame]] | DraftReleases,
     plan: DraftPlan,
     acc: Accountant,
     noise: NoiseSource | None = None,
 ) -> DPDraft:
-    """Read the table (``frames()`` yields its chunks, of several tables' union; a second call reads it
-    again) and release the draft through the plan's mechanisms, each charged to ``acc`` before its noisy
-    value exists. Columns whose bounds or categories were not found come back in ``unfound``."""
-    from .common import checkpoint
-    from .mechanisms import gaussian_mechanism, thresholded_counts
-
-    def chunks() -> Iterable[pd.DataFrame]:
-        for frame in frames():
-            checkpoint()  # a safe point between chunks (SIGINT, SIGTERM)
-            yield frame
-
-    noise = noise or OpenDPNoise()
-    profiles = profile_chunks(chunks(), plan.columns, plan.cap, plan.missing_values, BOUNDS_GRID)
-    sigma = plan.sigma_profile
-    noisy = gaussian_mechanism(
-        acc,
-        noise,
-        profile_vector(profiles),
-        sigma=sigma,
-        sensitivity_l2=profile_sensitivity(len(plan.columns)),
-        query=f"profile: rows; per column missing, non-number, non-integer and distinct (at most {plan.cap}) cells",
-        where="silo",
-    )
+    """Release the draft through the plan's mechanisms, each charged to ``acc`` before its noisy value
+    exists: from the rows ``frames()`` yields (chunks of one table, or of several tables' union; a
+    second call reads them again), or from ``DraftReleases``. Columns whose bounds or categories were
+    not found come back in ``unfound``."""
+    releases = frames if not callable(frames) else LocalReleases(frames, plan, acc, noise or OpenDPNoise())
+    noisy = releases.profile()
     # the noisy profile is public from here on: the ledger records it, so audit can re-derive every decision
     acc.note(draft={**acc.details.get("draft", {}), "profile": [int(v) for v in noisy]})
+    sigma = plan.profile_sd
     seen = SEEN_SIGMAS * sigma + 0.5
     rows = int(noisy[0])
     facts = {name: tuple(int(v) for v in noisy[1 + 4 * j : 5 + 4 * j]) for j, name in enumerate(plan.columns)}
-    text = [n for n in plan.columns if facts[n][1] > seen and facts[n][3] <= DISTINCT_GUARD]
-    if any(p.saturated for p in profiles if p.name in text):  # rare (CAP_SIGMAS): count every value again
-        again = {p.name: p for p in profile_chunks(chunks(), plan.columns, 2**62, plan.missing_values)}
-        profiles = [again[p.name] if p.name in text and p.saturated else p for p in profiles]
     columns, dropped, notes, unfound = [], [], [], []
     tokens = list(plan.missing_values)
-    for p in profiles:
-        name = p.name
+    for name in plan.columns:
         missing, non_numbers, non_integers, distinct = facts[name]
         has_missing = missing > 0
         said = (
@@ -531,17 +679,7 @@ def release_draft(
             f"{_shown(non_integers)} non-integer, {_shown(distinct)} distinct"
         )
         if non_numbers <= seen:
-            noisy_intervals = gaussian_mechanism(
-                acc,
-                noise,
-                p.intervals,
-                sigma=plan.sigma_column,
-                query=f"bounds of '{name}': histogram of its numbers over the {len(p.intervals)} intervals of a "
-                "public grid",
-                where="silo",
-                column=name,
-                min_count=float(plan.bound_rows),
-            )
+            noisy_intervals = releases.bounds(name)
             spec, note, lost = _bounds(plan, name, np.asarray(noisy_intervals), facts[name], rows, sigma, tokens)
             columns.append(spec)
             notes.append(f"{note} ({said})")
@@ -554,32 +692,20 @@ def release_draft(
                 f"{said}): left out of the schema (a release ignores it in the silos)"
             )
             continue
-        values = list(p.counts)
-        passed = thresholded_counts(
-            acc,
-            noise,
-            np.array([p.counts[v] for v in values], dtype=np.int64),
-            sigma=plan.sigma_column,
-            threshold=plan.threshold,
-            query=f"categories of '{name}': thresholded histogram of its values",
-            where="silo",
-            column=name,
-        )
-        kept = {v: int(c) for v, c in zip(values, passed) if c > 0}
-        if len(kept) > plan.categorical_max:
+        # post-processing of the noisy profile and the released values: the present cells that no listed
+        # value holds, over the unlisted values when the noisy distinct count is clearly positive (else
+        # taken as one value): the count each of them holds on average
+        present = float(max(0, rows - max(0, missing)))
+        found = releases.values(name, present, sigma)
+        kept, rest, spread = found.listed, found.rest, found.spread
+        if found.passed > plan.categorical_max:
             dropped.append(name)
             notes.append(
-                f"column '{name}': text; {len(kept)} values passed the threshold, more than --categorical-max "
+                f"column '{name}': text; {found.passed} values passed the threshold, more than --categorical-max "
                 f"{plan.categorical_max} ({said}): left out of the schema (a release ignores it in the silos); "
                 "declare it from public knowledge to keep it"
             )
             continue
-        # post-processing of the noisy profile and passing counts: the present cells that no listed value
-        # holds (standard deviation at most ``spread``), over the unlisted values when the noisy distinct
-        # count is clearly positive (else taken as one value): the count each of them holds on average
-        present = float(max(0, rows - max(0, missing)))
-        rest = max(0.0, present - sum(kept.values()))
-        spread = math.sqrt(2 * sigma**2 + len(kept) * plan.sigma_column**2)
         unlisted = max(1, min(distinct, DISTINCT_GUARD) - len(kept)) if distinct > seen else 1
         if not kept and rest / unlisted < 2:
             dropped.append(name)
@@ -619,14 +745,13 @@ def release_draft(
             continue
         columns.append(spec)
         notes.append(
-            f"column '{name}': {kind}; {len(kept)} values at or above the threshold {plan.threshold}, the others "
-            f"map to {other!r} ({said})"
+            f"column '{name}': {kind}; {len(kept)} values {releases.listing}, the others map to {other!r} ({said})"
         )
     if not columns:
         raise InputError("no column could be drafted: " + "; ".join(notes))
-    found = [c for c in columns if UNFOUND_KEY not in c]
-    if found:
-        Schema.from_dict({"columns": found}, source="<dp draft>")
+    found_columns = [c for c in columns if UNFOUND_KEY not in c]
+    if found_columns:
+        Schema.from_dict({"columns": found_columns}, source="<dp draft>")
     if unfound:  # which columns are placeholders: post-processing, recorded with the releases it follows
         acc.note(draft={**acc.details["draft"], "unfound": [u.name for u in unfound]})
     return DPDraft(columns, dropped, notes, acc, unfound)
@@ -671,14 +796,15 @@ def _max_epsilon() -> float:
     return MAX_EPSILON
 
 
-def accountant_for(plan: DraftPlan, ledger_path: str | Path | None = None) -> Accountant:
-    """The accountant of a DP draft: rho at ``delta_conversion``, thresholds' deltas up to ``delta``."""
+def accountant_for(plan: DraftPlan, ledger_path: str | Path | None = None, secure: str = "") -> Accountant:
+    """The accountant of a DP draft: rho at ``delta_conversion``, thresholds' deltas up to ``delta``
+    (``secure``: the secure computation's threat model, over MPC)."""
     return Accountant(
         plan.epsilon,
         plan.delta_conversion,
         METHOD,
         ledger_path=ledger_path,
-        threat_model=THREAT_MODEL,
+        threat_model=MPC_THREAT_MODEL + secure if plan.mpc else THREAT_MODEL,
         details={"columns": list(plan.columns), "draft": plan.record()},
         delta_budget=plan.delta,
     )

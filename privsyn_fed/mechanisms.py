@@ -21,7 +21,7 @@ mechanism costs.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -31,6 +31,8 @@ from .aggregation import Aggregator, Clique, Pool
 from .noise import NoiseSource, add_gaussian
 from .silo import Query
 
+#: What the silos' own thresholded lists come back as (``local_thresholded_values``).
+Released = TypeVar("Released")
 #: ``(ledger label, query, silos)``: one sum over the silos that answer it.
 SumRequest = tuple[str, Query, Sequence[str]]
 
@@ -298,6 +300,70 @@ def local_gaussian_mechanism(
     return agg.local_noisy_answers(answers, sigma=sigma, noise=noise, round_index=round_index)
 
 
+def parties_noisy_sum(
+    agg: Aggregator,
+    acc: Accountant,
+    noise: NoiseSource,
+    open_sum: Callable[[float], np.ndarray],
+    *,
+    sigma: float,
+    sensitivity_l2: float,
+    cells: int,
+    query: str,
+    **extra: Any,
+) -> np.ndarray:
+    """A vector that every silo's party computes on its own rows, summed on secret shares with every
+    party's own noise and opened to party 0 (``open_sum(each party's sigma)`` runs the exchange): a
+    Gaussian mechanism of L2 sensitivity ``sensitivity_l2`` at ``sigma``, charged first (as
+    ``noisy_sums``, for vectors that are not declared queries of a schema: a DP schema draft's)."""
+    drawn = _charge_gaussian(
+        acc,
+        agg.parties_noise,
+        query,
+        sensitivity_l2,
+        sigma,
+        agg.where,
+        cells,
+        silos=len(agg.silo_names),
+        **agg.noise_fields(noise),
+        **extra,
+    )
+    return open_sum(drawn)
+
+
+def local_thresholded_values(
+    agg: Aggregator,
+    acc: Accountant,
+    noise: NoiseSource,
+    release: Callable[[], Released],
+    *,
+    sigma: float,
+    threshold: float,
+    query: str,
+    **extra: Any,
+) -> Released:
+    """Each silo lists the values of its own rows whose count plus ``N_Z(0, sigma^2)`` reaches
+    ``threshold`` (``thresholded_counts``, in its own process; ``release()`` runs it and returns what
+    the lists give). The silos hold disjoint records, so the set costs what one list costs:
+    ``1 / (2 sigma^2)`` and ``threshold_delta(sigma, threshold)``, charged once with ``parallel_over:
+    silos``."""
+    if not threshold >= 1:
+        raise ValueError(f"a threshold below 1 lets absent values pass, not {threshold!r}")
+    acc.gaussian(
+        query,
+        1.0,
+        sigma,
+        "silo",
+        parallel_over="silos",
+        silos=list(agg.silo_names),
+        threshold=float(threshold),
+        delta=threshold_delta(sigma, threshold),
+        sampler=f"each silo's own: {noise.name}",
+        **extra,
+    )
+    return release()
+
+
 # ---- DistAIM's pool ------------------------------------------------------------------------------
 
 
@@ -378,6 +444,16 @@ def party_gaussian_step(
     ``BudgetExceeded`` (nothing recorded) when the step does not fit its budget, ``ValueError`` when
     ``sigma`` is below the bound's half grid step."""
     return acc.gaussian(query, sensitivity_l2, sigma, "mpc", cells=int(cells), **fields, **parties.fields(grid))
+
+
+def party_thresholded_step(
+    acc: Accountant, query: str, *, sigma: float, threshold: float, **fields: Any
+) -> dict[str, Any]:
+    """Charge a silo party's own accountant for a thresholded histogram of its rows' values drawn in
+    its own process (``thresholded_counts``): ``1 / (2 sigma^2)`` and its ``threshold_delta``."""
+    return acc.gaussian(
+        query, 1.0, sigma, "silo", threshold=float(threshold), delta=threshold_delta(sigma, threshold), **fields
+    )
 
 
 def party_exponential_step(

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
-from .arithmetic import _close, threshold_delta
+from .arithmetic import _close, _planned_noise, threshold_delta
 from .findings import AuditReport
 from .shape import _finite as _number
 
@@ -35,6 +35,9 @@ DRAFT_THRESHOLD_DELTA_SHARE = 0.5
 DRAFT_BOUNDS_FALSE_RATE = 1e-3
 DRAFT_MAX_BOUND_ROWS = 1000
 DRAFT_CAP_SIGMAS = 6.0
+#: Over MPC, the share of a categorical column's rho that each silo's own thresholded list gets; the
+#: rest goes to the union's counts of the listed values (``privsyn_fed.mpc.draft``).
+DRAFT_CANDIDATE_SHARE = 0.5
 #: The public grid of the bounds histograms: its edges, its widest edge, and so its intervals.
 DRAFT_BOUNDS_EDGES = 343
 DRAFT_BOUNDS_HIGHEST = 9e15
@@ -73,6 +76,13 @@ def category_threshold(sigma: float, delta_target: float) -> int | None:
     return _least(lambda t: threshold_delta(sigma, t) <= delta_target, 2)
 
 
+def decision_sd(e: dict[str, Any]) -> float:
+    """The standard deviation of an entry's noise, against which the draft read its noisy counts:
+    its sigma, or when every one of ``n`` parties drew it on secret shares ``sqrt(n)`` times each one's."""
+    split = e.get("distributed") or {}
+    return float(e["sigma"]) * math.sqrt(split.get("parties", 1))
+
+
 def _whole(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
@@ -91,6 +101,10 @@ def _check_record(draft: dict[str, Any], rep: AuditReport) -> bool:
     for key, want in constants.items():
         if draft.get(key) != want:
             rep.problems.append(f"details.draft.{key} is {draft.get(key)!r}, not this version's {want!r}")
+    if "mpc" in draft and draft["mpc"] != {"candidate_share": DRAFT_CANDIDATE_SHARE}:
+        rep.problems.append(
+            f"details.draft.mpc is {draft['mpc']!r}, not this version's {{'candidate_share': {DRAFT_CANDIDATE_SHARE}}}"
+        )
     if draft.get("bounds_grid") != grid:
         rep.problems.append(f"details.draft.bounds_grid is {draft.get('bounds_grid')!r}, not this version's {grid!r}")
     if not (_whole(draft.get("categorical_max")) and draft["categorical_max"] >= 0):
@@ -121,12 +135,17 @@ def _check_draft_plan(ledger: dict[str, Any], draft: dict[str, Any], k: int, rep
     target = DRAFT_THRESHOLD_DELTA_SHARE * delta_budget / k
     sigma_p = math.sqrt(1.0 + 2.0 * k) / math.sqrt(2 * DRAFT_PROFILE_SHARE * rho)
     sigma_c = 1.0 / math.sqrt(2 * (1 - DRAFT_PROFILE_SHARE) * rho / k)
+    mpc = "mpc" in draft  # over MPC each silo lists its own candidates, then the union counts them
+    share = DRAFT_CANDIDATE_SHARE if mpc else 1.0
+    sigma_v, sigma_n = sigma_c / math.sqrt(share), sigma_c / math.sqrt(1 - DRAFT_CANDIDATE_SHARE)
+    bounds = [e for e in ledger["entries"][1:] if "min_count" in e]
     plan = {
         "delta_target": target,
         "distinct_cap": DRAFT_DISTINCT_GUARD + 1 + math.ceil(DRAFT_CAP_SIGMAS * sigma_p),
-        "bounds_threshold": bounds_threshold(sigma_c),
-        "threshold": category_threshold(sigma_c, target),
+        "threshold": category_threshold(sigma_v, target),
     }
+    if not mpc or bounds:  # over MPC from what the parties drew (each at least the planned noise)
+        plan["bounds_threshold"] = bounds_threshold(decision_sd(bounds[0]) if mpc else sigma_c)
     for key, want in plan.items():
         have = draft.get(key)
         if want is None or not (_number(have) and _close(float(have), float(want))):
@@ -136,13 +155,14 @@ def _check_draft_plan(ledger: dict[str, Any], draft: dict[str, Any], k: int, rep
             return
     for i, e in enumerate(ledger["entries"]):
         label = f"entry {i + 1} ({e['query']})"
-        sigma = sigma_p if i == 0 else sigma_c
-        if not _close(float(e["sigma"]), sigma):
+        counts = e["query"].startswith("counts of ")
+        sigma = sigma_p if i == 0 else sigma_v if "threshold" in e else sigma_n if counts else sigma_c
+        if not _planned_noise(e, sigma):
             rep.problems.append(f"{label}: sigma {e['sigma']:g} is not the {sigma:.6g} the draft's plan gives it")
-        if i == 0:
+        if i == 0 or counts:
             continue
         if "threshold" in e:
-            want_delta = threshold_delta(sigma_c, plan["threshold"])
+            want_delta = threshold_delta(sigma_v, plan["threshold"])
             if e["threshold"] != plan["threshold"] or not _close(float(e.get("delta", -1)), want_delta):
                 rep.problems.append(
                     f"{label}: threshold {e['threshold']!r} and delta {e.get('delta')!r}, but the plan gives "

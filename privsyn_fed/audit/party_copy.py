@@ -34,6 +34,7 @@ PLACES = {
     "flaim": {("gaussian", "mpc"), ("exponential", "silo")},
     "fedtda": {("gaussian", "mpc")},
     "independent": {("gaussian", "mpc")},
+    "schema-draft": {("gaussian", "mpc"), ("gaussian", "silo")},
 }
 
 
@@ -72,7 +73,9 @@ def _check_party_copy(ledger: dict[str, Any], rep: AuditReport) -> None:
         if not isinstance(rule, dict):
             rep.problems.append(f"{label}: it does not record the public facts of its sensitivity (own_rows)")
             continue
-        if e["mechanism"] == "gaussian":
+        if e["mechanism"] == "gaussian" and e["where"] == "silo":
+            _check_own_list(e, rule, label, rep)
+        elif e["mechanism"] == "gaussian":
             _check_gaussian(e, rule, (n, t), label, rep)
         else:
             _check_selection(e, rule, ledger["method"], label, rep)
@@ -94,7 +97,7 @@ def _check_request(ledger: dict[str, Any], party: dict[str, Any], rep: AuditRepo
     want = {
         "method": ledger["method"],
         "epsilon": ledger.get("epsilon_budget"),
-        "delta": ledger["delta"],
+        "delta": ledger.get("delta_budget", ledger["delta"]),  # a draft's thresholds spend part of it
         "seeded": ledger["seeded"],
         "parties": party["parties"],
         "collusion": party["collusion"],
@@ -162,6 +165,17 @@ def _check_gaussian(
             f"{label}: sensitivity {have:.6g} is {'below' if have < sound else 'not'} {sound:.6g}, what one record "
             f"of this silo moves ({m} count cell(s), {len(bounds)} clipped second-moment sum(s))"
         )
+
+
+def _check_own_list(e: dict[str, Any], rule: dict[str, Any], label: str, rep: AuditReport) -> None:
+    """A DP schema draft's thresholded list of values drawn in the party's own process: one count cell
+    per record (sensitivity 1), with its threshold (its delta is checked with the arithmetic)."""
+    if rule.get("count_marginals") != 1 or rule.get("clip_bounds") != [] or "threshold" not in e:
+        rep.problems.append(
+            f"{label}: a party's own list of values is a thresholded histogram of one count cell a record"
+        )
+    elif not math.isclose(float(e["sensitivity_l2"]), 1.0, rel_tol=1e-9):
+        rep.problems.append(f"{label}: sensitivity {e['sensitivity_l2']:g} of a histogram of one column is not 1")
 
 
 def _check_selection(e: dict[str, Any], rule: dict[str, Any], method: str, label: str, rep: AuditReport) -> None:

@@ -2,7 +2,7 @@
 (``CONVERSION``); its timestamps (``created``, ``updated``) are ISO 8601 times with a zone, created
 no later than updated (a ledger without them is not refused for it); and a complete release
 states the threat model of its method (``method: ...``; a party's copy, ``party RANK's own account of a
-METHOD release``; a schema draft, ``DRAFT_THREAT_MODEL``).
+METHOD release``; a schema draft, ``DRAFT_THREAT_MODEL``, or over MPC ``MPC_DRAFT_THREAT_MODEL``).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from .structure import METHODS
 
 #: How a DP schema draft states its threat model.
 DRAFT_THREAT_MODEL = "the data owner drafts on their own machine"
+MPC_DRAFT_THREAT_MODEL = "the silos draft on secret shares"
 #: The conversion from zCDP to (epsilon, delta) that ``arithmetic`` recomputes.
 CONVERSION = "Canonne-Kamath-Steinke zCDP to (epsilon, delta), OpenDP make_zCDP_to_approxDP"
 
@@ -48,10 +49,10 @@ def _check_threat_model(ledger: dict[str, Any], rep: AuditReport) -> None:
     method, stated = ledger["method"], ledger.get("threat_model", "")
     if method not in METHODS or ledger["status"] != "complete":
         return
-    if method == "schema-draft":
-        lead = DRAFT_THREAT_MODEL
-    elif is_party_copy(ledger):
+    if is_party_copy(ledger):
         lead = f"party {ledger['details']['party'].get('rank')}'s own account of a {method} release"
+    elif method == "schema-draft":
+        lead = MPC_DRAFT_THREAT_MODEL if "mpc" in (ledger.get("details") or {}) else DRAFT_THREAT_MODEL
     else:
         lead = f"{method}: "
     if not stated.startswith(lead):

@@ -3,9 +3,11 @@ columns and noisy profile (``_check_draft``): one profile of sensitivity ``sqrt(
 ``1 + 4 d`` cells first; then for each column what the profile decides: a histogram of its numbers
 over the intervals of a public grid (its bounds), or of its values with a threshold and its delta
 (its categories), each of sensitivity 1, or nothing (a text column of too many distinct values);
-each named as the draft names it and drafted in the silo; the columns it records as not found
-(``details.draft.unfound``) among those releases. Its noise, thresholds and cells against the
-draft's plan: ``draft_plan``.
+each named as the draft names it and drafted in the silo; over MPC (``details.mpc``) the profile
+and the bounds on secret shares, and a column's categories as each silo's own thresholded list
+(parallel composition), then the union's counts of the listed values on secret shares; the
+columns it records as not found (``details.draft.unfound``) among those releases. Its noise,
+thresholds and cells against the draft's plan: ``draft_plan``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import math
 from typing import Any
 
 from .arithmetic import _close
-from .draft_plan import DRAFT_DISTINCT_GUARD, DRAFT_SEEN_SIGMAS, _check_draft_plan
+from .draft_plan import DRAFT_DISTINCT_GUARD, DRAFT_SEEN_SIGMAS, _check_draft_plan, decision_sd
 from .findings import AuditReport
 
 
@@ -50,8 +52,9 @@ def _check_draft(ledger: dict[str, Any], d: dict[str, Any], rep: AuditReport) ->
             f"entry 1 ({first['query']}): the profile of {k} columns has {1 + 4 * k} cells, not {first.get('cells')}"
         )
         return
-    if not first["query"].startswith("profile: ") or first["where"] != "silo":
-        rep.problems.append(f"entry 1 ({first['query']}): a schema draft's profile is drafted in the silo, named so")
+    place = "mpc" if "mpc" in d else "silo"  # drafted on secret shares among the silos' parties, or in the silo
+    if not first["query"].startswith("profile: ") or first["where"] != place:
+        rep.problems.append(f"entry 1 ({first['query']}): a schema draft's profile is drafted in {place}, named so")
     profile = (d.get("draft") or {}).get("profile") if isinstance(d.get("draft"), dict) else None
     if not (
         isinstance(profile, list)
@@ -63,18 +66,18 @@ def _check_draft(ledger: dict[str, Any], d: dict[str, Any], rep: AuditReport) ->
             "numbers), so the releases it decides cannot be checked"
         )
         return
-    seen = DRAFT_SEEN_SIGMAS * float(first["sigma"]) + 0.5
+    seen = DRAFT_SEEN_SIGMAS * decision_sd(first) + 0.5
     expected = []
     for j, col in enumerate(columns):
         non_numbers, distinct = profile[2 + 4 * j], profile[4 + 4 * j]
         if non_numbers <= seen:
             expected.append((col, "bounds"))
         elif distinct <= DRAFT_DISTINCT_GUARD:
-            expected.append((col, "categories"))
+            expected += [(col, "categories")] + ([(col, "counts")] if place == "mpc" else [])
     found = []
     for i, e in enumerate(entries[1:], start=2):
         label = f"entry {i} ({e['query']})"
-        kind = "categories" if "threshold" in e else "bounds"
+        kind = "categories" if "threshold" in e else "counts" if e["query"].startswith("counts of ") else "bounds"
         found.append((e.get("column"), kind))
         if e["mechanism"] != "gaussian":
             rep.problems.append(f"{label}: a drafting release is a Gaussian histogram, not {e['mechanism']}")
@@ -84,8 +87,13 @@ def _check_draft(ledger: dict[str, Any], d: dict[str, Any], rep: AuditReport) ->
             rep.problems.append(f"{label}: a histogram of one column has L2 sensitivity 1, not {e['sensitivity_l2']:g}")
         elif kind == "bounds" and not (isinstance(e.get("cells"), int) and e["cells"] >= 2):
             rep.problems.append(f"{label}: a bounds histogram records its intervals (cells)")
-        if not e["query"].startswith(f"{kind} of '{e.get('column')}': ") or e["where"] != "silo":
-            rep.problems.append(f"{label}: the {kind} of column {e.get('column')!r} are drafted in the silo, named so")
+        elif kind == "counts" and not (isinstance(e.get("cells"), int) and e["cells"] >= 1):
+            rep.problems.append(f"{label}: the counts of a column's listed values record their cells")
+        where = "silo" if kind == "categories" else place  # under MPC each silo lists its own candidates
+        if not e["query"].startswith(f"{kind} of '{e.get('column')}': ") or e["where"] != where:
+            rep.problems.append(f"{label}: the {kind} of column {e.get('column')!r} are drafted in {where}, named so")
+        elif place == "mpc" and kind == "categories" and e.get("parallel_over") != "silos":
+            rep.problems.append(f"{label}: each silo lists its own candidate values (parallel_over silos)")
     if found != expected:
         missing = [f"{kind} of '{col}'" for col, kind in expected if (col, kind) not in found]
         extra = [f"{kind} of {col!r}" for col, kind in found if (col, kind) not in expected]

@@ -141,3 +141,86 @@ def one_line(exc: BaseException) -> str:
     """The exception's message and its notes (what could not be recorded) on one line."""
     parts = [str(exc)] + list(getattr(exc, "__notes__", []))
     return "; ".join(" ".join(p.split()) for p in parts if p.strip())
+
+
+def add_mpc_args(m, mpc_help: str, silos: str) -> None:
+    """``--mpc`` (``mpc_help``), the federation's options, ``--parties``, ``--collusion`` and
+    ``--mpc-timeout`` (a parser or an argument group); ``silos`` names the option of the silo files."""
+    m.add_argument("--mpc", action="store_true", help=mpc_help)
+    add_federation_args(m)  # --federation FILE --cert --key [--listen]: with --mpc across machines
+    m.add_argument(
+        "--parties",
+        type=positive_int,
+        metavar="N",
+        help="with --federation: the number of silo parties (the dealer is extra), checked against the file",
+    )
+    m.add_argument(
+        "--collusion",
+        type=int,
+        metavar="T",
+        help="with --mpc: how many colluding parties the noise must withstand (1..N-1, default N-1). "
+        "Each party adds noise of variance sigma^2/(N-T), so the N-T parties outside any such "
+        "coalition carry the guarantee alone; with every party honest the noise's standard "
+        "deviation is sqrt(N/(N-T)) times the planned one (x1.73 for N=3, T=2)",
+    )
+    m.add_argument(
+        "--mpc-timeout",
+        type=number,
+        default=DEFAULT_MPC_TIMEOUT,
+        metavar="SECONDS",
+        help=f"how long a party waits for the others before giving up (default {DEFAULT_MPC_TIMEOUT:g})",
+    )
+
+
+def collusion_cost(args: argparse.Namespace, silos: int) -> str:
+    """What ``--collusion`` costs in accuracy, said before the run starts (``silos``: the silo files
+    given, without ``--federation``)."""
+    import math
+
+    from ..accounting.distributed import PartiesNoise
+
+    n = federation_parties(args) or silos
+    split = PartiesNoise(n, n - 1 if args.collusion is None else args.collusion)
+    return (
+        f"every party adds its own noise, enough that the {split.honest} outside any coalition of up to "
+        f"{split.collusion} (--collusion) carry the guarantee; with all {n} honest the measurements' "
+        f"noise is x{split.accuracy_cost():.2f} the planned standard deviation, and each selection's "
+        f"x{math.sqrt(split.selection_parties):.2f} ({split.selection_parties} parties' Gumbels)"
+    )
+
+
+def check_mpc_args(args: argparse.Namespace, silos: list, option: str) -> None:
+    """The options of ``add_mpc_args`` agree with each other and with the ``silos`` files (given as
+    ``option``); ``InputError`` naming the first that does not."""
+    from ..common import InputError
+
+    if not args.mpc:
+        if args.federation or args.cert or args.key or args.parties or args.collusion is not None:
+            raise InputError("--federation, --cert, --key, --parties and --collusion belong to --mpc")
+        return
+    if args.federation:
+        if len(silos) != 1:
+            raise InputError(
+                f"with --federation, give only this host's {option}; the others join with `privsyn-fed mpc-party`"
+            )
+        if args.parties and args.parties != federation_parties(args):
+            raise InputError(
+                f"--parties {args.parties}, but {args.federation} has {federation_parties(args)} silo parties"
+            )
+    elif args.cert or args.key or args.listen:
+        raise InputError("--cert, --key and --listen go with --federation (a release across machines)")
+    elif args.parties and args.parties != len(silos):
+        raise InputError(
+            f"--parties {args.parties} but {len(silos)} {option} files; on one machine each "
+            f"{option} is one party, so leave --parties out"
+        )
+    if not 0 < args.mpc_timeout < float("inf"):
+        raise InputError(f"--mpc-timeout must be a positive number of seconds, not {args.mpc_timeout:g}")
+    n = federation_parties(args) or len(silos)
+    if n < 2:
+        raise InputError(f"--mpc needs at least two silo parties, not {n} (one {option} per party on this machine)")
+    if args.collusion is not None and not 1 <= args.collusion < n:
+        raise InputError(
+            f"--collusion {args.collusion}: with {n} parties the threshold lies in 1..{n - 1} (every party "
+            "knows its own noise and sees the release, and one party's noise must stay outside the coalition)"
+        )

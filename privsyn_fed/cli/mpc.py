@@ -39,7 +39,15 @@ def add_parsers(sub) -> None:
         "--rank", type=int, metavar="K", help="this party's rank, 1..N-1 (default: the role its --cert names)"
     )
     add_membership_args(mp)
-    mp.add_argument("--schema", required=True, metavar="SCHEMA", help="the public schema (same as party 0's)")
+    what = mp.add_mutually_exclusive_group(required=True)
+    what.add_argument("--schema", metavar="SCHEMA", help="the public schema (same as party 0's)")
+    what.add_argument(
+        "--draft",
+        action="store_true",
+        help="draft a schema with party 0 (`schema draft --dp E --delta D --mpc`) instead of a release over "
+        "one: this silo's facts are summed on secret shares and its candidate category values listed under "
+        "this party's own noise; the policy must list the method schema-draft",
+    )
     mp.add_argument("--silo", required=True, metavar="TABLE", help="this party's table: CSV, gzip CSV or Parquet")
     mp.add_argument(
         "--seed",

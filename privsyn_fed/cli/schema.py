@@ -9,7 +9,16 @@ import sys
 from pathlib import Path
 
 from ..common import InputError
-from .common import check_budget_options, number, positive_int
+from .common import (
+    add_mpc_args,
+    check_budget_options,
+    check_mpc_args,
+    collusion_cost,
+    federation_inputs,
+    federation_parties,
+    number,
+    positive_int,
+)
 
 DRAFT_EPILOG = """\
 examples:
@@ -158,6 +167,14 @@ def add_parsers(sub) -> None:
         metavar="E",
         help="with --budget-store: the dataset's total epsilon (the first time a dataset is used)",
     )
+    add_mpc_args(
+        dr.add_argument_group("secure computation (with --dp: the silos' union on secret shares)"),
+        "with --dp: draft over the silos without pooling them: each DATA becomes its own CrypTen party process "
+        "(this process is party 0; with --federation only this host's DATA, the others join with "
+        "`privsyn-fed mpc-party --draft`), plus a dealer process; counts are summed on secret shares with every "
+        "party's own noise, and each party lists candidate category values from its own rows under its own noise",
+        "DATA",
+    )
     fd = ssub.add_parser(
         "from-dictionary",
         help="build a schema from a data dictionary in CSV (public knowledge)",
@@ -228,24 +245,77 @@ def run_draft(args: argparse.Namespace) -> int:
 
 
 def run_draft_dp(args: argparse.Namespace) -> int:
-    """A DP draft: every public check and the plan first, then reserve, read, release, write."""
+    """A DP draft: every public check and the plan first, then reserve, read, release, write (under
+    ``--mpc`` the parties first check the request against their own policies)."""
     from .. import draft_dp
-    from ..common import Named, Staged, check_distinct, check_files, read_chunks
-    from ..schema import check_options, draft_document
+    from ..common import Named, check_distinct, check_files, read_chunks
+    from ..schema import check_options
 
     if args.delta is None:
         raise InputError("--dp needs --delta (e.g. --delta 1e-9)")
     check_budget_options(args, "draft")
     check_options(args.categorical_max, args.bins, tuple(args.missing_value))
+    check_mpc_args(args, args.data, "DATA")
     tables, out = [Path(p) for p in args.data], Path(args.out)
     ledger = Path(args.ledger) if args.ledger else out.with_suffix(".ledger.json")
     stores = [Named("--budget-store", Path(args.budget_store))] if args.budget_store else []
     outputs = [(Named("--out", out), "schema"), (Named("--ledger" if args.ledger else "the ledger", ledger), "ledger")]
     inputs = [Named("DATA", p) for p in tables]
-    check_files(inputs, outputs, force=args.force, stores=stores)
+    check_files(inputs + federation_inputs(args), outputs, force=args.force, stores=stores)
     check_distinct(inputs)
     names = _common_header(tables)  # headers are public; no row is read
-    plan = draft_dp.plan_draft(args.dp, args.delta, names, args.categorical_max, args.bins, args.missing_value)
+    split = None
+    if args.mpc:
+        from ..accounting.distributed import PartiesNoise
+
+        n = federation_parties(args) or len(tables)
+        split = PartiesNoise(n, n - 1 if args.collusion is None else args.collusion)
+    plan = draft_dp.plan_draft(args.dp, args.delta, names, args.categorical_max, args.bins, args.missing_value, split)
+    if not args.mpc:
+        frames = lambda: (c.frame for p in tables for c in read_chunks(p))  # noqa: E731
+        return _draft_dp(args, plan, tables, out, ledger, lambda acc: draft_dp.release_draft(frames, plan, acc))
+    from ..mpc.draft import DraftSpec, MPCReleases, read_draft_table
+    from ..mpc.launch import coordinator
+
+    def log(message: str) -> None:
+        print(f"privsyn-fed: {message}", file=sys.stderr)
+
+    with coordinator(
+        None,
+        tables,
+        federation=args.federation,
+        cert=args.cert,
+        key=args.key,
+        listen=args.listen,
+        parties=args.parties,
+        collusion=args.collusion,
+        timeout_s=args.mpc_timeout,
+        log=log,
+        release=(draft_dp.METHOD, args.dp, args.delta),  # the parties' policies first
+        draft=DraftSpec.of(plan),
+    ) as agg:
+
+        def release(acc):
+            agg.begin(read_draft_table(tables[0], plan))  # party 0's table, then each party reserves and reads its own
+            log(collusion_cost(args, len(tables)))
+            acc.details.update(agg.ledger_details(agg.noise), silos=len(agg.silo_names))
+            agg.bind_release(acc)
+            return draft_dp.release_draft(MPCReleases(agg, plan, acc), plan, acc)
+
+        try:
+            return _draft_dp(args, plan, agg.silo_names, out, ledger, release, agg.threat_model)
+        finally:
+            agg.bind_release(None)  # every party closes its ledger copy with the draft's status
+
+
+def _draft_dp(args: argparse.Namespace, plan, sources: list, out: Path, ledger: Path, release, secure: str = "") -> int:
+    """Reserve (``--budget-store``), release the draft (``release(accountant)``), write the schema and
+    the ledger; nothing is written when it fails, and the ledger keeps what was spent (``secure``: the
+    secure computation's threat model, over MPC)."""
+    from .. import draft_dp
+    from ..common import Staged
+    from ..schema import draft_document
+
     budget: contextlib.AbstractContextManager = contextlib.nullcontext()
     if args.budget_store:
         from ..accounting.budget_store import reserved
@@ -261,7 +331,7 @@ def run_draft_dp(args: argparse.Namespace) -> int:
             delta_slack=args.delta - plan.delta_conversion,
         )
     with budget as reservation:
-        acc = draft_dp.accountant_for(plan, ledger)
+        acc = draft_dp.accountant_for(plan, ledger, secure)
         if reservation is not None:
             reservation.bind(acc)
             acc.details["budget_store"] = {
@@ -271,12 +341,13 @@ def run_draft_dp(args: argparse.Namespace) -> int:
             }
         staged = Staged()
         try:
-            _refuse_identical(tables)
-            result = draft_dp.release_draft(lambda: (c.frame for p in tables for c in read_chunks(p)), plan, acc)
+            if not args.mpc:
+                _refuse_identical([Path(p) for p in sources])
+            result = release(acc)
             if result.unfound and not args.leave_unfound:  # after the spend: the ledger is finished as failed
                 raise InputError(draft_dp.unfound_message(plan, result.unfound, str(ledger)))
             final = acc.preview("complete")
-            note = draft_dp.dp_note([str(p) for p in tables], final, ledger.name, plan, result.dropped, result.unfound)
+            note = draft_dp.dp_note([str(p) for p in sources], final, ledger.name, plan, result.dropped, result.unfound)
             document = draft_document(result.columns, note)
             staged.add(out, lambda fh: _dump(document, fh))
             acc.finish("complete")
@@ -289,9 +360,10 @@ def run_draft_dp(args: argparse.Namespace) -> int:
                 acc.finish("failed")
             raise
     led = acc.ledger()
-    sources = ", ".join(str(p) for p in tables)
+    names = ", ".join(str(p) for p in sources)
     left = f"; {len(result.unfound)} of them placeholders to fill in" if result.unfound else ""
-    print(f"wrote {out}: {_summary(result.columns)}{left}, drafted from {sources} under differential privacy")
+    how = " on secret shares among their parties" if args.mpc else ""
+    print(f"wrote {out}: {_summary(result.columns)}{left}, drafted from {names}{how} under differential privacy")
     print(
         f"wrote {ledger}: epsilon={led['epsilon']:.4f} at delta={led['delta']:.3g} spent (rho {led['rho_spent']:.6g} "
         f"of {led['rho_budget']:.6g}) in {len(led['entries'])} mechanism calls"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import math
 import sys
 import types
 import typing
@@ -17,9 +16,10 @@ from ..methods import METHODS
 from ..schema import Schema
 from . import quality
 from .common import (
-    DEFAULT_MPC_TIMEOUT,
-    add_federation_args,
+    add_mpc_args,
     check_budget_options,
+    check_mpc_args,
+    collusion_cost,
     federation_parties,
     number,
     positive_int,
@@ -192,37 +192,14 @@ def add_parser(sub) -> None:
     _add_method_options(s)
 
     m = s.add_argument_group(f"secure computation ({', '.join(MPC_METHODS)})")
-    m.add_argument(
-        "--mpc",
-        action="store_true",
-        help="compute on secret shares (distaim: the pool, select and measure; flaim, fedtda and independent: "
+    add_mpc_args(
+        m,
+        "compute on secret shares (distaim: the pool, select and measure; flaim, fedtda and independent: "
         "every noisy sum, with each silo selecting in its own process): each --silo becomes its own "
         "CrypTen party process (this process is party 0, the coordinator), plus a dealer "
         "process; only noisy statistics and selected indices are ever opened, and every party "
         "adds its own noise",
-    )
-    add_federation_args(m)  # --federation FILE --cert --key [--listen]: with --mpc across machines
-    m.add_argument(
-        "--parties",
-        type=positive_int,
-        metavar="N",
-        help="with --federation: the number of silo parties (the dealer is extra), checked against the file",
-    )
-    m.add_argument(
-        "--collusion",
-        type=int,
-        metavar="T",
-        help="with --mpc: how many colluding parties the noise must withstand (1..N-1, default N-1). "
-        "Each party adds noise of variance sigma^2/(N-T), so the N-T parties outside any such "
-        "coalition carry the guarantee alone; with every party honest the noise's standard "
-        "deviation is sqrt(N/(N-T)) times the planned one (x1.73 for N=3, T=2)",
-    )
-    m.add_argument(
-        "--mpc-timeout",
-        type=number,
-        default=DEFAULT_MPC_TIMEOUT,
-        metavar="SECONDS",
-        help=f"how long a party waits for the others before giving up (default {DEFAULT_MPC_TIMEOUT:g})",
+        "--silo",
     )
 
 
@@ -327,7 +304,7 @@ def _checked(args: argparse.Namespace) -> Request:
     out = Path(args.out)
     ledger = Path(args.ledger) if args.ledger else out.with_suffix(".ledger.json")
     options = _method_options(args)
-    _check_mpc_args(args)
+    check_mpc_args(args, args.silo, "--silo")
     if args.report:
         from ..audit import check_report_path
 
@@ -440,7 +417,7 @@ def _release(args: argparse.Namespace, request: Request, budget: contextlib.Abst
             with budget as reservation:
                 identical()
                 agg.begin()  # party 0's silo, then each party reserves in its own store and reads its own
-                log(_collusion_cost(args))
+                log(collusion_cost(args, len(args.silo)))
                 return release([agg.own], reservation, agg), len(agg.silo_names)
     with budget as reservation:
         identical()
@@ -546,48 +523,3 @@ def _stage_outputs(args: argparse.Namespace, out: Path, schema, result, final_le
         staged.discard()
         raise
     return staged
-
-
-def _collusion_cost(args: argparse.Namespace) -> str:
-    """What ``--collusion`` costs in accuracy, said before the run starts."""
-    from ..accounting.distributed import PartiesNoise
-
-    n = federation_parties(args) or len(args.silo)
-    split = PartiesNoise(n, n - 1 if args.collusion is None else args.collusion)
-    return (
-        f"every party adds its own noise, enough that the {split.honest} outside any coalition of up to "
-        f"{split.collusion} (--collusion) carry the guarantee; with all {n} honest the measurements' "
-        f"noise is x{split.accuracy_cost():.2f} the planned standard deviation, and each selection's "
-        f"x{math.sqrt(split.selection_parties):.2f} ({split.selection_parties} parties' Gumbels)"
-    )
-
-
-def _check_mpc_args(args: argparse.Namespace) -> None:
-    if not args.mpc:
-        if args.federation or args.cert or args.key or args.parties or args.collusion is not None:
-            raise InputError("--federation, --cert, --key, --parties and --collusion belong to --mpc")
-        return
-    if args.federation:
-        if len(args.silo) != 1:
-            raise InputError(
-                "with --federation, give only this host's --silo; the others join with `privsyn-fed mpc-party`"
-            )
-        if args.parties and args.parties != federation_parties(args):
-            raise InputError(
-                f"--parties {args.parties}, but {args.federation} has {federation_parties(args)} silo parties"
-            )
-    elif args.cert or args.key or args.listen:
-        raise InputError("--cert, --key and --listen go with --federation (a release across machines)")
-    elif args.parties and args.parties != len(args.silo):
-        raise InputError(
-            f"--parties {args.parties} but {len(args.silo)} --silo files; on one machine each "
-            "--silo is one party, so leave --parties out"
-        )
-    if not 0 < args.mpc_timeout < float("inf"):
-        raise InputError(f"--mpc-timeout must be a positive number of seconds, not {args.mpc_timeout:g}")
-    n = federation_parties(args) or len(args.silo)
-    if args.collusion is not None and not 1 <= args.collusion < n:
-        raise InputError(
-            f"--collusion {args.collusion}: with {n} parties the threshold lies in 1..{n - 1} (every party "
-            "knows its own noise and sees the release, and one party's noise must stay outside the coalition)"
-        )

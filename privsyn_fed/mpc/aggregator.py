@@ -74,11 +74,13 @@ class MPCAggregator:
         collusion: int | None = None,
         schema: Any = None,
         own_path: str | Path | None = None,
+        draft: Any = None,
     ):
         """Party 0 of ``names`` (rank order); ``seed`` makes every party's noise seeded (NOT private,
         and every party must be started with it); ``collusion`` is the threshold ``t`` (default
         ``n - 1``). ``own`` may be None, with ``schema`` and ``own_path``: party 0's silo is then read
-        by ``begin``, once the parties have accepted the release (``declare``)."""
+        by ``begin``, once the parties have accepted the release (``declare``). ``draft``
+        (``mpc.draft.DraftSpec``, with no schema): the parties draft a schema (``mpc.draft``)."""
         self.own = own
         self.own_path = own_path
         self.names = list(names)
@@ -89,6 +91,9 @@ class MPCAggregator:
         n = len(self.names)
         self.parties_noise: PartiesNoise | None = PartiesNoise(n, n - 1 if collusion is None else collusion)
         self.schema = own.schema if own is not None else schema
+        self.draft = draft
+        #: What every party must have loaded: the schema's fingerprint, or the draft's.
+        self.fingerprint = draft.fingerprint if draft is not None else schema_fingerprint(self.schema)
         self.release: Any = None
         #: The release the parties accepted (``declare``), and whether they have read their silos (``begin``).
         self.request: ReleaseRequest | None = None
@@ -104,13 +109,19 @@ class MPCAggregator:
 
     def _hello(self) -> None:
         """The handshake: every party must have loaded the same schema and use the same noise mode."""
-        self.channel.send({"op": "hello", "schema": schema_fingerprint(self.schema), "seeded": self.seeded})
+        hello = {"op": "hello", "schema": self.fingerprint, "seeded": self.seeded}
+        self.channel.send({**hello, "draft": self.draft.to_wire()} if self.draft is not None else hello)
         refusals = collect_verdicts(self.channel)
         different = [self.names[v.rank] for v in refusals if v.code == SCHEMA_DIFFERS]
+        if different and self.draft is not None:
+            raise InputError(
+                f"{', '.join(different)}: started with --schema, not to draft one; start every party with "
+                "`privsyn-fed mpc-party --draft`"
+            )
         if different:
             raise InputError(
-                f"{', '.join(different)}: loaded a different schema than party 0's; every party "
-                "must use the same public schema file"
+                f"{', '.join(different)}: loaded a different schema than party 0's (or was started with --draft); "
+                "every party must use the same public schema file"
             )
         other_mode = [self.names[v.rank] for v in refusals if v.code == MODE_DIFFERS]
         if other_mode:
@@ -129,7 +140,7 @@ class MPCAggregator:
             method,
             float(epsilon),
             float(delta),
-            schema_fingerprint(self.schema),
+            self.fingerprint,
             self.seeded,
             len(self.names),
             self.parties_noise.collusion,
@@ -199,7 +210,7 @@ class MPCAggregator:
         wanted = (accountant.method, float(accountant.epsilon_budget), float(accountant.delta), accountant.seeded)
         if self.request is None:
             self.declare(accountant.method, accountant.epsilon_budget, accountant.delta)
-        elif wanted != (self.request.method, self.request.epsilon, self.request.delta, self.request.seeded):
+        elif wanted != (self.request.method, self.request.epsilon, self.request.conversion_delta, self.request.seeded):
             raise ValueError(f"the release {wanted} is not the one the parties accepted ({self.request})")
         if not self.begun:
             self.begin()

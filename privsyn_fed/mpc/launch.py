@@ -180,13 +180,14 @@ class LocalParties:
 
     def __init__(
         self,
-        schema: str | Path,
+        schema: str | Path | None,
         silos: Sequence[str | Path],
         seed: int | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         checks: bool = False,
     ):
-        self.schema, self.silos = str(schema), [str(s) for s in silos]
+        self.schema = None if schema is None else str(schema)  # None: the parties draft a schema
+        self.silos = [str(s) for s in silos]
         self.seed, self.timeout_s = seed, timeout_s
         self.checks = checks  # parties also answer exact sums outside a release (tests, the demo)
         self.parties = len(self.silos)
@@ -224,7 +225,15 @@ class LocalParties:
                 self._start(
                     f"party {k} ({path})",
                     k,
-                    ["mpc-party", "--rank", str(k), "--schema", self.schema, "--silo", path, *seed],
+                    [
+                        "mpc-party",
+                        "--rank",
+                        str(k),
+                        *(["--draft"] if self.schema is None else ["--schema", self.schema]),
+                        "--silo",
+                        path,
+                        *seed,
+                    ],
                 )
             self._start("the dealer", self.parties, ["mpc-dealer"], detached=True)
             self._wait_ready()
@@ -293,7 +302,7 @@ class LocalParties:
 
 @contextmanager
 def coordinator(
-    schema_path: str | Path,
+    schema_path: str | Path | None,
     silo_paths: Sequence[str | Path],
     *,
     federation: str | Path | None = None,
@@ -308,6 +317,7 @@ def coordinator(
     log=None,
     release: tuple[str, float, float] | None = None,
     checks: bool = False,
+    draft=None,
 ):
     """Party 0 of an MPC run: yields its ``MPCAggregator``.
 
@@ -323,7 +333,8 @@ def coordinator(
     ``silo_paths[0]`` is read here and the other parties and the dealer join from their hosts
     (``parties``, if given, must be the file's). ``rendezvous`` is refused: it named a plain-TCP
     address. A party that stops mid-run ends the run with ``MPCError`` naming it. ``log`` gets one
-    line once every party has joined.
+    line once every party has joined. ``draft`` (``mpc.draft.DraftSpec``, no ``schema_path``, with
+    ``release``): the parties draft a schema (``mpc-party --draft``).
     """
     from ..schema import Schema
     from ..silo import Silo
@@ -340,8 +351,8 @@ def coordinator(
                 f"--cert {cert}: names {member.federation.role(member.rank)}; the coordinator "
                 "(`synth --mpc`) is party-0, the others join with `privsyn-fed mpc-party` or `mpc-dealer`"
             )
-    schema = Schema.load(schema_path)
-    if member is not None:
+    schema = Schema.load(schema_path) if schema_path is not None else None
+    if member is not None and schema is not None:
         member.federation.check_schema(schema_fingerprint(schema), str(schema_path))
     own = None if release else Silo.load(silo_paths[0], schema)
     local = None if member else LocalParties(schema_path, silo_paths, seed, timeout_s, checks=checks)
@@ -361,7 +372,9 @@ def coordinator(
                 f"authenticated TLS ({where})"
             )
         try:
-            agg = MPCAggregator(own, names, seed=seed, collusion=collusion, schema=schema, own_path=silo_paths[0])
+            agg = MPCAggregator(
+                own, names, seed=seed, collusion=collusion, schema=schema, own_path=silo_paths[0], draft=draft
+            )
             if release is not None:
                 agg.declare(*release)
             yield agg

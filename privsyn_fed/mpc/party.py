@@ -13,7 +13,7 @@ def party_main(
     rank: int | None,
     parties: int | None,
     access: world.Access,
-    schema_path: str,
+    schema_path: str | None,
     silo_path: str,
     timeout_s: float,
     seed: int | None = None,
@@ -33,7 +33,8 @@ def party_main(
 
     An input error is raised with its value-free message (``InputError.shareable``): party 0
     relays it, and a cell value of this silo must not reach another party. A refused release
-    exits with status 2 and the reason on one line.
+    exits with status 2 and the reason on one line. Without ``schema_path`` (``--draft``) the party
+    drafts a schema with party 0 (``mpc.draft``): its policy must then accept ``schema-draft``.
     """
     from pathlib import Path
 
@@ -51,9 +52,11 @@ def party_main(
             f"party-{m.parties - 1} (party 0 runs `privsyn-fed synth --mpc`, the dealer `mpc-dealer`)"
         )
     rank = m.rank
+    schema = None
     try:
-        schema = Schema.load(schema_path)
-        m.federation.check_schema(schema_fingerprint(schema), schema_path)
+        if schema_path is not None:
+            schema = Schema.load(schema_path)
+            m.federation.check_schema(schema_fingerprint(schema), schema_path)
     except InputError as exc:
         raise InputError(exc.shareable()) from None
     check_input(Named("--silo", Path(silo_path)), "silo")  # not opened: read only after the policy round
@@ -63,8 +66,11 @@ def party_main(
     ledger = Path(ledger_path) if ledger_path else None
     check_ledger_target(ledger, silo_path, force)
     print("ready", flush=True)  # its arguments are checked; its silo is read once a release is accepted
+    if policy is not None and schema is None and "schema-draft" not in policy.methods:
+        raise InputError(f"{policy.source}: field 'methods' does not list schema-draft, so --draft would refuse it")
+    what = f"schema sha256 {schema_fingerprint(schema)}" if schema is not None else "drafting a schema (--draft)"
     print(
-        f"party {rank}: schema sha256 {schema_fingerprint(schema)}; policy {policy.source if policy else 'none'}; "
+        f"party {rank}: {what}; policy {policy.source if policy else 'none'}; "
         f"ledger copies {ledger or str(default_ledger_folder(silo_path)) + '/'}"
         + ("; NON-PRIVATE CHECKS: exact sums answered outside a release" if checks else ""),
         flush=True,

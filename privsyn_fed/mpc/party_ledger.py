@@ -37,7 +37,7 @@ import numpy as np
 from ..accounting import Accountant, exponential_rho
 from ..accounting.distributed import PartiesNoise
 from ..common import BudgetExceeded
-from ..mechanisms import party_exponential_step, party_gaussian_step
+from ..mechanisms import party_exponential_step, party_gaussian_step, party_thresholded_step
 from ..silo import ConcatQuery, LocalScoresQuery, MarginalsQuery, MaskedQuery, NumericHistogramQuery, SecondMomentsQuery
 from . import secure
 from .aggregator import COLLUSION, LOCAL_SAMPLER, REAL_BITS, grid_rounding_l2
@@ -63,6 +63,8 @@ class Charge:
     grid: float = 1.0
     draws: int = 1
     fields: dict[str, Any] = field(default_factory=dict)
+    #: A thresholded histogram of values drawn in the party's own process (a DP schema draft's).
+    threshold: float | None = None
 
 
 @dataclass
@@ -412,7 +414,7 @@ class PartyRelease:
             }
         self.acc = Accountant(
             request.epsilon,
-            request.delta,
+            request.conversion_delta,
             request.method,
             seeded=request.seeded,
             ledger_path=ledger_path,
@@ -422,6 +424,7 @@ class PartyRelease:
                 f"facts it checked, before it answered; {COLLUSION}"
             ),
             details=details,
+            delta_budget=request.delta if request.conversion_delta != request.delta else None,
         )
         if reservation is not None:
             reservation.bind(self.acc)
@@ -451,6 +454,11 @@ class PartyRelease:
             return
         noise = {"sampler": self.noise_name, "noise_from": "parties, secret-shared"} if c.where == "mpc" else {}
         try:
+            if c.mechanism == "gaussian" and c.threshold is not None:
+                party_thresholded_step(
+                    self.acc, c.query, sigma=c.scale, threshold=c.threshold, sampler=self.noise_name, **c.fields
+                )
+                return
             if c.mechanism == "gaussian":
                 party_gaussian_step(
                     self.acc,

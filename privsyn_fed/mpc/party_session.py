@@ -27,10 +27,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+from ..accounting.distributed import PartiesNoise
 from ..common import BudgetExceeded, InputError, MPCError, first_line
 from ..silo import Silo, from_wire
 from . import secure, world
 from .aggregator import _answer, _grid_sigma, _local_choice, _traffic_row, schema_fingerprint
+from .draft import DraftSpec, DraftSteps, read_draft_table
 from .noise import party_noise
 from .party_ledger import (
     Charge,
@@ -47,6 +49,7 @@ from .party_ledger import (
 from .policy import (
     ACCEPT,
     BAD_SILO,
+    DRAFT,
     MODE_DIFFERS,
     REFUSED,
     SCHEMA_DIFFERS,
@@ -101,8 +104,12 @@ class PartySession:
         self.noise = party_noise(seed, rank)
         self.policy, self.ledger, self.checks = policy, ledger, checks
         self.out = out or (lambda line: print(line, flush=True))
-        self.fingerprint = schema_fingerprint(schema)
-        self.silo: Silo | None = None
+        #: Started to draft a schema (``mpc-party --draft``: no schema yet; ``mpc.draft``).
+        self.drafting = schema is None
+        self.fingerprint = None if schema is None else schema_fingerprint(schema)
+        self.draft_spec: DraftSpec | None = None
+        self.steps: DraftSteps | None = None
+        self.silo: Any = None  # a Silo, or a DraftTable when drafting
         self.request: ReleaseRequest | None = None
         self.release: PartyRelease | None = None
         self.served = 0
@@ -138,11 +145,21 @@ class PartySession:
 
     # ---- the handshake, the release, its beginning and end ---------------------------------------
     def hello(self, cmd: dict) -> None:
-        """The schema and the noise mode must be party 0's (``MPCError`` after the verdict if not)."""
-        same = cmd.get("schema") == self.fingerprint
+        """The schema (or, drafting, a well-formed draft) and the noise mode must be party 0's
+        (``MPCError`` after the verdict if not)."""
+        if self.drafting:
+            try:
+                self.draft_spec = DraftSpec.from_wire(cmd.get("draft")) if "draft" in cmd else None
+            except Refused:
+                self.draft_spec = None
+            if self.draft_spec is not None:
+                self.fingerprint = self.draft_spec.fingerprint
+        same = cmd.get("schema") == self.fingerprint and ("draft" in cmd) == self.drafting
         same_mode = bool(cmd.get("seeded")) == self.noise.seeded
         code = ACCEPT if same and same_mode else SCHEMA_DIFFERS if not same else MODE_DIFFERS
         go = send_verdict(self.channel, code)
+        if not same and self.drafting:
+            raise MPCError("party 0 does not draft a schema; start this party with --schema for its release")
         if not same:
             raise MPCError("this party's schema differs from party 0's; use the same public schema file")
         if not same_mode:
@@ -167,6 +184,12 @@ class PartySession:
             request = ReleaseRequest.from_wire(cmd.get("request"), self.parties)
             if request.schema != self.fingerprint:
                 raise Refused("the release's schema is not the one this party loaded")
+            if (request.method == DRAFT) != self.drafting:
+                raise Refused(
+                    "this party was started to draft a schema (--draft)"
+                    if self.drafting
+                    else "a schema draft, but this party was started with a schema (start it with --draft)"
+                )
             if request.seeded != self.noise.seeded:
                 raise Refused("the release's noise mode (--seed) is not this party's")
             if self.policy is not None:
@@ -203,6 +226,8 @@ class PartySession:
             ledger = self._ledger_path()
             reservation = self._reserve(self.request, ledger)
             self._load()
+            if self.draft_spec is not None:
+                self.steps = DraftSteps(self.silo.plan, self.silo)
             _make_folder(ledger)
             release = PartyRelease(
                 self.request,
@@ -275,10 +300,17 @@ class PartySession:
         except (BudgetExceeded, InputError) as exc:
             raise Refused(f"its budget store refused the release ({exc})") from None
 
-    def _load(self) -> Silo:
-        """This party's silo, read now (once); ``Refused`` with its value-free message if it cannot be."""
+    def _load(self) -> Any:
+        """This party's silo (or, drafting, its ``DraftTable``), read now (once); ``Refused`` with its
+        value-free message if it cannot be."""
         if self.silo is None:
             try:
+                if self.draft_spec is not None:
+                    assert self.request is not None
+                    split = PartiesNoise(self.request.parties, self.request.collusion)
+                    plan = self.draft_spec.plan(self.request.epsilon, self.request.delta, split)
+                    self.silo = read_draft_table(self.silo_path, plan)
+                    return self.silo
                 self.silo = Silo.load(self.silo_path, self.schema)
             except InputError as exc:
                 raise Refused(exc.shareable(), BAD_SILO) from None
@@ -331,6 +363,8 @@ class PartySession:
     def plan(self, op: str, cmd: dict, arrays: dict) -> Callable[[], None]:
         """Check ``op``, charge it to the release (if one is under way), and return how to answer it."""
         me, n, schema = self.rank, self.parties, self.schema
+        if self.drafting or op.startswith("draft_"):
+            return self._draft_step(op, cmd)
         if op == "sum":
             if self.release is not None or not self.checks:
                 raise Refused(
@@ -421,6 +455,18 @@ class PartySession:
 
             return local_select
         raise Refused(f"unknown command {op!r}")
+
+    def _draft_step(self, op: str, cmd: dict) -> Callable[[], None]:
+        """A step of a schema draft (``mpc.draft.DraftSteps``), charged before it is answered."""
+        if not self.drafting:
+            raise Refused(f"{op} is a step of a schema draft, but this party serves releases over a schema")
+        if self.release is None or self.steps is None:
+            raise Refused(f"no draft is under way (party 0 must declare and begin one before {op})")
+        self.release.allow(op)
+        charges, answer = self.steps.plan_step(op, cmd, self.noise, self.channel)
+        for charge in charges:
+            self._account(charge)
+        return answer
 
 
 def serve(session: PartySession) -> int:

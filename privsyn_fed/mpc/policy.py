@@ -47,7 +47,10 @@ METHOD_STEPS = {
     "flaim": frozenset({"noisy_sum", "local_select"}),
     "fedtda": frozenset({"noisy_sum"}),
     "independent": frozenset({"noisy_sum"}),
+    "schema-draft": frozenset({"draft_profile", "draft_bounds", "draft_candidates", "draft_counts"}),
 }
+#: The method of a DP schema draft (``mpc.draft``): its request names the draft's fingerprint, not a schema's.
+DRAFT = "schema-draft"
 #: The kinds of declared query (``silo.queries``) each method's noisy sums are made of.
 SUM_KINDS = {
     "distaim": frozenset({"marginals"}),
@@ -99,7 +102,7 @@ class Policy:
     max_epsilon: float
     max_delta: float
     methods: tuple[str, ...]
-    schema_sha256: str
+    schema_sha256: str | None
     min_collusion: int | None = None
     store: StoreSpec | None = None
 
@@ -107,7 +110,7 @@ class Policy:
         """Why this policy refuses ``request`` (one line), or None when it accepts it."""
         if request.method not in self.methods:
             return f"method {request.method} is not among the methods its policy accepts ({', '.join(self.methods)})"
-        if request.schema != self.schema_sha256:
+        if request.method != DRAFT and request.schema != self.schema_sha256:
             return (
                 f"its policy agreed to schema sha256 {self.schema_sha256}, but the release is over schema "
                 f"sha256 {request.schema}"
@@ -210,7 +213,8 @@ def load_policy(path: str | Path) -> Policy:
     unknown = sorted(set(raw) - FIELDS)
     if unknown:
         raise InputError(f"{source}: unknown field '{unknown[0]}' (a policy has {', '.join(sorted(FIELDS))})")
-    missing = [k for k in REQUIRED if k not in raw]
+    drafts_only = raw.get("methods") == [DRAFT]  # a draft has no schema yet to pin
+    missing = [k for k in REQUIRED if k not in raw and not (drafts_only and k == "schema_sha256")]
     if missing:
         raise InputError(f"{source}: missing field '{missing[0]}'")
     max_epsilon = _number(raw, "max_epsilon", source, 0.0, MAX_EPSILON)
@@ -221,9 +225,9 @@ def load_policy(path: str | Path) -> Policy:
     strange = [m for m in methods if m not in METHOD_STEPS]
     if strange:
         raise InputError(f"{source}: field 'methods' names {strange[0]!r}; a party serves {', '.join(METHOD_STEPS)}")
-    schema = raw["schema_sha256"]
+    schema = raw.get("schema_sha256")
     match = HEX64.fullmatch(schema) if isinstance(schema, str) else None
-    if match is None:
+    if match is None and not (drafts_only and schema is None):
         raise InputError(
             f"{source}: field 'schema_sha256' must be the schema's SHA-256 (64 hex digits, optionally "
             "after 'sha256:'), as `mpc-party` prints it"
@@ -238,7 +242,7 @@ def load_policy(path: str | Path) -> Policy:
         max_epsilon,
         max_delta,
         tuple(dict.fromkeys(methods)),
-        match.group(1).lower(),
+        match.group(1).lower() if match else None,
         min_collusion,
         _store_spec(raw.get("budget_store"), source),
     )
@@ -292,8 +296,17 @@ class ReleaseRequest:
 
     @property
     def rho(self) -> float:
-        """The release's zCDP budget: ``epsilon_to_rho(epsilon, delta)``, as party 0's accountant has it."""
-        return epsilon_to_rho(self.epsilon, self.delta)
+        """The release's zCDP budget: ``epsilon_to_rho(epsilon, delta)``, as party 0's accountant has it
+        (a draft's at its ``delta_conversion``: the rest of delta goes to its thresholds)."""
+        return epsilon_to_rho(self.epsilon, self.conversion_delta)
+
+    @property
+    def conversion_delta(self) -> float:
+        """The delta at which the release's rho converts (``draft_dp.THRESHOLD_DELTA_SHARE`` of a
+        draft's goes to its thresholds instead)."""
+        from ..draft_dp import THRESHOLD_DELTA_SHARE
+
+        return self.delta * (1 - THRESHOLD_DELTA_SHARE) if self.method == DRAFT else self.delta
 
     def to_wire(self) -> dict[str, Any]:
         """The request as it travels (JSON)."""

@@ -315,3 +315,27 @@ def gather_to_party0(values: list[float]) -> list[list[float]] | None:
             raise MPCError(f"party {k} replied with {got.numel()} {got.dtype} values where {len(values)} were due")
         rows.append(got.tolist())
     return rows
+
+
+def gather_bytes(channel: Channel, raw: bytes) -> list[bytes] | None:
+    """Every party sends ``raw`` (of any length) to party 0, which gets one per party (the others
+    None): the lengths first, then party 0 tells every party the longest, and each sends its bytes
+    zero-padded to it."""
+    from .communicator import current
+
+    lengths = gather_to_party0([float(len(raw))])
+    if current().get_rank() == 0:
+        assert lengths is not None
+        longest = int(max(row[0] for row in lengths))
+        channel.send({"op": "bytes", "length": longest})
+    else:
+        cmd, _ = channel.receive()
+        if cmd.get("op") != "bytes" or isinstance(cmd.get("length"), bool) or not isinstance(cmd.get("length"), int):
+            raise MPCError(f"party 0 sent {cmd.get('op')!r} where it owed the length of the replies")
+        longest = cmd["length"]
+    if len(raw) > longest:
+        raise MPCError(f"party 0 asked for {longest} bytes where this party has {len(raw)}")
+    rows = gather_to_party0([float(b) for b in raw.ljust(longest, b"\0")] or [0.0])
+    if rows is None or lengths is None:
+        return None
+    return [bytes(int(b) for b in row[: int(n[0])]) for row, n in zip(rows, lengths)]
