@@ -228,6 +228,8 @@ def run_draft(args: argparse.Namespace) -> int:
         raise InputError("--delta, --ledger, --budget-store, --dataset-id and --total-epsilon belong to --dp")
     if args.leave_unfound:
         raise InputError("--leave-unfound belongs to --dp (a draft without it finds every column's domain)")
+    if args.mpc or args.federation or args.collusion is not None or args.parties:
+        raise InputError("--mpc and its options belong to --dp (a draft without it reads the rows in the clear)")
     if len(args.data) > 1:
         raise InputError(
             f"a draft without --dp reads one table, not {len(args.data)}: draft several silos together with --dp "
