@@ -77,6 +77,23 @@ half of delta is shared equally by the ``d`` columns' thresholds (``delta_target
    that ``Schema.from_dict`` refuses until it is filled in. The ledger's ``details.draft.unfound``
    names those columns.
 
+5. **On secret shares** (``--mpc``; ``mpc.draft``): each silo is its own party and no row, and no
+   silo's count, leaves its process in the clear. The plan carries the parties (``split``): the profile,
+   every bounds histogram and the counts below are sums of the parties' own vectors on secret shares,
+   each party adding its own discrete Gaussian so that the ``n - t`` outside any tolerated coalition
+   carry the planned cost (``accounting.distributed``); the sensitivities are those above, since a record
+   is in one silo. The decisions read the noisy counts against the noise they got, ``sqrt(n)`` times
+   each party's sigma (``DraftPlan.noise_sd``: ``T`` and the levels of 4. from it). The distinct
+   counts are the silos' sum (at least the union's). A categorical column's values are named by the
+   rows, and no party may learn another's, so its ``rho_col`` is split: ``CANDIDATE_SHARE`` to each
+   silo's own thresholded histogram (3., drawn in the silo's process at ``s_v``; the silos hold disjoint
+   records, so the lists together cost what one costs, with its ``delta'``), which sends party 0 only
+   the values that pass (or how many, beyond ``--categorical-max``); the rest to the union's counts of
+   the listed values and of the present cells outside them, on secret shares (sensitivity 1: a present
+   cell is in one of them). Every listed value is kept; ``R`` is the noisy count of the others. A value
+   is listed when it passes in at least one silo, so one spread thinly over many silos maps to the
+   catch-all (4. says when that loses too many cells).
+
 The ledger (method ``schema-draft``) is written before each release, as for ``synth``.
 """
 

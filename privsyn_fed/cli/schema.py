@@ -26,6 +26,7 @@ examples:
   privsyn-fed schema draft data.parquet --out schema.json --categorical-max 20 --bins 16
   privsyn-fed schema draft data.csv --out schema.json --dp 1 --delta 1e-9
   privsyn-fed schema draft north.csv south.parquet --out schema.json --dp 1 --delta 1e-9
+  privsyn-fed schema draft north.csv south.csv east.csv --out schema.json --dp 2 --delta 1e-9 --mpc
   privsyn-fed schema from-dictionary dictionary.csv --out schema.json
 
 how a draft is made (one streaming pass over the rows):
@@ -58,6 +59,14 @@ refused before anything is read or reserved, naming the epsilon needed.
 Several tables (silos on this machine, with the same columns) are drafted under --dp as their
 union, charged once: a record is in one table, so each count is the sum of the tables' counts and
 a category only one silo holds is found like any other.
+
+With --mpc the silos are drafted without pooling them: each DATA is its own party process on this
+machine, or with --federation each organisation runs `privsyn-fed mpc-party --draft --silo TABLE`
+on its own host. The counts are summed on secret shares with every party's own noise; a text
+column's values are listed by each silo from its own rows under its own noise (half the column's
+budget), then counted over the union on secret shares. A value is found when it is common enough
+in at least one silo. Each party checks the request against its --policy (which must list the
+method schema-draft) and keeps its own ledger copy.
 
 A column whose bounds or categories the budget did not find is never written degenerate: no
 interval or no value passed its threshold, or only one value did, or the bounds would clip (the

@@ -21,7 +21,9 @@ The policy file (JSON; SECURITY.md, "A party's own policy")::
 policy file's folder. A request is accepted when its method is listed, its epsilon is at most
 ``max_epsilon``, its delta at most ``max_delta``, its schema is the one pinned, its collusion
 threshold is at least ``min_collusion``, and the party's store (accounted at ``max_delta``) has
-the request's rho left.
+the request's rho left. A DP schema draft (method ``schema-draft``, ``mpc-party --draft``) has no
+schema yet: its request names the draft's fingerprint, no pin applies to it, and a policy that
+accepts drafts only may leave ``schema_sha256`` out.
 
 The verdict exchange (``send_verdict`` in a party, ``collect_verdicts`` in party 0): every party
 sends ``[code, reason length]`` to party 0 (code 0: accept); party 0 then broadcasts ``go``, or
