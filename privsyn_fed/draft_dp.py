@@ -94,6 +94,13 @@ half of delta is shared equally by the ``d`` columns' thresholds (``delta_target
    is listed when it passes in at least one silo, so one spread thinly over many silos maps to the
    catch-all (4. says when that loses too many cells).
 
+6. **Bins** (``--edges quantiles``; post-processing, nothing more is spent): a numeric column whose
+   bounds were found gets cut points between bins of about equal noisy count, from its noisy bounds
+   histogram (``quantile_cuts``): across the intervals its bounds span, a bin closes once it holds
+   ``1 / bins`` of their noisy count, and an interval holding two such shares or more is cut into that
+   many parts of equal width (the numbers inside an interval are taken as spread evenly). The
+   schema's ``"edges"`` then replace its ``"bins"``.
+
 The ledger (method ``schema-draft``) is written before each release, as for ``synth``.
 """
 
@@ -237,6 +244,8 @@ class DraftPlan:
     #: The silos' parties computing on secret shares, each adding its own noise (module docstring,
     #: 5.); None: the rows are read on this machine.
     split: PartiesNoise | None = None
+    #: A numeric column's bins: ``uniform``, or at the noisy histogram's ``quantiles`` (6.).
+    edges: str = "uniform"
     delta_conversion: float = field(init=False)
     delta_target: float = field(init=False)
     rho_budget: float = field(init=False)
@@ -336,6 +345,7 @@ class DraftPlan:
             "bins": self.bins,
             "missing_values": list(self.missing_values),
             **({"mpc": {"candidate_share": CANDIDATE_SHARE}} if self.mpc else {}),
+            **({"edges": self.edges} if self.edges != "uniform" else {}),
         }
 
 
@@ -360,6 +370,7 @@ def plan_draft(
     bins: int,
     missing_values: Sequence[str] = (),
     split: PartiesNoise | None = None,
+    edges: str = "uniform",
 ) -> DraftPlan:
     """The plan of a DP draft over ``columns`` (public), or ``InputError`` (one line naming a column
     and the epsilon needed) when the budget is too small to find bounds (``MAX_BOUND_ROWS``)."""
@@ -373,7 +384,7 @@ def plan_draft(
     d = len(columns)
     try:
         plan = DraftPlan(
-            float(epsilon), float(delta), tuple(columns), categorical_max, bins, tuple(missing_values), split
+            float(epsilon), float(delta), tuple(columns), categorical_max, bins, tuple(missing_values), split, edges
         )
     except ValueError:  # no zCDP budget converts to so small an epsilon
         plan = None
@@ -478,6 +489,37 @@ def _beyond(noisy: np.ndarray, found: np.ndarray, level: float) -> np.ndarray:
     return np.array(sorted(out), dtype=np.int64)
 
 
+def quantile_cuts(noisy: np.ndarray, found: np.ndarray, spec: dict[str, Any], bins: int) -> list[float]:
+    """Cut points between about ``bins`` bins of equal noisy count (module docstring, 6.): walking the
+    grid's intervals across the span of ``found``, a cut closes a bin once it holds ``1 / bins`` of the
+    span's noisy count, and an interval holding two such shares or more is cut into that many parts of
+    equal width; only cuts strictly inside the column's bounds are kept (whole numbers, once each, for
+    an integer column)."""
+    lower, upper, integer = float(spec["lower"]), float(spec["upper"]), bool(spec.get("integer"))
+    span = range(int(found[0]), int(found[-1]) + 1)
+    counts = np.clip(np.asarray(noisy, dtype=float)[found[0] : found[-1] + 1], 0, None)
+    target = counts.sum() / bins
+    if not target > 0:
+        return []
+    cuts, held = [], 0.0
+    for i, count in zip(span, counts):
+        lo, hi = interval_edges(i)
+        lo, hi = max(lo, lower), min(hi, upper)
+        if count >= 2 * target:
+            parts = int(round(count / target))
+            cuts += ([lo] if held > 0 else []) + [lo + (hi - lo) * j / parts for j in range(1, parts)] + [hi]
+            held = 0.0
+        else:
+            held += count
+            if held >= target:
+                cuts.append(hi)
+                held = 0.0
+    if integer:
+        cuts = [float(math.ceil(c)) for c in cuts]
+    inside = sorted({c for c in cuts if lower < c < upper or integer and c == upper and lower < c})
+    return [int(c) if integer else c for c in inside]
+
+
 def _bounds_count(noisy: np.ndarray, numbers: float, integer: bool, threshold: int) -> int | None:
     """The largest threshold below ``threshold`` at which the noisy histogram itself would give bounds
     (``_covers``); None when none from 2 does. Noisy counts of empty intervals pass low thresholds as
@@ -528,6 +570,10 @@ def _bounds(
                 f"column '{name}': {kind}; the intervals of the grid with at least {T} (noisy) numbers span "
                 f"{lo:g}..{hi:g}, giving the bounds {spec['lower']:g}..{spec['upper']:g}; values beyond are clipped"
             )
+            cuts = quantile_cuts(noisy, found, spec, plan.bins) if plan.edges == "quantiles" else []
+            if cuts:
+                spec = {**{k: v for k, v in spec.items() if k != "bins"}, "edges": cuts}
+                note += f"; {len(cuts) + 1} bins of about equal (noisy) counts"
             return spec, note, None
     elif numbers <= seen:
         why = "the noisy profile counts no numbers in it (every cell missing?)"

@@ -101,6 +101,8 @@ def _check_record(draft: dict[str, Any], rep: AuditReport) -> bool:
     for key, want in constants.items():
         if draft.get(key) != want:
             rep.problems.append(f"details.draft.{key} is {draft.get(key)!r}, not this version's {want!r}")
+    if "edges" in draft and draft["edges"] != "quantiles":
+        rep.problems.append(f"details.draft.edges is {draft['edges']!r}, not 'quantiles' (or absent: uniform bins)")
     if "mpc" in draft and draft["mpc"] != {"candidate_share": DRAFT_CANDIDATE_SHARE}:
         rep.problems.append(
             f"details.draft.mpc is {draft['mpc']!r}, not this version's {{'candidate_share': {DRAFT_CANDIDATE_SHARE}}}"

@@ -85,7 +85,9 @@ a data dictionary is a CSV file with one row per column of the table:
   sex,categorical,,,F|M,,,,,
   region,categorical,,,north|south|east|west,,,true,,
 name and type (numeric or categorical) are required; a numeric column needs min and max, a
-categorical one its categories separated by '|'. bins (default --bins), integer and missing
+categorical one its categories separated by '|'. bins (default --bins), edges (a numeric
+column's public cut points between bins, '|'-separated, e.g. 0|10000|25000|50000|100000 for an
+income), scale (linear, or log: bins of equal width in log(1 + x - min)), integer and missing
 (true/false, yes/no, 1/0) and missing_values ('|'-separated tokens read as missing; they imply
 missing) are optional; description, label, notes, comment and source columns are ignored.
 The dictionary is public knowledge, so the schema it gives may be shared as is."""
@@ -165,6 +167,14 @@ def add_parsers(sub) -> None:
     )
     dp.add_argument("--dataset-id", metavar="ID", help="with --budget-store: the dataset whose budget this draws on")
     dp.add_argument(
+        "--edges",
+        choices=("uniform", "quantiles"),
+        default="uniform",
+        help="with --dp: a numeric column's bins, of equal width (uniform, the default) or of about equal noisy "
+        "counts (quantiles: cut points read off the noisy histogram its bounds come from, at no further cost; "
+        "for skewed columns such as incomes, weights or densities)",
+    )
+    dp.add_argument(
         "--leave-unfound",
         action="store_true",
         help="with --dp: write a column whose bounds or categories the budget did not find as a placeholder "
@@ -237,6 +247,8 @@ def run_draft(args: argparse.Namespace) -> int:
         raise InputError("--delta, --ledger, --budget-store, --dataset-id and --total-epsilon belong to --dp")
     if args.leave_unfound:
         raise InputError("--leave-unfound belongs to --dp (a draft without it finds every column's domain)")
+    if args.edges != "uniform":
+        raise InputError('--edges quantiles belongs to --dp (without it, declare a column\'s "edges" in the schema)')
     if args.mpc or args.federation or args.collusion is not None or args.parties:
         raise InputError("--mpc and its options belong to --dp (a draft without it reads the rows in the clear)")
     if len(args.data) > 1:
@@ -281,7 +293,9 @@ def run_draft_dp(args: argparse.Namespace) -> int:
 
         n = federation_parties(args) or len(tables)
         split = PartiesNoise(n, n - 1 if args.collusion is None else args.collusion)
-    plan = draft_dp.plan_draft(args.dp, args.delta, names, args.categorical_max, args.bins, args.missing_value, split)
+    plan = draft_dp.plan_draft(
+        args.dp, args.delta, names, args.categorical_max, args.bins, args.missing_value, split, args.edges
+    )
     if not args.mpc:
         frames = lambda: (c.frame for p in tables for c in read_chunks(p))  # noqa: E731
         return _draft_dp(args, plan, tables, out, ledger, lambda acc: draft_dp.release_draft(frames, plan, acc))

@@ -1,7 +1,8 @@
 """A schema from a data dictionary in CSV: public facts, one row per column.
 
 Columns ``name,type,min,max,categories`` (``categories`` separated by ``|``), optional ``bins``,
-``integer``, ``missing`` and ``missing_values`` (``|``-separated); ``description``, ``label``,
+``edges`` (a numeric column's cut points between bins, ``|``-separated), ``scale`` (``linear`` or
+``log``), ``integer``, ``missing`` and ``missing_values`` (``|``-separated); ``description``, ``label``,
 ``notes``, ``comment`` and ``source`` columns are ignored. Every row is checked as a schema entry,
 so an error names the file, the line and the dictionary's column.
 """
@@ -18,7 +19,19 @@ from ..common import InputError, OptionError
 from .cells import DEFAULT_BINS, MAX_COLUMN_CELLS
 from .schema import Schema
 
-DICTIONARY_FIELDS = ("name", "type", "min", "max", "categories", "bins", "integer", "missing", "missing_values")
+DICTIONARY_FIELDS = (
+    "name",
+    "type",
+    "min",
+    "max",
+    "categories",
+    "bins",
+    "edges",
+    "scale",
+    "integer",
+    "missing",
+    "missing_values",
+)
 DICTIONARY_IGNORED = ("description", "label", "notes", "comment", "source")
 #: What separates categories (and missing values) in one cell of a data dictionary.
 CATEGORY_SEPARATOR = "|"
@@ -157,8 +170,16 @@ def _dictionary_spec(path: Path, line: int, cells: dict[str, str], bins: int) ->
                 spec["bins"] = int(get("bins"))
             except ValueError:
                 raise fault("bins", f"column '{name}': {get('bins')!r} is not a whole number") from None
-        else:
+        elif not get("edges"):
             spec["bins"] = bins
+        if get("edges"):
+            try:
+                cuts = [float(v) for v in listed("edges")]
+            except ValueError:
+                raise fault("edges", f"column '{name}': {get('edges')!r} is not numbers separated by '|'") from None
+            spec["edges"] = [int(v) if v.is_integer() and abs(v) <= 2**53 else v for v in cuts]
+        if get("scale"):
+            spec["scale"] = get("scale").lower()
         if flag("integer"):
             spec["integer"] = True
         if get("categories"):
@@ -167,7 +188,7 @@ def _dictionary_spec(path: Path, line: int, cells: dict[str, str], bins: int) ->
         if not get("categories"):
             raise fault("categories", f"categorical column '{name}' needs its categories, separated by '|'")
         spec["categories"] = listed("categories")
-        for key in ("min", "max", "bins"):
+        for key in ("min", "max", "bins", "edges", "scale"):
             if get(key):
                 raise fault(key, f"categorical column '{name}' takes no {key}")
         if flag("integer"):

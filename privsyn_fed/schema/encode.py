@@ -130,7 +130,12 @@ def _encode_numeric(
 
 
 def numeric_bin(col: NumericColumn, x: np.ndarray) -> np.ndarray:
-    """Bin index of values already clipped to the column's bounds."""
+    """Bin index of values already clipped to the column's bounds (at public cut points: the number
+    of cut points at or below the value)."""
+    cuts = col.cuts
+    if cuts is not None:
+        values = np.rint(x) if col.integer else np.asarray(x, dtype=float)
+        return np.searchsorted(cuts, values, side="right").astype(np.int64)
     B = col.n_bins
     if col.integer:
         m = col.whole_numbers
@@ -230,6 +235,10 @@ def _times_over(a: np.ndarray, b: int, c: int) -> np.ndarray:
 
 def bin_edges(col: NumericColumn) -> tuple[np.ndarray, np.ndarray]:
     """Lower and upper value of each bin (integer columns: the smallest and largest whole number)."""
+    cuts = col.cuts
+    if cuts is not None:
+        lo, hi = np.concatenate([[col.lower], cuts]), np.concatenate([cuts, [col.upper]])
+        return (lo, np.concatenate([cuts - 1, [col.upper]])) if col.integer else (lo, hi)
     B = col.n_bins
     b = np.arange(B)
     if col.integer:
@@ -242,8 +251,21 @@ def bin_edges(col: NumericColumn) -> tuple[np.ndarray, np.ndarray]:
 
 
 def refined(col: NumericColumn, factor: int) -> NumericColumn:
-    """The column with each public bin split in ``factor`` (integer columns: at most one bin per value)."""
-    return dataclasses.replace(col, bins=col.bins * factor)
+    """The column with each public bin split in ``factor`` (integer columns: at most one bin per value);
+    bins at cut points are split in ``factor`` of equal width (of whole numbers)."""
+    if col.cuts is None:
+        return dataclasses.replace(col, bins=col.bins * factor)
+    lo, hi = bin_edges(col)
+    parts = []
+    for a, b in zip(lo, hi):
+        if col.integer:
+            count = int(b) - int(a) + 1
+            parts += [a + math.ceil(j * count / factor) for j in range(1, min(factor, count))]
+        else:
+            parts += [a + (b - a) * j / factor for j in range(1, factor)]
+        parts.append(b + 1 if col.integer else b)
+    cuts = tuple(float(v) for v in parts[:-1])
+    return dataclasses.replace(col, bins=len(cuts) + 1, edges=cuts, scale="linear")
 
 
 def numeric_histogram(col: NumericColumn, values: np.ndarray) -> np.ndarray:

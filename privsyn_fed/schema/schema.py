@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ..common import InputError
 from .cells import DEFAULT_BINS, MAX_ABS_BOUND, MAX_COLUMN_CELLS, check_column_name
 from .draft import (
@@ -45,11 +47,15 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class NumericColumn:
-    """A numeric column with public bounds ``[lower, upper]`` cut into ``bins`` uniform bins.
+    """A numeric column with public bounds ``[lower, upper]`` cut into ``bins`` uniform bins, or at
+    public ``edges`` (interior cut points ``e_1 < ... < e_{B-1}``: bin ``k`` holds ``e_k <= x <
+    e_{k+1}``, with ``e_0 = lower`` and the last bin closed at ``upper``), or on a ``log`` scale
+    (``bins`` bins of equal width in ``log(1 + x - lower)``).
 
     For ``integer`` columns the ``m = upper - lower + 1`` whole numbers are split into
     ``min(bins, m)`` bins: value ``lower + k`` falls in bin ``floor(k * bins / m)``, so every
-    bin holds at least one whole number and decoding never leaves the integers.
+    bin holds at least one whole number and decoding never leaves the integers; their edges are
+    whole numbers (a log scale's rounded up, the repeats dropped).
     """
 
     name: str
@@ -60,11 +66,30 @@ class NumericColumn:
     missing: bool = False
     missing_values: tuple[str, ...] = ()
     type: str = field(default="numeric", init=False)
+    edges: tuple[float, ...] | None = None
+    scale: str = "linear"
+
+    @property
+    def cuts(self) -> np.ndarray | None:
+        """The interior cut points of bins that are not uniform (``edges``, or the log scale's), or None."""
+        if self.edges is not None:
+            return np.asarray(self.edges, dtype=float)
+        if self.scale != "log" or self.upper == self.lower:
+            return None
+        span = math.log1p(self.upper - self.lower)
+        cuts = self.lower + np.expm1(span * np.arange(1, self.bins) / self.bins)
+        if self.integer:
+            cuts = np.unique(np.ceil(cuts))
+            cuts = cuts[(cuts > self.lower) & (cuts <= self.upper)]
+        return cuts
 
     @property
     def n_bins(self) -> int:
-        """Bins of the encoded domain: ``min(bins, m)`` for an integer column, else 1 when
-        ``lower == upper`` and ``bins`` otherwise."""
+        """Bins of the encoded domain: one more than the cut points where bins are not uniform;
+        ``min(bins, m)`` for an integer column, else 1 when ``lower == upper`` and ``bins`` otherwise."""
+        cuts = self.cuts
+        if cuts is not None:
+            return len(cuts) + 1
         if self.integer:
             return min(self.bins, self.whole_numbers)
         return 1 if self.upper == self.lower else self.bins
@@ -91,6 +116,11 @@ class NumericColumn:
         }
         if self.integer:
             d["integer"] = True
+        if self.edges is not None:
+            d["edges"] = [int(e) if self.integer else e for e in self.edges]
+            del d["bins"]
+        if self.scale != "linear":
+            d["scale"] = self.scale
         if self.missing:
             d["missing"] = True
         if self.missing_values:
@@ -298,7 +328,7 @@ def _parse_column(spec: Any, index: int, source: str) -> Column:
     if not isinstance(missing_values, list) or not all(isinstance(v, str) for v in missing_values):
         raise InputError(f'{where}: "missing_values" must be a list of strings')
     if kind == "numeric":
-        known |= {"lower", "upper", "bins", "integer"}
+        known |= {"lower", "upper", "bins", "integer", "edges", "scale"}
         _reject_unknown_keys(spec, known, where)
         for key in ("lower", "upper"):
             if key not in spec:
@@ -326,7 +356,16 @@ def _parse_column(spec: Any, index: int, source: str) -> Column:
             raise InputError(
                 f"{where}: an integer column needs whole-number bounds, not [{spec['lower']}, {spec['upper']}]"
             )
-        return NumericColumn(name, lower, upper, bins, integer, missing, tuple(missing_values))
+        edges, scale = _edges(spec, lower, upper, integer, where), spec.get("scale", "linear")
+        if scale not in ("linear", "log"):
+            raise InputError(f'{where}: "scale" must be "linear" or "log", not {scale!r}')
+        if scale == "log" and edges is not None:
+            raise InputError(f'{where}: give "edges" or a "log" scale, not both')
+        if edges is not None:
+            if "bins" in spec and spec["bins"] != len(edges) + 1:
+                raise InputError(f'{where}: {len(edges)} "edges" make {len(edges) + 1} bins, not "bins" {bins}')
+            bins = len(edges) + 1
+        return NumericColumn(name, lower, upper, bins, integer, missing, tuple(missing_values), edges, scale)
     if kind == "categorical":
         known |= {"categories", "unknown"}
         _reject_unknown_keys(spec, known, where)
@@ -357,6 +396,33 @@ def _parse_column(spec: Any, index: int, source: str) -> Column:
             raise InputError(f'{where}: "unknown" category {unknown!r} is not in the categories list')
         return CategoricalColumn(name, tuple(cats), missing, unknown, tuple(missing_values))
     raise InputError(f'{where}: "type" must be "numeric" or "categorical", not {kind!r}')
+
+
+def _edges(spec: dict, lower: float, upper: float, integer: bool, where: str) -> tuple[float, ...] | None:
+    """A numeric column's public ``"edges"`` (interior cut points), checked: finite numbers, strictly
+    increasing, strictly inside ``(lower, upper]`` (whole numbers for an integer column, so that every
+    bin holds one), at most ``MAX_COLUMN_CELLS`` bins; None when not given."""
+    if "edges" not in spec:
+        return None
+    raw = spec["edges"]
+    if not isinstance(raw, list) or not all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in raw
+    ):
+        raise InputError(f'{where}: "edges" must be a list of finite numbers (the cut points between bins)')
+    if len(raw) + 1 > MAX_COLUMN_CELLS:
+        raise InputError(f'{where}: {len(raw)} "edges" make more than the {MAX_COLUMN_CELLS:,} cells a column may have')
+    if any(b <= a for a, b in zip(raw, raw[1:])):
+        raise InputError(f'{where}: "edges" must increase strictly, not {raw!r}')
+    if integer and any(v != math.floor(v) for v in raw):
+        bad = next(v for v in raw if v != math.floor(v))
+        raise InputError(
+            f'{where}: the "edges" of an integer column are whole numbers (a bin starts at each), not {bad!r}'
+        )
+    inside = (lambda v: lower < v <= upper) if integer else (lambda v: lower < v < upper)
+    outside = [v for v in raw if not inside(v)]
+    if outside:
+        raise InputError(f"{where}: edge {outside[0]!r} is not inside the bounds [{lower:g}, {upper:g}]")
+    return tuple(float(v) for v in raw)
 
 
 def _refuse_yaml_literal(value: Any, what: str, where: str, source: str, nulls: bool = True) -> None:

@@ -52,6 +52,7 @@ class Encoding:
             "bound": self.bound,
             "lam": [c.lam for c in self.icdm],
             "bins": [None if m is None else m.col.bins for m in self.modes],
+            "edges": [None if m is None or m.col.edges is None else list(m.col.edges) for m in self.modes],
             "mode_lam": [None if m is None else m.lam for m in self.modes],
         }
         arrays = {}
@@ -69,11 +70,16 @@ class Encoding:
         for j, col in enumerate(schema.columns):
             icdm.append(ICDM(arrays[f"{j}:probs"], float(header["lam"][j]), arrays[f"{j}:order"]))
             bins = header["bins"][j]
+            edges = (header.get("edges") or [None] * len(schema.columns))[j]
+            base = cast(NumericColumn, col)
+            cuts = base.edges if edges is None else tuple(float(e) for e in edges)
             modes.append(
                 None
                 if bins is None
                 else ModeCDF(
-                    dataclasses.replace(cast(NumericColumn, col), bins=int(bins)),
+                    dataclasses.replace(
+                        base, bins=int(bins), edges=cuts, scale=base.scale if edges is None else "linear"
+                    ),
                     arrays[f"{j}:mass"],
                     float(header["mode_lam"][j]),
                 )
