@@ -66,24 +66,22 @@ class Encoding:
     @classmethod
     def from_wire(cls, schema: Schema, header: dict, arrays: dict[str, np.ndarray]) -> "Encoding":
         """The encoding that ``to_wire`` wrote, on the public ``schema``."""
-        icdm, modes = [], []
+        icdm: list[ICDM] = []
+        modes: list[ModeCDF | None] = []
         for j, col in enumerate(schema.columns):
             icdm.append(ICDM(arrays[f"{j}:probs"], float(header["lam"][j]), arrays[f"{j}:order"]))
             bins = header["bins"][j]
+            if bins is None:
+                modes.append(None)
+                continue
             edges = (header.get("edges") or [None] * len(schema.columns))[j]
-            base = cast(NumericColumn, col)
-            cuts = base.edges if edges is None else tuple(float(e) for e in edges)
-            modes.append(
-                None
-                if bins is None
-                else ModeCDF(
-                    dataclasses.replace(
-                        base, bins=int(bins), edges=cuts, scale=base.scale if edges is None else "linear"
-                    ),
-                    arrays[f"{j}:mass"],
-                    float(header["mode_lam"][j]),
-                )
+            base = cast(NumericColumn, col)  # the refined column: the public one's cut bins, or more uniform bins
+            fine = (
+                dataclasses.replace(base, bins=int(bins))
+                if edges is None
+                else dataclasses.replace(base, bins=int(bins), edges=tuple(float(e) for e in edges), scale="linear")
             )
+            modes.append(ModeCDF(fine, arrays[f"{j}:mass"], float(header["mode_lam"][j])))
         return cls(schema, icdm, modes, float(header["bound"]))
 
     def encode(self, codes: np.ndarray, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
