@@ -313,10 +313,12 @@ def synthesize(
         **(agg.ledger_details(noise) if agg is not None else {}),
     }
     if spec.graphical:  # options of the AIM family
-        from .methods.aim import AIMOptions, workload_cliques
+        from .methods.aim import AIMOptions, workload_of
 
-        cliques = workload_cliques(schema.names, cast(AIMOptions, opts))
+        cliques, weights = workload_of(schema.names, cast(AIMOptions, opts))
         details["workload"] = [[schema.names[i] for i in cl] for cl in cliques]
+        if weights is not None:
+            details["workload_weights"] = list(weights)
         if cast(AIMOptions, opts).workload is not None:  # given, not sampled: the options say so
             details["options"]["workload"] = "explicit"
     if reservation is not None:

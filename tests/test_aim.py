@@ -115,9 +115,9 @@ def test_a_huge_workload_marginal_is_refused_without_wrapping_around():
 
 
 def test_a_workload_size_of_zero_means_every_marginal_in_the_api_too():
-    from privsyn_fed.methods.aim import AIMOptions, workload_cliques
+    from privsyn_fed.methods.aim import AIMOptions, workload_of
 
     names = [f"c{i}" for i in range(6)]
-    every = workload_cliques(names, AIMOptions(workload_size=None, workload_degree=2))
-    assert len(every) == 15
-    assert workload_cliques(names, AIMOptions(workload_size=0, workload_degree=2)) == every
+    every, weights = workload_of(names, AIMOptions(workload_size=None, workload_degree=2))
+    assert len(every) == 15 and weights is None
+    assert workload_of(names, AIMOptions(workload_size=0, workload_degree=2))[0] == every

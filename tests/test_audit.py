@@ -427,7 +427,7 @@ def records(honest, tmp_path_factory):
         **honest,
         "independent": pf.synthesize(silos, "independent", 1.0, 1e-9, rows=10).ledger,
         "distaim planned": run("distaim", workload_size=3),
-        "aim explicit": run("aim", rounds=6, workload=[["age", "sex"], ["region", "label"]]),
+        "aim explicit": run("aim", rounds=6, workload=[{"columns": ["age", "sex"], "weight": 3}, ["region", "*"]]),
         "fedtda split": pf.synthesize(silos, "fedtda", 1.0, 1e-9, rows=10, split=(0.05, 0.2, 0.35, 0.4)).ledger,
         "schema draft": _dp_draft_ledger(),
         "party copy": _party_copy(tmp_path_factory.mktemp("party") / "party1.ledger.json"),
@@ -439,6 +439,8 @@ def test_every_kind_of_ledger_the_project_writes_passes(records):
         rep = audit_ledger(led)
         assert rep.ok, (name, rep.problems)
     assert records["aim explicit"]["details"]["options"]["workload"] == "explicit"
+    assert records["aim explicit"]["details"]["workload"][0] == ["age", "sex"]
+    assert records["aim explicit"]["details"]["workload_weights"] == [3, 1, 1, 1, 1]
 
 
 def _selection(led):
@@ -469,6 +471,8 @@ def _first_with(led, key):
         ("distaim", lambda l: l["details"]["workload"].pop(0), "details.workload"),
         ("flaim", lambda l: l["details"]["workload"].pop(1), "details.workload"),
         ("aim explicit", lambda l: l["details"]["workload"].pop(), "details.workload"),
+        ("aim explicit", lambda l: l["details"]["workload_weights"].pop(), "details.workload_weights"),
+        ("aim explicit", lambda l: l["details"].pop("workload_weights"), "sensitivity"),
         ("aim", lambda l: l["entries"][3].pop("sampler"), "sampler"),
         ("fedtda", lambda l: l["entries"][0].pop("sampler"), "sampler"),
         ("schema draft", lambda l: l["entries"][-1].pop("sampler"), "sampler"),

@@ -104,6 +104,7 @@ def kit(tmp_path_factory) -> Path:
         make_frame(40, k).to_csv(root / name, index=False)
     (root / "dict.csv").write_text("name,type,min,max,categories\nage,numeric,18,90,\nsex,categorical,,,F|M\n")
     (root / "ledger.json").write_text("{}\n")
+    (root / "workload.json").write_text('[["label", "*"]]\n')
     (root / "model.npz").write_bytes(b"PK\x03\x04")
     store = BudgetStore(root / "store.db")
     store.reserve("d", epsilon=1, delta=1e-9, method="aim", total_epsilon=3, ledger=str(root / "ledger.json"))
@@ -143,10 +144,11 @@ class Position:
 
 def _synth(k: Path, w: Path, at: dict) -> list:
     f = {"--schema": k / "schema.json", "--silo": k / "a.csv", "--quality-holdout": k / "h.csv"}
-    f["--budget-store"] = w / "b.db"
+    f["--budget-store"], f["--workload"] = w / "b.db", k / "workload.json"
     f.update(at)
     return (
         ["synth", "--schema", f["--schema"], "--silo", f["--silo"], "--silo", k / "b.csv", "--epsilon", "1"]
+        + ["--workload", f["--workload"]]
         + ["--delta", "1e-9", "--out", w / "o.csv", "--quality-report", w / "q.html", "--quality-holdout"]
         + [f["--quality-holdout"], "--budget-store", f["--budget-store"], "--dataset-id", "d", "--total-epsilon", "3"]
     )
@@ -291,7 +293,7 @@ def _each(parser: str, build, options: tuple[str, ...], name: str) -> list[Posit
 
 
 INPUTS = [
-    *_each("synth", _synth, ("--schema", "--silo", "--quality-holdout", "--budget-store"), "x.csv"),
+    *_each("synth", _synth, ("--schema", "--silo", "--quality-holdout", "--budget-store", "--workload"), "x.csv"),
     *_each("synth", _synth_mpc, ("--federation", "--cert", "--key"), "x.pem"),
     *_each("mpc-party", _party, ("--federation", "--cert", "--key", "--schema", "--silo", "--policy"), "x.pem"),
     Position("mpc-party", "--policy", "budget_store.path", _party_store, "budget_store.path"),

@@ -68,6 +68,7 @@ DETAILS_OPTIONAL = {
     "columns": list,
     "column_types": list,
     "workload": list,
+    "workload_weights": list,
     "options": dict,
     "rounds": INTEGER,
     "rows": INTEGER,
@@ -233,6 +234,8 @@ def validate_ledger(raw: Any, source: str = "ledger") -> None:
         _check_type(clique, list, f"details.workload[{i}]", source)
         for j, v in enumerate(clique):
             _check_type(v, str, f"details.workload[{i}][{j}]", source)
+    for i, v in enumerate(details.get("workload_weights", [])):
+        _check_type(v, INTEGER, f"details.workload_weights[{i}]", source)
     for key, value in details.get("options", {}).items():
         if isinstance(value, (dict, list)) and key != "split":
             raise InputError(f"{source}: field 'details.options.{key}' must be a plain value, not {_kind(value)}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..methods.workload import downward_closure
+from ..methods.workload import MAX_DECLARED_WEIGHT, downward_closure
 from .aim_noise import _check_noise
 from .aim_releases import _check_releases
 from .aim_run import AimRun
@@ -22,7 +22,7 @@ from .schedule import _check_aim_family_schedule
 from .selection import _check_selections
 from .structure_draft import _check_draft
 from .structure_fedtda import _check_fedtda
-from .workload import _check_workload
+from .workload import EXPLICIT_WORKLOAD, _check_workload
 
 #: The one release of the independent method.
 INDEPENDENT_QUERY = "every column's 1-way marginal"
@@ -81,6 +81,25 @@ def _check_independent(ledger: dict[str, Any], d: dict[str, Any], rep: AuditRepo
         rep.problems.append(f"details.rounds is {d.get('rounds')}, but an independent run has one round")
 
 
+def _workload_weights(d: dict[str, Any], n: int, rep: AuditReport) -> tuple[bool, list[int] | None]:
+    """Whether ``details.workload_weights`` can be used, and the weights: a declared workload's
+    whole-number weights, one per marginal (None when absent: all 1)."""
+    weights = d.get("workload_weights")
+    if weights is None:
+        return True, None
+    whole = isinstance(weights, list) and all(isinstance(w, int) and not isinstance(w, bool) for w in weights)
+    if not (whole and len(weights) == n and all(1 <= w <= MAX_DECLARED_WEIGHT for w in weights)):
+        rep.problems.append(
+            f"details.workload_weights must give each of the {n} workload marginals a whole-number weight from 1 "
+            f"to {MAX_DECLARED_WEIGHT}"
+        )
+        return False, None
+    if (d.get("options") or {}).get("workload") != EXPLICIT_WORKLOAD:
+        rep.problems.append("details.workload_weights belong to a declared workload (details.options.workload)")
+        return False, None
+    return True, weights
+
+
 def _check_aim_family(ledger: dict[str, Any], d: dict[str, Any], rep: AuditReport) -> None:
     """A complete run of aim, distaim or flaim, from its recorded workload, domain, options and
     budget: the workload its options give (``workload``), the rounds (``details.rounds``; for
@@ -107,7 +126,10 @@ def _check_aim_family(ledger: dict[str, Any], d: dict[str, Any], rep: AuditRepor
         return
     cliques = [tuple(index[c] for c in cl) for cl in workload]
     _check_workload(d, cliques, rep)
-    closure = downward_closure([tuple(sorted(set(cl))) for cl in cliques])
+    usable, weights = _workload_weights(d, len(cliques), rep)
+    if not usable:
+        return
+    closure = downward_closure([tuple(sorted(set(cl))) for cl in cliques], weights)
     variant = options.get("variant", "private")
     key = (method, variant) if method == "flaim" else method
     if key not in EM_SENSITIVITY:

@@ -11,7 +11,7 @@ import typing
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..common import InputError, Named, check_distinct, check_files, check_identical_contents
+from ..common import InputError, Named, check_distinct, check_files, check_identical_contents, read_json
 from ..methods import METHODS
 from ..schema import Schema
 from . import quality
@@ -323,10 +323,21 @@ def _checked(args: argparse.Namespace) -> Request:
     holdout = quality.inputs(args)
     outputs += quality.outputs(args)
     stores = [Named("--budget-store", Path(args.budget_store))] if args.budget_store else []
-    inputs = [Named("--schema", Path(args.schema)), *silo_files, *holdout, *federation_inputs(args)]
+    workload = [Named("--workload", Path(options["workload"]))] if "workload" in options else []
+    inputs = [Named("--schema", Path(args.schema)), *silo_files, *holdout, *federation_inputs(args), *workload]
     check_files(inputs, outputs, force=args.force, stores=stores)
     check_distinct(silo_files + holdout)
+    if workload:  # public: the marginals the release must answer well
+        options["workload"] = read_json(workload[0].path, "workload", "--workload")
     schema = Schema.load(args.schema)
+    if workload:  # its faults named in the file's words, before anything else is checked against the schema
+        from ..common import OptionError
+        from ..methods.workload import declared_workload
+
+        try:
+            declared_workload(options["workload"], schema.names)
+        except OptionError as exc:
+            raise InputError(f"{workload[0].path}: {exc}") from None
     # headers are public: checked before the reservation
     ignored = {str(silo.path): check_table_header(silo.path, schema) for silo in silo_files}
     quality.check_schema(args, schema)

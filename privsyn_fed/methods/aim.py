@@ -16,19 +16,19 @@ One curator holds the pooled rows of every silo. With budget ``rho``, ``T`` and 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from ..accounting import Accountant
 from ..aggregation import Aggregator
-from ..common import InputError, OptionError, Progress, Silent
+from ..common import OptionError, Progress, Silent
 from ..mechanisms import exponential_mechanism, gaussian_mechanism
 from ..noise import NoiseSource
 from ..silo import Silo
 from . import allocation, core
 from .base import Release, option
-from .workload import DEFAULT_DEGREE, DEFAULT_SIZE, DEFAULT_WORKLOAD_SEED, sample_workload
+from .workload import DEFAULT_DEGREE, DEFAULT_SIZE, DEFAULT_WORKLOAD_SEED, declared_workload, sample_workload
 
 THREAT_MODEL = (
     "aim: a trusted curator pools every silo's rows and runs AIM; the curator sees all raw "
@@ -116,8 +116,15 @@ class AIMOptions:
         metavar="S",
         group="workload",
     )
-    workload: Sequence[Sequence[str]] | None = option(
-        None, "explicit cliques (column names) instead of the sampled workload"
+    workload: Sequence[Any] | None = option(
+        None,
+        "the marginals the release must answer well, instead of the sampled workload: a JSON file (in Python a "
+        'list) of column-name lists, where "*" stands for every other column (["PUMA", "*", "*"]: every pair '
+        'with PUMA), or objects {"columns": [...], "weight": W} (W a whole number, 1 to 100); public, recorded '
+        "in the ledger",
+        flag="--workload",
+        metavar="FILE",
+        group="workload",
     )
 
     def check_mpc(self) -> None:
@@ -186,29 +193,25 @@ def check_workload(opts: "AIMOptions", schema) -> None:
         raise OptionError(
             f"workload_degree {opts.workload_degree} is more than the {d} columns of the schema", "workload_degree"
         )
-    check_size(workload_cliques(schema.names, opts), schema.shape, schema.names)
+    cliques, weights = workload_of(schema.names, opts)
+    check_size(cliques, schema.shape, schema.names, weights)
 
 
-def workload_cliques(names: Sequence[str], opts: AIMOptions) -> list[tuple[int, ...]]:
-    """The workload as column-index cliques (explicit, or the seeded sample)."""
+def workload_of(names: Sequence[str], opts: AIMOptions) -> tuple[list[tuple[int, ...]], list[int] | None]:
+    """The workload as column-index cliques and their weights (None: all 1): declared
+    (``workload.declared_workload``), or the seeded sample."""
     if opts.workload is not None:
-        index = {n: i for i, n in enumerate(names)}
-        out = []
-        for cl in opts.workload:
-            unknown = [c for c in cl if c not in index]
-            if unknown:
-                raise InputError(f"workload: column '{unknown[0]}' is not in the schema")
-            out.append(tuple(sorted(index[c] for c in set(cl))))
-        return sorted(set(out))
+        cliques, weights = declared_workload(opts.workload, names)
+        return cliques, None if all(w == 1 for w in weights) else weights
     degree = opts.workload_degree or min(DEFAULT_DEGREE, len(names))
     # a size of 0, like None, means every K-way marginal (as on the command line)
-    return sample_workload(len(names), degree, opts.workload_size or None, opts.workload_seed)
+    return sample_workload(len(names), degree, opts.workload_size or None, opts.workload_seed), None
 
 
 def problem_for(schema, opts: AIMOptions) -> core.Problem:
     """The run's public ``core.Problem``: the schema's columns and the options' workload
-    (``workload_cliques``)."""
-    return core.Problem.build(schema.names, schema.shape, workload_cliques(schema.names, opts))
+    (``workload_of``)."""
+    return core.Problem.build(schema.names, schema.shape, *workload_of(schema.names, opts))
 
 
 def run_aim(

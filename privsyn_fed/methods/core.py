@@ -79,7 +79,8 @@ def should_anneal(before: np.ndarray, after: np.ndarray, sigma: float) -> bool:
 class Problem:
     """The public set-up of a run: columns, domain, workload and candidate marginals.
 
-    ``candidates`` is the workload's downward closure with AIM's weights ``w_r = sum_s |r & s|``.
+    ``candidates`` is the workload's downward closure with AIM's weights ``w_r = sum_s c_s |r & s|``
+    (``c_s``: a declared marginal's weight, else 1).
     """
 
     names: list[str]
@@ -89,14 +90,20 @@ class Problem:
     candidates: dict[tuple[str, ...], float]
 
     @classmethod
-    def build(cls, names: Sequence[str], shape: Sequence[int], workload: Sequence[Sequence[int]]) -> "Problem":
-        """The problem of a workload of column-index cliques: the workload in column names and its
-        downward closure with AIM's weights as the candidates."""
+    def build(
+        cls,
+        names: Sequence[str],
+        shape: Sequence[int],
+        workload: Sequence[Sequence[int]],
+        weights: Sequence[int] | None = None,
+    ) -> "Problem":
+        """The problem of a workload of column-index cliques (with ``weights``, or all 1): the workload
+        in column names and its downward closure with AIM's weights as the candidates."""
         from . import pgm
 
         names = list(names)
         cliques = [tuple(cl) for cl in workload]
-        candidates = {tuple(names[i] for i in cl): w for cl, w in downward_closure(cliques).items()}
+        candidates = {tuple(names[i] for i in cl): w for cl, w in downward_closure(cliques, weights).items()}
         return cls(
             names,
             list(shape),

@@ -3,13 +3,20 @@
 The default workload follows the FLAIM evaluation: a seeded sample of 64 three-way marginals
 (all of them when there are fewer). Cliques are tuples of column indices in schema order, and
 every list here is sorted, so runs do not depend on hash order.
+
+A declared workload (``declared_workload``; ``synth --workload FILE``) is a JSON list whose entries
+are lists of column names, where ``"*"`` stands for every other column (``["PUMA", "*", "*"]``: every
+pair of the other columns together with PUMA), or objects ``{"columns": [...], "weight": w}`` with a
+whole-number weight from 1 to ``MAX_DECLARED_WEIGHT`` (default 1). A marginal given twice gets the sum
+of its weights. AIM's candidates are then weighted ``w_r = sum_s c_s |r & s|`` over the workload's
+marginals ``s`` with weights ``c_s``.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -26,6 +33,12 @@ MAX_CANDIDATE_CELLS = 100_000_000
 MAX_WORKLOAD = 100_000
 #: Beyond this many K-way marginals a sample is drawn without listing them all.
 _ENUMERATE_LIMIT = 1_000_000
+#: The largest weight of one declared marginal, and of one candidate (DistAIM's secure selection
+#: scores with whole-number weights below 2^16).
+MAX_DECLARED_WEIGHT = 100
+MAX_CANDIDATE_WEIGHT = 1 << 16
+#: The placeholder of a declared workload entry that stands for every other column.
+ANY_COLUMN = "*"
 
 
 def sample_workload(
@@ -53,7 +66,9 @@ def workload_count(n_columns: int, degree: int, size: int | None) -> int:
     return count if size is None else min(size, count)
 
 
-def check_size(workload: Sequence[Clique], shape: Sequence[int], names: Sequence[str]) -> None:
+def check_size(
+    workload: Sequence[Clique], shape: Sequence[int], names: Sequence[str], weights: Sequence[int] | None = None
+) -> None:
     """Refuse a workload whose marginals would not fit in memory (see the limits above)."""
     from ..common import OptionError
 
@@ -78,7 +93,14 @@ def check_size(workload: Sequence[Clique], shape: Sequence[int], names: Sequence
             "workload_degree",
             "workload_size",
         )
-    total = sum(n_cells(cl, shape) for cl in downward_closure(workload))
+    closure = downward_closure(workload, weights)
+    if closure and max(closure.values()) > MAX_CANDIDATE_WEIGHT:
+        raise OptionError(
+            f"the workload weighs one candidate marginal {max(closure.values()):,.0f}, more than "
+            f"{MAX_CANDIDATE_WEIGHT:,}; give smaller weights or fewer marginals",
+            "workload",
+        )
+    total = sum(n_cells(cl, shape) for cl in closure)
     if total > MAX_CANDIDATE_CELLS:
         raise OptionError(
             f"the workload's candidate marginals have {total:,} cells together, more than "
@@ -89,14 +111,62 @@ def check_size(workload: Sequence[Clique], shape: Sequence[int], names: Sequence
         )
 
 
-def downward_closure(workload: Sequence[Clique]) -> dict[Clique, float]:
-    """Every non-empty subset ``r`` of a workload clique, with weight ``w_r = sum_s |r & s|``."""
+def downward_closure(workload: Sequence[Clique], weights: Sequence[float] | None = None) -> dict[Clique, float]:
+    """Every non-empty subset ``r`` of a workload clique, with weight ``w_r = sum_s c_s |r & s|``
+    (``c_s``: the clique's weight in ``weights``, 1 when none are given)."""
     subsets: set[Clique] = set()
     for s in workload:
         for k in range(1, len(s) + 1):
             subsets.update(itertools.combinations(s, k))
-    weights = {r: float(sum(len(set(r) & set(s)) for s in workload)) for r in subsets}
-    return dict(sorted(weights.items(), key=lambda kv: (len(kv[0]), kv[0])))
+    c = [1.0] * len(workload) if weights is None else [float(w) for w in weights]
+    out = {r: float(sum(w * len(set(r) & set(s)) for s, w in zip(workload, c))) for r in subsets}
+    return dict(sorted(out.items(), key=lambda kv: (len(kv[0]), kv[0])))
+
+
+def declared_workload(entries: Any, names: Sequence[str]) -> tuple[list[Clique], list[int]]:
+    """The cliques (sorted, distinct) and whole-number weights of a declared workload over the columns
+    ``names`` (module docstring); ``OptionError`` (argument ``workload``) naming the entry at fault."""
+    from ..common import OptionError
+
+    def fault(i: int, problem: str) -> OptionError:
+        return OptionError(f"workload entry {i + 1}: {problem}", "workload")
+
+    if not isinstance(entries, (list, tuple)) or not entries:
+        raise OptionError("workload must be a non-empty list of marginals (lists of column names)", "workload")
+    index = {n: i for i, n in enumerate(names)}
+    weights: dict[Clique, int] = {}
+    for i, entry in enumerate(entries):
+        columns, weight = entry, 1
+        if isinstance(entry, dict):
+            unknown = sorted(set(entry) - {"columns", "weight"})
+            if unknown or "columns" not in entry:
+                raise fault(i, 'an object entry has "columns" and optionally "weight"')
+            columns, weight = entry["columns"], entry.get("weight", 1)
+        if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= MAX_DECLARED_WEIGHT:
+            raise fault(i, f"the weight must be a whole number from 1 to {MAX_DECLARED_WEIGHT}, not {weight!r}")
+        if not isinstance(columns, (list, tuple)) or not columns or not all(isinstance(c, str) for c in columns):
+            raise fault(i, 'a marginal is a non-empty list of column names (or "*")')
+        named = [c for c in columns if c != ANY_COLUMN]
+        unknown = [c for c in named if c not in index]
+        if unknown:
+            raise fault(i, f"column {unknown[0]!r} is not in the schema")
+        if len(set(named)) != len(named):
+            raise fault(i, f"column {next(c for c in named if named.count(c) > 1)!r} is named twice")
+        stars = len(columns) - len(named)
+        others = [index[n] for n in names if n not in named]
+        if stars > len(others):
+            raise fault(i, f"{stars} '*' but only {len(others)} other columns")
+        fixed = [index[c] for c in named]
+        combos = math.comb(len(others), stars)
+        if combos > MAX_WORKLOAD:
+            raise fault(
+                i, f"its '*' stand for {combos:,} marginals, more than the {MAX_WORKLOAD:,} a workload may hold"
+            )
+        for more in itertools.combinations(others, stars):
+            clique = tuple(sorted(fixed + list(more)))
+            weights[clique] = weights.get(clique, 0) + weight
+    cliques = sorted(weights)
+    return cliques, [weights[c] for c in cliques]
 
 
 def n_cells(clique: Sequence[int], shape: Sequence[int]) -> int:
