@@ -1,8 +1,9 @@
-"""What shaped bins buy on NIST's ACS excerpts: AIM on the MA or TX excerpt with the numeric
-columns binned in equal widths (the data dictionary's bounds), against the same schema with the
-cut points a DP draft proposes at its noisy quantiles (``schema draft --dp --edges quantiles``,
-whose budget is reported beside the release's). Score: SDNist v2.3's k-marginal (``evaluate
---kmarginal``), higher is better.
+"""What shaped bins and a declared workload buy on NIST's ACS excerpts: AIM on the MA or TX excerpt
+with the numeric columns binned in equal widths (the data dictionary's bounds, ``uniform``), against
+the same schema with the cut points a DP draft proposes at its noisy quantiles (``schema draft --dp
+--edges quantiles``, whose budget is reported beside the release's; ``shaped``), and that schema
+with the metric's own workload declared (``--workload`` of every pair with PUMA; ``workload``).
+Score: SDNist v2.3's k-marginal (``evaluate --kmarginal``), higher is better.
 
     python benchmarks/acs_bins.py --state ma --epsilon 1 --draft-epsilon 0.5 --seeds 2
 
@@ -81,6 +82,9 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, default=2, help="releases per schema (unseeded noise; the mean is reported)")
     ap.add_argument("--method", default="aim")
     ap.add_argument("--excerpts", type=Path, default=EXCERPTS)
+    ap.add_argument(
+        "--configs", nargs="+", choices=("uniform", "shaped", "workload"), default=["uniform", "shaped", "workload"]
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         w = Path(tmp)
@@ -106,20 +110,24 @@ def main() -> int:
                 c.pop("bins", None)
                 c["edges"] = inside
         (w / "shaped.json").write_text(json.dumps(shaped))
+        (w / "workload.json").write_text(json.dumps([["PUMA", "*", "*"]]))
         print(f"{args.state.upper()} excerpt, {len(real)} rows, {args.method} at epsilon {args.epsilon}:")
-        for name in ("uniform", "shaped"):
+        for name in args.configs:
+            schema = w / ("uniform.json" if name == "uniform" else "shaped.json")
+            workload = ["--workload", str(w / "workload.json")] if name == "workload" else []
             scores, seconds = [], []
             for s in range(args.seeds):
                 out = w / f"{name}-{s}.csv"
                 start = time.monotonic()
                 run(
-                    "synth", "--method", args.method, "--schema", str(w / f"{name}.json"), "--silo", str(real_path),
+                    "synth", "--method", args.method, "--schema", str(schema), "--silo", str(real_path),
                     "--epsilon", str(args.epsilon), "--delta", str(args.delta), "--out", str(out), "--quiet",
+                    *workload,
                 )  # fmt: skip
                 seconds.append(time.monotonic() - start)
-                scores.append(kmarginal(real_path, out, w / f"{name}.json", w / f"{name}-{s}.json"))
+                scores.append(kmarginal(real_path, out, schema, w / f"{name}-{s}.json"))
             bins = {c["name"]: len(c["edges"]) + 1 for c in shaped["columns"] if "edges" in c}
-            what = f"cut points of a DP draft at epsilon {args.draft_epsilon} {bins}" if name == "shaped" else ""
+            what = f"cut points of a DP draft at epsilon {args.draft_epsilon} {bins}" if name != "uniform" else ""
             print(
                 f"  {name:8s} k-marginal {sum(scores) / len(scores):6.1f} ({', '.join(f'{v:.1f}' for v in scores)}), "
                 f"{sum(seconds) / len(seconds):.0f} s per release {what}"

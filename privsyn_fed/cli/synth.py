@@ -215,6 +215,8 @@ def _add_method_options(s: argparse.ArgumentParser) -> None:
         extra: dict = {"action": "store_true"} if kind is bool else {"type": kind, "metavar": meta["metavar"]}
         if "choices" in meta:
             extra["choices"] = list(meta["choices"])
+        elif kind is str and "from_flag" not in meta:  # a file's name, as argparse keeps it
+            del extra["type"]
         help_text = meta["help"].replace("%", "%%")
         groups[meta["group"]].add_argument(meta["flag"], dest=name, default=None, help=help_text, **extra)
 
