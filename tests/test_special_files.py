@@ -197,6 +197,12 @@ def _draft(k: Path, w: Path, at: dict) -> list:
     return ["schema", "draft", f["data"], "--out", w / "s.json", "--dp", "1", "--delta", "1e-9", *store]
 
 
+def _draft_mpc(k: Path, w: Path, at: dict) -> list:
+    return ["schema", "draft", k / "a.csv", "--out", w / "s.json", "--dp", "1", "--delta", "1e-9", "--mpc"] + _member(
+        k, "party-0", at
+    )
+
+
 def _plain_draft(k: Path, w: Path, special) -> list:
     return ["schema", "draft", special(w / "x.csv"), "--out", w / "s.json"]
 
@@ -314,6 +320,7 @@ INPUTS = [
     Position("schema draft", "data", "dp", _at(_draft, "data", "x.csv"), "DATA"),
     Position("schema draft", "data", "plain", _plain_draft, "DATA"),
     Position("schema draft", "--budget-store", "", _at(_draft, "--budget-store", "x.db"), "--budget-store"),
+    *_each("schema draft", _draft_mpc, ("--federation", "--cert", "--key"), "x.pem"),
     Position("schema from-dictionary", "dictionary", "", _dictionary, "DICT.csv"),
     Position("partition", "data", "", _partition, "DATA.csv"),
     Position("sample", "model", "", _sample, "MODEL"),
