@@ -102,6 +102,19 @@ def threshold_delta(sigma: float, threshold: float) -> float:
     return 0.5 * math.erfc((threshold - 2.0) / (sigma * math.sqrt(2.0)))
 
 
+def _charge_thresholded(
+    acc: Accountant, query: str, sigma: float, threshold: float, where: str, **fields: Any
+) -> dict[str, Any]:
+    """Charge a Gaussian histogram of sensitivity 1 whose values are listed when their noisy count
+    reaches ``threshold`` (at least 1): ``1 / (2 sigma^2)`` and ``delta' = threshold_delta(sigma,
+    threshold)``."""
+    if not threshold >= 1:
+        raise ValueError(f"a threshold below 1 lets absent values pass, not {threshold!r}")
+    return acc.gaussian(
+        query, 1.0, sigma, where, threshold=float(threshold), delta=threshold_delta(sigma, threshold), **fields
+    )
+
+
 def thresholded_counts(
     acc: Accountant,
     noise: NoiseSource,
@@ -123,18 +136,7 @@ def thresholded_counts(
     Gaussian mechanism and the rest is post-processing, so the passing counts may be released too.
     The number of values is private and not recorded.
     """
-    if not threshold >= 1:
-        raise ValueError(f"a threshold below 1 lets absent values pass, not {threshold!r}")
-    acc.gaussian(
-        query,
-        1.0,
-        sigma,
-        where,
-        sampler=noise.name,
-        threshold=float(threshold),
-        delta=threshold_delta(sigma, threshold),
-        **extra,
-    )
+    _charge_thresholded(acc, query, sigma, threshold, where, sampler=noise.name, **extra)
     counts = np.asarray(counts, dtype=np.int64)
     noisy = np.asarray(noise.gaussian_counts(counts, sigma) if len(counts) else counts, dtype=np.int64)
     return np.where(noisy >= threshold, noisy, 0)
@@ -347,17 +349,14 @@ def local_thresholded_values(
     the lists give). The silos hold disjoint records, so the set costs what one list costs:
     ``1 / (2 sigma^2)`` and ``threshold_delta(sigma, threshold)``, charged once with ``parallel_over:
     silos``."""
-    if not threshold >= 1:
-        raise ValueError(f"a threshold below 1 lets absent values pass, not {threshold!r}")
-    acc.gaussian(
+    _charge_thresholded(
+        acc,
         query,
-        1.0,
         sigma,
+        threshold,
         "silo",
         parallel_over="silos",
         silos=list(agg.silo_names),
-        threshold=float(threshold),
-        delta=threshold_delta(sigma, threshold),
         sampler=f"each silo's own: {noise.name}",
         **extra,
     )
@@ -451,9 +450,7 @@ def party_thresholded_step(
 ) -> dict[str, Any]:
     """Charge a silo party's own accountant for a thresholded histogram of its rows' values drawn in
     its own process (``thresholded_counts``): ``1 / (2 sigma^2)`` and its ``threshold_delta``."""
-    return acc.gaussian(
-        query, 1.0, sigma, "silo", threshold=float(threshold), delta=threshold_delta(sigma, threshold), **fields
-    )
+    return _charge_thresholded(acc, query, sigma, threshold, "silo", **fields)
 
 
 def party_exponential_step(

@@ -179,3 +179,20 @@ def never_opened(*paths):
             fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
             os.close(fd)
         signal.signal(signal.SIGIO, previous)
+
+
+def start(args, **kw) -> subprocess.Popen:
+    """A process of ``args`` with its output captured as text."""
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def finish(procs: dict, timeout: float = 120) -> dict:
+    """Every process's ``(stdout, stderr)`` by name, once it ends; any still running after
+    ``timeout`` (or when one raises) is killed."""
+    try:
+        return {name: p.communicate(timeout=timeout) for name, p in procs.items()}
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait()

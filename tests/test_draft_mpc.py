@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 
 import numpy as np
 import pandas as pd
@@ -25,7 +24,7 @@ from privsyn_fed.mpc.draft import DraftSteps, DraftTable
 from privsyn_fed.mpc.launch import local_federation
 from privsyn_fed.mpc.policy import DRAFT, Refused, ReleaseRequest
 
-from .conftest import CLI, assert_one_line_error, run_cli
+from .conftest import CLI, assert_one_line_error, finish, run_cli, start
 
 
 def _silo(path, rows: int, seed: int, regions=("north", "south")) -> str:
@@ -233,20 +232,6 @@ def test_a_party_drafts_or_serves_a_schema_not_both(tmp_path, capsys):
 # ---- across hosts: each party's own policy and budget store ----------------------------------------
 
 
-def _start(args):
-    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def _finish(procs, timeout=240):
-    try:
-        return {name: p.communicate(timeout=timeout) for name, p in procs.items()}
-    finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-
-
 def test_a_party_drafts_under_its_own_policy_and_settles_its_own_store(tmp_path):
     """Party 1 joins from its own host's command line with ``mpc-party --draft --policy``: the draft
     is within its policy, and its store is settled at the spend its ledger copy states."""
@@ -258,14 +243,14 @@ def test_a_party_drafts_under_its_own_policy_and_settles_its_own_store(tmp_path)
     out, copy = tmp_path / "schema.json", tmp_path / "p1.ledger.json"
     party0 = [*CLI, "schema", "draft", silo0, "--out", str(out), "--dp", "1", "--delta", "1e-6", "--mpc"]
     procs = {
-        "party1": _start(
+        "party1": start(
             [*CLI, "mpc-party", "--draft", "--silo", silo1, "--policy", str(pol), "--ledger", str(copy)]
             + [*fed.args(1), "--mpc-timeout", "60"]
         ),
-        "dealer": _start([*CLI, "mpc-dealer", *fed.args(2), "--mpc-timeout", "60"]),
-        "party0": _start([*party0, *fed.args(0), "--mpc-timeout", "60"]),
+        "dealer": start([*CLI, "mpc-dealer", *fed.args(2), "--mpc-timeout", "60"]),
+        "party0": start([*party0, *fed.args(0), "--mpc-timeout", "60"]),
     }
-    done = _finish(procs)
+    done = finish(procs)
     assert procs["party0"].returncode == 0, done["party0"][1][-3000:]
     assert procs["party1"].returncode == 0, done["party1"][1][-3000:]
     regions = next(c for c in json.loads(out.read_text())["columns"] if c["name"] == "region")["categories"]

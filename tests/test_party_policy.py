@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-import subprocess
 import sys
 
 import numpy as np
@@ -26,7 +25,7 @@ from privsyn_fed.mpc.launch import local_federation
 from privsyn_fed.mpc.party_ledger import PoolState, local_select_charge, noisy_sum_charge, own_rows, select_charge
 from privsyn_fed.silo import ConcatQuery, LocalScoresQuery, MarginalsQuery, MaskedQuery, answer
 
-from .conftest import CLI, SCHEMA, assert_one_line_error, make_frame, never_opened, run_cli, synth_argv
+from .conftest import CLI, SCHEMA, assert_one_line_error, finish, make_frame, never_opened, run_cli, start, synth_argv
 
 # ---- the policy file ----------------------------------------------------------------------------
 
@@ -237,32 +236,18 @@ def _dump(path):
         return list(db.iterdump())
 
 
-def _start(args, **kw):
-    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
-
-
-def _finish(procs, timeout=120):
-    try:
-        return {name: p.communicate(timeout=timeout) for name, p in procs.items()}
-    finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-
-
 def _party1(fed, schema, silo, pol, ledger, *extra):
     args = [*fed.args(1), "--mpc-timeout", "60", "--schema", str(schema), "--silo", str(silo), "--ledger", str(ledger)]
-    return _start(CLI + ["mpc-party", *args, *(["--policy", str(pol)] if pol else []), *extra])
+    return start(CLI + ["mpc-party", *args, *(["--policy", str(pol)] if pol else []), *extra])
 
 
 def _dealer(fed, rank):
-    return _start(CLI + ["mpc-dealer", *fed.args(rank), "--mpc-timeout", "60"])
+    return start(CLI + ["mpc-dealer", *fed.args(rank), "--mpc-timeout", "60"])
 
 
 def _party0(fed, cfg):
     access = {"federation": str(fed.path), "cert": str(fed.certs[0]), "key": str(fed.keys[0])}
-    return _start([sys.executable, "-c", PARTY0, json.dumps({**access, **cfg})])
+    return start([sys.executable, "-c", PARTY0, json.dumps({**access, **cfg})])
 
 
 @pytest.mark.parametrize(
@@ -313,7 +298,7 @@ def test_a_refusing_party_stops_the_release_before_any_silo_is_read_or_budget_sp
                 },
             ),
         }
-        out = _finish(procs)
+        out = finish(procs)
         assert not opened(), opened()
     err0 = out["party0"][1]
     line = assert_one_line_error(err0, "party-1 refused the release: ", reason)
@@ -392,9 +377,9 @@ def test_a_modified_party_0_gets_refusals_never_values(tmp_path):
     procs = {
         "party1": _party1(fed, schema, silo, pol, ledger),
         "dealer": _dealer(fed, 2),
-        "party0": _start([sys.executable, "-c", RAW, json.dumps(cfg)]),
+        "party0": start([sys.executable, "-c", RAW, json.dumps(cfg)]),
     }
-    out = _finish(procs)
+    out = finish(procs)
     assert procs["party0"].returncode == 0, out["party0"][1][-3000:]
     got = json.loads(out["party0"][0])
     assert got["hello"] == got["release"] == got["begin"] == got["pool_new"] == got["pool_add"] == []
@@ -450,7 +435,7 @@ def test_a_party_with_a_store_settles_it_at_the_spend_its_ledger_copy_states(tmp
             },
         ),
     }
-    out = _finish(procs, timeout=240)
+    out = finish(procs, timeout=240)
     assert procs["party0"].returncode == 0, out["party0"][1][-3000:]
     assert procs["party1"].returncode == 0, out["party1"][1][-3000:]
     ledger0, copy = load_ledger(tmp_path / "p0.ledger.json"), load_ledger(ledger1)

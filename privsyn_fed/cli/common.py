@@ -224,3 +224,17 @@ def check_mpc_args(args: argparse.Namespace, silos: list, option: str) -> None:
             f"--collusion {args.collusion}: with {n} parties the threshold lies in 1..{n - 1} (every party "
             "knows its own noise and sees the release, and one party's noise must stay outside the coalition)"
         )
+
+
+def coordinator_options(args: argparse.Namespace) -> dict:
+    """What ``add_mpc_args``' options tell ``mpc.launch.coordinator``: the federation and this member's
+    credentials, the parties, the collusion threshold and the timeout."""
+    return {
+        "federation": args.federation,
+        "cert": args.cert,
+        "key": args.key,
+        "listen": args.listen,
+        "parties": args.parties,
+        "collusion": args.collusion,
+        "timeout_s": args.mpc_timeout,
+    }

@@ -14,6 +14,7 @@ from .common import (
     check_budget_options,
     check_mpc_args,
     collusion_cost,
+    coordinator_options,
     federation_inputs,
     federation_parties,
     number,
@@ -308,14 +309,8 @@ def run_draft_dp(args: argparse.Namespace) -> int:
     with coordinator(
         None,
         tables,
-        federation=args.federation,
-        cert=args.cert,
-        key=args.key,
-        listen=args.listen,
-        parties=args.parties,
-        collusion=args.collusion,
-        timeout_s=args.mpc_timeout,
         log=log,
+        **coordinator_options(args),
         release=(draft_dp.METHOD, args.dp, args.delta),  # the parties' policies first
         draft=DraftSpec.of(plan),
     ) as agg:

@@ -20,6 +20,7 @@ from .common import (
     check_budget_options,
     check_mpc_args,
     collusion_cost,
+    coordinator_options,
     federation_parties,
     number,
     positive_int,
@@ -416,15 +417,9 @@ def _release(args: argparse.Namespace, request: Request, budget: contextlib.Abst
         with coordinator(
             args.schema,
             args.silo,
-            federation=args.federation,
-            cert=args.cert,
-            key=args.key,
-            listen=args.listen,
-            parties=args.parties,
             seed=args.seed,
-            collusion=args.collusion,
-            timeout_s=args.mpc_timeout,
             log=log,
+            **coordinator_options(args),
             release=(args.method, args.epsilon, args.delta),  # the parties' policies first
         ) as agg:
             with budget as reservation:
