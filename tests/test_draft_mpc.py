@@ -260,3 +260,13 @@ def test_a_party_drafts_under_its_own_policy_and_settles_its_own_store(tmp_path)
     assert math.isclose(mine["rho_spent"], ledger["rho_spent"], rel_tol=1e-12)
     run = BudgetStore(tmp_path / "p1.db").budget("d1").runs[-1]
     assert run["status"] == "complete" and math.isclose(run["rho_spent"], mine["rho_spent"], rel_tol=1e-12)
+
+
+def test_a_silo_with_other_columns_is_refused_naming_them_and_no_value(tmp_path):
+    path = tmp_path / "s.csv"
+    pd.DataFrame({"age": [30, 41], "sex": ["F", "M"], "zip": ["02139", "75001"]}).to_csv(path, index=False)
+    with pytest.raises(InputError) as info:
+        DraftTable(path, _plan(("age", "sex", "region")))
+    message = str(info.value)
+    assert "missing 'region'" in message and "not in the draft 'zip'" in message
+    assert "02139" not in message and "\n" not in message
