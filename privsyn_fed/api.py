@@ -316,6 +316,13 @@ def synthesize(
         **options,
     )
     unit = unit_of(privacy_unit, max_rows_per_unit, max_silos_per_unit)
+    if unit is not None and aggregator is not None:
+        raise OptionError(
+            "privacy_unit with a given aggregator is not available: its silos are read without the unit's bound; "
+            "pass the silos instead",
+            "privacy_unit",
+            "aggregator",
+        )
     silos = read_silos(silos, schema, unit, seed)
     seen: dict = {}
     for s in silos:

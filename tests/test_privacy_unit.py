@@ -149,6 +149,62 @@ def test_marginals_and_scores_move_by_at_most_k_m_times_one_row(k, m):
     assert worst_l2 == k * m  # the bound is reached: L2 is K M, not sqrt(K M)
 
 
+def _unit_pair(k, m, seed):
+    """Bounded silos of D and of D minus one unit that has many rows in each of ``m`` silos."""
+    rng = np.random.default_rng(seed)
+    frames = []
+    for _ in range(m):
+        extra = make_frame(3 * k + 2, int(rng.integers(1 << 30)))
+        extra["pid"] = "P-victim"
+        frames.append(pd.concat([panel(25, seed=int(rng.integers(1 << 30)), prefix="P"), extra], ignore_index=True))
+    full = _silos(frames, k)
+    removed = _silos([f[f["pid"] != "P-victim"].reset_index(drop=True) for f in frames], k)
+    return full, removed
+
+
+@pytest.mark.parametrize("k,m", [(2, 1), (3, 2), (8, 3)])
+def test_federated_scores_and_moments_move_by_at_most_k_m_times_one_row(k, m):
+    """FLAIM's local scores (per silo: K times 2w or 4w), DistAIM's pooled score (2 K M w) and Fed-TDA's
+    clipped second moments summed over the silos (K M B^2 in L2) on D and D minus one unit."""
+    from privsyn_fed.methods.flaim import score_sensitivity
+    from privsyn_fed.silo import ICDM, Encoding, SecondMomentsQuery
+    from privsyn_fed.silo.scores import heterogeneity_gap, local_score
+
+    schema = schema_obj()
+    full, removed = _unit_pair(k, m, seed=10 * k + m)
+    rng = np.random.default_rng(k)
+    clique, w, sigma = (0, 2), 2.0, 4.0
+    probs = rng.dirichlet(np.ones(schema.shape[0] * schema.shape[2]))
+    proxy = [rng.dirichlet(np.ones(n)) for n in schema.shape]
+    for a, b in zip(full, removed):  # each silo on its own rows
+        for variant in ("naive", "private"):
+
+            def u(s):
+                gap = 0.0
+                if variant == "private":
+                    gap = heterogeneity_gap([s.marginal([i]) for i in range(len(schema.shape))], proxy, clique)
+                return local_score(w, s.marginal(clique), probs, sigma, gap)
+
+            assert abs(u(a) - u(b)) <= k * score_sensitivity(w, variant) + 1e-9
+
+    def pooled(silos):
+        counts = sum(s.marginal(clique) for s in silos)
+        return aim_score(w, counts, sum(s.true_size() for s in silos) * probs, sigma)
+
+    assert abs(pooled(full) - pooled(removed)) <= 2 * k * m * w + 1e-9
+    # Fed-TDA: each row's encoding is drawn independently of the others, so D and D minus the unit
+    # are compared with every other row's draws held fixed: the sums differ by the unit's own rows.
+    bound = 3.0
+    icdm = [ICDM(rng.dirichlet(np.ones(n))) for n in schema.shape]
+    query = SecondMomentsQuery(Encoding(schema, icdm, [None] * len(schema.columns), bound), seed=7)
+    diff = 0.0
+    for a, b in zip(full, removed):  # the unit's rows are the last ones kept in each silo
+        own = a.rows()[b.true_size() :]
+        assert 1 <= len(own) <= k and np.array_equal(a.rows()[: b.true_size()], b.rows())
+        diff = diff + sum(np.asarray(query(a.with_rows(row[None, :])), dtype=float) for row in own)
+    assert np.sqrt((np.asarray(diff) ** 2).sum()) <= k * m * bound**2 + 1e-9
+
+
 # ---- end to end: every method's ledger records K M times one row's sensitivities --------------
 
 
@@ -296,6 +352,13 @@ def test_api_refusals(frames):
         _release("aim", frames, 1, 4)
     with pytest.raises(InputError, match="no column 'person'"):
         pf.synthesize(frames, schema=schema_obj(), privacy_unit="person")
+    from privsyn_fed.aggregation import InProcessAggregator
+
+    bounded = _silos(frames, 2)
+    with pytest.raises(OptionError, match="privacy_unit with a given aggregator is not available"):
+        pf.synthesize(
+            bounded, "flaim", aggregator=InProcessAggregator(bounded), privacy_unit="pid", max_rows_per_unit=2
+        )
     unbounded = Silo.from_frame(frames[0], schema_obj(), "x")
     with pytest.raises(InputError, match="read without a privacy unit"):
         pf.synthesize([unbounded], schema=schema_obj(), privacy_unit="pid")
