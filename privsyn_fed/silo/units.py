@@ -44,7 +44,9 @@ def unit_hashes(ids: pd.Series, key: str, column: str, source: str, first_row: i
     missing = ids.isna().to_numpy() | (text == "").to_numpy() | (text.str.lower() == "nan").to_numpy()
     if missing.any():
         row = first_row + int(np.argmax(missing))
-        raise InputError(f"{source}: row {row}: the privacy unit column '{column}' is empty; every row needs a unit")
+        raise InputError(
+            f"{source}: row {row}: the privacy unit column '{column}' is empty or NaN; every row needs a unit"
+        )
     return pd.util.hash_pandas_object(text, index=False, hash_key=key).to_numpy(dtype=np.uint64)
 
 
