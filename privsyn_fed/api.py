@@ -189,8 +189,8 @@ def prepare(
 
 def check_unit(unit: PrivacyUnit | None, schema: Schema, n_silos: int, mpc: bool) -> None:
     """A privacy unit's public checks: its column is not a schema column (an identifier is never a
-    model attribute), a unit is in no more silos than there are, and no MPC run (its parties cost
-    every step for one record)."""
+    model attribute), and a unit is in no more silos than there are. (Over MPC, ``mpc``, each party
+    bounds its own rows and costs its steps for the unit from the release request.)"""
     if unit is None:
         return
     if unit.column in schema.names:
@@ -203,12 +203,6 @@ def check_unit(unit: PrivacyUnit | None, schema: Schema, n_silos: int, mpc: bool
         raise OptionError(
             f"max_silos_per_unit {unit.max_silos} is more than the {n_silos} silo(s) of this release",
             "max_silos_per_unit",
-        )
-    if mpc:
-        raise OptionError(
-            "privacy_unit over mpc is not available: the parties cost each secure step for one record",
-            "privacy_unit",
-            "mpc",
         )
 
 
@@ -316,10 +310,10 @@ def synthesize(
         **options,
     )
     unit = unit_of(privacy_unit, max_rows_per_unit, max_silos_per_unit)
-    if unit is not None and aggregator is not None:
+    if unit is not None and aggregator is not None and not aggregator.secure:
         raise OptionError(
-            "privacy_unit with a given aggregator is not available: its silos are read without the unit's bound; "
-            "pass the silos instead",
+            "privacy_unit with a given in-process aggregator is not available: its silos are read without the "
+            "unit's bound; pass the silos instead",
             "privacy_unit",
             "aggregator",
         )

@@ -355,7 +355,7 @@ def test_api_refusals(frames):
     from privsyn_fed.aggregation import InProcessAggregator
 
     bounded = _silos(frames, 2)
-    with pytest.raises(OptionError, match="privacy_unit with a given aggregator is not available"):
+    with pytest.raises(OptionError, match="privacy_unit with a given in-process aggregator is not available"):
         pf.synthesize(
             bounded, "flaim", aggregator=InProcessAggregator(bounded), privacy_unit="pid", max_rows_per_unit=2
         )
@@ -382,7 +382,6 @@ def panel_paths(tmp_path):
         ({"privacy_unit": "pid", "max_rows_per_unit": 0}, "must be at least 1"),
         ({"max_rows_per_unit": 2}, "--max-rows-per-unit bounds a privacy unit: give --privacy-unit too"),
         ({"privacy_unit": "pid", "max_silos_per_unit": 3}, "--max-silos-per-unit 3 is more than the 2 silo"),
-        ({"privacy_unit": "pid", "mpc": True}, "--privacy-unit over --mpc is not available"),
     ],
 )
 def test_cli_refusals_are_one_line(options, fragment, schema_path, panel_paths, tmp_path, capsys):
@@ -428,3 +427,85 @@ def test_a_row_level_report_says_a_person_with_several_rows_is_protected_less(le
 
     text = render_report(ledgers["independent/row"], "r.md")
     assert "a person with several rows is protected less" in text
+
+
+# ---- over MPC: every party bounds its own rows and costs its steps for the unit -----------------
+
+
+def test_the_release_request_carries_the_unit_and_a_party_checks_it():
+    from privsyn_fed.mpc.policy import Refused, ReleaseRequest
+
+    request = ReleaseRequest("distaim", 1.0, 1e-9, "0" * 64, False, 3, 1, PrivacyUnit("pid", 2, 2))
+    wire = request.to_wire()
+    assert wire["privacy_unit"] == {
+        "column": "pid",
+        "max_rows_per_unit": 2,
+        "max_silos_per_unit": 2,
+        "sensitivity_factor": 4,
+    }
+    back = ReleaseRequest.from_wire(wire, 3)
+    assert back == request and back.factor == 4
+    assert ReleaseRequest.from_wire({k: v for k, v in wire.items() if k != "privacy_unit"}, 3).factor == 1
+    for bad in (
+        {**wire["privacy_unit"], "max_rows_per_unit": 0},
+        {**wire["privacy_unit"], "sensitivity_factor": 1},
+        {**wire["privacy_unit"], "max_silos_per_unit": 4, "sensitivity_factor": 8},
+        "pid",
+    ):
+        with pytest.raises(Refused, match="privacy unit"):
+            ReleaseRequest.from_wire({**wire, "privacy_unit": bad}, 3)
+
+
+def test_a_party_costs_each_step_at_k_m_times_one_record():
+    from privsyn_fed.mpc.party_ledger import PoolState, measure_charge, noisy_sum_charge
+    from privsyn_fed.silo import MarginalsQuery
+
+    schema = schema_obj()
+    q = MarginalsQuery(((0,), (2,), (3,)))
+    row = noisy_sum_charge(q, {"among": [0, 1], "sigma": 4.0}, schema, 1, "independent", 2)
+    unit = noisy_sum_charge(q, {"among": [0, 1], "sigma": 4.0}, schema, 1, "independent", 2, 6.0)
+    assert row is not None and unit is not None and unit.sensitivity == pytest.approx(6 * row.sensitivity)
+    pool = PoolState(10, sizes=[8, 2], mine=True)
+    cells = {"cells": np.arange(8, dtype=np.int64)}
+    one, six = measure_charge({"sigma": 3.0}, cells, pool), measure_charge({"sigma": 3.0}, cells, pool, 6.0)
+    assert one is not None and six is not None and six.sensitivity == 6 * one.sensitivity
+
+
+def test_mpc_end_to_end_with_a_unit_column(tmp_path):
+    paths = []
+    for s in (41, 42, 43):
+        paths.append(tmp_path / f"s{s}.csv")
+        panel(40, seed=s).to_csv(paths[-1], index=False)
+    schema_path = tmp_path / "schema.json"
+    schema_path.write_text(json.dumps(SCHEMA))
+    out = tmp_path / "out.csv"
+    argv = synth_argv(
+        "distaim",
+        schema=schema_path,
+        silos=paths,
+        out=out,
+        mpc=True,
+        rounds=2,
+        collusion=1,
+        privacy_unit="pid",
+        max_rows_per_unit=2,
+        max_silos_per_unit=2,
+    )
+    run = run_cli(*argv, timeout=300)
+    assert run.returncode == 0, run.stderr
+    ledger = json.loads(out.with_suffix(".ledger.json").read_text())
+    copies = sorted(tmp_path.glob("s4*.csv.ledgers/*.ledger.json"))
+    assert len(copies) == 2  # parties 1 and 2 keep their own copies
+    relation = "add/remove one unit ('pid') with at most 2 rows in each of at most 2 silos"
+    for path in [out.with_suffix(".ledger.json"), *copies]:
+        led = json.loads(path.read_text())
+        assert led["neighbouring"] == relation and led["privacy_unit"]["sensitivity_factor"] == 4
+        assert run_cli("audit", path).returncode == 0
+        gaussians = [e for e in led["entries"] if e["mechanism"] == "gaussian"]
+        assert gaussians and all(e["sensitivity_l2"] == pytest.approx(4.0) for e in gaussians)
+        tampered = _tampered(led, k=1)
+        assert any("sensitivity" in p for p in audit_ledger(tampered).problems), path
+    assert any(e["mechanism"] == "exponential" and e["where"] == "mpc" for e in ledger["entries"])
+    outputs = [out, *copies, out.with_suffix(".ledger.json")]
+    assert not any(SECRET in p.read_text() for p in outputs)
+    assert SECRET not in run.stdout + run.stderr

@@ -294,15 +294,22 @@ class UnitAccountant:
     def charge(self, entry: dict[str, Any]) -> dict[str, Any]:
         """``entry`` planned for one row, recorded for one unit (class docstring)."""
         scaled = dict(entry)
+        if "delta" in entry:
+            raise ValueError("a privacy unit is charged for Gaussian and exponential mechanisms without delta only")
         if entry["mechanism"] == "gaussian":
+            # noise the parties drew costs D^2 / (2 k s^2) + tau d (``distributed``): at most factor^2
+            # times the plan; a fixed-point rounding slack inside D is scaled too (an upper bound)
             scaled["sensitivity_l2"] = float(entry["sensitivity_l2"]) * self.factor
         elif entry["mechanism"] == "exponential":
             scaled["sensitivity"] = float(entry["sensitivity"]) * self.factor
             scaled["epsilon"] = float(entry["epsilon"]) * self.factor
+            if isinstance(entry.get("fixed_point"), dict) and "epsilon_sampled" in entry["fixed_point"]:
+                # rounded Gumbels of scale b: factor eps_s + 4 / b is covered by factor (eps_s + 4 / b)
+                fixed = dict(entry["fixed_point"])
+                fixed["epsilon_sampled"] = float(fixed["epsilon_sampled"]) * self.factor
+                scaled["fixed_point"] = fixed
         else:
             raise ValueError(f"unknown mechanism {entry['mechanism']!r}")
-        if "fixed_point" in entry or "distributed" in entry or "delta" in entry:
-            raise ValueError("a privacy unit is charged for in-process Gaussian and exponential mechanisms only")
         return self._acc.charge(scaled)
 
     def gaussian(self, query: str, sensitivity_l2: float, sigma: float, where: str, **extra: Any) -> dict[str, Any]:

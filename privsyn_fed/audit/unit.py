@@ -73,6 +73,8 @@ def in_row_units(ledger: dict[str, Any]) -> dict[str, Any]:
         if e.get("mechanism") == "exponential":
             e["sensitivity"] = float(e["sensitivity"]) / factor
             e["epsilon"] = float(e["epsilon"]) / factor
+            if isinstance(e.get("fixed_point"), dict) and "epsilon_sampled" in e["fixed_point"]:
+                e["fixed_point"]["epsilon_sampled"] = float(e["fixed_point"]["epsilon_sampled"]) / factor
         if "rho" in e:
             e["rho"] = float(e["rho"]) / f2
     return out

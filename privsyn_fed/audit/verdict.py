@@ -76,7 +76,7 @@ def _check_run(ledger: dict[str, Any], rep: AuditReport, inputs_valid: bool) -> 
     """A complete run's structure (from declared inputs that are valid), or a party's own copy; the
     MPC mode, a declared non-private run and a run that did not complete."""
     if ledger["status"] == "complete" and is_party_copy(ledger):
-        _guarded("a party's copy", _check_party_copy, ledger, rep)
+        _guarded("a party's copy", _check_party_copy, in_row_units(ledger), rep)
     elif ledger["status"] == "complete" and ledger["method"] in METHODS and inputs_valid and unit_factor(ledger):
         # a privacy unit's sensitivities are checked as K M times one row's (``unit``)
         _guarded("the run's structure", _check_structure, in_row_units(ledger), rep)

@@ -453,6 +453,9 @@ def _release(args: argparse.Namespace, request: Request, budget: contextlib.Abst
             **request.options,
         )
 
+    from ..accounting.unit import unit_of
+
+    unit = unit_of(args.privacy_unit, args.max_rows_per_unit, args.max_silos_per_unit)
     if args.mpc:
         from ..mpc.launch import coordinator
 
@@ -472,7 +475,7 @@ def _release(args: argparse.Namespace, request: Request, budget: contextlib.Abst
             collusion=args.collusion,
             timeout_s=args.mpc_timeout,
             log=log,
-            release=(args.method, args.epsilon, args.delta),  # the parties' policies first
+            release=(args.method, args.epsilon, args.delta, unit),  # the parties' policies first
         ) as agg:
             with budget as reservation:
                 identical()
@@ -481,10 +484,8 @@ def _release(args: argparse.Namespace, request: Request, budget: contextlib.Abst
                 return release([agg.own], reservation, agg), len(agg.silo_names)
     with budget as reservation:
         identical()
-        from ..accounting.unit import unit_of
         from ..api import read_silos
 
-        unit = unit_of(args.privacy_unit, args.max_rows_per_unit, args.max_silos_per_unit)
         silos = []
         for i, p in enumerate(args.silo):  # every input checked before any spend
             silos.append(read_silos([p], request.schema, unit, args.seed, first=i)[0])
