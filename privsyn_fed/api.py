@@ -31,11 +31,13 @@ import pandas as pd
 
 from .accounting import Accountant, epsilon_to_rho
 from .accounting.budget_store import Reservation
+from .accounting.ledger import UnitAccountant
+from .accounting.unit import PrivacyUnit, unit_of
 from .aggregation import Aggregator, InProcessAggregator
 from .common import InputError, OptionError, Progress, ProgressCallback, Silent, Staged, checkpoint, write_atomic
 from .noise import noise_source
 from .schema import Schema
-from .silo import Silo
+from .silo import Silo, units
 
 if TYPE_CHECKING:
     from .methods import MethodOptions
@@ -141,11 +143,15 @@ def prepare(
     rows: int | None = None,
     seed: int | None = None,
     mpc: bool = False,
+    privacy_unit: str | None = None,
+    max_rows_per_unit: int | None = None,
+    max_silos_per_unit: int | None = None,
     **options: Any,
 ) -> MethodOptions:
     """Every check of a release request that needs no private data: the method, the budget,
-    the number of silos, the row count, the seed, whether the method runs over MPC (``mpc``), and
-    the method's options against the public schema (workload and model sizes, round counts).
+    the number of silos, the row count, the seed, whether the method runs over MPC (``mpc``), the
+    privacy unit (``check_unit``), and the method's options against the public schema (workload and
+    model sizes, round counts).
     Returns the method's validated options; raises ``InputError`` naming what is wrong (an
     ``OptionError`` for the value of a named argument)."""
     from .methods import METHODS
@@ -166,6 +172,7 @@ def prepare(
         )
     check_rows(rows)
     check_seed(seed)
+    check_unit(unit_of(privacy_unit, max_rows_per_unit, max_silos_per_unit), schema, n_silos, mpc)
     if schema.private_draft:
         raise InputError(
             f'{schema.source}: this schema was drafted from private rows (its "_draft" note says so), and a '
@@ -178,6 +185,25 @@ def prepare(
     if mpc:
         opts.check_mpc()
     return opts
+
+
+def check_unit(unit: PrivacyUnit | None, schema: Schema, n_silos: int, mpc: bool) -> None:
+    """A privacy unit's public checks: its column is not a schema column (an identifier is never a
+    model attribute), and a unit is in no more silos than there are. (Over MPC, ``mpc``, each party
+    bounds its own rows and costs its steps for the unit from the release request.)"""
+    if unit is None:
+        return
+    if unit.column in schema.names:
+        raise OptionError(
+            f"privacy_unit '{unit.column}' is also a schema column; an identifier must never be released, so "
+            "remove it from the schema",
+            "privacy_unit",
+        )
+    if unit.max_silos > n_silos:
+        raise OptionError(
+            f"max_silos_per_unit {unit.max_silos} is more than the {n_silos} silo(s) of this release",
+            "max_silos_per_unit",
+        )
 
 
 def method_options(method: str, options: dict[str, Any]) -> MethodOptions:
@@ -219,6 +245,9 @@ def synthesize(
     reservation: Reservation | None = None,
     write_outputs: Callable[["SynthResult", dict], Staged] | None = None,
     allow_identical_silos: bool = False,
+    privacy_unit: str | None = None,
+    max_rows_per_unit: int | None = None,
+    max_silos_per_unit: int | None = None,
     **options: Any,
 ) -> SynthResult:
     """Release one synthetic table of the silos' union under (epsilon, delta)-DP.
@@ -243,6 +272,14 @@ def synthesize(
     docstring). Two silos holding the same rows (in any order) are
     refused unless ``allow_identical_silos``. Method options are keyword arguments of the
     method's options class (``methods.METHODS[method].options_class``).
+
+    ``privacy_unit`` names a column that identifies a person or an account (not a schema column):
+    each silo then keeps at most ``max_rows_per_unit`` (K, default 1) rows per unit, chosen by a
+    keyed hash of the unit and the row's position (a key drawn for this release and never stored),
+    a unit is taken to appear in at most ``max_silos_per_unit`` (M, default 1) silos, and the
+    guarantee is for adding or removing one unit: every sensitivity is ``K M`` times one row's
+    (``accounting.unit``). The identifier is read inside each silo only, and never released.
+    Silos given as ``Silo`` must have been read with the same unit and K.
     """
     n_silos = len(aggregator.silo_names) if aggregator is not None else len(silos)
     if not silos:
@@ -267,9 +304,20 @@ def synthesize(
         rows=rows,
         seed=seed,
         mpc=aggregator is not None and aggregator.secure,
+        privacy_unit=privacy_unit,
+        max_rows_per_unit=max_rows_per_unit,
+        max_silos_per_unit=max_silos_per_unit,
         **options,
     )
-    silos = read_silos(silos, schema)
+    unit = unit_of(privacy_unit, max_rows_per_unit, max_silos_per_unit)
+    if unit is not None and aggregator is not None and not aggregator.secure:
+        raise OptionError(
+            "privacy_unit with a given in-process aggregator is not available: its silos are read without the "
+            "unit's bound; pass the silos instead",
+            "privacy_unit",
+            "aggregator",
+        )
+    silos = read_silos(silos, schema, unit, seed)
     seen: dict = {}
     for s in silos:
         if s.schema.to_dict() != schema.to_dict():
@@ -294,6 +342,8 @@ def synthesize(
         for col, n in s.clipped.items():
             if n:  # private: for this process's operator only, never released
                 log.info(f"{s.name}: {n} value(s) of '{col}' lay outside the schema's bounds and were clipped")
+        if s.unit_dropped:  # private, as above
+            log.info(f"{s.name}: {s.unit_dropped} row(s) beyond {unit.max_rows if unit else 1} per unit were left out")
 
     from .methods import METHODS, Release
     from .methods.output import SyntheticRows, default_rows
@@ -330,8 +380,17 @@ def synthesize(
             "run": reservation.run,
         }
     acc = Accountant(
-        epsilon, delta, method, seeded=noise.seeded, ledger_path=ledger_path, threat_model=threat, details=details
+        epsilon,
+        delta,
+        method,
+        seeded=noise.seeded,
+        ledger_path=ledger_path,
+        threat_model=threat,
+        details=details,
+        unit=unit,
     )
+    # the method plans for one row; its charges are recorded for one unit (``UnitAccountant``)
+    charged = acc if unit is None else cast(Accountant, UnitAccountant(acc, unit.factor))
     if reservation is not None:
         reservation.bind(acc)
     if agg is not None:
@@ -340,7 +399,7 @@ def synthesize(
     try:
         # the method's public randomness (which silos take part, the encoding's draws), never the data
         public_seed = None if seed is None else seed + 3
-        fitted = spec.run(Release(silos, agg, acc, noise, opts, public_seed, reporter))
+        fitted = spec.run(Release(silos, agg, charged, noise, opts, public_seed, reporter))
         model = ReleasedModel(method, schema, fitted.sampler)
         count = rows if rows is not None else default_rows(model.total)
         output = SyntheticRows(model, count, secrets.randbits(63) if seed is None else seed + 1)
@@ -362,7 +421,7 @@ def synthesize(
         final = {
             "rounds": fitted.rounds,
             "rows": count,
-            **expected_oneway_error(fitted.info.get("oneway_sigmas"), schema, fitted.sampler.total, acc.rho_budget),
+            **expected_oneway_error(fitted.info.get("oneway_sigmas"), schema, fitted.sampler.total, charged.rho_budget),
             **{k: v for k, v in fitted.info.items() if k == "traffic"},
             "model_sha256": model.digest(),
         }
@@ -400,17 +459,43 @@ def _schema_of(silos: Sequence[SiloLike], schema: Schema | str | Path | None) ->
     raise InputError("silos given as data frames or paths need schema= (a Schema or a schema file's path)")
 
 
-def read_silos(silos: Sequence[SiloLike], schema: Schema) -> list[Silo]:
+def read_silos(
+    silos: Sequence[SiloLike],
+    schema: Schema,
+    unit: PrivacyUnit | None = None,
+    seed: int | None = None,
+    first: int = 0,
+) -> list[Silo]:
     """Each silo read on ``schema``: frames by ``Silo.from_frame`` (named ``frame 1``, ``frame 2``, ...
-    by position), paths by ``Silo.load``; a ``Silo`` as it is."""
+    by position), paths by ``Silo.load``; a ``Silo`` as it is, if it was read with ``unit``'s column
+    and K (or without a unit when ``unit`` is None). With a unit, each silo's rows are bounded with
+    a key of its own drawn now (derived from ``seed`` and the silo's position, from ``first``, in a
+    seeded run)."""
     out = []
-    for i, s in enumerate(silos):
+    column, max_rows = (None, 1) if unit is None else (unit.column, unit.max_rows)
+    want = None if column is None else (column, max_rows)
+    for i, s in enumerate(silos, start=first):
+        key = None if unit is None else units.new_key(None if seed is None else seed + 1000 + i)
         if isinstance(s, Silo):
+            if s.unit != want:
+                raise InputError(
+                    f"{s.name}: the silo was read "
+                    + (
+                        "without a privacy unit"
+                        if s.unit is None
+                        else f"with privacy unit '{s.unit[0]}', K={s.unit[1]}"
+                    )
+                    + (
+                        ", but this release has none"
+                        if want is None
+                        else f", but this release bounds '{want[0]}' to K={want[1]}"
+                    )
+                )
             out.append(s)
         elif isinstance(s, pd.DataFrame):
-            out.append(Silo.from_frame(s, schema, name=f"frame {i + 1}"))
+            out.append(Silo.from_frame(s, schema, f"frame {i + 1}", unit=column, max_rows=max_rows, unit_key=key))
         elif isinstance(s, (str, Path)):
-            out.append(Silo.load(s, schema))
+            out.append(Silo.load(s, schema, unit=column, max_rows=max_rows, unit_key=key))
         else:
             raise InputError(f"silo {i + 1}: a Silo, a pandas DataFrame or a path, not {type(s).__name__}")
     return out

@@ -351,6 +351,7 @@ OUTPUTS = {
 #: Text options that name no file.
 TEXT = {
     ("synth", "--quality-label"),
+    ("synth", "--privacy-unit"),
     ("synth", "--dataset-id"),
     ("federation init", "--name"),
     ("federation init", "--party"),

@@ -29,9 +29,10 @@ from typing import Any
 from ..common import BudgetExceeded, checkpoint, write_atomic
 from .conversions import epsilon_to_rho, rho_to_epsilon
 from .distributed import distributed_gaussian_rho
+from .unit import ROW_RELATION, PrivacyUnit
 
 LEDGER_FORMAT = "privsyn-fed-ledger/1"
-NEIGHBOURING = "add/remove one record"
+NEIGHBOURING = ROW_RELATION
 #: Relative slack for floating-point rounding when comparing spend with the budget.
 BUDGET_TOLERANCE = 1e-9
 
@@ -94,7 +95,10 @@ class Accountant:
         threat_model: str = "",
         details: dict[str, Any] | None = None,
         delta_budget: float | None = None,
+        unit: PrivacyUnit | None = None,
     ):
+        #: The privacy unit the neighbouring relation is stated for (None: one record).
+        self.unit = unit
         self.epsilon_budget = float(epsilon)
         self.delta = float(delta)
         self.rho_budget = epsilon_to_rho(self.epsilon_budget, self.delta)
@@ -217,7 +221,8 @@ class Accountant:
         return {
             "format": LEDGER_FORMAT,
             "method": self.method,
-            "neighbouring": NEIGHBOURING,
+            "neighbouring": NEIGHBOURING if self.unit is None else self.unit.relation,
+            **({"privacy_unit": self.unit.record()} if self.unit is not None else {}),
             "epsilon": rho_to_epsilon(self.rho_spent, self.delta),
             "delta": self.delta if self.delta_budget is None else self.delta + self.delta_spent,
             **(
@@ -242,6 +247,96 @@ class Accountant:
     def _persist(self) -> None:
         if self.ledger_path is not None:
             write_json_atomic(self.ledger_path, self.ledger())
+
+
+class UnitAccountant:
+    """A release's accountant as a method planned for one-record neighbours sees it, when the
+    release's neighbours differ by one privacy unit of up to ``factor`` rows (``unit.PrivacyUnit``).
+
+    Every statistic moves by at most ``factor`` times what one row moves it, so each charge records
+    the unit's sensitivity: a Gaussian's ``sensitivity_l2`` times ``factor`` at the planned sigma,
+    costing ``factor^2`` times the planned ``D^2 / (2 sigma^2)``; an exponential mechanism's
+    sensitivity and epsilon both times ``factor`` (its sampling scale ``2 D / eps`` is unchanged: an
+    ``eps``-DP selection for one row is ``factor eps``-DP for ``factor`` rows), costing ``factor^2``
+    times the planned ``eps^2 / 8``. The budget the method plans with is shrunk to match:
+    ``rho_budget``, ``rho_spent`` and ``remaining`` are the accountant's divided by ``factor^2``, so a
+    plan that spends its (row) budget spends exactly the release's. Everything else is the
+    accountant's own; every charge is still ``Accountant.charge``'s, recorded and refused there."""
+
+    def __init__(self, accountant: Accountant, factor: float):
+        if not factor >= 1:
+            raise ValueError(f"a unit's factor is at least 1, not {factor!r}")
+        self._acc = accountant
+        self.factor = float(factor)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._acc, name)
+
+    @property
+    def rho_budget(self) -> float:
+        """The release's budget in row units: ``rho_budget / factor^2``."""
+        return self._acc.rho_budget / self.factor**2
+
+    @property
+    def rho_spent(self) -> float:
+        """The spend in row units: ``rho_spent / factor^2``."""
+        return self._acc.rho_spent / self.factor**2
+
+    @property
+    def remaining(self) -> float:
+        """The budget left in row units."""
+        return self._acc.remaining / self.factor**2
+
+    def can_afford(self, rho: float) -> bool:
+        """Whether ``rho`` (row units) fits what is left."""
+        return self._acc.can_afford(rho * self.factor**2)
+
+    def charge(self, entry: dict[str, Any]) -> dict[str, Any]:
+        """``entry`` planned for one row, recorded for one unit (class docstring)."""
+        scaled = dict(entry)
+        if "delta" in entry:
+            raise ValueError("a privacy unit is charged for Gaussian and exponential mechanisms without delta only")
+        if entry["mechanism"] == "gaussian":
+            # noise the parties drew costs D^2 / (2 k s^2) + tau d (``distributed``): at most factor^2
+            # times the plan; a fixed-point rounding slack inside D is scaled too (an upper bound)
+            scaled["sensitivity_l2"] = float(entry["sensitivity_l2"]) * self.factor
+        elif entry["mechanism"] == "exponential":
+            scaled["sensitivity"] = float(entry["sensitivity"]) * self.factor
+            scaled["epsilon"] = float(entry["epsilon"]) * self.factor
+            if isinstance(entry.get("fixed_point"), dict) and "epsilon_sampled" in entry["fixed_point"]:
+                # rounded Gumbels of scale b: factor eps_s + 4 / b is covered by factor (eps_s + 4 / b)
+                fixed = dict(entry["fixed_point"])
+                fixed["epsilon_sampled"] = float(fixed["epsilon_sampled"]) * self.factor
+                scaled["fixed_point"] = fixed
+        else:
+            raise ValueError(f"unknown mechanism {entry['mechanism']!r}")
+        return self._acc.charge(scaled)
+
+    def gaussian(self, query: str, sensitivity_l2: float, sigma: float, where: str, **extra: Any) -> dict[str, Any]:
+        """``Accountant.gaussian`` at ``factor`` times the row's sensitivity."""
+        return self.charge(
+            {
+                "mechanism": "gaussian",
+                "query": query,
+                "sensitivity_l2": float(sensitivity_l2),
+                "sigma": float(sigma),
+                "where": where,
+                **extra,
+            }
+        )
+
+    def exponential(self, query: str, sensitivity: float, epsilon: float, where: str, **extra: Any) -> dict[str, Any]:
+        """``Accountant.exponential`` at ``factor`` times the row's sensitivity and epsilon."""
+        return self.charge(
+            {
+                "mechanism": "exponential",
+                "query": query,
+                "sensitivity": float(sensitivity),
+                "epsilon": float(epsilon),
+                "where": where,
+                **extra,
+            }
+        )
 
 
 def _now() -> str:

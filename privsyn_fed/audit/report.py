@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ..accounting.unit import ROW_RELATION
 from ..common import InputError, write_atomic
 from ..common.fileio import SHAREABLE
 from ..common.settings import package_version
@@ -106,6 +107,17 @@ def _rounds(ledger: dict[str, Any]) -> str | None:
     return text
 
 
+def _neighbours(ledger: dict[str, Any]) -> str:
+    """The neighbouring relation; for one record, the one line on who it protects less."""
+    relation = str(ledger.get("neighbouring"))
+    if ledger.get("privacy_unit") is None and relation == ROW_RELATION:
+        relation += (
+            " (the guarantee is per row: a person with several rows is protected less, about k times "
+            "epsilon for k rows; release with --privacy-unit to protect people)"
+        )
+    return relation
+
+
 def _facts(ledger: dict[str, Any], audit: AuditReport, subject: Subject) -> list[tuple[str, str]]:
     status = ledger.get("status", "?")
     facts = [
@@ -113,7 +125,7 @@ def _facts(ledger: dict[str, Any], audit: AuditReport, subject: Subject) -> list
         ("Date", _date(ledger)),
         ("Made by", f"privsyn-fed {package_version()}"),
         ("Guarantee", f"({ledger['epsilon']:.4g}, {ledger['delta']:g})-differential privacy"),
-        ("Neighbouring datasets", str(ledger.get("neighbouring"))),
+        ("Neighbouring datasets", _neighbours(ledger)),
         (
             "Budget",
             f"epsilon {ledger.get('epsilon_budget', '?')} at delta {ledger['delta']:g}; rho "

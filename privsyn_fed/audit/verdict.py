@@ -9,7 +9,8 @@ declared inputs it is recomputed from (``declared``) and what the ledger states 
 
 The guarantee: a seeded run (``seeded`` at the top level, or a seeded noise source named by any
 entry's ``sampler`` or ``noise_from``, ``details.noise`` or ``details.mpc.noise``), a non-private
-run, a debug MPC mode, a neighbouring relation other than add/remove one record, an unknown
+run, a debug MPC mode, a neighbouring relation other than add/remove one record or the one a
+declared privacy unit states (``unit``), an unknown
 method, and a run that did not complete (status running or failed: no release belongs to it; its
 entries still record what was spent and are checked) all fail the audit. Problems make the ledger
 fail (exit 1); warnings are informational only. A check that stops on a ledger no check foresaw
@@ -29,6 +30,7 @@ from .placement import _check_composition, _check_fixed_point, _check_samplers, 
 from .shape import validate_ledger
 from .stamps import _check_stamps
 from .structure import METHODS, _check_structure
+from .unit import check_unit, in_row_units, unit_factor
 
 #: How a problem begins when a check itself stopped on a ledger (the ledger fails).
 AUDIT_ERROR = "AUDIT ERROR"
@@ -55,11 +57,7 @@ def _guarded(what: str, check: Callable[..., Any], ledger: dict[str, Any], rep: 
 
 def _check_guarantee(ledger: dict[str, Any], rep: AuditReport) -> None:
     """The guarantee the ledger claims (module docstring)."""
-    if ledger["neighbouring"] != "add/remove one record":
-        rep.problems.append(
-            f"neighbouring relation is {ledger['neighbouring']!r}; every sensitivity here is "
-            "derived for add/remove one record"
-        )
+    check_unit(ledger, rep)
     if ledger["method"] not in METHODS:
         rep.problems.append(f"unknown method {ledger['method']!r}: no algorithm to check the entries against")
     if ledger["seeded"]:
@@ -78,9 +76,10 @@ def _check_run(ledger: dict[str, Any], rep: AuditReport, inputs_valid: bool) -> 
     """A complete run's structure (from declared inputs that are valid), or a party's own copy; the
     MPC mode, a declared non-private run and a run that did not complete."""
     if ledger["status"] == "complete" and is_party_copy(ledger):
-        _guarded("a party's copy", _check_party_copy, ledger, rep)
-    elif ledger["status"] == "complete" and ledger["method"] in METHODS and inputs_valid:
-        _guarded("the run's structure", _check_structure, ledger, rep)
+        _guarded("a party's copy", _check_party_copy, in_row_units(ledger), rep)
+    elif ledger["status"] == "complete" and ledger["method"] in METHODS and inputs_valid and unit_factor(ledger):
+        # a privacy unit's sensitivities are checked as K M times one row's (``unit``)
+        _guarded("the run's structure", _check_structure, in_row_units(ledger), rep)
     mpc = (ledger.get("details") or {}).get("mpc") or {}
     if isinstance(mpc, dict) and mpc.get("debug"):
         rep.problems.append(

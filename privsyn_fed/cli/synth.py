@@ -174,6 +174,32 @@ def add_parser(sub) -> None:
         "records would count twice while the ledger charges once",
     )
     s.add_argument("--quiet", action="store_true", help="no progress display")
+    u = s.add_argument_group(
+        "privacy unit (protect people or accounts, not rows; without it the guarantee is for one row, and a "
+        "person with several rows is protected less)"
+    )
+    u.add_argument(
+        "--privacy-unit",
+        metavar="COLUMN",
+        help="a column of every silo that identifies a person or an account (not a schema column): the "
+        "guarantee becomes one for adding or removing a whole unit. The identifier is read inside each "
+        "silo only, to bound its rows; it is never a model attribute and never released",
+    )
+    u.add_argument(
+        "--max-rows-per-unit",
+        type=positive_int,
+        metavar="K",
+        help="with --privacy-unit: each silo keeps at most K rows per unit, chosen by a keyed hash of the "
+        "unit and the row's position (never by its values; a fresh key each release); every sensitivity "
+        "grows K-fold, so the noise does too (default 1)",
+    )
+    u.add_argument(
+        "--max-silos-per-unit",
+        type=positive_int,
+        metavar="M",
+        help="with --privacy-unit: the most silos one unit appears in (default 1: the silos hold disjoint "
+        "people). Not checked on the data: declare it truthfully; every sensitivity grows M-fold",
+    )
     quality.add_arguments(s)
     b = s.add_argument_group("shared budget (several releases of one dataset draw on one total)")
     b.add_argument(
@@ -341,10 +367,14 @@ def _checked(args: argparse.Namespace) -> Request:
             declared_workload(options["workload"], schema.names)
         except OptionError as exc:
             raise InputError(f"{workload[0].path}: {exc}") from None
-    # headers are public: checked before the reservation
-    ignored = {str(silo.path): check_table_header(silo.path, schema) for silo in silo_files}
-    quality.check_schema(args, schema)
+    from ..accounting.unit import unit_of
+    from ..api import check_unit
+
     n_silos = federation_parties(args) or len(args.silo)
+    check_unit(unit_of(**_unit_args(args)), schema, n_silos, args.mpc)
+    # headers are public: checked before the reservation
+    ignored = {str(silo.path): check_table_header(silo.path, schema, args.privacy_unit) for silo in silo_files}
+    quality.check_schema(args, schema)
     prepare(
         args.method,
         schema,
@@ -354,6 +384,7 @@ def _checked(args: argparse.Namespace) -> Request:
         rows=args.rows,
         seed=args.seed,
         mpc=args.mpc,
+        **_unit_args(args),
         **options,
     )
     if args.rows and _csv_too_large(out, args.rows, len(schema.columns)):
@@ -370,7 +401,6 @@ def _release(args: argparse.Namespace, request: Request, budget: contextlib.Abst
     against its own policy: nothing is reserved or read, here or at any party, until all accept."""
     from ..api import synthesize
     from ..common import checkpoint
-    from ..silo import Silo
 
     checkpoint()
 
@@ -390,6 +420,12 @@ def _release(args: argparse.Namespace, request: Request, budget: contextlib.Abst
                         f"outside the schema's bounds and were clipped (private; not released)",
                         file=sys.stderr,
                     )
+            if getattr(silo, "unit_dropped", 0):
+                print(
+                    f"privsyn-fed: note for the operator of {silo.name}: {silo.unit_dropped} row(s) beyond "
+                    f"--max-rows-per-unit were left out (private; not released)",
+                    file=sys.stderr,
+                )
         return synthesize(
             silos,
             args.method,
@@ -404,9 +440,13 @@ def _release(args: argparse.Namespace, request: Request, budget: contextlib.Abst
             aggregator=aggregator,
             write_outputs=stage,
             allow_identical_silos=args.allow_identical_silos,
+            **_unit_args(args),
             **request.options,
         )
 
+    from ..accounting.unit import unit_of
+
+    unit = unit_of(args.privacy_unit, args.max_rows_per_unit, args.max_silos_per_unit)
     if args.mpc:
         from ..mpc.launch import coordinator
 
@@ -420,7 +460,7 @@ def _release(args: argparse.Namespace, request: Request, budget: contextlib.Abst
             seed=args.seed,
             log=log,
             **coordinator_options(args),
-            release=(args.method, args.epsilon, args.delta),  # the parties' policies first
+            release=(args.method, args.epsilon, args.delta, unit),  # the parties' policies first
         ) as agg:
             with budget as reservation:
                 identical()
@@ -429,11 +469,22 @@ def _release(args: argparse.Namespace, request: Request, budget: contextlib.Abst
                 return release([agg.own], reservation, agg), len(agg.silo_names)
     with budget as reservation:
         identical()
+        from ..api import read_silos
+
         silos = []
-        for p in args.silo:  # every input checked before any spend
-            silos.append(Silo.load(p, request.schema))
+        for i, p in enumerate(args.silo):  # every input checked before any spend
+            silos.append(read_silos([p], request.schema, unit, args.seed, first=i)[0])
             checkpoint()
         return release(silos, reservation), len(silos)
+
+
+def _unit_args(args: argparse.Namespace) -> dict:
+    """The privacy unit's arguments of ``prepare`` and ``synthesize``."""
+    return {
+        "privacy_unit": args.privacy_unit,
+        "max_rows_per_unit": args.max_rows_per_unit,
+        "max_silos_per_unit": args.max_silos_per_unit,
+    }
 
 
 def _report(args: argparse.Namespace, request: Request, result, n_silos: int) -> None:

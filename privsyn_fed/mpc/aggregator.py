@@ -25,6 +25,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..accounting.distributed import PartiesNoise
+from ..accounting.unit import PrivacyUnit
 from ..aggregation import Pool, batched, check_declared, refuse_exact_sum_in_release
 from ..common import BudgetExceeded, InputError, MPCError
 from ..noise import OpenDPNoise
@@ -133,8 +134,11 @@ class MPCAggregator:
         if refusals:
             raise MPCError(self._refused(refusals, "the handshake"))
 
-    def release_request(self, method: str, epsilon: float, delta: float) -> ReleaseRequest:
-        """The public request of a release of ``method`` at ``(epsilon, delta)`` among these parties."""
+    def release_request(
+        self, method: str, epsilon: float, delta: float, unit: PrivacyUnit | None = None
+    ) -> ReleaseRequest:
+        """The public request of a release of ``method`` at ``(epsilon, delta)`` among these parties
+        (for one record, or for one privacy ``unit``)."""
         assert self.parties_noise is not None
         return ReleaseRequest(
             method,
@@ -144,13 +148,15 @@ class MPCAggregator:
             self.seeded,
             len(self.names),
             self.parties_noise.collusion,
+            unit,
         )
 
-    def declare(self, method: str, epsilon: float, delta: float) -> None:
+    def declare(self, method: str, epsilon: float, delta: float, unit: PrivacyUnit | None = None) -> None:
         """Send the release's public request to every party, which checks it against its own policy
         and budget store before it reads anything; ``InputError`` naming each party that refuses, and
-        why (then nothing was read, reserved or spent by any party)."""
-        request = self.release_request(method, epsilon, delta)
+        why (then nothing was read, reserved or spent by any party). With a privacy ``unit`` each
+        party keeps at most K rows per unit of its silo and costs every step for one unit."""
+        request = self.release_request(method, epsilon, delta, unit)
         self.channel.send({"op": "release", "request": request.to_wire()})
         refusals = collect_verdicts(self.channel)
         if refusals:
@@ -165,8 +171,10 @@ class MPCAggregator:
             raise ValueError("begin needs a declared release (declare)")
         if own is not None:
             self.own = own
+        unit = self.request.unit
         if self.own is None:
-            self.own = Silo.load(str(self.own_path), self.schema)
+            column, max_rows = (None, 1) if unit is None else (unit.column, unit.max_rows)
+            self.own = Silo.load(str(self.own_path), self.schema, unit=column, max_rows=max_rows)
         self.channel.send({"op": "begin"})
         refusals = collect_verdicts(self.channel)
         bad = [v for v in refusals if v.code == BAD_SILO]
@@ -207,10 +215,23 @@ class MPCAggregator:
                     self.broken = True
             self.release, self.request, self.begun = None, None, False
             return
-        wanted = (accountant.method, float(accountant.epsilon_budget), float(accountant.delta), accountant.seeded)
+        unit = getattr(accountant, "unit", None)
+        wanted = (
+            accountant.method,
+            float(accountant.epsilon_budget),
+            float(accountant.delta),
+            accountant.seeded,
+            unit,
+        )
         if self.request is None:
-            self.declare(accountant.method, accountant.epsilon_budget, accountant.delta)
-        elif wanted != (self.request.method, self.request.epsilon, self.request.conversion_delta, self.request.seeded):
+            self.declare(accountant.method, accountant.epsilon_budget, accountant.delta, unit)
+        elif wanted != (
+            self.request.method,
+            self.request.epsilon,
+            self.request.conversion_delta,
+            self.request.seeded,
+            self.request.unit,
+        ):
             raise ValueError(f"the release {wanted} is not the one the parties accepted ({self.request})")
         if not self.begun:
             self.begin()

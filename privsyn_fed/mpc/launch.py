@@ -29,7 +29,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from ..common import InputError, MPCError, first_line
 from . import DEFAULT_TIMEOUT_S, certs
@@ -315,16 +315,17 @@ def coordinator(
     collusion: int | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     log=None,
-    release: tuple[str, float, float] | None = None,
+    release: tuple[str, float, float, Any] | tuple[str, float, float] | None = None,
     checks: bool = False,
     draft=None,
 ):
     """Party 0 of an MPC run: yields its ``MPCAggregator``.
 
-    With ``release`` (method, epsilon, delta) the parties check the release's request against their
-    own policies before anything is read, party 0's silo included: the aggregator is yielded with
-    no silo, and the caller reserves its budget and then calls ``begin`` (which reads party 0's
-    silo, then every party reserves in its own store and reads its silo). Without it, party 0's silo
+    With ``release`` (method, epsilon, delta, and optionally the privacy unit) the parties check the
+    release's request against their own policies before anything is read, party 0's silo included:
+    the aggregator is yielded with no silo, and the caller reserves its budget and then calls
+    ``begin`` (which reads party 0's silo, then every party reserves in its own store and reads its
+    silo). Without it, party 0's silo
     is read first and the release is declared when one binds (``bind_release``). ``checks``: the
     parties of this machine also answer exact sums outside a release (tests and demonstrations).
 

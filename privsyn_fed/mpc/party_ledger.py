@@ -18,6 +18,9 @@ the one module that charges a ledger) before it answers:
   in, at the stated sigma, as a noisy sum;
 * FLAIM's selection in the silo (``local_select``): ``eps = 2 Delta / scale`` with ``Delta`` of the
   scores it computes (``2 max w``, ``4 max w`` with the heterogeneity proxy), ``eps^2 / 8``.
+With a privacy unit in the request (K rows in each of up to M silos), this party's silo keeps at
+most K rows per unit and every sensitivity above is multiplied by ``K M``, as party 0's ledger
+records them (``ledger.UnitAccountant``).
 A step of another method than the accepted one, an exact ``sum``, a sigma below half a grid step
 and a step the remaining budget does not cover are refused (``policy.Refused``); the pool takes
 this silo's answers once. ``PartyRelease`` holds the accountant, writes the ledger copy (the same
@@ -154,9 +157,12 @@ def _label(cmd: dict, fallback: str) -> str:
     return " ".join(text.split())[:200] if isinstance(text, str) and text.strip() else fallback
 
 
-def noisy_sum_charge(q: Any, cmd: dict, schema, rank: int, method: str | None, parties: int) -> Charge | None:
+def noisy_sum_charge(
+    q: Any, cmd: dict, schema, rank: int, method: str | None, parties: int, factor: float = 1.0
+) -> Charge | None:
     """The cost of party 0's ``noisy_sum`` of ``q`` to this party's rows, or None when they are not
-    in the sum; ``Refused`` for a command the party does not answer."""
+    in the sum; ``Refused`` for a command the party does not answer. ``factor``: ``K M`` of the
+    release's privacy unit (one record: 1), which multiplies the sensitivity, rounding included."""
     among = _among(cmd.get("among"), parties)
     sigma = _positive(cmd.get("sigma"), "sigma")
     try:
@@ -175,7 +181,7 @@ def noisy_sum_charge(q: Any, cmd: dict, schema, rank: int, method: str | None, p
     return Charge(
         "gaussian",
         _label(cmd, f"noisy sum of {size} cells"),
-        planned + slack,
+        (planned + slack) * factor,
         sigma,
         cells=size,
         grid=math.ldexp(1.0, -REAL_BITS) if q.real else 1.0,
@@ -265,12 +271,13 @@ def select_charge(
         )
     if not pool.mine:
         return None
+    factor = request.factor if request is not None else 1.0  # K M of a privacy unit
     unit = 1 << secure.SCORE_BITS
     in_segment = np.maximum(1.0, _hits(cells, segments, R, pool))
     in_total = max(1.0, float(_hits(total, np.zeros(len(total), dtype=np.int64), 1, pool)[0]))
     model_mass = np.maximum(1.0, np.bincount(segments, weights=model.astype(float), minlength=R) / unit)
     per_candidate = weights * (in_segment + in_total * model_mass)
-    delta = float(per_candidate.max())
+    delta = float(per_candidate.max()) * factor
     if delta == 0:
         return None
     eps_sampled = math.ldexp(2.0 * delta, secure.SCORE_BITS) / scale
@@ -294,8 +301,9 @@ def select_charge(
     )
 
 
-def measure_charge(cmd: dict, arrays: dict, pool: PoolState | None) -> Charge | None:
-    """The cost of a measurement of pooled cells to this party's rows (None when they are not pooled)."""
+def measure_charge(cmd: dict, arrays: dict, pool: PoolState | None, factor: float = 1.0) -> Charge | None:
+    """The cost of a measurement of pooled cells to this party's rows (None when they are not
+    pooled); ``factor``: ``K M`` of the release's privacy unit."""
     if pool is None or pool.sizes is None:
         raise Refused("no filled pool to measure")
     cells = _pool_positions(_int_array(arrays, "cells"), pool, "measured cells")
@@ -306,15 +314,16 @@ def measure_charge(cmd: dict, arrays: dict, pool: PoolState | None) -> Charge | 
     return Charge(
         "gaussian",
         _label(cmd, f"pooled marginal of {len(cells)} cells"),
-        math.sqrt(m),
+        math.sqrt(m) * factor,
         sigma,
         cells=len(cells),
         fields={"own_rows": {"count_marginals": m, "clip_bounds": [], "rounding_l2": 0.0}},
     )
 
 
-def local_select_charge(q: Any, cmd: dict, schema, rank: int, parties: int) -> Charge | None:
-    """The cost of this silo's own selection with the scores ``q`` (None when it does not select)."""
+def local_select_charge(q: Any, cmd: dict, schema, rank: int, parties: int, factor: float = 1.0) -> Charge | None:
+    """The cost of this silo's own selection with the scores ``q`` (None when it does not select);
+    ``factor``: ``K M`` of the release's privacy unit, which multiplies the score's sensitivity."""
     if not isinstance(q, LocalScoresQuery):
         raise Refused("a silo selects with its scores query only")
     among = _among(cmd.get("among"), parties)
@@ -348,7 +357,7 @@ def local_select_charge(q: Any, cmd: dict, schema, rank: int, parties: int) -> C
         per_candidate += weights * np.array([1.0 + max(proxy_mass[i] for i in c) for c in q.cliques])
     if rank not in among:
         return None
-    delta = float(per_candidate.max())
+    delta = float(per_candidate.max()) * factor
     if delta == 0:
         return None
     return Charge(
@@ -425,6 +434,7 @@ class PartyRelease:
             ),
             details=details,
             delta_budget=request.delta if request.conversion_delta != request.delta else None,
+            unit=request.unit,
         )
         if reservation is not None:
             reservation.bind(self.acc)

@@ -212,6 +212,7 @@ class PartySession:
         self.out(
             f"accepted: {request.method} at epsilon {request.epsilon:g}, delta {request.delta:g}, "
             f"{request.parties} parties, collusion {request.collusion}"
+            + ("" if request.unit is None else f", for one unit ({request.unit.relation[len('add/remove ') :]})")
             + (f" (policy {self.policy.source})" if self.policy else " (no policy: the request's own budget)")
         )
 
@@ -301,9 +302,12 @@ class PartySession:
             raise Refused(f"its budget store refused the release ({exc})") from None
 
     def _load(self) -> Any:
-        """This party's silo (or, drafting, its ``DraftTable``), read now (once); ``Refused`` with its
-        value-free message if it cannot be."""
-        if self.silo is None:
+        """This party's silo (or, drafting, its ``DraftTable``), read now (once, or again when the
+        accepted release's privacy unit asks for another bound); ``Refused`` with its value-free
+        message if it cannot be."""
+        unit = None if self.request is None else self.request.unit
+        wanted = None if unit is None else (unit.column, unit.max_rows)
+        if self.silo is None or (self.draft_spec is None and self.silo.unit != wanted):
             try:
                 if self.draft_spec is not None:
                     assert self.request is not None
@@ -311,7 +315,10 @@ class PartySession:
                     plan = self.draft_spec.plan(self.request.epsilon, self.request.delta, split)
                     self.silo = read_draft_table(self.silo_path, plan)
                     return self.silo
-                self.silo = Silo.load(self.silo_path, self.schema)
+                if unit is None:
+                    self.silo = Silo.load(self.silo_path, self.schema)
+                else:
+                    self.silo = Silo.load(self.silo_path, self.schema, unit=unit.column, max_rows=unit.max_rows)
             except InputError as exc:
                 raise Refused(exc.shareable(), BAD_SILO) from None
             except OSError as exc:
@@ -386,7 +393,8 @@ class PartySession:
         request = self.release.request if self.release is not None else None
         if op == "noisy_sum":
             q = from_wire(schema, cmd["query"], arrays)
-            charge = noisy_sum_charge(q, cmd, schema, me, method, n)
+            factor = 1.0 if request is None else request.factor
+            charge = noisy_sum_charge(q, cmd, schema, me, method, n, factor)
             among, sigma = _among(cmd["among"], n), float(cmd["sigma"])
             silo = self._silo_now()
             self._account(charge)
@@ -419,7 +427,7 @@ class PartySession:
         if op == "select":
             if set(arrays) != SELECT_ARRAYS:
                 raise Refused(f"a selection takes the arrays {', '.join(sorted(SELECT_ARRAYS))}")
-            self._account(select_charge(cmd, arrays, self.pool, request, n))
+            self._account(select_charge(cmd, arrays, self.pool, request, n))  # the request's K M included
             shares = self.shares
 
             def select() -> None:
@@ -436,7 +444,7 @@ class PartySession:
         if op == "measure":
             if set(arrays) != {"cells"}:
                 raise Refused("a measurement takes the array cells only")
-            self._account(measure_charge(cmd, arrays, self.pool))
+            self._account(measure_charge(cmd, arrays, self.pool, 1.0 if request is None else request.factor))
             shares, sigma = self.shares, float(cmd["sigma"])
 
             def measure() -> None:
@@ -445,7 +453,7 @@ class PartySession:
             return measure
         if op == "local_select":
             q = from_wire(schema, cmd["query"], arrays)
-            charge = local_select_charge(q, cmd, schema, me, n)
+            charge = local_select_charge(q, cmd, schema, me, n, 1.0 if request is None else request.factor)
             among, scale = _among(cmd["among"], n), float(cmd["scale"])
             silo = self._silo_now()
             self._account(charge)

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from ..accounting import epsilon_to_rho, rho_to_epsilon
+from ..accounting.unit import PrivacyUnit
 from ..common import InputError, MPCError, read_json
 from . import world
 
@@ -295,6 +296,14 @@ class ReleaseRequest:
     seeded: bool
     parties: int
     collusion: int
+    #: The privacy unit (column, K, M): each party keeps at most K rows per unit and costs every
+    #: step for one unit (``K M`` times one record's sensitivity); None: one record.
+    unit: PrivacyUnit | None = None
+
+    @property
+    def factor(self) -> float:
+        """``K M`` of the request's unit, 1 without one: the multiplier of every sensitivity."""
+        return 1.0 if self.unit is None else float(self.unit.factor)
 
     @property
     def rho(self) -> float:
@@ -320,6 +329,7 @@ class ReleaseRequest:
             "seeded": self.seeded,
             "parties": self.parties,
             "collusion": self.collusion,
+            **({"privacy_unit": self.unit.record()} if self.unit is not None else {}),
         }
 
     @classmethod
@@ -358,7 +368,25 @@ class ReleaseRequest:
             raw["seeded"],
             parties,
             t,
+            _unit_from_wire(raw.get("privacy_unit"), parties),
         )
+
+
+def _unit_from_wire(raw: Any, parties: int) -> PrivacyUnit | None:
+    """The request's privacy unit (None when it has none); ``Refused`` for one that is not a column
+    with whole K and M of at least 1, M at most the parties, and ``sensitivity_factor`` K M."""
+    if raw is None:
+        return None
+    try:
+        unit = PrivacyUnit(raw["column"], raw["max_rows_per_unit"], raw["max_silos_per_unit"])
+    except (KeyError, TypeError, InputError):
+        raise Refused("the release request's privacy unit is not a column with whole K and M of at least 1") from None
+    if raw.get("sensitivity_factor") != unit.factor or unit.max_silos > parties:
+        raise Refused(
+            f"the release request's privacy unit has K M = {raw.get('sensitivity_factor')!r} for K {unit.max_rows} "
+            f"and M {unit.max_silos} among {parties} parties"
+        )
+    return unit
 
 
 # ---- the verdict exchange --------------------------------------------------------------------------

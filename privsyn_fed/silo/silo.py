@@ -35,6 +35,7 @@ from ..schema import (
     ignored_note,
 )
 from .rowstore import RowStore
+from .units import keep_mask, new_key, unit_hashes
 
 #: Notes on reading silos (columns not in the schema), for the silo's operator.
 log = logging.getLogger("privsyn_fed.silo")
@@ -62,24 +63,50 @@ class Silo:
         self.name = name
         self.schema = schema
         self._stores = list(stores)
-        #: Per numeric column, how many values were clipped to the public bounds. Private:
+        #: Per numeric column, how many values (of the rows read) were clipped to the public bounds. Private:
         #: shown to this silo's operator, never released.
         self.clipped = dict(clipped or {})
+        #: ``(column, K)`` when at most K rows per privacy unit were kept (``units``), else None.
+        self.unit: tuple[str, int] | None = None
+        #: Rows left out by that bound. Private: shown to this silo's operator, never released.
+        self.unit_dropped = 0
 
     # ---- construction -------------------------------------------------------------------------
     @classmethod
-    def load(cls, path: str | Path, schema: Schema, chunk_rows: int = CHUNK_ROWS) -> "Silo":
+    def load(
+        cls,
+        path: str | Path,
+        schema: Schema,
+        chunk_rows: int = CHUNK_ROWS,
+        *,
+        unit: str | None = None,
+        max_rows: int = 1,
+        unit_key: str | None = None,
+    ) -> "Silo":
         """The silo in the table at ``path`` (CSV, gzip CSV or Parquet), read and encoded ``chunk_rows``
         rows at a time into a ``RowStore``; every check of ``encode_frame`` applies to every chunk,
         with errors naming the file, the row (CSV: its line) and the column. Named by the path.
         Columns the schema does not list are never read; one warning (logger ``privsyn_fed.silo``)
-        names them all."""
+        names them all.
+
+        With a privacy ``unit`` column, a first pass reads that column only and chooses at most
+        ``max_rows`` rows per unit (``units.keep_mask``, keyed by ``unit_key``, fresh when None);
+        the second keeps only those rows. Every row is still checked. No identifier is kept."""
         source = str(Path(path))
-        ignored = check_table_header(path, schema)
+        ignored = check_table_header(path, schema, unit)
         if ignored:
             log.warning(ignored_note(source, ignored))
+        keep = None
+        if unit is not None:
+            key = unit_key or new_key()
+            hashes = [
+                unit_hashes(c.frame[unit], key, unit, source, c.first_row)
+                for c in read_chunks(path, chunk_rows, columns=[unit])
+            ]
+            keep = keep_mask(np.concatenate(hashes) if hashes else np.zeros(0, np.uint64), max_rows, key)
         store = RowStore(schema.shape, numeric_columns(schema))
         clipped = {c.name: 0 for c in schema.columns if isinstance(c, NumericColumn)}
+        position = 0
         try:
             for chunk in read_chunks(path, chunk_rows, columns=schema.names):
                 checkpoint()  # Ctrl-C or SIGTERM while a large silo is read: stop between chunks
@@ -88,6 +115,10 @@ class Silo:
                 codes, counts, values = encode_frame(
                     chunk.frame, schema, source, with_values=True, first_row=chunk.first_row
                 )
+                if keep is not None:
+                    kept = keep[position : position + len(codes)]
+                    position += len(codes)
+                    codes, values = codes[kept], (None if values is None else values[kept])
                 store.append(codes, values)
                 for col, n in counts.items():
                     clipped[col] += n
@@ -98,7 +129,10 @@ class Silo:
         if store.count == 0:
             store.close()
             raise InputError(f"{source}: the table has no rows")
-        return cls(source, None, schema, clipped, stores=[store])
+        silo = cls(source, None, schema, clipped, stores=[store])
+        if unit is not None and keep is not None:
+            silo.unit, silo.unit_dropped = (unit, max_rows), int((~keep).sum())
+        return silo
 
     @classmethod
     def from_csv(cls, path: str | Path, schema: Schema) -> "Silo":
@@ -106,15 +140,33 @@ class Silo:
         return cls.load(path, schema)
 
     @classmethod
-    def from_frame(cls, df: pd.DataFrame, schema: Schema, name: str = "<frame>") -> "Silo":
+    def from_frame(
+        cls,
+        df: pd.DataFrame,
+        schema: Schema,
+        name: str = "<frame>",
+        *,
+        unit: str | None = None,
+        max_rows: int = 1,
+        unit_key: str | None = None,
+    ) -> "Silo":
         """Encode a data frame on ``schema`` (``encode_frame``: text cells, or typed columns as a
         user's frame holds them), keeping the clip counts and the clipped numeric values. Columns
-        the schema does not list are ignored, with one warning naming them (as ``load``)."""
-        ignored = check_columns([str(c) for c in df.columns], schema, name)
+        the schema does not list are ignored, with one warning naming them (as ``load``). With a
+        privacy ``unit`` column, at most ``max_rows`` rows per unit are kept (as ``load``)."""
+        columns = [str(c) for c in df.columns]
+        check_unit_column(columns, schema, unit, name)
+        ignored = [c for c in check_columns(columns, schema, name) if c != unit]
         if ignored:
             log.warning(ignored_note(name, ignored))
         codes, clipped, values = encode_frame(df, schema, name, with_values=True)
-        return cls(name, codes, schema, clipped, values)
+        if unit is None:
+            return cls(name, codes, schema, clipped, values)
+        key = unit_key or new_key()
+        keep = keep_mask(unit_hashes(df[unit].reset_index(drop=True), key, unit, name, 1), max_rows, key)
+        silo = cls(name, codes[keep], schema, clipped, None if values is None else values[keep])
+        silo.unit, silo.unit_dropped = (unit, max_rows), int((~keep).sum())
+        return silo
 
     @classmethod
     def pooled(cls, silos: Sequence["Silo"], name: str = "pooled") -> "Silo":
@@ -181,15 +233,34 @@ def numeric_columns(schema: Schema) -> list[int]:
     return [j for j, c in enumerate(schema.columns) if isinstance(c, NumericColumn)]
 
 
-def check_table_header(path: str | Path, schema: Schema) -> list[str]:
+def check_table_header(path: str | Path, schema: Schema, unit: str | None = None) -> list[str]:
     """The table's header fits ``schema`` (``check_columns``), and so do a Parquet file's stored
-    types (``check_parquet_types``): public facts, checked without reading a row. Returns the
-    table's columns that the schema does not list (ignored)."""
+    types (``check_parquet_types``): public facts, checked without reading a row. With a privacy
+    ``unit`` column, the table must have it (``check_unit_column``). Returns the table's columns
+    that the schema does not list (ignored), the unit column left out."""
     source = str(Path(path))
-    ignored = check_columns(read_header(path), schema, source)
+    header = read_header(path)
+    check_unit_column(header, schema, unit, source)
+    ignored = [c for c in check_columns(header, schema, source) if c != unit]
     if table_format(path) == "parquet":
         check_parquet_types(parquet_types(path), schema, source)
     return ignored
+
+
+def check_unit_column(columns: Sequence[str], schema: Schema, unit: str | None, source: str) -> None:
+    """A privacy ``unit`` column (if any) is in the table and is not one of the schema's columns
+    (an identifier must never be a model attribute, so never released)."""
+    if unit is None:
+        return
+    if unit in schema.names:
+        raise InputError(
+            f"{source}: the privacy unit column '{unit}' is also a schema column; an identifier must never be "
+            "released, so remove it from the schema"
+        )
+    if unit not in columns:
+        raise InputError(
+            f"{source}: no column '{unit}' (the privacy unit); the table's columns are: {', '.join(columns)}"
+        )
 
 
 def check_parquet_types(types: dict[str, str], schema: Schema, source: str) -> None:

@@ -1,0 +1,86 @@
+"""Contribution bounding for a privacy unit: each silo keeps at most ``K`` rows per unit.
+
+Which rows a unit keeps depends on nothing but the unit's identifier, the order of the unit's own
+rows and a key: the ``j``-th row of a unit (in table order) gets the priority
+``mix(h(unit) ^ mix(j ^ key))``, where ``h`` is pandas' keyed SipHash of the identifier's text
+(``hash_pandas_object``), and a unit keeps its ``K`` rows of lowest priority. The values of the
+schema's columns play no part, so two tables that differ only in those values keep the same row
+positions; and since a row's priority does not depend on other units' rows, adding or removing one
+unit's rows changes no other unit's choice (the bounded tables of neighbours differ by that unit's
+at most ``K`` rows only). The key is drawn afresh for each release (``new_key``) and
+never stored, so which rows a unit keeps cannot be predicted across releases; a seeded run (tests
+and demos) derives it from its seed.
+
+Two identifiers whose 64-bit hashes collide count as one unit: that unit keeps fewer rows, never
+more, so the bound still holds. The identifiers stay inside the silo: only the keep mask leaves
+this module, and the silo keeps no identifier.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+import numpy as np
+import pandas as pd
+
+from ..common import InputError
+
+#: pandas' ``hash_key`` is 16 characters.
+KEY_CHARS = 16
+
+
+def new_key(seed: int | None = None) -> str:
+    """A fresh key for one release (``secrets``), or one derived from a test run's ``seed``."""
+    if seed is None:
+        return secrets.token_hex(KEY_CHARS // 2)
+    return hashlib.sha256(f"privsyn-fed unit key {seed}".encode()).hexdigest()[:KEY_CHARS]
+
+
+def unit_hashes(ids: pd.Series, key: str, column: str, source: str, first_row: int) -> np.ndarray:
+    """The keyed 64-bit hash of each identifier (its text); ``InputError`` naming the row for a
+    missing one (an empty cell or NaN), without quoting any identifier."""
+    text = ids.astype(str).str.strip()
+    missing = ids.isna().to_numpy() | (text == "").to_numpy() | (text.str.lower() == "nan").to_numpy()
+    if missing.any():
+        row = first_row + int(np.argmax(missing))
+        raise InputError(
+            f"{source}: row {row}: the privacy unit column '{column}' is empty or NaN; every row needs a unit"
+        )
+    return pd.util.hash_pandas_object(text, index=False, hash_key=key).to_numpy(dtype=np.uint64)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """The splitmix64 finaliser on uint64 (wrapping arithmetic)."""
+    with np.errstate(over="ignore"):
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def keep_mask(units: np.ndarray, max_rows: int, key: str) -> np.ndarray:
+    """For rows whose units hash to ``units`` (in table order), True for the at most ``max_rows``
+    rows each unit keeps: those of lowest priority ``mix(unit ^ mix(j ^ key))``, ``j`` the row's
+    place among its unit's rows."""
+    units = np.asarray(units, dtype=np.uint64)
+    n = len(units)
+    if n == 0:
+        return np.zeros(0, dtype=bool)
+    salt = np.uint64(int(hashlib.sha256(key.encode()).hexdigest()[:16], 16))
+    # j: each row's place among its unit's rows, in table order (a stable sort keeps that order)
+    by_unit = np.argsort(units, kind="stable")
+    occurrence = np.empty(n, dtype=np.uint64)
+    occurrence[by_unit] = _ranks_within_groups(units[by_unit]).astype(np.uint64)
+    priority = _mix(units ^ _mix(occurrence ^ salt))
+    order = np.lexsort((priority, units))
+    keep = np.zeros(n, dtype=bool)
+    keep[order] = _ranks_within_groups(units[order]) < max_rows
+    return keep
+
+
+def _ranks_within_groups(sorted_keys: np.ndarray) -> np.ndarray:
+    """For keys sorted so that equal keys are adjacent, each one's place (0, 1, ...) in its run."""
+    n = len(sorted_keys)
+    starts = np.r_[True, sorted_keys[1:] != sorted_keys[:-1]]
+    group_start = np.maximum.accumulate(np.where(starts, np.arange(n), 0))
+    return np.arange(n) - group_start
