@@ -113,3 +113,22 @@ def test_the_options_default_is_the_fitters():
     from privsyn_fed.methods.aim import AIMOptions
 
     assert AIMOptions().numpy_cells == pgm.NUMPY_CELLS
+
+
+def test_junction_tree_cells_are_mbis_model_size():
+    """Random models (trees, forests, cycles, isolated columns, nested and repeated cliques): the
+    cells counted without mbi's objects are mbi's ``hypothetical_model_size``."""
+    from mbi import junction_tree
+
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        d = int(rng.integers(2, 11))
+        names = [f"c{i}" for i in range(d)]
+        domain = pgm.make_domain(names, [int(n) for n in rng.integers(2, 20, d)])
+        cliques = [
+            tuple(rng.choice(names, size=int(rng.integers(1, min(4, d) + 1)), replace=False))
+            for _ in range(int(rng.integers(0, 9)))
+        ]
+        mb = junction_tree.hypothetical_model_size(domain, cliques)
+        assert mirror.junction_tree_cells(domain, cliques) == round(mb * 2**20 / 8), cliques
+        assert pgm.hypothetical_size_mb(domain, cliques) == pytest.approx(mb, rel=1e-12)

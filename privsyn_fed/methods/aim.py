@@ -94,7 +94,7 @@ class AIMOptions:
         group="aim",
     )
     numpy_cells: int = option(
-        40_000,
+        80_000,
         "fit models whose junction tree has at most N cells in numpy, compiling nothing, and larger ones "
         "with mbi's compiled estimator (same iterates; default {default}; 0 always compiles)",
         flag="--numpy-cells",

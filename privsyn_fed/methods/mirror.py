@@ -263,3 +263,69 @@ class NumpyMirrorDescent:
 def _clique_vector(domain: Domain, cliques: list[Clique], tables: list[np.ndarray]) -> CliqueVector:
     """mbi's ``CliqueVector`` over ``cliques`` holding numpy ``tables`` (nothing is compiled)."""
     return CliqueVector(domain, cliques, {c: Factor(domain.project(c), t) for c, t in zip(cliques, tables)})
+
+
+def junction_tree_cells(domain: Domain, cliques: Sequence[Sequence[str]]) -> int:
+    """The cells of the junction tree mbi builds for ``cliques`` (``make_junction_tree``: a tree's
+    own edges, else the graph triangulated along mbi's greedy elimination order; its maximal
+    cliques), counted without building mbi's domains, graphs and spanning tree. The same number as
+    ``mbi.junction_tree.hypothetical_model_size`` times ``2**20 / 8``, at a fraction of the cost."""
+    sizes = dict(zip(domain.attributes, domain.shape))
+    attrs = list(domain.attributes)
+    neighbours: dict[str, set[str]] = {a: set() for a in attrs}
+    for cl in cliques:
+        for a in cl:
+            neighbours[a].update(b for b in cl if b != a)
+    edges = sum(len(n) for n in neighbours.values()) // 2
+    if edges and edges == len(attrs) - 1 and _connected(neighbours):
+        maximal = [frozenset((a, b)) for a in attrs for b in neighbours[a] if a < b]  # a tree: its edges
+    else:
+        maximal = _maximal_cliques(neighbours, _greedy_order(sizes, attrs, [frozenset(c) for c in cliques]))
+    return sum(math.prod(sizes[a] for a in c) for c in maximal)
+
+
+def _connected(neighbours: dict[str, set[str]]) -> bool:
+    start = next(iter(neighbours))
+    seen, todo = {start}, [start]
+    while todo:
+        for b in neighbours[todo.pop()]:
+            if b not in seen:
+                seen.add(b)
+                todo.append(b)
+    return len(seen) == len(neighbours)
+
+
+def _greedy_order(sizes: dict[str, int], attrs: list[str], cliques: list[frozenset[str]]) -> list[str]:
+    """mbi's ``greedy_order`` (not stochastic): repeatedly eliminate the first attribute, in domain
+    order, whose neighbourhood (the union of the cliques holding it) has the fewest cells."""
+    order, unmarked, clique_set = [], list(attrs), set(cliques)
+    for _ in range(len(unmarked)):
+        best, best_cost = None, None
+        for a in unmarked:
+            union = frozenset().union(*(c for c in clique_set if a in c))
+            cost = math.prod(sizes[b] for b in union)
+            if best_cost is None or cost < best_cost:
+                best, best_cost = a, cost
+        assert best is not None
+        order.append(best)
+        unmarked.remove(best)
+        holding = {c for c in clique_set if best in c}
+        clique_set -= holding
+        clique_set.add(frozenset().union(*holding) - {best})
+    return order
+
+
+def _maximal_cliques(neighbours: dict[str, set[str]], order: list[str]) -> list[frozenset[str]]:
+    """The maximal cliques of the graph triangulated along the elimination ``order`` (mbi's
+    ``_triangulated`` and ``networkx.find_cliques``): eliminating ``a`` joins its remaining
+    neighbours, so ``{a} + remaining neighbours`` is a clique of the triangulation and every
+    maximal clique is one of these."""
+    work = {a: set(n) for a, n in neighbours.items()}
+    found: list[frozenset[str]] = []
+    for a in order:
+        around = work.pop(a)
+        for b in around:
+            work[b] |= around - {b}
+            work[b].discard(a)
+        found.append(frozenset(around | {a}))
+    return [c for c in found if not any(c < other for other in found)]

@@ -40,7 +40,7 @@ from ..common import (  # noqa: E402
     jax_cache_setting,
 )
 from ..model.junction import JunctionTree, aligned  # noqa: E402
-from .mirror import NumpyMirrorDescent, Plan, expanded_tables  # noqa: E402
+from .mirror import NumpyMirrorDescent, Plan, expanded_tables, junction_tree_cells  # noqa: E402
 
 #: Environment variable: a folder for JAX's persistent compilation cache (unset, empty or ``off``: none).
 CACHE_ENV = JAX_CACHE_ENV
@@ -85,9 +85,10 @@ COMPILATION_CACHE = compilation_cache()
 MAP_COUNT_LIMIT = 30_000
 
 #: Models whose junction tree has at most this many cells are fitted in numpy (``mirror``: the
-#: same iterates, nothing compiled); larger ones by mbi's compiled program, whose steps are faster
-#: once compiled (benchmarks/README.md, "Compile-free AIM").
-NUMPY_CELLS = 40_000
+#: same iterates, nothing compiled); larger ones by mbi's compiled program. On Adult a 1,000-step
+#: numpy fit took 1.0 s at 26,000 cells, 3.2 s at 66,000 and 27 s at 469,000; mbi's took 4.3 s at
+#: 66,000 (compiling included) and 9 to 14 s at 469,000 (benchmarks/README.md, "Compile-free AIM").
+NUMPY_CELLS = 80_000
 
 
 def memory_mb() -> float:
@@ -318,8 +319,9 @@ def model_cliques(model: MarkovRandomField) -> list[tuple[str, ...]]:
 
 
 def hypothetical_size_mb(domain: Domain, cliques: Sequence[Sequence[str]]) -> float:
-    """Junction-tree size in MB (8 bytes a cell over the maximal cliques), as mbi computes it."""
-    return float(junction_tree.hypothetical_model_size(domain, [tuple(c) for c in cliques]))
+    """Junction-tree size in MB (8 bytes a cell over the maximal cliques), as mbi's
+    ``hypothetical_model_size`` computes it (``mirror.junction_tree_cells``, without mbi's objects)."""
+    return junction_tree_cells(domain, cliques) * 8 / 2**20
 
 
 def covered_cliques(cliques: Sequence[Sequence[str]]) -> set[frozenset[str]]:
