@@ -109,10 +109,18 @@ def test_a_plan_routes_nested_measurements_into_their_clique():
     assert nested.y.shape == (5, 1, 4) and nested.out == (1,)  # over (d, c, b), c summed out
 
 
-def test_the_options_default_is_the_fitters():
-    from privsyn_fed.methods.aim import AIMOptions
+def test_the_limit_is_read_from_the_environment(monkeypatch):
+    from privsyn_fed.common import InputError
 
-    assert AIMOptions().numpy_cells == pgm.NUMPY_CELLS
+    domain = pgm.make_domain(NAMES, SHAPE)
+    monkeypatch.delenv(pgm.NUMPY_CELLS_ENV, raising=False)
+    assert pgm.ModelFitter(domain).numpy_cells == pgm.NUMPY_CELLS
+    monkeypatch.setenv(pgm.NUMPY_CELLS_ENV, "0")
+    assert pgm.ModelFitter(domain).numpy_cells == 0
+    for bad in ("-1", "1e5", "many"):
+        monkeypatch.setenv(pgm.NUMPY_CELLS_ENV, bad)
+        with pytest.raises(InputError, match=pgm.NUMPY_CELLS_ENV):
+            pgm.ModelFitter(domain)
 
 
 def test_junction_tree_cells_are_mbis_model_size():
@@ -132,3 +140,24 @@ def test_junction_tree_cells_are_mbis_model_size():
         mb = junction_tree.hypothetical_model_size(domain, cliques)
         assert mirror.junction_tree_cells(domain, cliques) == round(mb * 2**20 / 8), cliques
         assert pgm.hypothetical_size_mb(domain, cliques) == pytest.approx(mb, rel=1e-12)
+
+
+def test_peaked_potentials_give_mbis_marginals():
+    """Potentials of magnitude ~1000 on a cycle and a separate column (products of exponentials
+    underflow, so the messages fall back to log space): the marginals are still mbi's."""
+    from mbi import CliqueVector, Factor, marginal_oracles
+
+    rng = np.random.default_rng(3)
+    domain = pgm.make_domain(NAMES, SHAPE)
+    cliques = [("a", "b"), ("b", "c"), ("c", "a"), ("d", "e")]
+    ms = [pgm.LinearMeasurement(np.zeros(domain.size(cl)), cl) for cl in cliques]
+    plan = mirror.Plan(domain, ms)
+    for scale in (1.0, 400.0):
+        theta = [rng.normal(0, scale, s) for s in plan.shapes]
+        got = plan.marginals(theta, 1000.0)
+        tables = {c: Factor(domain.project(c), t) for c, t in zip(plan.cliques, theta)}
+        potentials = CliqueVector(domain, plan.cliques, tables)
+        ref = marginal_oracles.message_passing_stable(potentials, 1000.0)
+        for c, mu in zip(plan.cliques, got):
+            assert np.all(np.isfinite(mu))
+            np.testing.assert_allclose(mu, np.asarray(ref[c].values), rtol=1e-6, atol=1e-6)

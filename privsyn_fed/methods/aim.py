@@ -93,14 +93,6 @@ class AIMOptions:
         metavar="TOL",
         group="aim",
     )
-    numpy_cells: int = option(
-        80_000,
-        "fit models whose junction tree has at most N cells in numpy, compiling nothing, and larger ones "
-        "with mbi's compiled estimator (same iterates; default {default}; 0 always compiles)",
-        flag="--numpy-cells",
-        metavar="N",
-        group="aim",
-    )
     workload_degree: int | None = option(
         None,
         f"size of each workload marginal (default {DEFAULT_DEGREE})",
@@ -134,7 +126,7 @@ class AIMOptions:
     def validate(self) -> None:
         """Refuse (``OptionError``) ``rounds`` below 1 or above ``MAX_ROUNDS``, ``alpha`` outside (0, 1),
         a ``max_model_size`` not positive or above an eighth of this machine's memory, ``pgm_iters``
-        below 1, a negative ``pgm_tol`` or ``numpy_cells``, ``workload_degree`` below 1, and a negative
+        below 1, a negative ``pgm_tol``, ``workload_degree`` below 1, and a negative
         ``workload_seed`` or ``workload_size``."""
         if self.rounds is not None and self.rounds < 1:
             raise OptionError(f"rounds must be a positive integer, not {self.rounds}", "rounds")
@@ -146,8 +138,6 @@ class AIMOptions:
             raise OptionError(f"pgm_iters must be positive, not {self.pgm_iters}", "pgm_iters")
         if self.pgm_tol is not None and not self.pgm_tol >= 0:
             raise OptionError(f"pgm_tol must be 0 or positive, not {self.pgm_tol}", "pgm_tol")
-        if self.numpy_cells < 0:
-            raise OptionError(f"numpy_cells must be 0 or positive, not {self.numpy_cells}", "numpy_cells")
         if self.workload_degree is not None and self.workload_degree < 1:
             raise OptionError(f"workload_degree must be positive, not {self.workload_degree}", "workload_degree")
         if self.rounds is not None and self.rounds > MAX_ROUNDS:
@@ -264,7 +254,7 @@ def run_aim(
         )
         measurements.append(((name,), y, params.sigma))
     progress.update(acc.rho_spent / rho, f"measured {d} one-way marginals; fitting the model")
-    fitter = pgm.ModelFitter(domain, iters=opts.pgm_iters, tol=opts.pgm_tol or None, numpy_cells=opts.numpy_cells)
+    fitter = pgm.ModelFitter(domain, iters=opts.pgm_iters, tol=opts.pgm_tol or None)
     model = fitter.fit(measurements)
     estimate = pgm.MarginalReader(model)
 

@@ -104,7 +104,6 @@ def run_distaim(
         iters=opts.pgm_iters,
         tol=opts.pgm_tol or None,
         known_total=totals.population,
-        numpy_cells=opts.numpy_cells,
     )
     model = fitter.fit(measurements)
     reader = pgm.MarginalReader(model)

@@ -230,7 +230,6 @@ class FLAIMRun:
             iters=opts.pgm_iters,
             tol=opts.pgm_tol or None,
             known_total=self.totals.population,
-            numpy_cells=opts.numpy_cells,
         )
         model = self.fitter.fit(self.measurements)
         self.progress.update(acc.rho_spent / acc.rho_budget, f"measured {len(prob.names)} one-way marginals")
@@ -381,7 +380,6 @@ class FLAIMRun:
                 iters=self.opts.pgm_iters,
                 tol=self.opts.pgm_tol or None,
                 known_total=self.totals.population,
-                numpy_cells=self.opts.numpy_cells,
             )
             fitter.model = self.fitter.model
             reader = pgm.MarginalReader(

@@ -154,7 +154,8 @@ class Plan:
         """``mu``: HUGIN message passing (module docstring), every loss clique's marginal scaled to
         ``total``. Computed on ``exp(b - max b)`` per node with messages scaled to a maximum of 1
         (sums and products, no logarithms); if a message has an empty cell (a separator value whose
-        probability underflows), the step is recomputed in log space as mbi does it."""
+        probability underflows) or a whole belief underflows, the step is recomputed in log space
+        as mbi does it."""
         beliefs = []
         for log in self._node_logs(theta):
             beliefs.append(np.exp(log - log.max()))
@@ -169,8 +170,10 @@ class Plan:
                 return self.log_marginals(theta, total)
             sent.append(m / top)
             beliefs[msg.j] = beliefs[msg.j] * sent[-1]
-        scaled = [b * (total / b.sum()) for b in beliefs]
-        return self._read(scaled)
+        sums = [float(b.sum()) for b in beliefs]
+        if not all(0 < z < math.inf for z in sums):  # a whole belief underflowed
+            return self.log_marginals(theta, total)
+        return self._read([b * (total / z) for b, z in zip(beliefs, sums)])
 
     def log_marginals(self, theta: list[np.ndarray], total: float) -> list[np.ndarray]:
         """``marginals`` with log-space messages throughout (mbi's ``message_passing_hugin``)."""

@@ -36,6 +36,7 @@ import numpy as np  # noqa: E402
 
 from ..common import (  # noqa: E402
     JAX_CACHE_ENV,
+    InputError,
     checkpoint,  # noqa: E402
     jax_cache_setting,
 )
@@ -89,6 +90,20 @@ MAP_COUNT_LIMIT = 30_000
 #: numpy fit took 1.0 s at 26,000 cells, 3.2 s at 66,000 and 27 s at 469,000; mbi's took 4.3 s at
 #: 66,000 (compiling included) and 9 to 14 s at 469,000 (benchmarks/README.md, "Compile-free AIM").
 NUMPY_CELLS = 80_000
+#: Environment variable: another such limit in cells (0 fits every model with mbi); not an option of
+#: the methods, because the estimator's choice changes no release's distribution or privacy.
+NUMPY_CELLS_ENV = "PRIVSYN_FED_NUMPY_CELLS"
+
+
+def numpy_cells_setting() -> int:
+    """The largest junction tree (cells) fitted in numpy: ``$PRIVSYN_FED_NUMPY_CELLS`` when set, else
+    ``NUMPY_CELLS``; ``InputError`` unless it is a whole number of at least 0."""
+    setting = os.environ.get(NUMPY_CELLS_ENV, "").strip()
+    if not setting:
+        return NUMPY_CELLS
+    if not setting.isdigit():
+        raise InputError(f"{NUMPY_CELLS_ENV} must be a whole number of cells (0 or more), not {setting!r}")
+    return int(setting)
 
 
 def memory_mb() -> float:
@@ -202,8 +217,8 @@ class ModelFitter:
         numpy_cells: int | None = None,
     ):
         self.domain = domain
-        #: Models of at most this many junction-tree cells are fitted in numpy (default ``NUMPY_CELLS``).
-        self.numpy_cells = NUMPY_CELLS if numpy_cells is None else numpy_cells
+        #: Models of at most this many junction-tree cells are fitted in numpy (default ``numpy_cells()``).
+        self.numpy_cells = numpy_cells_setting() if numpy_cells is None else numpy_cells
         self.iters = iters
         self.tol = tol
         #: The model's total; None lets mbi estimate it from the measurements (minimum variance).
