@@ -99,12 +99,7 @@ def run_distaim(
     totals = TotalEstimator(len(silos))
 
     measurements = measure_initial_oneways(agg, acc, noise, sampler, names, shape, params.sigma, totals)
-    fitter = pgm.ModelFitter(
-        domain,
-        iters=opts.pgm_iters,
-        tol=opts.pgm_tol or None,
-        known_total=totals.population,
-    )
+    fitter = pgm.ModelFitter(domain, iters=opts.pgm_iters, tol=opts.pgm_tol or None, known_total=totals.population)
     model = fitter.fit(measurements)
     reader = pgm.MarginalReader(model)
     progress.update(acc.rho_spent / rho, f"measured {d} one-way marginals over sampled silos")

@@ -226,10 +226,7 @@ class FLAIMRun:
         )
         self.proxy = [normalised(y) for _, y, _ in self.measurements]
         self.fitter = pgm.ModelFitter(
-            prob.domain,
-            iters=opts.pgm_iters,
-            tol=opts.pgm_tol or None,
-            known_total=self.totals.population,
+            prob.domain, iters=opts.pgm_iters, tol=opts.pgm_tol or None, known_total=self.totals.population
         )
         model = self.fitter.fit(self.measurements)
         self.progress.update(acc.rho_spent / acc.rho_budget, f"measured {len(prob.names)} one-way marginals")
