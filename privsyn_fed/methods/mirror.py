@@ -9,7 +9,9 @@ marginals carried): ``theta' = theta - alpha grad``, accepted when
 ``alpha`` starts at ``2 / (L total)`` with mbi's Lipschitz constant ``L``. The marginal oracle is
 mbi's on CPU, HUGIN message passing in log space over the junction tree mbi builds for ``L``:
 messages ``m_{i->j} = logsumexp_{C_i - C_j}(b_i - m_{j->i})`` in mbi's order, ``b_j += m_{i->j}``;
-then every belief normalised to ``total``. Stopping follows mbi's ``estimate``: blocks of
+then every belief normalised to ``total``. Here the same messages are computed on
+``exp(b - max b)`` as sums and products (``Plan.marginals``), in log space only where that
+underflows (``Plan.log_marginals``). Stopping follows mbi's ``estimate``: blocks of
 ``CALLBACK_EVERY`` steps, stopping once ``tol`` is met ``patience`` blocks in a row.
 
 Each step costs a few dozen numpy calls per junction-tree clique, so for small models (a few
