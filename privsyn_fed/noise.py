@@ -14,9 +14,16 @@ from __future__ import annotations
 from typing import Protocol
 
 import numpy as np
-import opendp.prelude as dp
 
-dp.enable_features("contrib")
+# OpenDP's modules one by one: ``opendp.prelude`` also imports its optional extras (scikit-learn,
+# about 0.6 s of every process's start-up)
+from opendp import measurements
+from opendp.domains import atom_domain, vector_domain
+from opendp.measures import zero_concentrated_divergence
+from opendp.metrics import l2_distance, linf_distance
+from opendp.mod import enable_features
+
+enable_features("contrib")
 
 
 class NoiseSource(Protocol):
@@ -43,24 +50,22 @@ class OpenDPNoise:
 
     def gaussian_counts(self, counts: np.ndarray, sigma: float) -> np.ndarray:
         """``counts + N_Z(0, sigma^2)`` from OpenDP's exact discrete Gaussian sampler."""
-        meas = dp.m.make_gaussian(
-            dp.vector_domain(dp.atom_domain(T="i64")), dp.l2_distance(T="i64"), scale=float(sigma)
-        )
+        meas = measurements.make_gaussian(vector_domain(atom_domain(T="i64")), l2_distance(T="i64"), scale=float(sigma))
         return np.asarray(meas(np.asarray(counts, dtype=np.int64).tolist()), dtype=np.int64)
 
     def gaussian_reals(self, values: np.ndarray, sigma: float) -> np.ndarray:
         """``values + N(0, sigma^2)`` from OpenDP's floating-point-safe Gaussian sampler."""
-        meas = dp.m.make_gaussian(
-            dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l2_distance(T=float), scale=float(sigma)
+        meas = measurements.make_gaussian(
+            vector_domain(atom_domain(T=float, nan=False)), l2_distance(T=float), scale=float(sigma)
         )
         return np.asarray(meas(np.asarray(values, dtype=float).tolist()), dtype=float)
 
     def noisy_argmax(self, scores: np.ndarray, scale: float) -> int:
         """OpenDP's noisy max of ``scores`` with Gumbel noise of scale ``scale`` (``make_noisy_max``, zCDP)."""
-        meas = dp.m.make_noisy_max(
-            dp.vector_domain(dp.atom_domain(T=float, nan=False)),
-            dp.linf_distance(T=float),
-            dp.zero_concentrated_divergence(),
+        meas = measurements.make_noisy_max(
+            vector_domain(atom_domain(T=float, nan=False)),
+            linf_distance(T=float),
+            zero_concentrated_divergence(),
             scale=float(scale),
         )
         return int(meas(np.asarray(scores, dtype=float).tolist()))

@@ -30,17 +30,18 @@ jax.config.update("jax_enable_x64", True)
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     from mbi import CliqueVector, Domain, Factor, LinearMeasurement, MarkovRandomField, estimation, junction_tree  # noqa: E402
-    from mbi.clique_utils import reverse_clique_mapping  # noqa: E402
 
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from ..common import (  # noqa: E402
     JAX_CACHE_ENV,
+    InputError,
     checkpoint,  # noqa: E402
     jax_cache_setting,
 )
 from ..model.junction import JunctionTree, aligned  # noqa: E402
+from .mirror import NumpyMirrorDescent, Plan, expanded_tables, junction_tree_cells  # noqa: E402
 
 #: Environment variable: a folder for JAX's persistent compilation cache (unset, empty or ``off``: none).
 CACHE_ENV = JAX_CACHE_ENV
@@ -84,6 +85,26 @@ COMPILATION_CACHE = compilation_cache()
 #: (the kernel default limit is 65,530; every compiled program adds some).
 MAP_COUNT_LIMIT = 30_000
 
+#: Models whose junction tree has at most this many cells are fitted in numpy (``mirror``: the
+#: same iterates, nothing compiled); larger ones by mbi's compiled program. On Adult a 1,000-step
+#: numpy fit took 1.0 s at 26,000 cells, 3.2 s at 66,000 and 27 s at 469,000; mbi's took 4.3 s at
+#: 66,000 (compiling included) and 9 to 14 s at 469,000 (benchmarks/README.md, "Compile-free AIM").
+NUMPY_CELLS = 80_000
+#: Environment variable: another such limit in cells (0 fits every model with mbi); not an option of
+#: the methods, because the estimator's choice changes no release's distribution or privacy.
+NUMPY_CELLS_ENV = "PRIVSYN_FED_NUMPY_CELLS"
+
+
+def numpy_cells_setting() -> int:
+    """The largest junction tree (cells) fitted in numpy: ``$PRIVSYN_FED_NUMPY_CELLS`` when set, else
+    ``NUMPY_CELLS``; ``InputError`` unless it is a whole number of at least 0."""
+    setting = os.environ.get(NUMPY_CELLS_ENV, "").strip()
+    if not setting:
+        return NUMPY_CELLS
+    if not setting.isdigit():
+        raise InputError(f"{NUMPY_CELLS_ENV} must be a whole number of cells (0 or more), not {setting!r}")
+    return int(setting)
+
 
 def memory_mb() -> float:
     """This machine's physical memory in MB."""
@@ -116,20 +137,6 @@ def map_count() -> int:
             return sum(1 for _ in fh)
     except OSError:
         return 0
-
-
-def expanded_tables(potentials: CliqueVector | None, domain: Domain, cliques) -> dict[tuple[str, ...], np.ndarray]:
-    """``CliqueVector.expand`` in numpy: each old potential is added, broadcast, into the smallest
-    new clique that contains it (mbi's ``reverse_clique_mapping``); other cliques start at zero."""
-    cliques = [tuple(c) for c in cliques]
-    mapping = reverse_clique_mapping(cliques, potentials.cliques, domain=domain) if potentials else {}
-    tables = {}
-    for cl in cliques:
-        table = np.zeros(domain.project(cl).shape)
-        for old in mapping.get(cl, []):
-            table = table + aligned(np.asarray(potentials[old].values, dtype=float), old, cl)
-        tables[cl] = table
-    return tables
 
 
 def expand_potentials(potentials: CliqueVector | None, domain: Domain, cliques) -> CliqueVector:
@@ -201,8 +208,17 @@ class CarriedMirrorDescent(estimation.MirrorDescent):
 class ModelFitter:
     """Fits a Markov random field to noisy marginals, warm-starting round after round."""
 
-    def __init__(self, domain: Domain, iters: int = 1000, tol: float | None = None, known_total: float | None = None):
+    def __init__(
+        self,
+        domain: Domain,
+        iters: int = 1000,
+        tol: float | None = None,
+        known_total: float | None = None,
+        numpy_cells: int | None = None,
+    ):
         self.domain = domain
+        #: Models of at most this many junction-tree cells are fitted in numpy (default ``numpy_cells()``).
+        self.numpy_cells = numpy_cells_setting() if numpy_cells is None else numpy_cells
         self.iters = iters
         self.tol = tol
         #: The model's total; None lets mbi estimate it from the measurements (minimum variance).
@@ -219,15 +235,18 @@ class ModelFitter:
         if map_count() > MAP_COUNT_LIMIT:
             jax.clear_caches()
         merged = merge_measurements(measurements)
-        self.model = self.estimator.estimate(
-            self.domain,
-            merged,
+        plan = Plan(self.domain, merged)
+        common = dict(
             iters=iters or self.iters,
             warm_start=self.model,
             tol=self.tol,
             known_total=self.known_total,
             callback_fn=lambda _: checkpoint(),
         )
+        if plan.cells <= self.numpy_cells:
+            self.model = NumpyMirrorDescent().estimate(self.domain, merged, plan=plan, **common)
+        else:
+            self.model = self.estimator.estimate(self.domain, merged, **common)
         return self.model
 
 
@@ -315,8 +334,9 @@ def model_cliques(model: MarkovRandomField) -> list[tuple[str, ...]]:
 
 
 def hypothetical_size_mb(domain: Domain, cliques: Sequence[Sequence[str]]) -> float:
-    """Junction-tree size in MB (8 bytes a cell over the maximal cliques), as mbi computes it."""
-    return float(junction_tree.hypothetical_model_size(domain, [tuple(c) for c in cliques]))
+    """Junction-tree size in MB (8 bytes a cell over the maximal cliques), as mbi's
+    ``hypothetical_model_size`` computes it (``mirror.junction_tree_cells``, without mbi's objects)."""
+    return junction_tree_cells(domain, cliques) * 8 / 2**20
 
 
 def covered_cliques(cliques: Sequence[Sequence[str]]) -> set[frozenset[str]]:

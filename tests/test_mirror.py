@@ -1,0 +1,163 @@
+"""The numpy mirror descent (``methods.mirror``) against mbi's compiled one on the same problems."""
+
+import numpy as np
+import pytest
+from mbi import marginal_loss
+
+from privsyn_fed.methods import mirror, pgm
+
+NAMES, SHAPE = ["a", "b", "c", "d", "e"], [3, 4, 2, 5, 3]
+
+
+def _problem(cliques, seed=0, noise=2.0):
+    """Noisy marginals of 400 correlated rows over ``cliques`` (one-ways first), merged as mbi takes them."""
+    rng = np.random.default_rng(seed)
+    domain = pgm.make_domain(NAMES, SHAPE)
+    base = rng.integers(0, 2, size=(400, 1))
+    rows = (base + rng.integers(0, 3, size=(400, len(NAMES)))) % np.array(SHAPE)
+
+    def marg(cl):
+        cols = [NAMES.index(c) for c in cl]
+        idx = np.ravel_multi_index(tuple(rows[:, i] for i in cols), [SHAPE[i] for i in cols])
+        return np.bincount(idx, minlength=int(np.prod([SHAPE[i] for i in cols]))).astype(float)
+
+    ms = [((n,), marg((n,)) + rng.normal(0, 3.0, s), 3.0) for n, s in zip(NAMES, SHAPE)]
+    ms += [(cl, marg(cl) + rng.normal(0, noise, marg(cl).size), noise) for cl in cliques]
+    return domain, pgm.merge_measurements(ms)
+
+
+#: A cycle a-b-c-a (the junction tree joins it into one node), a clique given out of domain order,
+#: a measurement nested in a larger one, and column e on its own: a forest of two trees.
+CLIQUES = [("a", "b"), ("b", "c"), ("c", "a"), ("d", "c", "b"), ("b", "d")]
+
+
+def _loss(domain, meas, model) -> float:
+    return float(marginal_loss.from_linear_measurements(meas, domain)(model.marginals))
+
+
+def test_the_first_block_makes_mbis_iterates():
+    """50 steps (one block) warm-started from a smaller model: the potentials, marginals and total
+    match the compiled estimator's to rounding."""
+    domain, meas = _problem(CLIQUES)
+    warm = pgm.CarriedMirrorDescent().estimate(domain, meas[:5], iters=50)
+    ref = pgm.CarriedMirrorDescent().estimate(domain, meas, iters=50, warm_start=warm)
+    ours = mirror.NumpyMirrorDescent().estimate(domain, meas, iters=50, warm_start=warm)
+    assert list(ours.potentials.cliques) == list(ref.potentials.cliques)
+    assert float(ours.total) == pytest.approx(float(ref.total), rel=1e-12)
+    for cl in ref.potentials.cliques:
+        np.testing.assert_allclose(ours.potentials[cl].values, np.asarray(ref.potentials[cl].values), atol=1e-9)
+        np.testing.assert_allclose(ours.marginals[cl].values, np.asarray(ref.marginals[cl].values), atol=1e-8)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_it_reaches_mbis_objective(seed):
+    """Run to convergence, both reach the same loss (relative 1e-6) and marginals within 0.05 of a
+    count out of 400 rows, although line-search decisions made on rounding may differ late."""
+    domain, meas = _problem(CLIQUES, seed=seed)
+    ref = pgm.CarriedMirrorDescent().estimate(domain, meas, iters=2000, tol=1e-9)
+    ours = mirror.NumpyMirrorDescent().estimate(domain, meas, iters=2000, tol=1e-9)
+    assert _loss(domain, meas, ours) == pytest.approx(_loss(domain, meas, ref), rel=1e-6)
+    start = mirror.NumpyMirrorDescent().estimate(domain, meas, iters=50)
+    assert _loss(domain, meas, ours) < _loss(domain, meas, start)  # it did optimise
+    for cl in ref.marginals.cliques:
+        np.testing.assert_allclose(ours.marginals[cl].values, np.asarray(ref.marginals[cl].values), atol=0.05)
+
+
+def test_its_marginals_are_the_models():
+    """The marginals returned are those of the potentials returned (mbi's own message passing on
+    them), summing to the total, and consistent where cliques overlap."""
+    from mbi import marginal_oracles
+
+    domain, meas = _problem(CLIQUES, seed=2)
+    model = mirror.NumpyMirrorDescent().estimate(domain, meas, iters=300)
+    ref = marginal_oracles.message_passing_stable(model.potentials, model.total)
+    for cl in model.marginals.cliques:
+        np.testing.assert_allclose(model.marginals[cl].values, np.asarray(ref[cl].values), rtol=1e-9, atol=1e-9)
+        assert model.marginals[cl].values.sum() == pytest.approx(float(model.total))
+    ab, dcb = model.marginals[("a", "b")].values, model.marginals[("d", "c", "b")].values
+    np.testing.assert_allclose(ab.sum(axis=0), dcb.sum(axis=(0, 1)), rtol=1e-9)
+
+
+def test_the_fitter_gives_the_same_model_either_way(monkeypatch):
+    """``ModelFitter`` round after round (warm starts across estimators included): numpy for every
+    model, mbi for every model, and numpy for small models then mbi once the model outgrows
+    ``NUMPY_CELLS``, all reach the same marginals."""
+    domain, meas = _problem(CLIQUES, seed=3)
+    one_ways, rounds = meas[:5], meas[5:]
+    as_triples = [(m.clique, np.asarray(m.noisy_measurement), m.stddev) for m in meas]
+    results = {}
+    for name, cells in [("numpy", 10**9), ("mbi", 0), ("switch", 60)]:
+        monkeypatch.setattr(pgm, "NUMPY_CELLS", cells)
+        fitter = pgm.ModelFitter(domain, iters=1000, tol=1e-8)
+        for k in (0, 2, len(rounds)):  # the last model's junction tree has more than 60 cells
+            model = fitter.fit(as_triples[: len(one_ways) + k])
+        results[name] = pgm.MarginalReader(model)
+    for cl in [("a", "b"), ("b", "c", "d"), ("a", "d"), ("e",)]:
+        for name in ("mbi", "switch"):
+            np.testing.assert_allclose(results["numpy"](cl), results[name](cl), atol=0.05)
+
+
+def test_a_plan_routes_nested_measurements_into_their_clique():
+    """A measurement inside another clique is not a loss clique of its own; its gradient lands in
+    the smallest loss clique holding it, as mbi's ``project`` reads it."""
+    domain, meas = _problem(CLIQUES)
+    plan = mirror.Plan(domain, meas)
+    assert ("b", "d") not in plan.cliques and ("d", "c", "b") in plan.cliques
+    assert plan.cells == sum(int(np.prod(s)) for s in plan.node_shapes)
+    (nested,) = [p for p, m in zip(plan.measures, meas) if m.clique == ("b", "d")]
+    assert plan.cliques[nested.k] == ("d", "c", "b")
+    assert nested.y.shape == (5, 1, 4) and nested.out == (1,)  # over (d, c, b), c summed out
+
+
+def test_the_limit_is_read_from_the_environment(monkeypatch):
+    from privsyn_fed.common import InputError
+
+    domain = pgm.make_domain(NAMES, SHAPE)
+    monkeypatch.delenv(pgm.NUMPY_CELLS_ENV, raising=False)
+    assert pgm.ModelFitter(domain).numpy_cells == pgm.NUMPY_CELLS
+    monkeypatch.setenv(pgm.NUMPY_CELLS_ENV, "0")
+    assert pgm.ModelFitter(domain).numpy_cells == 0
+    for bad in ("-1", "1e5", "many"):
+        monkeypatch.setenv(pgm.NUMPY_CELLS_ENV, bad)
+        with pytest.raises(InputError, match=pgm.NUMPY_CELLS_ENV):
+            pgm.ModelFitter(domain)
+
+
+def test_junction_tree_cells_are_mbis_model_size():
+    """Random models (trees, forests, cycles, isolated columns, nested and repeated cliques): the
+    cells counted without mbi's objects are mbi's ``hypothetical_model_size``."""
+    from mbi import junction_tree
+
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        d = int(rng.integers(2, 11))
+        names = [f"c{i}" for i in range(d)]
+        domain = pgm.make_domain(names, [int(n) for n in rng.integers(2, 20, d)])
+        cliques = [
+            tuple(rng.choice(names, size=int(rng.integers(1, min(4, d) + 1)), replace=False))
+            for _ in range(int(rng.integers(0, 9)))
+        ]
+        mb = junction_tree.hypothetical_model_size(domain, cliques)
+        assert mirror.junction_tree_cells(domain, cliques) == round(mb * 2**20 / 8), cliques
+        assert pgm.hypothetical_size_mb(domain, cliques) == pytest.approx(mb, rel=1e-12)
+
+
+def test_peaked_potentials_give_mbis_marginals():
+    """Potentials of magnitude ~1000 on a cycle and a separate column (products of exponentials
+    underflow, so the messages fall back to log space): the marginals are still mbi's."""
+    from mbi import CliqueVector, Factor, marginal_oracles
+
+    rng = np.random.default_rng(3)
+    domain = pgm.make_domain(NAMES, SHAPE)
+    cliques = [("a", "b"), ("b", "c"), ("c", "a"), ("d", "e")]
+    ms = [pgm.LinearMeasurement(np.zeros(domain.size(cl)), cl) for cl in cliques]
+    plan = mirror.Plan(domain, ms)
+    for scale in (1.0, 400.0):
+        theta = [rng.normal(0, scale, s) for s in plan.shapes]
+        got = plan.marginals(theta, 1000.0)
+        tables = {c: Factor(domain.project(c), t) for c, t in zip(plan.cliques, theta)}
+        potentials = CliqueVector(domain, plan.cliques, tables)
+        ref = marginal_oracles.message_passing_stable(potentials, 1000.0)
+        for c, mu in zip(plan.cliques, got):
+            assert np.all(np.isfinite(mu))
+            np.testing.assert_allclose(mu, np.asarray(ref[c].values), rtol=1e-6, atol=1e-6)
