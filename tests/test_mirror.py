@@ -123,6 +123,19 @@ def test_the_limit_is_read_from_the_environment(monkeypatch):
             pgm.ModelFitter(domain)
 
 
+def test_a_bad_limit_is_refused_before_any_budget_is_spent(monkeypatch, tmp_path):
+    import privsyn_fed as pf
+    from privsyn_fed.common import InputError
+
+    from .conftest import SCHEMA, make_frame
+
+    monkeypatch.setenv(pgm.NUMPY_CELLS_ENV, "lots")
+    ledger = tmp_path / "l.json"
+    with pytest.raises(InputError, match=pgm.NUMPY_CELLS_ENV):
+        pf.synthesize([make_frame(100, 1)], "aim", 1.0, 1e-9, schema=pf.Schema.from_dict(SCHEMA), ledger_path=ledger)
+    assert not ledger.exists()
+
+
 def test_junction_tree_cells_are_mbis_model_size():
     """Random models (trees, forests, cycles, isolated columns, nested and repeated cliques): the
     cells counted without mbi's objects are mbi's ``hypothetical_model_size``."""

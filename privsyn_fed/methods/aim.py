@@ -155,8 +155,9 @@ class AIMOptions:
             )
         if self.workload_size is not None and self.workload_size < 0:
             raise OptionError(f"workload_size must be 0 (all) or positive, not {self.workload_size}", "workload_size")
-        from .pgm import memory_mb
+        from .pgm import memory_mb, numpy_cells_setting
 
+        numpy_cells_setting()  # a bad $PRIVSYN_FED_NUMPY_CELLS is refused before any budget is spent
         limit = memory_mb() / 8
         if self.max_model_size > limit:
             raise OptionError(
