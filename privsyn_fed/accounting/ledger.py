@@ -162,29 +162,11 @@ class Accountant:
 
     def gaussian(self, query: str, sensitivity_l2: float, sigma: float, where: str, **extra: Any) -> dict[str, Any]:
         """Charge a Gaussian mechanism, ``rho = sensitivity_l2^2 / (2 sigma^2)``; the recorded entry."""
-        return self.charge(
-            {
-                "mechanism": "gaussian",
-                "query": query,
-                "sensitivity_l2": float(sensitivity_l2),
-                "sigma": float(sigma),
-                "where": where,
-                **extra,
-            }
-        )
+        return self.charge(gaussian_entry(query, sensitivity_l2, sigma, where, **extra))
 
     def exponential(self, query: str, sensitivity: float, epsilon: float, where: str, **extra: Any) -> dict[str, Any]:
         """Charge an exponential mechanism, ``rho = epsilon^2 / 8``; the recorded entry."""
-        return self.charge(
-            {
-                "mechanism": "exponential",
-                "query": query,
-                "sensitivity": float(sensitivity),
-                "epsilon": float(epsilon),
-                "where": where,
-                **extra,
-            }
-        )
+        return self.charge(exponential_entry(query, sensitivity, epsilon, where, **extra))
 
     def note(self, **details: Any) -> None:
         """Record public facts of the run in the ledger's ``details`` now (e.g. a schedule planned
@@ -314,29 +296,23 @@ class UnitAccountant:
 
     def gaussian(self, query: str, sensitivity_l2: float, sigma: float, where: str, **extra: Any) -> dict[str, Any]:
         """``Accountant.gaussian`` at ``factor`` times the row's sensitivity."""
-        return self.charge(
-            {
-                "mechanism": "gaussian",
-                "query": query,
-                "sensitivity_l2": float(sensitivity_l2),
-                "sigma": float(sigma),
-                "where": where,
-                **extra,
-            }
-        )
+        return self.charge(gaussian_entry(query, sensitivity_l2, sigma, where, **extra))
 
     def exponential(self, query: str, sensitivity: float, epsilon: float, where: str, **extra: Any) -> dict[str, Any]:
         """``Accountant.exponential`` at ``factor`` times the row's sensitivity and epsilon."""
-        return self.charge(
-            {
-                "mechanism": "exponential",
-                "query": query,
-                "sensitivity": float(sensitivity),
-                "epsilon": float(epsilon),
-                "where": where,
-                **extra,
-            }
-        )
+        return self.charge(exponential_entry(query, sensitivity, epsilon, where, **extra))
+
+
+def gaussian_entry(query: str, sensitivity_l2: float, sigma: float, where: str, **extra: Any) -> dict[str, Any]:
+    """A Gaussian mechanism's ledger entry, before its cost and step are added."""
+    entry = {"mechanism": "gaussian", "query": query, "sensitivity_l2": float(sensitivity_l2), "sigma": float(sigma)}
+    return {**entry, "where": where, **extra}
+
+
+def exponential_entry(query: str, sensitivity: float, epsilon: float, where: str, **extra: Any) -> dict[str, Any]:
+    """An exponential mechanism's ledger entry, before its cost and step are added."""
+    entry = {"mechanism": "exponential", "query": query, "sensitivity": float(sensitivity), "epsilon": float(epsilon)}
+    return {**entry, "where": where, **extra}
 
 
 def _now() -> str:
