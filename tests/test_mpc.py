@@ -345,6 +345,7 @@ def test_distaim_over_mpc_end_to_end_from_the_command_line(files, tmp_path):
         collusion=1,
         quiet=True,
         model_out=model,
+        target="label",  # its 2-ways are summed on shares too, each party costing them
     )
     run = run_cli(*args, timeout=300)
     assert run.returncode == 0, run.stderr
@@ -358,6 +359,9 @@ def test_distaim_over_mpc_end_to_end_from_the_command_line(files, tmp_path):
     ledger = json.loads(out.with_suffix(".ledger.json").read_text())
     assert ledger["status"] == "complete" and ledger["details"]["mpc"]["provider"].startswith("TTP")
     assert all(e["where"] == "mpc" for e in ledger["entries"])
+    assert [e["query"] for e in ledger["entries"][:4]] == [
+        f"marginal({c}, label) with the target" for c in ("age", "income", "sex", "region")
+    ]
     audit = run_cli("audit", out.with_suffix(".ledger.json"))
     assert audit.returncode == 0, audit.stdout + audit.stderr
     # every party drew its own noise, split for the chosen collusion threshold; no dealer noise

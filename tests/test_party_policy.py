@@ -111,7 +111,7 @@ def test_the_party_costs_its_own_rows_from_the_query_it_answers(tmp_path):
     assert own_rows(one_ways, schema, 1, "independent") == (3, [])
     masked = ConcatQuery((MaskedQuery(MarginalsQuery(((0, 2),)), (1,)), MaskedQuery(MarginalsQuery(((3,),)), (2,))))
     assert own_rows(masked, schema, 1, "flaim") == (1, []) and own_rows(masked, schema, 0, "flaim") == (0, [])
-    with pytest.raises(policy.Refused, match="1-way marginals only"):
+    with pytest.raises(policy.Refused, match="1-way marginals and its target.s 2-ways only"):
         own_rows(MarginalsQuery(((0, 2),)), schema, 1, "distaim")
     with pytest.raises(policy.Refused, match="distaim sends no noisy sum of concat queries"):
         own_rows(masked, schema, 1, "distaim")

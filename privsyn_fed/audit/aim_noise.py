@@ -12,7 +12,9 @@ given or as planned; ``s`` local steps; the variant) and the entries before it:
   ``eps = sqrt(8 (1 - alpha) rho / (T s))`` throughout.
 
 Every 1-way and measurement has that sigma (noise the parties drew: at least it), every
-selection that epsilon.
+selection that epsilon. A target's ``d - 1`` 2-ways, before all of these, spend its share ``s`` of
+the budget they found (after a planning total): ``sigma = sqrt((d - 1) / (2 s rho))``; ``rho``
+above is then what they left.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ import math
 from typing import Any
 
 from ..methods import allocation
+from ..methods.core import target_sigma
 from .aim_releases import Found
-from .aim_run import ONEWAY, SELECT, TOTAL, AimRun
+from .aim_run import ONEWAY, SELECT, TARGET, TOTAL, AimRun
 from .arithmetic import _close, _cost, _effective_sigma
 from .findings import AuditReport
 
@@ -101,6 +104,15 @@ def _check_noise(
     """The noise of every release (module docstring); ``rho`` is the budget the rounds plan with
     and ``units`` AIM's ``T``."""
     entries = ledger["entries"]
+    targets = [i for i, f in enumerate(found) if f.release.kind == TARGET]
+    if targets:
+        want = target_sigma(rho + sum(_cost(entries[i]) for i in targets), run.target_share, len(run.columns))
+        for i in targets:
+            if not _has_noise(entries[i], want):
+                rep.problems.append(
+                    f"entry {i + 1} ({entries[i]['query']}): its noise is not the sigma {want:.6g} that the target's "
+                    f"share {run.target_share:g} of the budget gives each of its 2-ways"
+                )
     start = _start(run, alpha, rho, units)
     for i, f in enumerate(found):
         if f.release.kind == ONEWAY and not _has_noise(entries[i], start[0]):
@@ -114,7 +126,7 @@ def _check_noise(
     budget = float(ledger["rho_budget"])
     for i, f in enumerate(found):
         kind, t = f.release.kind, f.release.round
-        if kind in (TOTAL, ONEWAY) or run.method == "distaim" and kind != SELECT:
+        if kind in (TOTAL, TARGET, ONEWAY) or run.method == "distaim" and kind != SELECT:
             continue
         label = f"entry {i + 1} ({entries[i]['query']})"
         params, tol = start, 1e-9

@@ -14,7 +14,8 @@ import math
 import re
 from typing import Any, NamedTuple
 
-from .aim_run import LOCAL, MEASURE, ONEWAY, PROXY, SELECT, SUMS, TOTAL, AimRun, Release
+from ..methods.core import target_query
+from .aim_run import LOCAL, MEASURE, ONEWAY, PROXY, SELECT, SUMS, TARGET, TOTAL, AimRun, Release
 from .arithmetic import _close
 from .findings import AuditReport
 
@@ -60,6 +61,9 @@ def _read(e: dict[str, Any], r: Release, run: AimRun) -> Found | None:
         return Found(r, [()]) if q == TOTAL_QUERY else None
     if r.kind == ONEWAY:
         return Found(r, [(r.column,)]) if q == f"marginal({run.columns[r.column]})" else None
+    if r.kind == TARGET:
+        pair = run.target_pair(r.column)
+        return Found(r, [pair]) if q == target_query([run.columns[i] for i in pair]) else None
     if r.kind == SELECT:
         head, tail = {
             "aim": ("select among ", " candidate marginals"),
@@ -147,6 +151,7 @@ def _check_releases(ledger: dict[str, Any], run: AimRun, rep: AuditReport) -> li
             what = {
                 TOTAL: "the planning total",
                 ONEWAY: f"the 1-way marginal of {run.columns[r.column]!r}" if r.column >= 0 else "",
+                TARGET: f"the target's 2-way with {run.columns[r.column]!r}" if r.column >= 0 else "",
                 SELECT: "a selection among its candidates",
                 MEASURE: "the measurement of a candidate marginal of its workload (details.workload)",
                 LOCAL: "each silo's local measurement",

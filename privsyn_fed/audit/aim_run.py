@@ -15,11 +15,12 @@ from typing import NamedTuple
 
 #: The releases of a run, by kind.
 TOTAL, ONEWAY, SELECT, MEASURE, LOCAL, PROXY, SUMS = "total", "oneway", "select", "measure", "local", "proxy", "sums"
+TARGET = "target"
 
 
 class Release(NamedTuple):
     """One release a run makes: its kind, its round (0 before the rounds), its local step and, for
-    a 1-way, its column."""
+    a 1-way or a target's 2-way, its (other) column."""
 
     kind: str
     round: int
@@ -39,6 +40,15 @@ class AimRun:
     rounds: int
     steps: int
     planned: bool
+    #: The target column's index (``details.options.target``), or None.
+    target: int | None = None
+    #: The share of the budget (after the planning total) its 2-ways spend.
+    target_share: float = 0.0
+
+    def target_pair(self, column: int) -> tuple[int, ...]:
+        """The target's 2-way with ``column``, in schema order."""
+        assert self.target is not None
+        return tuple(sorted((column, self.target)))
 
     def name(self, clique: tuple[int, ...]) -> str:
         """A marginal as a query names it: its columns, in schema order, joined by ', '."""
@@ -58,6 +68,8 @@ class AimRun:
     def releases(self) -> list[Release]:
         """Every release of the run, in order (module docstring)."""
         out = [Release(TOTAL, 0)] if self.planned else []
+        if self.target is not None:
+            out += [Release(TARGET, 0, column=j) for j in range(len(self.columns)) if j != self.target]
         out += [Release(ONEWAY, 0, column=j) for j in range(len(self.columns))]
         for t in range(1, self.rounds + 1):
             if self.method != "flaim":

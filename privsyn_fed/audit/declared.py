@@ -48,6 +48,8 @@ AIM_OPTIONS: dict[str, Rule] = {
     "workload_degree": ("null or a whole number of at least 1", lambda v: v is None or _whole(v) and v >= 1),
     "workload_size": ("null or a whole number of at least 0", lambda v: v is None or _whole(v) and v >= 0),
     "workload_seed": ("a whole number of at least 0", lambda v: _whole(v) and v >= 0),
+    "target": ("null or a column's name", lambda v: v is None or isinstance(v, str)),
+    "target_share": ("a number in (0, 1)", lambda v: _number(v) and 0 < v < 1),
 }
 FEDERATED_OPTIONS: dict[str, Rule] = {
     **AIM_OPTIONS,

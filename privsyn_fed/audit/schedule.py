@@ -59,17 +59,31 @@ def _planning_total(ledger: dict[str, Any], d: dict[str, Any], n_columns: int, r
     return rho_budget - _cost(first)
 
 
+def _target_cost(ledger: dict[str, Any], d: dict[str, Any], planned: bool) -> float:
+    """What a target's ``d - 1`` 2-ways spent (``details.options.target``; 0 without one): the entries
+    after the planning total, before the rounds are planned (their places are checked by
+    ``aim_releases``)."""
+    if (d.get("options") or {}).get("target") is None:
+        return 0.0
+    first, n = int(planned), len(d.get("columns") or []) - 1
+    return sum(_cost(e) for e in ledger["entries"][first : first + n])
+
+
 def _check_aim_family_schedule(
     ledger: dict[str, Any], d: dict[str, Any], closure: dict, variant: str, rep: AuditReport
 ) -> tuple[int, float, float] | None:
     """The rounds a planned AIM, DistAIM or FLAIM schedule must have, recomputed from the recorded
     noisy total and the public facts of the ledger (``allocation``); AIM's units ``R + alpha d``.
-    Returns the planned rounds, the budget left after the total and AIM's units (None on a
-    problem)."""
+    Returns the planned rounds, the budget left after the total (and a target's 2-ways) and AIM's
+    units (None on a problem)."""
     schedule, options, method = d["schedule"], d.get("options") or {}, ledger["method"]
     shape, columns = d.get("shape"), d.get("columns") or []
     rest = _planning_total(ledger, d, len(columns), rep)
     if rest is None:
+        return None
+    rest -= _target_cost(ledger, d, planned=True)
+    if not rest > 0:
+        rep.problems.append("the target's 2-ways spend the whole budget: no rounds are planned from nothing")
         return None
     n_hat, alpha, n_cols = float(schedule["noisy_total"]), float(options.get("alpha", 0.9)), len(columns)
     cells = [math.prod(shape[i] for i in cl) for cl in closure if len(cl) > 1]

@@ -12,13 +12,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..methods.workload import MAX_DECLARED_WEIGHT, downward_closure
+from ..methods.workload import MAX_CANDIDATE_WEIGHT, downward_closure
 from .aim_noise import _check_noise
 from .aim_releases import _check_releases
 from .aim_run import AimRun
 from .arithmetic import _close, _planned_noise
 from .findings import AuditReport
-from .schedule import _check_aim_family_schedule
+from .schedule import _check_aim_family_schedule, _target_cost
 from .selection import _check_selections
 from .structure_draft import _check_draft
 from .structure_fedtda import _check_fedtda
@@ -88,14 +88,17 @@ def _workload_weights(d: dict[str, Any], n: int, rep: AuditReport) -> tuple[bool
     if weights is None:
         return True, None
     whole = isinstance(weights, list) and all(isinstance(w, int) and not isinstance(w, bool) for w in weights)
-    if not (whole and len(weights) == n and all(1 <= w <= MAX_DECLARED_WEIGHT for w in weights)):
+    if not (whole and len(weights) == n and all(1 <= w <= MAX_CANDIDATE_WEIGHT for w in weights)):
         rep.problems.append(
             f"details.workload_weights must give each of the {n} workload marginals a whole-number weight from 1 "
-            f"to {MAX_DECLARED_WEIGHT}"
+            f"to {MAX_CANDIDATE_WEIGHT}"
         )
         return False, None
-    if (d.get("options") or {}).get("workload") != EXPLICIT_WORKLOAD:
-        rep.problems.append("details.workload_weights belong to a declared workload (details.options.workload)")
+    options = d.get("options") or {}
+    if options.get("workload") != EXPLICIT_WORKLOAD and options.get("target") is None:
+        rep.problems.append(
+            "details.workload_weights belong to a declared workload (details.options.workload) or a target"
+        )
         return False, None
     return True, weights
 
@@ -125,10 +128,10 @@ def _check_aim_family(ledger: dict[str, Any], d: dict[str, Any], rep: AuditRepor
         )
         return
     cliques = [tuple(index[c] for c in cl) for cl in workload]
-    _check_workload(d, cliques, rep)
     usable, weights = _workload_weights(d, len(cliques), rep)
     if not usable:
         return
+    _check_workload(d, cliques, weights, rep)
     closure = downward_closure([tuple(sorted(set(cl))) for cl in cliques], weights)
     variant = options.get("variant", "private")
     key = (method, variant) if method == "flaim" else method
@@ -158,6 +161,7 @@ def _check_aim_family(ledger: dict[str, Any], d: dict[str, Any], rep: AuditRepor
             )
             return
         units = float(T)
+        rho -= _target_cost(ledger, d, planned=False)
     rounds = d.get("rounds")
     if method == "aim":
         if rounds is None:
@@ -166,7 +170,21 @@ def _check_aim_family(ledger: dict[str, Any], d: dict[str, Any], rep: AuditRepor
     elif rounds != T:
         rep.problems.append(f"details.rounds is {rounds}, but the run has the {T} rounds its options give")
         return
-    run = AimRun(method, variant, list(columns), list(shape), closure, int(rounds), int(steps), schedule is not None)
+    target = options.get("target")
+    if target is not None and target not in columns:
+        return  # said by the workload's check
+    run = AimRun(
+        method,
+        variant,
+        list(columns),
+        list(shape),
+        closure,
+        int(rounds),
+        int(steps),
+        schedule is not None,
+        None if target is None else columns.index(target),
+        float(options.get("target_share") or 0.0),
+    )
     found = _check_releases(ledger, run, rep)
     if found is None:
         return

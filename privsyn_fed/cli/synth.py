@@ -460,7 +460,7 @@ def _release(args: argparse.Namespace, request: Request, budget: contextlib.Abst
             seed=args.seed,
             log=log,
             **coordinator_options(args),
-            release=(args.method, args.epsilon, args.delta, unit),  # the parties' policies first
+            release=(args.method, args.epsilon, args.delta, unit, request.options.get("target")),  # policies first
         ) as agg:
             with budget as reservation:
                 identical()

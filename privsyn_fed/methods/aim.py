@@ -3,6 +3,9 @@
 One curator holds the pooled rows of every silo. With budget ``rho``, ``T`` and ``alpha = 0.9``:
   0. unless ``T`` is given, release the row total with 1% of ``rho`` and plan ``R`` rounds from it
      (``allocation.plan_aim``): ``T = R + alpha d`` units of the rest;
+  0b. with a target column (``--target Y``, a public choice), its 2-way marginal with each of the
+     other ``d - 1`` columns is measured first with ``sigma = sqrt((d - 1) / (2 s rho))``, a share ``s``
+     (default 0.2) of ``rho``; the rest plans the rounds as below (``core.measure_target``);
   1. measure every column's 1-way marginal with ``sigma_0 = sqrt(T / (2 alpha rho))`` and fit
      a graphical model (with ``R = 0`` the 1-ways take the whole budget and the run ends here);
   2. each round: apply the final-round rule; keep candidates (the workload's downward closure)
@@ -28,12 +31,23 @@ from ..noise import NoiseSource
 from ..silo import Silo
 from . import allocation, core
 from .base import Release, option
-from .workload import DEFAULT_DEGREE, DEFAULT_SIZE, DEFAULT_WORKLOAD_SEED, declared_workload, sample_workload
+from .workload import (
+    DEFAULT_DEGREE,
+    DEFAULT_SIZE,
+    DEFAULT_WORKLOAD_SEED,
+    declared_workload,
+    sample_workload,
+    with_target,
+)
 
 THREAT_MODEL = (
     "aim: a trusted curator pools every silo's rows and runs AIM; the curator sees all raw "
     "data, everyone else sees only the synthetic output."
 )
+
+
+#: With a target, the default share of the budget (after the planning total) for its 2-ways.
+TARGET_SHARE = 0.2
 
 
 def selection_sensitivity(max_weight: float, opts: "AIMOptions") -> float:
@@ -126,6 +140,23 @@ class AIMOptions:
         metavar="FILE",
         group="workload",
     )
+    target: str | None = option(
+        None,
+        "a column the release should predict well (a label): its 2-way marginal with every other column joins "
+        "the workload, and --target-share of the budget measures all of them before the rounds; public, recorded "
+        "in the ledger",
+        flag="--target",
+        metavar="COLUMN",
+        group="workload",
+    )
+    target_share: float = option(
+        TARGET_SHARE,
+        "with --target, the share of the budget (after the planning total) spent measuring the target's "
+        "2-ways, in (0, 1) (default {default})",
+        flag="--target-share",
+        metavar="S",
+        group="workload",
+    )
 
     def check_mpc(self) -> None:
         """Nothing to add: ``prepare`` checks that the method runs over MPC at all."""
@@ -155,6 +186,10 @@ class AIMOptions:
             )
         if self.workload_size is not None and self.workload_size < 0:
             raise OptionError(f"workload_size must be 0 (all) or positive, not {self.workload_size}", "workload_size")
+        if not 0 < self.target_share < 1:
+            raise OptionError(f"target_share must lie in (0, 1), not {self.target_share}", "target_share")
+        if self.target is None and self.target_share != TARGET_SHARE:
+            raise OptionError("target_share is the share of a target's 2-ways: give a target too", "target_share")
         from .pgm import memory_mb, numpy_cells_setting
 
         numpy_cells_setting()  # a bad $PRIVSYN_FED_NUMPY_CELLS is refused before any budget is spent
@@ -194,19 +229,28 @@ def check_workload(opts: "AIMOptions", schema) -> None:
         raise OptionError(
             f"workload_degree {opts.workload_degree} is more than the {d} columns of the schema", "workload_degree"
         )
+    if opts.target is not None and opts.target not in schema.names:
+        raise OptionError(f"target column {opts.target!r} is not in the schema", "target")
+    if opts.target is not None and d < 2:
+        raise OptionError("a target needs at least one other column to predict it from", "target")
     cliques, weights = workload_of(schema.names, opts)
     check_size(cliques, schema.shape, schema.names, weights)
 
 
 def workload_of(names: Sequence[str], opts: AIMOptions) -> tuple[list[tuple[int, ...]], list[int] | None]:
     """The workload as column-index cliques and their weights (None: all 1): declared
-    (``workload.declared_workload``), or the seeded sample."""
+    (``workload.declared_workload``), or the seeded sample; with a target, plus its 2-ways
+    (``workload.with_target``)."""
+    weights: list[int] | None = None
     if opts.workload is not None:
         cliques, weights = declared_workload(opts.workload, names)
-        return cliques, None if all(w == 1 for w in weights) else weights
-    degree = opts.workload_degree or min(DEFAULT_DEGREE, len(names))
-    # a size of 0, like None, means every K-way marginal (as on the command line)
-    return sample_workload(len(names), degree, opts.workload_size or None, opts.workload_seed), None
+    else:
+        degree = opts.workload_degree or min(DEFAULT_DEGREE, len(names))
+        # a size of 0, like None, means every K-way marginal (as on the command line)
+        cliques = sample_workload(len(names), degree, opts.workload_size or None, opts.workload_seed)
+    if opts.target is not None:
+        cliques, weights = with_target(cliques, weights, len(names), list(names).index(opts.target))
+    return cliques, None if weights is None or all(w == 1 for w in weights) else weights
 
 
 def problem_for(schema, opts: AIMOptions) -> core.Problem:
@@ -242,6 +286,15 @@ def run_aim(
             query="total number of rows (plans the schedule)",
             where="curator",
         )
+    target = core.measure_target(
+        names,
+        opts,
+        acc.remaining,
+        lambda pair, sigma, query: gaussian_mechanism(
+            acc, noise, true_marginal(pair), sigma=sigma, query=query, where="curator"
+        ),
+    )
+    if T is None:
         planned = allocation.plan_aim(float(total[0]), acc.remaining, opts.alpha, d, prob.multiway_cells())
         T = allocation.aim_units(planned, d, opts.alpha)
         acc.note(schedule=allocation.schedule_record(float(total[0]), rounds=planned, units=T))
@@ -251,7 +304,7 @@ def run_aim(
     counts = silo.marginals(columns.values())  # one pass over the rows
     answers = {cl: counts[columns[cl]] for cl in candidates}  # private; used only inside mechanisms
 
-    measurements: list[tuple[tuple[str, ...], np.ndarray, float]] = []
+    measurements: list[tuple[tuple[str, ...], np.ndarray, float]] = list(target)
     for name in names:
         y = gaussian_mechanism(
             acc, noise, true_marginal((name,)), sigma=params.sigma, query=f"marginal({name})", where="curator"

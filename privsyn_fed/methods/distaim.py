@@ -5,6 +5,10 @@ With budget ``rho``, ``T`` rounds, ``d`` columns and ``alpha``:
   0. unless ``T`` is given, the row total is released with 1% of ``rho`` and ``T`` (at most 10)
      is planned from it (``allocation.plan_distaim``); ``rho`` is then what is left; with ``T = 0``
      the 1-ways take all of it (``sigma = sqrt(d / (2 rho))``) and the run ends after step 1;
+  0b. with a target column (``--target Y``, a public choice), its 2-way marginal with each of the
+     other ``d - 1`` columns is summed over every silo and measured first with
+     ``sigma = sqrt((d - 1) / (2 s rho))``, a share ``s`` (default 0.2) of ``rho``; the rest plans
+     the rounds as below (``core.measure_target``);
   1. every column's 1-way marginal over a fresh client sample is measured; a model is fitted;
   2. each round: silos are Poisson-sampled; a sampled silo not seen before contributes its
      answers to every candidate marginal once, and the pool ``A_r`` (held by the aggregator; secret
@@ -45,6 +49,7 @@ from .federated import (
     default_sample_rate,
     fit_limit,
     measure_initial_oneways,
+    measure_target_twoways,
     normalised,
     planning_total,
     rescale,
@@ -89,16 +94,18 @@ def run_distaim(
     prob = problem_for(schema, opts)
     names, shape, domain = prob.names, prob.shape, prob.domain
     d, T, rho = len(names), opts.rounds, acc.rho_budget
-    if T is None:
-        n_hat = planning_total(agg, acc, noise)
+    n_hat = planning_total(agg, acc, noise) if T is None else None
+    target = measure_target_twoways(agg, acc, noise, prob, opts)
+    if n_hat is not None:
         T = allocation.plan_distaim(n_hat, acc.remaining, opts.alpha, d, prob.multiway_cells(), FEDERATED_ROUNDS)
         acc.note(schedule=allocation.schedule_record(n_hat, rounds=T))
+    assert T is not None  # given, or planned from the noisy total
     params = distaim_params(acc.remaining, T, d, opts.alpha)
     rate = opts.sample_rate or default_sample_rate(len(silos))
     sampler = ClientSampler(silos, rate, np.random.default_rng(sampling_seed))
     totals = TotalEstimator(len(silos))
 
-    measurements = measure_initial_oneways(agg, acc, noise, sampler, names, shape, params.sigma, totals)
+    measurements = target + measure_initial_oneways(agg, acc, noise, sampler, names, shape, params.sigma, totals)
     fitter = pgm.ModelFitter(domain, iters=opts.pgm_iters, tol=opts.pgm_tol or None, known_total=totals.population)
     model = fitter.fit(measurements)
     reader = pgm.MarginalReader(model)

@@ -8,6 +8,8 @@
   the estimate ``m * N_hat / K`` from the number ``m`` of silos that contributed, whose standard
   deviation is taken as ``sqrt(m) * N_hat / K`` (silo sizes assumed to vary by about their mean).
   Both inputs are DP outputs or public, so this is post-processing.
+* ``measure_target_twoways``: with a target column, its 2-ways summed over every silo before the
+  rounds are planned (``core.measure_target``).
 * ``measure_initial_oneways``: DistAIM and FLAIM start from every column's 1-way marginal, each
   summed over a fresh client sample and measured with ``N(0, sigma^2)`` (sensitivity 1 each).
 * ``rescale``: a measurement over ``n_hat`` rows is scaled to the population estimate ``N_hat``:
@@ -28,7 +30,7 @@ from ..common import OptionError
 from ..mechanisms import noisy_sum, noisy_sums
 from ..noise import NoiseSource
 from ..silo import MarginalsQuery
-from . import allocation
+from . import allocation, core
 from .aim import AIMOptions, check_workload
 from .allocation import FEDERATED_ROUNDS, default_sample_rate  # noqa: F401  (shared by DistAIM and FLAIM)
 from .base import option
@@ -145,6 +147,19 @@ def measure_initial_oneways(
         n_hat = totals.estimate(float(y.sum()), shape[i], sigma, m)
         out.append(rescale(clique, y, sigma, n_hat, totals.population, weighted))
     return out
+
+
+def measure_target_twoways(
+    agg: Aggregator, acc: Accountant, noise: NoiseSource, prob, opts: AIMOptions
+) -> list[Measurement]:
+    """With a target: each of its 2-ways summed over every silo plus ``N(0, sigma^2)``
+    (``core.measure_target``; sensitivity 1 each), at the population's scale; else nothing."""
+
+    def measure(pair: tuple[str, ...], sigma: float, query: str) -> np.ndarray:
+        request = MarginalsQuery((tuple(prob.columns(pair)),))
+        return noisy_sum(agg, acc, noise, request, agg.silo_names, sigma=sigma, query=query, round_index=0)
+
+    return core.measure_target(prob.names, opts, acc.remaining, measure)
 
 
 def planning_total(agg: Aggregator, acc: Accountant, noise: NoiseSource) -> float:

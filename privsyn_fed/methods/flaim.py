@@ -8,6 +8,10 @@ With budget ``rho``, ``T`` global rounds, ``s`` local steps, ``d`` columns and `
   0. unless ``T`` is given, the row total is released with 1% of ``rho`` and ``T`` (at most 10)
      is planned from it (``allocation.plan_flaim``); ``rho`` is then what is left; with ``T = 0``
      the 1-ways take all of it (``sigma = sqrt(d / (2 rho))``) and the run ends after step 1;
+  0b. with a target column (``--target Y``, a public choice), its 2-way marginal with each of the
+     other ``d - 1`` columns is summed over every silo and measured first with
+     ``sigma = sqrt((d - 1) / (2 s rho))``, a share ``s`` (default 0.2) of ``rho``; the rest plans
+     the rounds as below (``core.measure_target``);
   1. every column's 1-way marginal over a fresh client sample is measured; a model is fitted;
   2. each round ``t``: silos are Poisson-sampled at rate ``p``; each sampled silo ``k`` runs the
      exponential mechanism on its own rows with the score
@@ -58,6 +62,7 @@ from .federated import (
     keep_within_size,
     measure_initial_oneways,
     measure_sums,
+    measure_target_twoways,
     model_payload,
     normalised,
     planning_total,
@@ -185,6 +190,7 @@ class FLAIMRun:
         self.sampler = ClientSampler(agg.silo_names, self.rate, np.random.default_rng(sampling_seed))
         self.totals = TotalEstimator(len(agg.silo_names))
         self.measurements: list[Measurement] = []
+        self.target: list[Measurement] = []
         self.proxy: list[np.ndarray] = []
         self.proxy_updates = 0
         self.dropped = 0
@@ -193,8 +199,9 @@ class FLAIMRun:
         """``T`` as given, or planned from a noisy total (``allocation.plan_flaim``); then sigma and eps
         from the budget left."""
         opts, acc, d = self.opts, self.acc, len(self.prob.names)
-        if self.rounds is None:
-            n_hat = planning_total(self.agg, acc, self.noise)
+        n_hat = planning_total(self.agg, acc, self.noise) if self.rounds is None else None
+        self.target = measure_target_twoways(self.agg, acc, self.noise, self.prob, opts)
+        if n_hat is not None:
             self.rounds = allocation.plan_flaim(
                 n_hat,
                 acc.remaining,
@@ -225,6 +232,7 @@ class FLAIMRun:
             self.agg, acc, self.noise, self.sampler, prob.names, prob.shape, self.sigma, self.totals, self.weighted
         )
         self.proxy = [normalised(y) for _, y, _ in self.measurements]
+        self.measurements += self.target
         self.fitter = pgm.ModelFitter(
             prob.domain, iters=opts.pgm_iters, tol=opts.pgm_tol or None, known_total=self.totals.population
         )

@@ -10,6 +10,10 @@ pair of the other columns together with PUMA), or objects ``{"columns": [...], "
 whole-number weight from 1 to ``MAX_DECLARED_WEIGHT`` (default 1). A marginal given twice gets the sum
 of its weights. AIM's candidates are then weighted ``w_r = sum_s c_s |r & s|`` over the workload's
 marginals ``s`` with weights ``c_s``.
+
+A target column (``with_target``; ``synth --target Y``) adds every 2-way marginal with ``Y`` to the
+workload (weight 1 each, summed with a weight it already has), so every candidate that holds ``Y``
+gains weight ``|r & {Y}| (d - 1) + |r - {Y}|`` and the selection favours the label's marginals.
 """
 
 from __future__ import annotations
@@ -167,6 +171,20 @@ def declared_workload(entries: Any, names: Sequence[str]) -> tuple[list[Clique],
             weights[clique] = weights.get(clique, 0) + weight
     cliques = sorted(weights)
     return cliques, [weights[c] for c in cliques]
+
+
+def with_target(
+    cliques: Sequence[Clique], weights: Sequence[int] | None, n_columns: int, target: int
+) -> tuple[list[Clique], list[int]]:
+    """The workload plus every 2-way marginal ``(target, j)``, weight 1 each (added to the weight of
+    one the workload already holds); sorted, as ``declared_workload`` returns them."""
+    summed = dict(zip(cliques, weights if weights is not None else [1] * len(cliques)))
+    for j in range(n_columns):
+        if j != target:
+            pair = (min(j, target), max(j, target))
+            summed[pair] = summed.get(pair, 0) + 1
+    out = sorted(summed)
+    return out, [summed[c] for c in out]
 
 
 def n_cells(clique: Sequence[int], shape: Sequence[int]) -> int:

@@ -135,10 +135,10 @@ class MPCAggregator:
             raise MPCError(self._refused(refusals, "the handshake"))
 
     def release_request(
-        self, method: str, epsilon: float, delta: float, unit: PrivacyUnit | None = None
+        self, method: str, epsilon: float, delta: float, unit: PrivacyUnit | None = None, target: str | None = None
     ) -> ReleaseRequest:
         """The public request of a release of ``method`` at ``(epsilon, delta)`` among these parties
-        (for one record, or for one privacy ``unit``)."""
+        (for one record, or for one privacy ``unit``; with its ``target`` column, if any)."""
         assert self.parties_noise is not None
         return ReleaseRequest(
             method,
@@ -149,14 +149,17 @@ class MPCAggregator:
             len(self.names),
             self.parties_noise.collusion,
             unit,
+            target,
         )
 
-    def declare(self, method: str, epsilon: float, delta: float, unit: PrivacyUnit | None = None) -> None:
+    def declare(
+        self, method: str, epsilon: float, delta: float, unit: PrivacyUnit | None = None, target: str | None = None
+    ) -> None:
         """Send the release's public request to every party, which checks it against its own policy
         and budget store before it reads anything; ``InputError`` naming each party that refuses, and
         why (then nothing was read, reserved or spent by any party). With a privacy ``unit`` each
         party keeps at most K rows per unit of its silo and costs every step for one unit."""
-        request = self.release_request(method, epsilon, delta, unit)
+        request = self.release_request(method, epsilon, delta, unit, target)
         self.channel.send({"op": "release", "request": request.to_wire()})
         refusals = collect_verdicts(self.channel)
         if refusals:
@@ -216,21 +219,24 @@ class MPCAggregator:
             self.release, self.request, self.begun = None, None, False
             return
         unit = getattr(accountant, "unit", None)
+        target = (getattr(accountant, "details", {}).get("options") or {}).get("target")
         wanted = (
             accountant.method,
             float(accountant.epsilon_budget),
             float(accountant.delta),
             accountant.seeded,
             unit,
+            target,
         )
         if self.request is None:
-            self.declare(accountant.method, accountant.epsilon_budget, accountant.delta, unit)
+            self.declare(accountant.method, accountant.epsilon_budget, accountant.delta, unit, target)
         elif wanted != (
             self.request.method,
             self.request.epsilon,
             self.request.conversion_delta,
             self.request.seeded,
             self.request.unit,
+            self.request.target,
         ):
             raise ValueError(f"the release {wanted} is not the one the parties accepted ({self.request})")
         if not self.begun:

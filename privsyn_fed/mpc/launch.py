@@ -315,7 +315,7 @@ def coordinator(
     collusion: int | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     log=None,
-    release: tuple[str, float, float, Any] | tuple[str, float, float] | None = None,
+    release: tuple[str, float, float, Any, Any] | tuple[str, float, float] | None = None,
     checks: bool = False,
     draft=None,
 ):

@@ -104,17 +104,21 @@ def _check_columns(cliques: Sequence[Sequence[int]], schema) -> None:
             raise Refused(f"a clique {tuple(clique)} names columns outside the schema or twice")
 
 
-def own_rows(q: Any, schema, rank: int, method: str | None) -> tuple[int, list[float]]:
+def own_rows(q: Any, schema, rank: int, method: str | None, target: int | None = None) -> tuple[int, list[float]]:
     """``(m, bounds)``: one record of this party's silo is in ``m`` count cells of the answer to ``q``
     (one per marginal or histogram) and in one clipped second-moment sum per bound in ``bounds``;
-    ``method`` (None: any) limits the kinds of query accepted. ``Refused`` for any other query."""
+    ``method`` (None: any) limits the kinds of query accepted (and the release's ``target`` column
+    adds its 2-ways to those of a method that sums 1-ways only). ``Refused`` for any other query."""
     kind = _kind(q)
     if method is not None and kind not in SUM_KINDS[method]:
         raise Refused(f"{method} sends no noisy sum of {kind.replace('_', ' ')} queries")
     if isinstance(q, MarginalsQuery):
         _check_columns(q.cliques, schema)
-        if method in ONE_WAY_SUMS and any(len(c) > 1 for c in q.cliques):
-            raise Refused(f"{method} sums row totals and 1-way marginals only, not marginals over several columns")
+        if method in ONE_WAY_SUMS and any(len(c) > 2 or len(c) == 2 and target not in c for c in q.cliques):
+            raise Refused(
+                f"{method} sums row totals, 1-way marginals and its target's 2-ways only, not other marginals "
+                "over several columns"
+            )
         return len(q.cliques), []
     if isinstance(q, NumericHistogramQuery):
         if not (0 <= q.column < len(schema.columns) and schema.columns[q.column].type == "numeric"):
@@ -130,11 +134,11 @@ def own_rows(q: Any, schema, rank: int, method: str | None) -> tuple[int, list[f
     if isinstance(q, ConcatQuery):
         m, bounds = 0, list[float]()
         for part in q.parts:
-            pm, pb = own_rows(part, schema, rank, method)
+            pm, pb = own_rows(part, schema, rank, method, target)
             m, bounds = m + pm, bounds + pb
         return m, bounds
     if isinstance(q, MaskedQuery):
-        return own_rows(q.query, schema, rank, method) if rank in q.ranks else (0, [])
+        return own_rows(q.query, schema, rank, method, target) if rank in q.ranks else (0, [])
     raise Refused(f"a {kind.replace('_', ' ')} query is never summed")
 
 
@@ -158,18 +162,26 @@ def _label(cmd: dict, fallback: str) -> str:
 
 
 def noisy_sum_charge(
-    q: Any, cmd: dict, schema, rank: int, method: str | None, parties: int, factor: float = 1.0
+    q: Any,
+    cmd: dict,
+    schema,
+    rank: int,
+    method: str | None,
+    parties: int,
+    factor: float = 1.0,
+    target: int | None = None,
 ) -> Charge | None:
     """The cost of party 0's ``noisy_sum`` of ``q`` to this party's rows, or None when they are not
     in the sum; ``Refused`` for a command the party does not answer. ``factor``: ``K M`` of the
-    release's privacy unit (one record: 1), which multiplies the sensitivity, rounding included."""
+    release's privacy unit (one record: 1), which multiplies the sensitivity, rounding included;
+    ``target``: the release's target column (its 2-ways are summed too)."""
     among = _among(cmd.get("among"), parties)
     sigma = _positive(cmd.get("sigma"), "sigma")
     try:
         size = q.size(schema)
     except (IndexError, ValueError, TypeError, KeyError) as exc:
         raise Refused(f"a query that does not fit the schema ({exc})") from None
-    m, bounds = own_rows(q, schema, rank, method)
+    m, bounds = own_rows(q, schema, rank, method, target)
     if rank not in among or (m == 0 and not bounds):
         return None
     planned = math.sqrt(m + sum(b**4 for b in bounds))

@@ -184,6 +184,8 @@ class PartySession:
             request = ReleaseRequest.from_wire(cmd.get("request"), self.parties)
             if request.schema != self.fingerprint:
                 raise Refused("the release's schema is not the one this party loaded")
+            if request.target is not None and (self.schema is None or request.target not in self.schema.names):
+                raise Refused(f"the release's target {request.target!r} is not a column of this party's schema")
             if (request.method == DRAFT) != self.drafting:
                 raise Refused(
                     "this party was started to draft a schema (--draft)"
@@ -394,7 +396,8 @@ class PartySession:
         if op == "noisy_sum":
             q = from_wire(schema, cmd["query"], arrays)
             factor = 1.0 if request is None else request.factor
-            charge = noisy_sum_charge(q, cmd, schema, me, method, n, factor)
+            target = None if request is None or request.target is None else schema.names.index(request.target)
+            charge = noisy_sum_charge(q, cmd, schema, me, method, n, factor, target)
             among, sigma = _among(cmd["among"], n), float(cmd["sigma"])
             silo = self._silo_now()
             self._account(charge)

@@ -299,6 +299,8 @@ class ReleaseRequest:
     #: The privacy unit (column, K, M): each party keeps at most K rows per unit and costs every
     #: step for one unit (``K M`` times one record's sensitivity); None: one record.
     unit: PrivacyUnit | None = None
+    #: The release's target column (``--target``), whose 2-ways the AIM family sums before its rounds.
+    target: str | None = None
 
     @property
     def factor(self) -> float:
@@ -330,6 +332,7 @@ class ReleaseRequest:
             "parties": self.parties,
             "collusion": self.collusion,
             **({"privacy_unit": self.unit.record()} if self.unit is not None else {}),
+            **({"target": self.target} if self.target is not None else {}),
         }
 
     @classmethod
@@ -369,7 +372,18 @@ class ReleaseRequest:
             parties,
             t,
             _unit_from_wire(raw.get("privacy_unit"), parties),
+            _target_from_wire(raw.get("target")),
         )
+
+
+def _target_from_wire(raw: Any) -> str | None:
+    """The request's target column (None: none); ``Refused`` for one that is not a column's name
+    (the party checks it against its schema when it accepts the request)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, str) or not raw or len(raw) > 1000:
+        raise Refused("the release request's target is not a column's name")
+    return raw
 
 
 def _unit_from_wire(raw: Any, parties: int) -> PrivacyUnit | None:
