@@ -13,6 +13,7 @@ import pytest
 
 import privsyn_fed as pf
 from privsyn_fed.audit import audit_ledger, load_ledger
+from privsyn_fed.common import OptionError
 from privsyn_fed.evaluation.utility import encode, marginal_errors
 from privsyn_fed.methods.workload import with_target
 
@@ -25,8 +26,10 @@ PAIRS = [(0, 4), (1, 4), (2, 4), (3, 4)]  # every 2-way with "label"
 def release(method: str, *, target: str | None = "label", seed: int | None = None, rows: int = 50, **options):
     frames = [make_frame(400, 1), make_frame(300, 2)]
     schema = pf.Schema.from_dict(SCHEMA)
-    return pf.synthesize(frames, method, 1.0, 1e-9, schema=schema, rows=rows, pgm_iters=50, target=target,
-                         seed=seed, progress=False, **options)  # fmt: skip
+    if method != "fedtda":
+        options["pgm_iters"] = 50
+    return pf.synthesize(frames, method, 1.0, 1e-9, schema=schema, rows=rows, target=target, seed=seed,
+                         progress=False, **options)  # fmt: skip
 
 
 def test_the_target_adds_its_two_ways_to_the_workload_summing_weights():
@@ -125,3 +128,48 @@ def test_a_party_sums_the_targets_two_ways_but_no_other_for_distaim():
             own_rows(MarginalsQuery(((0, 4),)), schema, 0, "distaim", target=target)
     with pytest.raises(Refused, match="its target's 2-ways only"):
         own_rows(MarginalsQuery(((0, 1, 4),)), schema, 0, "distaim", target=4)
+
+
+@pytest.mark.parametrize("split", [None, (0.05, 0.2, 0.35, 0.4)])
+def test_fedtda_releases_the_targets_two_ways_jointly_after_the_total_and_audits(split):
+    led = release("fedtda", split=split).ledger
+    total, pairs = led["entries"][:2]
+    d, cells = len(NAMES), sum(pf.Schema.from_dict(SCHEMA).shape[:4]) * 2
+    assert pairs["query"] == "the target's 2-way marginal with every other column" and pairs["cells"] == cells
+    assert math.isclose(pairs["sensitivity_l2"], math.sqrt(d - 1))
+    assert math.isclose(pairs["rho"], 0.2 * (led["rho_budget"] - total["rho"]), rel_tol=1e-9)
+    report = audit_ledger(led)
+    assert report.ok, report.problems
+    quieter = copy.deepcopy(led)
+    quieter["entries"][1]["sigma"] /= 2
+    assert not audit_ledger(quieter).ok
+    dropped = copy.deepcopy(led)
+    del dropped["entries"][1]
+    assert "an entry is missing or extra" in _problems(dropped)
+
+
+def test_fedtda_draws_the_label_from_its_two_ways_given_the_other_columns(tmp_path):
+    """Seeded: the synthetic label's 2-ways are closer to the real ones with the target than
+    without (three releases each), and a saved model keeps the label's tables."""
+    schema = pf.Schema.from_dict(SCHEMA)
+    real = np.vstack([encode(make_frame(n, s), schema, "real") for n, s in ((400, 1), (300, 2))])
+
+    def error(target):
+        out = []
+        for seed in (21, 22, 23):
+            syn = release("fedtda", target=target, seed=seed, rows=3000).data
+            out.append(marginal_errors(real, encode(syn, schema, "syn"), list(schema.shape), PAIRS))
+        return float(np.mean(out))
+
+    assert error("label") < error(None)
+    kept = release("fedtda")  # unseeded: a saved model must audit
+    kept.model.save(tmp_path / "m.model")
+    model = pf.load_model(tmp_path / "m.model")
+    assert set(model.sample(200, where={"label": "yes"})["label"]) == {"yes"}
+    assert model.sample(3000, seed=1).equals(kept.model.sample(3000, seed=1))  # the label's tables were kept
+
+
+def test_fedtda_refuses_a_numeric_target():
+    with pytest.raises(OptionError) as info:
+        release("fedtda", target="income")
+    assert "fedtda's target must be a categorical column, and 'income' is numeric" in str(info.value)

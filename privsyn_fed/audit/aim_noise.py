@@ -23,7 +23,7 @@ import math
 from typing import Any
 
 from ..methods import allocation
-from ..methods.core import target_sigma
+from ..methods.target import target_sigma
 from .aim_releases import Found
 from .aim_run import ONEWAY, SELECT, TARGET, TOTAL, AimRun
 from .arithmetic import _close, _cost, _effective_sigma

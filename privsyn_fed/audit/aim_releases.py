@@ -14,7 +14,7 @@ import math
 import re
 from typing import Any, NamedTuple
 
-from ..methods.core import target_query
+from ..methods.target import target_query
 from .aim_run import LOCAL, MEASURE, ONEWAY, PROXY, SELECT, SUMS, TARGET, TOTAL, AimRun, Release
 from .arithmetic import _close
 from .findings import AuditReport

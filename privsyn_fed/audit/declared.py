@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
+from ..methods.target import TARGET_SHARE
 from .findings import AuditReport
 from .party_copy import is_party_copy
 from .shape import _finite as _number
@@ -36,6 +37,11 @@ def _split(v: Any) -> bool:
 
 
 Rule = tuple[str, Callable[[Any], bool]]
+#: The options of a release with a target column (``methods.target``).
+TARGET_OPTIONS: dict[str, Rule] = {
+    "target": ("null or a column's name", lambda v: v is None or isinstance(v, str)),
+    "target_share": ("a number in (0, 1)", lambda v: _number(v) and 0 < v < 1),
+}
 AIM_OPTIONS: dict[str, Rule] = {
     "rounds": (
         f"null or a whole number from 1 to {MAX_ROUNDS}",
@@ -48,8 +54,7 @@ AIM_OPTIONS: dict[str, Rule] = {
     "workload_degree": ("null or a whole number of at least 1", lambda v: v is None or _whole(v) and v >= 1),
     "workload_size": ("null or a whole number of at least 0", lambda v: v is None or _whole(v) and v >= 0),
     "workload_seed": ("a whole number of at least 0", lambda v: _whole(v) and v >= 0),
-    "target": ("null or a column's name", lambda v: v is None or isinstance(v, str)),
-    "target_share": ("a number in (0, 1)", lambda v: _number(v) and 0 < v < 1),
+    **TARGET_OPTIONS,
 }
 FEDERATED_OPTIONS: dict[str, Rule] = {
     **AIM_OPTIONS,
@@ -75,6 +80,7 @@ OPTIONS: dict[str, dict[str, Rule]] = {
         "threshold": ("a number", _number),
         "refine": ("1, 2 or 4", lambda v: v in (1, 2, 4) and _whole(v)),
         "non_private": ("true or false", lambda v: isinstance(v, bool)),
+        **TARGET_OPTIONS,
     },
     "independent": {},
 }
@@ -102,6 +108,11 @@ def _check_options(ledger: dict[str, Any], options: dict[str, Any], rep: AuditRe
                 )
         elif key not in rules:
             rep.problems.append(f"details.options.{key} is not an option of {method}")
+    if options.get("target") is None and options.get("target_share", TARGET_SHARE) != TARGET_SHARE:
+        rep.problems.append(
+            f"details.options.target_share is {options.get('target_share')!r} without a target, where a run "
+            f"keeps the default {TARGET_SHARE:g}"
+        )
     if method == "fedtda" and options.get("non_private") is True and not ledger.get("non_private"):
         rep.problems.append("details.options.non_private is true, but the ledger does not declare the run non-private")
     return valid

@@ -120,7 +120,8 @@ def _check_fedtda_schedule(
 ) -> int | None:
     """A planned Fed-TDA schedule, recomputed from the recorded noisy total (at least 1: the run
     plans from ``max(1, N_hat)``) and the public facts of the ledger (``allocation.plan_fedtda``),
-    and each release's noise against its planned share. Returns the planned refinement (None on
+    and each release's noise against its planned share (a target's 2-ways: ``target_share`` of
+    what the total left, the plan then made from the rest). Returns the planned refinement (None on
     a problem)."""
     schedule, shape, options = d["schedule"], d.get("shape"), d.get("options") or {}
     rest = _planning_total(ledger, d, len(types), rep)
@@ -131,6 +132,11 @@ def _check_fedtda_schedule(
             f"details.schedule.noisy_total {schedule['noisy_total']} is below 1, where fedtda plans from 1"
         )
         return None
+    entries = ledger["entries"][1:]
+    if options.get("target") is not None:  # its share of what the total left, then the plan from the rest
+        if not _check_fedtda_shares(entries[:1], [float(options["target_share"]) * rest], rep):
+            return None
+        rest, entries = rest - _cost(entries[0]), entries[1:]
     n_cat = types.count("categorical")
     numeric = [shape[j] for j, t in enumerate(types) if t == "numeric"]
     plan = allocation.plan_fedtda(
@@ -146,7 +152,7 @@ def _check_fedtda_schedule(
         )
         return None
     parts = ([plan.rho_cat] if n_cat else []) + ([plan.rho_num] if numeric else []) + [plan.rho_cov]
-    return plan.refine if _check_fedtda_shares(ledger["entries"][1:], parts, rep) else None
+    return plan.refine if _check_fedtda_shares(entries, parts, rep) else None
 
 
 def _check_fedtda_shares(entries: list[dict[str, Any]], parts: list[float], rep: AuditReport) -> bool:

@@ -1,13 +1,15 @@
 """The structure of a complete Fed-TDA run, recomputed from its column types, domain and options: the
-row total (1), the categorical histograms jointly (``sqrt(n_cat)``), the numeric histograms jointly
-(``sqrt(n_num)``) and the second moments (``B^2``, ``B = norm_factor sqrt(n_cat + 2 n_num)``), all
-Gaussian, in one round, each named as the run names it; an entry summed on secret shares adds its
-fixed-point rounding (``fixed_point.rounding_l2``) to a planned sensitivity that must be the sound
-one: ``sqrt(cells) 2^-16`` for the second moments on shares, none otherwise. Their cells: 1; the
-categorical columns' sizes added up; the numeric columns' sizes added up, each bin split in at most
-``refine`` (the option, or the planned one); ``l (l + 1) / 2`` for ``l = n_cat + 2 n_num``. Their
-noise spends the shares of the budget that the options' ``split`` gives (``split_rho``), or the
-planned schedule's (``schedule``).
+row total (1), with a target column its 2-ways jointly (``sqrt(d - 1)``), the categorical
+histograms jointly (``sqrt(n_cat)``), the numeric histograms jointly (``sqrt(n_num)``) and the
+second moments (``B^2``, ``B = norm_factor sqrt(n_cat + 2 n_num)``), all Gaussian, in one round,
+each named as the run names it; an entry summed on secret shares adds its fixed-point rounding
+(``fixed_point.rounding_l2``) to a planned sensitivity that must be the sound one: ``sqrt(cells)
+2^-16`` for the second moments on shares, none otherwise. Their cells: 1; the target's size times
+the other columns' sizes added up; the categorical columns' sizes added up; the numeric columns'
+sizes added up, each bin split in at most ``refine`` (the option, or the planned one); ``l (l + 1)
+/ 2`` for ``l = n_cat + 2 n_num``. Their noise spends the shares of the budget that the options'
+``split`` gives (``split_rho``; a target takes ``target_share`` of what the total's left, the
+others shrinking by as much), or the planned schedule's (``schedule``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..methods.fedtda import TARGET_QUERY
 from .arithmetic import _close, _square
 from .findings import AuditReport
 from .placement import MPC_REAL_BITS, _mpc_run
@@ -23,6 +26,7 @@ from .schedule import _check_fedtda_schedule, _check_fedtda_shares
 #: How each release of a run begins its query.
 QUERIES = {
     "the row total": "total number of rows",
+    "the target's 2-ways": TARGET_QUERY,
     "the categorical histograms": "every categorical column's histogram",
     "the numeric histograms": "every numeric column's histogram",
     "the second moments": "upper triangle of the sum of x x^T",
@@ -36,7 +40,9 @@ def split_rho(rho: float, split: list[float], n_cat: int, n_num: int) -> list[fl
     return [rho * x / sum(shares) for x in shares]
 
 
-def _check_cells(ledger: dict[str, Any], d: dict[str, Any], types: list, refine: int, rep: AuditReport) -> None:
+def _check_cells(
+    ledger: dict[str, Any], d: dict[str, Any], types: list, refine: int, target: int | None, rep: AuditReport
+) -> None:
     """Each release's cells, from the domain (``details.shape``) and the refinement (module docstring)."""
     shape = d.get("shape")
     if not isinstance(shape, list) or len(shape) != len(types):
@@ -45,7 +51,9 @@ def _check_cells(ledger: dict[str, Any], d: dict[str, Any], types: list, refine:
     cat = sum(c for c, t in zip(shape, types) if t == "categorical")
     num = sum(c for c, t in zip(shape, types) if t == "numeric")
     width = types.count("categorical") + 2 * types.count("numeric")
-    want = [(1, 1)] + ([(cat, cat)] if cat else []) + ([(num, refine * num)] if num else [])
+    pairs = 0 if target is None else shape[target] * (sum(shape) - shape[target])
+    want = [(1, 1)] + ([(pairs, pairs)] if pairs else [])
+    want += ([(cat, cat)] if cat else []) + ([(num, refine * num)] if num else [])
     want += [(width * (width + 1) // 2,) * 2]
     for i, (e, (lo, hi)) in enumerate(zip(ledger["entries"], want)):
         cells = e.get("cells")
@@ -87,7 +95,13 @@ def _check_fedtda(ledger: dict[str, Any], d: dict[str, Any], rep: AuditReport) -
     n_cat, n_num = types.count("categorical"), types.count("numeric")
     width, mpc_run, known = n_cat + 2 * n_num, _mpc_run(ledger), len(rep.problems)
     moments = width * (width + 1) // 2
+    target = options.get("target")
+    if target is not None and (columns is None or target not in columns or types[columns.index(target)] == "numeric"):
+        rep.problems.append(f"details.options.target {target!r} is not a categorical column of details.columns")
+        return
+    target_index = None if target is None or columns is None else columns.index(target)
     expect = [("the row total", 1.0, 0)]
+    expect += [("the target's 2-ways", math.sqrt(len(types) - 1), 0)] if target is not None else []
     expect += [("the categorical histograms", math.sqrt(n_cat), 0)] if n_cat else []
     expect += [("the numeric histograms", math.sqrt(n_num), 0)] if n_num else []
     expect += [("the second moments", _square(norm_factor) * width, moments)]
@@ -129,11 +143,15 @@ def _check_fedtda(ledger: dict[str, Any], d: dict[str, Any], rep: AuditReport) -
     if d.get("schedule") is not None:
         refine = _check_fedtda_schedule(ledger, d, types, norm_factor * math.sqrt(width), rep)
     elif options.get("split") is not None:
-        parts = split_rho(float(ledger["rho_budget"]), list(options["split"]), n_cat, n_num)
+        rho = float(ledger["rho_budget"])
+        parts = split_rho(rho, list(options["split"]), n_cat, n_num)
         parts = [p for p, n in zip(parts, (1, n_cat, n_num, 1)) if n]
+        if target is not None:  # its share of what the total's left; the others shrink by as much
+            share = float(options["target_share"])
+            parts = [parts[0], share * (rho - parts[0])] + [p * (1 - share) for p in parts[1:]]
         refine = int(options.get("refine") or 4) if _check_fedtda_shares(entries, parts, rep) else None
     else:
         rep.problems.append("the ledger records neither the options' split nor a planned schedule (details.schedule)")
         return
     if refine is not None:
-        _check_cells(ledger, d, types, refine, rep)
+        _check_cells(ledger, d, types, refine, target_index, rep)

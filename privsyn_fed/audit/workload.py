@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..methods.aim import TARGET_SHARE
 from ..methods.workload import (
     DEFAULT_DEGREE,
     DEFAULT_SIZE,
@@ -36,11 +35,6 @@ def _check_workload(
     its weights (None: all 1)."""
     options, n = d.get("options") or {}, len(d["columns"])
     target = options.get("target")
-    if target is None and options.get("target_share", TARGET_SHARE) != TARGET_SHARE:
-        rep.problems.append(
-            f"details.options.target_share is {options.get('target_share')!r} without a target, where a run "
-            f"keeps the default {TARGET_SHARE:g}"
-        )
     if target is not None and target not in d["columns"]:
         rep.problems.append(f"details.options.target {target!r} is not one of details.columns")
         return

@@ -48,6 +48,7 @@ FLAGGED = {name: f for name, f in METHOD_OPTIONS.items() if "flag" in f.metadata
 #: The help's groups of method options (the options' ``group``), in the order it lists them.
 OPTION_GROUPS = {
     "workload": "workload (public marginal queries the release should answer well)",
+    "target": "a label to predict (aim, distaim, flaim, fedtda)",
     "aim": f"options of the AIM family ({', '.join(AIM_FAMILY)})",
     "fedtda": "fedtda options",
     "federated": "federated options (distaim, flaim)",

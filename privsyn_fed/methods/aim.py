@@ -5,7 +5,7 @@ One curator holds the pooled rows of every silo. With budget ``rho``, ``T`` and 
      (``allocation.plan_aim``): ``T = R + alpha d`` units of the rest;
   0b. with a target column (``--target Y``, a public choice), its 2-way marginal with each of the
      other ``d - 1`` columns is measured first with ``sigma = sqrt((d - 1) / (2 s rho))``, a share ``s``
-     (default 0.2) of ``rho``; the rest plans the rounds as below (``core.measure_target``);
+     (default 0.2) of ``rho``; the rest plans the rounds as below (``target.measure_target``);
   1. measure every column's 1-way marginal with ``sigma_0 = sqrt(T / (2 alpha rho))`` and fit
      a graphical model (with ``R = 0`` the 1-ways take the whole budget and the run ends here);
   2. each round: apply the final-round rule; keep candidates (the workload's downward closure)
@@ -31,6 +31,7 @@ from ..noise import NoiseSource
 from ..silo import Silo
 from . import allocation, core
 from .base import Release, option
+from .target import TargetOptions, measure_target
 from .workload import (
     DEFAULT_DEGREE,
     DEFAULT_SIZE,
@@ -46,10 +47,6 @@ THREAT_MODEL = (
 )
 
 
-#: With a target, the default share of the budget (after the planning total) for its 2-ways.
-TARGET_SHARE = 0.2
-
-
 def selection_sensitivity(max_weight: float, opts: "AIMOptions") -> float:
     """``max w``: one record moves one cell of each candidate's marginal by one."""
     return max_weight
@@ -61,7 +58,7 @@ def _all_when_zero(size: int) -> int | None:
 
 
 @dataclass
-class AIMOptions:
+class AIMOptions(TargetOptions):
     """AIM's options (the federated methods' options extend them); ``rounds`` None plans ``T`` from a
     noisy row total."""
 
@@ -140,23 +137,6 @@ class AIMOptions:
         metavar="FILE",
         group="workload",
     )
-    target: str | None = option(
-        None,
-        "a column the release should predict well (a label): its 2-way marginal with every other column joins "
-        "the workload, and --target-share of the budget measures all of them before the rounds; public, recorded "
-        "in the ledger",
-        flag="--target",
-        metavar="COLUMN",
-        group="workload",
-    )
-    target_share: float = option(
-        TARGET_SHARE,
-        "with --target, the share of the budget (after the planning total) spent measuring the target's "
-        "2-ways, in (0, 1) (default {default})",
-        flag="--target-share",
-        metavar="S",
-        group="workload",
-    )
 
     def check_mpc(self) -> None:
         """Nothing to add: ``prepare`` checks that the method runs over MPC at all."""
@@ -186,10 +166,7 @@ class AIMOptions:
             )
         if self.workload_size is not None and self.workload_size < 0:
             raise OptionError(f"workload_size must be 0 (all) or positive, not {self.workload_size}", "workload_size")
-        if not 0 < self.target_share < 1:
-            raise OptionError(f"target_share must lie in (0, 1), not {self.target_share}", "target_share")
-        if self.target is None and self.target_share != TARGET_SHARE:
-            raise OptionError("target_share is the share of a target's 2-ways: give a target too", "target_share")
+        self.validate_target()
         from .pgm import memory_mb, numpy_cells_setting
 
         numpy_cells_setting()  # a bad $PRIVSYN_FED_NUMPY_CELLS is refused before any budget is spent
@@ -229,10 +206,7 @@ def check_workload(opts: "AIMOptions", schema) -> None:
         raise OptionError(
             f"workload_degree {opts.workload_degree} is more than the {d} columns of the schema", "workload_degree"
         )
-    if opts.target is not None and opts.target not in schema.names:
-        raise OptionError(f"target column {opts.target!r} is not in the schema", "target")
-    if opts.target is not None and d < 2:
-        raise OptionError("a target needs at least one other column to predict it from", "target")
+    opts.check_target(schema)
     cliques, weights = workload_of(schema.names, opts)
     check_size(cliques, schema.shape, schema.names, weights)
 
@@ -286,7 +260,7 @@ def run_aim(
             query="total number of rows (plans the schedule)",
             where="curator",
         )
-    target = core.measure_target(
+    target = measure_target(
         names,
         opts,
         acc.remaining,

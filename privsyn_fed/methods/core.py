@@ -139,32 +139,6 @@ class MethodResult:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-def target_pairs(names: Sequence[str], target: str) -> list[tuple[str, ...]]:
-    """The target's 2-way marginal with every other column, each clique in schema order."""
-    t = list(names).index(target)
-    return [(names[min(j, t)], names[max(j, t)]) for j in range(len(names)) if j != t]
-
-
-def target_sigma(rho: float, share: float, n_columns: int) -> float:
-    """The target's ``d - 1`` 2-ways spend ``share`` of ``rho``: ``sigma = sqrt((d - 1) / (2 share rho))``."""
-    return math.sqrt((n_columns - 1) / (2.0 * share * rho))
-
-
-def target_query(pair: Sequence[str]) -> str:
-    """How the ledger names the measurement of one of the target's 2-ways."""
-    return f"marginal({', '.join(pair)}) with the target"
-
-
-def measure_target(names: Sequence[str], opts: Any, rho: float, measure) -> list[tuple[tuple[str, ...], Any, float]]:
-    """With ``opts.target``: each of its 2-ways (``target_pairs``) measured by the caller's charged
-    ``measure(pair, sigma, query)`` at ``target_sigma`` of ``rho`` (the budget before them);
-    without a target, nothing."""
-    if opts.target is None:
-        return []
-    sigma = target_sigma(rho, opts.target_share, len(names))
-    return [(pair, measure(pair, sigma, target_query(pair)), sigma) for pair in target_pairs(names, opts.target)]
-
-
 def oneway_sigmas(measurements, names: Sequence[str], shape: Sequence[int]) -> list[float]:
     """Per column, the noise (standard deviation per cell, in counts) of its 1-way marginal as
     every measurement containing it determines it. A measurement over ``r`` with ``c_r`` cells

@@ -8,7 +8,7 @@ With budget ``rho``, ``T`` rounds, ``d`` columns and ``alpha``:
   0b. with a target column (``--target Y``, a public choice), its 2-way marginal with each of the
      other ``d - 1`` columns is summed over every silo and measured first with
      ``sigma = sqrt((d - 1) / (2 s rho))``, a share ``s`` (default 0.2) of ``rho``; the rest plans
-     the rounds as below (``core.measure_target``);
+     the rounds as below (``target.measure_target``);
   1. every column's 1-way marginal over a fresh client sample is measured; a model is fitted;
   2. each round: silos are Poisson-sampled; a sampled silo not seen before contributes its
      answers to every candidate marginal once, and the pool ``A_r`` (held by the aggregator; secret

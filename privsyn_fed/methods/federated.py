@@ -9,7 +9,7 @@
   deviation is taken as ``sqrt(m) * N_hat / K`` (silo sizes assumed to vary by about their mean).
   Both inputs are DP outputs or public, so this is post-processing.
 * ``measure_target_twoways``: with a target column, its 2-ways summed over every silo before the
-  rounds are planned (``core.measure_target``).
+  rounds are planned (``target.measure_target``).
 * ``measure_initial_oneways``: DistAIM and FLAIM start from every column's 1-way marginal, each
   summed over a fresh client sample and measured with ``N(0, sigma^2)`` (sensitivity 1 each).
 * ``rescale``: a measurement over ``n_hat`` rows is scaled to the population estimate ``N_hat``:
@@ -30,10 +30,11 @@ from ..common import OptionError
 from ..mechanisms import noisy_sum, noisy_sums
 from ..noise import NoiseSource
 from ..silo import MarginalsQuery
-from . import allocation, core
+from . import allocation
 from .aim import AIMOptions, check_workload
 from .allocation import FEDERATED_ROUNDS, default_sample_rate  # noqa: F401  (shared by DistAIM and FLAIM)
 from .base import option
+from .target import measure_target
 
 Measurement = tuple[tuple[str, ...], np.ndarray, float]
 
@@ -159,7 +160,7 @@ def measure_target_twoways(
         request = MarginalsQuery((tuple(prob.columns(pair)),))
         return noisy_sum(agg, acc, noise, request, agg.silo_names, sigma=sigma, query=query, round_index=0)
 
-    return core.measure_target(prob.names, opts, acc.remaining, measure)
+    return measure_target(prob.names, opts, acc.remaining, measure)
 
 
 def planning_total(agg: Aggregator, acc: Accountant, noise: NoiseSource) -> float:

@@ -16,6 +16,10 @@ Budget ``rho`` split between four releases, each one Gaussian mechanism over the
   4. the upper triangle of ``sum_rows x x^T`` of the silos' encoded rows, whose norm is clipped to
      ``B = norm_factor sqrt(l)``: one record changes it by ``x x^T``, of Frobenius norm at most
      ``B^2``, the L2 sensitivity of the released vector.
+With a target column (``--target Y``, categorical), its 2-way marginal with each other column is
+released after the total, jointly (L2 sensitivity ``sqrt(d - 1)``), with a share ``s`` of what the
+total left (``target``); the other releases share the rest, and each synthetic row's label is drawn
+from those 2-ways given its other columns (``model.label``) instead of from the copula.
 Each silo encodes its own rows with the public parameters of steps 2 and 3 (a row of ``l = 2 n_c +
 n_d`` coordinates): a categorical value, and a numeric value's mixture component (drawn from its
 posterior; "missing" is one more component), become ``Phi^-1(u)`` with ``u`` uniform on the
@@ -49,6 +53,7 @@ from ..aggregation import Aggregator
 from ..common import InputError, OptionError, Progress, Silent
 from ..mechanisms import exact_sums_in_a_non_private_run, gaussian_sigma, noisy_sums
 from ..model import CopulaModel
+from ..model.label import LabelTables
 from ..noise import NoiseSource
 from ..schema import CategoricalColumn, NumericColumn, Schema, refined
 from ..silo import (
@@ -68,6 +73,10 @@ from ..silo import (
 from . import allocation, core
 from .base import FederatedMethod, option
 from .federated import combined_total, projected
+from .target import TargetOptions, target_pairs
+
+#: How the ledger names the release of the target's 2-ways.
+TARGET_QUERY = "the target's 2-way marginal with every other column"
 
 NON_PRIVATE_WARNING = (
     "NON-PRIVATE TEST MODE: fedtda ran with exact statistics and no noise; this "
@@ -84,7 +93,7 @@ def shares_from_text(text: str) -> tuple[float, ...]:
 
 
 @dataclass
-class FedTDAOptions:
+class FedTDAOptions(TargetOptions):
     """Fed-TDA's options; ``split`` None plans the budget from a noisy row total
     (``allocation.plan_fedtda``)."""
 
@@ -147,6 +156,7 @@ class FedTDAOptions:
             raise OptionError("norm_factor must be positive", "norm_factor")
         if not 0 < self.icdm_lambda < 0.5:
             raise OptionError(f"icdm_lambda must lie in (0, 0.5), not {self.icdm_lambda}", "icdm_lambda")
+        self.validate_target()
 
     def check_mpc(self) -> None:
         """Every Fed-TDA statistic is a declared query: nothing to refuse over MPC."""
@@ -156,6 +166,11 @@ class FedTDAOptions:
         coordinates; refused before any budget is spent when they would not fit in memory."""
         from .workload import MAX_CANDIDATE_CELLS
 
+        self.check_target(schema)
+        if self.target is not None and not isinstance(
+            schema.columns[schema.names.index(self.target)], CategoricalColumn
+        ):
+            raise OptionError(f"fedtda's target must be a categorical column, and {self.target!r} is numeric", "target")
         n_num = sum(isinstance(c, NumericColumn) for c in schema.columns)
         n_cat = len(schema.columns) - n_num
         shares = self.split or (1.0, 1.0, 1.0, 1.0)
@@ -234,6 +249,19 @@ def run_fedtda(
         "total number of rows" + (" (plans the schedule)" if planned else ""),
     )
     n_hat = max(1.0, float(n_sum[0]))
+    label = None
+    if opts.target is not None:  # its share of what the total left; the other shares shrink by as much
+        rho_t = opts.target_share * (acc.remaining if planned else acc.rho_budget - rho_n)
+        if not planned:
+            rho_cat, rho_num, rho_cov = (r * (1.0 - opts.target_share) for r in (rho_cat, rho_num, rho_cov))
+        pairs = target_pairs(names, opts.target)
+        tables, _ = release(
+            [(", ".join(p), MarginalsQuery((tuple(names.index(c) for c in p),))) for p in pairs],
+            math.sqrt(len(pairs)),
+            rho_t,
+            TARGET_QUERY,
+        )
+        label = LabelTables.from_noisy(schema, names.index(opts.target), tables)
     refine = opts.refine
     if planned:
         plan = allocation.plan_fedtda(
@@ -300,7 +328,7 @@ def run_fedtda(
     for k in encoding.value_coordinates():  # a value's code is uniform given its component: no correlation
         corr[k, k + 1] = corr[k + 1, k] = 0.0
     _, factor = repair_correlation(corr)
-    model = CopulaModel(encoding, factor, n_hat)
+    model = CopulaModel(encoding, factor, n_hat, label=label)
     progress.log(f"copula over {width} coordinates")
     info = {
         "coordinates": width,

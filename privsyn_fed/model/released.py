@@ -6,7 +6,8 @@
 * ``CopulaModel``: Fed-TDA's Gaussian copula ``z = L g``, ``g ~ N(0, I)``, decoded through the public
   encoding. Its rows given a condition are drawn by rejection (exact: the kept rows are the model's
   rows given the condition), bounded: a condition that too few of the model's rows meet is refused
-  rather than sampled for ever.
+  rather than sampled for ever. With a target, each row's label is then drawn from the target's
+  noisy 2-ways given the row's other columns (``label``).
 
 Both are post-processing of a release's noisy statistics: sampling reads no rows and spends nothing.
 """
@@ -24,6 +25,7 @@ from ..schema import Schema, decode_codes
 from ..schema.constraints import draw_kept
 from .conditions import Condition
 from .junction import JunctionTree, independent_tree
+from .label import LabelTables
 
 #: Rejection draws a probe of this many rows to estimate how often a condition holds.
 PROBE_ROWS = 20_000
@@ -106,6 +108,8 @@ class CopulaModel:
     total: float
     conditions: tuple[Condition, ...] = ()
     probability: float = 1.0
+    #: With a target: each row's label drawn from the target's 2-ways given its other columns.
+    label: LabelTables | None = None
 
     kind = "copula"
 
@@ -121,7 +125,8 @@ class CopulaModel:
         width = self.factor.shape[0]
         # computed transposed so that each coordinate (a column of z) is contiguous for decoding
         z = (self.factor.astype(np.float32) @ rng.standard_normal((width, rows), dtype=np.float32)).T
-        return self.encoding.decode(z)  # type: ignore[attr-defined]
+        frame = self.encoding.decode(z)  # type: ignore[attr-defined]
+        return frame if self.label is None else self.label.relabel(frame, self.schema, rng)
 
     def sample(self, rows: int, seed: int | None) -> pd.DataFrame:
         """``rows`` rows, given the conditions when there are any (``rejected``)."""
@@ -149,12 +154,17 @@ class CopulaModel:
                 f"{_described(conditions)}: none of {PROBE_ROWS:,} rows drawn from the model meets it "
                 f"(probability below about 1 in {PROBE_ROWS:,}); condition on a wider range or fewer columns"
             )
-        return CopulaModel(self.encoding, self.factor, self.total, combined, share)
+        return CopulaModel(self.encoding, self.factor, self.total, combined, share, self.label)
 
     def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:
         """The model as a JSON header and arrays (``model.file``)."""
         header, arrays = self.encoding.to_wire()  # type: ignore[attr-defined]
-        return {"encoding": header}, {**{f"encoding:{k}": v for k, v in arrays.items()}, "factor": self.factor}
+        out = {"encoding": header}, {**{f"encoding:{k}": v for k, v in arrays.items()}, "factor": self.factor}
+        if self.label is not None:
+            label_header, label_arrays = self.label.to_arrays(self.schema)
+            out[0]["label"] = label_header
+            out[1].update(label_arrays)
+        return out
 
     @classmethod
     def from_arrays(cls, schema: Schema, total: float, header: dict, arrays: dict[str, np.ndarray]) -> "CopulaModel":
@@ -166,7 +176,8 @@ class CopulaModel:
         factor = np.asarray(arrays["factor"], dtype=np.float64)
         if factor.shape != (encoding.width, encoding.width) or not np.all(np.isfinite(factor)):
             raise ValueError(f"the copula's factor has shape {factor.shape}, not {(encoding.width,) * 2}")
-        return cls(encoding, factor, total)
+        label = LabelTables.from_arrays(schema, header["label"], arrays) if "label" in header else None
+        return cls(encoding, factor, total, label=label)
 
 
 def _all_hold(conditions: Sequence[Condition], frame: pd.DataFrame) -> np.ndarray:

@@ -1,0 +1,89 @@
+"""A target column (``synth --target Y``, ``target=`` in Python): a label the release should predict
+well. A public choice, recorded in the ledger with its share of the budget.
+
+Before its other releases a run measures the target's 2-way marginal with each of the other
+``d - 1`` columns, with a share ``s`` (``target_share``) of the budget ``rho`` left after a planning
+total: each at ``sigma = sqrt((d - 1) / (2 s rho))`` (count marginals of sensitivity 1; released
+together they are one Gaussian of L2 sensitivity ``sqrt(d - 1)`` at that sigma, the same cost).
+The AIM family fits them with its other measurements (and adds them to its workload,
+``workload.with_target``); Fed-TDA draws each synthetic row's label from them given the row's
+other columns (``model.LabelTables``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from ..common import OptionError
+from .base import option
+
+#: The default share of the budget (after the planning total) for the target's 2-ways.
+TARGET_SHARE = 0.2
+
+
+@dataclass
+class TargetOptions:
+    """The options of a release with a target column, shared by every method that takes one."""
+
+    target: str | None = option(
+        None,
+        "a column the release should predict well (a label): its 2-way marginal with every other column is "
+        "measured first with --target-share of the budget (aim, distaim and flaim also add them to the workload; "
+        "fedtda, whose target must be categorical, draws each row's label from them given its other columns); "
+        "public, recorded in the ledger",
+        flag="--target",
+        metavar="COLUMN",
+        group="target",
+    )
+    target_share: float = option(
+        TARGET_SHARE,
+        "with --target, the share of the budget (after the planning total) spent measuring the target's "
+        "2-ways, in (0, 1) (default {default})",
+        flag="--target-share",
+        metavar="S",
+        group="target",
+    )
+
+    def validate_target(self) -> None:
+        """Refuse a ``target_share`` outside (0, 1), or one given without a target."""
+        if not 0 < self.target_share < 1:
+            raise OptionError(f"target_share must lie in (0, 1), not {self.target_share}", "target_share")
+        if self.target is None and self.target_share != TARGET_SHARE:
+            raise OptionError("target_share is the share of a target's 2-ways: give a target too", "target_share")
+
+    def check_target(self, schema) -> None:
+        """Refuse a target that is not a column of ``schema``, or one with no other column."""
+        if self.target is not None and self.target not in schema.names:
+            raise OptionError(f"target column {self.target!r} is not in the schema", "target")
+        if self.target is not None and len(schema.names) < 2:
+            raise OptionError("a target needs at least one other column to predict it from", "target")
+
+
+def target_pairs(names: Sequence[str], target: str) -> list[tuple[str, ...]]:
+    """The target's 2-way marginal with every other column, each clique in schema order."""
+    t = list(names).index(target)
+    return [(names[min(j, t)], names[max(j, t)]) for j in range(len(names)) if j != t]
+
+
+def target_sigma(rho: float, share: float, n_columns: int) -> float:
+    """The target's ``d - 1`` 2-ways spend ``share`` of ``rho``: ``sigma = sqrt((d - 1) / (2 share rho))``."""
+    return math.sqrt((n_columns - 1) / (2.0 * share * rho))
+
+
+def target_query(pair: Sequence[str]) -> str:
+    """How the ledger names the AIM family's measurement of one of the target's 2-ways."""
+    return f"marginal({', '.join(pair)}) with the target"
+
+
+def measure_target(
+    names: Sequence[str], opts: TargetOptions, rho: float, measure: Callable[[tuple[str, ...], float, str], Any]
+) -> list[tuple[tuple[str, ...], Any, float]]:
+    """With ``opts.target``: each of its 2-ways (``target_pairs``) measured by the caller's charged
+    ``measure(pair, sigma, query)`` at ``target_sigma`` of ``rho`` (the budget before them);
+    without a target, nothing."""
+    if opts.target is None:
+        return []
+    sigma = target_sigma(rho, opts.target_share, len(names))
+    return [(pair, measure(pair, sigma, target_query(pair)), sigma) for pair in target_pairs(names, opts.target)]
