@@ -154,7 +154,7 @@ def measure_target_twoways(
     agg: Aggregator, acc: Accountant, noise: NoiseSource, prob, opts: AIMOptions
 ) -> list[Measurement]:
     """With a target: each of its 2-ways summed over every silo plus ``N(0, sigma^2)``
-    (``core.measure_target``; sensitivity 1 each), at the population's scale; else nothing."""
+    (``target.measure_target``; sensitivity 1 each), at the population's scale; else nothing."""
 
     def measure(pair: tuple[str, ...], sigma: float, query: str) -> np.ndarray:
         request = MarginalsQuery((tuple(prob.columns(pair)),))
