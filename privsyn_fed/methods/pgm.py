@@ -259,7 +259,8 @@ class MarginalReader:
     ``p(x) = p(x_root) prod_C p(x_{C - S_C} | x_{S_C})``: one upward pass of log-space messages
     over the junction tree gives the root marginal and every conditional (all entries in [0, 1],
     so contracting them cannot underflow to an all-zero table), and an optimised einsum sums out
-    the variables outside the clique. Same quantity as mbi's variable elimination.
+    the variables outside the clique, over only the factors whose subtrees hold one of its columns
+    (every other subtree sums to 1). Same quantity as mbi's variable elimination.
     """
 
     def __init__(self, model: MarkovRandomField):
@@ -269,6 +270,7 @@ class MarginalReader:
         }
         self._model = model
         self._tree: JunctionTree | None = None
+        self._new: list[set[str]] | None = None  # each factor's columns outside its separator
 
     def _junction_tree(self) -> JunctionTree:
         import networkx as nx
@@ -321,11 +323,25 @@ class MarginalReader:
         import opt_einsum
 
         index = {a: i for i, a in enumerate(self._model.domain.attributes)}
-        operands = []
-        for cl, table in self.factorisation().factors:
+        tree, operands = self.factorisation(), []
+        for i in self._needed(tree, set(clique)):
+            cl, table = tree.factors[i]
             operands += [table, [index[a] for a in cl]]
         out = opt_einsum.contract(*operands, [index[a] for a in clique], optimize="greedy")
         return (out / out.sum() * self.total).ravel()
+
+    def _needed(self, tree: JunctionTree, clique: set[str]) -> list[int]:
+        """The factors the marginal over ``clique`` needs: those whose subtree introduces one of its
+        columns. Any other subtree is a product of conditionals summed over all of its own new
+        columns, which is 1, and a root's marginal sums to 1 too."""
+        if self._new is None:
+            self._new = [set(cl) - set(tree.separator(i)) for i, (cl, _) in enumerate(tree.factors)]
+        hit = [False] * len(tree.factors)
+        for i, new in enumerate(self._new):  # children before parents: a child's hit reaches its parent
+            hit[i] = hit[i] or bool(new & clique)
+            if hit[i] and tree.parents[i] >= 0:
+                hit[tree.parents[i]] = True
+        return [i for i, h in enumerate(hit) if h]
 
 
 def model_cliques(model: MarkovRandomField) -> list[tuple[str, ...]]:
