@@ -551,6 +551,8 @@ UNCHECKED = {
     ("*", "details.model_sha256"): {"deleted"},  # a digest of the saved model, checked when it is loaded
     ("*", "details.schedule.noisy_total"): {"x1.5", "zero", "negative"},  # a released noisy value
     ("*", "details.options.max_model_size"): {"x1.5"},  # options no recorded fact depends on
+    ("*", "details.options.target"): {"deleted"},  # a release without a target may predate the option
+    ("*", "details.options.target_share"): {"deleted"},
     ("*", "details.options.pgm_tol"): {"x1.5", "zero", "null"},
     ("*", "details.options.icdm_lambda"): {"x1.5"},
     ("*", "details.options.threshold"): {"x1.5", "zero", "negative"},

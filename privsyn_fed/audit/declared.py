@@ -37,7 +37,8 @@ def _split(v: Any) -> bool:
 
 
 Rule = tuple[str, Callable[[Any], bool]]
-#: The options of a release with a target column (``methods.target``).
+#: The options of a release with a target column (``methods.target``); a ledger that records
+#: neither ran without one.
 TARGET_OPTIONS: dict[str, Rule] = {
     "target": ("null or a column's name", lambda v: v is None or isinstance(v, str)),
     "target_share": ("a number in (0, 1)", lambda v: _number(v) and 0 < v < 1),
@@ -94,7 +95,7 @@ def _check_options(ledger: dict[str, Any], options: dict[str, Any], rep: AuditRe
     complete = ledger["status"] == "complete"
     for key, (text, ok) in rules.items():
         if key not in options:
-            if complete:
+            if complete and key not in TARGET_OPTIONS:  # a release without a target may predate them
                 rep.problems.append(f"details.options does not record {key}, an option of every {method} run")
         elif not ok(options[key]):
             rep.problems.append(f"details.options.{key} must be {text}, not {options[key]!r}")
