@@ -24,7 +24,7 @@ import math
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence, TypeAlias, cast
 
 import numpy as np
 import pandas as pd
@@ -38,6 +38,7 @@ from .common import InputError, OptionError, Progress, ProgressCallback, Silent,
 from .noise import noise_source
 from .schema import Schema
 from .silo import Silo, units
+from .silo.site import check_silo_column, default_silo_name, site_record
 
 if TYPE_CHECKING:
     from .methods import MethodOptions
@@ -146,12 +147,14 @@ def prepare(
     privacy_unit: str | None = None,
     max_rows_per_unit: int | None = None,
     max_silos_per_unit: int | None = None,
+    silo_column: str | None = None,
+    silo_names: Sequence[str] = (),
     **options: Any,
 ) -> MethodOptions:
     """Every check of a release request that needs no private data: the method, the budget,
     the number of silos, the row count, the seed, whether the method runs over MPC (``mpc``), the
-    privacy unit (``check_unit``), and the method's options against the public schema (workload and
-    model sizes, round counts).
+    privacy unit (``check_unit``), the silo column against the silos' names (``site.check_silo_column``),
+    and the method's options against the public schema (workload and model sizes, round counts).
     Returns the method's validated options; raises ``InputError`` naming what is wrong (an
     ``OptionError`` for the value of a named argument)."""
     from .methods import METHODS
@@ -173,6 +176,7 @@ def prepare(
     check_rows(rows)
     check_seed(seed)
     check_unit(unit_of(privacy_unit, max_rows_per_unit, max_silos_per_unit), schema, n_silos, mpc)
+    check_silo_column(schema, silo_column, silo_names)
     if schema.private_draft:
         raise InputError(
             f'{schema.source}: this schema was drafted from private rows (its "_draft" note says so), and a '
@@ -230,7 +234,7 @@ SiloLike: TypeAlias = "Silo | pd.DataFrame | str | Path"
 
 
 def synthesize(
-    silos: Sequence[SiloLike],
+    silos: Sequence[SiloLike] | Mapping[str, SiloLike],
     method: str = "aim",
     epsilon: float = 1.0,
     delta: float = 1e-9,
@@ -248,13 +252,20 @@ def synthesize(
     privacy_unit: str | None = None,
     max_rows_per_unit: int | None = None,
     max_silos_per_unit: int | None = None,
+    silo_column: str | None = None,
     **options: Any,
 ) -> SynthResult:
     """Release one synthetic table of the silos' union under (epsilon, delta)-DP.
 
     Each silo is a ``Silo``, a pandas data frame or the path of a table (CSV, gzip CSV or Parquet);
     frames and paths need ``schema`` (a ``Schema`` or a schema file's path) and are read with every
-    check a ``--silo`` file gets, after the request itself has been checked.
+    check a ``--silo`` file gets, after the request itself has been checked. ``silos`` may be a
+    dict from each silo's name to the silo.
+
+    ``silo_column`` names a categorical column of the schema whose categories are the silos'
+    names (the dict's keys, else each path's file name without its extensions): each silo's rows
+    take its name there (``silo.site``), so the release keeps each silo's distribution. The
+    silos' tables need not hold the column; where one does, every row must hold its name.
     ``seed`` makes the run reproducible by drawing noise from a seeded generator; such a release
     is marked ``seeded`` in its ledger and carries no real guarantee (tests and demos only).
     ``ledger_path`` makes the ledger durable: it is written before each noisy value is released;
@@ -284,6 +295,7 @@ def synthesize(
     n_silos = len(aggregator.silo_names) if aggregator is not None else len(silos)
     if not silos:
         raise InputError("no silos given")
+    names, silos = _named(silos, silo_column)
     if ledger_path is not None and not (
         reservation is not None
         and reservation.opening is not None
@@ -307,9 +319,15 @@ def synthesize(
         privacy_unit=privacy_unit,
         max_rows_per_unit=max_rows_per_unit,
         max_silos_per_unit=max_silos_per_unit,
+        silo_column=silo_column,
+        silo_names=names if aggregator is None else aggregator.silo_names,
         **options,
     )
     unit = unit_of(privacy_unit, max_rows_per_unit, max_silos_per_unit)
+    if silo_column is not None and aggregator is not None:
+        raise OptionError(
+            "silo_column with a given aggregator is not available: pass the silos instead", "silo_column", "aggregator"
+        )
     if unit is not None and aggregator is not None and not aggregator.secure:
         raise OptionError(
             "privacy_unit with a given in-process aggregator is not available: its silos are read without the "
@@ -317,7 +335,8 @@ def synthesize(
             "privacy_unit",
             "aggregator",
         )
-    silos = read_silos(silos, schema, unit, seed)
+    sites = None if silo_column is None else [(silo_column, n) for n in names]
+    silos = read_silos(silos, schema, unit, seed, sites=sites)
     seen: dict = {}
     for s in silos:
         if s.schema.to_dict() != schema.to_dict():
@@ -361,6 +380,7 @@ def synthesize(
         "noise": noise.name,
         "options": {k: v for k, v in vars(opts).items() if k != "workload"},
         **(agg.ledger_details(noise) if agg is not None else {}),
+        **({"silo_column": site_record(silo_column, names)} if silo_column is not None else {}),
     }
     if spec.graphical:  # options of the AIM family
         from .methods.aim import AIMOptions, workload_of
@@ -459,23 +479,55 @@ def _schema_of(silos: Sequence[SiloLike], schema: Schema | str | Path | None) ->
     raise InputError("silos given as data frames or paths need schema= (a Schema or a schema file's path)")
 
 
+def _named(silos: Sequence[SiloLike] | Mapping[str, SiloLike], silo_column: str | None) -> tuple[list[str], list]:
+    """``(names, silos)``: a dict's keys and values, else each silo's name (a ``Silo``'s site
+    name, a path's file name without its extensions, ``frame i`` for the i-th frame); with a
+    ``silo_column``, frames must be named by a dict."""
+    if isinstance(silos, Mapping):
+        for name in silos:
+            if not isinstance(name, str) or not name:
+                raise InputError(f"silos: a silo's name must be a non-empty text, not {name!r}")
+        return list(silos), list(silos.values())
+    names = []
+    for i, s in enumerate(silos):
+        if isinstance(s, Silo):
+            names.append(s.site[1] if s.site is not None else s.name)
+        elif isinstance(s, (str, Path)):
+            names.append(default_silo_name(s))
+        elif silo_column is not None:
+            raise OptionError(
+                "silo_column needs each silo's name: pass silos as a dict {name: frame}", "silo_column", "silos"
+            )
+        else:
+            names.append(f"frame {i + 1}")
+    return names, list(silos)
+
+
 def read_silos(
     silos: Sequence[SiloLike],
     schema: Schema,
     unit: PrivacyUnit | None = None,
     seed: int | None = None,
     first: int = 0,
+    sites: Sequence[tuple[str, str]] | None = None,
 ) -> list[Silo]:
     """Each silo read on ``schema``: frames by ``Silo.from_frame`` (named ``frame 1``, ``frame 2``, ...
     by position), paths by ``Silo.load``; a ``Silo`` as it is, if it was read with ``unit``'s column
-    and K (or without a unit when ``unit`` is None). With a unit, each silo's rows are bounded with
-    a key of its own drawn now (derived from ``seed`` and the silo's position, from ``first``, in a
-    seeded run)."""
+    and K (or without a unit when ``unit`` is None) and with its ``sites`` entry. With a unit, each
+    silo's rows are bounded with a key of its own drawn now (derived from ``seed`` and the silo's
+    position, from ``first``, in a seeded run). ``sites``: each silo's ``(column, name)`` (``Silo.site``)."""
     out = []
     column, max_rows = (None, 1) if unit is None else (unit.column, unit.max_rows)
     want = None if column is None else (column, max_rows)
     for i, s in enumerate(silos, start=first):
         key = None if unit is None else units.new_key(None if seed is None else seed + 1000 + i)
+        site = None if sites is None else sites[i - first]
+        if isinstance(s, Silo) and s.site != site:
+            raise InputError(
+                f"{s.name}: the silo was read "
+                + ("without a silo column" if s.site is None else f"as silo {s.site[1]!r} of column '{s.site[0]}'")
+                + (", but this release has none" if site is None else f", but this release reads it as {site[1]!r}")
+            )
         if isinstance(s, Silo):
             if s.unit != want:
                 raise InputError(
@@ -493,9 +545,10 @@ def read_silos(
                 )
             out.append(s)
         elif isinstance(s, pd.DataFrame):
-            out.append(Silo.from_frame(s, schema, f"frame {i + 1}", unit=column, max_rows=max_rows, unit_key=key))
+            name = f"frame {i + 1}" if site is None else f"silo {site[1]!r}"
+            out.append(Silo.from_frame(s, schema, name, unit=column, max_rows=max_rows, unit_key=key, site=site))
         elif isinstance(s, (str, Path)):
-            out.append(Silo.load(s, schema, unit=column, max_rows=max_rows, unit_key=key))
+            out.append(Silo.load(s, schema, unit=column, max_rows=max_rows, unit_key=key, site=site))
         else:
             raise InputError(f"silo {i + 1}: a Silo, a pandas DataFrame or a path, not {type(s).__name__}")
     return out

@@ -156,12 +156,42 @@ def _check_counts(d: dict[str, Any], rep: AuditReport) -> None:
         rep.problems.append("details.model_sha256 must be a SHA-256 digest (64 hexadecimal digits)")
 
 
+def _check_silo_column(d: dict[str, Any], rep: AuditReport) -> None:
+    """A silo column (``silo.site``), if recorded: a categorical column of the release whose cells are
+    exactly its silos, one distinct name per silo of ``details.silos``."""
+    site = d.get("silo_column")
+    if site is None:
+        return
+    names = site.get("silos") if isinstance(site, dict) else None
+    column = site.get("column") if isinstance(site, dict) else None
+    if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names) or not isinstance(column, str):
+        rep.problems.append("details.silo_column must record its column and the silos' names (text)")
+        return
+    if len(set(names)) != len(names):
+        rep.problems.append("details.silo_column names a silo twice")
+    if "silos" in d and len(names) != d["silos"]:
+        rep.problems.append(f"details.silo_column names {len(names)} silos, but the release had {d['silos']}")
+    columns = d.get("columns") or []
+    if column not in columns:
+        rep.problems.append(f"details.silo_column's column {column!r} is not a column of the release")
+        return
+    j = columns.index(column)
+    kind = (d.get("column_types") or [None] * len(columns))[j]
+    size = (d.get("shape") or [None] * len(columns))[j]
+    if kind != "categorical" or size != len(names):
+        rep.problems.append(
+            f"details.silo_column's column {column!r} must be categorical with one cell per silo ({len(names)}), "
+            f"not {kind} with {size}"
+        )
+
+
 def _check_declared(ledger: dict[str, Any], rep: AuditReport) -> bool:
     """The declared inputs of a release (module docstring); whether the domain and the options it
     records are valid, so that the checks that compute with them may run."""
     d = ledger.get("details") or {}
     valid = _check_domain(d, rep)
     _check_counts(d, rep)
+    _check_silo_column(d, rep)
     if ledger["method"] in OPTIONS and not is_party_copy(ledger):
         missing = [k for k in RELEASE_DETAILS if k not in d]
         if ledger["status"] == "complete" and d and missing:

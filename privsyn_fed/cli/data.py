@@ -82,7 +82,16 @@ def add_parsers(sub) -> None:
         action="append",
         metavar="REAL",
         help="the real rows the release was made from (CSV, gzip-compressed CSV or Parquet); repeat it for "
-        "several files, e.g. one per silo: their rows are compared as one table (the union)",
+        "several files, e.g. one per silo: their rows are compared as one table (the union). NAME=REAL names "
+        "a silo for --silo-column (default: the file's name without its extensions)",
+    )
+    ev.add_argument(
+        "--silo-column",
+        action=Once,
+        metavar="COLUMN",
+        help="the release's silo column (`synth --silo-column`): also compare the rows within each silo (its "
+        "share of the rows, mean total variation, workload error); a --real file without the column takes its "
+        "silo's name there",
     )
     ev.add_argument(
         "--synthetic", required=True, action=Once, metavar="SYN", help="the synthetic table (CSV, gzip CSV or Parquet)"
@@ -166,8 +175,11 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from ..evaluation import evaluate
     from ..schema import Schema
     from ..silo import check_table_header
+    from ..silo.site import silo_names
 
-    reals = [Named("--real", Path(p)) for p in args.real]
+    named = silo_names(args.real) if args.silo_column else [("", p) for p in args.real]
+    real_names = [name for name, _ in named]
+    reals = [Named("--real", Path(p)) for _, p in named]
     holdouts = [Named("--holdout", Path(p)) for p in args.holdout or []]
     inputs = [*reals, Named("--synthetic", Path(args.synthetic)), Named("--schema", Path(args.schema)), *holdouts]
     inputs += [Named(opt, Path(v)) for opt, v in (("--model", args.model), ("--baseline", args.baseline)) if v]
@@ -184,13 +196,17 @@ def run_evaluate(args: argparse.Namespace) -> int:
         raise InputError(f"--workload-size must be 0 (all) or positive, not {args.workload_size}")
     if args.label is not None and args.label not in schema.names:
         raise InputError(f"--label: column '{args.label}' is not in the schema")
+    if args.silo_column:
+        from ..evaluation.per_silo import check_silo_column_for_evaluation
+
+        check_silo_column_for_evaluation(schema, args.silo_column)
     if args.label is not None and not holdouts:
         raise InputError("--label needs --holdout (the real rows to test the classifier on)")
     if args.model is not None and not holdouts:
         raise InputError("--model needs --holdout (the real rows to compute the likelihood of)")
     ignored = []
     for item in reals + holdouts:  # headers first: a wrong file is named before any table is read
-        extra = check_table_header(item.path, schema)
+        extra = check_table_header(item.path, schema, site_column=args.silo_column if item in reals else None)
         if extra:
             s = "s" if len(extra) > 1 else ""
             names = ", ".join(f"'{n}'" for n in extra)
@@ -201,14 +217,16 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
         model = likelihood_model(args.model)
     holdout = _read_union(holdouts, schema) if holdouts else None
-    real = _read_union(reals, schema)
+    real = _read_union(reals, schema, args.silo_column, real_names)
     synthetic = read_table(args.synthetic)
     for note in ignored:  # once every table has been read and checked: an error stays one line
         print(f"privsyn-fed: note: {note}", file=sys.stderr)
     common = dict(
         holdout_df=holdout, label=args.label, workload_size=args.workload_size or None, workload_seed=args.workload_seed
     )
-    report = evaluate(real, synthetic, schema, model=model, kmarginal=args.kmarginal or None, **common)
+    report = evaluate(
+        real, synthetic, schema, model=model, kmarginal=args.kmarginal or None, silo_column=args.silo_column, **common
+    )
     report["files"] = {"real": list(args.real), "synthetic": str(args.synthetic), "holdout": list(args.holdout or [])}
     base = None
     if args.baseline:
@@ -241,6 +259,14 @@ def run_evaluate(args: argparse.Namespace) -> int:
             f"k-marginal score: {k['score']:.1f} ({k['definition']} definition; 0-1000, higher is better)"
             + ("" if other is None else f" (baseline {other:.1f})")
         )
+    if "per_silo" in report:
+        print(f"per silo ('{report['per_silo']['column']}'): share of rows real/synthetic, mean TV, workload error")
+        for name, e in report["per_silo"]["silos"].items():
+            print(
+                f"  {name}: {e['share']['real']:.1%} / {e['share']['synthetic']:.1%}, "
+                f"{'n/a' if e['mean_tv'] is None else format(e['mean_tv'], '.4f')}, "
+                f"{'n/a' if e['workload_error'] is None else format(e['workload_error'], '.4f')}"
+            )
     if "tstr" in report:
         t = report["tstr"]
         print(
@@ -283,18 +309,22 @@ def run_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_union(files: list, schema):
+def _read_union(files: list, schema, silo_column: str | None = None, names=()):
     """The rows of every table in ``files`` (``Named``) as one frame, each file checked on ``schema``
-    first so that a bad value is reported with its own file and line. One file is read as it is."""
+    first so that a bad value is reported with its own file and line. One file is read as it is.
+    With a ``silo_column``, a file without it takes its silo's name there (``names``, by position)."""
     import pandas as pd
 
     from ..common import read_table
     from ..evaluation import encode
+    from ..evaluation.per_silo import with_silo_names
     from ..evaluation.utility import as_text
 
     frames = []
-    for item in files:
+    for i, item in enumerate(files):
         frame = read_table(item.path)
+        if silo_column is not None:
+            frame = with_silo_names([frame], [names[i]], silo_column)[0]
         encode(frame, schema, f"{item.path} ({item.option})")
         frames.append(frame)
     if len(frames) == 1:

@@ -116,7 +116,7 @@ def _write(args: argparse.Namespace, out: Path, ledger: Path, schema: Schema, op
     from ..common import read_table
     from ..evaluation import Sources, build_report, read_union, write_report
 
-    real = read_union(args.silo)
+    real = read_union(args.silo, getattr(args, "silo_column", None), getattr(args, "silo_names", None))
     synthetic = read_table(out)
     holdout = read_table(args.quality_holdout) if args.quality_holdout else None
     sources = Sources(list(args.silo), str(out), str(args.schema), args.quality_holdout)
@@ -130,5 +130,6 @@ def _write(args: argparse.Namespace, out: Path, ledger: Path, schema: Schema, op
         label=args.quality_label,
         workload_size=options.get("workload_size", AIMOptions.workload_size),
         workload_seed=options.get("workload_seed", AIMOptions.workload_seed),
+        silo_column=getattr(args, "silo_column", None),
     )
     write_report(args.quality_report, page)

@@ -120,7 +120,16 @@ def add_parser(sub) -> None:
         required=True,
         metavar="TABLE",
         help="one silo's table with the schema's columns: CSV, gzip-compressed CSV or Parquet, read in "
-        "chunks (a silo larger than memory is fine); repeat for each silo",
+        "chunks (a silo larger than memory is fine); repeat for each silo. NAME=TABLE names the silo "
+        "(default: the file's name without its extensions)",
+    )
+    s.add_argument(
+        "--silo-column",
+        metavar="COLUMN",
+        help="the silo as a column: a categorical column of the schema whose categories are the silos' names; "
+        "each silo's rows take its name there (public: every silo knows its own), so the release keeps each "
+        "silo's distribution. The silo tables need not hold the column; where one does, every row must hold "
+        "the silo's name",
     )
     s.add_argument("--epsilon", type=number, required=True, metavar="E", help="privacy budget epsilon (> 0)")
     s.add_argument(
@@ -329,12 +338,20 @@ def _checked(args: argparse.Namespace) -> Request:
     from ..schema import ignored_note
     from ..silo import check_table_header
     from ..silo.silo import log as silo_log
+    from ..silo.site import silo_names
     from .common import federation_inputs
 
+    args.silo_names, paths = zip(*silo_names(args.silo))
+    args.silo = list(paths)
     out = Path(args.out)
     ledger = Path(args.ledger) if args.ledger else out.with_suffix(".ledger.json")
     options = _method_options(args)
     check_mpc_args(args, args.silo, "--silo")
+    if args.silo_column and args.mpc:
+        raise InputError(
+            "--silo-column with --mpc is not available yet: the parties would each need their silo's name in the "
+            "release request; run the release in process, or leave --silo-column out"
+        )
     if args.report:
         from ..audit import check_report_path
 
@@ -374,7 +391,10 @@ def _checked(args: argparse.Namespace) -> Request:
     n_silos = federation_parties(args) or len(args.silo)
     check_unit(unit_of(**_unit_args(args)), schema, n_silos, args.mpc)
     # headers are public: checked before the reservation
-    ignored = {str(silo.path): check_table_header(silo.path, schema, args.privacy_unit) for silo in silo_files}
+    ignored = {
+        str(silo.path): check_table_header(silo.path, schema, args.privacy_unit, args.silo_column)
+        for silo in silo_files
+    }
     quality.check_schema(args, schema)
     prepare(
         args.method,
@@ -386,6 +406,8 @@ def _checked(args: argparse.Namespace) -> Request:
         seed=args.seed,
         mpc=args.mpc,
         **_unit_args(args),
+        silo_column=args.silo_column,
+        silo_names=args.silo_names,
         **options,
     )
     if args.rows and _csv_too_large(out, args.rows, len(schema.columns)):
@@ -442,6 +464,7 @@ def _release(args: argparse.Namespace, request: Request, budget: contextlib.Abst
             write_outputs=stage,
             allow_identical_silos=args.allow_identical_silos,
             **_unit_args(args),
+            **({"silo_column": args.silo_column} if args.silo_column else {}),
             **request.options,
         )
 
@@ -473,8 +496,9 @@ def _release(args: argparse.Namespace, request: Request, budget: contextlib.Abst
         from ..api import read_silos
 
         silos = []
-        for i, p in enumerate(args.silo):  # every input checked before any spend
-            silos.append(read_silos([p], request.schema, unit, args.seed, first=i)[0])
+        for i, (name, p) in enumerate(zip(args.silo_names, args.silo)):  # every input checked before any spend
+            sites = None if args.silo_column is None else [(args.silo_column, name)]
+            silos.append(read_silos([p], request.schema, unit, args.seed, first=i, sites=sites)[0])
             checkpoint()
         return release(silos, reservation), len(silos)
 

@@ -48,12 +48,19 @@ def check_report_path(path: str | Path, option: str) -> None:
         raise InputError(f"{path}: the quality report ({option}) is an HTML page; give it the suffix .html")
 
 
-def read_union(paths: Sequence[str | Path]) -> pd.DataFrame:
-    """The rows of every table at ``paths`` (CSV, gzip CSV or Parquet) in one frame of text cells."""
+def read_union(
+    paths: Sequence[str | Path], silo_column: str | None = None, names: Sequence[str] | None = None
+) -> pd.DataFrame:
+    """The rows of every table at ``paths`` (CSV, gzip CSV or Parquet) in one frame of text cells;
+    with a ``silo_column``, a table without it takes its silo's name there (``names``, by position)."""
     from ..common import read_table
+    from .per_silo import with_silo_names
     from .utility import as_text
 
-    return pd.concat([as_text(read_table(p)) for p in paths], ignore_index=True)
+    frames = [as_text(read_table(p)) for p in paths]
+    if silo_column is not None and names is not None:
+        frames = with_silo_names(frames, names, silo_column)
+    return pd.concat(frames, ignore_index=True)
 
 
 @dataclass
@@ -79,9 +86,11 @@ def build_report(
     workload_seed: int = 0,
     evaluation: dict[str, Any] | None = None,
     seed: int = 0,
+    silo_column: str | None = None,
 ) -> str:
     """The report as one HTML page. ``evaluation`` is ``evaluate.evaluate``'s result for the same
-    tables and options when the caller has it already (it is computed otherwise)."""
+    tables and options when the caller has it already (it is computed otherwise). With a
+    ``silo_column``, a section compares the real and synthetic rows within each silo."""
     from .utility import dcr_distances, encode, evaluate, evaluation_workload, marginal_errors
 
     if evaluation is None:
@@ -94,6 +103,7 @@ def build_report(
             workload_size=workload_size,
             workload_seed=workload_seed,
             seed=seed,
+            silo_column=silo_column,
         )
     real, syn = encode(real_df, schema, "real"), encode(syn_df, schema, "synthetic")
     workload = evaluation_workload(schema, workload_size, workload_seed)
@@ -103,6 +113,8 @@ def build_report(
     sections.append(_association_section(figures, schema, real, syn))
     errors = marginal_errors(real, syn, schema.shape, workload)
     sections.append(_workload_section(figures, schema, workload, errors))
+    if evaluation.get("per_silo"):
+        sections.append(_per_silo_section(evaluation["per_silo"]))
     if evaluation.get("constraints"):
         sections.append(_constraints_section(evaluation["constraints"]))
     if holdout_df is not None:
@@ -508,6 +520,30 @@ def _dcr_section(figures: _Figures, d_train: np.ndarray, d_hold: np.ndarray) -> 
         "the real rows only) suggest copied records.",
         _figure(_dcr_figure(figures, d_train, d_hold), html.escape(caption)),
         "dcr",
+    )
+
+
+def _per_silo_section(per_silo: dict[str, Any]) -> str:
+    """A table of each silo's rows, share, mean total variation and workload error (``per_silo``)."""
+    head = "<tr><th>silo</th><th>real rows</th><th>synthetic rows</th><th>share (real / synthetic)</th>"
+    head += "<th>mean total variation</th><th>workload error</th></tr>"
+    rows = []
+    for name, e in per_silo["silos"].items():
+        cells = [
+            name,
+            f"{e['rows']['real']:,}",
+            f"{e['rows']['synthetic']:,}",
+            f"{e['share']['real']:.1%} / {e['share']['synthetic']:.1%}",
+            _number(e["mean_tv"]),
+            _number(e["workload_error"]),
+        ]
+        rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
+    return _section(
+        f"Per silo ('{html.escape(per_silo['column'])}')",
+        "each silo's rows compared within the silo: a release that keeps each site's distribution has shares "
+        "that agree and errors near the union's.",
+        f'<table class="summary">{head}{"".join(rows)}</table>',
+        "per-silo",
     )
 
 

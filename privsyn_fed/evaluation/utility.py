@@ -18,7 +18,9 @@ whoever may see the real data, e.g. on a benchmark's public table).
 * ``constraints`` (a schema with public constraints): per constraint, the real and the synthetic
   rows that break it (``schema.constraints.violation_report``);
 * ``kmarginal`` (asked for, or a schema with a ``PUMA`` column): SDNist v2.3's k-marginal score,
-  0 to 1000, overall and per PUMA (``kmarginal.kmarginal_score``).
+  0 to 1000, overall and per PUMA (``kmarginal.kmarginal_score``);
+* ``per_silo`` (with a silo column): each silo's share of the rows, mean total variation and
+  workload error within it (``per_silo.per_silo``).
 """
 
 from __future__ import annotations
@@ -299,10 +301,11 @@ def evaluate(
     model: Any = None,
     seed: int = 0,
     kmarginal: bool | None = None,
+    silo_column: str | None = None,
 ) -> dict[str, Any]:
     """All the measures above as a JSON-ready dict (``tstr``, ``dcr``, ``nll`` need a holdout;
     ``kmarginal``: True or False to ask for the k-marginal score or not, None for it when the
-    schema has a ``PUMA`` column)."""
+    schema has a ``PUMA`` column; ``per_silo`` with a ``silo_column``)."""
     real = encode(real_df, schema, "real")
     syn = encode(syn_df, schema, "synthetic")
     real_num, syn_num = numeric_columns(real_df, schema), numeric_columns(syn_df, schema)
@@ -327,6 +330,10 @@ def evaluate(
         from ..schema import violation_report
 
         report["constraints"] = violation_report(schema, {"real": real_df, "synthetic": syn_df})
+    if silo_column is not None:
+        from .per_silo import per_silo
+
+        report["per_silo"] = {"column": silo_column, "silos": per_silo(real, syn, schema, silo_column, workload)}
     if kmarginal or (kmarginal is None and "PUMA" in schema.names):
         from .kmarginal import kmarginal_score
 

@@ -34,6 +34,7 @@ from ..schema import (
     encode_frame,
     ignored_note,
 )
+from ..schema.encode import cell_error
 from .rowstore import RowStore
 from .units import keep_mask, new_key, unit_hashes
 
@@ -70,6 +71,8 @@ class Silo:
         self.unit: tuple[str, int] | None = None
         #: Rows left out by that bound. Private: shown to this silo's operator, never released.
         self.unit_dropped = 0
+        #: ``(column, name)`` when the silo's name is its rows' value of a schema column (``site``), else None.
+        self.site: tuple[str, str] | None = None
 
     # ---- construction -------------------------------------------------------------------------
     @classmethod
@@ -82,6 +85,7 @@ class Silo:
         unit: str | None = None,
         max_rows: int = 1,
         unit_key: str | None = None,
+        site: tuple[str, str] | None = None,
     ) -> "Silo":
         """The silo in the table at ``path`` (CSV, gzip CSV or Parquet), read and encoded ``chunk_rows``
         rows at a time into a ``RowStore``; every check of ``encode_frame`` applies to every chunk,
@@ -91,9 +95,13 @@ class Silo:
 
         With a privacy ``unit`` column, a first pass reads that column only and chooses at most
         ``max_rows`` rows per unit (``units.keep_mask``, keyed by ``unit_key``, fresh when None);
-        the second keeps only those rows. Every row is still checked. No identifier is kept."""
+        the second keeps only those rows. Every row is still checked. No identifier is kept.
+
+        With a ``site`` ``(column, name)`` (``silo.site``) every row's value of the schema's
+        ``column`` is the silo's ``name``: set when the table lacks the column, checked when it has it."""
         source = str(Path(path))
-        ignored = check_table_header(path, schema, unit)
+        ignored = check_table_header(path, schema, unit, None if site is None else site[0])
+        held = site is None or site[0] in read_header(path)
         if ignored:
             log.warning(ignored_note(source, ignored))
         keep = None
@@ -108,13 +116,15 @@ class Silo:
         clipped = {c.name: 0 for c in schema.columns if isinstance(c, NumericColumn)}
         position = 0
         try:
-            for chunk in read_chunks(path, chunk_rows, columns=schema.names):
+            columns = schema.names if held else [c for c in schema.names if site is None or c != site[0]]
+            for chunk in read_chunks(path, chunk_rows, columns=columns):
                 checkpoint()  # Ctrl-C or SIGTERM while a large silo is read: stop between chunks
                 if len(chunk.frame) == 0:
                     continue
-                codes, counts, values = encode_frame(
-                    chunk.frame, schema, source, with_values=True, first_row=chunk.first_row
-                )
+                frame = chunk.frame if held or site is None else chunk.frame.assign(**{site[0]: site[1]})
+                codes, counts, values = encode_frame(frame, schema, source, with_values=True, first_row=chunk.first_row)
+                if site is not None:
+                    check_site_codes(codes, schema, site, source, chunk.first_row)
                 if keep is not None:
                     kept = keep[position : position + len(codes)]
                     position += len(codes)
@@ -130,6 +140,7 @@ class Silo:
             store.close()
             raise InputError(f"{source}: the table has no rows")
         silo = cls(source, None, schema, clipped, stores=[store])
+        silo.site = site
         if unit is not None and keep is not None:
             silo.unit, silo.unit_dropped = (unit, max_rows), int((~keep).sum())
         return silo
@@ -149,23 +160,31 @@ class Silo:
         unit: str | None = None,
         max_rows: int = 1,
         unit_key: str | None = None,
+        site: tuple[str, str] | None = None,
     ) -> "Silo":
         """Encode a data frame on ``schema`` (``encode_frame``: text cells, or typed columns as a
         user's frame holds them), keeping the clip counts and the clipped numeric values. Columns
         the schema does not list are ignored, with one warning naming them (as ``load``). With a
-        privacy ``unit`` column, at most ``max_rows`` rows per unit are kept (as ``load``)."""
+        privacy ``unit`` column, at most ``max_rows`` rows per unit are kept (as ``load``); with a
+        ``site``, its column is set or checked (as ``load``)."""
         columns = [str(c) for c in df.columns]
         check_unit_column(columns, schema, unit, name)
+        if site is not None and site[0] not in columns:
+            df, columns = df.assign(**{site[0]: site[1]}), [*columns, site[0]]
         ignored = [c for c in check_columns(columns, schema, name) if c != unit]
         if ignored:
             log.warning(ignored_note(name, ignored))
         codes, clipped, values = encode_frame(df, schema, name, with_values=True)
+        if site is not None:
+            check_site_codes(codes, schema, site, name, 2)
         if unit is None:
-            return cls(name, codes, schema, clipped, values)
-        key = unit_key or new_key()
-        keep = keep_mask(unit_hashes(df[unit].reset_index(drop=True), key, unit, name, 1), max_rows, key)
-        silo = cls(name, codes[keep], schema, clipped, None if values is None else values[keep])
-        silo.unit, silo.unit_dropped = (unit, max_rows), int((~keep).sum())
+            silo = cls(name, codes, schema, clipped, values)
+        else:
+            key = unit_key or new_key()
+            keep = keep_mask(unit_hashes(df[unit].reset_index(drop=True), key, unit, name, 1), max_rows, key)
+            silo = cls(name, codes[keep], schema, clipped, None if values is None else values[keep])
+            silo.unit, silo.unit_dropped = (unit, max_rows), int((~keep).sum())
+        silo.site = site
         return silo
 
     @classmethod
@@ -233,18 +252,44 @@ def numeric_columns(schema: Schema) -> list[int]:
     return [j for j, c in enumerate(schema.columns) if isinstance(c, NumericColumn)]
 
 
-def check_table_header(path: str | Path, schema: Schema, unit: str | None = None) -> list[str]:
+def check_table_header(
+    path: str | Path, schema: Schema, unit: str | None = None, site_column: str | None = None
+) -> list[str]:
     """The table's header fits ``schema`` (``check_columns``), and so do a Parquet file's stored
     types (``check_parquet_types``): public facts, checked without reading a row. With a privacy
-    ``unit`` column, the table must have it (``check_unit_column``). Returns the table's columns
-    that the schema does not list (ignored), the unit column left out."""
+    ``unit`` column, the table must have it (``check_unit_column``); the silo's ``site_column``
+    (``silo.site``) it may lack. Returns the table's columns that the schema does not list
+    (ignored), the unit column left out."""
     source = str(Path(path))
     header = read_header(path)
     check_unit_column(header, schema, unit, source)
-    ignored = [c for c in check_columns(header, schema, source) if c != unit]
+    given = header if site_column is None or site_column in header else [*header, site_column]
+    ignored = [c for c in check_columns(given, schema, source) if c != unit]
     if table_format(path) == "parquet":
-        check_parquet_types(parquet_types(path), schema, source)
+        types = parquet_types(path)
+        if site_column is not None and site_column not in types:
+            types[site_column] = "string"
+        check_parquet_types(types, schema, source)
     return ignored
+
+
+def check_site_codes(codes: np.ndarray, schema: Schema, site: tuple[str, str], source: str, first_row: int) -> None:
+    """Every row's code in the site's column is the silo's name's (``site`` is ``(column, name)``);
+    ``InputError`` naming the first row that holds another value."""
+    j = schema.names.index(site[0])
+    col = schema.columns[j]
+    assert isinstance(col, CategoricalColumn)
+    wrong = np.flatnonzero(codes[:, j] != col.categories.index(site[1]))
+    if len(wrong):
+        row = int(wrong[0])
+        raise cell_error(
+            source,
+            row + first_row,
+            site[0],
+            f"holds {col.categories[codes[row, j]]!r}",
+            "holds another silo's name",
+            f"every row of silo {site[1]!r} holds its name in the silo column; or leave the column out",
+        )
 
 
 def check_unit_column(columns: Sequence[str], schema: Schema, unit: str | None, source: str) -> None:
