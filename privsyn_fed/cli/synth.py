@@ -338,7 +338,7 @@ def _checked(args: argparse.Namespace) -> Request:
     from ..schema import ignored_note
     from ..silo import check_table_header
     from ..silo.silo import log as silo_log
-    from ..silo.site import silo_names
+    from ..silo.site import check_silo_column, silo_names
     from .common import federation_inputs
 
     args.silo_names, paths = zip(*silo_names(args.silo))
@@ -377,6 +377,7 @@ def _checked(args: argparse.Namespace) -> Request:
     if workload:  # public: the marginals the release must answer well
         options["workload"] = read_json(workload[0].path, "workload", "--workload")
     schema = Schema.load(args.schema)
+    check_silo_column(schema, args.silo_column, args.silo_names)  # before the headers, which may lack it
     if workload:  # its faults named in the file's words, before anything else is checked against the schema
         from ..common import OptionError
         from ..methods.workload import declared_workload
