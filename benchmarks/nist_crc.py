@@ -6,7 +6,9 @@ Every release spends ``epsilon`` in all, as the archive's entries state theirs: 
 it (default 0.1) on a DP schema draft of the silos (``schema draft --dp --edges quantiles``: the
 cut points of the skewed numeric columns), the rest on the release, each at half of ``delta``
 (basic composition). Categories and bounds come from the public data dictionary. The silos are the
-excerpt's PUMAs (one file per PUMA); central AIM pools them. AIM, DistAIM and FLAIM declare the
+excerpt's PUMAs: one file per PUMA, named after it and without the PUMA column, which the federated
+methods restore with ``--silo-column PUMA`` (each silo's name is its rows' PUMA); central AIM pools
+the rows with their PUMA. AIM, DistAIM and FLAIM declare the
 metric's own workload (every pair of the other columns together with PUMA); ``aim+target`` also
 names the label (``--target``), as does ``fedtda+target``. TSTR: a gradient-boosted tree trained
 on the synthetic rows and tested on a fixed fifth of the real rows (which the release saw too);
@@ -76,6 +78,7 @@ def release(method: str, schema: Path, silos: list[Path], pooled: Path, epsilon:
     inputs = [pooled] if name == "aim" else silos
     extra = ["--workload", str(workload)] if method in GRAPHICAL else []
     extra += ["--target", label] if method.endswith("+target") else []
+    extra += ["--silo-column", "PUMA"] if name != "aim" else []
     start = time.monotonic()
     run(
         "synth", "--method", name, "--schema", str(schema), *[a for s in inputs for a in ("--silo", str(s))],
@@ -107,9 +110,9 @@ def main() -> int:
             pooled = work / "real.csv"
             real.to_csv(pooled, index=False)
             silos = []
-            for puma, part in real.groupby("PUMA"):
+            for puma, part in real.groupby("PUMA"):  # the silo's name is its PUMA, not a column of its file
                 silos.append(work / f"{puma}.csv")
-                part.to_csv(silos[-1], index=False)
+                part.drop(columns=["PUMA"]).to_csv(silos[-1], index=False)
             test = np.random.default_rng(0).random(len(real)) < 0.2
             (work / "workload.json").write_text(json.dumps([["PUMA", "*", "*"]]))
             for epsilon in args.epsilons:
