@@ -296,6 +296,8 @@ def synthesize(
     if not silos:
         raise InputError("no silos given")
     names, silos = _named(silos, silo_column)
+    if silo_column is not None and aggregator is not None:
+        names = _declared_site_names(aggregator, silo_column)
     if ledger_path is not None and not (
         reservation is not None
         and reservation.opening is not None
@@ -320,14 +322,10 @@ def synthesize(
         max_rows_per_unit=max_rows_per_unit,
         max_silos_per_unit=max_silos_per_unit,
         silo_column=silo_column,
-        silo_names=names if aggregator is None else aggregator.silo_names,
+        silo_names=names,
         **options,
     )
     unit = unit_of(privacy_unit, max_rows_per_unit, max_silos_per_unit)
-    if silo_column is not None and aggregator is not None:
-        raise OptionError(
-            "silo_column with a given aggregator is not available: pass the silos instead", "silo_column", "aggregator"
-        )
     if unit is not None and aggregator is not None and not aggregator.secure:
         raise OptionError(
             "privacy_unit with a given in-process aggregator is not available: its silos are read without the "
@@ -336,7 +334,7 @@ def synthesize(
             "aggregator",
         )
     sites = None if silo_column is None else [(silo_column, n) for n in names]
-    silos = read_silos(silos, schema, unit, seed, sites=sites)
+    silos = read_silos(silos, schema, unit, seed, sites=sites[: len(silos)] if sites else None)
     seen: dict = {}
     for s in silos:
         if s.schema.to_dict() != schema.to_dict():
@@ -477,6 +475,21 @@ def _schema_of(silos: Sequence[SiloLike], schema: Schema | str | Path | None) ->
     if isinstance(first, Silo) and all(isinstance(s, Silo) for s in silos):
         return first.schema
     raise InputError("silos given as data frames or paths need schema= (a Schema or a schema file's path)")
+
+
+def _declared_site_names(aggregator: Aggregator, silo_column: str) -> list[str]:
+    """The silos' names of a release over MPC with a silo column: the parties accepted them in the
+    release request (``coordinator(release=...)`` with the site); party 0's silo is the first."""
+    request = getattr(aggregator, "request", None)
+    site = getattr(request, "site", None)
+    if not aggregator.secure or site is None or site[0] != silo_column:
+        raise OptionError(
+            "silo_column with a given aggregator needs the MPC parties to have accepted it in the release request "
+            "(mpc.launch.coordinator's release with the silo column)",
+            "silo_column",
+            "aggregator",
+        )
+    return list(site[1])
 
 
 def _named(silos: Sequence[SiloLike] | Mapping[str, SiloLike], silo_column: str | None) -> tuple[list[str], list]:

@@ -171,7 +171,6 @@ def test_silos_named_on_the_command_line_and_in_python(tmp_path, sites, capsys):
         (["--silo-column", "region"], "'region' is not a column of the schema"),
         (["--silo-column", "age"], "numeric in the schema"),
         (["--silo-column", "site", "--silo", "west=WEST"], "'west' is not one of the column's categories"),
-        (["--silo-column", "site", "--mpc"], "--silo-column with --mpc is not available"),
     ],
 )
 def test_a_bad_silo_column_is_refused_in_one_line_before_any_output(tmp_path, sites, extra, fragment):
@@ -249,3 +248,54 @@ def test_the_quality_report_after_a_release_shows_each_silo(tmp_path, sites, cap
     text = page.read_text()
     assert "Per silo (&#x27;site&#x27;)" in text
     assert all(f"<td>{s}</td>" in text for s in SITES)
+
+
+def test_distaim_over_mpc_gives_each_partys_rows_its_silos_name_and_audits(tmp_path, sites):
+    schema, paths = sites
+    out = tmp_path / "mpc.csv"
+    argv = synth_argv("distaim", schema=schema, silos=paths, out=out, epsilon=4.0, seed=3, silo_column="site")
+    proc = run_cli(*argv, "--mpc", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    syn = pd.read_csv(out)
+    for site in SITES:
+        assert abs((syn[syn["site"] == site]["sick"] == "y").mean() - SICK[site]) < 0.1, site
+    ledger = json.loads(out.with_suffix(".ledger.json").read_text())
+    assert ledger["details"]["silo_column"] == {"column": "site", "silos": list(SITES)}
+    assert_audit_objects_only_to_the_seed(ledger)
+    copies = sorted(tmp_path.glob("*.csv.ledgers/*.json"))
+    assert len(copies) == 2  # parties 1 and 2
+    for copy in copies:
+        assert_audit_objects_only_to_the_seed(json.loads(copy.read_text()))
+
+
+def test_a_party_accepts_a_silo_column_only_with_its_own_name_in_it(tmp_path):
+    from privsyn_fed.mpc.party_session import PartySession
+    from privsyn_fed.mpc.policy import Refused, ReleaseRequest
+
+    schema = pf.Schema.from_dict(SITE_SCHEMA)
+    session = PartySession(schema, str(tmp_path / "south.csv"), 1, 3, channel=object())
+    session._check_site(("site", ("north", "south", "east")))
+    with pytest.raises(Refused, match="names this party's silo 'east', but it is 'south'"):
+        session._check_site(("site", ("north", "east", "south")))
+    with pytest.raises(Refused, match="the release's silo column: .*numeric"):
+        session._check_site(("age", ("north", "south", "east")))
+    request = ReleaseRequest("distaim", 1.0, 1e-9, "a" * 64, False, 3, 1, site=("site", ("north", "south", "east")))
+    assert ReleaseRequest.from_wire(request.to_wire(), 3) == request
+    twice, short = {"column": "site", "silos": ["north", "north", "east"]}, {"column": "site", "silos": ["north"]}
+    for bad in (twice, short, "x"):
+        with pytest.raises(Refused, match="silo column is not a column with one distinct silo name per party"):
+            ReleaseRequest.from_wire({**request.to_wire(), "silo_column": bad}, 3)
+
+
+def test_the_silo_column_across_hosts_is_refused_in_one_line(tmp_path, sites):
+    schema, paths = sites
+    out = tmp_path / "refused.csv"
+    for name in ("federation.json", "c.pem", "k.pem"):  # refused before any of them is read
+        (tmp_path / name).write_text("{}")
+    proc = run_cli(
+        *synth_argv("distaim", schema=schema, silos=paths[:1], out=out, seed=1, silo_column="site"),
+        "--mpc", "--federation", tmp_path / "federation.json",
+        "--cert", tmp_path / "c.pem", "--key", tmp_path / "k.pem",
+    )  # fmt: skip
+    assert proc.returncode == 2 and "--silo-column across hosts (--federation) is not available yet" in proc.stderr
+    assert not out.exists()

@@ -48,7 +48,13 @@ def add_parsers(sub) -> None:
         "one: this silo's facts are summed on secret shares and its candidate category values listed under "
         "this party's own noise; the policy must list the method schema-draft",
     )
-    mp.add_argument("--silo", required=True, metavar="TABLE", help="this party's table: CSV, gzip CSV or Parquet")
+    mp.add_argument(
+        "--silo",
+        required=True,
+        metavar="TABLE",
+        help="this party's table: CSV, gzip CSV or Parquet; NAME=TABLE names the silo for a release with a silo "
+        "column (default: the file's name without its extensions)",
+    )
     mp.add_argument(
         "--seed",
         type=int,
@@ -103,7 +109,9 @@ def _check_inputs(args: argparse.Namespace, *given: tuple[str, str | None]) -> N
 def run_party(args: argparse.Namespace) -> int:
     """``mpc-party``: run this host's silo party until party 0 stops; its exit status."""
     from ..mpc.party import party_main
+    from ..silo.site import silo_names
 
+    [(silo_name, args.silo)] = silo_names([args.silo])
     _check_inputs(args, ("--schema", args.schema), ("--silo", args.silo), ("--policy", args.policy))
     return party_main(
         args.rank,
@@ -117,6 +125,7 @@ def run_party(args: argparse.Namespace) -> int:
         ledger_path=args.ledger,
         force=args.force,
         checks=args.non_private_checks,
+        silo_name=silo_name,
     )
 
 

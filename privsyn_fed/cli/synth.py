@@ -346,12 +346,13 @@ def _checked(args: argparse.Namespace) -> Request:
     out = Path(args.out)
     ledger = Path(args.ledger) if args.ledger else out.with_suffix(".ledger.json")
     options = _method_options(args)
-    check_mpc_args(args, args.silo, "--silo")
-    if args.silo_column and args.mpc:
+    if args.silo_column and args.federation:
         raise InputError(
-            "--silo-column with --mpc is not available yet: the parties would each need their silo's name in the "
-            "release request; run the release in process, or leave --silo-column out"
+            "--silo-column across hosts (--federation) is not available yet: party 0 does not know the other "
+            "organisations' silo names; run the parties on one machine (--mpc without --federation), or leave "
+            "--silo-column out"
         )
+    check_mpc_args(args, args.silo, "--silo")
     if args.report:
         from ..audit import check_report_path
 
@@ -472,6 +473,7 @@ def _release(args: argparse.Namespace, request: Request, budget: contextlib.Abst
     from ..accounting.unit import unit_of
 
     unit = unit_of(args.privacy_unit, args.max_rows_per_unit, args.max_silos_per_unit)
+    site = None if args.silo_column is None else (args.silo_column, tuple(args.silo_names))
     if args.mpc:
         from ..mpc.launch import coordinator
 
@@ -485,7 +487,15 @@ def _release(args: argparse.Namespace, request: Request, budget: contextlib.Abst
             seed=args.seed,
             log=log,
             **coordinator_options(args),
-            release=(args.method, args.epsilon, args.delta, unit, request.options.get("target")),  # policies first
+            release=(
+                args.method,
+                args.epsilon,
+                args.delta,
+                unit,
+                request.options.get("target"),
+                site,
+            ),  # policies first
+            silo_names=args.silo_names,
         ) as agg:
             with budget as reservation:
                 identical()

@@ -135,7 +135,13 @@ class MPCAggregator:
             raise MPCError(self._refused(refusals, "the handshake"))
 
     def release_request(
-        self, method: str, epsilon: float, delta: float, unit: PrivacyUnit | None = None, target: str | None = None
+        self,
+        method: str,
+        epsilon: float,
+        delta: float,
+        unit: PrivacyUnit | None = None,
+        target: str | None = None,
+        site: tuple[str, tuple[str, ...]] | None = None,
     ) -> ReleaseRequest:
         """The public request of a release of ``method`` at ``(epsilon, delta)`` among these parties
         (for one record, or for one privacy ``unit``; with its ``target`` column, if any)."""
@@ -150,16 +156,25 @@ class MPCAggregator:
             self.parties_noise.collusion,
             unit,
             target,
+            site,
         )
 
     def declare(
-        self, method: str, epsilon: float, delta: float, unit: PrivacyUnit | None = None, target: str | None = None
+        self,
+        method: str,
+        epsilon: float,
+        delta: float,
+        unit: PrivacyUnit | None = None,
+        target: str | None = None,
+        site: tuple[str, tuple[str, ...]] | None = None,
     ) -> None:
         """Send the release's public request to every party, which checks it against its own policy
         and budget store before it reads anything; ``InputError`` naming each party that refuses, and
         why (then nothing was read, reserved or spent by any party). With a privacy ``unit`` each
-        party keeps at most K rows per unit of its silo and costs every step for one unit."""
-        request = self.release_request(method, epsilon, delta, unit, target)
+        party keeps at most K rows per unit of its silo and costs every step for one unit. With a silo
+        column (``site``: the column and each party's silo name) each party checks its own name and
+        gives its rows that name."""
+        request = self.release_request(method, epsilon, delta, unit, target, site)
         self.channel.send({"op": "release", "request": request.to_wire()})
         refusals = collect_verdicts(self.channel)
         if refusals:
@@ -177,7 +192,8 @@ class MPCAggregator:
         unit = self.request.unit
         if self.own is None:
             column, max_rows = (None, 1) if unit is None else (unit.column, unit.max_rows)
-            self.own = Silo.load(str(self.own_path), self.schema, unit=column, max_rows=max_rows)
+            site = None if self.request.site is None else (self.request.site[0], self.request.site[1][0])
+            self.own = Silo.load(str(self.own_path), self.schema, unit=column, max_rows=max_rows, site=site)
         self.channel.send({"op": "begin"})
         refusals = collect_verdicts(self.channel)
         bad = [v for v in refusals if v.code == BAD_SILO]
@@ -219,7 +235,10 @@ class MPCAggregator:
             self.release, self.request, self.begun = None, None, False
             return
         unit = getattr(accountant, "unit", None)
-        target = (getattr(accountant, "details", {}).get("options") or {}).get("target")
+        details = getattr(accountant, "details", {})
+        target = (details.get("options") or {}).get("target")
+        recorded = details.get("silo_column")
+        site = None if recorded is None else (recorded["column"], tuple(recorded["silos"]))
         wanted = (
             accountant.method,
             float(accountant.epsilon_budget),
@@ -227,9 +246,10 @@ class MPCAggregator:
             accountant.seeded,
             unit,
             target,
+            site,
         )
         if self.request is None:
-            self.declare(accountant.method, accountant.epsilon_budget, accountant.delta, unit, target)
+            self.declare(accountant.method, accountant.epsilon_budget, accountant.delta, unit, target, site)
         elif wanted != (
             self.request.method,
             self.request.epsilon,
@@ -237,6 +257,7 @@ class MPCAggregator:
             self.request.seeded,
             self.request.unit,
             self.request.target,
+            self.request.site,
         ):
             raise ValueError(f"the release {wanted} is not the one the parties accepted ({self.request})")
         if not self.begun:

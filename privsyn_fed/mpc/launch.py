@@ -185,9 +185,12 @@ class LocalParties:
         seed: int | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         checks: bool = False,
+        names: Sequence[str] | None = None,
     ):
         self.schema = None if schema is None else str(schema)  # None: the parties draft a schema
         self.silos = [str(s) for s in silos]
+        #: How each party is told its silo's name (``--silo NAME=TABLE``); by default its file names it.
+        self.silo_args = self.silos if names is None else [f"{n}={p}" for n, p in zip(names, self.silos)]
         self.seed, self.timeout_s = seed, timeout_s
         self.checks = checks  # parties also answer exact sums outside a release (tests, the demo)
         self.parties = len(self.silos)
@@ -219,7 +222,7 @@ class LocalParties:
 
     def __enter__(self) -> "LocalParties":
         try:
-            for k, path in enumerate(self.silos[1:], start=1):
+            for k, (path, silo_arg) in enumerate(zip(self.silos[1:], self.silo_args[1:]), start=1):
                 seed = [] if self.seed is None else ["--seed", str(self.seed)]
                 seed += ["--non-private-checks"] if self.checks else []
                 self._start(
@@ -231,7 +234,7 @@ class LocalParties:
                         str(k),
                         *(["--draft"] if self.schema is None else ["--schema", self.schema]),
                         "--silo",
-                        path,
+                        silo_arg,
                         *seed,
                     ],
                 )
@@ -315,9 +318,10 @@ def coordinator(
     collusion: int | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     log=None,
-    release: tuple[str, float, float, Any, Any] | tuple[str, float, float] | None = None,
+    release: tuple[str, float, float, Any, Any, Any] | tuple[str, float, float] | None = None,
     checks: bool = False,
     draft=None,
+    silo_names: Sequence[str] | None = None,
 ):
     """Party 0 of an MPC run: yields its ``MPCAggregator``.
 
@@ -335,7 +339,8 @@ def coordinator(
     (``parties``, if given, must be the file's). ``rendezvous`` is refused: it named a plain-TCP
     address. A party that stops mid-run ends the run with ``MPCError`` naming it. ``log`` gets one
     line once every party has joined. ``draft`` (``mpc.draft.DraftSpec``, no ``schema_path``, with
-    ``release``): the parties draft a schema (``mpc-party --draft``).
+    ``release``): the parties draft a schema (``mpc-party --draft``). ``silo_names``: each local
+    party's silo name (``mpc-party --silo NAME=TABLE``), for a release with a silo column.
     """
     from ..schema import Schema
     from ..silo import Silo
@@ -356,7 +361,7 @@ def coordinator(
     if member is not None and schema is not None:
         member.federation.check_schema(schema_fingerprint(schema), str(schema_path))
     own = None if release else Silo.load(silo_paths[0], schema)
-    local = None if member else LocalParties(schema_path, silo_paths, seed, timeout_s, checks=checks)
+    local = None if member else LocalParties(schema_path, silo_paths, seed, timeout_s, checks=checks, names=silo_names)
     n = member.parties if member else len(silo_paths)
     names = [own.name if own is not None else str(Path(silo_paths[0]))] + (
         [f"party-{k}" for k in range(1, n)] if member else [str(p) for p in silo_paths[1:]]

@@ -22,6 +22,7 @@ def party_main(
     ledger_path: str | None = None,
     force: bool = False,
     checks: bool = False,
+    silo_name: str | None = None,
 ) -> int:
     """Check this member's federation file and certificate (whose role gives the rank; ``rank``
     and ``parties``, if given, must agree), its schema, policy (``policy_path``, ``--policy``) and
@@ -29,7 +30,8 @@ def party_main(
     join, and follow party 0 until ``stop`` (``party_session``): the silo is read only once the
     release's request passed this party's policy and its budget was reserved. ``seed`` makes this
     party's noise seeded (NOT private; party 0 must be seeded too); ``checks`` also answers exact
-    sums outside a release (``--non-private-checks``: tests and demonstrations only).
+    sums outside a release (``--non-private-checks``: tests and demonstrations only). ``silo_name``
+    (``--silo NAME=TABLE``, else the file's name) is the silo's value in a release's silo column.
 
     An input error is raised with its value-free message (``InputError.shareable``): party 0
     relays it, and a cell value of this silo must not reach another party. A refused release
@@ -78,7 +80,9 @@ def party_main(
     world.join(m)
     from .party_session import PartyRefusal, PartySession, serve  # loads torch, which the wait in join does without
 
-    session = PartySession(schema, silo_path, rank, m.parties, seed=seed, policy=policy, ledger=ledger, checks=checks)
+    session = PartySession(
+        schema, silo_path, rank, m.parties, seed=seed, policy=policy, ledger=ledger, checks=checks, silo_name=silo_name
+    )
     try:
         return serve(session)
     except PartyRefusal as exc:

@@ -30,6 +30,7 @@ from typing import Any, Callable
 from ..accounting.distributed import PartiesNoise
 from ..common import BudgetExceeded, InputError, MPCError, first_line
 from ..silo import Silo, from_wire
+from ..silo.site import check_silo_column, default_silo_name
 from . import secure, world
 from .aggregator import _answer, _grid_sigma, _local_choice, _traffic_row, schema_fingerprint
 from .draft import DraftSpec, DraftSteps, read_draft_table
@@ -98,8 +99,11 @@ class PartySession:
         ledger: Path | None = None,
         checks: bool = False,
         out: Callable[[str], None] | None = None,
+        silo_name: str | None = None,
     ):
         self.schema, self.silo_path, self.rank, self.parties = schema, silo_path, rank, parties
+        #: This silo's value in a release's silo column (``--silo NAME=TABLE``, else the file's name).
+        self.silo_name = silo_name or default_silo_name(silo_path)
         self.channel = channel or world.Channel()
         self.noise = party_noise(seed, rank)
         self.policy, self.ledger, self.checks = policy, ledger, checks
@@ -186,6 +190,8 @@ class PartySession:
                 raise Refused("the release's schema is not the one this party loaded")
             if request.target is not None and (self.schema is None or request.target not in self.schema.names):
                 raise Refused(f"the release's target {request.target!r} is not a column of this party's schema")
+            if request.site is not None:
+                self._check_site(request.site)
             if (request.method == DRAFT) != self.drafting:
                 raise Refused(
                     "this party was started to draft a schema (--draft)"
@@ -303,13 +309,28 @@ class PartySession:
         except (BudgetExceeded, InputError) as exc:
             raise Refused(f"its budget store refused the release ({exc})") from None
 
+    def _check_site(self, site: tuple[str, tuple[str, ...]]) -> None:
+        """A release's silo column: a categorical column of this party's schema whose categories are
+        the parties' silo names, and this party's name in it is its own; ``Refused`` otherwise."""
+        try:
+            check_silo_column(self.schema, site[0], site[1])
+        except InputError as exc:
+            raise Refused(f"the release's silo column: {exc}") from None
+        if site[1][self.rank] != self.silo_name:
+            raise Refused(
+                f"the release names this party's silo {site[1][self.rank]!r}, but it is {self.silo_name!r} "
+                "(mpc-party --silo NAME=TABLE)"
+            )
+
     def _load(self) -> Any:
         """This party's silo (or, drafting, its ``DraftTable``), read now (once, or again when the
         accepted release's privacy unit asks for another bound); ``Refused`` with its value-free
         message if it cannot be."""
         unit = None if self.request is None else self.request.unit
         wanted = None if unit is None else (unit.column, unit.max_rows)
-        if self.silo is None or (self.draft_spec is None and self.silo.unit != wanted):
+        site_of = None if self.request is None else self.request.site
+        site = None if site_of is None else (site_of[0], self.silo_name)
+        if self.silo is None or (self.draft_spec is None and (self.silo.unit != wanted or self.silo.site != site)):
             try:
                 if self.draft_spec is not None:
                     assert self.request is not None
@@ -318,9 +339,11 @@ class PartySession:
                     self.silo = read_draft_table(self.silo_path, plan)
                     return self.silo
                 if unit is None:
-                    self.silo = Silo.load(self.silo_path, self.schema)
+                    self.silo = Silo.load(self.silo_path, self.schema, site=site)
                 else:
-                    self.silo = Silo.load(self.silo_path, self.schema, unit=unit.column, max_rows=unit.max_rows)
+                    self.silo = Silo.load(
+                        self.silo_path, self.schema, unit=unit.column, max_rows=unit.max_rows, site=site
+                    )
             except InputError as exc:
                 raise Refused(exc.shareable(), BAD_SILO) from None
             except OSError as exc:

@@ -301,6 +301,9 @@ class ReleaseRequest:
     unit: PrivacyUnit | None = None
     #: The release's target column (``--target``), whose 2-ways the AIM family sums before its rounds.
     target: str | None = None
+    #: The silo column (``--silo-column``) and each party's silo name, by rank: each party's rows take
+    #: its own name in that column (``silo.site``). None: no silo column.
+    site: tuple[str, tuple[str, ...]] | None = None
 
     @property
     def factor(self) -> float:
@@ -333,6 +336,7 @@ class ReleaseRequest:
             "collusion": self.collusion,
             **({"privacy_unit": self.unit.record()} if self.unit is not None else {}),
             **({"target": self.target} if self.target is not None else {}),
+            **({"silo_column": {"column": self.site[0], "silos": list(self.site[1])}} if self.site is not None else {}),
         }
 
     @classmethod
@@ -373,7 +377,27 @@ class ReleaseRequest:
             t,
             _unit_from_wire(raw.get("privacy_unit"), parties),
             _target_from_wire(raw.get("target")),
+            _site_from_wire(raw.get("silo_column"), parties),
         )
+
+
+def _site_from_wire(raw: Any, parties: int) -> tuple[str, tuple[str, ...]] | None:
+    """The request's silo column and the parties' silo names (None: none); ``Refused`` unless it is
+    a column's name with one distinct name per party (the party checks the column against its
+    schema, and its own name, when it accepts the request)."""
+    if raw is None:
+        return None
+    column = raw.get("column") if isinstance(raw, dict) else None
+    names = raw.get("silos") if isinstance(raw, dict) else None
+    if (
+        not isinstance(column, str)
+        or not isinstance(names, list)
+        or len(names) != parties
+        or not all(isinstance(n, str) and 0 < len(n) <= 1000 for n in names)
+        or len(set(names)) != len(names)
+    ):
+        raise Refused("the release request's silo column is not a column with one distinct silo name per party")
+    return column, tuple(names)
 
 
 def _target_from_wire(raw: Any) -> str | None:
