@@ -287,15 +287,52 @@ def test_a_party_accepts_a_silo_column_only_with_its_own_name_in_it(tmp_path):
             ReleaseRequest.from_wire({**request.to_wire(), "silo_column": bad}, 3)
 
 
-def test_the_silo_column_across_hosts_is_refused_in_one_line(tmp_path, sites):
-    schema, paths = sites
-    out = tmp_path / "refused.csv"
-    for name in ("federation.json", "c.pem", "k.pem"):  # refused before any of them is read
-        (tmp_path / name).write_text("{}")
-    proc = run_cli(
-        *synth_argv("distaim", schema=schema, silos=paths[:1], out=out, seed=1, silo_column="site"),
-        "--mpc", "--federation", tmp_path / "federation.json",
-        "--cert", tmp_path / "c.pem", "--key", tmp_path / "k.pem",
-    )  # fmt: skip
-    assert proc.returncode == 2 and "--silo-column across hosts (--federation) is not available yet" in proc.stderr
-    assert not out.exists()
+def _across_hosts(tmp_path, schema, silos, extra0=()):
+    """Party 0 (`synth --mpc --federation`), party 1 (`mpc-party`) and the dealer, each its own
+    process with its own certificate over loopback TLS; party 1's silo is ``silos[1]`` (a
+    ``--silo`` value). Returns party 0's process, the others' outputs and party 0's CSV."""
+    from privsyn_fed.mpc.launch import local_federation
+
+    from .conftest import CLI, finish, start
+
+    folder = tmp_path / "federation"
+    folder.mkdir(mode=0o700)
+    fed = local_federation(folder, 2)
+    out = tmp_path / "hosts.csv"
+    party1 = ["mpc-party", *fed.args(1), "--mpc-timeout", "60", "--schema", str(schema), "--silo", silos[1]]
+    procs = {
+        "party1": start(CLI + [*party1, "--seed", "4", "--ledger", str(tmp_path / "p1.ledger.json")]),
+        "dealer": start(CLI + ["mpc-dealer", *fed.args(2), "--mpc-timeout", "60"]),
+    }
+    argv = synth_argv("distaim", schema=schema, silos=[silos[0]], out=out, epsilon=4.0, seed=4, silo_column="site")
+    party0 = run_cli(*argv, "--mpc", *fed.args(0), "--mpc-timeout", "60", "--quiet", *extra0)
+    return party0, finish(procs), out
+
+
+def test_the_silo_column_across_hosts_takes_each_partys_own_name(tmp_path):
+    schema = tmp_path / "schema.json"
+    two = {"columns": [{**SITE_SCHEMA["columns"][0], "categories": ["north", "south"]}, *SITE_SCHEMA["columns"][1:]]}
+    schema.write_text(json.dumps(two))
+    for k, site in enumerate(("north", "south")):
+        site_frame(site, 400, seed=k).to_csv(tmp_path / f"file{k}.csv", index=False)
+    silos = [f"north={tmp_path / 'file0.csv'}", f"south={tmp_path / 'file1.csv'}"]
+    party0, outputs, out = _across_hosts(tmp_path, schema, silos)
+    assert party0.returncode == 0, (party0.stderr, outputs)
+    syn = pd.read_csv(out)
+    assert abs((syn[syn["site"] == "south"]["sick"] == "y").mean() - SICK["south"]) < 0.1
+    assert abs((syn[syn["site"] == "north"]["sick"] == "y").mean() - SICK["north"]) < 0.1
+    ledger = json.loads(out.with_suffix(".ledger.json").read_text())
+    assert ledger["details"]["silo_column"] == {"column": "site", "silos": ["north", "south"]}
+    assert_audit_objects_only_to_the_seed(json.loads((tmp_path / "p1.ledger.json").read_text()))
+
+
+def test_across_hosts_a_silo_named_outside_the_categories_stops_the_release_before_any_output(tmp_path):
+    schema = tmp_path / "schema.json"
+    two = {"columns": [{**SITE_SCHEMA["columns"][0], "categories": ["north", "south"]}, *SITE_SCHEMA["columns"][1:]]}
+    schema.write_text(json.dumps(two))
+    for k, site in enumerate(("north", "south")):
+        site_frame(site, 100, seed=k).to_csv(tmp_path / f"file{k}.csv", index=False)
+    silos = [f"north={tmp_path / 'file0.csv'}", f"west={tmp_path / 'file1.csv'}"]
+    party0, _, out = _across_hosts(tmp_path, schema, silos)
+    assert_one_line_error(party0, "silo 'west' is not one of the column's categories", "north, west")
+    assert not out.exists() and not out.with_suffix(".ledger.json").exists()

@@ -346,12 +346,6 @@ def _checked(args: argparse.Namespace) -> Request:
     out = Path(args.out)
     ledger = Path(args.ledger) if args.ledger else out.with_suffix(".ledger.json")
     options = _method_options(args)
-    if args.silo_column and args.federation:
-        raise InputError(
-            "--silo-column across hosts (--federation) is not available yet: party 0 does not know the other "
-            "organisations' silo names; run the parties on one machine (--mpc without --federation), or leave "
-            "--silo-column out"
-        )
     check_mpc_args(args, args.silo, "--silo")
     if args.report:
         from ..audit import check_report_path
@@ -378,7 +372,9 @@ def _checked(args: argparse.Namespace) -> Request:
     if workload:  # public: the marginals the release must answer well
         options["workload"] = read_json(workload[0].path, "workload", "--workload")
     schema = Schema.load(args.schema)
-    check_silo_column(schema, args.silo_column, args.silo_names)  # before the headers, which may lack it
+    # before the headers, which may lack it; across hosts the other parties' names come once they join
+    names = None if args.federation else args.silo_names
+    check_silo_column(schema, args.silo_column, names)
     if workload:  # its faults named in the file's words, before anything else is checked against the schema
         from ..common import OptionError
         from ..methods.workload import declared_workload
@@ -409,7 +405,7 @@ def _checked(args: argparse.Namespace) -> Request:
         mpc=args.mpc,
         **_unit_args(args),
         silo_column=args.silo_column,
-        silo_names=args.silo_names,
+        silo_names=names,
         **options,
     )
     if args.rows and _csv_too_large(out, args.rows, len(schema.columns)):
@@ -473,7 +469,8 @@ def _release(args: argparse.Namespace, request: Request, budget: contextlib.Abst
     from ..accounting.unit import unit_of
 
     unit = unit_of(args.privacy_unit, args.max_rows_per_unit, args.max_silos_per_unit)
-    site = None if args.silo_column is None else (args.silo_column, tuple(args.silo_names))
+    # across hosts the coordinator asks the other parties for their silos' names (``names`` None)
+    site = None if args.silo_column is None else (args.silo_column, None if args.federation else tuple(args.silo_names))
     if args.mpc:
         from ..mpc.launch import coordinator
 

@@ -159,6 +159,14 @@ class MPCAggregator:
             site,
         )
 
+    def gather_silo_names(self, own: str) -> list[str]:
+        """Every party's silo name, by rank (``own`` is party 0's): public facts each party's operator
+        gave (``mpc-party --silo NAME=TABLE``, else the file's name), asked for a silo column."""
+        self.channel.send({"op": "names"})
+        rows = world.gather_bytes(self.channel, own.encode("utf-8"))
+        assert rows is not None
+        return [row.decode("utf-8", errors="replace") for row in rows]
+
     def declare(
         self,
         method: str,

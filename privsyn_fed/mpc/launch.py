@@ -382,7 +382,7 @@ def coordinator(
                 own, names, seed=seed, collusion=collusion, schema=schema, own_path=silo_paths[0], draft=draft
             )
             if release is not None:
-                agg.declare(*release)
+                agg.declare(*_with_silo_names(agg, release, schema, silo_names))
             yield agg
             agg.close()
         except RuntimeError as exc:
@@ -400,6 +400,24 @@ def coordinator(
             raise error from None
         finally:
             world.leave()
+
+
+def _with_silo_names(agg, release: tuple, schema, silo_names: Sequence[str] | None) -> tuple:
+    """``release`` with its silo column's names: a site given without them (across hosts, where
+    party 0 knows its own only) takes every party's own name, asked of the parties
+    (``MPCAggregator.gather_silo_names``), and is checked against the schema (``InputError``)."""
+    if len(release) < 6 or release[5] is None or release[5][1] is not None:
+        return release
+    from ..silo.site import check_silo_column, default_silo_name
+
+    column = release[5][0]
+    own = silo_names[0] if silo_names else default_silo_name(agg.own_path)
+    names = agg.gather_silo_names(own)
+    try:
+        check_silo_column(schema, column, names)
+    except InputError as exc:
+        raise InputError(f"{exc} (the parties name their silos: {', '.join(names)})") from None
+    return (*release[:5], (column, tuple(names)))
 
 
 #: What ``--rendezvous`` (a plain-TCP address) says now.

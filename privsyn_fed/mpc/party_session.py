@@ -126,7 +126,13 @@ class PartySession:
     # ---- the loop -------------------------------------------------------------------------------
     def run(self) -> int:
         """Follow party 0 until ``stop``; the exit status."""
-        handlers = {"hello": self.hello, "release": self.declare, "begin": self.begin, "end": self.end}
+        handlers = {
+            "hello": self.hello,
+            "names": self.names,
+            "release": self.declare,
+            "begin": self.begin,
+            "end": self.end,
+        }
         while True:
             cmd, arrays = self.channel.receive()
             op = cmd.get("op")
@@ -308,6 +314,10 @@ class PartySession:
             )
         except (BudgetExceeded, InputError) as exc:
             raise Refused(f"its budget store refused the release ({exc})") from None
+
+    def names(self, cmd: dict) -> None:
+        """Tell party 0 this silo's name (public: its operator gave it), for a release's silo column."""
+        world.gather_bytes(self.channel, self.silo_name.encode("utf-8"))
 
     def _check_site(self, site: tuple[str, tuple[str, ...]]) -> None:
         """A release's silo column: a categorical column of this party's schema whose categories are

@@ -52,10 +52,11 @@ def silo_names(args: Sequence[str]) -> list[tuple[str, str]]:
     return out
 
 
-def check_silo_column(schema: Schema, column: str | None, names: Sequence[str]) -> None:
+def check_silo_column(schema: Schema, column: str | None, names: Sequence[str] | None) -> None:
     """A silo column is a categorical column of ``schema`` whose categories are exactly the silos'
     ``names``, each silo named once; ``OptionError`` naming what is wrong. (Public facts: checked
-    before any budget is reserved or any silo read.)"""
+    before any budget is reserved or any silo read.) ``names`` None (not known yet: the other
+    organisations' parties tell them once they have joined): the column alone is checked."""
     if column is None:
         return
     if column not in schema.names:
@@ -66,6 +67,14 @@ def check_silo_column(schema: Schema, column: str | None, names: Sequence[str]) 
             f"silo_column {column!r} is numeric in the schema; declare it categorical, its categories the silos' names",
             "silo_column",
         )
+    if col.missing or col.unknown is not None:
+        raise OptionError(
+            f"silo_column {column!r} allows missing or unknown values in the schema; every row holds its silo's "
+            "name, so remove them",
+            "silo_column",
+        )
+    if names is None:
+        return
     twice = sorted({n for n in names if list(names).count(n) > 1})
     if twice:
         raise OptionError(
@@ -84,12 +93,6 @@ def check_silo_column(schema: Schema, column: str | None, names: Sequence[str]) 
         raise OptionError(
             f"silo_column {column!r}: category {spare[0]!r} names no silo; the column's categories must be the "
             "silos' names",
-            "silo_column",
-        )
-    if col.missing or col.unknown is not None:
-        raise OptionError(
-            f"silo_column {column!r} allows missing or unknown values in the schema; every row holds its silo's "
-            "name, so remove them",
             "silo_column",
         )
 
