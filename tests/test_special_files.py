@@ -353,6 +353,8 @@ TEXT = {
     ("synth", "--quality-label"),
     ("synth", "--privacy-unit"),
     ("synth", "--dataset-id"),
+    ("synth", "--target"),
+    ("synth", "--silo-column"),
     ("federation init", "--name"),
     ("federation init", "--party"),
     ("federation init", "--dealer"),
@@ -365,6 +367,7 @@ TEXT = {
     ("schema draft", "--dataset-id"),
     ("partition", "--label"),
     ("evaluate", "--label"),
+    ("evaluate", "--silo-column"),
     ("sample", "--where"),
 }
 

@@ -2,13 +2,13 @@
 synthetic table keep each site's distribution, not only the union's? Not private (real rows).
 
 For each silo ``s`` (a category of the silo column): its share of the rows, real and synthetic;
-the mean total variation distance of the other columns' 1-way distributions within ``s``; and the
-workload error (``utility.workload_error``) of the evaluation's marginals within ``s``.
+and, computed by the caller (``utility.evaluate``) on the silo's rows alone, the mean total
+variation distance of the other columns' 1-way distributions and the workload error.
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -32,31 +32,29 @@ def check_silo_column_for_evaluation(schema: Schema, column: str) -> None:
 
 
 def per_silo(
-    real: np.ndarray, syn: np.ndarray, schema: Schema, column: str, workload: Sequence[tuple[int, ...]]
+    real: np.ndarray,
+    syn: np.ndarray,
+    schema: Schema,
+    column: str,
+    measures: Callable[[np.ndarray, np.ndarray, list[int]], dict[str, float]],
 ) -> dict[str, dict[str, Any]]:
     """Per silo (the categories of ``column``, over encoded ``real`` and ``syn`` rows): ``rows``
-    (real, synthetic), ``share`` (real, synthetic), ``mean_tv`` (other columns' 1-ways within the
-    silo; None where either side has no rows) and ``workload_error`` (within the silo; likewise)."""
-    from .utility import marginal_shares, workload_error
-
+    (real, synthetic), ``share`` (real, synthetic), and ``measures(real rows, synthetic rows,
+    the other columns)`` of the silo's rows (each None where either side has none)."""
     j = schema.names.index(column)
     col = schema.column(column)
     assert isinstance(col, CategoricalColumn)
-    shape = list(schema.shape)
+    others = [k for k in range(len(schema.names)) if k != j]
     out: dict[str, dict[str, Any]] = {}
     for code, name in enumerate(col.categories):
         r, s = real[real[:, j] == code], syn[syn[:, j] == code]
         entry: dict[str, Any] = {
             "rows": {"real": int(len(r)), "synthetic": int(len(s))},
             "share": {"real": len(r) / max(1, len(real)), "synthetic": len(s) / max(1, len(syn))},
-            "mean_tv": None,
-            "workload_error": None,
         }
         if len(r) and len(s):
-            others = [k for k in range(len(shape)) if k != j]
-            tvs = [0.5 * float(np.abs(marginal_shares(r, shape, [k]) - marginal_shares(s, shape, [k])).sum())
-                   for k in others]  # fmt: skip
-            entry["mean_tv"] = float(np.mean(tvs)) if tvs else 0.0
-            entry["workload_error"] = workload_error(r, s, shape, workload)
+            entry.update(measures(r, s, others))
+        else:
+            entry.update(dict.fromkeys(measures(real[:1], real[:1], others)))  # the same keys, no values
         out[name] = entry
     return out

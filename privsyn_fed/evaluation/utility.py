@@ -333,7 +333,16 @@ def evaluate(
     if silo_column is not None:
         from .per_silo import per_silo
 
-        report["per_silo"] = {"column": silo_column, "silos": per_silo(real, syn, schema, silo_column, workload)}
+        def within(r: np.ndarray, s: np.ndarray, others: list[int]) -> dict[str, float]:
+            """The silo's other columns' mean 1-way total variation and its workload error."""
+            tvs = [0.5 * float(np.abs(_marginal(r, schema.shape, [k]) - _marginal(s, schema.shape, [k])).sum())
+                   for k in others]  # fmt: skip
+            return {
+                "mean_tv": float(np.mean(tvs)) if tvs else 0.0,
+                "workload_error": workload_error(r, s, schema.shape, workload),
+            }
+
+        report["per_silo"] = {"column": silo_column, "silos": per_silo(real, syn, schema, silo_column, within)}
     if kmarginal or (kmarginal is None and "PUMA" in schema.names):
         from .kmarginal import kmarginal_score
 
