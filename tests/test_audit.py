@@ -553,6 +553,8 @@ UNCHECKED = {
     ("*", "details.options.max_model_size"): {"x1.5"},  # options no recorded fact depends on
     ("*", "details.options.target"): {"deleted"},  # a release without a target may predate the option
     ("*", "details.options.target_share"): {"deleted"},
+    ("*", "details.options.find_dependence"): {"deleted"},  # as the target's: may predate the option
+    ("*", "details.options.dependence_share"): {"deleted"},
     ("*", "details.options.pgm_tol"): {"x1.5", "zero", "null"},
     ("*", "details.options.icdm_lambda"): {"x1.5"},
     ("*", "details.options.threshold"): {"x1.5", "zero", "negative"},

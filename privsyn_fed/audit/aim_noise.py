@@ -13,8 +13,9 @@ given or as planned; ``s`` local steps; the variant) and the entries before it:
 
 Every 1-way and measurement has that sigma (noise the parties drew: at least it), every
 selection that epsilon. A target's ``d - 1`` 2-ways, before all of these, spend its share ``s`` of
-the budget they found (after a planning total): ``sigma = sqrt((d - 1) / (2 s rho))``; ``rho``
-above is then what they left.
+the budget they found (after a planning total): ``sigma = sqrt((d - 1) / (2 s rho))``; then
+``--find-dependence`` spends its shares of what they left (``_check_dependence_noise``); ``rho``
+above is then what is left after both.
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ import math
 from typing import Any
 
 from ..methods import allocation
+from ..methods.dependence import GROUPING_SHARE, share_sigma
 from ..methods.target import target_sigma
 from .aim_releases import Found
-from .aim_run import ONEWAY, SELECT, TARGET, TOTAL, AimRun
+from .aim_run import GROUPING, ONEWAY, PAIR, SCREEN, SELECT, TARGET, TOTAL, AimRun
 from .arithmetic import _close, _cost, _effective_sigma
 from .findings import AuditReport
 
@@ -98,15 +100,42 @@ def _aim_rounds(
         params = kept[-1]
 
 
+def _check_dependence_noise(
+    entries: list[dict[str, Any]], run: AimRun, found: list[Found], rho: float, rep: AuditReport
+) -> None:
+    """``--find-dependence``'s releases, from the budget ``rho`` it found: the ``d`` grouping 1-ways
+    together at ``GROUPING_SHARE`` of it (``sigma = sqrt(d / (2 g rho))``), each of the ``P``
+    screened pairs at half its share ``s`` (``sqrt(P / (2 (s / 2) rho))``) and each of the ``F``
+    chosen pairs at the other half (``sqrt(F / (2 (s / 2) rho))``)."""
+    if run.screened is None or run.chosen is None:
+        return
+    share = run.dependence_share / 2.0
+    want = {
+        GROUPING: share_sigma(rho, GROUPING_SHARE, len(run.columns)),
+        SCREEN: share_sigma(rho, share, len(run.screened)) if run.screened else 0.0,
+        PAIR: share_sigma(rho, share, len(run.chosen)) if run.chosen else 0.0,
+    }
+    for i, f in enumerate(found):
+        kind = f.release.kind
+        if kind in want and not _has_noise(entries[i], want[kind]):
+            rep.problems.append(
+                f"entry {i + 1} ({entries[i]['query']}): its noise is not the sigma {want[kind]:.6g} that "
+                "find_dependence's share of the budget gives it"
+            )
+
+
 def _check_noise(
     ledger: dict[str, Any], run: AimRun, found: list[Found], alpha: float, rho: float, units: float, rep: AuditReport
 ) -> None:
     """The noise of every release (module docstring); ``rho`` is the budget the rounds plan with
     and ``units`` AIM's ``T``."""
     entries = ledger["entries"]
+    steps = [i for i, f in enumerate(found) if f.release.kind in (GROUPING, SCREEN, PAIR)]
+    before = rho + sum(_cost(entries[i]) for i in steps)  # the budget the dependence step found
+    _check_dependence_noise(entries, run, found, before, rep)
     targets = [i for i, f in enumerate(found) if f.release.kind == TARGET]
     if targets:
-        want = target_sigma(rho + sum(_cost(entries[i]) for i in targets), run.target_share, len(run.columns))
+        want = target_sigma(before + sum(_cost(entries[i]) for i in targets), run.target_share, len(run.columns))
         for i in targets:
             if not _has_noise(entries[i], want):
                 rep.problems.append(
@@ -126,7 +155,7 @@ def _check_noise(
     budget = float(ledger["rho_budget"])
     for i, f in enumerate(found):
         kind, t = f.release.kind, f.release.round
-        if kind in (TOTAL, TARGET, ONEWAY) or run.method == "distaim" and kind != SELECT:
+        if kind in (TOTAL, TARGET, ONEWAY, GROUPING, SCREEN, PAIR) or run.method == "distaim" and kind != SELECT:
             continue
         label = f"entry {i + 1} ({entries[i]['query']})"
         params, tol = start, 1e-9

@@ -4,8 +4,10 @@ selections and local measurements in each silo, parallel over the silos; everyth
 aggregator or on secret shares), its number of candidates, its query (a measured marginal is one of
 the run's candidates, named as the run names it, so it comes from the recorded workload), its
 cells (the product of the sizes of a marginal's columns, summed over the marginals released
-together) and its L2 sensitivity: 1 for a count marginal, ``sqrt(d)`` for FLAIM's ``d`` proxy
-1-ways released together, ``sqrt(s)`` for FLAIM's sums (a record is in at most ``s`` of them).
+together; for a pair on merged bins, the product of its columns' numbers of groups) and its L2
+sensitivity: 1 for a count marginal (on merged bins too), ``sqrt(d)`` for FLAIM's ``d`` proxy
+1-ways and for the ``d`` 1-ways that ``--find-dependence`` groups its bins with, released
+together, ``sqrt(s)`` for FLAIM's sums (a record is in at most ``s`` of them).
 """
 
 from __future__ import annotations
@@ -14,8 +16,23 @@ import math
 import re
 from typing import Any, NamedTuple
 
+from ..methods.dependence import GROUPING_QUERY, measure_query, screen_query
 from ..methods.target import target_query
-from .aim_run import LOCAL, MEASURE, ONEWAY, PROXY, SELECT, SUMS, TARGET, TOTAL, AimRun, Release
+from .aim_run import (
+    GROUPING,
+    LOCAL,
+    MEASURE,
+    ONEWAY,
+    PAIR,
+    PROXY,
+    SCREEN,
+    SELECT,
+    SUMS,
+    TARGET,
+    TOTAL,
+    AimRun,
+    Release,
+)
 from .arithmetic import _close
 from .findings import AuditReport
 
@@ -64,6 +81,13 @@ def _read(e: dict[str, Any], r: Release, run: AimRun) -> Found | None:
     if r.kind == TARGET:
         pair = run.target_pair(r.column)
         return Found(r, [pair]) if q == target_query([run.columns[i] for i in pair]) else None
+    if r.kind == GROUPING:
+        return Found(r, [(j,) for j in range(len(run.columns))]) if q == GROUPING_QUERY else None
+    if r.kind in (SCREEN, PAIR):
+        pairs, name = (run.screened, screen_query) if r.kind == SCREEN else (run.chosen, measure_query)
+        assert pairs is not None
+        pair = pairs[r.column]
+        return Found(r, [pair]) if q == name([run.columns[i] for i in pair]) else None
     if r.kind == SELECT:
         head, tail = {
             "aim": ("select among ", " candidate marginals"),
@@ -97,6 +121,10 @@ def _sensitivity(r: Release, run: AimRun) -> tuple[float, str]:
         return math.sqrt(len(run.columns)), f"one record is in each of the {len(run.columns)} 1-ways"
     if r.kind == SUMS:
         return math.sqrt(run.steps), f"one record is in at most {run.steps} of the sums (one per local step)"
+    if r.kind == GROUPING:
+        return math.sqrt(len(run.columns)), f"one record is in each of the {len(run.columns)} 1-ways"
+    if r.kind in (SCREEN, PAIR):
+        return 1.0, "one record is in one cell of a marginal on merged bins"
     return 1.0, "one record is in one cell of a count marginal"
 
 
@@ -122,7 +150,14 @@ def _check_fields(e: dict[str, Any], found: Found, run: AimRun, label: str, rep:
     want, why = _sensitivity(r, run)
     if not _close(float(e["sensitivity_l2"]), want):
         rep.problems.append(f"{label}: L2 sensitivity {e['sensitivity_l2']:g}, but {why}: exactly {want:g}")
-    if r.kind != LOCAL:
+    if r.kind in (SCREEN, PAIR):
+        cells = run.merged_cells(found.cliques[0], r.kind == PAIR)
+        if e.get("cells") != cells:
+            rep.problems.append(
+                f"{label}: cells {e.get('cells')!r}, but the pair on its recorded groups (details.dependence.groups) "
+                f"has {cells}"
+            )
+    elif r.kind != LOCAL:
         cells = sum(run.cells(c) for c in found.cliques)
         if e.get("cells") != cells:
             rep.problems.append(
@@ -152,6 +187,9 @@ def _check_releases(ledger: dict[str, Any], run: AimRun, rep: AuditReport) -> li
                 TOTAL: "the planning total",
                 ONEWAY: f"the 1-way marginal of {run.columns[r.column]!r}" if r.column >= 0 else "",
                 TARGET: f"the target's 2-way with {run.columns[r.column]!r}" if r.column >= 0 else "",
+                GROUPING: "every column's 1-way released together (find_dependence)",
+                SCREEN: "the screen of a pair of details.dependence.pairs",
+                PAIR: "the measurement of a pair of details.dependence.chosen",
                 SELECT: "a selection among its candidates",
                 MEASURE: "the measurement of a candidate marginal of its workload (details.workload)",
                 LOCAL: "each silo's local measurement",

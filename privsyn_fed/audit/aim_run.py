@@ -1,6 +1,8 @@
 """The public facts of a complete run of the AIM family (aim, distaim, flaim) and the releases they
-imply, in order: the planning total when the schedule was planned; the 1-way marginal of every
-column; then per round: AIM and DistAIM a selection and the measurement of the marginal it picked;
+imply, in order: the planning total when the schedule was planned; a target's 2-ways; with
+``--find-dependence`` every column's 1-way released together, each screened pair and each chosen
+pair on merged bins (``methods.dependence``); the 1-way marginal of every column; then per round:
+AIM and DistAIM a selection and the measurement of the marginal it picked;
 FLAIM, per local step ``k`` of ``s``, a selection in each silo and (``k < s``) each silo's local
 measurement of its choice, then (variant private, all rounds but the last) every column's 1-way
 over the sampled silos, then the sums of the chosen marginals. Candidates are the workload's
@@ -16,6 +18,8 @@ from typing import NamedTuple
 #: The releases of a run, by kind.
 TOTAL, ONEWAY, SELECT, MEASURE, LOCAL, PROXY, SUMS = "total", "oneway", "select", "measure", "local", "proxy", "sums"
 TARGET = "target"
+#: ``--find-dependence`` (``methods.dependence``): the grouping 1-ways, each pair's screen, each chosen pair.
+GROUPING, SCREEN, PAIR = "grouping", "screen", "pair"
 
 
 class Release(NamedTuple):
@@ -44,6 +48,19 @@ class AimRun:
     target: int | None = None
     #: The share of the budget (after the planning total) its 2-ways spend.
     target_share: float = 0.0
+    #: With ``--find-dependence``: the screened pairs, the chosen ones (column indices) and each
+    #: column's groups (screen, measurement), from ``details.dependence``.
+    screened: list[tuple[int, ...]] | None = None
+    chosen: list[tuple[int, ...]] | None = None
+    groups: list[tuple[list[int], list[int]]] | None = None
+    #: Its share of the budget for the screen and the chosen pairs (``details.options.dependence_share``).
+    dependence_share: float = 0.0
+
+    def merged_cells(self, pair: tuple[int, ...], measured: bool) -> int:
+        """Cells of a pair on merged bins: the product of its columns' numbers of groups (the screen's,
+        or the measurement's)."""
+        assert self.groups is not None
+        return math.prod(len(self.groups[j][int(measured)]) for j in pair)
 
     def target_pair(self, column: int) -> tuple[int, ...]:
         """The target's 2-way with ``column``, in schema order."""
@@ -70,6 +87,10 @@ class AimRun:
         out = [Release(TOTAL, 0)] if self.planned else []
         if self.target is not None:
             out += [Release(TARGET, 0, column=j) for j in range(len(self.columns)) if j != self.target]
+        if self.screened is not None and self.chosen is not None:
+            out.append(Release(GROUPING, 0))
+            out += [Release(SCREEN, 0, column=k) for k in range(len(self.screened))]
+            out += [Release(PAIR, 0, column=k) for k in range(len(self.chosen))]
         out += [Release(ONEWAY, 0, column=j) for j in range(len(self.columns))]
         for t in range(1, self.rounds + 1):
             if self.method != "flaim":

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
+from ..methods.dependence import DEPENDENCE_SHARE, GROUPING_SHARE
 from ..methods.target import TARGET_SHARE
 from .findings import AuditReport
 from .party_copy import is_party_copy
@@ -43,6 +44,15 @@ TARGET_OPTIONS: dict[str, Rule] = {
     "target": ("null or a column's name", lambda v: v is None or isinstance(v, str)),
     "target_share": ("a number in (0, 1)", lambda v: _number(v) and 0 < v < 1),
 }
+#: The options of ``--find-dependence`` (``methods.dependence``); a ledger that records neither ran
+#: without it.
+DEPENDENCE_OPTIONS: dict[str, Rule] = {
+    "find_dependence": ("true or false", lambda v: isinstance(v, bool)),
+    "dependence_share": (
+        f"a number in (0, {1 - GROUPING_SHARE:g})",
+        lambda v: _number(v) and 0 < v < 1 - GROUPING_SHARE,
+    ),
+}
 AIM_OPTIONS: dict[str, Rule] = {
     "rounds": (
         f"null or a whole number from 1 to {MAX_ROUNDS}",
@@ -56,6 +66,7 @@ AIM_OPTIONS: dict[str, Rule] = {
     "workload_size": ("null or a whole number of at least 0", lambda v: v is None or _whole(v) and v >= 0),
     "workload_seed": ("a whole number of at least 0", lambda v: _whole(v) and v >= 0),
     **TARGET_OPTIONS,
+    **DEPENDENCE_OPTIONS,
 }
 FEDERATED_OPTIONS: dict[str, Rule] = {
     **AIM_OPTIONS,
@@ -95,7 +106,7 @@ def _check_options(ledger: dict[str, Any], options: dict[str, Any], rep: AuditRe
     complete = ledger["status"] == "complete"
     for key, (text, ok) in rules.items():
         if key not in options:
-            if complete and key not in TARGET_OPTIONS:  # a release without a target may predate them
+            if complete and key not in TARGET_OPTIONS and key not in DEPENDENCE_OPTIONS:  # may predate them
                 rep.problems.append(f"details.options does not record {key}, an option of every {method} run")
         elif not ok(options[key]):
             rep.problems.append(f"details.options.{key} must be {text}, not {options[key]!r}")
@@ -114,6 +125,13 @@ def _check_options(ledger: dict[str, Any], options: dict[str, Any], rep: AuditRe
             f"details.options.target_share is {options.get('target_share')!r} without a target, where a run "
             f"keeps the default {TARGET_SHARE:g}"
         )
+    if not options.get("find_dependence") and options.get("dependence_share", DEPENDENCE_SHARE) != DEPENDENCE_SHARE:
+        rep.problems.append(
+            f"details.options.dependence_share is {options.get('dependence_share')!r} without find_dependence, where "
+            f"a run keeps the default {DEPENDENCE_SHARE:g}"
+        )
+    if method == "flaim" and options.get("find_dependence"):
+        rep.problems.append("details.options.find_dependence is set, but flaim does not take it")
     if method == "fedtda" and options.get("non_private") is True and not ledger.get("non_private"):
         rep.problems.append("details.options.non_private is true, but the ledger does not declare the run non-private")
     return valid

@@ -69,26 +69,45 @@ def _target_cost(ledger: dict[str, Any], d: dict[str, Any], planned: bool) -> fl
     return sum(_cost(e) for e in ledger["entries"][first : first + n])
 
 
+def _dependence_cost(ledger: dict[str, Any], d: dict[str, Any]) -> float:
+    """What ``--find-dependence`` spent (``details.dependence``; 0 without it): the entries after the
+    planning total and a target's 2-ways, before the 1-ways (their places are checked by
+    ``aim_releases``)."""
+    dep = d.get("dependence")
+    if not (d.get("options") or {}).get("find_dependence") or not isinstance(dep, dict):
+        return 0.0
+    n = len(d.get("columns") or [])
+    first = 1 + (n - 1 if (d.get("options") or {}).get("target") is not None else 0)
+    count = 1 + len(dep.get("pairs") or []) + len(dep.get("chosen") or [])
+    return sum(_cost(e) for e in ledger["entries"][first : first + count])
+
+
 def _check_aim_family_schedule(
     ledger: dict[str, Any], d: dict[str, Any], closure: dict, variant: str, rep: AuditReport
 ) -> tuple[int, float, float] | None:
     """The rounds a planned AIM, DistAIM or FLAIM schedule must have, recomputed from the recorded
     noisy total and the public facts of the ledger (``allocation``); AIM's units ``R + alpha d``.
-    Returns the planned rounds, the budget left after the total (and a target's 2-ways) and AIM's
-    units (None on a problem)."""
+    With ``--find-dependence`` no rounds are planned. Returns the planned rounds, the budget left
+    after the total (and a target's 2-ways and the dependence step) and AIM's units (None on a
+    problem)."""
     schedule, options, method = d["schedule"], d.get("options") or {}, ledger["method"]
     shape, columns = d.get("shape"), d.get("columns") or []
     rest = _planning_total(ledger, d, len(columns), rep)
     if rest is None:
         return None
-    rest -= _target_cost(ledger, d, planned=True)
+    rest -= _target_cost(ledger, d, planned=True) + _dependence_cost(ledger, d)
     if not rest > 0:
-        rep.problems.append("the target's 2-ways spend the whole budget: no rounds are planned from nothing")
+        rep.problems.append(
+            "the target's 2-ways and the dependence step spend the whole budget: no rounds are planned from nothing"
+        )
         return None
+    dependence = bool(options.get("find_dependence"))
     n_hat, alpha, n_cols = float(schedule["noisy_total"]), float(options.get("alpha", 0.9)), len(columns)
     cells = [math.prod(shape[i] for i in cl) for cl in closure if len(cl) > 1]
     steps = int(options.get("local_steps") or 1)
-    if method == "aim":
+    if dependence:  # its forest of pairs stands in for the rounds
+        planned = 0
+    elif method == "aim":
         planned = allocation.plan_aim(n_hat, rest, alpha, n_cols, cells)
     elif method == "distaim":
         planned = allocation.plan_distaim(n_hat, rest, alpha, n_cols, cells, allocation.FEDERATED_ROUNDS)
@@ -100,6 +119,7 @@ def _check_aim_family_schedule(
         rep.problems.append(
             f"details.schedule plans {schedule.get('rounds')} rounds, but the allocation rule "
             f"gives {planned} for the recorded noisy total {n_hat:g}"
+            + (" (find_dependence plans none)" if dependence else "")
         )
         return None
     units = allocation.aim_units(planned, n_cols, alpha)

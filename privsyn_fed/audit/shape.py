@@ -79,6 +79,7 @@ DETAILS_OPTIONAL = {
     "traffic": dict,
     "shape": list,
     "schedule": dict,
+    "dependence": dict,
     "expected_oneway_tvd": NUMBER,
     "expected_oneway_tvd_independent": NUMBER,
     "model_sha256": str,
@@ -104,6 +105,8 @@ OPTION_TYPES = {
     "threshold": NUMBER,
     "refine": INTEGER,
     "non_private": bool,
+    "find_dependence": bool,
+    "dependence_share": NUMBER,
 }
 MPC_OPTIONAL = {"debug": bool, "provider": str, "noise": str}
 STATUSES = ("running", "complete", "failed")

@@ -17,6 +17,7 @@ from .aim_noise import _check_noise
 from .aim_releases import _check_releases
 from .aim_run import AimRun
 from .arithmetic import _close, _planned_noise
+from .dependence import _check_dependence
 from .findings import AuditReport
 from .schedule import _check_aim_family_schedule, _target_cost
 from .selection import _check_selections
@@ -138,6 +139,9 @@ def _check_aim_family(ledger: dict[str, Any], d: dict[str, Any], rep: AuditRepor
     if key not in EM_SENSITIVITY:
         rep.problems.append(f"details.options.variant {variant!r} is not a flaim variant")
         return
+    usable, declared = _check_dependence(d, closure, rep)
+    if not usable:
+        return
     alpha = float(options.get("alpha", 0.9))
     steps = options.get("local_steps", 1) if method == "flaim" else 1
     rho = float(ledger["rho_budget"])
@@ -184,6 +188,10 @@ def _check_aim_family(ledger: dict[str, Any], d: dict[str, Any], rep: AuditRepor
         schedule is not None,
         None if target is None else columns.index(target),
         float(options.get("target_share") or 0.0),
+        screened=declared[0] if declared else None,
+        chosen=declared[1] if declared else None,
+        groups=declared[2] if declared else None,
+        dependence_share=float(options.get("dependence_share") or 0.0),
     )
     found = _check_releases(ledger, run, rep)
     if found is None:

@@ -6,6 +6,9 @@ One curator holds the pooled rows of every silo. With budget ``rho``, ``T`` and 
   0b. with a target column (``--target Y``, a public choice), its 2-way marginal with each of the
      other ``d - 1`` columns is measured first with ``sigma = sqrt((d - 1) / (2 s rho))``, a share ``s``
      (default 0.2) of ``rho``; the rest plans the rounds as below (``target.measure_target``);
+  0c. with ``--find-dependence``, after the target's 2-ways: the pairs of columns that depend on each
+     other are found and measured on merged bins (``dependence``), and stand in for the rounds:
+     ``R = 0``, the 1-ways take what is left;
   1. measure every column's 1-way marginal with ``sigma_0 = sqrt(T / (2 alpha rho))`` and fit
      a graphical model (with ``R = 0`` the 1-ways take the whole budget and the run ends here);
   2. each round: apply the final-round rule; keep candidates (the workload's downward closure)
@@ -31,6 +34,8 @@ from ..noise import NoiseSource
 from ..silo import Silo
 from . import allocation, core
 from .base import Release, option
+from .coarse import coarsen
+from .dependence import DependenceOptions, measure_dependence
 from .target import TargetOptions, measure_target
 from .workload import (
     DEFAULT_DEGREE,
@@ -58,7 +63,7 @@ def _all_when_zero(size: int) -> int | None:
 
 
 @dataclass
-class AIMOptions(TargetOptions):
+class AIMOptions(DependenceOptions, TargetOptions):
     """AIM's options (the federated methods' options extend them); ``rounds`` None plans ``T`` from a
     noisy row total."""
 
@@ -139,7 +144,14 @@ class AIMOptions(TargetOptions):
     )
 
     def check_mpc(self) -> None:
-        """Nothing to add: ``prepare`` checks that the method runs over MPC at all."""
+        """``find_dependence`` does not run over MPC: the parties answer no marginal on merged bins
+        (``prepare`` checks that the method runs over MPC at all)."""
+        if self.find_dependence:
+            raise OptionError(
+                "find_dependence does not run over MPC (the parties answer no marginal on merged bins); "
+                "leave it out, or release in-process",
+                "find_dependence",
+            )
 
     def validate(self) -> None:
         """Refuse (``OptionError``) ``rounds`` below 1 or above ``MAX_ROUNDS``, ``alpha`` outside (0, 1),
@@ -167,6 +179,7 @@ class AIMOptions(TargetOptions):
         if self.workload_size is not None and self.workload_size < 0:
             raise OptionError(f"workload_size must be 0 (all) or positive, not {self.workload_size}", "workload_size")
         self.validate_target()
+        self.validate_dependence()
         from .pgm import memory_mb, numpy_cells_setting
 
         numpy_cells_setting()  # a bad $PRIVSYN_FED_NUMPY_CELLS is refused before any budget is spent
@@ -268,8 +281,24 @@ def run_aim(
             acc, noise, true_marginal(pair), sigma=sigma, query=query, where="curator"
         ),
     )
+
+    def measure_oneways(sigma: float, query: str) -> np.ndarray:
+        values = np.concatenate([true_marginal((name,)) for name in names])
+        return gaussian_mechanism(acc, noise, values, sigma=sigma, query=query, where="curator", sensitivity_l2=d**0.5)
+
+    def measure_pair(pair: tuple[str, ...], starts, sigma: float, query: str) -> np.ndarray:
+        merged = coarsen(true_marginal(pair).reshape(prob.cells_of(pair)), starts).ravel()
+        return gaussian_mechanism(acc, noise, merged, sigma=sigma, query=query, where="curator")
+
+    n_hat = float(total[0]) if T is None else 1.0
+    found = measure_dependence(prob, opts, acc, n_hat, measure_oneways, measure_pair)
     if T is None:
-        planned = allocation.plan_aim(float(total[0]), acc.remaining, opts.alpha, d, prob.multiway_cells())
+        # with the dependence found, its forest of pairs stands in for the rounds (``dependence``)
+        planned = (
+            0
+            if found.active
+            else allocation.plan_aim(float(total[0]), acc.remaining, opts.alpha, d, prob.multiway_cells())
+        )
         T = allocation.aim_units(planned, d, opts.alpha)
         acc.note(schedule=allocation.schedule_record(float(total[0]), rounds=planned, units=T))
     params = core.initial_params(acc.remaining, T, opts.alpha)  # T > alpha d unless planned
@@ -278,7 +307,7 @@ def run_aim(
     counts = silo.marginals(columns.values())  # one pass over the rows
     answers = {cl: counts[columns[cl]] for cl in candidates}  # private; used only inside mechanisms
 
-    measurements: list[tuple[tuple[str, ...], np.ndarray, float]] = list(target)
+    measurements: list[tuple] = list(target) + found.measurements
     for name in names:
         y = gaussian_mechanism(
             acc, noise, true_marginal((name,)), sigma=params.sigma, query=f"marginal({name})", where="curator"

@@ -120,6 +120,10 @@ class Problem:
         """Cells of the marginal over ``clique`` (column names)."""
         return math.prod(int(self.shape[i]) for i in self.columns(clique))
 
+    def cells_of(self, clique: Sequence[str]) -> list[int]:
+        """Each column's cells, for the columns of ``clique`` (names), in its order."""
+        return [int(self.shape[i]) for i in self.columns(clique)]
+
     def multiway_cells(self) -> list[int]:
         """Cells of every candidate over two or more columns (what a round may measure)."""
         return [self.cells(q) for q in self.candidates if len(q) > 1]
@@ -143,10 +147,13 @@ def oneway_sigmas(measurements, names: Sequence[str], shape: Sequence[int]) -> l
     """Per column, the noise (standard deviation per cell, in counts) of its 1-way marginal as
     every measurement containing it determines it. A measurement over ``r`` with ``c_r`` cells
     and noise ``sigma_r`` sums ``c_r / c_j`` of its cells into each cell of column ``j``, so the
-    precisions add: ``1 / s_j^2 = sum_r c_j / (c_r sigma_r^2)``. Public: noise scales only."""
+    precisions add: ``1 / s_j^2 = sum_r c_j / (c_r sigma_r^2)``. A marginal on merged bins
+    (``coarse``) does not determine a column's own cells and is left out. Public: noise scales only."""
     precision = np.zeros(len(names))
     index = {n: i for i, n in enumerate(names)}
-    for clique, _, sigma in measurements:
+    for clique, _, sigma, *merged in measurements:
+        if merged:
+            continue
         cells = float(np.prod([shape[index[c]] for c in clique]))
         for c in clique:
             precision[index[c]] += shape[index[c]] / (cells * float(sigma) ** 2)

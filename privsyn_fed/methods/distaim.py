@@ -9,6 +9,9 @@ With budget ``rho``, ``T`` rounds, ``d`` columns and ``alpha``:
      other ``d - 1`` columns is summed over every silo and measured first with
      ``sigma = sqrt((d - 1) / (2 s rho))``, a share ``s`` (default 0.2) of ``rho``; the rest plans
      the rounds as below (``target.measure_target``);
+  0c. with ``--find-dependence``, the pairs of columns that depend on each other are found and
+     measured on merged bins, summed over every silo, and stand in for the rounds: ``T = 0``
+     (``dependence``);
   1. every column's 1-way marginal over a fresh client sample is measured; a model is fitted;
   2. each round: silos are Poisson-sampled; a sampled silo not seen before contributes its
      answers to every candidate marginal once, and the pool ``A_r`` (held by the aggregator; secret
@@ -48,6 +51,7 @@ from .federated import (
     TotalEstimator,
     default_sample_rate,
     fit_limit,
+    measure_dependence_sums,
     measure_initial_oneways,
     measure_target_twoways,
     normalised,
@@ -96,8 +100,13 @@ def run_distaim(
     d, T, rho = len(names), opts.rounds, acc.rho_budget
     n_hat = planning_total(agg, acc, noise) if T is None else None
     target = measure_target_twoways(agg, acc, noise, prob, opts)
-    if n_hat is not None:
-        T = allocation.plan_distaim(n_hat, acc.remaining, opts.alpha, d, prob.multiway_cells(), FEDERATED_ROUNDS)
+    found = measure_dependence_sums(agg, acc, noise, prob, opts, n_hat or 1.0)
+    if n_hat is not None:  # with the dependence found, its forest of pairs stands in for the rounds
+        T = (
+            0
+            if found.active
+            else allocation.plan_distaim(n_hat, acc.remaining, opts.alpha, d, prob.multiway_cells(), FEDERATED_ROUNDS)
+        )
         acc.note(schedule=allocation.schedule_record(n_hat, rounds=T))
     assert T is not None  # given, or planned from the noisy total
     params = distaim_params(acc.remaining, T, d, opts.alpha)
@@ -105,7 +114,11 @@ def run_distaim(
     sampler = ClientSampler(silos, rate, np.random.default_rng(sampling_seed))
     totals = TotalEstimator(len(silos))
 
-    measurements = target + measure_initial_oneways(agg, acc, noise, sampler, names, shape, params.sigma, totals)
+    measurements = (
+        target
+        + found.measurements
+        + measure_initial_oneways(agg, acc, noise, sampler, names, shape, params.sigma, totals)
+    )
     fitter = pgm.ModelFitter(domain, iters=opts.pgm_iters, tol=opts.pgm_tol or None, known_total=totals.population)
     model = fitter.fit(measurements)
     reader = pgm.MarginalReader(model)

@@ -10,6 +10,8 @@
   Both inputs are DP outputs or public, so this is post-processing.
 * ``measure_target_twoways``: with a target column, its 2-ways summed over every silo before the
   rounds are planned (``target.measure_target``).
+* ``measure_dependence_sums``: with ``--find-dependence``, the dependence step's releases summed
+  over every silo (``dependence``).
 * ``measure_initial_oneways``: DistAIM and FLAIM start from every column's 1-way marginal, each
   summed over a fresh client sample and measured with ``N(0, sigma^2)`` (sensitivity 1 each).
 * ``rescale``: a measurement over ``n_hat`` rows is scaled to the population estimate ``N_hat``:
@@ -19,6 +21,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -34,6 +37,8 @@ from . import allocation
 from .aim import AIMOptions, check_workload
 from .allocation import FEDERATED_ROUNDS, default_sample_rate  # noqa: F401  (shared by DistAIM and FLAIM)
 from .base import option
+from .coarse import MergedMarginalQuery
+from .dependence import Found, measure_dependence
 from .target import measure_target
 
 Measurement = tuple[tuple[str, ...], np.ndarray, float]
@@ -161,6 +166,25 @@ def measure_target_twoways(
         return noisy_sum(agg, acc, noise, request, agg.silo_names, sigma=sigma, query=query, round_index=0)
 
     return measure_target(prob.names, opts, acc.remaining, measure)
+
+
+def measure_dependence_sums(
+    agg: Aggregator, acc: Accountant, noise: NoiseSource, prob, opts: AIMOptions, n_hat: float
+) -> Found:
+    """With ``opts.find_dependence``: ``dependence.measure_dependence`` on sums over every silo (the
+    grouping 1-ways as one sum of L2 sensitivity ``sqrt(d)``, each pair's ``coarse.MergedMarginalQuery``),
+    at the population's scale; else nothing."""
+    d = len(prob.names)
+
+    def oneways(sigma: float, query: str) -> np.ndarray:
+        request = MarginalsQuery(tuple((i,) for i in range(d)))
+        return noisy_sums(agg, acc, noise, [(query, request, agg.silo_names)], sigma, math.sqrt(d), query, 0)[0]
+
+    def pair(clique: tuple[str, ...], starts, sigma: float, query: str) -> np.ndarray:
+        request = MergedMarginalQuery(tuple(prob.columns(clique)), starts)
+        return noisy_sum(agg, acc, noise, request, agg.silo_names, sigma=sigma, query=query, round_index=0)
+
+    return measure_dependence(prob, opts, acc, n_hat, oneways, pair)
 
 
 def planning_total(agg: Aggregator, acc: Accountant, noise: NoiseSource) -> float:

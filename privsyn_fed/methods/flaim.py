@@ -108,6 +108,8 @@ class FLAIMOptions(FederatedOptions):
             raise OptionError(f"variant must be one of {', '.join(VARIANTS)}, not {self.variant!r}", "variant")
         if self.local_steps < 1:
             raise OptionError(f"local_steps must be a positive integer, not {self.local_steps}", "local_steps")
+        if self.find_dependence:
+            raise OptionError("find_dependence is an option of aim and distaim, not of flaim", "find_dependence")
 
     def check_mpc(self) -> None:
         """Over MPC a silo's process only answers declared queries: one local step, a private variant."""

@@ -38,6 +38,7 @@ with warnings.catch_warnings():
     from mbi.marginal_loss import calculate_l2_lipschitz_from_metadata
 
 from ..model.junction import aligned  # noqa: E402
+from .coarse import BlockQuery, coarsen, expand  # noqa: E402
 
 Clique = tuple[str, ...]
 
@@ -92,6 +93,24 @@ class _Measure:
     y: np.ndarray
     out: tuple[int, ...]
     precision: float
+    #: A merged marginal (``coarse.BlockQuery``): per grouped axis of ``k``, its group starts and
+    #: fine cells; empty for an identity query.
+    groups: tuple[tuple[int, tuple[int, ...], int], ...] = ()
+
+    def fitted(self, mu: np.ndarray) -> np.ndarray:
+        """The query on the clique's marginal ``mu``: summed over ``out``, then merged in groups."""
+        x = mu.sum(axis=self.out, keepdims=True) if self.out else mu
+        if self.groups:
+            x = coarsen(x, tuple(s for _, s, _ in self.groups), [a for a, _, _ in self.groups])
+        return x
+
+    def adjoint(self, diff: np.ndarray) -> np.ndarray:
+        """The query's adjoint on a residual: each group's value repeated over its cells."""
+        if not self.groups:
+            return diff
+        return expand(
+            diff, tuple(s for _, s, _ in self.groups), [c for _, _, c in self.groups], [a for a, _, _ in self.groups]
+        )
 
 
 class Plan:
@@ -135,10 +154,16 @@ class Plan:
             if k is None:  # mbi's CliqueVector.project: the smallest loss clique holding it
                 k = loss_index[min((c for c in self.cliques if set(clique) <= set(c)), key=domain.size)]
             target = self.cliques[k]
-            y = np.asarray(m.noisy_measurement, dtype=float).reshape([sizes[a] for a in clique])
             out = tuple(a for a, name in enumerate(target) if name not in clique)
             stddev = max(float(m.stddev), 1e-12)
-            self.measures.append(_Measure(k, aligned(y, clique, target), out, 1.0 / stddev**2))
+            groups: tuple[tuple[int, tuple[int, ...], int], ...] = ()
+            if isinstance(m.query, BlockQuery):  # a merged marginal: its groups on the clique's axes of k
+                shape = [len(st) for st in m.query.starts]
+                groups = tuple(sorted((target.index(a), st, sizes[a]) for a, st in zip(clique, m.query.starts)))
+            else:
+                shape = [sizes[a] for a in clique]
+            y = np.asarray(m.noisy_measurement, dtype=float).reshape(shape)
+            self.measures.append(_Measure(k, aligned(y, clique, target), out, 1.0 / stddev**2, groups))
 
     def _node_logs(self, theta: list[np.ndarray]) -> list[np.ndarray]:
         """Each junction-tree node's log potential: the loss cliques' potentials it holds."""
@@ -202,9 +227,9 @@ class Plan:
         grad = [np.zeros(s) for s in self.shapes]
         value = 0.0
         for m in self.measures:
-            diff = (mu[m.k].sum(axis=m.out, keepdims=True) if m.out else mu[m.k]) - m.y
+            diff = m.fitted(mu[m.k]) - m.y
             value += 0.5 * m.precision * float((diff * diff).sum())
-            grad[m.k] = grad[m.k] + m.precision * diff
+            grad[m.k] = grad[m.k] + m.precision * m.adjoint(diff)
         return value, grad
 
 
@@ -224,8 +249,8 @@ class NumpyMirrorDescent:
         patience: int = 2,
         plan: Plan | None = None,
     ) -> MarkovRandomField:
-        """Fit potentials to ``measurements`` (identity queries) with at most ``iters`` steps, rounded
-        up to whole blocks of ``CALLBACK_EVERY`` as mbi does."""
+        """Fit potentials to ``measurements`` (identity queries, or ``coarse.BlockQuery``) with at most
+        ``iters`` steps, rounded up to whole blocks of ``CALLBACK_EVERY`` as mbi does."""
         if known_total is None:
             known_total = minimum_variance_unbiased_total(measurements)
         total = float(known_total)

@@ -41,6 +41,7 @@ from ..common import (  # noqa: E402
     jax_cache_setting,
 )
 from ..model.junction import JunctionTree, aligned  # noqa: E402
+from .coarse import BlockQuery  # noqa: E402
 from .mirror import NumpyMirrorDescent, Plan, expanded_tables, junction_tree_cells  # noqa: E402
 
 #: Environment variable: a folder for JAX's persistent compilation cache (unset, empty or ``off``: none).
@@ -116,17 +117,25 @@ def make_domain(names: Sequence[str], shape: Sequence[int]) -> Domain:
     return Domain(list(names), list(shape))
 
 
-def merge_measurements(measurements: Sequence[tuple[tuple[str, ...], np.ndarray, float]]) -> list[LinearMeasurement]:
-    """One ``LinearMeasurement`` per clique: ``y = sum(y_i / s_i^2) / sum(1 / s_i^2)``,
-    ``s = sum(1 / s_i^2)^(-1/2)``."""
-    groups: dict[tuple[str, ...], list[tuple[np.ndarray, float]]] = {}
-    for clique, y, sigma in measurements:
-        groups.setdefault(tuple(clique), []).append((np.asarray(y, dtype=float), float(sigma)))
+def merge_measurements(measurements: Sequence[tuple], domain: Domain | None = None) -> list[LinearMeasurement]:
+    """One ``LinearMeasurement`` per clique and query: ``y = sum(y_i / s_i^2) / sum(1 / s_i^2)``,
+    ``s = sum(1 / s_i^2)^(-1/2)``. A measurement is ``(clique, y, sigma)``, or ``(clique, y, sigma,
+    starts)`` for a marginal on merged bins (``coarse``: fitted through ``coarse.BlockQuery``,
+    which needs the ``domain``)."""
+    groups: dict[tuple, list[tuple[np.ndarray, float]]] = {}
+    for clique, y, sigma, *starts in measurements:
+        key = (tuple(clique), tuple(starts[0]) if starts else None)
+        groups.setdefault(key, []).append((np.asarray(y, dtype=float), float(sigma)))
     merged = []
-    for clique, items in groups.items():
+    for (clique, starts), items in groups.items():
         precision = sum(1.0 / s**2 for _, s in items)
         y = np.sum([v / s**2 for v, s in items], axis=0) / precision
-        merged.append(LinearMeasurement(y, clique, stddev=float(precision**-0.5)))
+        if starts is None:
+            merged.append(LinearMeasurement(y, clique, stddev=float(precision**-0.5)))
+            continue
+        assert domain is not None, "a marginal on merged bins is fitted with the model's domain"
+        query = BlockQuery(starts, tuple(domain.project(clique).shape))
+        merged.append(LinearMeasurement(y, clique, stddev=float(precision**-0.5), query=query))
     return merged
 
 
@@ -226,15 +235,14 @@ class ModelFitter:
         self.estimator = CarriedMirrorDescent()
         self.model: MarkovRandomField | None = None
 
-    def fit(
-        self, measurements: Sequence[tuple[tuple[str, ...], np.ndarray, float]], iters: int | None = None
-    ) -> MarkovRandomField:
-        """Fit the model to ``measurements`` (``(clique, y, sigma)``; repeated cliques merged) with at
+    def fit(self, measurements: Sequence[tuple], iters: int | None = None) -> MarkovRandomField:
+        """Fit the model to ``measurements`` (``(clique, y, sigma)`` or, merged bins, ``(clique, y, sigma,
+        starts)``; repeated ones merged) with at
         most ``iters`` iterations (default the fitter's), warm-started from the previous fit; JAX's
         caches are cleared first when the process holds more than ``MAP_COUNT_LIMIT`` mappings."""
         if map_count() > MAP_COUNT_LIMIT:
             jax.clear_caches()
-        merged = merge_measurements(measurements)
+        merged = merge_measurements(measurements, self.domain)
         plan = Plan(self.domain, merged)
         common = dict(
             iters=iters or self.iters,

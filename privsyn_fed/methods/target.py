@@ -67,9 +67,16 @@ def target_pairs(names: Sequence[str], target: str) -> list[tuple[str, ...]]:
     return [(names[min(j, t)], names[max(j, t)]) for j in range(len(names)) if j != t]
 
 
+def share_sigma(rho: float, share: float, count: int) -> float:
+    """``count`` marginals of L2 sensitivity 1 (or one release of sensitivity ``sqrt(count)``) that
+    together spend ``share`` of ``rho``: ``sigma = sqrt(count / (2 share rho))``. A planned share of
+    the budget measured before the rounds (a target's 2-ways; ``dependence``'s steps)."""
+    return math.sqrt(count / (2.0 * share * rho))
+
+
 def target_sigma(rho: float, share: float, n_columns: int) -> float:
     """The target's ``d - 1`` 2-ways spend ``share`` of ``rho``: ``sigma = sqrt((d - 1) / (2 share rho))``."""
-    return math.sqrt((n_columns - 1) / (2.0 * share * rho))
+    return share_sigma(rho, share, n_columns - 1)
 
 
 def target_query(pair: Sequence[str]) -> str:

@@ -1,0 +1,243 @@
+"""Finding dependence on small tables (``--find-dependence``, ``methods.dependence``): marginals on
+merged bins (``methods.coarse``) and their sensitivity, the fit through their query, the releases a
+run makes and what the ledger records of them, and the audit's refusal of a tampered ledger."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import privsyn_fed as pf
+from privsyn_fed.audit import audit_ledger
+from privsyn_fed.common import OptionError
+from privsyn_fed.methods import coarse, dependence
+from privsyn_fed.methods.aim import AIMOptions
+from privsyn_fed.silo import MarginalsQuery
+
+from .conftest import SCHEMA, assert_audit_objects_only_to_the_seed, make_frame
+
+NAMES = [c["name"] for c in SCHEMA["columns"]]
+
+
+def release(method: str, seed: int | None = None, rows: int = 50, **options):
+    frames = [make_frame(500, 1), make_frame(400, 2)]
+    return pf.synthesize(frames, method, 1.0, 1e-9, schema=pf.Schema.from_dict(SCHEMA), rows=rows, seed=seed,
+                         progress=False, find_dependence=True, pgm_iters=50, **options)  # fmt: skip
+
+
+# ---- merged bins ---------------------------------------------------------------------------------
+
+
+def test_groups_are_contiguous_and_differ_in_size_by_at_most_one():
+    assert coarse.group_starts(32, 4) == (0, 8, 16, 24)
+    assert coarse.group_starts(7, 3) == (0, 2, 4)
+    assert coarse.group_sizes(7, (0, 2, 4)) == [2, 2, 3]
+    assert coarse.group_starts(2, 4) == (0, 1)  # never more groups than cells
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 6), st.integers(1, 4), st.integers(1, 4), st.integers(0, 2**31))
+def test_expand_is_the_adjoint_of_coarsen(a, b, ka, kb, seed):
+    """``<G x, y> = <x, G^T y>``: the numpy fit's gradient of a merged marginal is the true one."""
+    rng = np.random.default_rng(seed)
+    starts = (coarse.group_starts(a, ka), coarse.group_starts(b, kb))
+    x, y = rng.normal(size=(a, b)), rng.normal(size=[len(s) for s in starts])
+    assert math.isclose(
+        float((coarse.coarsen(x, starts) * y).sum()), float((x * coarse.expand(y, starts, [a, b])).sum())
+    )
+
+
+def _silo(rows: pd.DataFrame) -> pf.Silo:
+    return pf.Silo.from_frame(rows, pf.Schema.from_dict(SCHEMA), name="s")
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 2**31), st.integers(1, 8), st.integers(1, 6), st.integers(0, 4), st.integers(0, 4))
+def test_a_merged_marginal_moves_by_exactly_one_when_a_record_is_added(seed, ka, kb, a, b):
+    """Sensitivity 1 in L1 and L2 (add/remove one record): the record is in one merged cell."""
+    if a == b:
+        b = (a + 1) % 5
+    clique = (min(a, b), max(a, b))
+    shape = pf.Schema.from_dict(SCHEMA).shape
+    starts = tuple(coarse.group_starts(shape[i], k) for i, k in zip(clique, (ka, kb)))
+    d = make_frame(60, seed % 1000)
+    more = pd.concat([d, make_frame(1, seed % 997 + 1)], ignore_index=True)
+    query = coarse.MergedMarginalQuery(clique, starts)
+    diff = query(_silo(more)) - query(_silo(d))
+    assert np.abs(diff).sum() == 1 and math.isclose(float(np.sqrt((diff**2).sum())), 1.0)
+    assert diff.size == query.size(pf.Schema.from_dict(SCHEMA)) == coarse.coarse_cells(starts)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 2**31))
+def test_the_grouping_one_ways_move_by_sqrt_d_when_a_record_is_added(seed):
+    """Every column's 1-way released together: a record is in one cell of each, so L2 ``sqrt(d)``."""
+    d = make_frame(40, seed % 1000)
+    more = pd.concat([d, make_frame(1, seed % 991 + 1)], ignore_index=True)
+    query = MarginalsQuery(tuple((i,) for i in range(len(NAMES))))
+    diff = query(_silo(more)) - query(_silo(d))
+    assert math.isclose(float(np.sqrt((diff**2).sum())), math.sqrt(len(NAMES)))
+
+
+def test_the_numpy_fit_and_mbi_agree_on_a_merged_marginal():
+    """The numpy estimator's query on merged bins is mbi's ``BlockQuery``: the same fit."""
+    from privsyn_fed.methods import pgm
+
+    rng = np.random.default_rng(3)
+    domain = pgm.make_domain(["a", "b"], [6, 4])
+    truth = rng.integers(0, 40, size=(6, 4)).astype(float)
+    starts = (coarse.group_starts(6, 2), coarse.group_starts(4, 2))
+    ms = [
+        (("a",), truth.sum(1) + rng.normal(0, 2, 6), 2.0),
+        (("b",), truth.sum(0) + rng.normal(0, 2, 4), 2.0),
+        (("a", "b"), coarse.coarsen(truth, starts).ravel() + rng.normal(0, 1, 4), 1.0, starts),
+    ]
+    fits = [pgm.ModelFitter(domain, iters=400, numpy_cells=cells).fit(ms) for cells in (10**6, 0)]
+    ab = [np.asarray(f.project(("a", "b")).datavector()) for f in fits]
+    assert np.allclose(ab[0], ab[1], rtol=1e-3, atol=1e-2)
+    # the merged marginal is fitted: the model's merged table is near the measured one
+    assert np.abs(coarse.coarsen(ab[0].reshape(6, 4), starts).ravel() - ms[2][1]).sum() < 0.1 * truth.sum()
+
+
+# ---- the choice ------------------------------------------------------------------------------------
+
+
+def test_quantile_groups_cut_a_noisy_one_way_at_its_quantiles():
+    assert dependence.quantile_starts(np.array([10, 10, 10, 10, 10, 10, 10, 10.0]), 4, 80) == (0, 2, 4, 6)
+    assert dependence.quantile_starts(np.array([90, 5, 3, 2.0]), 4, 100) == (0, 1)  # one cell holds most rows
+    assert dependence.quantile_starts(np.array([-50, 30, 30, 30.0]), 2, 90) == (0, 3)  # projected first
+    assert dependence.valid_starts((0, 1), 4, 2) and not dependence.valid_starts((0, 2, 1), 4, 4)
+    assert not dependence.valid_starts((1, 2), 4, 4) and not dependence.valid_starts((0, 1, 2), 4, 2)
+
+
+def test_dependence_is_the_distance_from_the_margins_product_beyond_the_noise():
+    independent = np.outer([30, 70], [40, 60]).astype(float) / 100
+    assert math.isclose(dependence.dependence(independent, 0.0), 0.0, abs_tol=1e-9)
+    together = np.array([[50.0, 0], [0, 50]])
+    assert math.isclose(dependence.dependence(together, 0.0), 100.0)
+    assert math.isclose(dependence.dependence(together, 10.0), 100.0 - math.sqrt(2 / math.pi) * 10 * 4)
+
+
+def test_the_forest_takes_the_most_dependent_pairs_without_a_cycle():
+    pairs = [("a", "b"), ("b", "c"), ("a", "c"), ("c", "d"), ("d", "e")]
+    scores = [5.0, 4.0, 9.0, 1.0, -1.0]
+    assert dependence.spanning_forest(pairs, scores) == [("a", "c"), ("a", "b"), ("c", "d")]
+    assert dependence.spanning_forest(pairs, [0.0] * 5) == []
+
+
+def test_the_screened_pairs_are_every_pair_the_candidates_hold():
+    cands = [("a",), ("a", "c"), ("b", "c", "d")]
+    assert dependence.screened_pairs(cands, ["a", "b", "c", "d"]) == [("a", "c"), ("b", "c"), ("b", "d"), ("c", "d")]
+
+
+# ---- a release -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("method", ["aim", "distaim"])
+def test_a_release_finds_dependence_at_its_planned_shares_and_audits(method):
+    led = release(method).ledger
+    entries, d, dep = led["entries"], len(NAMES), led["details"]["dependence"]
+    p, f = len(dep["pairs"]), len(dep["chosen"])
+    assert p == math.comb(d, 2) and 1 <= f <= d - 1  # the workload holds every pair of 5 columns
+    rest = led["rho_budget"] - entries[0]["rho"]  # after the planning total
+    grouping, screens, pairs = entries[1], entries[2 : 2 + p], entries[2 + p : 2 + p + f]
+    assert grouping["query"] == dependence.GROUPING_QUERY and math.isclose(grouping["sensitivity_l2"], math.sqrt(d))
+    assert math.isclose(grouping["rho"], dependence.GROUPING_SHARE * rest, rel_tol=1e-9)
+    assert math.isclose(sum(e["rho"] for e in screens), 0.15 * rest, rel_tol=1e-9)  # half the default 0.3
+    assert math.isclose(sum(e["rho"] for e in pairs), 0.15 * rest, rel_tol=1e-9)
+    assert all(e["sensitivity_l2"] == 1 and "on merged bins" in e["query"] for e in screens + pairs)
+    assert [e["query"] for e in pairs] == [dependence.measure_query(c) for c in dep["chosen"]]
+    assert led["details"]["schedule"]["rounds"] == 0 and led["details"]["rounds"] == 0
+    # the rest goes to the 1-ways, as the independent method's allocation: nothing is left over
+    assert math.isclose(sum(e["rho"] for e in entries), led["rho_budget"], rel_tol=1e-9)
+    assert dep["chosen"] == [
+        list(c) for c in dependence.spanning_forest([tuple(x) for x in dep["pairs"]], dep["scores"])
+    ]
+    report = audit_ledger(led)
+    assert report.ok, report.problems
+
+
+def test_a_seeded_release_finds_the_pairs_that_depend_most():
+    """``income`` is made from ``age``, and ``label`` from ``income`` (``make_frame``): the screen
+    ranks those two pairs first and the forest holds both."""
+    led = release("aim", seed=11).ledger
+    assert_audit_objects_only_to_the_seed(led)
+    dep = led["details"]["dependence"]
+    ranked = [dep["pairs"][i] for i in np.argsort(dep["scores"])[::-1]]
+    assert sorted(ranked[:2]) == [["age", "income"], ["income", "label"]]
+    assert sorted(dep["chosen"][:2]) == [["age", "income"], ["income", "label"]]
+
+
+def test_options_that_cannot_find_dependence_are_refused():
+    with pytest.raises(OptionError, match="leave rounds out"):
+        AIMOptions(find_dependence=True, rounds=20).validate()
+    with pytest.raises(OptionError, match="set it too"):
+        AIMOptions(dependence_share=0.4).validate()
+    with pytest.raises(OptionError, match="must lie in"):
+        AIMOptions(find_dependence=True, dependence_share=0.95).validate()
+    with pytest.raises(OptionError, match="does not run over MPC"):
+        AIMOptions(find_dependence=True).check_mpc()
+    with pytest.raises(OptionError, match="not of flaim"):
+        release("flaim")
+
+
+# ---- the audit ---------------------------------------------------------------------------------------
+
+
+def _problems(led: dict) -> str:
+    return " | ".join(audit_ledger(led).problems)
+
+
+def _quieter(led: dict, i: int) -> dict:
+    """Entry ``i`` with half its noise and the cost that noise has (the structure's check sees it)."""
+    out = copy.deepcopy(led)
+    out["entries"][i]["sigma"] /= 2
+    out["entries"][i]["rho"] *= 4
+    return out
+
+
+@pytest.mark.parametrize("method", ["aim", "distaim"])
+def test_the_audit_refutes_a_dependence_release_that_was_tampered_with(method):
+    led = release(method).ledger
+    dep = led["details"]["dependence"]
+    p = len(dep["pairs"])
+    assert audit_ledger(led).ok
+    rescored = copy.deepcopy(led)  # a score raised: the recorded choice is no longer its forest
+    worst = int(np.argmin(dep["scores"]))
+    rescored["details"]["dependence"]["scores"][worst] = 1e9
+    assert "is not the maximum spanning forest" in _problems(rescored)
+    swapped = copy.deepcopy(led)
+    swapped["details"]["dependence"]["chosen"] = swapped["details"]["dependence"]["chosen"][::-1]
+    if len(dep["chosen"]) > 1:
+        assert "is not the maximum spanning forest" in _problems(swapped)
+    screen = _quieter(led, 2)  # a screen quieter than its share gives
+    assert "find_dependence's share of the budget gives it" in _problems(screen)
+    measured = _quieter(led, 2 + p)  # a chosen pair quieter than its share gives
+    assert "find_dependence's share of the budget gives it" in _problems(measured)
+    grouped = copy.deepcopy(led)
+    grouped["details"]["dependence"]["groups"]["age"][0] = [0, 5, 3]
+    assert "are not contiguous groups" in _problems(grouped)
+    fewer = copy.deepcopy(led)  # fewer groups than the entries' cells say
+    fewer["details"]["dependence"]["groups"]["age"][0] = [0]
+    assert "on its recorded groups (details.dependence.groups) has" in _problems(fewer)
+    rounds = copy.deepcopy(led)
+    rounds["details"]["schedule"]["rounds"] = 3
+    assert "(find_dependence plans none)" in _problems(rounds)
+    hidden = copy.deepcopy(led)  # the ledger claims no such step, but made its releases
+    hidden["details"]["options"]["find_dependence"] = False
+    assert "details.dependence is recorded, but details.options.find_dependence is not set" in _problems(hidden)
+    missing = copy.deepcopy(led)
+    del missing["entries"][3]
+    assert not audit_ledger(missing).ok
+    share = copy.deepcopy(led)  # another share: every later release's noise is off
+    share["details"]["options"]["dependence_share"] = 0.5
+    assert "find_dependence's share of the budget gives it" in _problems(share)
+    constants = copy.deepcopy(led)
+    constants["details"]["dependence"]["measure_groups"] = 8
+    assert "other constants than this version's rule" in _problems(constants)
