@@ -66,6 +66,7 @@ def test_readme_lists_every_example_and_every_example_is_tested():
         "local_mpc.sh",
         "own_data.py",
         "quickstart.py",
+        "sites.py",
     ]
     readme = (EXAMPLES / "README.md").read_text()
     tests = Path(__file__).read_text()
@@ -203,6 +204,23 @@ def test_federated_flaim(tmp_path):
     error = measures["workload"]["error"]
     assert 0 < error < 2
     assert f"workload error {error:.3f}" in proc.stdout
+    assert "audit OK" in proc.stdout
+
+
+def test_sites(tmp_path):
+    out = tmp_path / "out"
+    proc = run([sys.executable, str(EXAMPLES / "sites.py"), "--out", str(out), "--rows", "1500"], cwd=tmp_path)
+    data, ledger = check_release(out / "sites.csv", out / "sites.ledger.json", "distaim", 1.0)
+    regions = ["northeast", "midwest", "south", "west"]
+    assert ledger["details"]["silo_column"] == {"column": "region", "silos": sorted(regions)}
+    assert sorted(p.name for p in out.glob("*.csv") if p.stem in regions) == sorted(f"{r}.csv" for r in regions)
+    assert all("region" not in pd.read_csv(out / f"{r}.csv", nrows=1).columns for r in regions)
+    per_silo = json.loads((out / "sites.eval.json").read_text())["per_silo"]["silos"]
+    for region in regions:
+        share = per_silo[region]["share"]
+        assert abs(share["real"] - share["synthetic"]) < 0.05, (region, share)
+        assert f"  {region}: share of rows" in proc.stdout
+    assert set(data["region"]) == set(regions)
     assert "audit OK" in proc.stdout
 
 
