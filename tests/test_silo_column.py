@@ -199,7 +199,8 @@ def test_the_audit_refutes_a_tampered_silo_column_record(tmp_path, sites, capsys
     schema, paths = sites
     out = tmp_path / "syn.csv"
     argv = synth_argv("independent", schema=schema, silos=paths, out=out, seed=1, silo_column="site")
-    assert run_cli(*argv, "--quiet", capsys=capsys).returncode == 0
+    assert run_cli(*argv, "--quiet", "--report", tmp_path / "privacy.md", capsys=capsys).returncode == 0
+    assert "**Silo column:** 'site' holds each row's silo (north, south, east)" in (tmp_path / "privacy.md").read_text()
     ledger = json.loads(out.with_suffix(".ledger.json").read_text())
     for change, fragment in [
         (lambda s: s["silos"].append("west"), "names 4 silos, but the release had 3"),

@@ -165,6 +165,15 @@ def _facts(ledger: dict[str, Any], audit: AuditReport, subject: Subject) -> list
                 "for the independent method at this budget",
             )
         )
+    site = details.get("silo_column")
+    if isinstance(site, dict) and isinstance(site.get("silos"), list):
+        facts.append(
+            (
+                "Silo column",
+                f"'{site.get('column')}' holds each row's silo ({', '.join(map(str, site['silos']))}): public, so the "
+                "release shows each silo's distribution; the guarantee is per record, not per silo",
+            )
+        )
     if audit.warnings:
         facts.append(("Warnings", "; ".join(audit.warnings)))
     return facts
