@@ -310,14 +310,21 @@ def _across_hosts(tmp_path, schema, silos, extra0=()):
     return party0, finish(procs), out
 
 
-def test_the_silo_column_across_hosts_takes_each_partys_own_name(tmp_path):
+@pytest.fixture
+def two_sites(tmp_path):
+    """A schema whose silo column has two sites, north and south, and their files (``file0.csv``,
+    ``file1.csv``: the names say nothing of the sites)."""
     schema = tmp_path / "schema.json"
     two = {"columns": [{**SITE_SCHEMA["columns"][0], "categories": ["north", "south"]}, *SITE_SCHEMA["columns"][1:]]}
     schema.write_text(json.dumps(two))
     for k, site in enumerate(("north", "south")):
         site_frame(site, 400, seed=k).to_csv(tmp_path / f"file{k}.csv", index=False)
-    silos = [f"north={tmp_path / 'file0.csv'}", f"south={tmp_path / 'file1.csv'}"]
-    party0, outputs, out = _across_hosts(tmp_path, schema, silos)
+    return schema, [tmp_path / "file0.csv", tmp_path / "file1.csv"]
+
+
+def test_the_silo_column_across_hosts_takes_each_partys_own_name(tmp_path, two_sites):
+    schema, files = two_sites
+    party0, outputs, out = _across_hosts(tmp_path, schema, [f"north={files[0]}", f"south={files[1]}"])
     assert party0.returncode == 0, (party0.stderr, outputs)
     syn = pd.read_csv(out)
     assert abs((syn[syn["site"] == "south"]["sick"] == "y").mean() - SICK["south"]) < 0.1
@@ -327,13 +334,8 @@ def test_the_silo_column_across_hosts_takes_each_partys_own_name(tmp_path):
     assert_audit_objects_only_to_the_seed(json.loads((tmp_path / "p1.ledger.json").read_text()))
 
 
-def test_across_hosts_a_silo_named_outside_the_categories_stops_the_release_before_any_output(tmp_path):
-    schema = tmp_path / "schema.json"
-    two = {"columns": [{**SITE_SCHEMA["columns"][0], "categories": ["north", "south"]}, *SITE_SCHEMA["columns"][1:]]}
-    schema.write_text(json.dumps(two))
-    for k, site in enumerate(("north", "south")):
-        site_frame(site, 100, seed=k).to_csv(tmp_path / f"file{k}.csv", index=False)
-    silos = [f"north={tmp_path / 'file0.csv'}", f"west={tmp_path / 'file1.csv'}"]
-    party0, _, out = _across_hosts(tmp_path, schema, silos)
+def test_across_hosts_a_silo_named_outside_the_categories_stops_the_release_before_any_output(tmp_path, two_sites):
+    schema, files = two_sites
+    party0, _, out = _across_hosts(tmp_path, schema, [f"north={files[0]}", f"west={files[1]}"])
     assert_one_line_error(party0, "silo 'west' is not one of the column's categories", "north, west")
     assert not out.exists() and not out.with_suffix(".ledger.json").exists()
