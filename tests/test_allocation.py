@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import privsyn_fed as pf
 from privsyn_fed.audit import audit_ledger
 from privsyn_fed.methods import allocation
-from privsyn_fed.methods.federated import projected
+from privsyn_fed.methods.histograms import projected
 from privsyn_fed.noise import SeededNoise
 
 from .conftest import SCHEMA, make_frame

@@ -179,7 +179,7 @@ class AIMOptions(DependenceOptions, TargetOptions):
         if self.workload_size is not None and self.workload_size < 0:
             raise OptionError(f"workload_size must be 0 (all) or positive, not {self.workload_size}", "workload_size")
         self.validate_target()
-        self.validate_dependence()
+        self.validate_dependence(self.rounds)
         from .pgm import memory_mb, numpy_cells_setting
 
         numpy_cells_setting()  # a bad $PRIVSYN_FED_NUMPY_CELLS is refused before any budget is spent

@@ -51,6 +51,7 @@ from ..common import OptionError
 from ..silo import SQRT_2_OVER_PI
 from .base import option
 from .coarse import Starts
+from .histograms import projected
 from .target import share_sigma
 
 #: A column, as a name or an index.
@@ -86,9 +87,9 @@ class DependenceOptions:
         group="aim",
     )
 
-    def validate_dependence(self) -> None:
+    def validate_dependence(self, rounds: int | None) -> None:
         """Refuse a ``dependence_share`` outside (0, 1 - GROUPING_SHARE), one given without
-        ``find_dependence``, and ``find_dependence`` with ``rounds`` given (it plans the rounds)."""
+        ``find_dependence``, and ``find_dependence`` with the options' ``rounds`` given (it plans the rounds)."""
         if not 0 < self.dependence_share < 1 - GROUPING_SHARE:
             raise OptionError(
                 f"dependence_share must lie in (0, {1 - GROUPING_SHARE:g}), not {self.dependence_share}",
@@ -96,7 +97,7 @@ class DependenceOptions:
             )
         if not self.find_dependence and self.dependence_share != DEPENDENCE_SHARE:
             raise OptionError("dependence_share is the share of find_dependence: set it too", "dependence_share")
-        if self.find_dependence and getattr(self, "rounds", None) is not None:
+        if self.find_dependence and rounds is not None:
             raise OptionError(
                 "find_dependence plans the rounds from the dependence it finds: leave rounds out", "find_dependence"
             )
@@ -114,9 +115,7 @@ def screened_pairs(candidates: Sequence[Sequence[str]], names: Sequence[str]) ->
 def quantile_starts(noisy: np.ndarray, groups: int, total: float) -> tuple[int, ...]:
     """At most ``groups`` contiguous groups of a column's cells, cut after the cell that holds each
     quantile ``i / groups`` of its noisy 1-way projected onto the histograms of ``total`` rows
-    (``federated.projected``): the groups' first cells, starting with 0."""
-    from .federated import projected
-
+    (``histograms.projected``): the groups' first cells, starting with 0."""
     h = projected(np.asarray(noisy, dtype=float), total)
     cells = h.size
     cum = np.cumsum(h)
@@ -258,7 +257,7 @@ def measure_dependence(
     """With ``opts.find_dependence``: ``find_dependence`` on the run's public problem
     (``core.Problem``) with ``acc.remaining`` as its ``rho`` and the noisy total ``n_hat``, recorded in
     the ledger (``details.dependence``); without it, nothing."""
-    if not getattr(opts, "find_dependence", False):
+    if not opts.find_dependence:
         return Found()
     found = find_dependence(
         prob.names,

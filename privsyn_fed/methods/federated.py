@@ -239,28 +239,6 @@ def normalised(table: np.ndarray) -> np.ndarray:
     return pos / total if total > 0 else np.full(pos.shape, 1.0 / pos.size)
 
 
-def combined_total(estimates: Sequence[float], variances: Sequence[float]) -> float:
-    """Inverse-variance mean of independent noisy estimates of one row total (e.g. the sums of
-    several noisy histograms, each with variance ``cells sigma^2``); at least 1. Post-processing."""
-    w = 1.0 / np.asarray(variances, dtype=float)
-    return max(1.0, float((w * np.asarray(estimates, dtype=float)).sum() / w.sum()))
-
-
-def projected(table: np.ndarray, total: float) -> np.ndarray:
-    """The distribution nearest a noisy histogram: the Euclidean projection of ``table`` onto
-    ``{x >= 0, sum x = total}`` (``max(table - c, 0)`` with the shift ``c`` that makes it sum to
-    ``total``; Norm-Sub in PrivSyn), scaled to sum to one. Unlike clipping at zero it does not
-    turn the noise of empty cells into mass; it is the maximum-likelihood histogram under
-    Gaussian noise with the given total. Post-processing."""
-    y = np.asarray(table, dtype=float).ravel()
-    total = max(float(total), 1e-12)
-    top = np.sort(y)[::-1]
-    shifts = (np.cumsum(top) - total) / np.arange(1, y.size + 1)
-    k = int(np.nonzero(top - shifts > 0)[0][-1])
-    x = np.clip(y - shifts[k], 0.0, None)
-    return (x / x.sum()).reshape(np.shape(table))
-
-
 def fit_limit(rho_budget: float, rho_after: float, max_model_size: float) -> float:
     """AIM's junction-tree size cap, ramped by the share of the budget spent."""
     return max_model_size * min(1.0, rho_after / rho_budget)

@@ -72,7 +72,7 @@ from ..silo import (
 )
 from . import allocation, core
 from .base import FederatedMethod, option
-from .federated import combined_total, projected
+from .histograms import combined_total, projected
 from .target import TargetOptions, target_pairs
 
 #: How the ledger names the release of the target's 2-ways.

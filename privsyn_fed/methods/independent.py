@@ -30,7 +30,7 @@ from ..schema import Schema
 from ..silo import MarginalsQuery
 from . import core
 from .base import FederatedMethod
-from .federated import combined_total, projected
+from .histograms import combined_total, projected
 
 
 @dataclass
