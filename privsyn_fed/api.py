@@ -333,8 +333,9 @@ def synthesize(
             "privacy_unit",
             "aggregator",
         )
-    sites = None if silo_column is None else [(silo_column, n) for n in names]
-    silos = read_silos(silos, schema, unit, seed, sites=sites[: len(silos)] if sites else None)
+    # over MPC ``silos`` is party 0's own silo and ``names`` every party's: its site is the first
+    sites = None if silo_column is None else [(silo_column, n) for n in names[: len(silos)]]
+    silos = read_silos(silos, schema, unit, seed, sites=sites)
     seen: dict = {}
     for s in silos:
         if s.schema.to_dict() != schema.to_dict():
@@ -535,13 +536,13 @@ def read_silos(
     for i, s in enumerate(silos, start=first):
         key = None if unit is None else units.new_key(None if seed is None else seed + 1000 + i)
         site = None if sites is None else sites[i - first]
-        if isinstance(s, Silo) and s.site != site:
-            raise InputError(
-                f"{s.name}: the silo was read "
-                + ("without a silo column" if s.site is None else f"as silo {s.site[1]!r} of column '{s.site[0]}'")
-                + (", but this release has none" if site is None else f", but this release reads it as {site[1]!r}")
-            )
         if isinstance(s, Silo):
+            if s.site != site:
+                raise InputError(
+                    f"{s.name}: the silo was read "
+                    + ("without a silo column" if s.site is None else f"as silo {s.site[1]!r} of column '{s.site[0]}'")
+                    + (", but this release has none" if site is None else f", but this release reads it as {site[1]!r}")
+                )
             if s.unit != want:
                 raise InputError(
                     f"{s.name}: the silo was read "

@@ -36,11 +36,11 @@ def per_silo(
     syn: np.ndarray,
     schema: Schema,
     column: str,
-    measures: Callable[[np.ndarray, np.ndarray, list[int]], dict[str, float]],
+    measures: Callable[[np.ndarray, np.ndarray, list[int]], dict[str, float | None]],
 ) -> dict[str, dict[str, Any]]:
     """Per silo (the categories of ``column``, over encoded ``real`` and ``syn`` rows): ``rows``
     (real, synthetic), ``share`` (real, synthetic), and ``measures(real rows, synthetic rows,
-    the other columns)`` of the silo's rows (each None where either side has none)."""
+    the other columns)`` of the silo's rows (which gives None where either side has none)."""
     j = schema.names.index(column)
     col = schema.column(column)
     assert isinstance(col, CategoricalColumn)
@@ -52,9 +52,6 @@ def per_silo(
             "rows": {"real": int(len(r)), "synthetic": int(len(s))},
             "share": {"real": len(r) / max(1, len(real)), "synthetic": len(s) / max(1, len(syn))},
         }
-        if len(r) and len(s):
-            entry.update(measures(r, s, others))
-        else:
-            entry.update(dict.fromkeys(measures(real[:1], real[:1], others)))  # the same keys, no values
+        entry.update(measures(r, s, others))
         out[name] = entry
     return out

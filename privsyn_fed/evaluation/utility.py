@@ -122,6 +122,11 @@ def _present(values: pd.Series) -> np.ndarray:
     return x[np.isfinite(x)]
 
 
+def column_tv(real: np.ndarray, syn: np.ndarray, shape: list[int], j: int) -> float:
+    """The total variation distance between column ``j``'s binned distributions in two code arrays."""
+    return 0.5 * float(np.abs(_marginal(real, shape, [j]) - _marginal(syn, shape, [j])).sum())
+
+
 def column_shapes(real_num, syn_num, real, syn, schema: Schema) -> dict[str, dict[str, float]]:
     """Per column, the total variation distance between the binned distributions (``tv``) and, for a
     numeric column with values on both sides, the two-sample Kolmogorov-Smirnov statistic (``ks``)."""
@@ -129,9 +134,7 @@ def column_shapes(real_num, syn_num, real, syn, schema: Schema) -> dict[str, dic
 
     out = {}
     for j, col in enumerate(schema.columns):
-        entry = {
-            "tv": 0.5 * float(np.abs(_marginal(real, schema.shape, [j]) - _marginal(syn, schema.shape, [j])).sum())
-        }
+        entry = {"tv": column_tv(real, syn, schema.shape, j)}
         if isinstance(col, NumericColumn):
             a, b = _present(real_num[col.name]), _present(syn_num[col.name])
             if len(a) and len(b):
@@ -333,10 +336,12 @@ def evaluate(
     if silo_column is not None:
         from .per_silo import per_silo
 
-        def within(r: np.ndarray, s: np.ndarray, others: list[int]) -> dict[str, float]:
-            """The silo's other columns' mean 1-way total variation and its workload error."""
-            tvs = [0.5 * float(np.abs(_marginal(r, schema.shape, [k]) - _marginal(s, schema.shape, [k])).sum())
-                   for k in others]  # fmt: skip
+        def within(r: np.ndarray, s: np.ndarray, others: list[int]) -> dict[str, float | None]:
+            """The silo's other columns' mean 1-way total variation and its workload error (None
+            where either side has no rows)."""
+            if not len(r) or not len(s):
+                return {"mean_tv": None, "workload_error": None}
+            tvs = [column_tv(r, s, schema.shape, k) for k in others]
             return {
                 "mean_tv": float(np.mean(tvs)) if tvs else 0.0,
                 "workload_error": workload_error(r, s, schema.shape, workload),
