@@ -6,6 +6,10 @@ the row's position, from 1). CSV cells stay text (nothing parsed or dropped). Pa
 their type: numbers as floats with NaN where null, everything else as text with ``""`` where null;
 ``parquet_types`` names each column's stored type so callers can refuse a wrong one.
 
+``read_arrow_chunks`` is the silo reader's fast route: the same cells as Arrow record batches (no
+Python object per cell), or ``NotArrowReadable`` wherever Arrow might read other cells than
+``read_chunks``; the caller then reads the table with ``read_chunks``.
+
 Failures are ``InputError``s of one line naming the file: not found, a folder, not a regular file
 (a FIFO, a socket or a device, refused before it is opened), empty, not parsable, a truncated or
 corrupt gzip, a file that is not Parquet, a CSV line longer than ``MAX_LINE_BYTES``. Every reader
@@ -20,7 +24,7 @@ import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -132,14 +136,14 @@ class _Guarded:
 
     mode = "rb"
 
-    def __init__(self, fh, path: Path):
-        self._fh, self._path = fh, path
+    def __init__(self, fh, path: Path, most: int = READ_BYTES):
+        self._fh, self._path, self._most = fh, path, most
         self._line, self._run = 1, 0
 
     def read(self, size: int | None = -1) -> bytes:
-        """At most ``size`` (and ``READ_BYTES``) bytes."""
+        """At most ``size`` (and ``READ_BYTES``, or the reader's own limit) bytes."""
         checkpoint()
-        block = self._fh.read(READ_BYTES if size is None or size < 0 else min(size, READ_BYTES))
+        block = self._fh.read(self._most if size is None or size < 0 else min(size, self._most))
         last = block.rfind(b"\n")
         self._run = self._run + len(block) if last < 0 else len(block) - last - 1
         self._line += block.count(b"\n")
@@ -152,15 +156,20 @@ class _Guarded:
     def readable(self) -> bool:
         return True
 
+    @property
+    def closed(self) -> bool:
+        return self._fh.closed
+
     def close(self) -> None:
         self._fh.close()
 
 
 @contextmanager
-def _guarded(path: Path, compression: str | None) -> Iterator[_Guarded]:
-    """The file (decompressed when ``compression`` is ``"gzip"``) as a ``_Guarded`` reader."""
+def _guarded(path: Path, compression: str | None, most: int = READ_BYTES) -> Iterator[_Guarded]:
+    """The file (decompressed when ``compression`` is ``"gzip"``) as a ``_Guarded`` reader of at most
+    ``most`` bytes a read."""
     with gzip.open(path, "rb") if compression else open(path, "rb") as fh:
-        yield _Guarded(fh, path)
+        yield _Guarded(fh, path, most)
 
 
 def _csv_names(path: Path, compression: str | None) -> list[str]:
@@ -262,7 +271,7 @@ def _parquet_chunks(path: Path, chunk_rows: int, columns: Sequence[str] | None =
     row = 1
     try:
         for batch in pf.iter_batches(batch_size=chunk_rows, columns=None if columns is None else names):
-            frame = pd.DataFrame({name: _column(batch.column(i)) for i, name in enumerate(batch.schema.names)})
+            frame = pd.DataFrame({name: arrow_cells(batch.column(i)) for i, name in enumerate(batch.schema.names)})
             yield Chunk(frame, row)
             row += batch.num_rows
             checkpoint()
@@ -272,16 +281,30 @@ def _parquet_chunks(path: Path, chunk_rows: int, columns: Sequence[str] | None =
         yield Chunk(pd.DataFrame({n: pd.Series([], dtype=str) for n in names}), 1)
 
 
-def _column(array) -> np.ndarray:
+def arrow_cells(array) -> np.ndarray:
     """An Arrow array as floats (NaN where null) when it holds numbers, whole numbers included (read
-    back as text for a categorical column by ``encode_frame``), else as text (``""`` where null;
-    booleans as ``True``/``False``, as pandas writes them)."""
+    back as text for a categorical column by ``encode_frame``), else as text (``arrow_text``)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if is_number_type(str(array.type)):  # whole numbers are exact up to 2^53, the schema's widest bounds
+        return pc.cast(array, pa.float64(), safe=False).to_numpy(zero_copy_only=False)
+    text = arrow_text(array)
+    if text is None:
+        return np.array([str(v) for v in array.to_pylist()], dtype=object)
+    return text.to_numpy(zero_copy_only=False)
+
+
+def arrow_text(array):
+    """An Arrow array of anything but numbers as Arrow text: ``""`` where null, booleans as
+    ``True``/``False`` (as pandas writes them), dictionaries decoded; None for numbers and for a type
+    Arrow cannot cast to text."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     kind = str(array.type)
-    if is_number_type(kind):  # whole numbers are exact up to 2^53, the schema's widest bounds
-        return pc.cast(array, pa.float64(), safe=False).to_numpy(zero_copy_only=False)
+    if is_number_type(kind):
+        return None
     if kind.startswith("dictionary<"):
         array = array.dictionary_decode()
     if str(array.type) == "bool":
@@ -289,8 +312,95 @@ def _column(array) -> np.ndarray:
     try:
         text = pc.cast(array, pa.string())
     except pa.ArrowException:
-        return np.array([str(v) for v in array.to_pylist()], dtype=object)
-    return pc.fill_null(text, "").to_numpy(zero_copy_only=False)
+        return None
+    return pc.fill_null(text, "")
+
+
+# ---- Arrow batches: the silo reader's fast route ---------------------------------------------------
+class NotArrowReadable(Exception):
+    """Arrow cannot give this table's cells exactly as ``read_chunks`` does (a parse error, a cell
+    holding a quote, a line over ``ARROW_BLOCK_BYTES``, ...): read it with ``read_chunks`` instead,
+    which gives the same cells or the one-line error."""
+
+
+@dataclass
+class ArrowChunk:
+    """Rows of a table as an Arrow record batch, with the number errors give to the first of them."""
+
+    batch: Any
+    first_row: int
+
+
+#: Bytes of CSV that Arrow parses at a time (one batch; a longer line is read by ``read_chunks``).
+ARROW_BLOCK_BYTES = 4 << 20
+
+
+def read_arrow_chunks(
+    path: str | Path, chunk_rows: int = CHUNK_ROWS, columns: Sequence[str] | None = None
+) -> Iterator[ArrowChunk]:
+    """``read_chunks`` as Arrow record batches of text cells (CSV: dictionary arrays, each batch's
+    distinct texts once) or typed cells (Parquet), columns
+    named as the header names them, without a Python object per cell; ``NotArrowReadable`` (at any
+    batch) when Arrow would not read the very cells that ``read_chunks`` reads. CSV batches hold
+    about ``ARROW_BLOCK_BYTES`` of the file each, Parquet batches ``chunk_rows`` rows."""
+    path = Path(path)
+    if table_format(path) == "parquet":
+        yield from _parquet_batches(path, chunk_rows, columns)
+    else:
+        yield from _csv_batches(path, columns)
+
+
+def _csv_batches(path: Path, columns: Sequence[str] | None) -> Iterator[ArrowChunk]:
+    """CSV through Arrow's streaming reader, declined wherever pandas' reading (``CSV_OPTIONS``) could
+    differ: a header with quotes or line breaks, a single column (pandas skips its blank-looking
+    lines), and any cell holding a quote (pandas' ``skipinitialspace`` reads ``a, "b"`` as ``b``)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as pacsv
+
+    compression = "gzip" if table_format(path) == "gzip" else None
+    names = _csv_names(path, compression)
+    if len(names) < 2 or any(c in n for n in names for c in '"\r\n'):
+        raise NotArrowReadable(f"{path}: header")
+    wanted = set(names if columns is None else columns)
+    keep = [i for i, n in enumerate(names) if n in wanted]
+    ids = [str(i) for i in range(len(names))]
+    read = pacsv.ReadOptions(column_names=ids, skip_rows=1, block_size=ARROW_BLOCK_BYTES, use_threads=False)
+    parse = pacsv.ParseOptions(newlines_in_values=True)
+    convert = pacsv.ConvertOptions(
+        column_types={i: pa.dictionary(pa.int32(), pa.string()) for i in ids},  # each batch's distinct texts
+        include_columns=[ids[i] for i in keep],
+        null_values=[],
+        strings_can_be_null=False,
+        quoted_strings_can_be_null=False,
+    )
+    line = 2
+    try:
+        with _guarded(path, compression, ARROW_BLOCK_BYTES) as fh:
+            for batch in pacsv.open_csv(fh, read_options=read, parse_options=parse, convert_options=convert):
+                checkpoint()
+                if any(pc.any(pc.match_substring(c.dictionary, '"')).as_py() for c in batch.columns):
+                    raise NotArrowReadable(f"{path}: a cell near line {line} holds a quote")
+                yield ArrowChunk(pa.RecordBatch.from_arrays(batch.columns, names=[names[i] for i in keep]), line)
+                line += batch.num_rows
+    except (pa.ArrowException, InputError, OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
+        raise NotArrowReadable(f"{path}: {_one_line(exc)}") from None
+
+
+def _parquet_batches(path: Path, chunk_rows: int, columns: Sequence[str] | None) -> Iterator[ArrowChunk]:
+    import pyarrow
+
+    pf = _parquet_file(path)
+    wanted = set(pf.schema_arrow.names if columns is None else columns)
+    names = [n for n in pf.schema_arrow.names if n in wanted]
+    row = 1
+    try:
+        for batch in pf.iter_batches(batch_size=chunk_rows, columns=None if columns is None else names):
+            yield ArrowChunk(batch, row)
+            row += batch.num_rows
+            checkpoint()
+    except (pyarrow.ArrowException, OSError) as exc:
+        raise NotArrowReadable(f"{path}: {_one_line(exc)}") from None
 
 
 def _one_line(exc: BaseException) -> str:

@@ -75,9 +75,13 @@ def missing_mask(col, text: np.ndarray) -> np.ndarray:
     """Cells that stand for a missing value: one of the missing tokens or the column's own
     ``missing_values``, unless the schema declares that very text as a category (a declared
     category always wins, so a category named ``NA`` or ``None`` is never read as missing)."""
+    return pd.Index(missing_tokens(col), dtype=object).get_indexer(text) >= 0
+
+
+def missing_tokens(col) -> list[str]:
+    """The texts that stand for a missing value in ``col`` (``missing_mask``)."""
     categories = col.categories if col.type == "categorical" else ()
-    tokens = [t for t in MISSING_TOKENS + col.missing_values if t not in categories]
-    return pd.Index(tokens, dtype=object).get_indexer(text) >= 0
+    return [t for t in MISSING_TOKENS + col.missing_values if t not in categories]
 
 
 def numbers_as_text(x: np.ndarray) -> np.ndarray:

@@ -82,27 +82,44 @@ def encode_frame(df: pd.DataFrame, schema: Schema, source: str, with_values: boo
     check_cell_types(df, source)
     if len(df) == 0:
         raise InputError(f"{source}: the table has no rows")
-    codes = np.empty((len(df), len(schema.columns)), dtype=np.int64)
-    values = np.full((len(df), len(schema.columns)), np.nan) if with_values else None
+    codes, clipped, values = encode_columns(
+        schema, len(df), lambda col: encode_cells(col, column_cells(df[col.name]), source, first_row)
+    )
+    return (codes, clipped, values) if with_values else (codes, clipped)
+
+
+def encode_columns(schema: Schema, n_rows: int, encode_one) -> tuple[np.ndarray, dict[str, int], np.ndarray]:
+    """``(codes, clipped, values)`` of ``n_rows`` rows, column by column: ``encode_one(col)`` gives a
+    column's ``encode_cells`` result."""
+    codes = np.empty((n_rows, len(schema.columns)), dtype=np.int64)
+    values = np.full((n_rows, len(schema.columns)), np.nan)
     clipped: dict[str, int] = {}
     for j, col in enumerate(schema.columns):
-        cells = column_cells(df[col.name])
-        if isinstance(col, CategoricalColumn) and cells.dtype.kind == "f":
-            cells = numbers_as_text(cells)
-        is_missing = np.isnan(cells) if cells.dtype.kind == "f" else missing_mask(col, cells)
-        if is_missing.any() and not col.missing:
-            row = int(np.argmax(is_missing))
-            raise InputError(
-                f"{source}: row {row + first_row}, column '{col.name}': missing value "
-                f'(declare "missing": true in the schema to allow it)'
-            )
+        codes[:, j], n_clipped, x = encode_one(col)
         if isinstance(col, NumericColumn):
-            codes[:, j], clipped[col.name], x = _encode_numeric(col, cells, is_missing, source, first_row)
-            if values is not None:
-                values[:, j] = np.where(is_missing, np.nan, x)
-        else:
-            codes[:, j] = _encode_categorical(col, cells, is_missing, source, first_row)
-    return (codes, clipped, values) if with_values else (codes, clipped)
+            clipped[col.name], values[:, j] = n_clipped, x
+    return codes, clipped, values
+
+
+def encode_cells(
+    col: NumericColumn | CategoricalColumn, cells: np.ndarray, source: str, first_row: int
+) -> tuple[np.ndarray, int, np.ndarray | None]:
+    """One column's ``(codes, clipped, values)`` from its cells as ``column_cells`` reads them (floats
+    with NaN where missing, or stripped text); ``values`` (NaN where missing) only for a numeric
+    column. ``InputError`` naming the row (``first_row`` is the first cell's) and column."""
+    if isinstance(col, CategoricalColumn) and cells.dtype.kind == "f":
+        cells = numbers_as_text(cells)
+    is_missing = np.isnan(cells) if cells.dtype.kind == "f" else missing_mask(col, cells)
+    if is_missing.any() and not col.missing:
+        row = int(np.argmax(is_missing))
+        raise InputError(
+            f"{source}: row {row + first_row}, column '{col.name}': missing value "
+            f'(declare "missing": true in the schema to allow it)'
+        )
+    if isinstance(col, NumericColumn):
+        codes, n_clipped, x = _encode_numeric(col, cells, is_missing, source, first_row)
+        return codes, n_clipped, np.where(is_missing, np.nan, x)
+    return _encode_categorical(col, cells, is_missing, source, first_row), 0, None
 
 
 def _encode_numeric(
@@ -150,10 +167,8 @@ def numeric_bin(col: NumericColumn, x: np.ndarray) -> np.ndarray:
 def _encode_categorical(
     col: CategoricalColumn, text: np.ndarray, is_missing: np.ndarray, source: str, first_row: int
 ) -> np.ndarray:
-    codes = pd.Index(col.categories, dtype=object).get_indexer(text).astype(np.int64)  # -1: not a category
-    if col.unknown is not None:
-        codes[codes < 0] = col.categories.index(col.unknown)
-    bad = (codes < 0) & ~is_missing
+    raw = pd.Index(col.categories, dtype=object).get_indexer(text)
+    codes, bad = category_codes(col, raw, is_missing)
     if bad.any():
         row = int(np.argmax(bad))
         raise cell_error(
@@ -164,9 +179,19 @@ def _encode_categorical(
             "a value that is not in the schema's categories",
             'declare it, or set "unknown" to a catch-all',
         )
+    return codes
+
+
+def category_codes(col: CategoricalColumn, raw: np.ndarray, is_missing: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Codes from each cell's index among the categories (``raw``, -1 for none): the ``unknown``
+    category for other text, the last cell for a missing one; and the cells that have no code."""
+    codes = raw.astype(np.int64)
+    if col.unknown is not None:
+        codes[codes < 0] = col.categories.index(col.unknown)
+    bad = (codes < 0) & ~is_missing
     if col.missing:
         codes[is_missing] = len(col.categories)
-    return codes
+    return codes, bad
 
 
 def decode_codes(

@@ -25,6 +25,7 @@ from ..common import (
     read_table,
     table_format,
 )
+from ..common.tables import NotArrowReadable, read_arrow_chunks
 from ..schema import (
     CategoricalColumn,
     NumericColumn,
@@ -35,11 +36,61 @@ from ..schema import (
     ignored_note,
 )
 from ..schema.encode import cell_error
+from ..schema.encode_arrow import constant_column, encode_batch
 from .rowstore import RowStore
 from .units import keep_mask, new_key, unit_hashes
 
 #: Notes on reading silos (columns not in the schema), for the silo's operator.
 log = logging.getLogger("privsyn_fed.silo")
+
+
+def _encoded_chunks(
+    path: str | Path, schema: Schema, source: str, chunk_rows: int, columns: list[str], site, arrow: bool
+) -> Iterator[tuple[np.ndarray, dict[str, int], np.ndarray, int]]:
+    """``(codes, clipped, values, first_row)`` of each chunk of the table: through Arrow
+    (``read_arrow_chunks``, ``encode_batch``; ``NotArrowReadable`` where it cannot tell) or pandas
+    (``read_chunks``, ``encode_frame``). A ``site`` column the table lacks holds the silo's name."""
+    held = site is None or site[0] in columns
+    if arrow:
+        for batch_chunk in read_arrow_chunks(path, chunk_rows, columns=columns):
+            checkpoint()  # Ctrl-C or SIGTERM while a large silo is read: stop between chunks
+            batch = batch_chunk.batch
+            if batch.num_rows == 0:
+                continue
+            if not held:
+                batch = batch.append_column(site[0], constant_column(site[1], batch.num_rows))
+            yield (*encode_batch(batch, schema, source, batch_chunk.first_row), batch_chunk.first_row)
+        return
+    for chunk in read_chunks(path, chunk_rows, columns=columns):
+        checkpoint()
+        if len(chunk.frame) == 0:
+            continue
+        frame = chunk.frame if held else chunk.frame.assign(**{site[0]: site[1]})
+        yield (*encode_frame(frame, schema, source, with_values=True, first_row=chunk.first_row), chunk.first_row)
+
+
+def _read_store(path, schema, source, chunk_rows, columns, site, keep, arrow: bool) -> tuple[RowStore, dict[str, int]]:
+    """The table's rows (those ``keep`` marks, if given) encoded into a sealed ``RowStore``, and the
+    count of values clipped per numeric column (``_encoded_chunks``)."""
+    store = RowStore(schema.shape, numeric_columns(schema))
+    clipped = {c.name: 0 for c in schema.columns if isinstance(c, NumericColumn)}
+    position = 0
+    try:
+        for codes, counts, values, first_row in _encoded_chunks(path, schema, source, chunk_rows, columns, site, arrow):
+            if site is not None:
+                check_site_codes(codes, schema, site, source, first_row)
+            if keep is not None:
+                kept = keep[position : position + len(codes)]
+                position += len(codes)
+                codes, values = codes[kept], values[kept]
+            store.append(codes, values)
+            for col, n in counts.items():
+                clipped[col] += n
+    except BaseException:
+        store.close()
+        raise
+    store.seal()
+    return store, clipped
 
 
 class Silo:
@@ -112,30 +163,11 @@ class Silo:
                 for c in read_chunks(path, chunk_rows, columns=[unit])
             ]
             keep = keep_mask(np.concatenate(hashes) if hashes else np.zeros(0, np.uint64), max_rows, key)
-        store = RowStore(schema.shape, numeric_columns(schema))
-        clipped = {c.name: 0 for c in schema.columns if isinstance(c, NumericColumn)}
-        position = 0
+        columns = schema.names if held else [c for c in schema.names if site is None or c != site[0]]
         try:
-            columns = schema.names if held else [c for c in schema.names if site is None or c != site[0]]
-            for chunk in read_chunks(path, chunk_rows, columns=columns):
-                checkpoint()  # Ctrl-C or SIGTERM while a large silo is read: stop between chunks
-                if len(chunk.frame) == 0:
-                    continue
-                frame = chunk.frame if held or site is None else chunk.frame.assign(**{site[0]: site[1]})
-                codes, counts, values = encode_frame(frame, schema, source, with_values=True, first_row=chunk.first_row)
-                if site is not None:
-                    check_site_codes(codes, schema, site, source, chunk.first_row)
-                if keep is not None:
-                    kept = keep[position : position + len(codes)]
-                    position += len(codes)
-                    codes, values = codes[kept], (None if values is None else values[kept])
-                store.append(codes, values)
-                for col, n in counts.items():
-                    clipped[col] += n
-        except BaseException:
-            store.close()
-            raise
-        store.seal()
+            store, clipped = _read_store(path, schema, source, chunk_rows, columns, site, keep, arrow=True)
+        except NotArrowReadable:  # the same cells, read by pandas: the same store or the one-line error
+            store, clipped = _read_store(path, schema, source, chunk_rows, columns, site, keep, arrow=False)
         if store.count == 0:
             store.close()
             raise InputError(f"{source}: the table has no rows")
