@@ -31,12 +31,14 @@ import privsyn_fed as pf  # noqa: E402
 from privsyn_fed.methods import sample_workload  # noqa: E402
 
 
-def timed(cmd: list[str], log: Path, timeout: float, env: dict[str, str] | None = None) -> tuple[float, float, int]:
-    """Run ``cmd`` (in ``env`` when given); return wall seconds, peak RSS in MB of that child, and its
-    exit status (-9 when it was stopped at ``timeout`` seconds)."""
+def timed(
+    cmd: list[str], log: Path, timeout: float, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> tuple[float, float, int]:
+    """Run ``cmd`` (in ``env`` and the folder ``cwd`` when given); return wall seconds, peak RSS in MB
+    of that child, and its exit status (-9 when it was stopped at ``timeout`` seconds)."""
     start = time.monotonic()
     with open(log, "w") as fh:
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=cwd)
         timer = threading.Timer(timeout, proc.kill)
         timer.start()
         try:

@@ -88,7 +88,8 @@ def record(row: dict) -> None:
 
 
 def env_for(code: str | None) -> dict[str, str]:
-    """The environment of a child: ``PYTHONPATH`` at ``code`` when given."""
+    """The environment of a child: ``PYTHONPATH`` at ``code`` when given. Children run in ``OUT``:
+    run from the repository, ``python -c`` and ``-m`` would import the checkout's package first."""
     env = dict(os.environ)
     if code:
         env["PYTHONPATH"] = str(Path(code).resolve())
@@ -113,12 +114,14 @@ def main() -> int:
     _, schema = load_adult(OUT)
     for rows in counts:
         build(rows)
+        if args.step == "build":
+            continue
         for fmt in formats:
             silo = paths(rows)[fmt]
             if args.step == "read":
                 log = OUT / f"read-{args.label}-{rows}-{fmt}.log"
                 cmd = [sys.executable, "-c", READ_SCRIPT, str(silo), str(schema)]
-                wall, peak, rc = timed(cmd, log, args.timeout, env_for(args.code))
+                wall, peak, rc = timed(cmd, log, args.timeout, env_for(args.code), cwd=OUT)
                 inner = float(log.read_text().split()[0]) if rc == 0 else None
                 record(
                     dict(
@@ -140,7 +143,7 @@ def main() -> int:
                 cmd += ["--epsilon", "1", "--delta", "1e-9", "--out", str(out), "--force", "--quiet"]
                 if method in ("distaim", "flaim"):
                     cmd += ["--rounds", "10"]
-                wall, peak, rc = timed(cmd, out.with_suffix(".log"), args.timeout, env_for(args.code))
+                wall, peak, rc = timed(cmd, out.with_suffix(".log"), args.timeout, env_for(args.code), cwd=OUT)
                 record(
                     dict(
                         step="run",
