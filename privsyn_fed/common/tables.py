@@ -263,22 +263,36 @@ def is_text_type(arrow_type: str) -> bool:
 
 
 def _parquet_chunks(path: Path, chunk_rows: int, columns: Sequence[str] | None = None) -> Iterator[Chunk]:
+    empty = True
+    for chunk in _parquet_batches(path, chunk_rows, columns):
+        batch, empty = chunk.batch, False
+        frame = pd.DataFrame({name: arrow_cells(batch.column(i)) for i, name in enumerate(batch.schema.names)})
+        yield Chunk(frame, chunk.first_row)
+    names = _parquet_names(_parquet_file(path), columns)
+    if empty and names:
+        yield Chunk(pd.DataFrame({n: pd.Series([], dtype=str) for n in names}), 1)
+
+
+def _parquet_names(pf, columns: Sequence[str] | None) -> list[str]:
+    """The file's columns among ``columns`` (all when None), in the file's order."""
+    wanted = set(pf.schema_arrow.names if columns is None else columns)
+    return [n for n in pf.schema_arrow.names if n in wanted]
+
+
+def _parquet_batches(path: Path, chunk_rows: int, columns: Sequence[str] | None) -> Iterator[ArrowChunk]:
+    """The Parquet file's record batches (both routes read Parquet through Arrow)."""
     import pyarrow
 
     pf = _parquet_file(path)
-    wanted = set(pf.schema_arrow.names if columns is None else columns)
-    names = [n for n in pf.schema_arrow.names if n in wanted]
+    names = _parquet_names(pf, columns)
     row = 1
     try:
         for batch in pf.iter_batches(batch_size=chunk_rows, columns=None if columns is None else names):
-            frame = pd.DataFrame({name: arrow_cells(batch.column(i)) for i, name in enumerate(batch.schema.names)})
-            yield Chunk(frame, row)
+            yield ArrowChunk(batch, row)
             row += batch.num_rows
             checkpoint()
     except (pyarrow.ArrowException, OSError) as exc:
         raise InputError(f"{path}: the Parquet data is corrupt near row {row} ({_one_line(exc)})") from None
-    if row == 1 and pf.metadata.num_rows == 0 and names:
-        yield Chunk(pd.DataFrame({n: pd.Series([], dtype=str) for n in names}), 1)
 
 
 def arrow_cells(array) -> np.ndarray:
@@ -339,10 +353,11 @@ def read_arrow_chunks(
     path: str | Path, chunk_rows: int = CHUNK_ROWS, columns: Sequence[str] | None = None
 ) -> Iterator[ArrowChunk]:
     """``read_chunks`` as Arrow record batches of text cells (CSV: dictionary arrays, each batch's
-    distinct texts once) or typed cells (Parquet), columns
-    named as the header names them, without a Python object per cell; ``NotArrowReadable`` (at any
-    batch) when Arrow would not read the very cells that ``read_chunks`` reads. CSV batches hold
-    about ``ARROW_BLOCK_BYTES`` of the file each, Parquet batches ``chunk_rows`` rows."""
+    distinct texts once) or typed cells (Parquet), columns named as the header names them, without
+    a Python object per cell. A CSV gives ``NotArrowReadable`` (at any batch) where Arrow might not
+    read the very cells that pandas reads; a Parquet file, read by Arrow on both routes, gives
+    ``read_chunks``'s errors. CSV batches hold about ``ARROW_BLOCK_BYTES`` of the file each, Parquet
+    batches ``chunk_rows`` rows."""
     path = Path(path)
     if table_format(path) == "parquet":
         yield from _parquet_batches(path, chunk_rows, columns)
@@ -384,22 +399,6 @@ def _csv_batches(path: Path, columns: Sequence[str] | None) -> Iterator[ArrowChu
                 yield ArrowChunk(pa.RecordBatch.from_arrays(batch.columns, names=[names[i] for i in keep]), line)
                 line += batch.num_rows
     except (pa.ArrowException, InputError, OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
-        raise NotArrowReadable(f"{path}: {_one_line(exc)}") from None
-
-
-def _parquet_batches(path: Path, chunk_rows: int, columns: Sequence[str] | None) -> Iterator[ArrowChunk]:
-    import pyarrow
-
-    pf = _parquet_file(path)
-    wanted = set(pf.schema_arrow.names if columns is None else columns)
-    names = [n for n in pf.schema_arrow.names if n in wanted]
-    row = 1
-    try:
-        for batch in pf.iter_batches(batch_size=chunk_rows, columns=None if columns is None else names):
-            yield ArrowChunk(batch, row)
-            row += batch.num_rows
-            checkpoint()
-    except (pyarrow.ArrowException, OSError) as exc:
         raise NotArrowReadable(f"{path}: {_one_line(exc)}") from None
 
 
