@@ -197,10 +197,10 @@ class Plan:
                 return self.log_marginals(theta, total)
             sent.append(m / top)
             beliefs[msg.j] = beliefs[msg.j] * sent[-1]
-        sums = [float(b.sum()) for b in beliefs]
-        if not all(0 < z < math.inf for z in sums):  # a whole belief underflowed
+        scales = [total / float(b.sum()) for b in beliefs]
+        if not all(0 < s < math.inf for s in scales):  # a whole belief underflowed (or nearly: total / z overflows)
             return self.log_marginals(theta, total)
-        return self._read([b * (total / z) for b, z in zip(beliefs, sums)])
+        return self._read([b * s for b, s in zip(beliefs, scales)])
 
     def log_marginals(self, theta: list[np.ndarray], total: float) -> list[np.ndarray]:
         """``marginals`` with log-space messages throughout (mbi's ``message_passing_hugin``)."""
