@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import gzip
 import zlib
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Generator, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -351,7 +351,7 @@ ARROW_BLOCK_BYTES = 4 << 20
 
 def read_arrow_chunks(
     path: str | Path, chunk_rows: int = CHUNK_ROWS, columns: Sequence[str] | None = None
-) -> Iterator[ArrowChunk]:
+) -> Generator[ArrowChunk, None, None]:
     """``read_chunks`` as Arrow record batches of text cells (CSV: dictionary arrays, each batch's
     distinct texts once) or typed cells (Parquet), columns named as the header names them, without
     a Python object per cell. A CSV gives ``NotArrowReadable`` (at any batch) where Arrow might not
@@ -391,8 +391,12 @@ def _csv_batches(path: Path, columns: Sequence[str] | None) -> Iterator[ArrowChu
     )
     line = 2
     try:
-        with _guarded(path, compression, ARROW_BLOCK_BYTES) as fh:
-            for batch in pacsv.open_csv(fh, read_options=read, parse_options=parse, convert_options=convert):
+        with (
+            _guarded(path, compression, ARROW_BLOCK_BYTES) as fh,
+            # closed with the generator: a reader left open until the interpreter exits can abort it
+            closing(pacsv.open_csv(fh, read_options=read, parse_options=parse, convert_options=convert)) as reader,
+        ):
+            for batch in reader:
                 checkpoint()
                 if any(pc.any(pc.match_substring(c.dictionary, '"')).as_py() for c in batch.columns):
                     raise NotArrowReadable(f"{path}: a cell near line {line} holds a quote")

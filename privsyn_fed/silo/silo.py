@@ -7,8 +7,9 @@ must pass it through a mechanism that charges the ledger before anything leaves 
 from __future__ import annotations
 
 import logging
+from contextlib import closing
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Generator, Iterable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -25,7 +26,7 @@ from ..common import (
     read_table,
     table_format,
 )
-from ..common.tables import NotArrowReadable, read_arrow_chunks
+from ..common.tables import NotArrowReadable, arrow_cells, read_arrow_chunks
 from ..schema import (
     CategoricalColumn,
     NumericColumn,
@@ -46,20 +47,21 @@ log = logging.getLogger("privsyn_fed.silo")
 
 def _encoded_chunks(
     path: str | Path, schema: Schema, source: str, chunk_rows: int, columns: list[str], site, arrow: bool
-) -> Iterator[tuple[np.ndarray, dict[str, int], np.ndarray, int]]:
+) -> Generator[tuple[np.ndarray, dict[str, int], np.ndarray, int], None, None]:
     """``(codes, clipped, values, first_row)`` of each chunk of the table: through Arrow
     (``read_arrow_chunks``, ``encode_batch``; ``NotArrowReadable`` where it cannot tell) or pandas
     (``read_chunks``, ``encode_frame``). A ``site`` column the table lacks holds the silo's name."""
     held = site is None or site[0] in columns
     if arrow:
-        for batch_chunk in read_arrow_chunks(path, chunk_rows, columns=columns):
-            checkpoint()  # Ctrl-C or SIGTERM while a large silo is read: stop between chunks
-            batch = batch_chunk.batch
-            if batch.num_rows == 0:
-                continue
-            if not held:
-                batch = batch.append_column(site[0], constant_column(site[1], batch.num_rows))
-            yield (*encode_batch(batch, schema, source, batch_chunk.first_row), batch_chunk.first_row)
+        with closing(read_arrow_chunks(path, chunk_rows, columns=columns)) as batches:
+            for batch_chunk in batches:
+                checkpoint()  # Ctrl-C or SIGTERM while a large silo is read: stop between chunks
+                batch = batch_chunk.batch
+                if batch.num_rows == 0:
+                    continue
+                if not held:
+                    batch = batch.append_column(site[0], constant_column(site[1], batch.num_rows))
+                yield (*encode_batch(batch, schema, source, batch_chunk.first_row), batch_chunk.first_row)
         return
     for chunk in read_chunks(path, chunk_rows, columns=columns):
         checkpoint()
@@ -69,6 +71,23 @@ def _encoded_chunks(
         yield (*encode_frame(frame, schema, source, with_values=True, first_row=chunk.first_row), chunk.first_row)
 
 
+def _unit_hashes(path: str | Path, unit: str, key: str, source: str, chunk_rows: int) -> np.ndarray:
+    """Each row's keyed hash of its privacy unit (``units.unit_hashes``), the unit column read through
+    Arrow, or by pandas where Arrow declines (``NotArrowReadable``): the same cells either way."""
+    try:
+        with closing(read_arrow_chunks(path, chunk_rows, columns=[unit])) as chunks:
+            hashes = [
+                unit_hashes(pd.Series(arrow_cells(c.batch.column(unit))), key, unit, source, c.first_row)
+                for c in chunks
+            ]
+    except NotArrowReadable:
+        hashes = [
+            unit_hashes(c.frame[unit], key, unit, source, c.first_row)
+            for c in read_chunks(path, chunk_rows, columns=[unit])
+        ]
+    return np.concatenate(hashes) if hashes else np.zeros(0, np.uint64)
+
+
 def _read_store(path, schema, source, chunk_rows, columns, site, keep, arrow: bool) -> tuple[RowStore, dict[str, int]]:
     """The table's rows (those ``keep`` marks, if given) encoded into a sealed ``RowStore``, and the
     count of values clipped per numeric column (``_encoded_chunks``)."""
@@ -76,16 +95,17 @@ def _read_store(path, schema, source, chunk_rows, columns, site, keep, arrow: bo
     clipped = {c.name: 0 for c in schema.columns if isinstance(c, NumericColumn)}
     position = 0
     try:
-        for codes, counts, values, first_row in _encoded_chunks(path, schema, source, chunk_rows, columns, site, arrow):
-            if site is not None:
-                check_site_codes(codes, schema, site, source, first_row)
-            if keep is not None:
-                kept = keep[position : position + len(codes)]
-                position += len(codes)
-                codes, values = codes[kept], values[kept]
-            store.append(codes, values)
-            for col, n in counts.items():
-                clipped[col] += n
+        with closing(_encoded_chunks(path, schema, source, chunk_rows, columns, site, arrow)) as chunks:
+            for codes, counts, values, first_row in chunks:
+                if site is not None:
+                    check_site_codes(codes, schema, site, source, first_row)
+                if keep is not None:
+                    kept = keep[position : position + len(codes)]
+                    position += len(codes)
+                    codes, values = codes[kept], values[kept]
+                store.append(codes, values)
+                for col, n in counts.items():
+                    clipped[col] += n
     except BaseException:
         store.close()
         raise
@@ -158,11 +178,7 @@ class Silo:
         keep = None
         if unit is not None:
             key = unit_key or new_key()
-            hashes = [
-                unit_hashes(c.frame[unit], key, unit, source, c.first_row)
-                for c in read_chunks(path, chunk_rows, columns=[unit])
-            ]
-            keep = keep_mask(np.concatenate(hashes) if hashes else np.zeros(0, np.uint64), max_rows, key)
+            keep = keep_mask(_unit_hashes(path, unit, key, source, chunk_rows), max_rows, key)
         columns = schema.names if held else [c for c in schema.names if site is None or c != site[0]]
         try:
             store, clipped = _read_store(path, schema, source, chunk_rows, columns, site, keep, arrow=True)
