@@ -268,8 +268,8 @@ def _parquet_chunks(path: Path, chunk_rows: int, columns: Sequence[str] | None =
         batch, empty = chunk.batch, False
         frame = pd.DataFrame({name: arrow_cells(batch.column(i)) for i, name in enumerate(batch.schema.names)})
         yield Chunk(frame, chunk.first_row)
-    names = _parquet_names(_parquet_file(path), columns)
-    if empty and names:
+    names = _parquet_names(_parquet_file(path), columns) if empty else []
+    if names:  # a file without rows: its header, as an empty frame
         yield Chunk(pd.DataFrame({n: pd.Series([], dtype=str) for n in names}), 1)
 
 

@@ -55,17 +55,24 @@ def _encode_column(col: NumericColumn | CategoricalColumn, array: pa.Array, sour
     return encode_cells(col, settled, source, first_row)  # finite where present: no error to name
 
 
-def _settled(col: NumericColumn | CategoricalColumn, array: pa.Array, dictionary: bool = False) -> np.ndarray | None:
+def _settled(col: NumericColumn | CategoricalColumn, array: pa.Array) -> np.ndarray | None:
     """Each cell's code (categorical) or number (numeric, NaN where missing), or None where the column
-    is not settled here. Each distinct text is settled once (``dictionary``: ``array`` holds distinct texts)."""
-    if pa.types.is_dictionary(array.type) and array.null_count == 0:
-        distinct = _settled(col, array.dictionary, dictionary=True)
-        return None if distinct is None else distinct[array.indices.to_numpy(zero_copy_only=False)]
-    text = arrow_text(array)
+    is not settled here. Each distinct text is settled once (``_distinct_settled``) and the result
+    taken for every cell: a dictionary array's own dictionary, else the array dictionary-encoded."""
+    if not (pa.types.is_dictionary(array.type) and array.null_count == 0):
+        text = arrow_text(array)
+        if text is None:
+            return None
+        array = pc.dictionary_encode(text)
+    distinct = _distinct_settled(col, array.dictionary)
+    return None if distinct is None else distinct[array.indices.to_numpy(zero_copy_only=False)]
+
+
+def _distinct_settled(col: NumericColumn | CategoricalColumn, texts: pa.Array) -> np.ndarray | None:
+    """``_settled`` for each of the distinct ``texts``."""
+    text = arrow_text(texts)
     if text is None:
         return None
-    if not dictionary:  # fewer distinct texts than cells, as a rule: settle each once
-        return _settled(col, pc.dictionary_encode(text), dictionary=True)
     text = pc.utf8_trim(text, characters=WHITESPACE)
     missing = pc.is_in(text, value_set=pa.array(missing_tokens(col), pa.string()))
     is_missing = missing.to_numpy(zero_copy_only=False)
