@@ -43,14 +43,27 @@ def test_groups_are_contiguous_and_differ_in_size_by_at_most_one():
 
 @settings(max_examples=40, deadline=None)
 @given(st.integers(1, 6), st.integers(1, 6), st.integers(1, 4), st.integers(1, 4), st.integers(0, 2**31))
-def test_expand_is_the_adjoint_of_coarsen(a, b, ka, kb, seed):
-    """``<G x, y> = <x, G^T y>``: the numpy fit's gradient of a merged marginal is the true one."""
+def test_the_numpy_fit_reads_a_merged_marginal_and_its_adjoint(a, b, ka, kb, seed):
+    """The numpy fit's query on merged bins, nested in a larger clique with its columns in another
+    order, is ``coarsen`` of the marginal, and its gradient is the adjoint: ``<G x, y> = <x, G^T y>``."""
+    from privsyn_fed.methods import mirror, pgm
+
     rng = np.random.default_rng(seed)
-    starts = (coarse.group_starts(a, ka), coarse.group_starts(b, kb))
-    x, y = rng.normal(size=(a, b)), rng.normal(size=[len(s) for s in starts])
-    assert math.isclose(
-        float((coarse.coarsen(x, starts) * y).sum()), float((x * coarse.expand(y, starts, [a, b])).sum())
+    domain = pgm.make_domain(["a", "b", "c"], [a, b, 3])
+    starts = (coarse.group_starts(b, kb), coarse.group_starts(a, ka))  # over (b, a)
+    ms = pgm.merge_measurements(
+        [(("c", "a", "b"), np.zeros(3 * a * b), 1.0), (("b", "a"), np.zeros(coarse.coarse_cells(starts)), 1.0, starts)],
+        domain,
     )
+    plan = mirror.Plan(domain, ms)
+    x = rng.normal(size=(3, a, b))  # the loss clique (c, a, b)
+    y = rng.normal(size=coarse.coarse_cells(starts))
+    merged = plan.measured_cell >= 3 * a * b  # the cells of the second measurement
+    gx = np.bincount(plan.measured_cell[merged], weights=x.ravel()[plan.loss_cell[merged]], minlength=plan.y.size)
+    gx = gx[3 * a * b :]
+    np.testing.assert_allclose(gx, coarse.coarsen(x.sum(axis=0).T, starts).ravel())
+    gty = np.bincount(plan.loss_cell[merged], weights=y[plan.measured_cell[merged] - 3 * a * b], minlength=x.size)
+    assert math.isclose(float(gx @ y), float(x.ravel() @ gty), rel_tol=1e-9, abs_tol=1e-9)
 
 
 def _silo(rows: pd.DataFrame) -> pf.Silo:

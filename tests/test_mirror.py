@@ -104,9 +104,17 @@ def test_a_plan_routes_nested_measurements_into_their_clique():
     plan = mirror.Plan(domain, meas)
     assert ("b", "d") not in plan.cliques and ("d", "c", "b") in plan.cliques
     assert plan.cells == sum(int(np.prod(s)) for s in plan.node_shapes)
-    (nested,) = [p for p, m in zip(plan.measures, meas) if m.clique == ("b", "d")]
-    assert plan.cliques[nested.k] == ("d", "c", "b")
-    assert nested.y.shape == (5, 1, 4) and nested.out == (1,)  # over (d, c, b), c summed out
+    # the gradient of a residual on (b, d) alone lands in (d, c, b), constant over c
+    (at,) = [i for i, m in enumerate(meas) if m.clique == ("b", "d")]
+    start = sum(m.noisy_measurement.size for m in meas[:at])
+    residual = np.zeros(plan.y.size)
+    residual[start + 1 * 5 + 3] = 1.0  # b = 1, d = 3 (the measurement's own order)
+    grad = plan.tables(np.bincount(plan.loss_cell, weights=residual[plan.measured_cell], minlength=plan.offsets[-1]))
+    k = plan.cliques.index(("d", "c", "b"))
+    expected = np.zeros((5, 2, 4))
+    expected[3, :, 1] = 1.0
+    np.testing.assert_array_equal(grad[k], expected)
+    assert all(not g.any() for i, g in enumerate(grad) if i != k)
 
 
 def test_the_limit_is_read_from_the_environment(monkeypatch):
@@ -167,7 +175,7 @@ def test_peaked_potentials_give_mbis_marginals():
     plan = mirror.Plan(domain, ms)
     for scale in (1.0, 400.0):
         theta = [rng.normal(0, scale, s) for s in plan.shapes]
-        got = plan.marginals(theta, 1000.0)
+        got = plan.tables(plan.marginals(plan.flatten(theta), 1000.0))
         tables = {c: Factor(domain.project(c), t) for c, t in zip(plan.cliques, theta)}
         potentials = CliqueVector(domain, plan.cliques, tables)
         ref = marginal_oracles.message_passing_stable(potentials, 1000.0)

@@ -11,7 +11,7 @@ pair of 32-bin columns measured on 4 groups each has 16 cells whose noise is 64 
 L1 than on 1,024 cells, so the dependence between the columns shows above the noise.
 
 The model is fitted to it through the linear query ``G_a mu_ab G_b^T`` (``BlockQuery`` for mbi;
-``coarsen`` and ``expand``, its adjoint, for the numpy fit): the loss is
+each fine cell's group, as index arrays, for the numpy fit: ``mirror.Plan``): the loss is
 ``||G mu - y||^2 / (2 sigma^2)`` with gradient ``G^T (G mu - y) / sigma^2``.
 """
 
@@ -50,15 +50,6 @@ def coarsen(table: np.ndarray, starts: Starts, axes: Sequence[int] | None = None
     out = np.asarray(table)
     for axis, s in zip(range(out.ndim) if axes is None else axes, starts):
         out = np.add.reduceat(out, np.asarray(s, dtype=np.intp), axis=axis)
-    return out
-
-
-def expand(table: np.ndarray, starts: Starts, cells: Sequence[int], axes: Sequence[int] | None = None) -> np.ndarray:
-    """The adjoint of ``coarsen``: each group's value repeated over its cells (``cells``: the fine
-    sizes of the grouped axes)."""
-    out = np.asarray(table)
-    for axis, s, c in zip(range(out.ndim) if axes is None else axes, starts, cells):
-        out = np.repeat(out, group_sizes(c, s), axis=axis)
     return out
 
 

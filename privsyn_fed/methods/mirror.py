@@ -38,7 +38,7 @@ with warnings.catch_warnings():
     from mbi.marginal_loss import calculate_l2_lipschitz_from_metadata
 
 from ..model.junction import aligned  # noqa: E402
-from .coarse import BlockQuery, coarsen, expand  # noqa: E402
+from .coarse import BlockQuery  # noqa: E402
 
 Clique = tuple[str, ...]
 
@@ -57,64 +57,50 @@ def expanded_tables(potentials: CliqueVector | None, domain: Domain, cliques) ->
     return tables
 
 
-def _broadcast(attrs: Sequence[str], target: Sequence[str], sizes: dict[str, int]) -> tuple[list[int], list[int]]:
-    """The transpose and reshape that make a table over ``attrs`` broadcast against ``target``
-    (``junction.aligned`` as two precomputed lists)."""
-    order = sorted(range(len(attrs)), key=lambda i: list(target).index(attrs[i]))
-    shape = [sizes[a] if a in attrs else 1 for a in target]
-    return order, shape
+def cell_map(table: Sequence[str], shape: Sequence[int], onto: Sequence[str], onto_shape: Sequence[int]) -> np.ndarray:
+    """For every cell of a table over ``table`` (row-major), the cell of the table over ``onto`` (a
+    subset of its columns, in any order) that it sums into."""
+    if not onto:
+        return np.zeros(math.prod(shape), dtype=np.intp)
+    grid = np.indices(shape).reshape(len(shape), -1)
+    return np.ravel_multi_index([grid[list(table).index(a)] for a in onto], onto_shape).astype(np.intp)
 
 
-def _logsumexp(table: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
-    """``log sum exp`` over ``axes`` (kept as size-1 axes), shifted by the maximum for stability."""
-    top = table.max(axis=axes, keepdims=True)
-    return np.log(np.exp(table - top).sum(axis=axes, keepdims=True)) + top
+def _group_logsumexp(values: np.ndarray, order: np.ndarray, groups: int) -> np.ndarray:
+    """``log sum exp`` of ``values`` within each of ``groups`` equal-sized groups (``order`` lists
+    the values group by group), shifted by each group's maximum for stability."""
+    table = values[order].reshape(groups, -1)
+    top = table.max(axis=1)
+    return np.log(np.exp(table - top[:, None]).sum(axis=1)) + top
 
 
 @dataclass
 class _Message:
-    """One message ``i -> j``: the axes of ``C_i`` summed out, and how the result (``C_i``'s axes,
-    size 1 on the summed ones) broadcasts into ``C_j``."""
+    """One message ``i -> j`` over the separator ``S`` of nodes ``i`` and ``j`` (its cells in one
+    order for both directions): each sender cell's separator cell, each receiver cell's, the
+    sender's cells grouped by separator cell (for log space), and the message ``j -> i`` already
+    sent (its index, or -1)."""
 
-    i: int
-    j: int
-    out: tuple[int, ...]
-    order: list[int]  # axes of the squeezed message, in C_j's order
-    shape: list[int]  # its shape broadcast into C_j
-    back: int  # index of the message j -> i already sent, or -1
-
-
-@dataclass
-class _Measure:
-    """A measurement routed to the loss clique ``k`` holding it: ``y`` over the clique in ``k``'s
-    axis order (broadcast shape), the axes of ``k`` summed out, and its ``1 / sigma^2``."""
-
-    k: int
-    y: np.ndarray
-    out: tuple[int, ...]
-    precision: float
-    #: A merged marginal (``coarse.BlockQuery``): per grouped axis of ``k``, its group starts and
-    #: fine cells; empty for an identity query.
-    groups: tuple[tuple[int, tuple[int, ...], int], ...] = ()
-
-    def fitted(self, mu: np.ndarray) -> np.ndarray:
-        """The query on the clique's marginal ``mu``: summed over ``out``, then merged in groups."""
-        x = mu.sum(axis=self.out, keepdims=True) if self.out else mu
-        if self.groups:
-            x = coarsen(x, tuple(s for _, s, _ in self.groups), [a for a, _, _ in self.groups])
-        return x
-
-    def adjoint(self, diff: np.ndarray) -> np.ndarray:
-        """The query's adjoint on a residual: each group's value repeated over its cells."""
-        if not self.groups:
-            return diff
-        return expand(
-            diff, tuple(s for _, s, _ in self.groups), [c for _, _, c in self.groups], [a for a, _, _ in self.groups]
-        )
+    sender: slice
+    receiver: slice
+    from_sender: np.ndarray
+    to_receiver: np.ndarray
+    grouped: np.ndarray
+    size: int
+    back: int
 
 
 class Plan:
-    """The fixed structure of one fit: loss cliques, junction tree, message schedule, routing."""
+    """The fixed structure of one fit as index arrays over flat vectors, so that one step is a few
+    dozen numpy calls whatever the number of cliques and measurements.
+
+    Vectors: ``theta`` and ``mu`` hold the loss cliques' tables one after another (row-major,
+    ``tables`` splits them); the junction tree's beliefs hold its nodes' tables likewise. A loss
+    clique's potential is added into the smallest node holding it, and its marginal read off that
+    same node (mbi's ``expand`` and ``project``): one pair of index arrays does both. A measurement
+    ``y_i`` of clique ``r_i`` inside loss clique ``k`` (the smallest holding it) is ``G_i mu_k``
+    with ``G_i`` summing cells (and, for ``coarse.BlockQuery``, merging groups of them), again a
+    pair of index arrays; its gradient is the adjoint, the residual gathered back."""
 
     def __init__(self, domain: Domain, measurements: Sequence[LinearMeasurement]):
         sizes = dict(zip(domain.attributes, domain.shape))
@@ -126,111 +112,127 @@ class Plan:
         self.node_shapes = [tuple(sizes[a] for a in c) for c in self.nodes]
         #: The junction tree's cells (what one step's message passing touches, a few times over).
         self.cells = sum(math.prod(s) for s in self.node_shapes)
+        self.offsets = np.cumsum([0] + [math.prod(s) for s in self.shapes])
+        node_offsets = np.cumsum([0] + [math.prod(s) for s in self.node_shapes])
+        self.starts = node_offsets[:-1].astype(np.intp)
+        self.node_of_cell = np.repeat(np.arange(len(self.nodes)), np.diff(node_offsets))
+        cells = [slice(int(a), int(b)) for a, b in zip(node_offsets[:-1], node_offsets[1:])]
         index = {c: n for n, c in enumerate(self.nodes)}
-        # each loss clique's potential goes into the smallest node holding it (mbi's expand), and its
-        # marginal is read off that same node (mbi's project)
-        self.home = [min((n for n in self.nodes if set(c) <= set(n)), key=domain.size) for c in self.cliques]
-        self.into_node = [(index[h], *_broadcast(c, h, sizes)) for c, h in zip(self.cliques, self.home)]
-        self.from_node = []
-        for c, h in zip(self.cliques, self.home):
-            out = tuple(a for a, name in enumerate(h) if name not in c)
-            kept = [name for name in h if name in c]
-            self.from_node.append((index[h], out, [kept.index(a) for a in c]))
+        into, home_cells = [], []
+        for k, c in enumerate(self.cliques):
+            n = index[min((n for n in self.nodes if set(c) <= set(n)), key=domain.size)]
+            into.append(self.offsets[k] + cell_map(self.nodes[n], self.node_shapes[n], c, self.shapes[k]))
+            home_cells.append(np.arange(cells[n].start, cells[n].stop))
+        #: theta[clique_cell] is added into beliefs[node_cell]; mu[clique_cell] sums beliefs[node_cell].
+        self.clique_cell, self.node_cell = np.concatenate(into), np.concatenate(home_cells)
         self.messages: list[_Message] = []
         sent: dict[tuple[int, int], int] = {}
         for a, b in junction_tree.message_passing_order(jtree):
             i, j = index[tuple(a)], index[tuple(b)]
-            ci, cj = self.nodes[i], self.nodes[j]
-            out = tuple(k for k, name in enumerate(ci) if name not in cj)
-            kept = [name for name in ci if name in cj]
-            order, shape = _broadcast(kept, cj, sizes)
-            self.messages.append(_Message(i, j, out, order, shape, sent.get((j, i), -1)))
+            first, second = self.nodes[min(i, j)], self.nodes[max(i, j)]
+            sep = tuple(x for x in first if x in second)
+            sep_shape = tuple(sizes[x] for x in sep)
+            from_sender = cell_map(self.nodes[i], self.node_shapes[i], sep, sep_shape)
+            to_receiver = cell_map(self.nodes[j], self.node_shapes[j], sep, sep_shape)
+            grouped = np.argsort(from_sender, kind="stable")
+            back = sent.get((j, i), -1)
+            self.messages.append(
+                _Message(cells[i], cells[j], from_sender, to_receiver, grouped, math.prod(sep_shape), back)
+            )
             sent[(i, j)] = len(self.messages) - 1
+        self._route(domain, measurements, sizes)
+
+    def _route(self, domain: Domain, measurements: Sequence[LinearMeasurement], sizes: dict[str, int]) -> None:
+        """Each measurement's cells, as sums of its loss clique's cells (``measured_cell`` for each
+        ``mu`` cell in ``loss_cell``), its values and its precision ``1 / sigma^2`` per cell."""
         loss_index = {c: k for k, c in enumerate(self.cliques)}
-        self.measures: list[_Measure] = []
+        loss_cells, measured, values, precision, start = [], [], [], [], 0
         for m in measurements:
             clique = tuple(m.clique)
             k = loss_index.get(clique)
             if k is None:  # mbi's CliqueVector.project: the smallest loss clique holding it
                 k = loss_index[min((c for c in self.cliques if set(clique) <= set(c)), key=domain.size)]
-            target = self.cliques[k]
-            out = tuple(a for a, name in enumerate(target) if name not in clique)
-            stddev = max(float(m.stddev), 1e-12)
-            groups: tuple[tuple[int, tuple[int, ...], int], ...] = ()
-            if isinstance(m.query, BlockQuery):  # a merged marginal: its groups on the clique's axes of k
-                shape = [len(st) for st in m.query.starts]
-                groups = tuple(sorted((target.index(a), st, sizes[a]) for a, st in zip(clique, m.query.starts)))
-            else:
-                shape = [sizes[a] for a in clique]
-            y = np.asarray(m.noisy_measurement, dtype=float).reshape(shape)
-            self.measures.append(_Measure(k, aligned(y, clique, target), out, 1.0 / stddev**2, groups))
+            target, shape = self.cliques[k], self.shapes[k]
+            grid = np.indices(shape).reshape(len(shape), -1)
+            coords, measured_shape = [], []
+            starts = m.query.starts if isinstance(m.query, BlockQuery) else [None] * len(clique)
+            for a, group_starts in zip(clique, starts):
+                coord = grid[target.index(a)]
+                if group_starts is None:
+                    coords.append(coord)
+                    measured_shape.append(sizes[a])
+                else:  # a merged marginal: the group each cell falls in
+                    coords.append(np.searchsorted(np.asarray(group_starts), coord, side="right") - 1)
+                    measured_shape.append(len(group_starts))
+            flat = np.ravel_multi_index(coords, measured_shape) if clique else np.zeros(grid.shape[1], dtype=np.intp)
+            y = np.asarray(m.noisy_measurement, dtype=float).ravel()
+            loss_cells.append(self.offsets[k] + np.arange(grid.shape[1]))
+            measured.append(start + flat)
+            values.append(y)
+            precision.append(np.full(y.size, 1.0 / max(float(m.stddev), 1e-12) ** 2))
+            start += y.size
+        self.loss_cell, self.measured_cell = np.concatenate(loss_cells), np.concatenate(measured).astype(np.intp)
+        self.y, self.precision = np.concatenate(values), np.concatenate(precision)
 
-    def _node_logs(self, theta: list[np.ndarray]) -> list[np.ndarray]:
+    def flatten(self, tables: Sequence[np.ndarray]) -> np.ndarray:
+        """The loss cliques' tables (in ``cliques`` order) as one vector."""
+        return np.concatenate([np.asarray(t, dtype=float).ravel() for t in tables])
+
+    def tables(self, vector: np.ndarray) -> list[np.ndarray]:
+        """``flatten``'s inverse: one table per loss clique."""
+        return [vector[a:b].reshape(s) for a, b, s in zip(self.offsets[:-1], self.offsets[1:], self.shapes)]
+
+    def _node_logs(self, theta: np.ndarray) -> np.ndarray:
         """Each junction-tree node's log potential: the loss cliques' potentials it holds."""
-        logs = [np.zeros(s) for s in self.node_shapes]
-        for t, (n, order, shape) in zip(theta, self.into_node):
-            logs[n] = logs[n] + np.transpose(t, order).reshape(shape)
-        return logs
+        return np.bincount(self.node_cell, weights=theta[self.clique_cell], minlength=self.cells)
 
-    def _to_receiver(self, msg: _Message, m: np.ndarray) -> np.ndarray:
-        """A message over the sender's axes (size 1 where summed out) as its receiver broadcasts it."""
-        kept = m.reshape([s for a, s in enumerate(m.shape) if a not in msg.out])
-        return np.transpose(kept, msg.order).reshape(msg.shape)
-
-    def marginals(self, theta: list[np.ndarray], total: float) -> list[np.ndarray]:
+    def marginals(self, theta: np.ndarray, total: float) -> np.ndarray:
         """``mu``: HUGIN message passing (module docstring), every loss clique's marginal scaled to
-        ``total``. Computed on ``exp(b - max b)`` per node with messages scaled to a maximum of 1
-        (sums and products, no logarithms); if a message has an empty cell (a separator value whose
-        probability underflows) or a whole belief underflows, the step is recomputed in log space
-        as mbi does it."""
-        beliefs = []
-        for log in self._node_logs(theta):
-            beliefs.append(np.exp(log - log.max()))
+        ``total``. Computed on ``exp(b - max b)`` per node (sums and products, no logarithms); if a
+        message has an empty cell (a separator value whose probability underflows) or a belief's
+        sum is not a positive finite number, the step is recomputed in log space as mbi does it."""
+        logs = self._node_logs(theta)
+        beliefs = np.exp(logs - np.maximum.reduceat(logs, self.starts)[self.node_of_cell])
         sent: list[np.ndarray] = []
         for msg in self.messages:
-            m = beliefs[msg.i].sum(axis=msg.out, keepdims=True) if msg.out else beliefs[msg.i]
-            if msg.back >= 0:  # constant over the summed axes: divide after summing
-                m = m / sent[msg.back]
-            m = self._to_receiver(msg, m)
-            top = m.max()
-            if not m.min() > 0 or not np.isfinite(top):
+            m = np.bincount(msg.from_sender, weights=beliefs[msg.sender], minlength=msg.size)
+            if msg.back >= 0:  # constant over the summed cells: divide after summing
+                m /= sent[msg.back]
+            if not m.min() > 0:
                 return self.log_marginals(theta, total)
-            sent.append(m / top)
-            beliefs[msg.j] = beliefs[msg.j] * sent[-1]
-        scales = [total / float(b.sum()) for b in beliefs]
-        if not all(0 < s < math.inf for s in scales):  # a whole belief underflowed (or nearly: total / z overflows)
+            sent.append(m)
+            beliefs[msg.receiver] *= m[msg.to_receiver]
+        scales = total / np.add.reduceat(beliefs, self.starts)
+        if not np.all((scales > 0) & (scales < math.inf)):  # a belief underflowed or overflowed
             return self.log_marginals(theta, total)
-        return self._read([b * s for b, s in zip(beliefs, scales)])
+        return self._read(beliefs * scales[self.node_of_cell])
 
-    def log_marginals(self, theta: list[np.ndarray], total: float) -> list[np.ndarray]:
+    def log_marginals(self, theta: np.ndarray, total: float) -> np.ndarray:
         """``marginals`` with log-space messages throughout (mbi's ``message_passing_hugin``)."""
         beliefs = self._node_logs(theta)
         sent: list[np.ndarray] = []
         for msg in self.messages:
-            m = _logsumexp(beliefs[msg.i], msg.out) if msg.out else beliefs[msg.i]
-            if msg.back >= 0:  # constant over the summed axes: subtract after summing
+            m = _group_logsumexp(beliefs[msg.sender], msg.grouped, msg.size)
+            if msg.back >= 0:  # constant over the summed cells: subtract after summing
                 m = m - sent[msg.back]
-            sent.append(self._to_receiver(msg, m))
-            beliefs[msg.j] = beliefs[msg.j] + sent[-1]
-        # ``sent[k]`` is message ``k`` broadcast into its receiver, so the message ``j -> i`` that
-        # HUGIN takes out before ``i`` answers ``j`` is already in ``C_i``'s frame
-        log_total = math.log(total)
-        scaled = [np.exp(b - _logsumexp(b, tuple(range(b.ndim))) + log_total) for b in beliefs]
-        return self._read(scaled)
+            sent.append(m)
+            beliefs[msg.receiver] += m[msg.to_receiver]
+        top = np.maximum.reduceat(beliefs, self.starts)[self.node_of_cell]
+        shifted = np.exp(beliefs - top)
+        log_z = np.log(np.add.reduceat(shifted, self.starts))[self.node_of_cell]
+        return self._read(np.exp(beliefs - top - log_z + math.log(total)))
 
-    def _read(self, nodes: list[np.ndarray]) -> list[np.ndarray]:
+    def _read(self, beliefs: np.ndarray) -> np.ndarray:
         """Each loss clique's marginal summed out of its home node's table."""
-        return [np.transpose(nodes[n].sum(axis=axes) if axes else nodes[n], order) for n, axes, order in self.from_node]
+        return np.bincount(self.clique_cell, weights=beliefs[self.node_cell], minlength=int(self.offsets[-1]))
 
-    def loss(self, mu: list[np.ndarray]) -> tuple[float, list[np.ndarray]]:
-        """The loss at ``mu`` and its gradient (one table per loss clique)."""
-        grad = [np.zeros(s) for s in self.shapes]
-        value = 0.0
-        for m in self.measures:
-            diff = m.fitted(mu[m.k]) - m.y
-            value += 0.5 * m.precision * float((diff * diff).sum())
-            grad[m.k] = grad[m.k] + m.precision * m.adjoint(diff)
-        return value, grad
+    def loss(self, mu: np.ndarray) -> tuple[float, np.ndarray]:
+        """The loss at ``mu`` and its gradient: ``r = G mu - y``, ``sum precision r^2 / 2`` and
+        ``G^T (precision r)``."""
+        residual = np.bincount(self.measured_cell, weights=mu[self.loss_cell], minlength=self.y.size) - self.y
+        weighted = self.precision * residual
+        grad = np.bincount(self.loss_cell, weights=weighted[self.measured_cell], minlength=mu.size)
+        return 0.5 * float(weighted @ residual), grad
 
 
 class NumpyMirrorDescent:
@@ -257,7 +259,7 @@ class NumpyMirrorDescent:
         plan = plan or Plan(domain, measurements)
         prev = None if warm_start is None else warm_start.potentials
         tables = expanded_tables(prev, domain, plan.cliques)
-        theta = [tables[c] for c in plan.cliques]
+        theta = plan.flatten([tables[c] for c in plan.cliques])
         lipschitz = calculate_l2_lipschitz_from_metadata(domain, measurements) or 1.0
         alpha = 2.0 / (lipschitz * total)
         mu = plan.marginals(theta, total)  # the first of mbi's steps: the starting marginals
@@ -266,10 +268,10 @@ class NumpyMirrorDescent:
         prev_loss, stalls = math.inf, 0
         for _ in range(math.ceil(iters / CALLBACK_EVERY)):
             for _ in range(CALLBACK_EVERY - steps):
-                theta2 = [t - alpha * g for t, g in zip(theta, grad)]
+                theta2 = theta - alpha * grad
                 mu2 = plan.marginals(theta2, total)
                 loss2, grad2 = plan.loss(mu2)
-                decrease = sum(float((g * (a - b)).sum()) for g, a, b in zip(grad, mu, mu2))
+                decrease = float(grad @ (mu - mu2))
                 if loss - loss2 >= 0.5 * alpha * decrease:
                     theta, mu, loss, grad, alpha = theta2, mu2, loss2, grad2, 1.01 * alpha
                 else:
@@ -284,8 +286,8 @@ class NumpyMirrorDescent:
                 if stalls >= patience:
                     break
         return MarkovRandomField(
-            potentials=_clique_vector(domain, plan.cliques, theta),
-            marginals=_clique_vector(domain, plan.cliques, mu),
+            potentials=_clique_vector(domain, plan.cliques, plan.tables(theta)),
+            marginals=_clique_vector(domain, plan.cliques, plan.tables(mu)),
             total=total,
         )
 
