@@ -14,7 +14,7 @@ encoded bins.
 ``--smartnoise PYTHON`` (the python of a virtual environment with smartnoise-synth) adds
 smartnoise-synth's AIM on the same rows in the same run, and the table reports our AIM's time and
 error as ratios to it. Compilation is cold in every process unless ``PRIVSYN_FED_JAX_CACHE`` names
-a persistent cache folder (``privsyn_fed.methods.pgm.compilation_cache``). The table is written to
+a persistent cache folder (``privsyn_fed.methods.compiled.compilation_cache``). The table is written to
 ``benchmarks/out/speed.md``.
 """
 

@@ -112,7 +112,7 @@ def test_the_numpy_fit_and_mbi_agree_on_a_merged_marginal():
         (("a", "b"), coarse.coarsen(truth, starts).ravel() + rng.normal(0, 1, 4), 1.0, starts),
     ]
     fits = [pgm.ModelFitter(domain, iters=400, numpy_cells=cells).fit(ms) for cells in (10**6, 0)]
-    ab = [np.asarray(f.project(("a", "b")).datavector()) for f in fits]
+    ab = [pgm.MarginalReader(f)(("a", "b")) for f in fits]
     assert np.allclose(ab[0], ab[1], rtol=1e-3, atol=1e-2)
     # the merged marginal is fitted: the model's merged table is near the measured one
     assert np.abs(coarse.coarsen(ab[0].reshape(6, 4), starts).ravel() - ms[2][1]).sum() < 0.1 * truth.sum()

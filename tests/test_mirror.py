@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
-from mbi import marginal_loss
 
-from privsyn_fed.methods import mirror, pgm
+from privsyn_fed.methods import compiled, jtree, mirror, pgm
+from privsyn_fed.methods.graphical import Measurement
 
 NAMES, SHAPE = ["a", "b", "c", "d", "e"], [3, 4, 2, 5, 3]
 
@@ -32,21 +32,28 @@ CLIQUES = [("a", "b"), ("b", "c"), ("c", "a"), ("d", "c", "b"), ("b", "d")]
 
 
 def _loss(domain, meas, model) -> float:
-    return float(marginal_loss.from_linear_measurements(meas, domain)(model.marginals))
+    plan = mirror.Plan(domain, meas)
+    return plan.loss(plan.flatten([model.marginals[c] for c in plan.cliques]))[0]
+
+
+def _mbi(domain, meas, **kwargs):
+    """mbi's compiled estimator on the same problem, its model as ours."""
+    md, mm = compiled.mbi_domain(domain), compiled.mbi_measurements(meas, domain)
+    return compiled.fitted(compiled.CarriedMirrorDescent().estimate(md, mm, **kwargs))
 
 
 def test_the_first_block_makes_mbis_iterates():
     """50 steps (one block) warm-started from a smaller model: the potentials, marginals and total
     match the compiled estimator's to rounding."""
     domain, meas = _problem(CLIQUES)
-    warm = pgm.CarriedMirrorDescent().estimate(domain, meas[:5], iters=50)
-    ref = pgm.CarriedMirrorDescent().estimate(domain, meas, iters=50, warm_start=warm)
+    warm = _mbi(domain, meas[:5], iters=50)
+    ref = _mbi(domain, meas, iters=50, warm_start=warm)
     ours = mirror.NumpyMirrorDescent().estimate(domain, meas, iters=50, warm_start=warm)
-    assert list(ours.potentials.cliques) == list(ref.potentials.cliques)
-    assert float(ours.total) == pytest.approx(float(ref.total), rel=1e-12)
-    for cl in ref.potentials.cliques:
-        np.testing.assert_allclose(ours.potentials[cl].values, np.asarray(ref.potentials[cl].values), atol=1e-9)
-        np.testing.assert_allclose(ours.marginals[cl].values, np.asarray(ref.marginals[cl].values), atol=1e-8)
+    assert ours.cliques == ref.cliques
+    assert ours.total == pytest.approx(ref.total, rel=1e-12)  # mbi's minimum-variance total
+    for cl in ref.cliques:
+        np.testing.assert_allclose(ours.potentials[cl], ref.potentials[cl], atol=1e-9)
+        np.testing.assert_allclose(ours.marginals[cl], ref.marginals[cl], atol=1e-8)
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -54,13 +61,13 @@ def test_it_reaches_mbis_objective(seed):
     """Run to convergence, both reach the same loss (relative 1e-6) and marginals within 0.05 of a
     count out of 400 rows, although line-search decisions made on rounding may differ late."""
     domain, meas = _problem(CLIQUES, seed=seed)
-    ref = pgm.CarriedMirrorDescent().estimate(domain, meas, iters=2000, tol=1e-9)
+    ref = _mbi(domain, meas, iters=2000, tol=1e-9)
     ours = mirror.NumpyMirrorDescent().estimate(domain, meas, iters=2000, tol=1e-9)
     assert _loss(domain, meas, ours) == pytest.approx(_loss(domain, meas, ref), rel=1e-6)
     start = mirror.NumpyMirrorDescent().estimate(domain, meas, iters=50)
     assert _loss(domain, meas, ours) < _loss(domain, meas, start)  # it did optimise
-    for cl in ref.marginals.cliques:
-        np.testing.assert_allclose(ours.marginals[cl].values, np.asarray(ref.marginals[cl].values), atol=0.05)
+    for cl in ref.cliques:
+        np.testing.assert_allclose(ours.marginals[cl], ref.marginals[cl], atol=0.05)
 
 
 def test_its_marginals_are_the_models():
@@ -70,11 +77,12 @@ def test_its_marginals_are_the_models():
 
     domain, meas = _problem(CLIQUES, seed=2)
     model = mirror.NumpyMirrorDescent().estimate(domain, meas, iters=300)
-    ref = marginal_oracles.message_passing_stable(model.potentials, model.total)
-    for cl in model.marginals.cliques:
-        np.testing.assert_allclose(model.marginals[cl].values, np.asarray(ref[cl].values), rtol=1e-9, atol=1e-9)
-        assert model.marginals[cl].values.sum() == pytest.approx(float(model.total))
-    ab, dcb = model.marginals[("a", "b")].values, model.marginals[("d", "c", "b")].values
+    potentials = compiled.expand_potentials(model.potentials, domain, model.cliques)
+    ref = marginal_oracles.message_passing_stable(potentials, model.total)
+    for cl in model.cliques:
+        np.testing.assert_allclose(model.marginals[cl], np.asarray(ref[cl].values), rtol=1e-9, atol=1e-9)
+        assert model.marginals[cl].sum() == pytest.approx(model.total)
+    ab, dcb = model.marginals[("a", "b")], model.marginals[("d", "c", "b")]
     np.testing.assert_allclose(ab.sum(axis=0), dcb.sum(axis=(0, 1)), rtol=1e-9)
 
 
@@ -84,7 +92,7 @@ def test_the_fitter_gives_the_same_model_either_way(monkeypatch):
     ``NUMPY_CELLS``, all reach the same marginals."""
     domain, meas = _problem(CLIQUES, seed=3)
     one_ways, rounds = meas[:5], meas[5:]
-    as_triples = [(m.clique, np.asarray(m.noisy_measurement), m.stddev) for m in meas]
+    as_triples = [(m.clique, m.values, m.stddev) for m in meas]
     results = {}
     for name, cells in [("numpy", 10**9), ("mbi", 0), ("switch", 60)]:
         monkeypatch.setattr(pgm, "NUMPY_CELLS", cells)
@@ -106,7 +114,7 @@ def test_a_plan_routes_nested_measurements_into_their_clique():
     assert plan.cells == sum(int(np.prod(s)) for s in plan.node_shapes)
     # the gradient of a residual on (b, d) alone lands in (d, c, b), constant over c
     (at,) = [i for i, m in enumerate(meas) if m.clique == ("b", "d")]
-    start = sum(m.noisy_measurement.size for m in meas[:at])
+    start = sum(m.values.size for m in meas[:at])
     residual = np.zeros(plan.y.size)
     residual[start + 1 * 5 + 3] = 1.0  # b = 1, d = 3 (the measurement's own order)
     grad = plan.tables(np.bincount(plan.loss_cell, weights=residual[plan.measured_cell], minlength=plan.offsets[-1]))
@@ -158,8 +166,8 @@ def test_junction_tree_cells_are_mbis_model_size():
             tuple(rng.choice(names, size=int(rng.integers(1, min(4, d) + 1)), replace=False))
             for _ in range(int(rng.integers(0, 9)))
         ]
-        mb = junction_tree.hypothetical_model_size(domain, cliques)
-        assert mirror.junction_tree_cells(domain, cliques) == round(mb * 2**20 / 8), cliques
+        mb = junction_tree.hypothetical_model_size(compiled.mbi_domain(domain), cliques)
+        assert jtree.junction_tree_cells(domain, cliques) == round(mb * 2**20 / 8), cliques
         assert pgm.hypothetical_size_mb(domain, cliques) == pytest.approx(mb, rel=1e-12)
 
 
@@ -171,13 +179,14 @@ def test_peaked_potentials_give_mbis_marginals():
     rng = np.random.default_rng(3)
     domain = pgm.make_domain(NAMES, SHAPE)
     cliques = [("a", "b"), ("b", "c"), ("c", "a"), ("d", "e")]
-    ms = [pgm.LinearMeasurement(np.zeros(domain.size(cl)), cl) for cl in cliques]
+    ms = [Measurement(cl, np.zeros(domain.size(cl)), 1.0) for cl in cliques]
     plan = mirror.Plan(domain, ms)
     for scale in (1.0, 400.0):
         theta = [rng.normal(0, scale, s) for s in plan.shapes]
         got = plan.tables(plan.marginals(plan.flatten(theta), 1000.0))
-        tables = {c: Factor(domain.project(c), t) for c, t in zip(plan.cliques, theta)}
-        potentials = CliqueVector(domain, plan.cliques, tables)
+        md = compiled.mbi_domain(domain)
+        tables = {c: Factor(md.project(c), t) for c, t in zip(plan.cliques, theta)}
+        potentials = CliqueVector(md, plan.cliques, tables)
         ref = marginal_oracles.message_passing_stable(potentials, 1000.0)
         for c, mu in zip(plan.cliques, got):
             assert np.all(np.isfinite(mu))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from mbi import estimation
 
-from privsyn_fed.methods import pgm
+from privsyn_fed.methods import compiled, pgm
 
 from .conftest import run_cli, synth_argv
 
@@ -24,7 +24,7 @@ def problem():
 
     ms = [((n,), marg((n,)) + rng.normal(0, 3, s), 3.0) for n, s in zip(names, shape)]
     ms += [(("a", "b"), marg(("a", "b")) + rng.normal(0, 2, 12), 2.0), (("b", "c", "d"), marg(("b", "c", "d")), 1.5)]
-    return domain, pgm.merge_measurements(ms)
+    return compiled.mbi_domain(domain), compiled.mbi_measurements(pgm.merge_measurements(ms), domain)
 
 
 def test_carried_mirror_descent_makes_mbis_iterates(problem):
@@ -34,7 +34,7 @@ def test_carried_mirror_descent_makes_mbis_iterates(problem):
     domain, meas = problem
     loss_fn = marginal_loss.from_linear_measurements(meas, domain)
     warm = estimation.MirrorDescent().estimate(domain, meas[:4], iters=50)
-    ref_est, our_est = estimation.MirrorDescent(), pgm.CarriedMirrorDescent()
+    ref_est, our_est = estimation.MirrorDescent(), compiled.CarriedMirrorDescent()
     ref = ref_est._init(domain, loss_fn, 300.0, warm_start=warm)
     ours = our_est._init(domain, loss_fn, 300.0, warm_start=warm)
     ours = our_est._step(ours, loss_fn, 300.0)
@@ -51,9 +51,9 @@ def test_carried_mirror_descent_makes_mbis_iterates(problem):
 def test_carried_mirror_descent_fits_the_same_model_as_mbi(problem):
     domain, meas = problem
     models = [
-        est.estimate(domain, meas, iters=1000) for est in (estimation.MirrorDescent(), pgm.CarriedMirrorDescent())
+        est.estimate(domain, meas, iters=1000) for est in (estimation.MirrorDescent(), compiled.CarriedMirrorDescent())
     ]
-    ref, ours = (pgm.MarginalReader(m) for m in models)
+    ref, ours = (pgm.MarginalReader(compiled.fitted(m)) for m in models)
     for cl in [("a",), ("a", "b"), ("b", "c", "d"), ("a", "d")]:
         np.testing.assert_allclose(ours(cl), ref(cl), rtol=1e-4, atol=1e-3)  # counts of ~300 rows
 
@@ -61,7 +61,7 @@ def test_carried_mirror_descent_fits_the_same_model_as_mbi(problem):
 def test_marginal_reader_matches_mbi_projection(problem):
     domain, meas = problem
     model = estimation.MirrorDescent().estimate(domain, meas, iters=100)
-    reader = pgm.MarginalReader(model)
+    reader = pgm.MarginalReader(compiled.fitted(model))
     for k in (1, 2, 3):
         for cl in itertools.combinations(["a", "b", "c", "d"], k):
             np.testing.assert_allclose(reader(cl), np.asarray(model.project(cl).datavector()), rtol=1e-8, atol=1e-8)
@@ -71,7 +71,7 @@ def test_expand_potentials_matches_mbi(problem):
     domain, meas = problem
     model = estimation.MirrorDescent().estimate(domain, meas[:5], iters=50)
     cliques = [("a", "b"), ("b", "c", "d"), ("a", "c")]
-    ours = pgm.expand_potentials(model.potentials, domain, cliques)
+    ours = compiled.expand_potentials(compiled.fitted(model).potentials, compiled.ours(domain), cliques)
     ref = model.potentials.expand(cliques)
     for cl in cliques:
         np.testing.assert_allclose(np.asarray(ours[cl].values), np.asarray(ref[cl].values))
@@ -79,7 +79,7 @@ def test_expand_potentials_matches_mbi(problem):
 
 def test_merged_measurements_weight_by_precision():
     (m,) = pgm.merge_measurements([(("a",), np.array([1.0, 3.0]), 1.0), (("a",), np.array([3.0, 5.0]), 1.0)])
-    np.testing.assert_allclose(m.noisy_measurement, [2.0, 4.0])
+    np.testing.assert_allclose(m.values, [2.0, 4.0])
     assert m.stddev == pytest.approx(1 / np.sqrt(2))
 
 
@@ -90,7 +90,7 @@ def test_marginal_reader_on_a_peaked_disconnected_model():
     from mbi import CliqueVector, Factor, MarkovRandomField, marginal_oracles
 
     rng = np.random.default_rng(3)
-    domain = pgm.make_domain(["a", "b", "c", "d", "e"], [3, 4, 2, 3, 2])
+    domain = compiled.mbi_domain(pgm.make_domain(["a", "b", "c", "d", "e"], [3, 4, 2, 3, 2]))
     cliques = [("a", "b"), ("b", "c"), ("d", "e"), ("a", "c")]
     tables = {
         cl: Factor(domain.project(cl), jnp.asarray(rng.normal(0, 400, domain.project(cl).shape))) for cl in cliques
@@ -99,7 +99,7 @@ def test_marginal_reader_on_a_peaked_disconnected_model():
     model = MarkovRandomField(
         potentials=potentials, marginals=marginal_oracles.message_passing_stable(potentials, 1000.0), total=1000.0
     )
-    reader = pgm.MarginalReader(model)
+    reader = pgm.MarginalReader(compiled.fitted(model))
     for cl in [("a", "d"), ("b", "e"), ("c", "d", "e"), ("a", "b", "c"), ("e",)]:
         got = reader(cl)
         assert np.all(np.isfinite(got))
@@ -114,14 +114,14 @@ def test_marginal_reader_reads_a_long_tree_from_the_factors_it_needs_only():
 
     rng = np.random.default_rng(5)
     names = ["a", "b", "c", "d", "e", "f", "g"]
-    domain = pgm.make_domain(names, [3, 2, 4, 2, 3, 2, 3])
+    domain = compiled.mbi_domain(pgm.make_domain(names, [3, 2, 4, 2, 3, 2, 3]))
     cliques = [("a", "b"), ("b", "c"), ("c", "d"), ("d", "e"), ("e", "f"), ("c", "g")]
     tables = {cl: Factor(domain.project(cl), jnp.asarray(rng.normal(0, 2, domain.project(cl).shape))) for cl in cliques}
     potentials = CliqueVector(domain, cliques, tables)
     model = MarkovRandomField(
         potentials=potentials, marginals=marginal_oracles.message_passing_stable(potentials, 500.0), total=500.0
     )
-    reader = pgm.MarginalReader(model)
+    reader = pgm.MarginalReader(compiled.fitted(model))
     for cl in [("a", "f"), ("b", "d"), ("g", "f"), ("a", "g", "e"), ("a", "c"), ("f",)]:
         np.testing.assert_allclose(reader(cl), np.asarray(model.project(cl).datavector()), rtol=1e-8, atol=1e-8)
     tree = reader.factorisation()
@@ -136,25 +136,23 @@ def test_the_compilation_cache_is_opt_in_and_private_to_the_user(tmp_path, monke
 
     import jax
 
-    from privsyn_fed.methods import pgm
-
     try:
-        monkeypatch.delenv(pgm.CACHE_ENV, raising=False)
-        assert pgm.compilation_cache() is None and not jax.config.jax_enable_compilation_cache
-        monkeypatch.setenv(pgm.CACHE_ENV, "off")
-        assert pgm.compilation_cache() is None and not jax.config.jax_enable_compilation_cache
+        monkeypatch.delenv(compiled.CACHE_ENV, raising=False)
+        assert compiled.compilation_cache() is None and not jax.config.jax_enable_compilation_cache
+        monkeypatch.setenv(compiled.CACHE_ENV, "off")
+        assert compiled.compilation_cache() is None and not jax.config.jax_enable_compilation_cache
         own = tmp_path / "own" / "jax"
-        monkeypatch.setenv(pgm.CACHE_ENV, str(own))
-        assert pgm.compilation_cache() == own and jax.config.jax_enable_compilation_cache
+        monkeypatch.setenv(compiled.CACHE_ENV, str(own))
+        assert compiled.compilation_cache() == own and jax.config.jax_enable_compilation_cache
         assert stat.S_IMODE(own.stat().st_mode) == 0o700
         shared = tmp_path / "shared"
         shared.mkdir()
         os.chmod(shared, 0o777)
-        monkeypatch.setenv(pgm.CACHE_ENV, str(shared))
-        assert pgm.compilation_cache() is None and not jax.config.jax_enable_compilation_cache
+        monkeypatch.setenv(compiled.CACHE_ENV, str(shared))
+        assert compiled.compilation_cache() is None and not jax.config.jax_enable_compilation_cache
     finally:
         monkeypatch.undo()
-        pgm.compilation_cache()  # back to this process's setting
+        compiled.compilation_cache()  # back to this process's setting
 
 
 def test_with_a_cache_a_repeated_release_compiles_nothing_new(schema_path, silo_paths, tmp_path):

@@ -265,7 +265,7 @@ def distance_to_closest_record(
 
 def holdout_nll(model: Any, holdout: np.ndarray, schema: Schema) -> dict[str, float]:
     """Mean and median ``-log p(x)`` (nats) of encoded holdout rows under a release's graphical or
-    independent model (``model.ReleasedModel``, its ``JunctionTree``, or a fitted mbi model), which
+    independent model (``model.ReleasedModel``, its ``JunctionTree``, or a ``FittedModel``), which
     must be over the schema's columns and bins. A mean far above the median means a few rows fall
     in cells the model believes nearly empty."""
     from ..common import InputError

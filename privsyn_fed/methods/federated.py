@@ -229,7 +229,7 @@ def measure_sums(
 
 def model_payload(model) -> dict[str, np.ndarray]:
     """What the server sends a silo so it can evaluate the model: its clique potentials."""
-    return {"|".join(cl): np.asarray(model.potentials[cl].values) for cl in model.potentials.cliques}
+    return {"|".join(cl): np.asarray(table) for cl, table in model.potentials.items()}
 
 
 def normalised(table: np.ndarray) -> np.ndarray:

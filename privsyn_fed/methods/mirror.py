@@ -22,39 +22,62 @@ XLA's fused program is faster per step and ``pgm.ModelFitter`` uses mbi instead 
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
-import jax
 import numpy as np
 
-jax.config.update("jax_enable_x64", True)  # as pgm: mbi's objects hold float64
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")
-    from mbi import CliqueVector, Domain, Factor, LinearMeasurement, MarkovRandomField, junction_tree
-    from mbi.clique_utils import maximal_subset, reverse_clique_mapping
-    from mbi.estimation import CALLBACK_EVERY, minimum_variance_unbiased_total
-    from mbi.marginal_loss import calculate_l2_lipschitz_from_metadata
+from ..model.junction import aligned
+from .coarse import group_sizes
+from .graphical import Clique, Domain, FittedModel, Measurement
+from .jtree import junction_tree, maximal_subset, smallest_holding
 
-from ..model.junction import aligned  # noqa: E402
-from .coarse import BlockQuery  # noqa: E402
-
-Clique = tuple[str, ...]
+#: Steps between two checks of the stopping rule (and two safe points for signals): mbi's
+#: ``estimation.CALLBACK_EVERY``.
+CALLBACK_EVERY = 50
 
 
-def expanded_tables(potentials: CliqueVector | None, domain: Domain, cliques) -> dict[tuple[str, ...], np.ndarray]:
-    """``CliqueVector.expand`` in numpy: each old potential is added, broadcast, into the smallest
-    new clique that contains it (mbi's ``reverse_clique_mapping``); other cliques start at zero."""
-    cliques = [tuple(c) for c in cliques]
-    mapping = reverse_clique_mapping(cliques, potentials.cliques, domain=domain) if potentials else {}
-    tables = {}
-    for cl in cliques:
-        table = np.zeros(domain.project(cl).shape)
-        for old in mapping.get(cl, []):
-            table = table + aligned(np.asarray(potentials[old].values, dtype=float), old, cl)
-        tables[cl] = table
+def expanded_tables(
+    potentials: Mapping[Clique, np.ndarray] | None, domain: Domain, cliques: Sequence[Sequence[str]]
+) -> dict[Clique, np.ndarray]:
+    """mbi's ``CliqueVector.expand`` in numpy: each old potential is added, broadcast, into the
+    smallest new clique that holds it (mbi's ``reverse_clique_mapping``); other cliques start at zero."""
+    targets: list[Clique] = [tuple(c) for c in cliques]
+    tables = {cl: np.zeros(domain.cells(cl)) for cl in targets}
+    for old, table in (potentials or {}).items():
+        into = smallest_holding(old, targets, domain)
+        if into is not None:
+            tables[into] = tables[into] + aligned(np.asarray(table, dtype=float), old, into)
     return tables
+
+
+def minimum_variance_total(measurements: Sequence[Measurement]) -> float:
+    """mbi's ``minimum_variance_unbiased_total``: the inverse-variance weighted mean of the totals
+    of the marginals on full cells (variance ``sigma^2`` times their cells), at least 1; 1 when
+    there are none."""
+    full = [m for m in measurements if m.starts is None]
+    if not full:
+        return 1.0
+    totals = np.array([float(np.sum(m.values)) for m in full])
+    weights = np.array([1.0 / (m.stddev**2 * np.size(m.values)) for m in full])
+    return max(1.0, float(np.average(totals, weights=weights)))
+
+
+def lipschitz(domain: Domain, measurements: Sequence[Measurement]) -> float:
+    """mbi's ``calculate_l2_lipschitz_from_metadata``: the loss's Hessian is block-diagonal by
+    maximal clique ``C``, so ``L = max_C sum_{M -> C} ||Q_M||^2 / sigma_M^2 * |C| / |c_M|``, where
+    ``||Q||^2`` is 1 for a marginal and, on merged bins, the product of the largest groups' sizes."""
+    maximal = maximal_subset([m.clique for m in measurements])
+    blocks: dict[Clique, float] = {}
+    for m in measurements:
+        into = smallest_holding(m.clique, maximal, domain)
+        assert into is not None  # the maximal cliques hold every measured one
+        norm_sq = 1.0
+        if m.starts is not None:
+            norm_sq = float(math.prod(max(group_sizes(c, s)) for s, c in zip(m.starts, domain.cells(m.clique))))
+        contribution = norm_sq / max(float(m.stddev), 1e-12) ** 2 * domain.size(into) / domain.size(m.clique)
+        blocks[into] = blocks.get(into, 0.0) + contribution
+    return max(blocks.values()) if blocks else 1.0
 
 
 def cell_map(table: Sequence[str], shape: Sequence[int], onto: Sequence[str], onto_shape: Sequence[int]) -> np.ndarray:
@@ -102,13 +125,13 @@ class Plan:
     with ``G_i`` summing cells (and, for ``coarse.BlockQuery``, merging groups of them), again a
     pair of index arrays; its gradient is the adjoint, the residual gathered back."""
 
-    def __init__(self, domain: Domain, measurements: Sequence[LinearMeasurement]):
-        sizes = dict(zip(domain.attributes, domain.shape))
+    def __init__(self, domain: Domain, measurements: Sequence[Measurement]):
+        sizes = domain.sizes
         self.domain = domain
-        self.cliques: list[Clique] = [tuple(c) for c in maximal_subset([m.clique for m in measurements])]
-        self.shapes = [tuple(sizes[a] for a in c) for c in self.cliques]
-        jtree, _ = junction_tree.make_junction_tree(domain, self.cliques)
-        self.nodes: list[Clique] = [tuple(c) for c in junction_tree.maximal_cliques(jtree)]
+        self.cliques: list[Clique] = maximal_subset([m.clique for m in measurements])
+        self.shapes = [domain.cells(c) for c in self.cliques]
+        tree = junction_tree(domain, self.cliques)
+        self.nodes: list[Clique] = tree.nodes
         self.node_shapes = [tuple(sizes[a] for a in c) for c in self.nodes]
         #: The junction tree's cells (what one step's message passing touches, a few times over).
         self.cells = sum(math.prod(s) for s in self.node_shapes)
@@ -120,15 +143,14 @@ class Plan:
         index = {c: n for n, c in enumerate(self.nodes)}
         into, home_cells = [], []
         for k, c in enumerate(self.cliques):
-            n = index[min((n for n in self.nodes if set(c) <= set(n)), key=domain.size)]
+            n = index[smallest_holding(c, self.nodes, domain)]
             into.append(self.offsets[k] + cell_map(self.nodes[n], self.node_shapes[n], c, self.shapes[k]))
             home_cells.append(np.arange(cells[n].start, cells[n].stop))
         #: theta[clique_cell] is added into beliefs[node_cell]; mu[clique_cell] sums beliefs[node_cell].
         self.clique_cell, self.node_cell = np.concatenate(into), np.concatenate(home_cells)
         self.messages: list[_Message] = []
         sent: dict[tuple[int, int], int] = {}
-        for a, b in junction_tree.message_passing_order(jtree):
-            i, j = index[tuple(a)], index[tuple(b)]
+        for i, j in tree.message_order():
             first, second = self.nodes[min(i, j)], self.nodes[max(i, j)]
             sep = tuple(x for x in first if x in second)
             sep_shape = tuple(sizes[x] for x in sep)
@@ -142,7 +164,7 @@ class Plan:
             sent[(i, j)] = len(self.messages) - 1
         self._route(domain, measurements, sizes)
 
-    def _route(self, domain: Domain, measurements: Sequence[LinearMeasurement], sizes: dict[str, int]) -> None:
+    def _route(self, domain: Domain, measurements: Sequence[Measurement], sizes: dict[str, int]) -> None:
         """Each measurement's cells, as sums of its loss clique's cells (``measured_cell`` for each
         ``mu`` cell in ``loss_cell``), its values and its precision ``1 / sigma^2`` per cell."""
         loss_index = {c: k for k, c in enumerate(self.cliques)}
@@ -151,11 +173,11 @@ class Plan:
             clique = tuple(m.clique)
             k = loss_index.get(clique)
             if k is None:  # mbi's CliqueVector.project: the smallest loss clique holding it
-                k = loss_index[min((c for c in self.cliques if set(clique) <= set(c)), key=domain.size)]
+                k = loss_index[smallest_holding(clique, self.cliques, domain)]
             target, shape = self.cliques[k], self.shapes[k]
             grid = np.indices(shape).reshape(len(shape), -1)
             coords, measured_shape = [], []
-            starts = m.query.starts if isinstance(m.query, BlockQuery) else [None] * len(clique)
+            starts = m.starts or [None] * len(clique)
             for a, group_starts in zip(clique, starts):
                 coord = grid[target.index(a)]
                 if group_starts is None:
@@ -165,7 +187,7 @@ class Plan:
                     coords.append(np.searchsorted(np.asarray(group_starts), coord, side="right") - 1)
                     measured_shape.append(len(group_starts))
             flat = np.ravel_multi_index(coords, measured_shape) if clique else np.zeros(grid.shape[1], dtype=np.intp)
-            y = np.asarray(m.noisy_measurement, dtype=float).ravel()
+            y = np.asarray(m.values, dtype=float).ravel()
             loss_cells.append(self.offsets[k] + np.arange(grid.shape[1]))
             measured.append(start + flat)
             values.append(y)
@@ -197,7 +219,7 @@ class Plan:
         for msg in self.messages:
             m = np.bincount(msg.from_sender, weights=beliefs[msg.sender], minlength=msg.size)
             if msg.back >= 0:  # constant over the summed cells: divide after summing
-                m /= sent[msg.back]
+                m = m / sent[msg.back]
             if not m.min() > 0:
                 return self.log_marginals(theta, total)
             sent.append(m)
@@ -236,32 +258,27 @@ class Plan:
 
 
 class NumpyMirrorDescent:
-    """``pgm.CarriedMirrorDescent`` in numpy (module docstring); ``estimate`` takes mbi's arguments
-    and returns mbi's ``MarkovRandomField``, so either estimator warm-starts the other."""
+    """mbi's mirror descent with the current marginals carried (module docstring), in numpy."""
 
     def estimate(
         self,
         domain: Domain,
-        measurements: list[LinearMeasurement],
+        measurements: Sequence[Measurement],
         known_total: float | None = None,
         iters: int = 1000,
         callback_fn: Callable | None = None,
-        warm_start: MarkovRandomField | None = None,
+        warm_start: FittedModel | None = None,
         tol: float | None = None,
         patience: int = 2,
         plan: Plan | None = None,
-    ) -> MarkovRandomField:
-        """Fit potentials to ``measurements`` (identity queries, or ``coarse.BlockQuery``) with at most
-        ``iters`` steps, rounded up to whole blocks of ``CALLBACK_EVERY`` as mbi does."""
-        if known_total is None:
-            known_total = minimum_variance_unbiased_total(measurements)
-        total = float(known_total)
+    ) -> FittedModel:
+        """Fit potentials to ``measurements`` with at most ``iters`` steps, rounded up to whole
+        blocks of ``CALLBACK_EVERY`` as mbi does, warm-started from ``warm_start``'s potentials."""
+        total = float(minimum_variance_total(measurements) if known_total is None else known_total)
         plan = plan or Plan(domain, measurements)
-        prev = None if warm_start is None else warm_start.potentials
-        tables = expanded_tables(prev, domain, plan.cliques)
+        tables = expanded_tables(None if warm_start is None else warm_start.potentials, domain, plan.cliques)
         theta = plan.flatten([tables[c] for c in plan.cliques])
-        lipschitz = calculate_l2_lipschitz_from_metadata(domain, measurements) or 1.0
-        alpha = 2.0 / (lipschitz * total)
+        alpha = 2.0 / (lipschitz(domain, measurements) * total)
         mu = plan.marginals(theta, total)  # the first of mbi's steps: the starting marginals
         loss, grad = plan.loss(mu)
         steps = 1
@@ -285,79 +302,10 @@ class NumpyMirrorDescent:
                 prev_loss = loss
                 if stalls >= patience:
                     break
-        return MarkovRandomField(
-            potentials=_clique_vector(domain, plan.cliques, plan.tables(theta)),
-            marginals=_clique_vector(domain, plan.cliques, plan.tables(mu)),
-            total=total,
+        return FittedModel(
+            domain,
+            list(plan.cliques),
+            dict(zip(plan.cliques, plan.tables(theta))),
+            dict(zip(plan.cliques, plan.tables(mu))),
+            total,
         )
-
-
-def _clique_vector(domain: Domain, cliques: list[Clique], tables: list[np.ndarray]) -> CliqueVector:
-    """mbi's ``CliqueVector`` over ``cliques`` holding numpy ``tables`` (nothing is compiled)."""
-    return CliqueVector(domain, cliques, {c: Factor(domain.project(c), t) for c, t in zip(cliques, tables)})
-
-
-def junction_tree_cells(domain: Domain, cliques: Sequence[Sequence[str]]) -> int:
-    """The cells of the junction tree mbi builds for ``cliques`` (``make_junction_tree``: a tree's
-    own edges, else the graph triangulated along mbi's greedy elimination order; its maximal
-    cliques), counted without building mbi's domains, graphs and spanning tree. The same number as
-    ``mbi.junction_tree.hypothetical_model_size`` times ``2**20 / 8``, at a fraction of the cost."""
-    sizes = dict(zip(domain.attributes, domain.shape))
-    attrs = list(domain.attributes)
-    neighbours: dict[str, set[str]] = {a: set() for a in attrs}
-    for cl in cliques:
-        for a in cl:
-            neighbours[a].update(b for b in cl if b != a)
-    edges = sum(len(n) for n in neighbours.values()) // 2
-    if edges and edges == len(attrs) - 1 and _connected(neighbours):
-        maximal = [frozenset((a, b)) for a in attrs for b in neighbours[a] if a < b]  # a tree: its edges
-    else:
-        maximal = _maximal_cliques(neighbours, _greedy_order(sizes, attrs, [frozenset(c) for c in cliques]))
-    return sum(math.prod(sizes[a] for a in c) for c in maximal)
-
-
-def _connected(neighbours: dict[str, set[str]]) -> bool:
-    start = next(iter(neighbours))
-    seen, todo = {start}, [start]
-    while todo:
-        for b in neighbours[todo.pop()]:
-            if b not in seen:
-                seen.add(b)
-                todo.append(b)
-    return len(seen) == len(neighbours)
-
-
-def _greedy_order(sizes: dict[str, int], attrs: list[str], cliques: list[frozenset[str]]) -> list[str]:
-    """mbi's ``greedy_order`` (not stochastic): repeatedly eliminate the first attribute, in domain
-    order, whose neighbourhood (the union of the cliques holding it) has the fewest cells."""
-    order, unmarked, clique_set = [], list(attrs), set(cliques)
-    for _ in range(len(unmarked)):
-        best, best_cost = None, None
-        for a in unmarked:
-            union = frozenset().union(*(c for c in clique_set if a in c))
-            cost = math.prod(sizes[b] for b in union)
-            if best_cost is None or cost < best_cost:
-                best, best_cost = a, cost
-        assert best is not None
-        order.append(best)
-        unmarked.remove(best)
-        holding = {c for c in clique_set if best in c}
-        clique_set -= holding
-        clique_set.add(frozenset().union(*holding) - {best})
-    return order
-
-
-def _maximal_cliques(neighbours: dict[str, set[str]], order: list[str]) -> list[frozenset[str]]:
-    """The maximal cliques of the graph triangulated along the elimination ``order`` (mbi's
-    ``_triangulated`` and ``networkx.find_cliques``): eliminating ``a`` joins its remaining
-    neighbours, so ``{a} + remaining neighbours`` is a clique of the triangulation and every
-    maximal clique is one of these."""
-    work = {a: set(n) for a, n in neighbours.items()}
-    found: list[frozenset[str]] = []
-    for a in order:
-        around = work.pop(a)
-        for b in around:
-            work[b] |= around - {b}
-            work[b].discard(a)
-        found.append(frozenset(around | {a}))
-    return [c for c in found if not any(c < other for other in found)]

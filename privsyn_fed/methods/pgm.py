@@ -1,90 +1,32 @@
-"""Graphical-model estimation with mbi (private-pgm 2.x) in float64.
+"""Graphical-model estimation: mbi's (private-pgm 2.x) estimator and semantics, fitted in numpy
+for the models most releases fit, by mbi's compiled program for the largest.
 
 ``ModelFitter`` keeps mbi's semantics (mirror descent with Armijo line search on the Gaussian
 log-likelihood ``sum_i ||M_{r_i}(p) - y_i||^2 / (2 sigma_i^2)``, warm-started from the previous
 potentials) and adds what long runs need:
-  * float64, and JAX's persistent compilation cache only where asked for (``compilation_cache``);
-  * ``CarriedMirrorDescent``: the same iterates as mbi's ``MirrorDescent``, but the marginals of
-    the current potentials are carried in the state (the line search has already computed them),
-    so each iteration runs one marginal oracle instead of two, and neither the start nor the end of
-    a fit compiles an oracle program of its own: one XLA program per refit;
-  * warm-start potentials expanded in numpy (mbi does it op by op, one small compile per shape);
+  * models up to ``NUMPY_CELLS`` junction-tree cells fitted in numpy (``mirror``: the same
+    iterates, nothing compiled, and neither JAX nor mbi imported); larger ones by mbi's compiled
+    program (``compiled``, imported then);
   * repeated measurements of one clique merged into one (inverse-variance weighting; the loss
     changes by a constant only);
-  * a guard that clears JAX's caches before the process nears the kernel's mapping limit;
   * an optional relative tolerance: a refit stops early once 50 iterations improve the loss by
     less than ``tol * loss`` twice in a row (mbi's own rule), instead of always running ``iters``.
+Every model is a ``graphical.FittedModel`` (numpy tables) whichever estimator fitted it.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import itertools
 import os
-import warnings
-from pathlib import Path
-from typing import Any, NamedTuple, Sequence
+from typing import Sequence
 
-import jax
+import numpy as np
 
-jax.config.update("jax_enable_x64", True)
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")
-    from mbi import CliqueVector, Domain, Factor, LinearMeasurement, MarkovRandomField, estimation, junction_tree  # noqa: E402
-
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-
-from ..common import (  # noqa: E402
-    JAX_CACHE_ENV,
-    InputError,
-    checkpoint,  # noqa: E402
-    jax_cache_setting,
-)
-from ..model.junction import JunctionTree, aligned  # noqa: E402
-from .coarse import BlockQuery  # noqa: E402
-from .mirror import NumpyMirrorDescent, Plan, expanded_tables, junction_tree_cells  # noqa: E402
-
-#: Environment variable: a folder for JAX's persistent compilation cache (unset, empty or ``off``: none).
-CACHE_ENV = JAX_CACHE_ENV
-#: The cache's size limit; the least recently used programs are evicted beyond it.
-CACHE_MAX_BYTES = 2 * 2**30
-
-
-def compilation_cache() -> Path | None:
-    """JAX's persistent compilation cache in the folder ``$PRIVSYN_FED_JAX_CACHE``, if set (opt-in).
-
-    Off by default: mbi compiles many small programs, and its message passing orders separator
-    attributes by Python's string hashes, which differ between processes unless ``PYTHONHASHSEED``
-    is fixed (the command line fixes it when the cache is on), so without that most of a later
-    run's large refit programs miss the cache (benchmarks/README.md, "Speed"). The folder is created
-    private to the user (mode 0700) and refused if others can write to it: a compiled program is
-    code this process runs. The programs are keyed by the model's cliques and domain (public, or
-    DP selections) and embed no row data; the estimator only sees noisy measurements.
-    """
-    setting = jax_cache_setting()
-    jax.config.update("jax_enable_compilation_cache", False)
-    if setting is None:
-        return None
-    folder = Path(setting)
-    try:
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if folder.stat().st_uid != os.getuid() or folder.stat().st_mode & 0o022:
-            raise PermissionError(f"{folder} is not private to this user")
-    except OSError:  # no usable cache folder: compile every time, as without a cache
-        return None
-    jax.config.update("jax_enable_compilation_cache", True)
-    jax.config.update("jax_compilation_cache_dir", str(folder))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    jax.config.update("jax_compilation_cache_max_size", CACHE_MAX_BYTES)
-    return folder
-
-
-COMPILATION_CACHE = compilation_cache()
-
-#: Clear JAX's compiled programs when the process holds this many memory mappings
-#: (the kernel default limit is 65,530; every compiled program adds some).
-MAP_COUNT_LIMIT = 30_000
+from ..common import InputError, checkpoint
+from ..model.junction import JunctionTree, aligned
+from .graphical import Domain, FittedModel, Measurement
+from .jtree import junction_tree, junction_tree_cells
+from .mirror import NumpyMirrorDescent, Plan, expanded_tables, minimum_variance_total
 
 #: Models whose junction tree has at most this many cells are fitted in numpy (``mirror``: the
 #: same iterates, nothing compiled); larger ones by mbi's compiled program. On Adult a 1,000-step
@@ -113,105 +55,24 @@ def memory_mb() -> float:
 
 
 def make_domain(names: Sequence[str], shape: Sequence[int]) -> Domain:
-    """mbi's ``Domain`` of the columns ``names`` with ``shape`` cells each."""
-    return Domain(list(names), list(shape))
+    """The ``Domain`` of the columns ``names`` with ``shape`` cells each."""
+    return Domain(tuple(names), tuple(shape))
 
 
-def merge_measurements(measurements: Sequence[tuple], domain: Domain | None = None) -> list[LinearMeasurement]:
-    """One ``LinearMeasurement`` per clique and query: ``y = sum(y_i / s_i^2) / sum(1 / s_i^2)``,
+def merge_measurements(measurements: Sequence[tuple], domain: Domain | None = None) -> list[Measurement]:
+    """One ``Measurement`` per clique and query: ``y = sum(y_i / s_i^2) / sum(1 / s_i^2)``,
     ``s = sum(1 / s_i^2)^(-1/2)``. A measurement is ``(clique, y, sigma)``, or ``(clique, y, sigma,
-    starts)`` for a marginal on merged bins (``coarse``: fitted through ``coarse.BlockQuery``,
-    which needs the ``domain``)."""
+    starts)`` for a marginal on merged bins (``coarse``)."""
     groups: dict[tuple, list[tuple[np.ndarray, float]]] = {}
     for clique, y, sigma, *starts in measurements:
-        key = (tuple(clique), tuple(starts[0]) if starts else None)
+        key = (tuple(clique), tuple(tuple(s) for s in starts[0]) if starts else None)
         groups.setdefault(key, []).append((np.asarray(y, dtype=float), float(sigma)))
     merged = []
     for (clique, starts), items in groups.items():
         precision = sum(1.0 / s**2 for _, s in items)
         y = np.sum([v / s**2 for v, s in items], axis=0) / precision
-        if starts is None:
-            merged.append(LinearMeasurement(y, clique, stddev=float(precision**-0.5)))
-            continue
-        assert domain is not None, "a marginal on merged bins is fitted with the model's domain"
-        query = BlockQuery(starts, tuple(domain.project(clique).shape))
-        merged.append(LinearMeasurement(y, clique, stddev=float(precision**-0.5), query=query))
+        merged.append(Measurement(clique, y, float(precision**-0.5), starts))
     return merged
-
-
-def map_count() -> int:
-    """The memory mappings this process holds (lines of ``/proc/<pid>/maps``; 0 when unreadable)."""
-    try:
-        with open(f"/proc/{os.getpid()}/maps", "rb") as fh:
-            return sum(1 for _ in fh)
-    except OSError:
-        return 0
-
-
-def expand_potentials(potentials: CliqueVector | None, domain: Domain, cliques) -> CliqueVector:
-    """The potentials re-expressed over ``cliques`` (same distribution), as mbi factors."""
-    tables = expanded_tables(potentials, domain, cliques)
-    return CliqueVector(
-        domain, list(tables), {cl: Factor(domain.project(cl), jnp.asarray(t)) for cl, t in tables.items()}
-    )
-
-
-class CarriedState(NamedTuple):
-    """``CarriedMirrorDescent``'s state: the marginals ``mu`` of the potentials, the potentials, the
-    step size ``alpha``, the loss at ``mu`` and whether ``mu`` is still to be computed (``fresh``)."""
-
-    mu: CliqueVector  # marginals of ``potentials`` (placeholder while ``fresh``)
-    potentials: CliqueVector
-    alpha: Any
-    loss: Any
-    fresh: Any  # True until ``mu`` has been computed for ``potentials``
-
-
-@dataclasses.dataclass(frozen=True)
-class CarriedMirrorDescent(estimation.MirrorDescent):
-    """mbi's ``MirrorDescent`` (Armijo line search) with the current marginals carried.
-
-    mbi recomputes ``mu = oracle(theta)`` at the start of every step although the previous step's
-    line search computed exactly that (``oracle(theta2)`` when accepted; the unchanged ``mu`` when
-    rejected). Carrying it gives the same iterates with one oracle call per step, and a compiled
-    step that contains a single oracle. The first step only computes ``mu`` for the starting
-    potentials (a step of size zero that is always accepted), so a fit of ``k`` steps makes
-    ``k - 1`` of mbi's.
-    """
-
-    def _init(self, domain, loss_fn, known_total, *, warm_start=None, constraints=()):
-        prev = None if warm_start is None else getattr(warm_start, "potentials", warm_start)
-        potentials = expand_potentials(prev, domain, loss_fn.cliques)
-        alpha = jnp.asarray(2.0 / (loss_fn.lipschitz * known_total), dtype=jnp.float64)
-        mu = CliqueVector.zeros(domain, loss_fn.cliques)
-        # Concrete dtypes (not Python scalars) so that the state after a step has the same types
-        # as the state before it and the compiled step is reused rather than compiled twice.
-        return CarriedState(mu, potentials, alpha, jnp.asarray(jnp.inf, dtype=jnp.float64), jnp.asarray(True))
-
-    def _step(self, state, loss_fn, known_total, constraints=()):
-        oracle = self._oracle(loss_fn.cliques, state.potentials.domain, constraints=constraints)
-        loss, dL = jax.value_and_grad(loss_fn)(state.mu)
-        step = jnp.where(state.fresh, 0.0, state.alpha)
-        theta2 = state.potentials - step * dL
-        mu2 = oracle(theta2, known_total)
-        loss2 = loss_fn(mu2)
-        accept = state.fresh | (loss - loss2 >= 0.5 * state.alpha * dL.dot(state.mu - mu2))
-        alpha = jnp.where(state.fresh, state.alpha, jnp.where(accept, 1.01 * state.alpha, 0.5 * state.alpha))
-        return CarriedState(
-            mu=jax.lax.cond(accept, lambda: mu2, lambda: state.mu),
-            potentials=jax.lax.cond(accept, lambda: theta2, lambda: state.potentials),
-            alpha=alpha,
-            loss=jnp.where(accept, loss2, loss),
-            fresh=jnp.asarray(False),
-        )
-
-    def _callback_value(self, state, known_total, constraints=()):
-        return None  # the callback is only a safe point for signals: nothing to compute
-
-    def _finalize(self, state, known_total, constraints=()):
-        return MarkovRandomField(
-            potentials=state.potentials, marginals=state.mu, total=known_total, constraints=constraints
-        )
 
 
 class ModelFitter:
@@ -230,31 +91,28 @@ class ModelFitter:
         self.numpy_cells = numpy_cells_setting() if numpy_cells is None else numpy_cells
         self.iters = iters
         self.tol = tol
-        #: The model's total; None lets mbi estimate it from the measurements (minimum variance).
+        #: The model's total; None estimates it from the measurements (mbi's minimum variance).
         self.known_total = known_total
-        self.estimator = CarriedMirrorDescent()
-        self.model: MarkovRandomField | None = None
+        self.model: FittedModel | None = None
 
-    def fit(self, measurements: Sequence[tuple], iters: int | None = None) -> MarkovRandomField:
-        """Fit the model to ``measurements`` (``(clique, y, sigma)`` or, merged bins, ``(clique, y, sigma,
-        starts)``; repeated ones merged) with at
-        most ``iters`` iterations (default the fitter's), warm-started from the previous fit; JAX's
-        caches are cleared first when the process holds more than ``MAP_COUNT_LIMIT`` mappings."""
-        if map_count() > MAP_COUNT_LIMIT:
-            jax.clear_caches()
+    def fit(self, measurements: Sequence[tuple], iters: int | None = None) -> FittedModel:
+        """Fit the model to ``measurements`` (``(clique, y, sigma)`` or, merged bins, ``(clique, y,
+        sigma, starts)``; repeated ones merged) with at most ``iters`` iterations (default the
+        fitter's), warm-started from the previous fit."""
         merged = merge_measurements(measurements, self.domain)
         plan = Plan(self.domain, merged)
-        common = dict(
-            iters=iters or self.iters,
-            warm_start=self.model,
-            tol=self.tol,
-            known_total=self.known_total,
-            callback_fn=lambda _: checkpoint(),
-        )
+        total = minimum_variance_total(merged) if self.known_total is None else self.known_total
+        steps, safe_point = iters or self.iters, lambda _: checkpoint()
         if plan.cells <= self.numpy_cells:
-            self.model = NumpyMirrorDescent().estimate(self.domain, merged, plan=plan, **common)
+            self.model = NumpyMirrorDescent().estimate(
+                self.domain, merged, total, steps, safe_point, warm_start=self.model, tol=self.tol, plan=plan
+            )
         else:
-            self.model = self.estimator.estimate(self.domain, merged, **common)
+            from . import compiled
+
+            self.model = compiled.estimate(
+                self.domain, merged, self.model, iters=steps, tol=self.tol, known_total=total, callback_fn=safe_point
+            )
         return self.model
 
 
@@ -271,41 +129,35 @@ class MarginalReader:
     (every other subtree sums to 1). Same quantity as mbi's variable elimination.
     """
 
-    def __init__(self, model: MarkovRandomField):
+    def __init__(self, model: FittedModel):
         self.total = float(model.total)
-        self.marginals = {
-            tuple(cl): np.asarray(model.marginals[cl].values, dtype=float) for cl in model.marginals.cliques
-        }
+        self.marginals = {tuple(cl): np.asarray(mu, dtype=float) for cl, mu in model.marginals.items()}
         self._model = model
         self._tree: JunctionTree | None = None
         self._new: list[set[str]] | None = None  # each factor's columns outside its separator
 
     def _junction_tree(self) -> JunctionTree:
-        import networkx as nx
         from scipy.special import logsumexp
 
         domain, potentials = self._model.domain, self._model.potentials
-        jtree, _ = junction_tree.make_junction_tree(domain, [tuple(c) for c in potentials.cliques])
-        nodes = [tuple(c) for c in junction_tree.maximal_cliques(jtree)]
-        preorder, parent, roots = [], {}, set()
-        for component in nx.connected_components(jtree):  # a forest when the model is disconnected
-            root = next(c for c in nodes if c in component)
-            roots.add(root)
-            preorder += [tuple(c) for c in nx.dfs_preorder_nodes(jtree, root)]
-            parent.update({tuple(k): tuple(v) for k, v in nx.dfs_predecessors(jtree, root).items()})
-        table = expanded_tables(potentials, domain, nodes)
-        factors = []
-        for c in reversed(preorder):  # children before their parent
-            if c in roots:
+        tree = junction_tree(domain, list(potentials))
+        table = expanded_tables(potentials, domain, tree.nodes)
+        order = tree.preorder()  # a forest when the model is disconnected
+        factors: list[tuple[tuple[str, ...], np.ndarray]] = []
+        position: dict[int, int] = {}
+        for node, parent in reversed(order):  # children before their parent
+            c = tree.nodes[node]
+            position[node] = len(factors)
+            if parent < 0:
                 factors.append((c, np.exp(table[c] - logsumexp(table[c]))))
                 continue
-            sep = tuple(a for a in c if a in parent[c])
+            above = tree.nodes[parent]
+            sep = tuple(a for a in c if a in above)
             out = tuple(i for i, a in enumerate(c) if a not in sep)
             message = logsumexp(table[c], axis=out) if out else table[c]
             factors.append((c, np.exp(table[c] - aligned(message, sep, c))))
-            table[parent[c]] = table[parent[c]] + aligned(message, sep, parent[c])
-        position = {c: i for i, (c, _) in enumerate(factors)}
-        parents = [position[parent[c]] if c not in roots else -1 for c, _ in factors]
+            table[above] = table[above] + aligned(message, sep, above)
+        parents = [position[parent] if parent >= 0 else -1 for _, parent in reversed(order)]
         return JunctionTree(factors, parents, self.total)
 
     def factorisation(self) -> JunctionTree:
@@ -352,21 +204,19 @@ class MarginalReader:
         return [i for i, h in enumerate(hit) if h]
 
 
-def model_cliques(model: MarkovRandomField) -> list[tuple[str, ...]]:
+def model_cliques(model: FittedModel) -> list[tuple[str, ...]]:
     """The model's cliques, as tuples of column names."""
-    return [tuple(c) for c in model.cliques]
+    return list(model.cliques)
 
 
 def hypothetical_size_mb(domain: Domain, cliques: Sequence[Sequence[str]]) -> float:
     """Junction-tree size in MB (8 bytes a cell over the maximal cliques), as mbi's
-    ``hypothetical_model_size`` computes it (``mirror.junction_tree_cells``, without mbi's objects)."""
+    ``hypothetical_model_size`` computes it (``jtree.junction_tree_cells``, without mbi's objects)."""
     return junction_tree_cells(domain, cliques) * 8 / 2**20
 
 
 def covered_cliques(cliques: Sequence[Sequence[str]]) -> set[frozenset[str]]:
     """Every subset of a model clique: marginals the model already represents exactly."""
-    import itertools
-
     out: set[frozenset[str]] = set()
     for c in cliques:
         for k in range(1, len(c) + 1):
