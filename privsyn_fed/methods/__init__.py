@@ -8,8 +8,9 @@ its registry entry, a ``Method`` (``base``): ``aim.AIM`` (a trusted curator), an
 accepts, whether it runs over MPC, whether it is a graphical-model (AIM-family) method, the
 sensitivity of its selection score per unit of the largest workload weight, and ``run(release)``.
 ``api`` and ``cli`` read the registry; ``audit`` keeps its own table on purpose (an audit must be
-independent of the code it checks) and a test compares the two. The graphical model (``pgm``: mbi
-and JAX) is imported only when a method fits one, so reading the registry loads no model code.
+independent of the code it checks) and a test compares the two. The graphical model (``pgm``) is
+imported only when a method fits one, so reading the registry loads no model code; mbi and JAX
+(``compiled``) only when a model outgrows the numpy estimator.
 """
 
 from __future__ import annotations

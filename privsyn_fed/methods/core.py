@@ -2,8 +2,8 @@
 
 All of it operates on public quantities (the model, the candidate set, the budget) plus the
 private statistic the caller passes in for scoring; the caller's mechanism charges the ledger.
-The graphical model (``pgm``: mbi and JAX) is imported where it is used, so that reading the
-registry of methods loads neither.
+The graphical model (``pgm``) is imported where it is used, so that reading the registry of
+methods loads no model code (and mbi and JAX are loaded only for models too large for numpy).
 """
 
 from __future__ import annotations

@@ -89,6 +89,34 @@ def cell_map(table: Sequence[str], shape: Sequence[int], onto: Sequence[str], on
     return np.ravel_multi_index([grid[list(table).index(a)] for a in onto], onto_shape).astype(np.intp)
 
 
+#: A sum over at least this many cells goes through a sparse 0/1 matrix (scipy's CSR product, about
+#: 3x faster than ``bincount`` on large tables); a smaller one through ``bincount``, which costs
+#: less per call (both measured in benchmarks/README.md, "Flat steps").
+SPARSE_CELLS = 2048
+
+
+class Sums:
+    """``y[i] = sum_{k: into[k] = i} x[source[k]]``, ``y`` of length ``size`` and ``x`` of length
+    ``width``: a 0/1 matrix applied to a vector (marginalising, routing, a query's cells)."""
+
+    def __init__(self, into: np.ndarray, source: np.ndarray, size: int, width: int):
+        self.into, self.source, self.size, self.width = into, source, int(size), int(width)
+        self.matrix = None
+        if into.size >= SPARSE_CELLS:
+            from scipy.sparse import csr_matrix
+
+            self.matrix = csr_matrix((np.ones(into.size), (into, source)), shape=(self.size, self.width))
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        if self.matrix is not None:
+            return self.matrix @ x
+        return np.bincount(self.into, weights=x[self.source], minlength=self.size)
+
+    def transposed(self) -> Sums:
+        """The transposed matrix (the adjoint): ``into`` and ``source`` swapped."""
+        return Sums(self.source, self.into, self.width, self.size)
+
+
 def _group_logsumexp(values: np.ndarray, order: np.ndarray, groups: int) -> np.ndarray:
     """``log sum exp`` of ``values`` within each of ``groups`` equal-sized groups (``order`` lists
     the values group by group), shifted by each group's maximum for stability."""
@@ -100,13 +128,13 @@ def _group_logsumexp(values: np.ndarray, order: np.ndarray, groups: int) -> np.n
 @dataclass
 class _Message:
     """One message ``i -> j`` over the separator ``S`` of nodes ``i`` and ``j`` (its cells in one
-    order for both directions): each sender cell's separator cell, each receiver cell's, the
-    sender's cells grouped by separator cell (for log space), and the message ``j -> i`` already
-    sent (its index, or -1)."""
+    order for both directions): the sum of the sender's table onto ``S``, each receiver cell's
+    separator cell, the sender's cells grouped by separator cell (for log space), and the message
+    ``j -> i`` already sent (its index, or -1)."""
 
     sender: slice
     receiver: slice
-    from_sender: np.ndarray
+    summed: Sums
     to_receiver: np.ndarray
     grouped: np.ndarray
     size: int
@@ -148,6 +176,8 @@ class Plan:
             home_cells.append(np.arange(cells[n].start, cells[n].stop))
         #: theta[clique_cell] is added into beliefs[node_cell]; mu[clique_cell] sums beliefs[node_cell].
         self.clique_cell, self.node_cell = np.concatenate(into), np.concatenate(home_cells)
+        self._into_nodes = Sums(self.node_cell, self.clique_cell, self.cells, int(self.offsets[-1]))
+        self._out_of_nodes = self._into_nodes.transposed()
         self.messages: list[_Message] = []
         sent: dict[tuple[int, int], int] = {}
         for i, j in tree.message_order():
@@ -158,9 +188,9 @@ class Plan:
             to_receiver = cell_map(self.nodes[j], self.node_shapes[j], sep, sep_shape)
             grouped = np.argsort(from_sender, kind="stable")
             back = sent.get((j, i), -1)
-            self.messages.append(
-                _Message(cells[i], cells[j], from_sender, to_receiver, grouped, math.prod(sep_shape), back)
-            )
+            size = math.prod(sep_shape)
+            summed = Sums(from_sender, np.arange(from_sender.size), size, from_sender.size)
+            self.messages.append(_Message(cells[i], cells[j], summed, to_receiver, grouped, size, back))
             sent[(i, j)] = len(self.messages) - 1
         self._route(domain, measurements, sizes)
 
@@ -195,6 +225,8 @@ class Plan:
             start += y.size
         self.loss_cell, self.measured_cell = np.concatenate(loss_cells), np.concatenate(measured).astype(np.intp)
         self.y, self.precision = np.concatenate(values), np.concatenate(precision)
+        self._query = Sums(self.measured_cell, self.loss_cell, self.y.size, int(self.offsets[-1]))
+        self._adjoint = self._query.transposed()
 
     def flatten(self, tables: Sequence[np.ndarray]) -> np.ndarray:
         """The loss cliques' tables (in ``cliques`` order) as one vector."""
@@ -206,7 +238,7 @@ class Plan:
 
     def _node_logs(self, theta: np.ndarray) -> np.ndarray:
         """Each junction-tree node's log potential: the loss cliques' potentials it holds."""
-        return np.bincount(self.node_cell, weights=theta[self.clique_cell], minlength=self.cells)
+        return self._into_nodes(theta)
 
     def marginals(self, theta: np.ndarray, total: float) -> np.ndarray:
         """``mu``: HUGIN message passing (module docstring), every loss clique's marginal scaled to
@@ -217,7 +249,7 @@ class Plan:
         beliefs = np.exp(logs - np.maximum.reduceat(logs, self.starts)[self.node_of_cell])
         sent: list[np.ndarray] = []
         for msg in self.messages:
-            m = np.bincount(msg.from_sender, weights=beliefs[msg.sender], minlength=msg.size)
+            m = msg.summed(beliefs[msg.sender])
             if msg.back >= 0:  # constant over the summed cells: divide after summing
                 m = m / sent[msg.back]
             if not m.min() > 0:
@@ -246,15 +278,14 @@ class Plan:
 
     def _read(self, beliefs: np.ndarray) -> np.ndarray:
         """Each loss clique's marginal summed out of its home node's table."""
-        return np.bincount(self.clique_cell, weights=beliefs[self.node_cell], minlength=int(self.offsets[-1]))
+        return self._out_of_nodes(beliefs)
 
     def loss(self, mu: np.ndarray) -> tuple[float, np.ndarray]:
         """The loss at ``mu`` and its gradient: ``r = G mu - y``, ``sum precision r^2 / 2`` and
         ``G^T (precision r)``."""
-        residual = np.bincount(self.measured_cell, weights=mu[self.loss_cell], minlength=self.y.size) - self.y
+        residual = self._query(mu) - self.y
         weighted = self.precision * residual
-        grad = np.bincount(self.loss_cell, weights=weighted[self.measured_cell], minlength=mu.size)
-        return 0.5 * float(weighted @ residual), grad
+        return 0.5 * float(weighted @ residual), self._adjoint(weighted)
 
 
 class NumpyMirrorDescent:

@@ -29,10 +29,11 @@ from .jtree import junction_tree, junction_tree_cells
 from .mirror import NumpyMirrorDescent, Plan, expanded_tables, minimum_variance_total
 
 #: Models whose junction tree has at most this many cells are fitted in numpy (``mirror``: the
-#: same iterates, nothing compiled); larger ones by mbi's compiled program. On Adult a 1,000-step
-#: numpy fit took 1.0 s at 26,000 cells, 3.2 s at 66,000 and 27 s at 469,000; mbi's took 4.3 s at
-#: 66,000 (compiling included) and 9 to 14 s at 469,000 (benchmarks/README.md, "Compile-free AIM").
-NUMPY_CELLS = 80_000
+#: same iterates, nothing compiled); larger ones by mbi's compiled program. On Adult's largest
+#: model (469,000 cells) a numpy step takes about 12 ms against mbi's 9 to 11 ms plus 3.5 to 4 s
+#: of compiling per refit, so numpy's 1,000 steps cost no more up to about a million cells
+#: (benchmarks/README.md, "Flat steps").
+NUMPY_CELLS = 1_000_000
 #: Environment variable: another such limit in cells (0 fits every model with mbi); not an option of
 #: the methods, because the estimator's choice changes no release's distribution or privacy.
 NUMPY_CELLS_ENV = "PRIVSYN_FED_NUMPY_CELLS"
