@@ -108,6 +108,7 @@ class Sums:
             self.matrix = csr_matrix((np.ones(into.size), (into, source)), shape=(self.size, self.width))
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
+        """The sums ``y`` of ``x``."""
         if self.matrix is not None:
             return self.matrix @ x
         return np.bincount(self.into, weights=x[self.source], minlength=self.size)
