@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections import Counter
 from typing import Sequence
 
 import numpy as np
@@ -183,11 +184,17 @@ class MarginalReader:
                 return np.transpose(out, [kept.index(a) for a in clique]).ravel()
         import opt_einsum
 
+        tree = self.factorisation()
+        factors = [tree.factors[i] for i in self._needed(tree, set(clique))]
+        uses = Counter(a for cl, _ in factors for a in cl) + Counter(clique)
         index = {a: i for i, a in enumerate(self._model.domain.attributes)}
-        tree, operands = self.factorisation(), []
-        for i in self._needed(tree, set(clique)):
-            cl, table = tree.factors[i]
-            operands += [table, [index[a] for a in cl]]
+        operands: list = []
+        for cl, table in factors:
+            # a column no other factor holds and the clique lacks is summed out of its one factor
+            # first: a plain reduction, far cheaper than inside the pairwise contractions
+            private = tuple(k for k, a in enumerate(cl) if uses[a] == 1)
+            labels = [index[a] for a in cl if uses[a] > 1]
+            operands += [table.sum(axis=private) if private else table, labels]
         out = opt_einsum.contract(*operands, [index[a] for a in clique], optimize="greedy")
         return (out / out.sum() * self.total).ravel()
 
