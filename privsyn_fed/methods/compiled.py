@@ -91,11 +91,9 @@ def map_count() -> int:
 def expand_potentials(potentials: Mapping[Clique, np.ndarray] | None, domain: Domain, cliques) -> CliqueVector:
     """The potentials re-expressed over ``cliques`` (same distribution, ``mirror.expanded_tables``),
     as mbi factors over ``domain`` (ours)."""
-    tables = expanded_tables(potentials, domain, cliques)
+    tables, theirs = expanded_tables(potentials, domain, cliques), mbi_domain(domain)
     return CliqueVector(
-        mbi_domain(domain),
-        list(tables),
-        {cl: Factor(mbi_domain(domain).project(cl), jnp.asarray(t)) for cl, t in tables.items()},
+        theirs, list(tables), {cl: Factor(theirs.project(cl), jnp.asarray(t)) for cl, t in tables.items()}
     )
 
 

@@ -10,10 +10,10 @@ from typing import Collection
 
 import numpy as np
 
+from .coarse import Starts
+
 #: A clique: column names.
 Clique = tuple[str, ...]
-#: Starts of each column's groups in a marginal on merged bins (``coarse``).
-Starts = tuple[tuple[int, ...], ...]
 
 
 @dataclass(frozen=True)

@@ -1,22 +1,24 @@
-"""mbi's mirror descent in numpy: the same estimator, no compilation.
+"""mbi's mirror descent in numpy: the same estimator, no compilation, neither JAX nor mbi loaded.
 
 The estimation problem is mbi's: potentials ``theta`` over the maximal measured cliques ``L``,
 marginals ``mu = total * marginals(p_theta)`` with ``p_theta(x) ∝ exp(sum_C theta_C(x_C))``, and
 the loss ``sum_i ||M_{r_i}(mu) - y_i||^2 / (2 sigma_i^2)``. The iterates are
-``pgm.CarriedMirrorDescent``'s (mbi's ``MirrorDescent`` with Armijo line search, the current
+``compiled.CarriedMirrorDescent``'s (mbi's ``MirrorDescent`` with Armijo line search, the current
 marginals carried): ``theta' = theta - alpha grad``, accepted when
 ``loss - loss' >= alpha / 2 <grad, mu - mu'>`` (then ``alpha *= 1.01``), else ``alpha /= 2``;
-``alpha`` starts at ``2 / (L total)`` with mbi's Lipschitz constant ``L``. The marginal oracle is
-mbi's on CPU, HUGIN message passing in log space over the junction tree mbi builds for ``L``:
-messages ``m_{i->j} = logsumexp_{C_i - C_j}(b_i - m_{j->i})`` in mbi's order, ``b_j += m_{i->j}``;
+``alpha`` starts at ``2 / (L total)`` with mbi's Lipschitz constant ``L`` (``lipschitz``) and the
+total, unless given, is mbi's minimum-variance estimate (``minimum_variance_total``). The marginal
+oracle is mbi's on CPU, HUGIN message passing in log space over mbi's junction tree for ``L``
+(``jtree``): messages ``m_{i->j} = logsumexp_{C_i - C_j}(b_i - m_{j->i})``, ``b_j += m_{i->j}``;
 then every belief normalised to ``total``. Here the same messages are computed on
 ``exp(b - max b)`` as sums and products (``Plan.marginals``), in log space only where that
 underflows (``Plan.log_marginals``). Stopping follows mbi's ``estimate``: blocks of
 ``CALLBACK_EVERY`` steps, stopping once ``tol`` is met ``patience`` blocks in a row.
 
-Each step costs a few dozen numpy calls per junction-tree clique, so for small models (a few
-thousand cells) a step takes well under a millisecond and nothing is compiled; for large models
-XLA's fused program is faster per step and ``pgm.ModelFitter`` uses mbi instead (``pgm.NUMPY_CELLS``).
+A step works on flat vectors through fixed index maps (``Plan``, ``Sums``): a few dozen numpy
+calls whatever the model, so a small model's step takes tens of microseconds, and a step on a
+model of half a million cells about as long as mbi's compiled one (benchmarks/README.md, "Flat
+steps"); ``pgm.ModelFitter`` uses mbi's compiled program only above ``pgm.NUMPY_CELLS``.
 """
 
 from __future__ import annotations
