@@ -128,7 +128,8 @@ class MarginalReader:
     over the junction tree gives the root marginal and every conditional (all entries in [0, 1],
     so contracting them cannot underflow to an all-zero table), and an optimised einsum sums out
     the variables outside the clique, over only the factors whose subtrees hold one of its columns
-    (every other subtree sums to 1). Same quantity as mbi's variable elimination.
+    (every other subtree sums to 1), each factor first summed over the columns no other of them
+    holds. Same quantity as mbi's variable elimination.
     """
 
     def __init__(self, model: FittedModel):
