@@ -191,3 +191,10 @@ def test_peaked_potentials_give_mbis_marginals():
         for c, mu in zip(plan.cliques, got):
             assert np.all(np.isfinite(mu))
             np.testing.assert_allclose(mu, np.asarray(ref[c].values), rtol=1e-6, atol=1e-6)
+
+
+def test_a_fit_without_measurements_is_the_uniform_model():
+    """As mbi's estimator: no cliques, a total of 1, every marginal uniform."""
+    model = pgm.ModelFitter(pgm.make_domain(["a", "b"], [2, 3]), iters=50).fit([])
+    assert model.cliques == [] and model.total == 1.0
+    np.testing.assert_allclose(pgm.MarginalReader(model)(("a", "b")), np.full(6, 1 / 6))

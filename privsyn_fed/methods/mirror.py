@@ -120,6 +120,12 @@ class Sums:
         return Sums(self.source, self.into, self.width, self.size)
 
 
+def _joined(parts: Sequence[np.ndarray], dtype: type = np.intp) -> np.ndarray:
+    """``parts`` end to end (an empty array of ``dtype`` when there are none: a model with no
+    measurements)."""
+    return np.concatenate(parts).astype(dtype, copy=False) if len(parts) else np.zeros(0, dtype=dtype)
+
+
 def _group_logsumexp(values: np.ndarray, order: np.ndarray, groups: int) -> np.ndarray:
     """``log sum exp`` of ``values`` within each of ``groups`` equal-sized groups (``order`` lists
     the values group by group), shifted by each group's maximum for stability."""
@@ -178,7 +184,7 @@ class Plan:
             into.append(self.offsets[k] + cell_map(self.nodes[n], self.node_shapes[n], c, self.shapes[k]))
             home_cells.append(np.arange(cells[n].start, cells[n].stop))
         #: theta[clique_cell] is added into beliefs[node_cell]; mu[clique_cell] sums beliefs[node_cell].
-        self.clique_cell, self.node_cell = np.concatenate(into), np.concatenate(home_cells)
+        self.clique_cell, self.node_cell = _joined(into), _joined(home_cells)
         self._into_nodes = Sums(self.node_cell, self.clique_cell, self.cells, int(self.offsets[-1]))
         self._out_of_nodes = self._into_nodes.transposed()
         self.messages: list[_Message] = []
@@ -226,14 +232,14 @@ class Plan:
             values.append(y)
             precision.append(np.full(y.size, 1.0 / max(float(m.stddev), 1e-12) ** 2))
             start += y.size
-        self.loss_cell, self.measured_cell = np.concatenate(loss_cells), np.concatenate(measured).astype(np.intp)
-        self.y, self.precision = np.concatenate(values), np.concatenate(precision)
+        self.loss_cell, self.measured_cell = _joined(loss_cells), _joined(measured)
+        self.y, self.precision = _joined(values, float), _joined(precision, float)
         self._query = Sums(self.measured_cell, self.loss_cell, self.y.size, int(self.offsets[-1]))
         self._adjoint = self._query.transposed()
 
     def flatten(self, tables: Sequence[np.ndarray]) -> np.ndarray:
         """The loss cliques' tables (in ``cliques`` order) as one vector."""
-        return np.concatenate([np.asarray(t, dtype=float).ravel() for t in tables])
+        return _joined([np.asarray(t, dtype=float).ravel() for t in tables], float)
 
     def tables(self, vector: np.ndarray) -> list[np.ndarray]:
         """``flatten``'s inverse: one table per loss clique."""
