@@ -198,3 +198,21 @@ def test_a_fit_without_measurements_is_the_uniform_model():
     model = pgm.ModelFitter(pgm.make_domain(["a", "b"], [2, 3]), iters=50).fit([])
     assert model.cliques == [] and model.total == 1.0
     np.testing.assert_allclose(pgm.MarginalReader(model)(("a", "b")), np.full(6, 1 / 6))
+
+
+def test_a_belief_too_small_to_scale_is_redone_in_log_space_without_a_warning():
+    """Messages that are tiny but not zero can leave a belief whose sum is subnormal, so that
+    ``total / z`` overflows: the step is redone in log space, silently, and gives mbi's marginals."""
+    import warnings
+
+    domain = pgm.make_domain(["a", "b", "c"], [2, 2, 2])
+    ms = [Measurement(("a", "b"), np.zeros(4), 1.0), Measurement(("b", "c"), np.zeros(4), 1.0)]
+    plan = mirror.Plan(domain, ms)
+    low = -715.0  # exp(low) is about 1e-311: subnormal, above zero
+    theta = {("a", "b"): np.array([[0.0, low], [0.0, low]]), ("b", "c"): np.array([[low, low], [0.0, 0.0]])}
+    flat = plan.flatten([theta[c] for c in plan.cliques])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = plan.marginals(flat, 1000.0)
+    np.testing.assert_allclose(got, plan.log_marginals(flat, 1000.0), rtol=1e-9)
+    assert np.all(np.isfinite(got))

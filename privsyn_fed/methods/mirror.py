@@ -265,7 +265,8 @@ class Plan:
                 return self.log_marginals(theta, total)
             sent.append(m)
             beliefs[msg.receiver] *= m[msg.to_receiver]
-        scales = total / np.add.reduceat(beliefs, self.starts)
+        with np.errstate(over="ignore", divide="ignore"):  # caught just below: redone in log space
+            scales = total / np.add.reduceat(beliefs, self.starts)
         if not np.all((scales > 0) & (scales < math.inf)):  # a belief underflowed or overflowed
             return self.log_marginals(theta, total)
         return self._read(beliefs * scales[self.node_of_cell])
