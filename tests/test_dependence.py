@@ -52,8 +52,7 @@ def test_the_numpy_fit_reads_a_merged_marginal_and_its_adjoint(a, b, ka, kb, see
     domain = pgm.make_domain(["a", "b", "c"], [a, b, 3])
     starts = (coarse.group_starts(b, kb), coarse.group_starts(a, ka))  # over (b, a)
     ms = pgm.merge_measurements(
-        [(("c", "a", "b"), np.zeros(3 * a * b), 1.0), (("b", "a"), np.zeros(coarse.coarse_cells(starts)), 1.0, starts)],
-        domain,
+        [(("c", "a", "b"), np.zeros(3 * a * b), 1.0), (("b", "a"), np.zeros(coarse.coarse_cells(starts)), 1.0, starts)]
     )
     plan = mirror.Plan(domain, ms)
     x = rng.normal(size=(3, a, b))  # the loss clique (c, a, b)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Collection
 
 import numpy as np
@@ -27,9 +28,9 @@ class Domain:
         object.__setattr__(self, "attributes", tuple(self.attributes))
         object.__setattr__(self, "shape", tuple(int(s) for s in self.shape))
 
-    @property
+    @cached_property
     def sizes(self) -> dict[str, int]:
-        """Cells per column."""
+        """Cells per column (not to be changed: computed once)."""
         return dict(zip(self.attributes, self.shape))
 
     def cells(self, clique: Collection[str]) -> tuple[int, ...]:

@@ -311,12 +311,11 @@ class NumpyMirrorDescent:
         warm_start: FittedModel | None = None,
         tol: float | None = None,
         patience: int = 2,
-        plan: Plan | None = None,
     ) -> FittedModel:
         """Fit potentials to ``measurements`` with at most ``iters`` steps, rounded up to whole
         blocks of ``CALLBACK_EVERY`` as mbi does, warm-started from ``warm_start``'s potentials."""
         total = float(minimum_variance_total(measurements) if known_total is None else known_total)
-        plan = plan or Plan(domain, measurements)
+        plan = Plan(domain, measurements)
         tables = expanded_tables(None if warm_start is None else warm_start.potentials, domain, plan.cliques)
         theta = plan.flatten([tables[c] for c in plan.cliques])
         alpha = 2.0 / (lipschitz(domain, measurements) * total)

@@ -27,7 +27,7 @@ from ..common import InputError, checkpoint
 from ..model.junction import JunctionTree, aligned
 from .graphical import Domain, FittedModel, Measurement
 from .jtree import junction_tree, junction_tree_cells
-from .mirror import NumpyMirrorDescent, Plan, expanded_tables, minimum_variance_total
+from .mirror import NumpyMirrorDescent, expanded_tables, minimum_variance_total
 
 #: Models whose junction tree has at most this many cells are fitted in numpy (``mirror``: the
 #: same iterates, nothing compiled); larger ones by mbi's compiled program. On Adult's largest
@@ -61,7 +61,7 @@ def make_domain(names: Sequence[str], shape: Sequence[int]) -> Domain:
     return Domain(tuple(names), tuple(shape))
 
 
-def merge_measurements(measurements: Sequence[tuple], domain: Domain | None = None) -> list[Measurement]:
+def merge_measurements(measurements: Sequence[tuple]) -> list[Measurement]:
     """One ``Measurement`` per clique and query: ``y = sum(y_i / s_i^2) / sum(1 / s_i^2)``,
     ``s = sum(1 / s_i^2)^(-1/2)``. A measurement is ``(clique, y, sigma)``, or ``(clique, y, sigma,
     starts)`` for a marginal on merged bins (``coarse``)."""
@@ -101,13 +101,12 @@ class ModelFitter:
         """Fit the model to ``measurements`` (``(clique, y, sigma)`` or, merged bins, ``(clique, y,
         sigma, starts)``; repeated ones merged) with at most ``iters`` iterations (default the
         fitter's), warm-started from the previous fit."""
-        merged = merge_measurements(measurements, self.domain)
-        plan = Plan(self.domain, merged)
+        merged = merge_measurements(measurements)
         total = minimum_variance_total(merged) if self.known_total is None else self.known_total
         steps, safe_point = iters or self.iters, lambda _: checkpoint()
-        if plan.cells <= self.numpy_cells:
+        if junction_tree_cells(self.domain, [m.clique for m in merged]) <= self.numpy_cells:
             self.model = NumpyMirrorDescent().estimate(
-                self.domain, merged, total, steps, safe_point, warm_start=self.model, tol=self.tol, plan=plan
+                self.domain, merged, total, steps, safe_point, warm_start=self.model, tol=self.tol
             )
         else:
             from . import compiled
