@@ -178,13 +178,16 @@ class Plan:
         self.node_of_cell = np.repeat(np.arange(len(self.nodes)), np.diff(node_offsets))
         cells = [slice(int(a), int(b)) for a, b in zip(node_offsets[:-1], node_offsets[1:])]
         index = {c: n for n, c in enumerate(self.nodes)}
-        into, home_cells = [], []
+        into, home_cells, homes = [], [], []
         for k, c in enumerate(self.cliques):
             n = index[smallest_holding(c, self.nodes, domain)]
+            homes.append(n)
             into.append(self.offsets[k] + cell_map(self.nodes[n], self.node_shapes[n], c, self.shapes[k]))
             home_cells.append(np.arange(cells[n].start, cells[n].stop))
         #: theta[clique_cell] is added into beliefs[node_cell]; mu[clique_cell] sums beliefs[node_cell].
         self.clique_cell, self.node_cell = _joined(into), _joined(home_cells)
+        #: Each loss clique cell's home node (whose scale to ``total`` its marginal takes).
+        self.home_node = np.repeat(np.array(homes, dtype=np.intp), np.diff(self.offsets))
         self._into_nodes = Sums(self.node_cell, self.clique_cell, self.cells, int(self.offsets[-1]))
         self._out_of_nodes = self._into_nodes.transposed()
         self.messages: list[_Message] = []
@@ -269,7 +272,7 @@ class Plan:
             scales = total / np.add.reduceat(beliefs, self.starts)
         if not np.all((scales > 0) & (scales < math.inf)):  # a belief underflowed or overflowed
             return self.log_marginals(theta, total)
-        return self._read(beliefs * scales[self.node_of_cell])
+        return self._read(beliefs) * scales[self.home_node]  # scaled once summed: fewer cells
 
     def log_marginals(self, theta: np.ndarray, total: float) -> np.ndarray:
         """``marginals`` with log-space messages throughout (mbi's ``message_passing_hugin``)."""
