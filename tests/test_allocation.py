@@ -46,7 +46,7 @@ def test_the_rule_plans_more_rounds_only_with_more_rows_or_budget(n_hat, rho, d,
     """Monotone: more rows or more budget never plan fewer rounds (for every method)."""
     plans = [
         lambda n, r: allocation.plan_aim(n, r, 0.9, d, candidate_cells),
-        lambda n, r: allocation.plan_distaim(n, r, 0.9, d, candidate_cells, 10),
+        lambda n, r: allocation.plan_distaim(n, r, 0.9, d, candidate_cells, allocation.max_rounds("distaim", d, 0.9)),
         lambda n, r: allocation.plan_flaim(n, r, 0.9, d, candidate_cells, 10, 1, "private", silos),
     ]
     for plan in plans:
@@ -212,6 +212,44 @@ def test_a_schedule_that_does_not_follow_from_its_noisy_total_fails_the_audit(pl
     led = copy.deepcopy(planned_ledgers[method])
     tamper(led["details"]["schedule"], method)
     assert any(message in p for p in audit_ledger(led).problems), audit_ledger(led).problems
+
+
+@pytest.mark.parametrize("method", ("aim", "distaim", "flaim"))
+def test_a_schedule_that_records_another_cap_fails_the_audit(planned_ledgers, method):
+    led = copy.deepcopy(planned_ledgers[method])
+    led["details"]["schedule"]["max_rounds"] += 1
+    assert any("plans at most" in p for p in audit_ledger(led).problems), audit_ledger(led).problems
+
+
+def test_distaim_plans_as_many_rounds_as_aim_and_flaim_the_papers_ten():
+    """DistAIM's select and measure are AIM's, so its cap is AIM's ``16 d - alpha d``; FLAIM keeps
+    the FLAIM paper's ``T = 10``."""
+    for d, alpha in ((5, 0.9), (23, 0.9), (15, 0.5)):
+        aim = allocation.max_rounds("aim", d, alpha)
+        assert aim == math.floor(16 * d - alpha * d) == allocation.max_rounds("distaim", d, alpha)
+        assert allocation.max_rounds("flaim", d, alpha) == allocation.FEDERATED_ROUNDS == 10
+    assert allocation.plan_distaim(1e6, 10.0, 0.9, 5, [4] * 60, allocation.max_rounds("distaim", 5, 0.9)) > 10
+
+
+def test_distaim_plans_past_ten_rounds_and_a_ledger_without_its_cap_is_read_as_ten():
+    """At a large budget DistAIM plans more than the former cap of 10 and records its cap; a ledger
+    written before the cap was recorded is audited against 10, so such a ledger that claims more
+    rounds fails, and one with at most 10 still passes."""
+    schema = pf.Schema.from_dict(SCHEMA)
+    silos = _silos(schema, [make_frame(1500, 5), make_frame(1500, 6)])
+    led = pf.synthesize(silos, "distaim", 8.0, 1e-9, seed=7, rows=10).ledger
+    schedule = led["details"]["schedule"]
+    assert schedule["max_rounds"] == 75 and schedule["rounds"] > 10
+    assert sum(e["mechanism"] == "exponential" for e in led["entries"]) == schedule["rounds"]
+    assert [p for p in audit_ledger(led).problems if not p.startswith("SEEDED RUN")] == []
+    legacy = copy.deepcopy(led)
+    legacy["details"]["schedule"].pop("max_rounds")
+    assert any("the allocation rule gives 10" in p for p in audit_ledger(legacy).problems)
+    few = _silos(schema, [make_frame(300, 5), make_frame(300, 6)])
+    small = pf.synthesize(few, "distaim", 1.0, 1e-9, seed=7, rows=10).ledger
+    assert small["details"]["schedule"]["rounds"] <= 10
+    small["details"]["schedule"].pop("max_rounds")
+    assert [p for p in audit_ledger(small).problems if not p.startswith("SEEDED RUN")] == []
 
 
 @pytest.mark.parametrize("method", METHODS)

@@ -79,7 +79,8 @@ def planned_rounds(
 
 # ---- the AIM family ------------------------------------------------------------------------------
 
-#: The most global rounds a planned federated schedule has (the FLAIM paper's T).
+#: The most global rounds a planned FLAIM schedule has (the FLAIM paper's T); DistAIM's ledgers
+#: written before it planned as AIM does (``max_rounds``) had the same cap.
 FEDERATED_ROUNDS = 10
 #: With at least this many silos the default sample rate is ``MANY_SILOS_RATE``; below it every
 #: silo takes part in every round.
@@ -107,11 +108,23 @@ def oneway_only_sigma(rho: float, n_columns: int) -> float:
     return math.sqrt(n_columns / (2.0 * rho))
 
 
+def max_rounds(method: str, n_columns: int, alpha: float) -> int:
+    """The most rounds a planned schedule has: AIM's default ``16 d`` units less the 1-ways' ``alpha d``
+    for AIM and DistAIM (the same select and measure, on the pooled rows or on a pool of the silos'
+    answers), ``FEDERATED_ROUNDS`` for FLAIM (whose every round is a round of local steps in every
+    sampled silo). The ledger records it (``details.schedule.max_rounds``)."""
+    if method == "flaim":
+        return FEDERATED_ROUNDS
+    return int(math.floor(16 * n_columns - alpha * n_columns))
+
+
 def plan_aim(n_hat: float, rho: float, alpha: float, n_columns: int, candidate_cells: Sequence[int]) -> int:
     """Planned AIM rounds: at most AIM's default ``16 d`` units in all."""
-    max_rounds = int(math.floor(16 * n_columns - alpha * n_columns))
     return planned_rounds(
-        n_hat, candidate_cells, lambda r: aim_sigma(rho, aim_units(r, n_columns, alpha), alpha), max_rounds
+        n_hat,
+        candidate_cells,
+        lambda r: aim_sigma(rho, aim_units(r, n_columns, alpha), alpha),
+        max_rounds("aim", n_columns, alpha),
     )
 
 
