@@ -144,21 +144,26 @@ def _connected(neighbours: dict[str, set[str]]) -> bool:
 
 def _greedy_order(sizes: dict[str, int], attrs: list[str], cliques: list[frozenset[str]]) -> list[str]:
     """mbi's ``greedy_order`` (not stochastic): repeatedly eliminate the first attribute, in domain
-    order, whose neighbourhood (the union of the cliques holding it) has the fewest cells."""
-    order, unmarked, clique_set = [], list(attrs), set(cliques)
+    order, whose neighbourhood (the union of the cliques holding it) has the fewest cells.
+
+    The neighbourhoods are kept as sets rather than recomputed from the cliques: eliminating ``v``
+    replaces the cliques holding it by their union less ``v``, so every other member ``b`` of that
+    union gains the union's columns and loses ``v``, and no other neighbourhood changes."""
+    around: dict[str, set[str]] = {a: set() for a in attrs}
+    for c in cliques:
+        for a in c:
+            around[a] |= c
+    cost = {a: math.prod(sizes[b] for b in around[a]) for a in attrs}
+    order, unmarked = [], list(attrs)
     for _ in range(len(unmarked)):
-        best, best_cost = None, None
-        for a in unmarked:
-            union = frozenset().union(*(c for c in clique_set if a in c))
-            cost = math.prod(sizes[b] for b in union)
-            if best_cost is None or cost < best_cost:
-                best, best_cost = a, cost
-        assert best is not None
+        best = min(unmarked, key=cost.__getitem__)  # the first of the cheapest
         order.append(best)
         unmarked.remove(best)
-        holding = {c for c in clique_set if best in c}
-        clique_set -= holding
-        clique_set.add(frozenset().union(*holding) - {best})
+        joined = around.pop(best) - {best}
+        for b in joined:
+            around[b] |= joined
+            around[b].discard(best)
+            cost[b] = math.prod(sizes[c] for c in around[b])
     return order
 
 
