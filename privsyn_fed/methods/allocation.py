@@ -79,8 +79,8 @@ def planned_rounds(
 
 # ---- the AIM family ------------------------------------------------------------------------------
 
-#: The most global rounds a planned FLAIM schedule has (the FLAIM paper's T); DistAIM's ledgers
-#: written before it planned as AIM does (``max_rounds``) had the same cap.
+#: The most global rounds a planned FLAIM schedule has (the FLAIM paper's T); a DistAIM ledger that
+#: does not record its cap (``max_rounds``) was planned with this one.
 FEDERATED_ROUNDS = 10
 #: With at least this many silos the default sample rate is ``MANY_SILOS_RATE``; below it every
 #: silo takes part in every round.
