@@ -6,7 +6,6 @@ import copy
 import math
 
 import numpy as np
-import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -47,7 +46,7 @@ def test_the_rule_plans_more_rounds_only_with_more_rows_or_budget(n_hat, rho, d,
     """Monotone: more rows or more budget never plan fewer rounds (for every method)."""
     plans = [
         lambda n, r: allocation.plan_aim(n, r, 0.9, d, candidate_cells),
-        lambda n, r: allocation.plan_distaim(n, r, 0.9, d, candidate_cells, allocation.max_rounds("distaim", d, 0.9)),
+        lambda n, r: allocation.plan_distaim(n, r, 0.9, d, candidate_cells, 10),
         lambda n, r: allocation.plan_flaim(n, r, 0.9, d, candidate_cells, 10, 1, "private", silos),
     ]
     for plan in plans:
@@ -213,54 +212,6 @@ def test_a_schedule_that_does_not_follow_from_its_noisy_total_fails_the_audit(pl
     led = copy.deepcopy(planned_ledgers[method])
     tamper(led["details"]["schedule"], method)
     assert any(message in p for p in audit_ledger(led).problems), audit_ledger(led).problems
-
-
-@pytest.mark.parametrize("method", ("aim", "distaim", "flaim"))
-def test_a_schedule_that_records_another_cap_fails_the_audit(planned_ledgers, method):
-    led = copy.deepcopy(planned_ledgers[method])
-    led["details"]["schedule"]["max_rounds"] += 1
-    assert any("plans at most" in p for p in audit_ledger(led).problems), audit_ledger(led).problems
-
-
-def test_the_caps_on_planned_rounds():
-    """AIM: ``16 d - alpha d``; DistAIM, which runs every planned round: ``2 d``; FLAIM: the FLAIM
-    paper's ``T = 10``. A large budget plans up to the cap."""
-    for d, alpha in ((5, 0.9), (23, 0.9), (15, 0.5)):
-        assert allocation.max_rounds("aim", d, alpha) == math.floor(16 * d - alpha * d)
-        assert allocation.max_rounds("distaim", d, alpha) == 2 * d
-        assert allocation.max_rounds("flaim", d, alpha) == allocation.FEDERATED_ROUNDS == 10
-    assert allocation.plan_distaim(1e6, 10.0, 0.9, 23, [4] * 60, allocation.max_rounds("distaim", 23, 0.9)) == 46
-
-
-def _wider(frame: pd.DataFrame, seed: int) -> pd.DataFrame:
-    """``frame`` with a shuffled copy of its three categorical columns: 8 columns."""
-    rng = np.random.default_rng(seed)
-    extra = {f"{c}_b": rng.permutation(frame[c].to_numpy()) for c in ("sex", "region", "label")}
-    return frame.assign(**extra)
-
-
-WIDER = {"columns": SCHEMA["columns"] + [dict(c, name=f"{c['name']}_b") for c in SCHEMA["columns"][2:]]}
-
-
-def test_distaim_plans_past_ten_rounds_and_a_ledger_without_its_cap_is_read_as_ten():
-    """At a large budget DistAIM plans more than the former cap of 10 (up to ``2 d``) and records its
-    cap; a ledger written before the cap was recorded is audited against 10, so such a ledger that
-    claims more rounds fails, and one with at most 10 still passes."""
-    schema = pf.Schema.from_dict(WIDER)
-    silos = _silos(schema, [_wider(make_frame(1500, 5), 1), _wider(make_frame(1500, 6), 2)])
-    led = pf.synthesize(silos, "distaim", 8.0, 1e-9, seed=7, rows=10).ledger
-    schedule = led["details"]["schedule"]
-    assert schedule["max_rounds"] == 16 and 10 < schedule["rounds"] <= 16
-    assert sum(e["mechanism"] == "exponential" for e in led["entries"]) == schedule["rounds"]
-    assert [p for p in audit_ledger(led).problems if not p.startswith("SEEDED RUN")] == []
-    legacy = copy.deepcopy(led)
-    legacy["details"]["schedule"].pop("max_rounds")
-    assert any("the allocation rule gives 10" in p for p in audit_ledger(legacy).problems)
-    few = _silos(schema, [_wider(make_frame(300, 5), 1), _wider(make_frame(300, 6), 2)])
-    small = pf.synthesize(few, "distaim", 1.0, 1e-9, seed=7, rows=10).ledger
-    assert small["details"]["schedule"]["rounds"] <= 10
-    small["details"]["schedule"].pop("max_rounds")
-    assert [p for p in audit_ledger(small).problems if not p.startswith("SEEDED RUN")] == []
 
 
 @pytest.mark.parametrize("method", METHODS)

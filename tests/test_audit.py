@@ -550,7 +550,6 @@ UNCHECKED = {
     ("*", "details.expected_oneway_tvd_independent"): {"x1.5", "deleted"},
     ("*", "details.model_sha256"): {"deleted"},  # a digest of the saved model, checked when it is loaded
     ("*", "details.schedule.noisy_total"): {"x1.5", "zero", "negative"},  # a released noisy value
-    ("*", "details.schedule.max_rounds"): {"deleted"},  # may predate the record (DistAIM's cap was 10)
     ("*", "details.options.max_model_size"): {"x1.5"},  # options no recorded fact depends on
     ("*", "details.options.target"): {"deleted"},  # a release without a target may predate the option
     ("*", "details.options.target_share"): {"deleted"},

@@ -105,18 +105,16 @@ def _check_aim_family_schedule(
     n_hat, alpha, n_cols = float(schedule["noisy_total"]), float(options.get("alpha", 0.9)), len(columns)
     cells = [math.prod(shape[i] for i in cl) for cl in closure if len(cl) > 1]
     steps = int(options.get("local_steps") or 1)
-    cap = _round_cap(schedule, method, n_cols, alpha, rep)
-    if cap is None:
-        return None
     if dependence:  # its forest of pairs stands in for the rounds
         planned = 0
     elif method == "aim":
         planned = allocation.plan_aim(n_hat, rest, alpha, n_cols, cells)
     elif method == "distaim":
-        planned = allocation.plan_distaim(n_hat, rest, alpha, n_cols, cells, cap)
+        planned = allocation.plan_distaim(n_hat, rest, alpha, n_cols, cells, allocation.FEDERATED_ROUNDS)
     else:
-        silos = int(d.get("silos") or 1)
-        planned = allocation.plan_flaim(n_hat, rest, alpha, n_cols, cells, cap, steps, variant, silos)
+        planned = allocation.plan_flaim(
+            n_hat, rest, alpha, n_cols, cells, allocation.FEDERATED_ROUNDS, steps, variant, int(d.get("silos") or 1)
+        )
     if schedule.get("rounds") != planned:
         rep.problems.append(
             f"details.schedule plans {schedule.get('rounds')} rounds, but the allocation rule "
@@ -135,22 +133,6 @@ def _check_aim_family_schedule(
         rep.problems.append(f"details.schedule records units, which a {method} schedule does not plan")
         return None
     return planned, rest, units
-
-
-def _round_cap(schedule: dict[str, Any], method: str, n_cols: int, alpha: float, rep: AuditReport) -> int | None:
-    """The most rounds the schedule could plan: ``allocation.max_rounds``, which the ledger records
-    (``max_rounds``); a ledger without it was written when DistAIM planned at most
-    ``FEDERATED_ROUNDS``, as FLAIM still does. None (a problem) when the record differs."""
-    cap = allocation.max_rounds(method, n_cols, alpha)
-    if "max_rounds" not in schedule:
-        return allocation.FEDERATED_ROUNDS if method == "distaim" else cap
-    if schedule["max_rounds"] != cap:
-        rep.problems.append(
-            f"details.schedule records max_rounds {schedule['max_rounds']!r}, but a {method} schedule "
-            f"over {n_cols} columns plans at most {cap} rounds"
-        )
-        return None
-    return cap
 
 
 def _check_fedtda_schedule(

@@ -72,8 +72,8 @@ class AIMOptions(DependenceOptions, TargetOptions):
         "budget split into T rounds; aim anneals and stops when the budget is spent, distaim and flaim run "
         "exactly T global rounds (default: planned from a noisy row total that costs "
         f"{allocation.TOTAL_SHARE:.0%} of the budget: fewer rounds, and stronger 1-ways, when the data are "
-        f"small; at most 16 x columns for aim, 2 x columns for distaim and {allocation.FEDERATED_ROUNDS} for "
-        "flaim; the ledger records the plan under details.schedule)",
+        f"small; at most 16 x columns for aim and {allocation.FEDERATED_ROUNDS} for distaim and flaim; the "
+        "ledger records the plan under details.schedule)",
         flag="--rounds",
         metavar="T",
         group="aim",
@@ -300,8 +300,7 @@ def run_aim(
             else allocation.plan_aim(float(total[0]), acc.remaining, opts.alpha, d, prob.multiway_cells())
         )
         T = allocation.aim_units(planned, d, opts.alpha)
-        cap = allocation.max_rounds("aim", d, opts.alpha)
-        acc.note(schedule=allocation.schedule_record(float(total[0]), rounds=planned, units=T, max_rounds=cap))
+        acc.note(schedule=allocation.schedule_record(float(total[0]), rounds=planned, units=T))
     params = core.initial_params(acc.remaining, T, opts.alpha)  # T > alpha d unless planned
 
     columns = {cl: tuple(prob.columns(cl)) for cl in candidates}

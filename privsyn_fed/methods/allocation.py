@@ -79,8 +79,7 @@ def planned_rounds(
 
 # ---- the AIM family ------------------------------------------------------------------------------
 
-#: The most global rounds a planned FLAIM schedule has (the FLAIM paper's T); a DistAIM ledger that
-#: does not record its cap (``max_rounds``) was planned with this one.
+#: The most global rounds a planned federated schedule has (the FLAIM paper's T).
 FEDERATED_ROUNDS = 10
 #: With at least this many silos the default sample rate is ``MANY_SILOS_RATE``; below it every
 #: silo takes part in every round.
@@ -108,33 +107,11 @@ def oneway_only_sigma(rho: float, n_columns: int) -> float:
     return math.sqrt(n_columns / (2.0 * rho))
 
 
-#: A planned DistAIM schedule has at most this many rounds per column.
-DISTAIM_ROUNDS_PER_COLUMN = 2
-
-
-def max_rounds(method: str, n_columns: int, alpha: float) -> int:
-    """The most rounds a planned schedule has (the ledger records it: ``details.schedule.max_rounds``).
-
-    AIM: its default ``16 d`` units less the 1-ways' ``alpha d``; it ends sooner when its annealing
-    halves the noise. DistAIM cannot anneal (module ``distaim``) and runs every planned round, so
-    its cap is about what AIM's annealing leaves at large budgets, ``2 d``: AIM ran 23 to 28 rounds
-    on Adult (15 columns) at epsilon 1 and 43 on NIST's MA excerpt (23 columns) at epsilon 10, where
-    DistAIM with 40 rounds matched it and with 10 scored 3.7% lower (benchmarks/README.md). FLAIM:
-    the FLAIM paper's ``T = 10`` (``FEDERATED_ROUNDS``)."""
-    if method == "flaim":
-        return FEDERATED_ROUNDS
-    if method == "distaim":
-        return DISTAIM_ROUNDS_PER_COLUMN * n_columns
-    return int(math.floor(16 * n_columns - alpha * n_columns))
-
-
 def plan_aim(n_hat: float, rho: float, alpha: float, n_columns: int, candidate_cells: Sequence[int]) -> int:
     """Planned AIM rounds: at most AIM's default ``16 d`` units in all."""
+    max_rounds = int(math.floor(16 * n_columns - alpha * n_columns))
     return planned_rounds(
-        n_hat,
-        candidate_cells,
-        lambda r: aim_sigma(rho, aim_units(r, n_columns, alpha), alpha),
-        max_rounds("aim", n_columns, alpha),
+        n_hat, candidate_cells, lambda r: aim_sigma(rho, aim_units(r, n_columns, alpha), alpha), max_rounds
     )
 
 

@@ -2,7 +2,7 @@
 
 With budget ``rho``, ``T`` rounds, ``d`` columns and ``alpha``:
 ``sigma = sqrt((T + d) / (2 alpha rho))``, ``eps = sqrt(8 (1 - alpha) rho / T)``.
-  0. unless ``T`` is given, the row total is released with 1% of ``rho`` and ``T`` (at most ``2 d``)
+  0. unless ``T`` is given, the row total is released with 1% of ``rho`` and ``T`` (at most 10)
      is planned from it (``allocation.plan_distaim``); ``rho`` is then what is left; with ``T = 0``
      the 1-ways take all of it (``sigma = sqrt(d / (2 rho))``) and the run ends after step 1;
   0b. with a target column (``--target Y``, a public choice), its 2-way marginal with each of the
@@ -45,6 +45,7 @@ from . import allocation, core
 from .aim import problem_for
 from .base import FederatedMethod
 from .federated import (
+    FEDERATED_ROUNDS,
     ClientSampler,
     FederatedOptions,
     TotalEstimator,
@@ -101,10 +102,12 @@ def run_distaim(
     target = measure_target_twoways(agg, acc, noise, prob, opts)
     found = measure_dependence_sums(agg, acc, noise, prob, opts, n_hat or 1.0)
     if n_hat is not None:  # with the dependence found, its forest of pairs stands in for the rounds
-        cap = allocation.max_rounds("distaim", d, opts.alpha)
-        cells = prob.multiway_cells()
-        T = 0 if found.active else allocation.plan_distaim(n_hat, acc.remaining, opts.alpha, d, cells, cap)
-        acc.note(schedule=allocation.schedule_record(n_hat, rounds=T, max_rounds=cap))
+        T = (
+            0
+            if found.active
+            else allocation.plan_distaim(n_hat, acc.remaining, opts.alpha, d, prob.multiway_cells(), FEDERATED_ROUNDS)
+        )
+        acc.note(schedule=allocation.schedule_record(n_hat, rounds=T))
     assert T is not None  # given, or planned from the noisy total
     params = distaim_params(acc.remaining, T, d, opts.alpha)
     rate = opts.sample_rate or default_sample_rate(len(silos))

@@ -35,7 +35,7 @@ from ..noise import NoiseSource
 from ..silo import MarginalsQuery
 from . import allocation
 from .aim import AIMOptions, check_workload
-from .allocation import default_sample_rate  # noqa: F401  (shared by DistAIM and FLAIM)
+from .allocation import FEDERATED_ROUNDS, default_sample_rate  # noqa: F401  (shared by DistAIM and FLAIM)
 from .base import option
 from .coarse import MergedMarginalQuery
 from .dependence import Found, measure_dependence
@@ -47,7 +47,7 @@ Measurement = tuple[tuple[str, ...], np.ndarray, float]
 @dataclass
 class FederatedOptions(AIMOptions):
     """Options of DistAIM and FLAIM: AIM's, with ``rounds`` the ``T`` global rounds (planned, at most
-    ``allocation.max_rounds``, when not given), and the client sample rate ``p``."""
+    ``FEDERATED_ROUNDS``, when not given), and the client sample rate ``p``."""
 
     sample_rate: float | None = option(
         None,

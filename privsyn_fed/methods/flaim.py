@@ -52,6 +52,7 @@ from . import allocation, core
 from .aim import problem_for
 from .base import FederatedMethod, option
 from .federated import (
+    FEDERATED_ROUNDS,
     ClientSampler,
     FederatedOptions,
     Measurement,
@@ -203,19 +204,18 @@ class FLAIMRun:
         n_hat = planning_total(self.agg, acc, self.noise) if self.rounds is None else None
         self.target = measure_target_twoways(self.agg, acc, self.noise, self.prob, opts)
         if n_hat is not None:
-            cap = allocation.max_rounds("flaim", d, opts.alpha)
             self.rounds = allocation.plan_flaim(
                 n_hat,
                 acc.remaining,
                 opts.alpha,
                 d,
                 self.prob.multiway_cells(),
-                cap,
+                FEDERATED_ROUNDS,
                 opts.local_steps,
                 self.variant,
                 len(self.agg.silo_names),
             )
-            acc.note(schedule=allocation.schedule_record(n_hat, rounds=self.rounds, max_rounds=cap))
+            acc.note(schedule=allocation.schedule_record(n_hat, rounds=self.rounds))
         self.sigma, self.eps, _ = flaim_params(
             acc.remaining, self.rounds, opts.local_steps, d, opts.alpha, self.variant
         )
