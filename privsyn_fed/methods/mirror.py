@@ -146,7 +146,6 @@ class _Message:
     summed: Sums
     to_receiver: np.ndarray
     grouped: np.ndarray
-    size: int
     back: int
 
 
@@ -200,9 +199,8 @@ class Plan:
             to_receiver = cell_map(self.nodes[j], self.node_shapes[j], sep, sep_shape)
             grouped = np.argsort(from_sender, kind="stable")
             back = sent.get((j, i), -1)
-            size = math.prod(sep_shape)
-            summed = Sums(from_sender, np.arange(from_sender.size), size, from_sender.size)
-            self.messages.append(_Message(cells[i], cells[j], summed, to_receiver, grouped, size, back))
+            summed = Sums(from_sender, np.arange(from_sender.size), math.prod(sep_shape), from_sender.size)
+            self.messages.append(_Message(cells[i], cells[j], summed, to_receiver, grouped, back))
             sent[(i, j)] = len(self.messages) - 1
         self._route(domain, measurements, sizes)
 
@@ -279,7 +277,7 @@ class Plan:
         beliefs = self._node_logs(theta)
         sent: list[np.ndarray] = []
         for msg in self.messages:
-            m = _group_logsumexp(beliefs[msg.sender], msg.grouped, msg.size)
+            m = _group_logsumexp(beliefs[msg.sender], msg.grouped, msg.summed.size)
             if msg.back >= 0:  # constant over the summed cells: subtract after summing
                 m = m - sent[msg.back]
             sent.append(m)
