@@ -60,7 +60,9 @@ def _problems(led: dict) -> str:
 
 
 def test_the_audit_refutes_a_target_release_that_was_tampered_with():
-    led = release("aim").ledger
+    # seeded: a noisy total near a planning boundary lets the tampered cost change the planned rounds
+    # first, and the audit then reports the schedule instead of the target's share
+    led = release("aim", seed=0).ledger
     quieter = copy.deepcopy(led)
     quieter["entries"][1]["sigma"] /= 2
     assert "the target's share 0.2 of the budget gives each of its 2-ways" in _problems(quieter)
