@@ -1,6 +1,7 @@
 """DistAIM and FLAIM: aggregator traffic, sound score sensitivities, closed-form ledgers, parallel
 composition, awkward silos, sampling."""
 
+import copy
 import io
 import math
 
@@ -13,7 +14,7 @@ from scipy.stats import binomtest
 import privsyn_fed as pf
 from privsyn_fed.aggregation import InProcessAggregator
 from privsyn_fed.audit import audit_ledger
-from privsyn_fed.methods import core
+from privsyn_fed.methods import allocation, core
 from privsyn_fed.methods.distaim import distaim_params
 from privsyn_fed.methods.federated import ClientSampler, TotalEstimator, default_sample_rate
 from privsyn_fed.methods.flaim import score_sensitivity
@@ -232,6 +233,75 @@ def test_distaim_ledger_is_central_aims_and_pools_each_silo_once(module_schema):
     # every silo sends its candidate answers once: with p = 1 all are pooled in round 1
     traffic = result.info["traffic"]
     assert traffic["silos_active"] == 4 and result.info["pooled_silos"] == 4
+
+
+def _annealing_distaim(schema, epsilon: float, **options):
+    silos = silos_from(schema, [2500, 2000, 1500], seed=3)
+    return pf.synthesize(silos, "distaim", epsilon, 1e-9, seed=6, rows=20, pgm_iters=50, **options).ledger
+
+
+@pytest.mark.parametrize("epsilon", [1.0, 10.0])
+def test_a_planned_distaim_over_every_silo_runs_aims_schedule(module_schema, epsilon):
+    """Every silo in every round and no T given: AIM's plan (``T = R + alpha d`` units), its noise,
+    annealing down to fewer rounds than planned, the last round spending what is left; it audits."""
+    led = _annealing_distaim(module_schema, epsilon)
+    schedule, d, alpha = led["details"]["schedule"], 5, 0.9
+    assert schedule["anneals"] is True and schedule["rounds"] > 0
+    assert schedule["units"] == pytest.approx(schedule["rounds"] + alpha * d)
+    rest = led["rho_budget"] - led["entries"][0]["rho"]
+    cells = [c for c in _closure_cells(led) if c > 0]
+    assert schedule["rounds"] == allocation.plan_aim(schedule["noisy_total"], rest, alpha, d, cells)
+    start = core.initial_params(rest, schedule["units"], alpha)
+    oneways = led["entries"][1 : 1 + d]
+    assert [e["sigma"] for e in oneways] == pytest.approx([start.sigma] * d)
+    ems = [e for e in led["entries"] if e["mechanism"] == "exponential"]
+    assert len(ems) == led["details"]["rounds"] < schedule["rounds"]  # annealed: each round costs more
+    assert ems[0]["epsilon"] == pytest.approx(start.epsilon)
+    assert any(e["epsilon"] > ems[0]["epsilon"] * 1.5 for e in ems[1:-1]) or len(ems) <= 2
+    assert led["rho_spent"] == pytest.approx(led["rho_budget"], rel=1e-9)
+    assert_audit_objects_only_to_the_seed(led)
+
+
+def _closure_cells(led) -> list[int]:
+    """The cells of each multi-way candidate (the workload's closure) of a ledger (0 for a 1-way)."""
+    shape, index = led["details"]["shape"], {c: i for i, c in enumerate(led["details"]["columns"])}
+    closure = downward_closure([tuple(sorted(index[c] for c in cl)) for cl in led["details"]["workload"]])
+    return [math.prod(shape[i] for i in cl) if len(cl) > 1 else 0 for cl in closure]
+
+
+def test_a_sampled_or_given_distaim_keeps_its_fixed_rounds(module_schema):
+    """Silos sampled, or T given: exactly the rounds planned or given, no annealing recorded."""
+    sampled = _annealing_distaim(module_schema, 10.0, sample_rate=0.7)
+    assert "anneals" not in sampled["details"]["schedule"] and "units" not in sampled["details"]["schedule"]
+    rounds = sampled["details"]["schedule"]["rounds"]
+    assert 0 < rounds <= allocation.FEDERATED_ROUNDS and sampled["details"]["rounds"] == rounds
+    assert sum(e["mechanism"] == "exponential" for e in sampled["entries"]) == rounds
+    given_t = _annealing_distaim(module_schema, 10.0, rounds=4)
+    assert "schedule" not in given_t["details"] and given_t["details"]["rounds"] == 4
+    for led in (sampled, given_t):
+        assert_audit_objects_only_to_the_seed(led)
+
+
+def test_the_audit_refutes_an_annealing_schedule_that_was_tampered_with(module_schema):
+    led = _annealing_distaim(module_schema, 10.0)
+    fixed = copy.deepcopy(led)  # the same releases, claimed as a fixed-round schedule
+    del fixed["details"]["schedule"]["anneals"]
+    assert not audit_ledger(fixed).ok
+    louder = copy.deepcopy(led)
+    louder["details"]["schedule"]["anneals"] = "yes"
+    with pytest.raises(pf.InputError, match="details.schedule.anneals' must be true or false"):
+        audit_ledger(louder)
+    units = copy.deepcopy(led)
+    units["details"]["schedule"]["units"] += 1
+    assert any("units, but" in p for p in audit_ledger(units).problems)
+    flaim = pf.synthesize(silos_from(module_schema, [300, 300]), "flaim", 1.0, 1e-9, seed=1, rows=10).ledger
+    flaim["details"]["schedule"]["anneals"] = True
+    assert any("only a distaim schedule records it" in p for p in audit_ledger(flaim).problems)
+    quieter = copy.deepcopy(led)  # a round quieter than kept or annealed noise allows
+    i = next(k for k, e in enumerate(quieter["entries"]) if e["mechanism"] == "exponential") + 1
+    quieter["entries"][i]["sigma"] /= 3
+    quieter["entries"][i]["rho"] *= 9
+    assert not audit_ledger(quieter).ok
 
 
 def test_oracle_is_marked_not_private_and_fails_the_audit(module_schema):

@@ -8,6 +8,7 @@ given or as planned; ``s`` local steps; the variant) and the entries before it:
   (``sigma = sqrt(1 / (2 alpha r))``, ``eps = sqrt(8 (1 - alpha) r)``), and is the last;
 * DistAIM: ``sigma = sqrt((T + d) / (2 alpha rho))`` (``sqrt(d / (2 rho))`` without rounds) and
   ``eps = sqrt(8 (1 - alpha) rho / T)``; its round ``T`` spends what is left, as AIM's last does;
+  an annealing DistAIM (``details.schedule.anneals``) has AIM's noise, rounds and last round;
 * FLAIM: ``sigma = sqrt(G / (2 alpha rho))`` for its ``G`` unit Gaussian releases and
   ``eps = sqrt(8 (1 - alpha) rho / (T s))`` throughout.
 
@@ -48,7 +49,7 @@ def _round_rho(params: tuple[float, float]) -> float:
 def _start(run: AimRun, alpha: float, rho: float, units: float) -> tuple[float, float]:
     """The sigma and epsilon a run starts its rounds with (module docstring)."""
     d, T, s = len(run.columns), run.rounds, run.steps
-    if run.method == "aim":
+    if run.method == "aim" or run.anneals:
         return math.sqrt(units / (2.0 * alpha * rho)), math.sqrt(8.0 * (1.0 - alpha) * rho / units)
     if run.method == "distaim":
         eps = math.sqrt(8.0 * (1.0 - alpha) * rho / T) if T else 0.0
@@ -149,7 +150,7 @@ def _check_noise(
                 f"entry {i + 1} ({entries[i]['query']}): its noise is not the sigma {start[0]:.6g} its budget and "
                 "options give every 1-way"
             )
-    if run.method == "aim":
+    if run.method == "aim" or run.anneals:
         _aim_rounds(ledger, found, start, alpha, rep)
         return
     budget = float(ledger["rho_budget"])

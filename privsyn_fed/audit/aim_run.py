@@ -55,6 +55,8 @@ class AimRun:
     groups: list[tuple[list[int], list[int]]] | None = None
     #: Its share of the budget for the screen and the chosen pairs (``details.options.dependence_share``).
     dependence_share: float = 0.0
+    #: A DistAIM that ran AIM's annealing schedule (``details.schedule.anneals``).
+    anneals: bool = False
 
     def merged_cells(self, pair: tuple[int, ...], measured: bool) -> int:
         """Cells of a pair on merged bins: the product of its columns' numbers of groups (the screen's,

@@ -86,8 +86,9 @@ def _check_aim_family_schedule(
     ledger: dict[str, Any], d: dict[str, Any], closure: dict, variant: str, rep: AuditReport
 ) -> tuple[int, float, float] | None:
     """The rounds a planned AIM, DistAIM or FLAIM schedule must have, recomputed from the recorded
-    noisy total and the public facts of the ledger (``allocation``); AIM's units ``R + alpha d``.
-    With ``--find-dependence`` no rounds are planned. Returns the planned rounds, the budget left
+    noisy total and the public facts of the ledger (``allocation``); AIM's units ``R + alpha d``
+    (an annealing DistAIM's too: ``details.schedule.anneals``, planned as AIM's). With
+    ``--find-dependence`` no rounds are planned. Returns the planned rounds, the budget left
     after the total (and a target's 2-ways and the dependence step) and AIM's units (None on a
     problem)."""
     schedule, options, method = d["schedule"], d.get("options") or {}, ledger["method"]
@@ -105,9 +106,16 @@ def _check_aim_family_schedule(
     n_hat, alpha, n_cols = float(schedule["noisy_total"]), float(options.get("alpha", 0.9)), len(columns)
     cells = [math.prod(shape[i] for i in cl) for cl in closure if len(cl) > 1]
     steps = int(options.get("local_steps") or 1)
+    anneals = schedule.get("anneals", False)
+    if anneals not in (True, False) or anneals and method != "distaim":
+        rep.problems.append(
+            f"details.schedule.anneals is {anneals!r}: only a distaim schedule records it, as true (aim always "
+            "anneals, flaim never)"
+        )
+        return None
     if dependence:  # its forest of pairs stands in for the rounds
         planned = 0
-    elif method == "aim":
+    elif method == "aim" or anneals:  # an annealing DistAIM plans as AIM does
         planned = allocation.plan_aim(n_hat, rest, alpha, n_cols, cells)
     elif method == "distaim":
         planned = allocation.plan_distaim(n_hat, rest, alpha, n_cols, cells, allocation.FEDERATED_ROUNDS)
@@ -123,13 +131,13 @@ def _check_aim_family_schedule(
         )
         return None
     units = allocation.aim_units(planned, n_cols, alpha)
-    if method == "aim" and not _close(float(schedule.get("units", -1)), units):
+    if (method == "aim" or anneals) and not _close(float(schedule.get("units", -1)), units):
         rep.problems.append(
             f"details.schedule records {schedule.get('units')} units, but {planned} planned rounds and "
             f"{n_cols} columns give {units:g}"
         )
         return None
-    if method != "aim" and "units" in schedule:
+    if method != "aim" and not anneals and "units" in schedule:
         rep.problems.append(f"details.schedule records units, which a {method} schedule does not plan")
         return None
     return planned, rest, units

@@ -232,7 +232,8 @@ def validate_ledger(raw: Any, source: str = "ledger") -> None:
     for i, v in enumerate(details.get("shape", [])):
         _check_type(v, INTEGER, f"details.shape[{i}]", source)
     for key, value in details.get("schedule", {}).items():
-        _check_type(value, INTEGER if key in ("rounds", "refine") else NUMBER, f"details.schedule.{key}", source)
+        kind = INTEGER if key in ("rounds", "refine") else bool if key == "anneals" else NUMBER
+        _check_type(value, kind, f"details.schedule.{key}", source)
     for i, clique in enumerate(details.get("workload", [])):
         _check_type(clique, list, f"details.workload[{i}]", source)
         for j, v in enumerate(clique):

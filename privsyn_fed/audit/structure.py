@@ -167,9 +167,10 @@ def _check_aim_family(ledger: dict[str, Any], d: dict[str, Any], rep: AuditRepor
         units = float(T)
         rho -= _target_cost(ledger, d, planned=False)
     rounds = d.get("rounds")
-    if method == "aim":
+    anneals = schedule is not None and schedule.get("anneals") is True  # an annealing DistAIM: AIM's rounds
+    if method == "aim" or anneals:
         if rounds is None:
-            rep.problems.append("the ledger does not record the rounds AIM ran (details.rounds)")
+            rep.problems.append(f"the ledger does not record the rounds {method} ran (details.rounds)")
             return
     elif rounds != T:
         rep.problems.append(f"details.rounds is {rounds}, but the run has the {T} rounds its options give")
@@ -192,6 +193,7 @@ def _check_aim_family(ledger: dict[str, Any], d: dict[str, Any], rep: AuditRepor
         chosen=declared[1] if declared else None,
         groups=declared[2] if declared else None,
         dependence_share=float(options.get("dependence_share") or 0.0),
+        anneals=anneals,
     )
     found = _check_releases(ledger, run, rep)
     if found is None:

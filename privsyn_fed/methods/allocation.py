@@ -16,11 +16,12 @@ and one quarter plan too many rounds on 1,000 rows (``benchmarks/README.md``).
 **The AIM family** (``planned_rounds``). More rounds mean more noise in each. The planned number
 ``R`` is the largest for which the ``R`` smallest candidate marginals (two or more columns;
 beyond their count the largest stands in) are each still worth measuring at that round's noise,
-capped by the method's default. The 1-ways are measured at a round's noise (AIM's own coupling),
-so they take ``alpha d / (R + alpha d)`` of the budget in AIM: all of it when ``R = 0``, when
-nothing but the 1-ways is measured (the independent method's allocation), and AIM's ``1/16``
-share when the data are large. This is AIM's schedule with ``T = R + alpha d`` instead of ``16 d``;
-MST spends a third on its 1-ways and OpenDP's contingency tables half, whatever the data size.
+capped by the method's default (a DistAIM over every silo in every round plans as AIM). The
+1-ways are measured at a round's noise (AIM's own coupling), so they take ``alpha d / (R + alpha d)``
+of the budget in AIM: all of it when ``R = 0``, when nothing but the 1-ways is measured (the
+independent method's allocation), and AIM's ``1/16`` share when the data are large. This is
+AIM's schedule with ``T = R + alpha d`` instead of ``16 d``; MST spends a third on its 1-ways
+and OpenDP's contingency tables half, whatever the data size.
 
 **Fed-TDA** (``plan_fedtda``). Each histogram column gets the same budget (the independent
 method's split). The noise of one entry of the copula's correlation estimate is
@@ -79,7 +80,8 @@ def planned_rounds(
 
 # ---- the AIM family ------------------------------------------------------------------------------
 
-#: The most global rounds a planned federated schedule has (the FLAIM paper's T).
+#: The most global rounds a planned federated schedule runs (the FLAIM paper's T): FLAIM's, and
+#: DistAIM's with sampled silos (over every silo in every round DistAIM plans and anneals as AIM).
 FEDERATED_ROUNDS = 10
 #: With at least this many silos the default sample rate is ``MANY_SILOS_RATE``; below it every
 #: silo takes part in every round.

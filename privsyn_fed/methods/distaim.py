@@ -22,10 +22,16 @@ With budget ``rho``, ``T`` rounds, ``d`` columns and ``alpha``:
      ``p_r``, so the sensitivity is ``2 max w``; ``A_r + N(0, sigma^2)`` is measured and rescaled
      by its noisy row count; the model is refitted.
   3. after exactly ``T`` rounds, rows are sampled from the model.
-There is no annealing: a round's measurement covers only the silos pooled so far, so at the
-population's scale it is noisy and AIM's test (the model moved less than the noise) would halve
-sigma almost every round and end the run after a few rounds. AIM's final-round rule still
-spends whatever is left in the last round.
+With a planned schedule and every silo in every round (sample rate 1, the default below 100
+silos), the pool holds every silo from round 1, so each round answers on the union, as central
+AIM's curator does: the run then follows AIM's schedule (``allocation.plan_aim``: ``R`` rounds,
+``T = R + alpha d`` units, ``sigma = sqrt(T / (2 alpha rho))``, ``eps = sqrt(8 (1 - alpha) rho / T)``),
+anneals as AIM does (``sigma / 2`` and ``2 eps`` when the model's marginal moved less than the
+expected noise) and ends by AIM's final-round rule; the ledger records ``anneals`` in
+``details.schedule``. Otherwise (``T`` given, or silos sampled) there is no annealing: a round's
+measurement covers only the silos pooled so far, so at the population's scale it is noisy and
+AIM's test would halve sigma almost every round and end the run after a few rounds; round ``T``
+spends whatever is left.
 Once pooled, a record is in every later answer, so client sampling gives no amplification: the
 accounting is central AIM's.
 """
@@ -80,6 +86,21 @@ def distaim_params(rho: float, rounds: int, n_columns: int, alpha: float) -> cor
     return core.RoundParams(allocation.distaim_sigma(rho, rounds, n_columns, alpha), eps)
 
 
+def planned_schedule(
+    n_hat: float, rho: float, alpha: float, d: int, cells: list[int], dependence: bool, anneals: bool
+) -> tuple[int, float]:
+    """The planned rounds ``R`` and units ``T``: none with the dependence step; AIM's plan and
+    ``T = R + alpha d`` when the run anneals; else ``allocation.plan_distaim`` (at most
+    ``FEDERATED_ROUNDS``) with ``T = R``."""
+    if dependence:
+        rounds = 0
+    elif anneals:
+        rounds = allocation.plan_aim(n_hat, rho, alpha, d, cells)
+    else:
+        rounds = allocation.plan_distaim(n_hat, rho, alpha, d, cells, FEDERATED_ROUNDS)
+    return rounds, allocation.aim_units(rounds, d, alpha) if anneals else float(rounds)
+
+
 def run_distaim(
     agg: Aggregator,
     acc: Accountant,
@@ -98,19 +119,20 @@ def run_distaim(
     prob = problem_for(schema, opts)
     names, shape, domain = prob.names, prob.shape, prob.domain
     d, T, rho = len(names), opts.rounds, acc.rho_budget
+    rate = opts.sample_rate or default_sample_rate(len(silos))
+    anneals = T is None and rate == 1.0  # AIM's schedule: the pool is the union from round 1
     n_hat = planning_total(agg, acc, noise) if T is None else None
     target = measure_target_twoways(agg, acc, noise, prob, opts)
     found = measure_dependence_sums(agg, acc, noise, prob, opts, n_hat or 1.0)
     if n_hat is not None:  # with the dependence found, its forest of pairs stands in for the rounds
-        T = (
-            0
-            if found.active
-            else allocation.plan_distaim(n_hat, acc.remaining, opts.alpha, d, prob.multiway_cells(), FEDERATED_ROUNDS)
-        )
-        acc.note(schedule=allocation.schedule_record(n_hat, rounds=T))
+        T, units = planned_schedule(n_hat, acc.remaining, opts.alpha, d, prob.multiway_cells(), found.active, anneals)
+        annealing = {"units": units, "anneals": True} if anneals else {}
+        acc.note(schedule=allocation.schedule_record(n_hat, rounds=T, **annealing))
     assert T is not None  # given, or planned from the noisy total
-    params = distaim_params(acc.remaining, T, d, opts.alpha)
-    rate = opts.sample_rate or default_sample_rate(len(silos))
+    if anneals:
+        params = core.initial_params(acc.remaining, units, opts.alpha)
+    else:
+        params = distaim_params(acc.remaining, T, d, opts.alpha)
     sampler = ClientSampler(silos, rate, np.random.default_rng(sampling_seed))
     totals = TotalEstimator(len(silos))
 
@@ -125,9 +147,12 @@ def run_distaim(
     progress.update(acc.rho_spent / rho, f"measured {d} one-way marginals over sampled silos")
     pool = agg.pool({q: prob.columns(q) for q in prob.candidates})
 
-    for t in range(1, T + 1):
-        if t == T:
-            params = core.last_round(acc.remaining, opts.alpha)
+    t, terminate = 0, T == 0
+    while not terminate:
+        t += 1
+        last = core.final_round(params, acc.remaining, opts.alpha) if anneals else None
+        if last is not None or not anneals and t == T:
+            params, terminate = last or core.last_round(acc.remaining, opts.alpha), True
         new = pool.add(sampler.draw(), round_index=t)
         limit = fit_limit(rho, acc.rho_spent + params.rho, opts.max_model_size)
         cands = core.filter_candidates(prob.candidates, pgm.model_cliques(model), domain, limit)
@@ -154,20 +179,24 @@ def run_distaim(
         )
         n_hat = totals.estimate(float(y.sum()), y.size, params.sigma, len(pool.seen))
         measurements.append(rescale(pick, y, params.sigma, n_hat, totals.population))
+        before = reader(pick)
         model = fitter.fit(measurements)
         reader = pgm.MarginalReader(model)
         progress.update(
             acc.rho_spent / rho,
-            f"round {t}/{T}: {len(new)} new silo(s), pool of {len(pool.seen)}; measured ({', '.join(pick)})",
+            f"round {t}{'' if anneals else f'/{T}'}: {len(new)} new silo(s), pool of {len(pool.seen)}; "
+            f"measured ({', '.join(pick)})",
         )
-    progress.log(f"{T} rounds, pool of {len(pool.seen)} of {len(silos)} silos")
+        if anneals and not terminate and core.should_anneal(before, reader(pick), measurements[-1][2]):
+            params = params.annealed()
+    progress.log(f"{t} rounds, pool of {len(pool.seen)} of {len(silos)} silos")
     info = {
         "sample_rate": rate,
         "pooled_silos": len(pool.seen),
         "oneway_sigmas": core.oneway_sigmas(measurements, names, prob.shape),
         "traffic": agg.traffic_summary(),
     }
-    return core.MethodResult(core.graphical_sampler(model, schema), model, T, prob.workload, info)
+    return core.MethodResult(core.graphical_sampler(model, schema), model, t, prob.workload, info)
 
 
 #: DistAIM in the registry.
