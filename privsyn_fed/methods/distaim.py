@@ -151,9 +151,12 @@ def run_distaim(
     t, terminate = 0, T == 0
     while not terminate:
         t += 1
-        last = core.final_round(params, acc.remaining, opts.alpha) if anneals else None
-        if last is not None or not anneals and t == T:
-            params, terminate = last or core.last_round(acc.remaining, opts.alpha), True
+        if anneals:  # AIM's rule: the last round is the one that finds less than two rounds' cost left
+            last = core.final_round(params, acc.remaining, opts.alpha)
+        else:  # round T spends what is left
+            last = core.last_round(acc.remaining, opts.alpha) if t == T else None
+        if last is not None:
+            params, terminate = last, True
         new = pool.add(sampler.draw(), round_index=t)
         limit = fit_limit(rho, acc.rho_spent + params.rho, opts.max_model_size)
         cands = core.filter_candidates(prob.candidates, pgm.model_cliques(model), domain, limit)
@@ -188,7 +191,8 @@ def run_distaim(
             f"round {t}{'' if anneals else f'/{T}'}: {len(new)} new silo(s), pool of {len(pool.seen)}; "
             f"measured ({', '.join(pick)})",
         )
-        if anneals and not terminate and core.should_anneal(before, reader(pick), measurements[-1][2]):
+        measured_sigma = measurements[-1][2]  # the rescaled measurement's noise
+        if anneals and not terminate and core.should_anneal(before, reader(pick), measured_sigma):
             params = params.annealed()
     progress.log(f"{t} rounds, pool of {len(pool.seen)} of {len(silos)} silos")
     info = {
