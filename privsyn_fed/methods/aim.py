@@ -89,7 +89,8 @@ class AIMOptions(DependenceOptions, TargetOptions):
     )
     max_model_size: float = option(
         80.0,
-        "cap on the graphical model's junction-tree size in MB (default {default})",
+        "cap on the graphical model's junction-tree size in MB (default {default}); a refit's time "
+        "grows with it, so a lower cap speeds up releases on large tables",
         flag="--max-model-size",
         metavar="MB",
         group="aim",
