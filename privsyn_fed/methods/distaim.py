@@ -4,8 +4,8 @@ With budget ``rho``, ``T`` rounds, ``d`` columns and ``alpha``:
 ``sigma = sqrt((T + d) / (2 alpha rho))``, ``eps = sqrt(8 (1 - alpha) rho / T)``.
   0. unless ``T`` is given, the row total is released with 1% of ``rho`` and ``T`` (at most 10;
      AIM's plan when the run anneals, below) is planned from it (``allocation.plan_distaim``);
-     ``rho`` is then what is left; with ``T = 0``
-     the 1-ways take all of it (``sigma = sqrt(d / (2 rho))``) and the run ends after step 1;
+     ``rho`` is then what is left; with ``T = 0`` the 1-ways take all of it
+     (``sigma = sqrt(d / (2 rho))``) and the run ends after step 1;
   0b. with a target column (``--target Y``, a public choice), its 2-way marginal with each of the
      other ``d - 1`` columns is summed over every silo and measured first with
      ``sigma = sqrt((d - 1) / (2 s rho))``, a share ``s`` (default 0.2) of ``rho``; the rest plans
