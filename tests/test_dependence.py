@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 import privsyn_fed as pf
 from privsyn_fed.audit import audit_ledger
 from privsyn_fed.common import OptionError
-from privsyn_fed.methods import coarse, dependence
-from privsyn_fed.methods.aim import AIMOptions
+from privsyn_fed.methods import allocation, coarse, dependence
+from privsyn_fed.methods.aim import AIMOptions, problem_for
 from privsyn_fed.silo import MarginalsQuery
 
 from .conftest import SCHEMA, assert_audit_objects_only_to_the_seed, make_frame
@@ -165,8 +165,12 @@ def test_a_release_finds_dependence_at_its_planned_shares_and_audits(method):
     assert math.isclose(sum(e["rho"] for e in pairs), 0.15 * rest, rel_tol=1e-9)
     assert all(e["sensitivity_l2"] == 1 and "on merged bins" in e["query"] for e in screens + pairs)
     assert [e["query"] for e in pairs] == [dependence.measure_query(c) for c in dep["chosen"]]
-    assert led["details"]["schedule"]["rounds"] == 0 and led["details"]["rounds"] == 0
-    # the rest goes to the 1-ways, as the independent method's allocation: nothing is left over
+    # the rounds are planned on what the step leaves (both methods plan as AIM: 2 silos anneal)
+    left = rest * (1 - dependence.GROUPING_SHARE - dependence.DEPENDENCE_SHARE)
+    cells = problem_for(pf.Schema.from_dict(SCHEMA), AIMOptions()).multiway_cells()
+    planned = allocation.plan_aim(led["details"]["schedule"]["noisy_total"], left, 0.9, d, cells)
+    assert led["details"]["schedule"]["rounds"] == planned and dep["rounds_after"] is True
+    # the 1-ways and the rounds spend the rest: nothing is left over
     assert math.isclose(sum(e["rho"] for e in entries), led["rho_budget"], rel_tol=1e-9)
     assert dep["chosen"] == [
         list(c) for c in dependence.spanning_forest([tuple(x) for x in dep["pairs"]], dep["scores"])
@@ -238,9 +242,9 @@ def test_the_audit_refutes_a_dependence_release_that_was_tampered_with(method):
     fewer = copy.deepcopy(led)  # fewer groups than the entries' cells say
     fewer["details"]["dependence"]["groups"]["age"][0] = [0]
     assert "on its recorded groups (details.dependence.groups) has" in _problems(fewer)
-    rounds = copy.deepcopy(led)
-    rounds["details"]["schedule"]["rounds"] = 3
-    assert "(find_dependence plans none)" in _problems(rounds)
+    rounds = copy.deepcopy(led)  # more rounds than the budget the step leaves plans
+    rounds["details"]["schedule"]["rounds"] += 3
+    assert "but the allocation rule gives" in _problems(rounds)
     hidden = copy.deepcopy(led)  # the ledger claims no such step, but made its releases
     hidden["details"]["options"]["find_dependence"] = False
     assert "details.dependence is recorded, but details.options.find_dependence is not set" in _problems(hidden)
@@ -253,3 +257,6 @@ def test_the_audit_refutes_a_dependence_release_that_was_tampered_with(method):
     constants = copy.deepcopy(led)
     constants["details"]["dependence"]["measure_groups"] = 8
     assert "other constants than this version's rule" in _problems(constants)
+    earlier = copy.deepcopy(led)  # the earlier rule planned no rounds after the step
+    del earlier["details"]["dependence"]["rounds_after"]
+    assert "other constants than this version's rule" in _problems(earlier)

@@ -15,6 +15,7 @@ from typing import Any
 from ..methods.dependence import (
     GROUPING_SHARE,
     MEASURE_GROUPS,
+    ROUNDS_AFTER,
     SCREEN_GROUPS,
     screened_pairs,
     spanning_forest,
@@ -51,7 +52,12 @@ def _check_dependence(
     if d.get("schedule") is None:
         rep.problems.append("find_dependence runs with a planned schedule, and the ledger records none")
         return False, None
-    constants = {"grouping_share": GROUPING_SHARE, "screen_groups": SCREEN_GROUPS, "measure_groups": MEASURE_GROUPS}
+    constants = {
+        "grouping_share": GROUPING_SHARE,
+        "screen_groups": SCREEN_GROUPS,
+        "measure_groups": MEASURE_GROUPS,
+        "rounds_after": ROUNDS_AFTER,
+    }
     if any(dep.get(k) != v for k, v in constants.items()):
         rep.problems.append(f"details.dependence records other constants than this version's rule {constants}")
         return False, None

@@ -88,9 +88,9 @@ def _check_aim_family_schedule(
     """The rounds a planned AIM, DistAIM or FLAIM schedule must have, recomputed from the recorded
     noisy total and the public facts of the ledger (``allocation``); AIM's units ``R + alpha d``
     (an annealing DistAIM's too: ``details.schedule.anneals``, planned as AIM's). With
-    ``--find-dependence`` no rounds are planned. Returns the planned rounds, the budget left
-    after the total (and a target's 2-ways and the dependence step) and AIM's units (None on a
-    problem)."""
+    ``--find-dependence`` they are planned on the budget the step leaves. Returns the planned
+    rounds, the budget left after the total (and a target's 2-ways and the dependence step) and
+    AIM's units (None on a problem)."""
     schedule, options, method = d["schedule"], d.get("options") or {}, ledger["method"]
     shape, columns = d.get("shape"), d.get("columns") or []
     rest = _planning_total(ledger, d, len(columns), rep)
@@ -102,7 +102,6 @@ def _check_aim_family_schedule(
             "the target's 2-ways and the dependence step spend the whole budget: no rounds are planned from nothing"
         )
         return None
-    dependence = bool(options.get("find_dependence"))
     n_hat, alpha, n_cols = float(schedule["noisy_total"]), float(options.get("alpha", 0.9)), len(columns)
     cells = [math.prod(shape[i] for i in cl) for cl in closure if len(cl) > 1]
     steps = int(options.get("local_steps") or 1)
@@ -113,9 +112,7 @@ def _check_aim_family_schedule(
             "anneals, flaim never)"
         )
         return None
-    if dependence:  # its forest of pairs stands in for the rounds
-        planned = 0
-    elif method == "aim" or anneals:  # an annealing DistAIM plans as AIM does
+    if method == "aim" or anneals:  # an annealing DistAIM plans as AIM does
         planned = allocation.plan_aim(n_hat, rest, alpha, n_cols, cells)
     elif method == "distaim":
         planned = allocation.plan_distaim(n_hat, rest, alpha, n_cols, cells, allocation.FEDERATED_ROUNDS)
@@ -127,7 +124,6 @@ def _check_aim_family_schedule(
         rep.problems.append(
             f"details.schedule plans {schedule.get('rounds')} rounds, but the allocation rule "
             f"gives {planned} for the recorded noisy total {n_hat:g}"
-            + (" (find_dependence plans none)" if dependence else "")
         )
         return None
     units = allocation.aim_units(planned, n_cols, alpha)

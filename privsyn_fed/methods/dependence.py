@@ -1,6 +1,6 @@
 """Finding dependence on small tables (``--find-dependence``): a planned share of the budget finds
 which pairs of columns depend on each other and measures those pairs on merged bins (``coarse``),
-in place of AIM's rounds.
+before AIM's rounds.
 
 A planned schedule (``allocation``) assumes every candidate shows the dependence a typical pair
 shows (a tenth of its rows, in L1) at the schema's cells. On a small table with many numeric
@@ -28,11 +28,12 @@ the option's share ``s`` (``dependence_share``), before the 1-ways:
    other ``s / 2`` of ``rho``: ``sigma_2 = sqrt(F / (2 (s / 2) rho))`` (nothing when ``F = 0``).
    Each chosen pair's screen and measurement are fitted with the other measurements through
    their merged-bin query; the model keeps every column's own cells.
-5. **The rest.** The forest stands in for the rounds: ``R = 0`` and the 1-ways take what is left
-   (the independent method's allocation, with the dependent pairs beside it). Rounds measure
-   marginals at the schema's cells, which on such tables mostly measure noise (benchmarks/README.md,
-   "Finding dependence on small tables"); on large tables the planned rounds do better, so the
-   step is an option, not the default.
+5. **The rest.** The rounds are planned on the budget left (``allocation``: the planned rule
+   reads only the noisy total and that budget), and the 1-ways and the rounds share it as without
+   the step. The forest finds dependence between many-celled columns, which the rounds, measuring
+   marginals at the schema's cells, cannot see on a small table; the rounds find what the forest's
+   few groups merge away (benchmarks/README.md, "Finding dependence on small tables"). It is an
+   option, not the default: on 1,000 rows it costs more than it finds, and over MPC it cannot run.
 
 Every release is a Gaussian of planned noise; the ledger records the groups, every pair's ``dep``
 and the pairs chosen (``details.dependence``), and ``audit`` recomputes the choice, the cells, the
@@ -63,6 +64,8 @@ MEASURE_GROUPS = 4
 GROUPING_SHARE = 0.1
 #: The default share of the budget (after the planning total) for the screen and the chosen pairs.
 DEPENDENCE_SHARE = 0.3
+#: The rounds are planned on the budget the step leaves (releases before this rule planned none).
+ROUNDS_AFTER = True
 
 
 @dataclass
@@ -73,7 +76,7 @@ class DependenceOptions:
         False,
         "aim and distaim: spend --dependence-share of the budget (and a tenth on 1-ways) finding which pairs of "
         "columns depend on each other, on merged bins: every pair of the workload screened, the most dependent "
-        "ones (a forest) measured instead of rounds, the 1-ways given the rest; for small, wide tables "
+        "ones (a forest) measured, then the rounds planned on the rest; for small, wide tables "
         "(benchmarks/README.md, 'Finding dependence on small tables'); not over --mpc",
         flag="--find-dependence",
         group="aim",
@@ -202,6 +205,7 @@ class Found:
             "pairs": [list(p) for p in self.pairs],
             "scores": [float(s) for s in self.scores],
             "chosen": [list(p) for p in self.chosen],
+            "rounds_after": ROUNDS_AFTER,
         }
 
 

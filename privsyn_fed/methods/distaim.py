@@ -11,8 +11,8 @@ With budget ``rho``, ``T`` rounds, ``d`` columns and ``alpha``:
      ``sigma = sqrt((d - 1) / (2 s rho))``, a share ``s`` (default 0.2) of ``rho``; the rest plans
      the rounds as below (``target.measure_target``);
   0c. with ``--find-dependence``, the pairs of columns that depend on each other are found and
-     measured on merged bins, summed over every silo, and stand in for the rounds: ``T = 0``
-     (``dependence``);
+     measured on merged bins, summed over every silo (``dependence``); ``T`` is then planned on the
+     budget left after them;
   1. every column's 1-way marginal over a fresh client sample is measured; a model is fitted;
   2. each round: silos are Poisson-sampled; a sampled silo not seen before contributes its
      answers to every candidate marginal once, and the pool ``A_r`` (held by the aggregator; secret
@@ -88,14 +88,11 @@ def distaim_params(rho: float, rounds: int, n_columns: int, alpha: float) -> cor
 
 
 def planned_schedule(
-    n_hat: float, rho: float, alpha: float, d: int, cells: list[int], dependence: bool, anneals: bool
+    n_hat: float, rho: float, alpha: float, d: int, cells: list[int], anneals: bool
 ) -> tuple[int, float]:
-    """The planned rounds ``R`` and units ``T``: none with the dependence step; AIM's plan and
-    ``T = R + alpha d`` when the run anneals; else ``allocation.plan_distaim`` (at most
-    ``FEDERATED_ROUNDS``) with ``T = R``."""
-    if dependence:
-        rounds = 0
-    elif anneals:
+    """The planned rounds ``R`` and units ``T``: AIM's plan and ``T = R + alpha d`` when the run
+    anneals; else ``allocation.plan_distaim`` (at most ``FEDERATED_ROUNDS``) with ``T = R``."""
+    if anneals:
         rounds = allocation.plan_aim(n_hat, rho, alpha, d, cells)
     else:
         rounds = allocation.plan_distaim(n_hat, rho, alpha, d, cells, FEDERATED_ROUNDS)
@@ -125,8 +122,8 @@ def run_distaim(
     n_hat = planning_total(agg, acc, noise) if T is None else None
     target = measure_target_twoways(agg, acc, noise, prob, opts)
     found = measure_dependence_sums(agg, acc, noise, prob, opts, n_hat or 1.0)
-    if n_hat is not None:  # with the dependence found, its forest of pairs stands in for the rounds
-        T, units = planned_schedule(n_hat, acc.remaining, opts.alpha, d, prob.multiway_cells(), found.active, anneals)
+    if n_hat is not None:  # planned on what the target's 2-ways and the dependence step leave
+        T, units = planned_schedule(n_hat, acc.remaining, opts.alpha, d, prob.multiway_cells(), anneals)
         annealing = {"units": units, "anneals": True} if anneals else {}
         acc.note(schedule=allocation.schedule_record(n_hat, rounds=T, **annealing))
     assert T is not None  # given, or planned from the noisy total
