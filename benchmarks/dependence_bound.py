@@ -34,6 +34,7 @@ import math
 import sys
 from itertools import combinations
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -42,7 +43,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from small_tables import load, verdict  # noqa: E402
+from small_tables import load, run_or_report, verdict  # noqa: E402
 
 from privsyn_fed.accounting.conversions import epsilon_to_rho  # noqa: E402
 from privsyn_fed.evaluation import encode, workload_error  # noqa: E402
@@ -149,18 +150,13 @@ def report(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("run", help="run the grid (appends to --out)")
-    r.add_argument("--tables", default="adult,credit,cps1988")
-    r.add_argument("--sizes", default="1000,3000")
-    r.add_argument("--epsilon", type=float, default=1.0)
-    r.add_argument("--seeds", type=int, default=10)
-    r.add_argument("--out", default=str(OUT), help="the results file (JSON lines)")
-    rep = sub.add_parser("report", help="print the table")
-    rep.add_argument("--out", default=str(OUT), help="the results file (JSON lines)")
-    args = ap.parse_args()
-    run(args) if args.command == "run" else report(args)
+    options: dict[str, dict[str, Any]] = {
+        "--tables": {"default": "adult,credit,cps1988"},
+        "--sizes": {"default": "1000,3000"},
+        "--epsilon": {"type": float, "default": 1.0},
+        "--seeds": {"type": int, "default": 10},
+    }
+    run_or_report(__doc__ or "", OUT, options, run, report)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -281,21 +282,31 @@ def report(args: argparse.Namespace) -> None:
     )
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def run_or_report(description: str, out: Path, run_options: dict[str, dict[str, Any]], run, report) -> None:
+    """The command line of a grid benchmark: ``run`` (with ``run_options``, flag to
+    ``add_argument``'s keywords) appends results to ``--out``; ``report`` prints their table."""
+    ap = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("run", help="run the grid (resumable)")
-    r.add_argument("--tables", default="adult,cps1988")
-    r.add_argument("--sizes", default="1000,3000,10000,0", help="rows per subsample; 0 = two thirds of the table")
-    r.add_argument("--epsilons", default="0.5,1,4")
-    r.add_argument("--partitions", default="dirichlet,iid")
-    r.add_argument("--seeds", type=int, default=3)
-    r.add_argument("--methods", default=",".join(METHODS), help=f"also: {', '.join(VARIANTS)}")
-    r.add_argument("--out", default=str(OUT), help="the results file (JSON lines)")
+    r = sub.add_parser("run", help="run the grid (appends to --out)")
+    for flag, keywords in run_options.items():
+        r.add_argument(flag, **keywords)
     rep = sub.add_parser("report", help="print the table")
-    rep.add_argument("--out", default=str(OUT), help="the results file (JSON lines)")
+    for parser in (r, rep):
+        parser.add_argument("--out", default=str(out), help="the results file (JSON lines)")
     args = ap.parse_args()
     run(args) if args.command == "run" else report(args)
+
+
+def main() -> None:
+    options: dict[str, dict[str, Any]] = {
+        "--tables": {"default": "adult,cps1988"},
+        "--sizes": {"default": "1000,3000,10000,0", "help": "rows per subsample; 0 = two thirds of the table"},
+        "--epsilons": {"default": "0.5,1,4"},
+        "--partitions": {"default": "dirichlet,iid"},
+        "--seeds": {"type": int, "default": 3},
+        "--methods": {"default": ",".join(METHODS), "help": f"also: {', '.join(VARIANTS)}"},
+    }
+    run_or_report(__doc__ or "", OUT, options, run, report)
 
 
 if __name__ == "__main__":
