@@ -33,7 +33,8 @@ the option's share ``s`` (``dependence_share``), before the 1-ways:
    the step. The forest finds dependence between many-celled columns, which the rounds, measuring
    marginals at the schema's cells, cannot see on a small table; the rounds find what the forest's
    few groups merge away (benchmarks/README.md, "Finding dependence on small tables"). It is an
-   option, not the default: on 1,000 rows it costs more than it finds, and over MPC it cannot run.
+   option, not the default: it pays where rows times epsilon is about 3,000 to 12,000, costs more
+   than it finds below that and on full tables, and over MPC it cannot run.
 
 Every release is a Gaussian of planned noise; the ledger records the groups, every pair's ``dep``
 and the pairs chosen (``details.dependence``), and ``audit`` recomputes the choice, the cells, the
@@ -76,8 +77,8 @@ class DependenceOptions:
         False,
         "aim and distaim: spend --dependence-share of the budget (and a tenth on 1-ways) finding which pairs of "
         "columns depend on each other, on merged bins: every pair of the workload screened, the most dependent "
-        "ones (a forest) measured, then the rounds planned on the rest; for small, wide tables "
-        "(benchmarks/README.md, 'Finding dependence on small tables'); not over --mpc",
+        "ones (a forest) measured, then the rounds planned on the rest; pays where rows x epsilon is about 3,000 "
+        "to 12,000 (benchmarks/README.md, 'Finding dependence on small tables'); not over --mpc",
         flag="--find-dependence",
         group="aim",
     )
