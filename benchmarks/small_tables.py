@@ -231,8 +231,13 @@ def verdict(own: pd.Series, base: pd.Series) -> str:
     return "<" if mean < -sd else ("=" if mean <= sd else ">")
 
 
+#: What identifies one release of the grid: two runs appending to one file may both make it.
+KEY = ["table", "size", "epsilon", "partition", "seed", "method"]
+
+
 def report(args: argparse.Namespace) -> None:
     rows = pd.DataFrame([json.loads(line) for line in Path(args.out).read_text().splitlines()])
+    rows = rows.drop_duplicates(KEY, keep="first")  # each release counted once, as `run` skips it
     rows["size"] = rows["size"].astype(int)
     rows["rows"] = rows["rows"].astype(int)
     label = {("flaim", "dirichlet"): "flaim (Dirichlet)", ("flaim", "iid"): "flaim (IID)"}
