@@ -179,6 +179,23 @@ def test_a_release_finds_dependence_at_its_planned_shares_and_audits(method):
     assert report.ok, report.problems
 
 
+@pytest.mark.parametrize("method", ["aim", "distaim"])
+def test_rounds_follow_the_forest_when_the_budget_left_plans_them(method):
+    """At epsilon 4 the budget the step leaves plans rounds on 900 rows: each selects among the
+    candidates and measures its choice, after the forest and the 1-ways, and the ledger audits."""
+    frames = [make_frame(500, 1), make_frame(400, 2)]
+    led = pf.synthesize(frames, method, 4.0, 1e-9, schema=pf.Schema.from_dict(SCHEMA), rows=50,
+                        progress=False, find_dependence=True, pgm_iters=50).ledger  # fmt: skip
+    queries = [e["query"] for e in led["entries"]]
+    selections = [i for i, q in enumerate(queries) if q.startswith("select among")]
+    assert led["details"]["schedule"]["rounds"] >= 1 and led["details"]["rounds"] >= 1
+    assert len(selections) == led["details"]["rounds"]
+    last_pair = max(i for i, q in enumerate(queries) if "on merged bins" in q)
+    assert min(selections) > last_pair + len(NAMES)  # after the forest and every column's 1-way
+    report = audit_ledger(led)
+    assert report.ok, report.problems
+
+
 def test_a_seeded_release_finds_the_pairs_that_depend_most():
     """``income`` is made from ``age``, and ``label`` from ``income`` (``make_frame``): the screen
     ranks those two pairs first and the forest holds both."""
