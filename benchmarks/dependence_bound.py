@@ -50,7 +50,7 @@ from privsyn_fed.evaluation import encode, workload_error  # noqa: E402
 from privsyn_fed.methods import core, pgm, sample_workload  # noqa: E402
 from privsyn_fed.methods.allocation import TOTAL_SHARE  # noqa: E402
 from privsyn_fed.methods.coarse import coarsen  # noqa: E402
-from privsyn_fed.methods.dependence import spanning_forest  # noqa: E402
+from privsyn_fed.methods.dependence import dependence, quantile_starts, spanning_forest  # noqa: E402
 from privsyn_fed.methods.independent import independent_model  # noqa: E402
 from privsyn_fed.silo import marginal_counts  # noqa: E402
 
@@ -63,13 +63,6 @@ CONFIGS = [("independent", 0, 0, 0.0)] + [
     for g in (2, 4, 8)
     for s in shares
 ]
-
-
-def true_starts(counts: np.ndarray, groups: int) -> tuple[int, ...]:
-    """Contiguous groups cut at the quantiles ``i / groups`` of the real 1-way (not private)."""
-    cum = np.cumsum(counts / counts.sum())
-    cuts = {int(np.searchsorted(cum, i / groups, side="left")) + 1 for i in range(1, groups)}
-    return tuple(sorted({0} | {c for c in cuts if 0 < c < counts.size}))
 
 
 def pair_table(codes: np.ndarray, shape: list[int], pair: tuple[int, int], starts) -> np.ndarray:
@@ -89,17 +82,15 @@ def release(codes, schema, rho: float, config, rng: np.random.Generator) -> np.n
     if kind == "independent":
         return independent_model(noisy, schema).tree.sample_codes(len(codes), rng, names)
     measurements: list[tuple] = [((names[j],), noisy[j], sigma1) for j in range(d)]
-    starts = [true_starts(o, groups) for o in ones]
+    # the releases' quantile groups and dependence score, on the real rows (noise 0: not private)
+    starts = [quantile_starts(o, groups, o.sum()) for o in ones]
     pairs = list(combinations(range(d), 2))
-    scores = []
-    for p in pairs:
-        t = pair_table(codes, shape, p, starts)
-        scores.append(float(np.abs(t - np.outer(t.sum(1), t.sum(0)) / t.sum()).sum()))
-    forest = spanning_forest(pairs, scores)
+    tables = {p: pair_table(codes, shape, p, starts) for p in pairs}
+    forest = spanning_forest(pairs, [dependence(tables[p], 0.0) for p in pairs])
     chosen = forest[: k or len(forest)]
     sigma2 = math.sqrt(len(chosen) / (2 * share * rho))
     for i, j in chosen:
-        y = pair_table(codes, shape, (i, j), starts).ravel()
+        y = tables[(i, j)].ravel()
         measurements.append(((names[i], names[j]), y + rng.normal(0, sigma2, y.size), sigma2, (starts[i], starts[j])))
     fitted = pgm.ModelFitter(pgm.make_domain(names, shape)).fit(measurements)
     return core.graphical_sampler(fitted, schema).tree.sample_codes(len(codes), rng, names)

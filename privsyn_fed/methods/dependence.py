@@ -191,11 +191,6 @@ class Found:
     screen_groups: dict[str, tuple[int, ...]] = field(default_factory=dict)
     measure_groups: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
-    @property
-    def active(self) -> bool:
-        """Whether the step ran (the option was given)."""
-        return bool(self.screen_groups)
-
     def record(self) -> dict:
         """What the ledger records (``details.dependence``): public, post-processing of releases."""
         return {
