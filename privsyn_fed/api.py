@@ -444,10 +444,11 @@ def synthesize(
             **{k: v for k, v in fitted.info.items() if k == "traffic"},
             "model_sha256": model.digest(),
         }
+        previewed = acc.preview("complete", **final)
         if write_outputs is not None:
-            staged = write_outputs(result, acc.preview("complete", **final))
+            staged = write_outputs(result, previewed)
         checkpoint()  # the last safe point: after it the release is committed
-        acc.finish("complete", **final)
+        acc.finish("complete", updated=previewed["updated"], **final)
         if reservation is not None:
             reservation.settle(acc.rho_spent, "complete")
     except BaseException as exc:

@@ -121,6 +121,32 @@ def test_a_saved_model_round_trips_and_samples_given_public_values(method, frame
     assert list(rows.columns) == schema.names
 
 
+def test_the_staged_model_holds_the_ledger_as_written_even_when_the_clock_ticks(frames, tmp_path, monkeypatch):
+    """Each reading of the clock a second later: the model staged before the ledger is finished
+    still holds the finished ledger, stamp included, and so does the result."""
+    import itertools
+
+    from privsyn_fed.accounting import ledger as ledger_module
+    from privsyn_fed.common import Staged
+
+    clock = (f"2026-01-01T00:{s // 60:02d}:{s % 60:02d}+00:00" for s in itertools.count())
+    monkeypatch.setattr(ledger_module, "_now", lambda: next(clock))
+    path, kept = tmp_path / "release.ledger.json", {}
+
+    def write_outputs(result, final_ledger):
+        kept["ledger"] = final_ledger
+        staged = Staged()
+        staged.add(tmp_path / "release.model", lambda fh: fh.write(b"x"), binary=True)
+        return staged
+
+    result = pf.synthesize(
+        frames, "independent", 1.0, schema=pf.Schema.from_dict(SCHEMA), ledger_path=path, write_outputs=write_outputs
+    )
+    on_disk = json.loads(path.read_text())
+    assert kept["ledger"] == on_disk == result.ledger
+    assert on_disk["created"] < on_disk["updated"]
+
+
 def test_the_copula_conditions_by_rejection_with_the_models_conditional(frames):
     """Rows of the copula given sex=F against the copula's unconditioned rows filtered to sex=F:
     the region distributions agree (chi-square, two samples)."""

@@ -115,6 +115,8 @@ class Accountant:
         self.delta_spent = 0.0
         self.status = "running"
         self.created = _now()
+        #: When the ledger last changed (a charge, a note, the status).
+        self.updated = self.created
         #: Why this release carries no DP guarantee (e.g. a non-private research baseline); None if it does.
         self.non_private: str | None = None
 
@@ -179,15 +181,17 @@ class Accountant:
         self.non_private = reason
         self._persist()
 
-    def finish(self, status: str = "complete", **details: Any) -> None:
-        """Set the run's ``status``, add ``details`` and write the ledger."""
+    def finish(self, status: str = "complete", *, updated: str | None = None, **details: Any) -> None:
+        """Set the run's ``status``, add ``details`` and write the ledger; ``updated``: the time to
+        record (a ``preview``'s, so that files staged from it hold the ledger exactly as written)."""
         self.status = status
         self.details.update(details)
-        self._persist()
+        self._persist(updated)
 
     def preview(self, status: str = "complete", **details: Any) -> dict[str, Any]:
         """The ledger as ``finish(status, **details)`` would write it (nothing is written)."""
         led = self.ledger()
+        led["updated"] = _now()
         led["status"] = status
         led["details"] = {**self.details, **details}
         return led
@@ -221,12 +225,13 @@ class Accountant:
             "conversion": "Canonne-Kamath-Steinke zCDP to (epsilon, delta), OpenDP make_zCDP_to_approxDP",
             "threat_model": self.threat_model,
             "created": self.created,
-            "updated": _now(),
+            "updated": self.updated,
             **({"details": self.details} if self.details else {}),
             "entries": list(self.entries),
         }
 
-    def _persist(self) -> None:
+    def _persist(self, updated: str | None = None) -> None:
+        self.updated = updated or _now()
         if self.ledger_path is not None:
             write_json_atomic(self.ledger_path, self.ledger())
 

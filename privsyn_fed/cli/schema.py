@@ -370,7 +370,7 @@ def _draft_dp(args: argparse.Namespace, plan, sources: list, out: Path, ledger: 
             note = draft_dp.dp_note([str(p) for p in sources], final, ledger.name, plan, result.dropped, result.unfound)
             document = draft_document(result.columns, note)
             staged.add(out, lambda fh: _dump(document, fh))
-            acc.finish("complete")
+            acc.finish("complete", updated=final["updated"])
             if reservation is not None:
                 reservation.settle(acc.rho_spent, "complete", acc.delta_spent)
             staged.publish()
