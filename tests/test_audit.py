@@ -554,7 +554,7 @@ UNCHECKED = {
     ("*", "details.options.target"): {"deleted"},  # a release without a target may predate the option
     ("*", "details.options.target_share"): {"deleted"},
     ("*", "details.options.find_dependence"): {"deleted"},  # as the target's: may predate the option
-    ("*", "details.options.dependence_share"): {"deleted"},
+    ("*", "details.options.dependence_share"): {"deleted", "x1.5"},  # the rule may give it, unused when off
     ("*", "details.options.pgm_tol"): {"x1.5", "zero", "null"},
     ("*", "details.options.icdm_lambda"): {"x1.5"},
     ("*", "details.options.threshold"): {"x1.5", "zero", "negative"},

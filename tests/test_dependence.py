@@ -5,6 +5,7 @@ run makes and what the ledger records of them, and the audit's refusal of a tamp
 from __future__ import annotations
 
 import copy
+import json
 import math
 
 import numpy as np
@@ -14,13 +15,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import privsyn_fed as pf
+from privsyn_fed.accounting import epsilon_to_rho
 from privsyn_fed.audit import audit_ledger
 from privsyn_fed.common import OptionError
 from privsyn_fed.methods import allocation, coarse, dependence
 from privsyn_fed.methods.aim import AIMOptions, problem_for
 from privsyn_fed.silo import MarginalsQuery
 
-from .conftest import SCHEMA, assert_audit_objects_only_to_the_seed, make_frame
+from .conftest import SCHEMA, assert_audit_objects_only_to_the_seed, make_frame, run_cli, synth_argv
 
 NAMES = [c["name"] for c in SCHEMA["columns"]]
 
@@ -210,8 +212,10 @@ def test_a_seeded_release_finds_the_pairs_that_depend_most():
 def test_options_that_cannot_find_dependence_are_refused():
     with pytest.raises(OptionError, match="leave rounds out"):
         AIMOptions(find_dependence=True, rounds=20).validate()
-    with pytest.raises(OptionError, match="set it too"):
-        AIMOptions(dependence_share=0.4).validate()
+    with pytest.raises(OptionError, match="which find_dependence False leaves out"):
+        AIMOptions(find_dependence=False, dependence_share=0.4).validate()
+    AIMOptions(dependence_share=0.4).validate()  # the rule may run the step at that share
+    AIMOptions().check_mpc()  # over MPC the rule never runs it
     with pytest.raises(OptionError, match="must lie in"):
         AIMOptions(find_dependence=True, dependence_share=0.95).validate()
     with pytest.raises(OptionError, match="does not run over MPC"):
@@ -264,7 +268,7 @@ def test_the_audit_refutes_a_dependence_release_that_was_tampered_with(method):
     assert "but the allocation rule gives" in _problems(rounds)
     hidden = copy.deepcopy(led)  # the ledger claims no such step, but made its releases
     hidden["details"]["options"]["find_dependence"] = False
-    assert "details.dependence is recorded, but details.options.find_dependence is not set" in _problems(hidden)
+    assert "details.dependence is recorded, but neither details.options.find_dependence" in _problems(hidden)
     missing = copy.deepcopy(led)
     del missing["entries"][3]
     assert not audit_ledger(missing).ok
@@ -277,3 +281,95 @@ def test_the_audit_refutes_a_dependence_release_that_was_tampered_with(method):
     earlier = copy.deepcopy(led)  # the earlier rule planned no rounds after the step
     del earlier["details"]["dependence"]["rounds_after"]
     assert "other constants than this version's rule" in _problems(earlier)
+
+
+# ---- the rule that decides by default ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "rows, epsilon, runs",
+    [(1_000, 0.5, False), (1_000, 1, False), (3_000, 0.5, False), (1_000, 4, True), (3_000, 1, True),
+     (10_000, 0.5, True), (10_000, 1, True), (3_000, 4, True), (10_000, 4, False), (32_561, 1, False),
+     (48_842, 1, False)],
+)  # fmt: skip
+def test_the_rule_runs_the_step_where_it_was_measured_to_pay(rows, epsilon, runs):
+    """The sizes and budgets of benchmarks/README.md's grid (delta 1e-9): on where the step beat
+    the rounds alone or tied them, off where it lost; never over MPC."""
+    rho = epsilon_to_rho(epsilon, 1e-9)
+    rule = dependence.auto_rule(rows, rho, secure=False)
+    assert rule["on"] is runs and rule["band"] == list(dependence.AUTO_BAND)
+    assert math.isclose(rule["signal"], rows * math.sqrt(rho))
+    assert dependence.auto_rule(rows, rho, secure=True)["on"] is False
+
+
+def _default_release(method: str, epsilon: float, **options) -> dict:
+    frames = [make_frame(500, 1), make_frame(400, 2)]
+    return pf.synthesize(frames, method, epsilon, 1e-9, schema=pf.Schema.from_dict(SCHEMA), rows=50,
+                         progress=False, pgm_iters=50, **options).ledger  # fmt: skip
+
+
+@pytest.mark.parametrize("method", ["aim", "distaim"])
+def test_by_default_the_rule_decides_from_the_noisy_total_and_the_audit_recomputes_it(method):
+    """900 rows: noisy rows x sqrt(rho) is about 400 at epsilon 4 (in the band: the step runs) and
+    about 110 at epsilon 1 (below it: it does not); --no-find-dependence leaves it out anyway."""
+    on = _default_release(method, 4.0)
+    rule, total = on["details"]["dependence_rule"], on["details"]["schedule"]["noisy_total"]
+    assert on["details"]["options"]["find_dependence"] is None
+    assert rule["on"] is True and math.isclose(rule["signal"], total * math.sqrt(on["rho_budget"]))
+    assert on["entries"][1]["query"] == dependence.GROUPING_QUERY and "dependence" in on["details"]
+    assert audit_ledger(on).ok, audit_ledger(on).problems
+    off = _default_release(method, 1.0)
+    assert off["details"]["dependence_rule"]["on"] is False and "dependence" not in off["details"]
+    assert not any("merged bins" in e["query"] for e in off["entries"])
+    assert audit_ledger(off).ok, audit_ledger(off).problems
+    never = _default_release(method, 4.0, find_dependence=False)
+    assert "dependence_rule" not in never["details"] and "dependence" not in never["details"]
+    assert audit_ledger(never).ok
+    given = _default_release(method, 4.0, rounds=6)  # no planning total: the rule cannot decide
+    assert "dependence_rule" not in given["details"] and "dependence" not in given["details"]
+
+    flipped = copy.deepcopy(off)  # the rule said off; the ledger claims it said on
+    flipped["details"]["dependence_rule"]["on"] = True
+    assert "but the rule gives" in _problems(flipped)
+    louder = copy.deepcopy(on)  # a signal other than the noisy total gives
+    louder["details"]["dependence_rule"]["signal"] *= 10
+    assert "but the rule gives" in _problems(louder)
+    unrecorded = copy.deepcopy(on)
+    del unrecorded["details"]["dependence_rule"]
+    assert "does not record the rule's outcome" in _problems(unrecorded)
+    secure = copy.deepcopy(on)  # over MPC the rule never runs the step
+    secure["details"]["mpc"] = {"parties": 2, "collusion": 1}
+    assert "but the rule gives" in _problems(secure)
+    smuggled = copy.deepcopy(never)  # a rule record beside an explicit choice
+    smuggled["details"]["dependence_rule"] = rule
+    assert "the rule decides only" in _problems(smuggled)
+
+
+def test_the_command_line_runs_the_step_leaves_it_out_or_lets_the_rule_decide(
+    schema_path, silo_paths, tmp_path, capsys
+):
+    """1,000 rows at epsilon 4 lie in the rule's band: the step runs by default and with
+    --find-dependence, not with --no-find-dependence; --help names both forms."""
+    choices = {"default": {}, "on": {"find_dependence": True}, "off": {}}
+    ledgers, said = {}, {}
+    for name, options in choices.items():
+        out = tmp_path / f"{name}.csv"
+        argv = synth_argv(schema=schema_path, silos=silo_paths, out=out, epsilon=4.0, quiet=True, **options)
+        run = run_cli(*argv, *(["--no-find-dependence"] if name == "off" else []), capsys=capsys)
+        assert run.returncode == 0, run.stderr
+        ledgers[name] = json.loads(out.with_suffix(".ledger.json").read_text())
+        said[name] = [line for line in run.stdout.splitlines() if line.startswith("dependence step:")]
+    assert [ledgers[n]["details"]["options"]["find_dependence"] for n in choices] == [None, True, False]
+    assert ledgers["default"]["details"]["dependence_rule"]["on"] is True
+    assert "dependence" in ledgers["default"]["details"] and "dependence" in ledgers["on"]["details"]
+    assert "dependence" not in ledgers["off"]["details"]
+    assert all(audit_ledger(led).ok for led in ledgers.values())
+    assert len(said["default"]) == 1 and "the default rule: noisy rows x sqrt(rho) = " in said["default"][0]
+    assert len(said["on"]) == 1 and "(--find-dependence)" in said["on"][0] and said["off"] == []
+    from privsyn_fed.audit import render_report
+
+    report = render_report(ledgers["default"], tmp_path / "report.md")  # the report to hand out says so too
+    assert "Dependence step" in report and "the default rule: noisy rows x sqrt(rho)" in report
+    assert "Dependence step" not in render_report(ledgers["off"], tmp_path / "report.md")
+    helped = run_cli("synth", "--help")
+    assert "--find-dependence, --no-find-dependence" in helped.stdout

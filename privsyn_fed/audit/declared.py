@@ -47,7 +47,7 @@ TARGET_OPTIONS: dict[str, Rule] = {
 #: The options of ``--find-dependence`` (``methods.dependence``); a ledger that records neither ran
 #: without it.
 DEPENDENCE_OPTIONS: dict[str, Rule] = {
-    "find_dependence": ("true or false", lambda v: isinstance(v, bool)),
+    "find_dependence": ("true, false or null (the rule decides)", lambda v: v is None or isinstance(v, bool)),
     "dependence_share": (
         f"a number in (0, {1 - GROUPING_SHARE:g})",
         lambda v: _number(v) and 0 < v < 1 - GROUPING_SHARE,
@@ -125,10 +125,11 @@ def _check_options(ledger: dict[str, Any], options: dict[str, Any], rep: AuditRe
             f"details.options.target_share is {options.get('target_share')!r} without a target, where a run "
             f"keeps the default {TARGET_SHARE:g}"
         )
-    if not options.get("find_dependence") and options.get("dependence_share", DEPENDENCE_SHARE) != DEPENDENCE_SHARE:
+    share = options.get("dependence_share", DEPENDENCE_SHARE)
+    if options.get("find_dependence") is False and share != DEPENDENCE_SHARE:
         rep.problems.append(
-            f"details.options.dependence_share is {options.get('dependence_share')!r} without find_dependence, where "
-            f"a run keeps the default {DEPENDENCE_SHARE:g}"
+            f"details.options.dependence_share is {share!r} with find_dependence false, "
+            f"where a run keeps the default {DEPENDENCE_SHARE:g}"
         )
     if method == "flaim" and options.get("find_dependence"):
         rep.problems.append("details.options.find_dependence is set, but flaim does not take it")

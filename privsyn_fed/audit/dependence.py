@@ -4,7 +4,8 @@ screened pairs (every pair of columns that the recorded workload's candidates ho
 ``dep`` per pair, and the pairs chosen, which must be the maximum spanning forest of those scores
 (``spanning_forest``, recomputed here). The step needs a planned schedule. Its entries' places,
 cells, sensitivities and noise are checked with the run's other releases (``aim_releases``,
-``aim_noise``).
+``aim_noise``). Whether it ran is ``details.options.find_dependence`` when true or false; when null,
+the rule's (``details.dependence_rule``), recomputed from the recorded noisy total and the budget.
 """
 
 from __future__ import annotations
@@ -17,11 +18,14 @@ from ..methods.dependence import (
     MEASURE_GROUPS,
     ROUNDS_AFTER,
     SCREEN_GROUPS,
+    auto_rule,
     screened_pairs,
     spanning_forest,
     valid_starts,
 )
+from .arithmetic import _close
 from .findings import AuditReport
+from .shape import _finite
 
 Declared = tuple[list[tuple[int, ...]], list[tuple[int, ...]], list[tuple[list[int], list[int]]]]
 
@@ -35,19 +39,62 @@ def _pairs(value: Any, index: dict[str, int]) -> list[tuple[int, ...]] | None:
     return [tuple(index[c] for c in p) for p in value]
 
 
+def step_ran(ledger: dict[str, Any], d: dict[str, Any], rep: AuditReport) -> bool | None:
+    """Whether the run's dependence step ran (module docstring); None on a problem. The rule decides
+    only an aim or distaim run with a planned schedule and ``find_dependence`` null; its record must
+    be ``methods.dependence.auto_rule`` of the recorded noisy total, the budget (``rho_budget``, in
+    row units) and whether the run was over MPC (``details.mpc``). A ledger whose options do not
+    name ``find_dependence`` ran without the step (versions before it)."""
+    options, rule, schedule = d.get("options") or {}, d.get("dependence_rule"), d.get("schedule")
+    choice = options.get("find_dependence", False)
+    if choice is not None or schedule is None or ledger["method"] not in ("aim", "distaim"):
+        if rule is not None:
+            rep.problems.append(
+                "details.dependence_rule is recorded, but the rule decides only a planned aim or distaim run "
+                "with find_dependence unset"
+            )
+            return None
+        return bool(choice)
+    if not isinstance(rule, dict) or rule.get("on") not in (True, False):
+        rep.problems.append(
+            "find_dependence is unset and the schedule planned, but details.dependence_rule does not record "
+            "the rule's outcome"
+        )
+        return None
+    n_hat, rho = schedule.get("noisy_total"), ledger["rho_budget"]
+    if _finite(n_hat) and _finite(rho) and rho > 0:  # else the schedule's own checks refuse them
+        want = auto_rule(float(n_hat), float(rho), "mpc" in d)
+        signal = rule.get("signal")
+        if (
+            rule.get("band") != want["band"]
+            or rule["on"] is not want["on"]
+            or not (_finite(signal) and _close(float(signal), want["signal"]))
+        ):
+            rep.problems.append(
+                f"details.dependence_rule records {rule!r}, but the rule gives {want!r} from the noisy total "
+                f"{float(n_hat):g} and the budget"
+            )
+    return bool(rule["on"])  # checked above: the rest of the run is checked against what it recorded
+
+
 def _check_dependence(
-    d: dict[str, Any], closure: dict[tuple[int, ...], float], rep: AuditReport
+    ledger: dict[str, Any], d: dict[str, Any], closure: dict[tuple[int, ...], float], rep: AuditReport
 ) -> tuple[bool, Declared | None]:
-    """Whether the declared step can be used, and what it declares (None without the option)."""
-    options, dep = d.get("options") or {}, d.get("dependence")
+    """Whether the declared step can be used, and what it declares (None when it did not run)."""
+    dep = d.get("dependence")
     columns, shape = list(d["columns"]), list(d["shape"])
-    if not options.get("find_dependence"):
+    ran = step_ran(ledger, d, rep)
+    if ran is None:
+        return False, None
+    if not ran:
         if dep is not None:
-            rep.problems.append("details.dependence is recorded, but details.options.find_dependence is not set")
+            rep.problems.append(
+                "details.dependence is recorded, but neither details.options.find_dependence nor the rule ran the step"
+            )
             return False, None
         return True, None
     if not isinstance(dep, dict):
-        rep.problems.append("details.options.find_dependence is set, but details.dependence does not record the step")
+        rep.problems.append("the dependence step ran, but details.dependence does not record it")
         return False, None
     if d.get("schedule") is None:
         rep.problems.append("find_dependence runs with a planned schedule, and the ledger records none")
@@ -102,3 +149,22 @@ def _check_dependence(
         )
         return False, None
     return True, (pairs, chosen, declared_groups)
+
+
+def dependence_summary(ledger: dict[str, Any]) -> str | None:
+    """What a ledger's dependence step measured and why it ran (the rule or ``find_dependence``),
+    for people; None when it did not run."""
+    details = ledger.get("details") or {}
+    dep, rule = details.get("dependence"), details.get("dependence_rule")
+    if not isinstance(dep, dict):
+        return None
+    why = "--find-dependence"
+    if isinstance(rule, dict):
+        signal, band = rule.get("signal"), rule.get("band")
+        shown = _finite(signal) and isinstance(band, list) and len(band) == 2 and all(_finite(b) for b in band)
+        why = "the default rule" + (
+            f": noisy rows x sqrt(rho) = {signal:,.0f}, in {band[0]:,.0f} to {band[1]:,.0f}" if shown else ""
+        )
+        why += "; --no-find-dependence leaves it out"
+    chosen, pairs = (len(v) if isinstance(v, list) else 0 for v in (dep.get("chosen"), dep.get("pairs")))
+    return f"{chosen} of {pairs} screened pairs measured on merged bins before the rounds ({why})"

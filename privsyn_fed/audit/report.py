@@ -18,6 +18,7 @@ from ..accounting.unit import ROW_RELATION
 from ..common import InputError, write_atomic
 from ..common.fileio import SHAREABLE
 from ..common.settings import package_version
+from .dependence import dependence_summary
 from .findings import AuditReport
 from .verdict import audit_ledger
 
@@ -155,6 +156,9 @@ def _facts(ledger: dict[str, Any], audit: AuditReport, subject: Subject) -> list
         facts.append(
             ("Schedule", f"planned from the released row total {schedule['noisy_total']:.0f} (post-processing): {plan}")
         )
+    found = dependence_summary(ledger)
+    if found is not None:
+        facts.append(("Dependence step", found))
     details = ledger.get("details") or {}
     if "expected_oneway_tvd" in details and "expected_oneway_tvd_independent" in details:
         facts.append(

@@ -70,11 +70,11 @@ def _target_cost(ledger: dict[str, Any], d: dict[str, Any], planned: bool) -> fl
 
 
 def _dependence_cost(ledger: dict[str, Any], d: dict[str, Any]) -> float:
-    """What ``--find-dependence`` spent (``details.dependence``; 0 without it): the entries after the
-    planning total and a target's 2-ways, before the 1-ways (their places are checked by
-    ``aim_releases``)."""
+    """What the dependence step spent (``details.dependence``; 0 when it did not run, which
+    ``dependence.step_ran`` checks): the entries after the planning total and a target's 2-ways,
+    before the 1-ways (their places are checked by ``aim_releases``)."""
     dep = d.get("dependence")
-    if not (d.get("options") or {}).get("find_dependence") or not isinstance(dep, dict):
+    if not isinstance(dep, dict):
         return 0.0
     n = len(d.get("columns") or [])
     first = 1 + (n - 1 if (d.get("options") or {}).get("target") is not None else 0)

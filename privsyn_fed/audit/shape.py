@@ -80,6 +80,7 @@ DETAILS_OPTIONAL = {
     "shape": list,
     "schedule": dict,
     "dependence": dict,
+    "dependence_rule": dict,
     "expected_oneway_tvd": NUMBER,
     "expected_oneway_tvd_independent": NUMBER,
     "model_sha256": str,

@@ -139,7 +139,7 @@ def _check_aim_family(ledger: dict[str, Any], d: dict[str, Any], rep: AuditRepor
     if key not in EM_SENSITIVITY:
         rep.problems.append(f"details.options.variant {variant!r} is not a flaim variant")
         return
-    usable, declared = _check_dependence(d, closure, rep)
+    usable, declared = _check_dependence(ledger, d, closure, rep)
     if not usable:
         return
     alpha = float(options.get("alpha", 0.9))

@@ -242,14 +242,18 @@ def add_parser(sub) -> None:
 
 def _add_method_options(s: argparse.ArgumentParser) -> None:
     """Every method option with a flag, as its options dataclass describes it (``methods.base.option``):
-    the flag, the help (with the default), the value's type from the field's. A flag not given is
-    None, so that only options given reach the method."""
+    the flag, the help (with the default), the value's type from the field's (a ``bool`` whose
+    default is None takes ``--flag`` and ``--no-flag``). A flag not given is None, so that only
+    options given reach the method."""
     groups = {key: s.add_argument_group(title) for key, title in OPTION_GROUPS.items()}
     order = list(OPTION_GROUPS)
     for name, f in sorted(FLAGGED.items(), key=lambda item: order.index(item[1].metadata["group"])):
         meta = f.metadata
         kind = _value_type(name)
-        extra: dict = {"action": "store_true"} if kind is bool else {"type": kind, "metavar": meta["metavar"]}
+        if kind is bool:  # a switch; with the default None (a rule decides), also its --no- form
+            extra: dict = {"action": argparse.BooleanOptionalAction if f.default is None else "store_true"}
+        else:
+            extra = {"type": kind, "metavar": meta["metavar"]}
         if "choices" in meta:
             extra["choices"] = list(meta["choices"])
         elif kind is str and "from_flag" not in meta:  # a file's name, as argparse keeps it
@@ -522,6 +526,8 @@ def _unit_args(args: argparse.Namespace) -> dict:
 
 def _report(args: argparse.Namespace, request: Request, result, n_silos: int) -> None:
     """What was written, what it cost, what it sent, and any warning the ledger calls for."""
+    from ..audit.dependence import dependence_summary
+
     led = result.ledger
     print(
         f"wrote {request.out}: {result.rows} rows x {len(request.schema.columns)} columns "
@@ -532,6 +538,9 @@ def _report(args: argparse.Namespace, request: Request, result, n_silos: int) ->
         f"(rho {led['rho_spent']:.6g} of {led['rho_budget']:.6g}) in {len(led['entries'])} mechanism calls"
         + _rounds_ran(led)
     )
+    found = dependence_summary(led)
+    if found:
+        print(f"dependence step: {found}")
     if args.report:
         print(f"wrote {args.report}: the privacy report to hand out with the CSV")
     if args.model_out:

@@ -6,9 +6,9 @@ One curator holds the pooled rows of every silo. With budget ``rho``, ``T`` and 
   0b. with a target column (``--target Y``, a public choice), its 2-way marginal with each of the
      other ``d - 1`` columns is measured first with ``sigma = sqrt((d - 1) / (2 s rho))``, a share ``s``
      (default 0.2) of ``rho``; the rest plans the rounds as below (``target.measure_target``);
-  0c. with ``--find-dependence``, after the target's 2-ways: the pairs of columns that depend on each
-     other are found and measured on merged bins (``dependence``); the rounds are then planned, as
-     in step 0, on the budget left after them;
+  0c. with ``--find-dependence`` (by default, where a rule on the noisy total says it pays), after
+     the target's 2-ways: the pairs of columns that depend on each other are found and measured on
+     merged bins (``dependence``); the rounds are then planned, as in step 0, on the budget left;
   1. measure every column's 1-way marginal with ``sigma_0 = sqrt(T / (2 alpha rho))`` and fit
      a graphical model (with ``R = 0`` the 1-ways take the whole budget and the run ends here);
   2. each round: apply the final-round rule; keep candidates (the workload's downward closure)
@@ -292,8 +292,7 @@ def run_aim(
         merged = coarsen(true_marginal(pair).reshape(prob.cells_of(pair)), starts).ravel()
         return gaussian_mechanism(acc, noise, merged, sigma=sigma, query=query, where="curator")
 
-    n_hat = float(total[0]) if T is None else 1.0
-    found = measure_dependence(prob, opts, acc, n_hat, measure_oneways, measure_pair)
+    found = measure_dependence(prob, opts, acc, float(total[0]) if T is None else None, measure_oneways, measure_pair)
     if T is None:  # planned on what the target's 2-ways and the dependence step leave
         planned = allocation.plan_aim(float(total[0]), acc.remaining, opts.alpha, d, prob.multiway_cells())
         T = allocation.aim_units(planned, d, opts.alpha)

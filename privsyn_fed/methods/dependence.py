@@ -32,18 +32,27 @@ the option's share ``s`` (``dependence_share``), before the 1-ways:
    reads only the noisy total and that budget), and the 1-ways and the rounds share it as without
    the step. The forest finds dependence between many-celled columns, which the rounds, measuring
    marginals at the schema's cells, cannot see on a small table; the rounds find what the forest's
-   few groups merge away (benchmarks/README.md, "Finding dependence on small tables"). It is an
-   option, not the default: it pays where rows times epsilon is about 3,000 to 12,000, costs more
-   than it finds below that and on full tables, and over MPC it cannot run.
+   few groups merge away (benchmarks/README.md, "Finding dependence on small tables").
+
+**When it runs.** ``find_dependence`` True runs the step and False leaves it out. Left unset (None,
+the default), a rule decides from public values and the noisy total only: the step runs when the
+schedule is planned (no ``rounds`` given), the run is not over MPC, and the noisy total ``n_hat``
+times ``sqrt(rho)`` (``rho`` the release's whole budget, for one record) lies in ``AUTO_BAND``. That
+product is the rows' size against the noise of a count; the band is where the step was measured to
+pay: rows times epsilon about 3,000 to 12,000 at delta 1e-9. Below it the screen's noise buries the
+dependence; above it the rounds find it at the schema's cells and the step's share is better spent
+there. The ledger records the rule's inputs and outcome (``details.dependence_rule``), and
+``audit`` recomputes it.
 
 Every release is a Gaussian of planned noise; the ledger records the groups, every pair's ``dep``
 and the pairs chosen (``details.dependence``), and ``audit`` recomputes the choice, the cells, the
 sensitivities and the noise from them (``audit.dependence``). Over MPC the parties answer no
-merged-bin marginal, so the option is refused there.
+merged-bin marginal, so ``find_dependence`` True is refused there and the rule never runs the step.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable, Hashable, Sequence, TypeVar
 
@@ -67,40 +76,49 @@ GROUPING_SHARE = 0.1
 DEPENDENCE_SHARE = 0.3
 #: The rounds are planned on the budget the step leaves (releases before this rule planned none).
 ROUNDS_AFTER = True
+#: With ``find_dependence`` unset, the step runs when ``n_hat sqrt(rho)`` lies in this band (module docstring).
+AUTO_BAND = (300.0, 1500.0)
 
 
 @dataclass
 class DependenceOptions:
     """The options of a release that finds dependence (AIM and DistAIM)."""
 
-    find_dependence: bool = option(
-        False,
+    find_dependence: bool | None = option(
+        None,
         "aim and distaim: spend --dependence-share of the budget (and a tenth on 1-ways) finding which pairs of "
         "columns depend on each other, on merged bins: every pair of the workload screened, the most dependent "
-        "ones (a forest) measured, then the rounds planned on the rest; pays where rows x epsilon is about 3,000 "
-        "to 12,000 (benchmarks/README.md, 'Finding dependence on small tables'); not over --mpc",
+        "ones (a forest) measured, then the rounds planned on the rest. By default a rule decides from the noisy "
+        "row total: on where it pays, rows x epsilon about 3,000 to 12,000 (noisy rows x sqrt(rho) in "
+        f"{AUTO_BAND[0]:g}..{AUTO_BAND[1]:g}), off elsewhere and over --mpc (benchmarks/README.md, 'Finding "
+        "dependence on small tables'); --find-dependence always runs it (not over --mpc), --no-find-dependence "
+        "never",
         flag="--find-dependence",
         group="aim",
     )
     dependence_share: float = option(
         DEPENDENCE_SHARE,
-        "with --find-dependence, the share of the budget (after the planning total) for the screen and the chosen "
-        "pairs, in (0, 0.9) (default {default})",
+        "when the dependence step runs, the share of the budget (after the planning total) for the screen and the "
+        "chosen pairs, in (0, 0.9) (default {default})",
         flag="--dependence-share",
         metavar="S",
         group="aim",
     )
 
     def validate_dependence(self, rounds: int | None) -> None:
-        """Refuse a ``dependence_share`` outside (0, 1 - GROUPING_SHARE), one given without
-        ``find_dependence``, and ``find_dependence`` with the options' ``rounds`` given (it plans the rounds)."""
+        """Refuse a ``dependence_share`` outside (0, 1 - GROUPING_SHARE), one given with
+        ``find_dependence`` False, and ``find_dependence`` True with the options' ``rounds`` given (it
+        plans the rounds)."""
         if not 0 < self.dependence_share < 1 - GROUPING_SHARE:
             raise OptionError(
                 f"dependence_share must lie in (0, {1 - GROUPING_SHARE:g}), not {self.dependence_share}",
                 "dependence_share",
             )
-        if not self.find_dependence and self.dependence_share != DEPENDENCE_SHARE:
-            raise OptionError("dependence_share is the share of find_dependence: set it too", "dependence_share")
+        if self.find_dependence is False and self.dependence_share != DEPENDENCE_SHARE:
+            raise OptionError(
+                "dependence_share is the share of the dependence step, which find_dependence False leaves out",
+                "dependence_share",
+            )
         if self.find_dependence and rounds is not None:
             raise OptionError(
                 "find_dependence plans the rounds from the dependence it finds: leave rounds out", "find_dependence"
@@ -251,14 +269,35 @@ def find_dependence(
     return found
 
 
+def auto_rule(n_hat: float, rho: float, secure: bool) -> dict:
+    """The rule that decides the step when ``find_dependence`` is unset (module docstring), as the
+    ledger records it: its band, the signal ``n_hat sqrt(rho)`` and whether the step runs."""
+    signal = n_hat * math.sqrt(rho)
+    return {"band": list(AUTO_BAND), "signal": signal, "on": not secure and AUTO_BAND[0] <= signal <= AUTO_BAND[1]}
+
+
 def measure_dependence(
-    prob, opts, acc, n_hat: float, measure_oneways: MeasureOneways, measure_pair: MeasurePair
+    prob,
+    opts,
+    acc,
+    n_hat: float | None,
+    measure_oneways: MeasureOneways,
+    measure_pair: MeasurePair,
+    secure: bool = False,
 ) -> Found:
-    """With ``opts.find_dependence``: ``find_dependence`` on the run's public problem
-    (``core.Problem``) with ``acc.remaining`` as its ``rho`` and the noisy total ``n_hat``, recorded in
-    the ledger (``details.dependence``); without it, nothing."""
-    if not opts.find_dependence:
+    """When the step runs: ``find_dependence`` on the run's public problem (``core.Problem``) with
+    ``acc.remaining`` as its ``rho`` and the noisy total ``n_hat``, recorded in the ledger
+    (``details.dependence``); else nothing. It runs when ``opts.find_dependence`` is True; when it
+    is None and the schedule is planned (``n_hat`` given), as ``auto_rule`` decides on the release's
+    budget ``acc.rho_budget`` (over MPC when ``secure``), recorded in ``details.dependence_rule``."""
+    runs = bool(opts.find_dependence)
+    if opts.find_dependence is None and n_hat is not None:
+        rule = auto_rule(n_hat, acc.rho_budget, secure)
+        acc.note(dependence_rule=rule)
+        runs = rule["on"]
+    if not runs:
         return Found()
+    assert n_hat is not None  # find_dependence True needs a planned schedule (validate_dependence)
     found = find_dependence(
         prob.names,
         prob.shape,

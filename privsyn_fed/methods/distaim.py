@@ -10,9 +10,9 @@ With budget ``rho``, ``T`` rounds, ``d`` columns and ``alpha``:
      other ``d - 1`` columns is summed over every silo and measured first with
      ``sigma = sqrt((d - 1) / (2 s rho))``, a share ``s`` (default 0.2) of ``rho``; the rest plans
      the rounds as below (``target.measure_target``);
-  0c. with ``--find-dependence``, the pairs of columns that depend on each other are found and
-     measured on merged bins, summed over every silo (``dependence``); ``T`` is then planned on the
-     budget left after them;
+  0c. with ``--find-dependence`` (by default, where a rule on the noisy total says it pays; never
+     over MPC), the pairs of columns that depend on each other are found and measured on merged
+     bins, summed over every silo (``dependence``); ``T`` is then planned on the budget left;
   1. every column's 1-way marginal over a fresh client sample is measured; a model is fitted;
   2. each round: silos are Poisson-sampled; a sampled silo not seen before contributes its
      answers to every candidate marginal once, and the pool ``A_r`` (held by the aggregator; secret
@@ -121,7 +121,7 @@ def run_distaim(
     anneals = T is None and rate == 1.0  # AIM's schedule: the pool is the union from round 1
     n_hat = planning_total(agg, acc, noise) if T is None else None
     target = measure_target_twoways(agg, acc, noise, prob, opts)
-    found = measure_dependence_sums(agg, acc, noise, prob, opts, n_hat or 1.0)
+    found = measure_dependence_sums(agg, acc, noise, prob, opts, n_hat)
     if n_hat is not None:  # planned on what the target's 2-ways and the dependence step leave
         T, units = planned_schedule(n_hat, acc.remaining, opts.alpha, d, prob.multiway_cells(), anneals)
         annealing = {"units": units, "anneals": True} if anneals else {}

@@ -169,11 +169,11 @@ def measure_target_twoways(
 
 
 def measure_dependence_sums(
-    agg: Aggregator, acc: Accountant, noise: NoiseSource, prob, opts: AIMOptions, n_hat: float
+    agg: Aggregator, acc: Accountant, noise: NoiseSource, prob, opts: AIMOptions, n_hat: float | None
 ) -> Found:
-    """With ``opts.find_dependence``: ``dependence.measure_dependence`` on sums over every silo (the
-    grouping 1-ways as one sum of L2 sensitivity ``sqrt(d)``, each pair's ``coarse.MergedMarginalQuery``),
-    at the population's scale; else nothing."""
+    """``dependence.measure_dependence`` on sums over every silo (the grouping 1-ways as one sum of
+    L2 sensitivity ``sqrt(d)``, each pair's ``coarse.MergedMarginalQuery``), at the population's
+    scale; over MPC (``agg.secure``) the rule never runs the step."""
     d = len(prob.names)
 
     def oneways(sigma: float, query: str) -> np.ndarray:
@@ -184,7 +184,7 @@ def measure_dependence_sums(
         request = MergedMarginalQuery(tuple(prob.columns(clique)), starts)
         return noisy_sum(agg, acc, noise, request, agg.silo_names, sigma=sigma, query=query, round_index=0)
 
-    return measure_dependence(prob, opts, acc, n_hat, oneways, pair)
+    return measure_dependence(prob, opts, acc, n_hat, oneways, pair, secure=agg.secure)
 
 
 def planning_total(agg: Aggregator, acc: Accountant, noise: NoiseSource) -> float:
