@@ -39,7 +39,7 @@ the default), a rule decides from public values and the noisy total only: the st
 schedule is planned (no ``rounds`` given), the run is not over MPC, and the noisy total ``n_hat``
 times ``sqrt(rho)`` (``rho`` the release's whole budget, for one record) lies in ``AUTO_BAND``. That
 product is the rows' size against the noise of a count; the band is where the step was measured to
-pay: rows times epsilon about 3,000 to 12,000 at delta 1e-9. Below it the screen's noise buries the
+pay: rows times epsilon about 2,500 to 12,000 at delta 1e-9. Below it the screen's noise buries the
 dependence; above it the rounds find it at the schema's cells and the step's share is better spent
 there. The ledger records the rule's inputs and outcome (``details.dependence_rule``), and
 ``audit`` recomputes it.
@@ -89,7 +89,7 @@ class DependenceOptions:
         "aim and distaim: spend --dependence-share of the budget (and a tenth on 1-ways) finding which pairs of "
         "columns depend on each other, on merged bins: every pair of the workload screened, the most dependent "
         "ones (a forest) measured, then the rounds planned on the rest. By default a rule decides from the noisy "
-        "row total: on where it pays, rows x epsilon about 3,000 to 12,000 (noisy rows x sqrt(rho) in "
+        "row total: on where it pays, rows x epsilon about 2,500 to 12,000 at delta 1e-9 (noisy rows x sqrt(rho) in "
         f"{AUTO_BAND[0]:g}..{AUTO_BAND[1]:g}), off elsewhere and over --mpc (benchmarks/README.md, 'Finding "
         "dependence on small tables'); --find-dependence always runs it (not over --mpc), --no-find-dependence "
         "never",
