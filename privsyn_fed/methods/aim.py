@@ -292,11 +292,12 @@ def run_aim(
         merged = coarsen(true_marginal(pair).reshape(prob.cells_of(pair)), starts).ravel()
         return gaussian_mechanism(acc, noise, merged, sigma=sigma, query=query, where="curator")
 
-    found = measure_dependence(prob, opts, acc, float(total[0]) if T is None else None, measure_oneways, measure_pair)
-    if T is None:  # planned on what the target's 2-ways and the dependence step leave
-        planned = allocation.plan_aim(float(total[0]), acc.remaining, opts.alpha, d, prob.multiway_cells())
+    n_hat = float(total[0]) if T is None else None  # the noisy total the schedule is planned from
+    found = measure_dependence(prob, opts, acc, n_hat, measure_oneways, measure_pair)
+    if n_hat is not None:  # planned on what the target's 2-ways and the dependence step leave
+        planned = allocation.plan_aim(n_hat, acc.remaining, opts.alpha, d, prob.multiway_cells())
         T = allocation.aim_units(planned, d, opts.alpha)
-        acc.note(schedule=allocation.schedule_record(float(total[0]), rounds=planned, units=T))
+        acc.note(schedule=allocation.schedule_record(n_hat, rounds=planned, units=T))
     params = core.initial_params(acc.remaining, T, opts.alpha)  # T > alpha d unless planned
 
     columns = {cl: tuple(prob.columns(cl)) for cl in candidates}
