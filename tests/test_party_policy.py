@@ -316,7 +316,7 @@ import json, sys
 import numpy as np
 from privsyn_fed.mpc import secure, world
 from privsyn_fed.mpc.noise import party_noise
-from privsyn_fed.mpc.policy import collect_verdicts
+from privsyn_fed.mpc.verdicts import collect_verdicts
 from privsyn_fed.silo import LocalScoresQuery, MarginalsQuery
 
 cfg = json.loads(sys.argv[1])

@@ -256,6 +256,7 @@ def test_the_ledger_states_the_unit_and_passes_the_audit(method, ledgers):
         "max_rows_per_unit": 2,
         "max_silos_per_unit": 2,
         "sensitivity_factor": 4,
+        "max_silos_bound": "enforced",
     }
     problems = audit_ledger(led).problems
     assert len(problems) == 1 and problems[0].startswith("SEEDED RUN"), problems
@@ -435,13 +436,14 @@ def test_a_row_level_report_says_a_person_with_several_rows_is_protected_less(le
 def test_the_release_request_carries_the_unit_and_a_party_checks_it():
     from privsyn_fed.mpc.policy import Refused, ReleaseRequest
 
-    request = ReleaseRequest("distaim", 1.0, 1e-9, "0" * 64, False, 3, 1, PrivacyUnit("pid", 2, 2))
+    request = ReleaseRequest("distaim", 1.0, 1e-9, "0" * 64, False, 3, 1, PrivacyUnit("pid", 2, 2, False))
     wire = request.to_wire()
     assert wire["privacy_unit"] == {
         "column": "pid",
         "max_rows_per_unit": 2,
         "max_silos_per_unit": 2,
         "sensitivity_factor": 4,
+        "max_silos_bound": "declared",
     }
     back = ReleaseRequest.from_wire(wire, 3)
     assert back == request and back.factor == 4
@@ -490,9 +492,12 @@ def test_mpc_end_to_end_with_a_unit_column(tmp_path):
         privacy_unit="pid",
         max_rows_per_unit=2,
         max_silos_per_unit=2,
+        report=tmp_path / "report.md",
     )
     run = run_cli(*argv, timeout=300)
     assert run.returncode == 0, run.stderr
+    # over MPC no process sees the other silos' units: M is the user's declaration, and says so
+    assert "in at most 2 silo(s) (declared, not checked on the data)" in (tmp_path / "report.md").read_text()
     ledger = json.loads(out.with_suffix(".ledger.json").read_text())
     copies = sorted(tmp_path.glob("s4*.csv.ledgers/*.ledger.json"))
     assert len(copies) == 2  # parties 1 and 2 keep their own copies
@@ -500,7 +505,9 @@ def test_mpc_end_to_end_with_a_unit_column(tmp_path):
     for path in [out.with_suffix(".ledger.json"), *copies]:
         led = json.loads(path.read_text())
         assert led["neighbouring"] == relation and led["privacy_unit"]["sensitivity_factor"] == 4
-        assert run_cli("audit", path).returncode == 0
+        assert led["privacy_unit"]["max_silos_bound"] == "declared"
+        audited = run_cli("audit", path)
+        assert audited.returncode == 0 and "declared by the release's user, not checked on the data" in audited.stdout
         gaussians = [e for e in led["entries"] if e["mechanism"] == "gaussian"]
         assert gaussians and all(e["sensitivity_l2"] == pytest.approx(4.0) for e in gaussians)
         tampered = _tampered(led, k=1)

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..accounting.unit import ROW_RELATION
+from ..accounting.unit import ROW_RELATION, bounds_text
 from ..common import InputError, write_atomic
 from ..common.fileio import SHAREABLE
 from ..common.settings import package_version
@@ -127,6 +127,11 @@ def _facts(ledger: dict[str, Any], audit: AuditReport, subject: Subject) -> list
         ("Made by", f"privsyn-fed {package_version()}"),
         ("Guarantee", f"({ledger['epsilon']:.4g}, {ledger['delta']:g})-differential privacy"),
         ("Neighbouring datasets", _neighbours(ledger)),
+        *(
+            [("Privacy unit", bounds_text(ledger["privacy_unit"]))]
+            if isinstance(ledger.get("privacy_unit"), dict)
+            else []
+        ),
         (
             "Budget",
             f"epsilon {ledger.get('epsilon_budget', '?')} at delta {ledger['delta']:g}; rho "

@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ..accounting.unit import ROW_RELATION, relation
+from ..accounting.unit import DECLARED, ENFORCED, ROW_RELATION, bounds_text, relation
 from .findings import AuditReport
 
 
@@ -56,6 +56,37 @@ def check_unit(ledger: dict[str, Any], rep: AuditReport) -> None:
         rep.problems.append(
             f"neighbouring relation is {ledger['neighbouring']!r}, but its privacy_unit states {stated!r}"
         )
+    _check_silo_bound(ledger, unit, rep)
+
+
+def _check_silo_bound(ledger: dict[str, Any], unit: dict[str, Any], rep: AuditReport) -> None:
+    """M is ``enforced`` only where one process read every silo (no ``details.mpc``); a declared M,
+    or one a ledger does not qualify (written before M was enforced), is a warning: a statement
+    about the data that nothing checked."""
+    bound = unit.get("max_silos_bound")
+    over_mpc = bool((ledger.get("details") or {}).get("mpc"))
+    rep.summary["privacy_unit"] = bounds_text(unit)
+    if bound not in (None, ENFORCED, DECLARED):
+        rep.problems.append(f"privacy_unit.max_silos_bound is {bound!r}; it must be {ENFORCED!r} or {DECLARED!r}")
+    elif bound == ENFORCED and over_mpc:
+        rep.problems.append(
+            "privacy_unit states max_silos_per_unit as enforced, but this release ran over MPC, where no process "
+            "sees the other silos' units: there M can only be declared"
+        )
+    elif bound != ENFORCED and unit["max_silos_per_unit"] < _silos(ledger):
+        rep.warnings.append(
+            f"the privacy unit's bound of {unit['max_silos_per_unit']} silo(s) per unit is "
+            + ("declared by the release's user" if bound == DECLARED else "not recorded as enforced (an older ledger)")
+            + ", not checked on the data: the guarantee holds only if no unit is in more silos"
+        )
+
+
+def _silos(ledger: dict[str, Any]) -> int:
+    """The number of silos a ledger names (``details.silos``, or a party copy's MPC parties; 1 when
+    it names none)."""
+    details = ledger.get("details") or {}
+    silos = details.get("silos", (details.get("mpc") or {}).get("parties"))
+    return silos if isinstance(silos, int) and not isinstance(silos, bool) else 1
 
 
 def in_row_units(ledger: dict[str, Any]) -> dict[str, Any]:

@@ -118,6 +118,7 @@ def audit_ledger(ledger: dict[str, Any]) -> AuditReport:
         _guarded(what, check, ledger, rep)
     _check_run(ledger, rep, bool(inputs_valid))
     rep.summary = {
+        **rep.summary,
         "entries": len(ledger["entries"]),
         "rho_spent": float(ledger["rho_spent"]) if total is None else total,
         "rho_budget": float(ledger["rho_budget"]),

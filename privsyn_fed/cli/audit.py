@@ -92,6 +92,8 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         s = report.summary
+        if "privacy_unit" in s:
+            print(f"privacy unit {s['privacy_unit']}")
         for w in report.warnings:
             print(f"WARNING: {w}")
         for p in report.problems:

@@ -32,7 +32,8 @@ from ..noise import OpenDPNoise
 from ..silo import Query, Silo, answer
 from . import secure, world
 from .noise import gumbel_rounding_slack, party_noise
-from .policy import BAD_SILO, MODE_DIFFERS, SCHEMA_DIFFERS, ReleaseRequest, Verdict, collect_verdicts
+from .policy import BAD_SILO, MODE_DIFFERS, SCHEMA_DIFFERS, ReleaseRequest
+from .verdicts import Verdict, collect_verdicts
 
 COLLUSION = (
     "additive secret sharing among the n parties: any coalition of up to n-1 parties sees only "

@@ -12,7 +12,7 @@ The order in which a party does things protects its rows before anything else ha
      cover are refused;
   5. ``end``: the ledger copy is closed with the release's status and the store settled at what
      was spent (also when the release fails or contact is lost: ``abandon``).
-Every command but ``stop``, ``end`` and ``traffic`` gets a verdict (``policy.send_verdict``) and
+Every command but ``stop``, ``end`` and ``traffic`` gets a verdict (``verdicts.send_verdict``) and
 is carried out only when every party accepted it. A party started with ``--non-private-checks``
 (tests and demonstrations) also answers exact sums, and steps outside a release without
 accounting; never an exact sum during a release.
@@ -57,8 +57,8 @@ from .policy import (
     Policy,
     Refused,
     ReleaseRequest,
-    send_verdict,
 )
+from .verdicts import send_verdict
 
 #: The arrays of a secure selection, exactly.
 SELECT_ARRAYS = {"cells", "segment_ids", "model", "weights", "offsets", "total_cells"}
@@ -240,6 +240,8 @@ class PartySession:
                 raise Refused("no release was accepted before begin")
             ledger = self._ledger_path()
             reservation = self._reserve(self.request, ledger)
+            if reservation is not None and reservation.ledger_path != str(ledger.resolve()):  # a ledger its store
+                ledger = Path(reservation.ledger_path)  # references is kept: a numbered file beside it (kept_ledger)
             self._load()
             if self.draft_spec is not None:
                 self.steps = DraftSteps(self.silo.plan, self.silo)

@@ -25,10 +25,7 @@ the request's rho left. A DP schema draft (method ``schema-draft``, ``mpc-party 
 schema yet: its request names the draft's fingerprint, no pin applies to it, and a policy that
 accepts drafts only may leave ``schema_sha256`` out.
 
-The verdict exchange (``send_verdict`` in a party, ``collect_verdicts`` in party 0): every party
-sends ``[code, reason length]`` to party 0 (code 0: accept); party 0 then broadcasts ``go``, or
-``abort`` with the longest reason's length, after which every party sends its reason's bytes (as
-numbers, zero-padded) and nobody takes the step.
+The verdict exchange that carries each party's answer is in ``verdicts``.
 """
 
 from __future__ import annotations
@@ -41,8 +38,7 @@ from typing import Any
 
 from ..accounting import epsilon_to_rho, rho_to_epsilon
 from ..accounting.unit import PrivacyUnit
-from ..common import InputError, MPCError, read_json
-from . import world
+from ..common import InputError, read_json
 
 #: The methods a party can serve, and the commands each one sends (``serve`` refuses any other).
 METHOD_STEPS = {
@@ -68,7 +64,8 @@ ONE_WAY_SUMS = frozenset({"distaim", "independent"})
 MAX_EPSILON = 1000.0
 MAX_DELTA = 0.1
 
-FIELDS = {"max_epsilon", "max_delta", "methods", "schema_sha256", "min_collusion", "budget_store"}
+FIELDS = {"max_epsilon", "max_delta", "methods", "schema_sha256", "min_collusion", "budget_store", "privacy_unit"}
+UNIT_FIELDS = {"column", "min_silos_per_unit", "max_silos_per_unit"}
 REQUIRED = ("max_epsilon", "max_delta", "methods", "schema_sha256")
 STORE_FIELDS = {"path", "dataset_id", "total_epsilon"}
 HEX64 = re.compile(r"(?:sha256:)?([0-9a-fA-F]{64})")
@@ -76,8 +73,6 @@ HEX64 = re.compile(r"(?:sha256:)?([0-9a-fA-F]{64})")
 #: Verdict codes: accepted; the party's schema differs; its noise mode (``--seed``) differs; it
 #: refuses (policy, accounting, budget); it cannot read its silo (bad input).
 ACCEPT, SCHEMA_DIFFERS, MODE_DIFFERS, REFUSED, BAD_SILO = 0, 1, 2, 3, 4
-#: A reason is cut to this many bytes (UTF-8) before it travels.
-REASON_BYTES = 600
 
 
 class Refused(Exception):
@@ -98,6 +93,34 @@ class StoreSpec:
 
 
 @dataclass(frozen=True)
+class UnitRule:
+    """A policy's ``privacy_unit``: releases must be by this ``column``, with a declared M (the most
+    silos one unit is in) of at least ``min_silos`` (what the site knows of its people) and at most
+    ``max_silos`` (a cap on the noise it accepts), either bound optional."""
+
+    column: str
+    min_silos: int | None = None
+    max_silos: int | None = None
+
+    def refusal(self, unit: PrivacyUnit | None) -> str | None:
+        """Why a request with ``unit`` breaks this rule (one line), or None."""
+        if unit is None or unit.column != self.column:
+            given = "none" if unit is None else f"'{unit.column}'"
+            return f"its policy requires privacy unit '{self.column}', and the release's is {given}"
+        if self.min_silos is not None and unit.max_silos < self.min_silos:
+            return (
+                f"the release declares a unit in at most {unit.max_silos} silo(s), but its policy's "
+                f"privacy_unit.min_silos_per_unit is {self.min_silos} (its people are in that many silos)"
+            )
+        if self.max_silos is not None and unit.max_silos > self.max_silos:
+            return (
+                f"the release declares a unit in at most {unit.max_silos} silos, more than its policy's "
+                f"privacy_unit.max_silos_per_unit {self.max_silos}"
+            )
+        return None
+
+
+@dataclass(frozen=True)
 class Policy:
     """What a party accepts per release (see the module docstring)."""
 
@@ -108,6 +131,7 @@ class Policy:
     schema_sha256: str | None
     min_collusion: int | None = None
     store: StoreSpec | None = None
+    unit: UnitRule | None = None
 
     def refusal(self, request: "ReleaseRequest") -> str | None:
         """Why this policy refuses ``request`` (one line), or None when it accepts it."""
@@ -127,6 +151,8 @@ class Policy:
                 f"collusion threshold {request.collusion} is below its policy's min_collusion {self.min_collusion} "
                 "(its noise must withstand that many colluding parties)"
             )
+        if self.unit is not None and request.method != DRAFT:
+            return self.unit.refusal(request.unit)
         return None
 
     def store_refusal(self, rho: float) -> str | None:
@@ -248,7 +274,32 @@ def load_policy(path: str | Path) -> Policy:
         match.group(1).lower() if match else None,
         min_collusion,
         _store_spec(raw.get("budget_store"), source),
+        _unit_rule(raw.get("privacy_unit"), source),
     )
+
+
+def _unit_rule(raw: Any, source: Path) -> UnitRule | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or not isinstance(raw.get("column"), str) or not raw["column"].strip():
+        raise InputError(
+            f"{source}: field 'privacy_unit' must be an object with a 'column' (optionally "
+            "'min_silos_per_unit' and 'max_silos_per_unit')"
+        )
+    unknown = sorted(set(raw) - UNIT_FIELDS)
+    if unknown:
+        raise InputError(f"{source}: unknown field 'privacy_unit.{unknown[0]}'")
+    bounds = []
+    for key in ("min_silos_per_unit", "max_silos_per_unit"):
+        value = raw.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise InputError(
+                f"{source}: field 'privacy_unit.{key}' must be a whole number of at least 1, not {value!r}"
+            )
+        bounds.append(value)
+    if None not in bounds and bounds[0] > bounds[1]:
+        raise InputError(f"{source}: field 'privacy_unit.min_silos_per_unit' is above its max_silos_per_unit")
+    return UnitRule(raw["column"], bounds[0], bounds[1])
 
 
 def _store_spec(raw: Any, source: Path) -> StoreSpec | None:
@@ -416,7 +467,7 @@ def _unit_from_wire(raw: Any, parties: int) -> PrivacyUnit | None:
     if raw is None:
         return None
     try:
-        unit = PrivacyUnit(raw["column"], raw["max_rows_per_unit"], raw["max_silos_per_unit"])
+        unit = PrivacyUnit(raw["column"], raw["max_rows_per_unit"], raw["max_silos_per_unit"], silos_enforced=False)
     except (KeyError, TypeError, InputError):
         raise Refused("the release request's privacy unit is not a column with whole K and M of at least 1") from None
     if raw.get("sensitivity_factor") != unit.factor or unit.max_silos > parties:
@@ -425,53 +476,3 @@ def _unit_from_wire(raw: Any, parties: int) -> PrivacyUnit | None:
             f"and M {unit.max_silos} among {parties} parties"
         )
     return unit
-
-
-# ---- the verdict exchange --------------------------------------------------------------------------
-
-
-def _reason_bytes(reason: str) -> bytes:
-    raw = " ".join(reason.split()).encode("utf-8")[:REASON_BYTES]
-    return raw.decode("utf-8", errors="ignore").encode("utf-8")
-
-
-def send_verdict(channel: world.Channel, code: int, reason: str = "") -> bool:
-    """A party's verdict on party 0's last command: ``code`` (``ACCEPT`` or why not) and, if asked,
-    the reason. Returns whether every party accepted (party 0 said ``go``)."""
-    raw = _reason_bytes(reason) if code != ACCEPT else b""
-    world.gather_to_party0([float(code), float(len(raw))])
-    cmd, _ = channel.receive()
-    if cmd.get("op") == "go":
-        return True
-    if cmd.get("op") != "abort":
-        raise MPCError(f"party 0 sent {cmd.get('op')!r} where it owed a go or an abort")
-    length = int(cmd["bytes"])
-    world.gather_to_party0([float(b) for b in raw.ljust(length, b"\0")[:length]] if length else [0.0])
-    return False
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """One party's refusal as party 0 received it."""
-
-    rank: int
-    code: int
-    reason: str
-
-
-def collect_verdicts(channel: world.Channel) -> list[Verdict]:
-    """Party 0's side of the exchange: every party's verdict on the command just sent; tells them
-    ``go`` when all accepted (returns ``[]``), else ``abort`` and returns the refusals."""
-    rows = world.gather_to_party0([0.0, 0.0]) or []
-    refusals = [(k, int(code), int(length)) for k, (code, length) in enumerate(rows) if int(code) != ACCEPT]
-    if not refusals:
-        channel.send({"op": "go"})
-        return []
-    length = max(n for _, _, n in refusals)
-    channel.send({"op": "abort", "bytes": length})
-    texts = world.gather_to_party0([0.0] * length if length else [0.0]) or []
-    out = []
-    for k, code, n in refusals:
-        raw = bytes(int(b) for b in texts[k][:n]) if n else b""
-        out.append(Verdict(k, code, raw.decode("utf-8", errors="replace") or "no reason given"))
-    return out

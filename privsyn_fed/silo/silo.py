@@ -88,6 +88,20 @@ def _unit_hashes(path: str | Path, unit: str, key: str, source: str, chunk_rows:
     return np.concatenate(hashes) if hashes else np.zeros(0, np.uint64)
 
 
+def unit_hashes_of(
+    table: str | Path | pd.DataFrame, schema: Schema, unit: str, key: str, name: str, site_column: str | None = None
+) -> np.ndarray:
+    """Each row's keyed hash of its privacy ``unit`` (``units.unit_hashes``) in a table (its header
+    checked first, as ``Silo.load``) or a data frame (named ``name``): the first pass of reading a
+    silo by unit, for bounds that span silos (``units.silo_masks``); ``site_column`` as the header
+    check's."""
+    if isinstance(table, pd.DataFrame):
+        check_unit_column([str(c) for c in table.columns], schema, unit, name)
+        return unit_hashes(table[unit].reset_index(drop=True), key, unit, name, 1)
+    check_table_header(table, schema, unit, site_column)
+    return _unit_hashes(table, unit, key, str(Path(table)), CHUNK_ROWS)
+
+
 def _read_store(path, schema, source, chunk_rows, columns, site, keep, arrow: bool) -> tuple[RowStore, dict[str, int]]:
     """The table's rows (those ``keep`` marks, if given) encoded into a sealed ``RowStore``, and the
     count of values clipped per numeric column (``_encoded_chunks``)."""
@@ -142,6 +156,11 @@ class Silo:
         self.unit: tuple[str, int] | None = None
         #: Rows left out by that bound. Private: shown to this silo's operator, never released.
         self.unit_dropped = 0
+        #: Rows of units kept in M other silos instead (``units.silo_masks``). Private, as above.
+        self.unit_elsewhere = 0
+        #: ``(group, i, n, M)`` when this silo was read as the ``i``-th of ``n`` silos together (one
+        #: ``api.read_silos`` call, named by the token ``group``) so that a unit is kept in at most M of them.
+        self.unit_silos: tuple[str, int, int, int] | None = None
         #: ``(column, name)`` when the silo's name is its rows' value of a schema column (``site``), else None.
         self.site: tuple[str, str] | None = None
 
@@ -157,6 +176,7 @@ class Silo:
         max_rows: int = 1,
         unit_key: str | None = None,
         site: tuple[str, str] | None = None,
+        keep: np.ndarray | None = None,
     ) -> "Silo":
         """The silo in the table at ``path`` (CSV, gzip CSV or Parquet), read and encoded ``chunk_rows``
         rows at a time into a ``RowStore``; every check of ``encode_frame`` applies to every chunk,
@@ -167,6 +187,8 @@ class Silo:
         With a privacy ``unit`` column, a first pass reads that column only and chooses at most
         ``max_rows`` rows per unit (``units.keep_mask``, keyed by ``unit_key``, fresh when None);
         the second keeps only those rows. Every row is still checked. No identifier is kept.
+        ``keep``: the rows to keep, chosen already under the unit's bounds (``read_silos``, from
+        ``unit_hashes_of``); the first pass is then skipped.
 
         With a ``site`` ``(column, name)`` (``silo.site``) every row's value of the schema's
         ``column`` is the silo's ``name``: set when the table lacks the column, checked when it has it."""
@@ -175,8 +197,7 @@ class Silo:
         held = site is None or site[0] in read_header(path)
         if ignored:
             log.warning(ignored_note(source, ignored))
-        keep = None
-        if unit is not None:
+        if unit is not None and keep is None:
             key = unit_key or new_key()
             keep = keep_mask(_unit_hashes(path, unit, key, source, chunk_rows), max_rows, key)
         columns = schema.names if held else [c for c in schema.names if site is None or c != site[0]]
@@ -209,12 +230,13 @@ class Silo:
         max_rows: int = 1,
         unit_key: str | None = None,
         site: tuple[str, str] | None = None,
+        keep: np.ndarray | None = None,
     ) -> "Silo":
         """Encode a data frame on ``schema`` (``encode_frame``: text cells, or typed columns as a
         user's frame holds them), keeping the clip counts and the clipped numeric values. Columns
         the schema does not list are ignored, with one warning naming them (as ``load``). With a
         privacy ``unit`` column, at most ``max_rows`` rows per unit are kept (as ``load``); with a
-        ``site``, its column is set or checked (as ``load``)."""
+        ``site``, its column is set or checked (as ``load``); ``keep`` as ``load``'s."""
         columns = [str(c) for c in df.columns]
         check_unit_column(columns, schema, unit, name)
         if site is not None and site[0] not in columns:
@@ -228,8 +250,9 @@ class Silo:
         if unit is None:
             silo = cls(name, codes, schema, clipped, values)
         else:
-            key = unit_key or new_key()
-            keep = keep_mask(unit_hashes(df[unit].reset_index(drop=True), key, unit, name, 1), max_rows, key)
+            if keep is None:
+                key = unit_key or new_key()
+                keep = keep_mask(unit_hashes(df[unit].reset_index(drop=True), key, unit, name, 1), max_rows, key)
             silo = cls(name, codes[keep], schema, clipped, None if values is None else values[keep])
             silo.unit, silo.unit_dropped = (unit, max_rows), int((~keep).sum())
         silo.site = site

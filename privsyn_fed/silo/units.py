@@ -84,3 +84,29 @@ def _ranks_within_groups(sorted_keys: np.ndarray) -> np.ndarray:
     starts = np.r_[True, sorted_keys[1:] != sorted_keys[:-1]]
     group_start = np.maximum.accumulate(np.where(starts, np.arange(n), 0))
     return np.arange(n) - group_start
+
+
+def silo_masks(hashes: list[np.ndarray], max_silos: int, key: str) -> list[np.ndarray]:
+    """For each silo's rows (``hashes[s]``: silo ``s``'s unit hashes, under one key shared by every
+    silo), True where the row's unit may stay in that silo when a unit appears in at most
+    ``max_silos`` (M) silos: a unit found in more keeps the M silos of lowest priority
+    ``mix(unit ^ mix(s ^ salt))`` and is left out of the others. The priority reads nothing but
+    the unit's hash, the silo's position and the key, so removing one unit changes no other unit's
+    choice; with ``keep_mask`` in each silo, neighbours differ by at most K rows in M silos."""
+    hashes = [np.asarray(h, dtype=np.uint64) for h in hashes]
+    present = [np.unique(h) for h in hashes]
+    if max_silos >= sum(len(p) > 0 for p in present):
+        return [np.ones(len(h), dtype=bool) for h in hashes]  # no unit can be in more than M silos
+    salt = np.uint64(int(hashlib.sha256(f"silos {key}".encode()).hexdigest()[:16], 16))
+    units = np.concatenate(present)
+    silo = np.concatenate([np.full(len(p), s, dtype=np.uint64) for s, p in enumerate(present)])
+    priority = _mix(units ^ _mix(silo ^ salt))
+    order = np.lexsort((priority, units))
+    allowed = np.zeros(len(units), dtype=bool)
+    allowed[order] = _ranks_within_groups(units[order]) < max_silos
+    masks, start = [], 0
+    for h, p in zip(hashes, present):
+        kept = p[allowed[start : start + len(p)]]
+        start += len(p)
+        masks.append(np.ones(len(h), dtype=bool) if len(kept) == len(p) else np.isin(h, kept))
+    return masks
