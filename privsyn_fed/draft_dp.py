@@ -820,9 +820,10 @@ def release_draft(
     return DPDraft(columns, dropped, notes, acc, unfound)
 
 
-def unfound_message(plan: DraftPlan, unfound: Sequence[Unfound], ledger: str) -> str:
-    """One line: the columns whose bounds or categories were not found, why, and the epsilon that would
-    bring the thresholds down to the counts they show."""
+def unfound_message(plan: DraftPlan, unfound: Sequence[Unfound], ledger: str, reusable: bool = True) -> str:
+    """One line: the columns whose bounds or categories were not found, why, the epsilon that would
+    bring the thresholds down to the counts they show, and that a retry with --leave-unfound spends
+    nothing (it reuses the values kept beside the ledger, ``draft_replay``; not when ``reusable`` is False)."""
     parts = []
     for release in ("bounds", "categories"):
         some = [u for u in unfound if u.release == release]
@@ -846,10 +847,15 @@ def unfound_message(plan: DraftPlan, unfound: Sequence[Unfound], ledger: str) ->
         no = f"no --dp up to {_max_epsilon():g} finds {', '.join(never)} from these rows"
         need = f"{need}; {no}" if need else no
     need += " (a column of a single value, or of none, never shows more: declare its domain by hand)"
+    retry = (
+        "it spends nothing: it reuses the values this draft released"
+        if reusable
+        else "a new spend: the values this draft released could not be kept beside its ledger"
+    )
     return (
         f"--dp {plan.epsilon:g} did not find {'; '.join(parts)}: {need}. No schema was written; {ledger} records "
-        "the budget spent. Draft again with a larger --dp, or with --leave-unfound to write these columns as "
-        "placeholders to fill in by hand"
+        "the budget spent. Draft again with a larger --dp (a new spend), or with --leave-unfound to write these "
+        f"columns as placeholders to fill in by hand ({retry})"
     )
 
 

@@ -116,5 +116,5 @@ def test_settle_refuses_a_ledger_of_another_run(schema_path, silo_paths, tmp_pat
     code, _, err = run_cli(
         "budget", "settle", "--budget-store", tmp_path / "b.db", "--run", "1", "--ledger", other, capsys=capsys
     )
-    assert code == 2 and "does not belong to run 1" in err
+    assert code == 2 and "is not run 1's of" in err and "written for the store None" in err
     assert BudgetStore(tmp_path / "b.db").budget("d").runs[0]["status"] == "reserved"

@@ -12,7 +12,7 @@ the run's rho stays within ``rho_total``; then the whole series is ``(epsilon, d
 * A run that fails or is interrupted settles at its accountant's spend (``failed``); only a run
   in which no mechanism ever ran settles at zero (``rejected``). If the settlement itself
   fails (a locked or full disk), the run stays ``reserved``: counted in full.
-* ``settle_stale`` lets the custodian close a reservation whose process is gone (killed, host
+* ``settling.settle_stale`` lets the custodian close a reservation whose process is gone (killed, host
   lost) at the spend its ledger records, never below it (``abandoned``).
 * ``reserve`` given the run's ledger path writes an opening ledger there in the same transaction
   (``OpeningLedger``): status ``running``, no entries, naming the store's run. A run killed
@@ -29,16 +29,18 @@ from __future__ import annotations
 
 import math
 import os
+import secrets
 import socket
 import sqlite3
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from ..common import BudgetExceeded, InputError, OptionError
 from .conversions import epsilon_to_rho, rho_to_epsilon
+from .kept_ledger import choose as choose_ledger
 from .opening import OpeningLedger, opening_ledger
 
 STORE_FORMAT = "privsyn-fed-budget/1"
@@ -55,7 +57,14 @@ CREATE TABLE runs (
     status TEXT NOT NULL, ledger TEXT, started TEXT NOT NULL, settled TEXT, host TEXT, pid INTEGER);
 """
 #: Columns added after the first release of the store format (added in place to older stores).
-_ADDED_COLUMNS = {"host": "TEXT", "pid": "INTEGER", "delta_slack": "REAL"}
+_ADDED_COLUMNS = {
+    "host": "TEXT",
+    "pid": "INTEGER",
+    "delta_slack": "REAL",
+    "token": "TEXT",
+    "new_dataset": "TEXT",
+    "unit": "TEXT",
+}
 
 
 @dataclass
@@ -81,6 +90,13 @@ class DatasetBudget:
     def epsilon_committed(self) -> float:
         """The committed rho as epsilon at the dataset's delta (0 when nothing is committed)."""
         return rho_to_epsilon(self.rho_committed, self.delta) if self.rho_committed > 0 else 0.0
+
+
+def run_tag(store: Path, dataset: str, run: int, token: str | None) -> dict[str, Any]:
+    """A run's ``details.budget_store``: the store, the dataset, the run and its ``token``, an
+    identifier only the store and the run's ledger know, so that ``settling.settle_stale`` takes no
+    other ledger for the run's."""
+    return {"path": str(store), "dataset_id": dataset, "run": run, "token": token}
 
 
 def _now() -> str:
@@ -164,18 +180,21 @@ class BudgetStore:
         total_epsilon: float | None = None,
         ledger: str | None = None,
         delta_slack: float = 0.0,
+        keep_existing: bool = False,
     ) -> "Reservation":
         """Book ``epsilon_to_rho(epsilon, delta - delta_slack)`` for a run; refuse if it does not fit.
 
         The first run of a dataset must give ``total_epsilon``; later runs may omit it, and if they
         give it, it must match. ``delta`` must be the dataset's delta. ``delta_slack`` (approximate
-        zCDP, see the module docstring) is the part of ``delta`` the run's own entries may spend.
+        zCDP, see the module docstring) is the part of ``delta`` the run's own entries may spend. A
+        ``ledger`` the store references (or, with ``keep_existing``, that exists) is never replaced:
+        the run's goes to a numbered file beside it, ``Reservation.ledger_path`` (``kept_ledger``).
         """
         check_dataset_id(dataset, "dataset")
         if not 0 <= delta_slack < delta:
             raise ValueError(f"delta_slack {delta_slack!r} must lie in [0, delta)")
         rho = epsilon_to_rho(epsilon, delta - delta_slack)
-        opening = None
+        opening, token = None, secrets.token_hex(16)
         self.db.execute("BEGIN IMMEDIATE")
         try:
             ds = self.db.execute(
@@ -210,19 +229,29 @@ class BudgetStore:
                     f"rho={left:.6g} (epsilon {rho_to_epsilon(left, delta) if left > 0 else 0:.4g}) of "
                     f"the total epsilon {total_eps:g} is left; no silo was read and nothing was written"
                 )
+            ledger, kept_run = choose_ledger(self.db, ledger, keep_existing) if ledger else (None, None)
             cur = self.db.execute(
                 "INSERT INTO runs (dataset, method, epsilon, rho_reserved, status, ledger, started, host, pid, "
-                "delta_slack) VALUES (?, ?, ?, ?, 'reserved', ?, ?, ?, ?, ?)",
-                (dataset, method, epsilon, rho, ledger, _now(), socket.gethostname(), os.getpid(), delta_slack),
+                "delta_slack, token) VALUES (?, ?, ?, ?, 'reserved', ?, ?, ?, ?, ?, ?)",
+                (dataset, method, epsilon, rho, ledger, _now(), socket.gethostname(), os.getpid(), delta_slack, token),
             )
             run = int(cur.lastrowid)
+            tag = run_tag(self.path, dataset, run, token)
             if ledger is not None:  # before the commit: a reservation never lacks its ledger
-                document = opening_ledger(
-                    self.path, dataset, run, epsilon=epsilon, delta=delta, method=method, delta_slack=delta_slack
-                )
+                document = opening_ledger(tag, epsilon=epsilon, delta=delta, method=method, delta_slack=delta_slack)
                 opening = OpeningLedger.write(ledger, document)
             self.db.execute("COMMIT")
-            return Reservation(self, run, dataset, rho, delta_slack=delta_slack, opening=opening)
+            return Reservation(
+                self,
+                run,
+                dataset,
+                rho,
+                delta_slack=delta_slack,
+                opening=opening,
+                ledger_path=ledger,
+                kept_run=kept_run,
+                token=token,
+            )
         except BaseException:
             self.db.execute("ROLLBACK")
             if opening is not None:
@@ -245,8 +274,9 @@ class BudgetStore:
                 raise ValueError(f"run {run} spent delta {delta_slack} beyond its reserved slack {row[1]}")
             slack = 0.0 if status == "rejected" else row[1] if delta_slack is None else delta_slack
             self.db.execute(
-                "UPDATE runs SET rho_spent=?, status=?, settled=?, delta_slack=? WHERE id=?",
-                (rho_spent, status, _now(), slack, run),
+                "UPDATE runs SET rho_spent=?, status=?, settled=?, delta_slack=?, ledger=CASE WHEN ? THEN NULL "
+                "ELSE ledger END WHERE id=?",  # a rejected run withdraws its opening ledger: it has none
+                (rho_spent, status, _now(), slack, status == "rejected", run),
             )
             self.db.execute("COMMIT")
         except BaseException:
@@ -269,54 +299,12 @@ class BudgetStore:
             "host",
             "pid",
             "delta_slack",
+            "token",
         ]
         row = self.db.execute(f"SELECT {', '.join(cols)} FROM runs WHERE id=?", (run,)).fetchone()
         if row is None:
             raise InputError(f"{self.path}: no run {run}")
         return dict(zip(cols, row))
-
-    def settle_stale(
-        self, run: int, ledger: dict[str, Any], ledger_path: str, *, confirm_stopped: bool = False
-    ) -> float:
-        """Close a reservation whose process is gone at the spend ``ledger`` records (never below
-        it); returns that spend. ``ledger`` must be the run's own (its ``details.budget_store``
-        names this store's dataset and run) and add up; the process must be gone."""
-        from .ledger import entry_rho
-
-        r = self.run(run)
-        if r["status"] != "reserved":
-            raise InputError(f"run {run} of {self.path} is already settled ({r['status']})")
-        if r["host"] == socket.gethostname() and r["pid"] and _alive(int(r["pid"])):
-            raise InputError(
-                f"run {run} is still running (process {r['pid']} on this host); stop it with "
-                "Ctrl-C or SIGTERM and it settles itself"
-            )
-        if r["host"] != socket.gethostname() and not confirm_stopped:
-            raise InputError(
-                f"run {run} was started on host {r['host'] or 'unknown'}, where this command cannot "
-                "see whether it has stopped; make sure it has, then pass --confirm-stopped"
-            )
-        tag = (ledger.get("details") or {}).get("budget_store") or {}
-        if tag.get("run") != run or tag.get("dataset_id") != r["dataset"]:
-            raise InputError(
-                f"{ledger_path}: this ledger does not belong to run {run} of dataset "
-                f"'{r['dataset']}' (it names run {tag.get('run')!r} of {tag.get('dataset_id')!r})"
-            )
-        try:
-            total = sum(entry_rho(e) for e in ledger["entries"])
-            recorded = float(ledger["rho_spent"])
-            deltas = sum(float(e.get("delta", 0.0)) for e in ledger["entries"])
-        except (KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError) as exc:
-            raise InputError(f"{ledger_path}: the ledger's entries do not give a spend ({exc})") from None
-        spent = max(total, recorded)
-        slack = r["delta_slack"] or 0.0
-        if spent > r["rho_reserved"] * (1 + TOLERANCE) or deltas > slack * (1 + TOLERANCE):
-            raise InputError(
-                f"{ledger_path}: the ledger records rho {spent:.6g} (delta {deltas:.3g}), more than run {run} "
-                f"reserved (rho {r['rho_reserved']:.6g}, delta {slack:.3g}); leaving the run counted at its reservation"
-            )
-        self.settle(run, spent, "abandoned", deltas if slack else None)
-        return spent
 
     def _committed(self, dataset: str) -> float:
         """Settled runs count what they spent; unsettled ones their whole reservation."""
@@ -359,6 +347,7 @@ class BudgetStore:
             known = ", ".join(self.datasets()) or "none"
             raise InputError(f"{self.path}: no dataset '{dataset}' (known: {known})")
         cols = ["id", "method", "epsilon", "rho_reserved", "rho_spent", "status", "ledger", "started", "settled"]
+        cols += ["unit", "new_dataset"]
         runs = [
             dict(zip(cols, r))
             for r in self.db.execute(f"SELECT {', '.join(cols)} FROM runs WHERE dataset=? ORDER BY id", (dataset,))
@@ -366,21 +355,6 @@ class BudgetStore:
         slack = self._committed_slack(dataset)
         rho_total = self._rho_total(ds[0], ds[1], ds[2], slack)
         return DatasetBudget(dataset, ds[0], ds[1], rho_total, self._committed(dataset), runs, slack)
-
-
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` on this host is a running privsyn-fed process."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return b"privsyn" in fh.read()
-    except OSError:
-        return True
 
 
 @dataclass
@@ -399,10 +373,37 @@ class Reservation:
     accountant: Any = None
     delta_slack: float = 0.0
     opening: OpeningLedger | None = None
+    #: Where the run's ledger goes, and the run whose ledger the path asked for is (``kept_ledger``).
+    ledger_path: str | None = None
+    kept_run: int | None = None
+    #: The run's secret identifier, known to the store and written into the run's ledger (``run_tag``).
+    token: str | None = None
+
+    #: The user said the data differ from any dataset whose silos match (``--new-dataset``).
+    new_dataset: bool = False
+
+    def charge_silos(self, silos: Sequence[Any]) -> list[str]:
+        """Record the run's silos in the store (``fingerprints``): ``InputError`` naming the dataset
+        they were charged under if it is another, unless ``new_dataset``; the datasets matched."""
+        from .fingerprints import charge_silos
+
+        contents = [(s.name, s.content.rows, s.content.sums) for s in silos if s.content is not None]
+        store = str(self.store.path)
+        return charge_silos(self.store.db, store, self.dataset, self.run, contents, self.new_dataset)
+
+    def tag(self) -> dict[str, Any]:
+        """What the run's ledger records of its reservation (``details.budget_store``)."""
+        return run_tag(self.store.path, self.dataset, self.run, self.token)
 
     def bind(self, accountant: Any) -> None:
-        """Attach the run's accountant, so that ``fail`` settles at its spend."""
+        """Attach the run's accountant, so that ``fail`` settles at its spend; the store records its
+        privacy unit's bounds, and whether each was enforced or declared (``unit.bounds_text``)."""
+        from .unit import bounds_text
+
         self.accountant = accountant
+        unit = getattr(accountant, "unit", None)
+        if unit is not None:
+            self.store.db.execute("UPDATE runs SET unit=? WHERE id=?", (bounds_text(unit.record()), self.run))
 
     def settle(self, rho_spent: float, status: str, delta_slack: float | None = None) -> None:
         """Record the run's spend and ``status`` in the store, once (later calls do nothing);
@@ -435,6 +436,8 @@ def reserved(
     total_epsilon: float | None = None,
     ledger: str | None = None,
     delta_slack: float = 0.0,
+    keep_existing: bool = False,
+    new_dataset: bool = False,
 ) -> Iterator[Reservation]:
     """Reserve a run's budget in the store at ``path`` for the block (``BudgetStore.reserve``).
 
@@ -451,7 +454,9 @@ def reserved(
         total_epsilon=total_epsilon,
         ledger=ledger,
         delta_slack=delta_slack,
+        keep_existing=keep_existing,
     )
+    reservation.new_dataset = new_dataset
     try:
         yield reservation
     except BaseException as exc:

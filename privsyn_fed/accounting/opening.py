@@ -53,14 +53,15 @@ class OpeningLedger:
 
 
 def opening_ledger(
-    store: Path, dataset: str, run: int, *, epsilon: float, delta: float, method: str, delta_slack: float
+    tag: dict[str, Any], *, epsilon: float, delta: float, method: str, delta_slack: float
 ) -> dict[str, Any]:
-    """The ledger of a run that has reserved its budget and charged nothing yet (``OpeningLedger``)."""
+    """The ledger of a run that has reserved its budget and charged nothing yet (``OpeningLedger``);
+    ``tag``: its ``details.budget_store`` (``budget_store.run_tag``)."""
     acc = Accountant(
         epsilon,
         delta - delta_slack,
         method,
-        details={"budget_store": {"path": str(store), "dataset_id": dataset, "run": run}},
+        details={"budget_store": tag},
         delta_budget=delta if delta_slack else None,
     )
     return acc.ledger()

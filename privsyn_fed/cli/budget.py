@@ -99,7 +99,9 @@ def run(args: argparse.Namespace) -> int:
             print(
                 f"  run {r['id']}: {_shown(r['method'])}, epsilon {r['epsilon']:g}, reserved rho "
                 f"{r['rho_reserved']:.6g}, counted {spent}, {r['status']}, started {r['started']}"
-                + (f", ledger {_shown(r['ledger'])}" if r["ledger"] else "")
+                + (f", ledger {_shown(r['ledger'])}" if r["ledger"] else ", no ledger")
+                + (f"; privacy unit {_shown(r['unit'])}" if r.get("unit") else "")
+                + (f"; {_shown(r['new_dataset'])}" if r.get("new_dataset") else "")
             )
     return 0
 
@@ -113,6 +115,7 @@ def _shown(text: str) -> str:
 def run_settle(args: argparse.Namespace) -> int:
     """``budget settle``: close a stale reservation at its ledger's spend (``settle_stale``); 0."""
     from ..accounting.budget_store import BudgetStore
+    from ..accounting.settling import settle_stale
     from ..audit import load_ledger
     from ..common import Named, check_regular, check_store
 
@@ -120,6 +123,10 @@ def run_settle(args: argparse.Namespace) -> int:
     store = BudgetStore(args.budget_store, create=False)
     run = store.run(args.run)
     path = args.ledger or run["ledger"]
+    if not path and run["status"] != "reserved":  # a rejected run withdrew its ledger: nothing to settle
+        raise InputError(
+            f"run {args.run} of {args.budget_store} is already settled ({run['status']}) and has no ledger"
+        )
     if not path:
         raise InputError(
             f"run {args.run} recorded no ledger; give --ledger (the run stays counted at its "
@@ -127,7 +134,7 @@ def run_settle(args: argparse.Namespace) -> int:
         )
     check_regular(Path(path), "--ledger" if args.ledger else f"the ledger of run {args.run}")
     ledger = load_ledger(path)
-    spent = store.settle_stale(args.run, ledger, str(path), confirm_stopped=args.confirm_stopped)
+    spent = settle_stale(store, args.run, ledger, str(path), confirm_stopped=args.confirm_stopped)
     print(
         f"settled run {args.run} of dataset '{run['dataset']}' at rho {spent:.6g} (its ledger's spend; "
         f"it had reserved {run['rho_reserved']:.6g}): abandoned"

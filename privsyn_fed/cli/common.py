@@ -129,6 +129,8 @@ def check_budget_options(args: argparse.Namespace, what: str) -> None:
 
     if (args.dataset_id or args.total_epsilon is not None) and not args.budget_store:
         raise InputError("--dataset-id and --total-epsilon need --budget-store")
+    if getattr(args, "new_dataset", False) and not args.budget_store:
+        raise InputError("--new-dataset speaks of the budget store's datasets: give --budget-store too")
     if args.budget_store and not args.dataset_id:
         raise InputError(f"--budget-store needs --dataset-id (the dataset this {what} draws on)")
     if args.dataset_id is not None:

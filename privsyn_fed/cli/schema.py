@@ -271,9 +271,10 @@ def run_draft(args: argparse.Namespace) -> int:
 def run_draft_dp(args: argparse.Namespace) -> int:
     """A DP draft: every public check and the plan first, then reserve, read, release, write (under
     ``--mpc`` the parties first check the request against their own policies)."""
-    from .. import draft_dp
+    from .. import draft_dp, draft_replay
     from ..common import Named, check_distinct, check_files, read_chunks
     from ..schema import check_options
+    from .ledger_target import ledger_output
 
     if args.delta is None:
         raise InputError("--dp needs --delta (e.g. --delta 1e-9)")
@@ -283,7 +284,8 @@ def run_draft_dp(args: argparse.Namespace) -> int:
     tables, out = [Path(p) for p in args.data], Path(args.out)
     ledger = Path(args.ledger) if args.ledger else out.with_suffix(".ledger.json")
     stores = [Named("--budget-store", Path(args.budget_store))] if args.budget_store else []
-    outputs = [(Named("--out", out), "schema"), (Named("--ledger" if args.ledger else "the ledger", ledger), "ledger")]
+    failed = draft_replay.failed_drafts(ledger) if args.leave_unfound else []  # whose released values a retry reuses
+    outputs = [(Named("--out", out), "schema"), *([] if failed else ledger_output(args, ledger))]
     inputs = [Named("DATA", p) for p in tables]
     check_files(inputs + federation_inputs(args), outputs, force=args.force, stores=stores)
     check_distinct(inputs)
@@ -297,9 +299,19 @@ def run_draft_dp(args: argparse.Namespace) -> int:
     plan = draft_dp.plan_draft(
         args.dp, args.delta, names, args.categorical_max, args.bins, args.missing_value, split, args.edges
     )
+    replay = draft_replay.previous(failed, plan, tables) if failed else None
+    if replay is not None:
+        kept = [Named("the failed draft's ledger", replay.ledger_path), Named("its values", replay.released_path)]
+        check_files(kept, outputs, force=args.force)
+        return _replay_draft(plan, replay, out)
+    if failed:  # another plan: a new spend, whose ledger is checked as any output
+        check_files(inputs, [*outputs, *ledger_output(args, ledger)], force=args.force)
     if not args.mpc:
+        from ..draft_dp import LocalReleases
+        from ..noise import OpenDPNoise
+
         frames = lambda: (c.frame for p in tables for c in read_chunks(p))  # noqa: E731
-        return _draft_dp(args, plan, tables, out, ledger, lambda acc: draft_dp.release_draft(frames, plan, acc))
+        return _draft_dp(args, plan, tables, out, ledger, lambda acc: LocalReleases(frames, plan, acc, OpenDPNoise()))
     from ..mpc.draft import DraftSpec, MPCReleases, read_draft_table
     from ..mpc.launch import coordinator
 
@@ -315,26 +327,30 @@ def run_draft_dp(args: argparse.Namespace) -> int:
         draft=DraftSpec.of(plan),
     ) as agg:
 
-        def release(acc):
+        def releases(acc):
             agg.begin(read_draft_table(tables[0], plan))  # party 0's table, then each party reserves and reads its own
             log(collusion_cost(args, len(tables)))
             acc.details.update(agg.ledger_details(agg.noise), silos=len(agg.silo_names))
             agg.bind_release(acc)
-            return draft_dp.release_draft(MPCReleases(agg, plan, acc), plan, acc)
+            return MPCReleases(agg, plan, acc)
 
         try:
-            return _draft_dp(args, plan, agg.silo_names, out, ledger, release, agg.threat_model)
+            return _draft_dp(args, plan, agg.silo_names, out, ledger, releases, agg.threat_model)
         finally:
             agg.bind_release(None)  # every party closes its ledger copy with the draft's status
 
 
-def _draft_dp(args: argparse.Namespace, plan, sources: list, out: Path, ledger: Path, release, secure: str = "") -> int:
-    """Reserve (``--budget-store``), release the draft (``release(accountant)``), write the schema and
-    the ledger; nothing is written when it fails, and the ledger keeps what was spent (``secure``: the
-    secure computation's threat model, over MPC)."""
-    from .. import draft_dp
+def _draft_dp(
+    args: argparse.Namespace, plan, sources: list, out: Path, ledger: Path, releases, secure: str = ""
+) -> int:
+    """Reserve (``--budget-store``), release the draft (from ``releases(accountant)``, a
+    ``DraftReleases``), write the schema and the ledger; nothing is written when it fails, and the ledger
+    keeps what was spent, and the values released beside it for a retry (``draft_replay``; ``secure``:
+    the secure computation's threat model, over MPC)."""
+    from .. import draft_dp, draft_replay
     from ..common import Staged
     from ..schema import draft_document
+    from .ledger_target import used_ledger
 
     budget: contextlib.AbstractContextManager = contextlib.nullcontext()
     if args.budget_store:
@@ -348,24 +364,24 @@ def _draft_dp(args: argparse.Namespace, plan, sources: list, out: Path, ledger: 
             method=draft_dp.METHOD,
             total_epsilon=args.total_epsilon,
             ledger=str(ledger.resolve()),
+            keep_existing=not args.force,  # and a ledger the store references, always (``kept_ledger``)
             delta_slack=args.delta - plan.delta_conversion,
         )
     with budget as reservation:
+        ledger = used_ledger(ledger, reservation, args.budget_store)
         acc = draft_dp.accountant_for(plan, ledger, secure)
         if reservation is not None:
             reservation.bind(acc)
-            acc.details["budget_store"] = {
-                "path": str(reservation.store.path),
-                "dataset_id": reservation.dataset,
-                "run": reservation.run,
-            }
+            acc.details["budget_store"] = reservation.tag()
         staged = Staged()
         try:
             if not args.mpc:
                 _refuse_identical([Path(p) for p in sources])
-            result = release(acc)
+            kept = draft_replay.KeptReleases(releases(acc), plan, args.data)
+            result = draft_dp.release_draft(kept, plan, acc)
             if result.unfound and not args.leave_unfound:  # after the spend: the ledger is finished as failed
-                raise InputError(draft_dp.unfound_message(plan, result.unfound, str(ledger)))
+                reusable = kept.keep(ledger, acc, sources)
+                raise InputError(draft_dp.unfound_message(plan, result.unfound, str(ledger), reusable))
             final = acc.preview("complete")
             note = draft_dp.dp_note([str(p) for p in sources], final, ledger.name, plan, result.dropped, result.unfound)
             document = draft_document(result.columns, note)
@@ -390,6 +406,30 @@ def _draft_dp(args: argparse.Namespace, plan, sources: list, out: Path, ledger: 
     )
     _notes(result.notes)
     print(f"check it with: privsyn-fed audit {ledger}")
+    return 0
+
+
+def _replay_draft(plan, replay, out: Path) -> int:
+    """A retry of a failed draft with --leave-unfound: decided again from the values it released
+    (``draft_replay``); nothing is reserved, read or spent, and its ledger stays the record of the spend."""
+    from .. import draft_dp
+    from ..schema import draft_document, write_document
+
+    result, led, sources = replay.decide(plan), replay.ledger, replay.document["sources"]
+    note = draft_dp.dp_note(sources, led, replay.ledger_path.name, plan, result.dropped, result.unfound)
+    note["dp"]["reused"] = f"the values its failed draft released ({replay.released_path.name}); nothing more was spent"
+    write_document(out, draft_document(result.columns, note))
+    left = f"; {len(result.unfound)} of them placeholders to fill in" if result.unfound else ""
+    how = " on secret shares among their parties" if plan.mpc else ""
+    names = ", ".join(sources)
+    print(f"wrote {out}: {_summary(result.columns)}{left}, drafted from {names}{how} under differential privacy")
+    print(
+        f"spent nothing: reused the values released by the failed draft that {replay.ledger_path} records (epsilon="
+        f"{led['epsilon']:.4f} at delta={led['delta']:.3g} spent there, in {len(led['entries'])} mechanism calls); "
+        "no row was read"
+    )
+    _notes(result.notes)
+    print(f"its spend: privsyn-fed audit {replay.ledger_path}")
     return 0
 
 

@@ -25,6 +25,7 @@ from .common import (
     number,
     positive_int,
 )
+from .ledger_target import ledger_output, used_ledger
 
 #: The graphical-model methods (rounds, workload).
 AIM_FAMILY = tuple(name for name, spec in METHODS.items() if spec.graphical)
@@ -207,8 +208,11 @@ def add_parser(sub) -> None:
         "--max-silos-per-unit",
         type=positive_int,
         metavar="M",
-        help="with --privacy-unit: the most silos one unit appears in (default 1: the silos hold disjoint "
-        "people). Not checked on the data: declare it truthfully; every sensitivity grows M-fold",
+        help="with --privacy-unit: the most silos one unit's rows are kept in; every sensitivity grows "
+        "M-fold. In process it is enforced (default 1): a unit found in more silos keeps its rows in M "
+        "of them, chosen by a keyed hash of the unit and the silo, and the ledger says 'enforced'. With "
+        "--mpc no process sees the other silos' units: it has no default, you declare it, and the ledger "
+        "and the privacy report say 'declared'",
     )
     quality.add_arguments(s)
     b = s.add_argument_group("shared budget (several releases of one dataset draw on one total)")
@@ -225,6 +229,13 @@ def add_parser(sub) -> None:
         metavar="E",
         help="the dataset's total epsilon (at --delta); required the first time a dataset "
         "is used, checked against the store afterwards",
+    )
+    b.add_argument(
+        "--new-dataset",
+        action="store_true",
+        help="the store keeps a keyed digest of every silo it charged, and refuses a release whose silos it "
+        "charged under another --dataset-id (the same data under a new name would get a fresh total). "
+        "Say with this flag that the data really differ; the store records that it was said",
     )
     _add_method_options(s)
 
@@ -328,6 +339,8 @@ def run(args: argparse.Namespace) -> int:
             method=args.method,
             total_epsilon=args.total_epsilon,
             ledger=str(request.ledger.resolve()),
+            keep_existing=not args.force,  # and a ledger the store references, always (``kept_ledger``)
+            new_dataset=args.new_dataset,
         )
     result, n_silos = _release(args, request, budget)
     _report(args, request, result, n_silos)
@@ -358,10 +371,7 @@ def _checked(args: argparse.Namespace) -> Request:
     quality.check_args(args)
     check_budget_options(args, "release")
     silo_files = [Named("--silo", Path(p)) for p in args.silo]
-    outputs = [
-        (Named("--out", out), "synthetic CSV"),
-        (Named("--ledger" if args.ledger else "the ledger", ledger), "ledger"),
-    ]
+    outputs = [(Named("--out", out), "synthetic CSV"), *ledger_output(args, ledger)]
     if args.model_out:
         outputs.append((Named("--model-out", Path(args.model_out)), "model"))
     if args.report:
@@ -391,7 +401,7 @@ def _checked(args: argparse.Namespace) -> Request:
     from ..api import check_unit
 
     n_silos = federation_parties(args) or len(args.silo)
-    check_unit(unit_of(**_unit_args(args)), schema, n_silos, args.mpc)
+    check_unit(unit_of(**_unit_args(args), mpc=args.mpc), schema, n_silos, args.mpc)
     # headers are public: checked before the reservation
     ignored = {
         str(silo.path): check_table_header(silo.path, schema, args.privacy_unit, args.silo_column)
@@ -451,6 +461,12 @@ def _release(args: argparse.Namespace, request: Request, budget: contextlib.Abst
                     f"--max-rows-per-unit were left out (private; not released)",
                     file=sys.stderr,
                 )
+            if getattr(silo, "unit_elsewhere", 0):
+                print(
+                    f"privsyn-fed: note for the operator of {silo.name}: {silo.unit_elsewhere} row(s) of units "
+                    f"kept in --max-silos-per-unit other silos were left out (private; not released)",
+                    file=sys.stderr,
+                )
         return synthesize(
             silos,
             args.method,
@@ -472,7 +488,7 @@ def _release(args: argparse.Namespace, request: Request, budget: contextlib.Abst
 
     from ..accounting.unit import unit_of
 
-    unit = unit_of(args.privacy_unit, args.max_rows_per_unit, args.max_silos_per_unit)
+    unit = unit_of(args.privacy_unit, args.max_rows_per_unit, args.max_silos_per_unit, args.mpc)
     # across hosts the coordinator asks the other parties for their silos' names (``names`` None)
     site = None if args.silo_column is None else (args.silo_column, None if args.federation else tuple(args.silo_names))
     if args.mpc:
@@ -499,19 +515,21 @@ def _release(args: argparse.Namespace, request: Request, budget: contextlib.Abst
             silo_names=args.silo_names,
         ) as agg:
             with budget as reservation:
+                request.ledger = used_ledger(request.ledger, reservation, args.budget_store)
                 identical()
                 agg.begin()  # party 0's silo, then each party reserves in its own store and reads its own
                 log(collusion_cost(args, len(args.silo)))
                 return release([agg.own], reservation, agg), len(agg.silo_names)
     with budget as reservation:
+        request.ledger = used_ledger(request.ledger, reservation, args.budget_store)
         identical()
         from ..api import read_silos
 
-        silos = []
-        for i, (name, p) in enumerate(zip(args.silo_names, args.silo)):  # every input checked before any spend
-            sites = None if args.silo_column is None else [(args.silo_column, name)]
-            silos.append(read_silos([p], request.schema, unit, args.seed, first=i, sites=sites)[0])
-            checkpoint()
+        sites = None if args.silo_column is None else [(args.silo_column, name) for name in args.silo_names]
+        silos = read_silos(
+            args.silo, request.schema, unit, args.seed, sites=sites
+        )  # every input checked before any spend
+        checkpoint()
         return release(silos, reservation), len(silos)
 
 

@@ -428,11 +428,7 @@ class PartyRelease:
             },
         }
         if reservation is not None:
-            details["budget_store"] = {
-                "path": str(reservation.store.path),
-                "dataset_id": reservation.dataset,
-                "run": reservation.run,
-            }
+            details["budget_store"] = reservation.tag()
         self.acc = Accountant(
             request.epsilon,
             request.conversion_delta,

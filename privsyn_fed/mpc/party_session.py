@@ -243,6 +243,8 @@ class PartySession:
             if reservation is not None and reservation.ledger_path != str(ledger.resolve()):  # a ledger its store
                 ledger = Path(reservation.ledger_path)  # references is kept: a numbered file beside it (kept_ledger)
             self._load()
+            if reservation is not None and self.draft_spec is None:
+                self._charge_silo(reservation)
             if self.draft_spec is not None:
                 self.steps = DraftSteps(self.silo.plan, self.silo)
             _make_folder(ledger)
@@ -294,6 +296,22 @@ class PartySession:
             self.status = 1
         self.note = "party 0 stopped after the release"
         self.out(release.finish(status))
+
+    def _charge_silo(self, reservation: Any) -> None:
+        """Record this silo in the party's own store (``accounting.fingerprints``); ``Refused`` when
+        the store charged it under another dataset id and the policy does not say the data differ
+        (the dataset's name stays here: party 0 hears only that the store refused)."""
+        assert self.policy is not None and self.policy.store is not None
+        reservation.new_dataset = self.policy.store.new_dataset
+        try:
+            matched = reservation.charge_silos([self.silo])
+        except InputError as exc:
+            self.out(f"refused: {exc}")
+            raise Refused(
+                "its budget store charged this silo under another dataset id (see the party's own output)"
+            ) from None
+        if matched:
+            self.out(f"its store charged this silo under {', '.join(map(repr, matched))}; the policy says it differs")
 
     def _reserve(self, request: ReleaseRequest, ledger: Path):
         """This party's reservation of the release's rho in its own store (None without a store),

@@ -67,7 +67,7 @@ MAX_DELTA = 0.1
 FIELDS = {"max_epsilon", "max_delta", "methods", "schema_sha256", "min_collusion", "budget_store", "privacy_unit"}
 UNIT_FIELDS = {"column", "min_silos_per_unit", "max_silos_per_unit"}
 REQUIRED = ("max_epsilon", "max_delta", "methods", "schema_sha256")
-STORE_FIELDS = {"path", "dataset_id", "total_epsilon"}
+STORE_FIELDS = {"path", "dataset_id", "total_epsilon", "new_dataset"}
 HEX64 = re.compile(r"(?:sha256:)?([0-9a-fA-F]{64})")
 
 #: Verdict codes: accepted; the party's schema differs; its noise mode (``--seed``) differs; it
@@ -90,6 +90,8 @@ class StoreSpec:
     path: Path
     dataset_id: str
     total_epsilon: float
+    #: The site says its silo really differs from data its store charged under another dataset id.
+    new_dataset: bool = False
 
 
 @dataclass(frozen=True)
@@ -310,7 +312,7 @@ def _store_spec(raw: Any, source: Path) -> StoreSpec | None:
     unknown = sorted(set(raw) - STORE_FIELDS)
     if unknown:
         raise InputError(f"{source}: unknown field 'budget_store.{unknown[0]}'")
-    missing = [k for k in sorted(STORE_FIELDS) if k not in raw]
+    missing = [k for k in sorted(STORE_FIELDS - {"new_dataset"}) if k not in raw]
     if missing:
         raise InputError(f"{source}: missing field 'budget_store.{missing[0]}'")
     if not isinstance(raw["path"], str) or not raw["path"].strip():
@@ -333,7 +335,10 @@ def _store_spec(raw: Any, source: Path) -> StoreSpec | None:
         check_store(Named("budget_store.path", path))
     except InputError as exc:
         raise InputError(f"{source}: field 'budget_store.path': {exc}") from None
-    return StoreSpec(path, raw["dataset_id"], float(total))
+    new = raw.get("new_dataset", False)
+    if not isinstance(new, bool):
+        raise InputError(f"{source}: field 'budget_store.new_dataset' must be true or false, not {new!r}")
+    return StoreSpec(path, raw["dataset_id"], float(total), new)
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from ..schema import (
 )
 from ..schema.encode import cell_error
 from ..schema.encode_arrow import constant_column, encode_batch
+from .content import ContentSums
 from .rowstore import RowStore
 from .units import keep_mask, new_key, unit_hashes
 
@@ -102,17 +103,21 @@ def unit_hashes_of(
     return _unit_hashes(table, unit, key, str(Path(table)), CHUNK_ROWS)
 
 
-def _read_store(path, schema, source, chunk_rows, columns, site, keep, arrow: bool) -> tuple[RowStore, dict[str, int]]:
+def _read_store(
+    path, schema, source, chunk_rows, columns, site, keep, arrow: bool
+) -> tuple[RowStore, dict, ContentSums]:
     """The table's rows (those ``keep`` marks, if given) encoded into a sealed ``RowStore``, and the
     count of values clipped per numeric column (``_encoded_chunks``)."""
     store = RowStore(schema.shape, numeric_columns(schema))
     clipped = {c.name: 0 for c in schema.columns if isinstance(c, NumericColumn)}
+    content = ContentSums(schema, None if site is None else site[0])
     position = 0
     try:
         with closing(_encoded_chunks(path, schema, source, chunk_rows, columns, site, arrow)) as chunks:
             for codes, counts, values, first_row in chunks:
                 if site is not None:
                     check_site_codes(codes, schema, site, source, first_row)
+                content.add(codes, values)  # every row read, before a unit's bounds
                 if keep is not None:
                     kept = keep[position : position + len(codes)]
                     position += len(codes)
@@ -124,7 +129,7 @@ def _read_store(path, schema, source, chunk_rows, columns, site, keep, arrow: bo
         store.close()
         raise
     store.seal()
-    return store, clipped
+    return store, clipped, content
 
 
 class Silo:
@@ -158,6 +163,9 @@ class Silo:
         self.unit_dropped = 0
         #: Rows of units kept in M other silos instead (``units.silo_masks``). Private, as above.
         self.unit_elsewhere = 0
+        #: Per-column sums of every row read (``content.ContentSums``), by which a budget store
+        #: recognises silos it charged. Private: never released. None for silos built from codes.
+        self.content: ContentSums | None = None
         #: ``(group, i, n, M)`` when this silo was read as the ``i``-th of ``n`` silos together (one
         #: ``api.read_silos`` call, named by the token ``group``) so that a unit is kept in at most M of them.
         self.unit_silos: tuple[str, int, int, int] | None = None
@@ -202,13 +210,14 @@ class Silo:
             keep = keep_mask(_unit_hashes(path, unit, key, source, chunk_rows), max_rows, key)
         columns = schema.names if held else [c for c in schema.names if site is None or c != site[0]]
         try:
-            store, clipped = _read_store(path, schema, source, chunk_rows, columns, site, keep, arrow=True)
+            store, clipped, content = _read_store(path, schema, source, chunk_rows, columns, site, keep, arrow=True)
         except NotArrowReadable:  # the same cells, read by pandas: the same store or the one-line error
-            store, clipped = _read_store(path, schema, source, chunk_rows, columns, site, keep, arrow=False)
+            store, clipped, content = _read_store(path, schema, source, chunk_rows, columns, site, keep, arrow=False)
         if store.count == 0:
             store.close()
             raise InputError(f"{source}: the table has no rows")
         silo = cls(source, None, schema, clipped, stores=[store])
+        silo.content = content
         silo.site = site
         if unit is not None and keep is not None:
             silo.unit, silo.unit_dropped = (unit, max_rows), int((~keep).sum())
@@ -245,6 +254,8 @@ class Silo:
         if ignored:
             log.warning(ignored_note(name, ignored))
         codes, clipped, values = encode_frame(df, schema, name, with_values=True)
+        content = ContentSums(schema, None if site is None else site[0])
+        content.add(codes, values)
         if site is not None:
             check_site_codes(codes, schema, site, name, 2)
         if unit is None:
@@ -256,6 +267,7 @@ class Silo:
             silo = cls(name, codes[keep], schema, clipped, None if values is None else values[keep])
             silo.unit, silo.unit_dropped = (unit, max_rows), int((~keep).sum())
         silo.site = site
+        silo.content = content
         return silo
 
     @classmethod
