@@ -298,11 +298,12 @@ def synthesize(
     names, silos = _named(silos, silo_column)
     if silo_column is not None and aggregator is not None:
         names = _declared_site_names(aggregator, silo_column)
-    if ledger_path is not None and not (
-        reservation is not None
-        and reservation.opening is not None
-        and Path(reservation.opening.path).resolve() == Path(ledger_path).resolve()
-    ):
+    kept, opening = None, None if reservation is None or reservation.opening is None else reservation.opening.path
+    if ledger_path is not None and opening is not None and Path(opening).resolve() != Path(ledger_path).resolve():
+        if reservation is not None and reservation.kept_run is not None:
+            # the store references ``ledger_path`` (``kept_ledger``): never replaced, the run writes beside it
+            kept, ledger_path = ledger_path, opening
+    if ledger_path is not None and (opening is None or Path(opening).resolve() != Path(ledger_path).resolve()):
         refuse_existing(ledger_path, overwrite, " (ledger_path)")
     if not (isinstance(progress, (bool, Progress)) or callable(progress)):
         raise OptionError(
@@ -359,6 +360,8 @@ def synthesize(
         reporter = Progress(method, enabled=False, callback=progress)
     else:
         reporter = Progress(method) if progress else Silent(method)
+    if kept is not None:
+        reporter.log(f"{kept} is another run's ledger in the budget store and is kept; this run's is {ledger_path}")
     if matched:
         reporter.log(
             f"the silos match those the budget store charged under dataset(s) {', '.join(map(repr, matched))}; "

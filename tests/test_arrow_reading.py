@@ -70,7 +70,7 @@ def _both(path, schema, site=None, chunk_rows=1000):
     columns = [c for c in schema.names if site is None or c != site[0]]
     out = []
     for arrow in (True, False):
-        store, clipped = _read_store(path, schema, source, chunk_rows, columns, site, None, arrow=arrow)
+        store, clipped, _ = _read_store(path, schema, source, chunk_rows, columns, site, None, arrow=arrow)
         parts = list(store.parts(with_values=True))
         codes = np.concatenate([c for c, _ in parts]).astype(np.int64)
         values = np.concatenate([v for _, v in parts])
@@ -156,7 +156,7 @@ def test_quote_in_a_cell_declines_to_pandas(schema, tmp_path):
 def _outcome(path, schema, arrow: bool):
     """The rows, or the error's message, by one route."""
     try:
-        store, _ = _read_store(path, schema, str(path), 1000, schema.names, None, None, arrow=arrow)
+        store, _, _ = _read_store(path, schema, str(path), 1000, schema.names, None, None, arrow=arrow)
     except (InputError, NotArrowReadable) as exc:
         return type(exc).__name__, str(exc)
     rows = np.concatenate([c for c, _ in store.parts()]).astype(np.int64).tolist()

@@ -96,17 +96,7 @@ def test_settle_never_counts_below_the_runs_own_ledger(tmp_path, capsys):
 
 
 def test_a_release_ledger_names_its_runs_token(tmp_path, schema_path, silo_paths):
-    out = tmp_path / "out.csv"
-    argv = synth_argv(
-        "independent",
-        schema=schema_path,
-        silos=silo_paths,
-        out=out,
-        budget_store=tmp_path / "s.db",
-        dataset_id="d",
-        total_epsilon=3,
-    )
-    proc = run_cli(*argv)
+    proc, out = _release(tmp_path, schema_path, silo_paths, "d", "out.csv")
     assert proc.returncode == 0, proc.stderr
     tag = json.loads(out.with_suffix(".ledger.json").read_text())["details"]["budget_store"]
     assert tag["token"] == BudgetStore(tmp_path / "s.db").run(1)["token"]

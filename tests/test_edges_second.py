@@ -112,7 +112,8 @@ def test_a_run_killed_before_its_first_charge_settles_at_zero(schema_path, tmp_p
         os.kill(proc.pid, signal.SIGSTOP)
         opening = json.loads(ledger.read_text())
         assert opening["status"] == "running" and opening["entries"] == [] and opening["rho_spent"] == 0
-        assert opening["details"]["budget_store"] == {"path": str(store), "dataset_id": "d", "run": 1}
+        token = BudgetStore(store).run(1)["token"]
+        assert opening["details"]["budget_store"] == {"path": str(store), "dataset_id": "d", "run": 1, "token": token}
         settle = ("budget", "settle", "--budget-store", store, "--run", "1")
         assert_one_line_error(run_cli(*settle, capsys=capsys), "run 1 is still running")
         os.kill(proc.pid, signal.SIGKILL)

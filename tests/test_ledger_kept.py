@@ -12,14 +12,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from privsyn_fed import common, draft_dp
 from privsyn_fed.accounting.budget_store import BudgetStore
 from privsyn_fed.accounting.kept_ledger import numbered
 from privsyn_fed.audit import load_ledger
-from privsyn_fed.draft_replay import released_path
+from privsyn_fed.draft_dp.replay import released_path
 from privsyn_fed.schema import UNFOUND_KEY
 from privsyn_fed.schema.draft import DRAFT_NOTE_KEY
 
-from .conftest import assert_one_line_error, never_opened, run_cli, synth_argv
+from .conftest import assert_one_line_error, run_cli, synth_argv
 
 
 def _digest(path: Path) -> str:
@@ -199,6 +200,10 @@ def coarse_table(tmp_path):
     return path
 
 
+def _no_rows(*args, **kwargs):
+    raise AssertionError("a row was read")
+
+
 def _failed_draft(coarse_table, tmp_path, capsys, *extra):
     out = tmp_path / "s.json"
     argv = ["schema", "draft", coarse_table, "--out", out, "--dp", "3", "--delta", "1e-6", *extra]
@@ -208,7 +213,7 @@ def _failed_draft(coarse_table, tmp_path, capsys, *extra):
     return argv
 
 
-def test_the_retry_of_a_failed_draft_reuses_its_released_values(coarse_table, tmp_path, capsys):
+def test_the_retry_of_a_failed_draft_reuses_its_released_values(coarse_table, tmp_path, capsys, monkeypatch):
     store = tmp_path / "S.db"
     argv = _failed_draft(
         coarse_table, tmp_path, capsys, "--budget-store", store, "--dataset-id", "t", "--total-epsilon", "20"
@@ -217,10 +222,11 @@ def test_the_retry_of_a_failed_draft_reuses_its_released_values(coarse_table, tm
     failed = load_ledger(ledger)
     assert failed["status"] == "failed" and failed["details"]["draft"]["released_sha256"] == _digest(values)
     before, rho, spent = _digest(ledger), _committed(store, "t"), failed["rho_spent"]
-    # the retry: no --force, no row read (the table holds a lease that any open would break), nothing spent
-    with never_opened(coarse_table) as opened:
-        code, stdout, err = run_cli(*argv, "--leave-unfound")
-        assert opened() == []
+    # the retry: no --force, no row read (only the public header), nothing spent
+    with monkeypatch.context() as m:
+        for module in (common, draft_dp):
+            m.setattr(module, "read_chunks" if module is common else "profile_chunks", _no_rows)
+        code, stdout, err = run_cli(*argv, "--leave-unfound", capsys=capsys)
     assert code == 0, err
     assert "spent nothing" in stdout and f"failed draft that {ledger} records" in stdout
     assert "2 of them placeholders to fill in" in stdout
@@ -267,3 +273,29 @@ def test_a_tampered_statistics_file_is_refused(coarse_table, tmp_path, capsys):
     values.unlink()
     proc = run_cli(*argv, "--leave-unfound", capsys=capsys)
     assert_one_line_error(proc, str(values), "cannot read the values")
+
+
+def test_the_api_writes_beside_a_ledger_the_store_references(tmp_path):
+    """``synthesize(ledger_path=p, overwrite=True)`` with a reservation the store numbered writes the
+    numbered file and keeps ``p``: the earlier run's record."""
+    import privsyn_fed as pf
+    from privsyn_fed.accounting.budget_store import reserved
+
+    from .conftest import SCHEMA, make_frame
+
+    schema = pf.Schema.from_dict(json.loads(json.dumps(SCHEMA)))
+    frames = [make_frame(300, seed=1), make_frame(200, seed=2)]
+    ledger = tmp_path / "r.ledger.json"
+    store = tmp_path / "b.db"
+    for _ in range(2):
+        with reserved(
+            store, "d", epsilon=0.5, delta=1e-9, method="independent", total_epsilon=3, ledger=str(ledger)
+        ) as reservation:
+            before = ledger.read_bytes() if reservation.kept_run is not None else None
+            result = pf.synthesize(
+                frames, "independent", 0.5, schema=schema, ledger_path=ledger, overwrite=True, reservation=reservation
+            )
+    assert before is not None and ledger.read_bytes() == before  # the first run's ledger, as written
+    second = numbered(ledger.resolve(), 2)
+    assert load_ledger(second)["details"]["budget_store"]["run"] == 2 == result.ledger["details"]["budget_store"]["run"]
+    assert _ledgers(store) == [str(ledger.resolve()), str(second)]

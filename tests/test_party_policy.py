@@ -412,13 +412,11 @@ def test_a_modified_party_0_gets_refusals_never_values(tmp_path):
     assert procs["party1"].returncode == 1 and "refused noisy_sum" in out["party1"][1]
 
 
-def test_a_party_with_a_store_settles_it_at_the_spend_its_ledger_copy_states(tmp_path):
-    schema = tmp_path / "schema.json"
-    pol = _policy(tmp_path, budget_store={"path": "p1.db", "dataset_id": "d1", "total_epsilon": 3.0})
-    fed = local_federation(tmp_path, 2)
-    ledger1 = tmp_path / "p1.ledger.json"
-    procs = {
-        "party1": _party1(fed, schema, _silo(tmp_path / "silo1.csv", 300, 31), pol, ledger1),
+def _two_party_release(tmp_path, fed, schema, silo1, pol, ledger1):
+    """Party 1 (``silo1`` under policy ``pol``), the dealer and party 0 (a 400-row silo, its own
+    store): a DistAIM release at epsilon 1 with two rounds."""
+    return {
+        "party1": _party1(fed, schema, silo1, pol, ledger1),
         "dealer": _dealer(fed, 2),
         "party0": _party0(
             fed,
@@ -435,6 +433,14 @@ def test_a_party_with_a_store_settles_it_at_the_spend_its_ledger_copy_states(tmp
             },
         ),
     }
+
+
+def test_a_party_with_a_store_settles_it_at_the_spend_its_ledger_copy_states(tmp_path):
+    schema = tmp_path / "schema.json"
+    pol = _policy(tmp_path, budget_store={"path": "p1.db", "dataset_id": "d1", "total_epsilon": 3.0})
+    fed = local_federation(tmp_path, 2)
+    ledger1 = tmp_path / "p1.ledger.json"
+    procs = _two_party_release(tmp_path, fed, schema, _silo(tmp_path / "silo1.csv", 300, 31), pol, ledger1)
     out = finish(procs, timeout=240)
     assert procs["party0"].returncode == 0, out["party0"][1][-3000:]
     assert procs["party1"].returncode == 0, out["party1"][1][-3000:]
@@ -468,3 +474,38 @@ def test_after_a_distaim_release_every_partys_ledger_audits_and_states_party_0s_
         assert copy["details"]["party"]["rank"] == k and copy["status"] == "complete"
         assert math.isclose(copy["rho_spent"], ledger0["rho_spent"], rel_tol=1e-12)
         assert [e["mechanism"] for e in copy["entries"]] == [e["mechanism"] for e in ledger0["entries"]]
+
+
+@pytest.mark.parametrize("said", [False, True])
+def test_a_party_refuses_its_silo_under_a_new_dataset_id_unless_its_policy_says_it_differs(tmp_path, said):
+    """A site's store knows the silo it charged under 'd1': a policy renamed to 'd1-renamed' is
+    refused at the site (party 0 hears no dataset name), unless the policy says the data differ."""
+    from privsyn_fed.silo import Silo
+
+    silo1 = _silo(tmp_path / "silo1.csv", 300, 31)
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps(SCHEMA))
+    earlier = BudgetStore(tmp_path / "p1.db").reserve("d1", epsilon=0.1, delta=1e-9, method="aim", total_epsilon=3.0)
+    earlier.charge_silos([Silo.load(silo1, pf.Schema.load(schema))])  # as a release of 'd1' recorded it
+    earlier.settle(0.0, "rejected")
+    store = {
+        "path": "p1.db",
+        "dataset_id": "d1-renamed",
+        "total_epsilon": 3.0,
+        **({"new_dataset": True} if said else {}),
+    }
+    pol = _policy(tmp_path, budget_store=store)
+    fed = local_federation(tmp_path, 2)
+    procs = _two_party_release(tmp_path, fed, schema, silo1, pol, tmp_path / "p1.ledger.json")
+    out = finish(procs, timeout=240)
+    runs = BudgetStore(tmp_path / "p1.db").budget("d1-renamed").runs
+    if said:
+        assert procs["party0"].returncode == 0, out["party0"][1][-3000:]
+        assert runs[-1]["status"] == "complete" and "though its silos matched 'd1'" in runs[-1]["new_dataset"]
+        copy = load_ledger(tmp_path / "p1.ledger.json")
+        assert copy["details"]["budget_store"]["token"] == BudgetStore(tmp_path / "p1.db").run(runs[-1]["id"])["token"]
+        return
+    assert procs["party0"].returncode != 0
+    assert "its budget store charged this silo under another dataset id" in out["party0"][1]
+    assert "'d1'" not in out["party0"][1] and "under dataset 'd1'" in out["party1"][0] + out["party1"][1]
+    assert [(r["status"], r["rho_spent"]) for r in runs] == [("rejected", 0.0)]

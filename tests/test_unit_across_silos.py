@@ -208,20 +208,28 @@ def test_silos_read_before_the_release_cannot_be_bounded_across_silos():
     assert led["privacy_unit"]["max_silos_bound"] == "enforced"
 
 
-def test_the_command_line_bounds_people_across_silo_files(tmp_path):
-    frames = shared_people(60, 3, seed=14)
+def _files(tmp_path, frames):
+    """The silos as CSV files, and the schema's file."""
     paths = []
     for i, f in enumerate(frames):
         paths.append(tmp_path / f"clinic{i}.csv")
         f.to_csv(paths[-1], index=False)
     schema = tmp_path / "schema.json"
     schema.write_text(json.dumps(SCHEMA))
+    return paths, schema
+
+
+def test_the_command_line_bounds_people_across_silo_files(tmp_path):
+    paths, schema = _files(tmp_path, shared_people(60, 3, seed=14))
     out = tmp_path / "out.csv"
-    proc = run_cli(*synth_argv("independent", schema=schema, silos=paths, out=out, privacy_unit="pid"))
+    store = ["--budget-store", tmp_path / "b.db", "--dataset-id", "clinics", "--total-epsilon", "3"]
+    proc = run_cli(*synth_argv("independent", schema=schema, silos=paths, out=out, privacy_unit="pid"), *store)
     assert proc.returncode == 0, proc.stderr
     assert "kept in --max-silos-per-unit other silos were left out" in proc.stderr
     audited = run_cli("audit", out.with_suffix(".ledger.json"))
     assert "in at most 1 silo(s) (enforced)" in audited.stdout and "WARNING" not in audited.stdout
+    shown = run_cli("budget", "show", *store[:2]).stdout
+    assert "privacy unit 'pid': at most 1 row(s) per silo (enforced), in at most 1 silo(s) (enforced)" in shown
 
 
 # ---- over MPC: declared, and a site's policy ---------------------------------------------------
@@ -235,13 +243,7 @@ def test_over_mpc_the_silo_bound_has_no_default():
 
 
 def test_the_command_line_refuses_a_unit_over_mpc_without_m(tmp_path):
-    frames = shared_people(20, 3, seed=15)
-    paths = []
-    for i, f in enumerate(frames):
-        paths.append(tmp_path / f"s{i}.csv")
-        f.to_csv(paths[-1], index=False)
-    schema = tmp_path / "schema.json"
-    schema.write_text(json.dumps(SCHEMA))
+    paths, schema = _files(tmp_path, shared_people(20, 3, seed=15))
     out = tmp_path / "out.csv"
     argv = synth_argv("distaim", schema=schema, silos=paths, out=out, mpc=True, privacy_unit="pid")
     assert_one_line_error(run_cli(*argv), "--max-silos-per-unit")

@@ -75,8 +75,9 @@ catch-all would take) clearly more than {lost:.0%} of its cells (estimated from 
 The draft is then refused (exit 2) naming those columns and about the epsilon that would bring the
 thresholds down to the counts they show; the ledger keeps the spend. With --leave-unfound such a
 column is written as a placeholder ("{unfound}": why) that the schema refuses to load until its
-bounds or categories are filled in and that key deleted. Module privsyn_fed.draft_dp states each
-sensitivity.""".replace("%%", "%")
+bounds or categories are filled in and that key deleted; after a refusal, the same command with
+--leave-unfound reuses the values the draft released (kept beside its ledger) and spends nothing.
+Module privsyn_fed.draft_dp states each sensitivity.""".replace("%%", "%")
 
 DICTIONARY_EPILOG = """\
 a data dictionary is a CSV file with one row per column of the table:
@@ -152,7 +153,9 @@ def add_parsers(sub) -> None:
         metavar="TOKEN",
         help="also read TOKEN as a missing value (repeat for several; written to the columns' missing_values)",
     )
-    dr.add_argument("--force", action="store_true", help="replace --out (and the ledger) if they exist")
+    dr.add_argument(
+        "--force", action="store_true", help="replace --out (and the ledger, unless a budget store references it)"
+    )
     dp = dr.add_argument_group("differential privacy (the draft may then be shared after review)")
     dp.add_argument("--dp", type=number, metavar="EPSILON", help="release the draft under (EPSILON, --delta)-DP")
     dp.add_argument("--delta", type=number, metavar="D", help="with --dp: the delta of the guarantee, e.g. 1e-9")
@@ -271,8 +274,9 @@ def run_draft(args: argparse.Namespace) -> int:
 def run_draft_dp(args: argparse.Namespace) -> int:
     """A DP draft: every public check and the plan first, then reserve, read, release, write (under
     ``--mpc`` the parties first check the request against their own policies)."""
-    from .. import draft_dp, draft_replay
+    from .. import draft_dp
     from ..common import Named, check_distinct, check_files, read_chunks
+    from ..draft_dp import replay as draft_replay
     from ..schema import check_options
     from .ledger_target import ledger_output
 
@@ -345,10 +349,11 @@ def _draft_dp(
 ) -> int:
     """Reserve (``--budget-store``), release the draft (from ``releases(accountant)``, a
     ``DraftReleases``), write the schema and the ledger; nothing is written when it fails, and the ledger
-    keeps what was spent, and the values released beside it for a retry (``draft_replay``; ``secure``:
+    keeps what was spent, and the values released beside it for a retry (``draft_dp.replay``; ``secure``:
     the secure computation's threat model, over MPC)."""
-    from .. import draft_dp, draft_replay
+    from .. import draft_dp
     from ..common import Staged
+    from ..draft_dp import replay as draft_replay
     from ..schema import draft_document
     from .ledger_target import used_ledger
 
@@ -411,7 +416,7 @@ def _draft_dp(
 
 def _replay_draft(plan, replay, out: Path) -> int:
     """A retry of a failed draft with --leave-unfound: decided again from the values it released
-    (``draft_replay``); nothing is reserved, read or spent, and its ledger stays the record of the spend."""
+    (``draft_dp.replay``); nothing is reserved, read or spent, and its ledger stays the record of the spend."""
     from .. import draft_dp
     from ..schema import draft_document, write_document
 

@@ -176,7 +176,8 @@ def add_parser(sub) -> None:
     s.add_argument(
         "--force",
         action="store_true",
-        help="replace OUT, LEDGER, --report, --model-out and --quality-report if they already exist (never an input)",
+        help="replace OUT, LEDGER, --report, --model-out and --quality-report if they already exist (never an "
+        "input, nor a ledger the --budget-store references: a numbered one is written beside it)",
     )
     s.add_argument(
         "--allow-identical-silos",

@@ -26,11 +26,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .accounting import Accountant
-from .accounting.kept_ledger import LEDGER_SUFFIX, numbered
-from .common import InputError, write_atomic
-from .common.paths import check_regular, special_kind
-from .draft_dp import METHOD, DPDraft, DraftPlan, DraftReleases, ValueCounts, accountant_for, release_draft
+from ..accounting import Accountant
+from ..accounting.kept_ledger import LEDGER_SUFFIX, numbered
+from ..common import InputError, write_atomic
+from ..common.paths import check_regular, special_kind
+from . import METHOD, DPDraft, DraftPlan, DraftReleases, ValueCounts, accountant_for, release_draft
 
 RELEASED_FORMAT = "privsyn-fed-draft-released/1"
 RELEASED_SUFFIX = ".draft-released.json"

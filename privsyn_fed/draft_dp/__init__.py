@@ -114,13 +114,13 @@ from typing import Any, Callable, Iterable, Protocol, Sequence
 import numpy as np
 import pandas as pd
 
-from .accounting import Accountant
-from .accounting.conversions import epsilon_to_rho, rho_to_epsilon
-from .accounting.distributed import PartiesNoise
-from .common import InputError
-from .mechanisms import threshold_delta
-from .noise import NoiseSource, OpenDPNoise
-from .schema import (
+from ..accounting import Accountant
+from ..accounting.conversions import epsilon_to_rho, rho_to_epsilon
+from ..accounting.distributed import PartiesNoise
+from ..common import InputError
+from ..mechanisms import threshold_delta
+from ..noise import NoiseSource, OpenDPNoise
+from ..schema import (
     DP_DRAFT_PRIVACY,
     MAX_DRAFT_BOUND,
     UNFOUND_KEY,
@@ -130,7 +130,7 @@ from .schema import (
     numeric_spec,
     profile_chunks,
 )
-from .schema.draft import round_outward
+from ..schema.draft import round_outward
 
 METHOD = "schema-draft"
 #: Share of rho spent on the profile; the rest is split equally among the columns.
@@ -302,7 +302,7 @@ class DraftPlan:
         """The least ``--dp`` (at this delta, over these columns) whose threshold for ``release`` (the
         bounds' ``T``, or the categories' ``tau``; both fall as rho grows) is at most ``count``; None for
         no count, or when no epsilon up to ``api.MAX_EPSILON`` is enough."""
-        from .api import MAX_EPSILON
+        from ..api import MAX_EPSILON
 
         if count is None:
             return None
@@ -374,7 +374,7 @@ def plan_draft(
 ) -> DraftPlan:
     """The plan of a DP draft over ``columns`` (public), or ``InputError`` (one line naming a column
     and the epsilon needed) when the budget is too small to find bounds (``MAX_BOUND_ROWS``)."""
-    from .api import MAX_EPSILON, check_budget_args
+    from ..api import MAX_EPSILON, check_budget_args
 
     if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not 0 < epsilon <= MAX_EPSILON:
         raise InputError(f"--dp must be a positive epsilon up to {MAX_EPSILON:g}, not {epsilon!r}")
@@ -631,7 +631,7 @@ class LocalReleases:
     def __init__(
         self, frames: Callable[[], Iterable[pd.DataFrame]], plan: DraftPlan, acc: Accountant, noise: NoiseSource
     ):
-        from .common import checkpoint
+        from ..common import checkpoint
 
         def chunks() -> Iterable[pd.DataFrame]:
             for frame in frames():
@@ -645,7 +645,7 @@ class LocalReleases:
 
     def profile(self) -> np.ndarray:
         """The noisy profile of the rows (``DraftReleases.profile``)."""
-        from .mechanisms import gaussian_mechanism
+        from ..mechanisms import gaussian_mechanism
 
         plan = self.plan
         return gaussian_mechanism(
@@ -660,7 +660,7 @@ class LocalReleases:
 
     def bounds(self, name: str) -> np.ndarray:
         """The noisy bounds histogram of column ``name``."""
-        from .mechanisms import gaussian_mechanism
+        from ..mechanisms import gaussian_mechanism
 
         intervals = self.profiles[name].intervals
         assert intervals is not None
@@ -677,7 +677,7 @@ class LocalReleases:
 
     def values(self, name: str, present: float, sigma_profile: float) -> ValueCounts:
         """The values of column ``name`` whose noisy count reaches the threshold, with their noisy counts."""
-        from .mechanisms import thresholded_counts
+        from ..mechanisms import thresholded_counts
 
         plan, p = self.plan, self.profiles[name]
         if p.saturated:  # rare (CAP_SIGMAS): count every value again
@@ -823,7 +823,7 @@ def release_draft(
 def unfound_message(plan: DraftPlan, unfound: Sequence[Unfound], ledger: str, reusable: bool = True) -> str:
     """One line: the columns whose bounds or categories were not found, why, the epsilon that would
     bring the thresholds down to the counts they show, and that a retry with --leave-unfound spends
-    nothing (it reuses the values kept beside the ledger, ``draft_replay``; not when ``reusable`` is False)."""
+    nothing (it reuses the values kept beside the ledger, ``draft_dp.replay``; not when ``reusable`` is False)."""
     parts = []
     for release in ("bounds", "categories"):
         some = [u for u in unfound if u.release == release]
@@ -860,7 +860,7 @@ def unfound_message(plan: DraftPlan, unfound: Sequence[Unfound], ledger: str, re
 
 
 def _max_epsilon() -> float:
-    from .api import MAX_EPSILON
+    from ..api import MAX_EPSILON
 
     return MAX_EPSILON
 
