@@ -9,6 +9,14 @@ and bytes in name order); the ledger records it as ``details.model_sha256``. Loa
 whose ledger does not audit, is not complete, or does not describe this model (method, columns,
 cells, digest).
 
+The file is read by ``model.archive``'s bounded reader (sizes checked against caps before anything
+is allocated, only the documented members, each within the size its header implies), and the digest
+is computed twice: over the file as read (every member and every metadata field but the ledger,
+which holds the digest) and over the model rebuilt from it. Both must match the ledger's. Files
+saved before these checks have the same digest and load unchanged: the reader refuses what could
+not be checked (an extra member) rather than ignoring it. Every parameter is range-checked
+(``model.checks``) before a sampler is built, so a model that passes draws rows inside its schema.
+
 Sampling a released model is post-processing of the release: any number of rows, any seed, any
 public condition, at no further privacy cost and with no new ledger entry.
 """
@@ -18,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -28,16 +35,16 @@ import pandas as pd
 
 from .common import InputError
 from .model import Condition, CopulaModel, GraphicalModel, conditions_from
+from .model.archive import LEGACY_FORMAT, MODEL_FORMAT, read_model_archive
+from .model.checks import check_factors, check_total
 from .model.junction import JunctionTree
 from .schema import Schema
 
-#: The format of a saved model.
-MODEL_FORMAT = "privsyn-fed-model/2"
-#: Models written before the ledger was kept with them (likelihoods only: ``evaluate --model``).
-LEGACY_FORMAT = "privsyn-fed-model/1"
 KINDS = {GraphicalModel.kind: GraphicalModel, CopulaModel.kind: CopulaModel}
 
 Sampler = GraphicalModel | CopulaModel
+#: What a model's malformed header or arrays raise while its sampler is built (all become one line).
+DAMAGED = (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError, AttributeError, OverflowError)
 
 
 @dataclass
@@ -135,10 +142,11 @@ class ReleasedModel:
             method, ledger = str(meta["method"]), meta.get("ledger")
         except InputError:
             raise
-        except (KeyError, TypeError, ValueError) as exc:
+        except DAMAGED as exc:
             raise InputError(f"{path}: the model is damaged ({_reason(exc)})") from None
         model = cls(method, schema, sampler, ledger)
         model.check_ledger(str(path))
+        _check_file_digest(path, meta, arrays)
         return model
 
     def check_ledger(self, where: str) -> None:
@@ -184,20 +192,7 @@ def read_archive(path: str | Path) -> tuple[dict[str, Any], dict[str, np.ndarray
         raise InputError(f"{path}: cannot be read ({_reason(exc)})") from None
     if not archive:
         raise InputError(f"{path}: not a privsyn-fed model file (not an .npz archive)")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            meta = json.loads(str(z["meta"]))
-            arrays = {k: np.asarray(z[k]) for k in z.files if k != "meta"}
-    except FileNotFoundError:
-        raise InputError(f"{path}: model file not found") from None
-    except ValueError as exc:
-        why = "it holds an array that only unpickling could read, refused" if "pickle" in str(exc) else _reason(exc)
-        raise InputError(f"{path}: not a readable privsyn-fed model file ({why})") from None
-    except (OSError, KeyError, zipfile.BadZipFile, json.JSONDecodeError, EOFError) as exc:
-        raise InputError(f"{path}: not a readable privsyn-fed model file ({_reason(exc)})") from None
-    if not isinstance(meta, dict):
-        raise InputError(f"{path}: not a privsyn-fed model file")
-    return meta, arrays
+    return read_model_archive(path)
 
 
 def likelihood_model(path: str | Path) -> JunctionTree:
@@ -208,8 +203,10 @@ def likelihood_model(path: str | Path) -> JunctionTree:
         try:
             cliques = [tuple(str(a) for a in c) for c in meta["cliques"]]
             factors = [(c, np.asarray(arrays[f"f{i}"], dtype=np.float64)) for i, c in enumerate(cliques)]
+            check_total(float(meta["total"]))
+            check_factors(factors, None)
             return JunctionTree(factors, [-1] * len(factors), float(meta["total"]))
-        except (KeyError, TypeError, ValueError) as exc:
+        except DAMAGED as exc:
             raise InputError(f"{path}: the model is damaged ({_reason(exc)})") from None
     model = ReleasedModel.load(path)
     if not isinstance(model.sampler, GraphicalModel):
@@ -220,6 +217,21 @@ def likelihood_model(path: str | Path) -> JunctionTree:
 def load_model(path: str | Path) -> ReleasedModel:
     """A model saved by ``synth --model-out`` or ``ReleasedModel.save``, checked against its ledger."""
     return ReleasedModel.load(path)
+
+
+def _check_file_digest(path: str | Path, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+    """Refuse a file whose contents as read (every member, every metadata field but the ledger) do
+    not have the digest its ledger records (``check_ledger`` has compared the rebuilt model's)."""
+    ledger = meta.get("ledger")
+    details = ledger.get("details") if isinstance(ledger, dict) else None
+    recorded = details.get("model_sha256") if isinstance(details, dict) else None
+    if not isinstance(recorded, str):
+        return
+    actual = _digest({k: v for k, v in meta.items() if k != "ledger"}, arrays)
+    if recorded != actual:
+        raise InputError(
+            f"{path}: its ledger's model digest ({_short(recorded)}) does not match the file's ({_short(actual)})"
+        )
 
 
 def _digest(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> str:

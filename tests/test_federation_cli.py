@@ -538,7 +538,7 @@ def test_show_refuses_a_bad_file_in_one_line(tmp_path, kit, capsys):
     out, _, _ = kit
     bad = tmp_path / "bad.json"
     bad.write_text("{nope")
-    assert_one_line_error(cli(capsys, "federation", "show", bad), str(bad), "invalid JSON")
+    assert_one_line_error(cli(capsys, "federation", "show", bad), str(bad), "not valid JSON")
     content = json.loads((out / "federation.json").read_text())
     content["members"][1]["port"] = 0
     bad.write_text(json.dumps(content))

@@ -221,9 +221,19 @@ def test_a_tampered_or_unaudited_model_is_refused(frames, tmp_path):
         _rewrite(path, change)
         with pytest.raises(pf.InputError, match=message):
             pf.load_model(path)
-    # an array that would unpickle (run code) is never loaded
+    # a member outside the documented set is refused by name, unread
+    path.write_bytes(good)
     with zipfile.ZipFile(path, "a") as z, z.open("evil.npy", "w") as fh:
         np.lib.format.write_array(fh, np.array([object()], dtype=object), allow_pickle=True)
+    with pytest.raises(pf.InputError, match="'evil' outside a model's documented contents, refused"):
+        pf.load_model(path)
+    # an array that would unpickle (run code) is never loaded
+    with zipfile.ZipFile(io.BytesIO(good)) as src, zipfile.ZipFile(path, "w") as z:
+        for info in src.infolist():
+            if info.filename != "factor0.npy":
+                z.writestr(info, src.read(info))
+        with z.open("factor0.npy", "w") as fh:
+            np.lib.format.write_array(fh, np.array([object()], dtype=object), allow_pickle=True)
     with pytest.raises(pf.InputError, match="an array that only unpickling could read, refused") as refused:
         pf.load_model(path)
     assert "allow_pickle" not in str(refused.value)  # no advice to load it unsafely

@@ -25,7 +25,7 @@ import sqlite3
 from datetime import datetime, timezone
 from typing import Any, Sequence
 
-from ..common import InputError
+from ..common import InputError, parse_json
 
 _TABLE = (
     "CREATE TABLE IF NOT EXISTS silo_digests (id INTEGER PRIMARY KEY AUTOINCREMENT, dataset TEXT NOT NULL, "
@@ -82,7 +82,7 @@ def charge_silos(
         key = _key(db)
         mine = [(name, digests(key, rows, sums)) for name, rows, sums in silos]
         earlier = [
-            (other, json.loads(text))
+            (other, parse_json(text, store, "record of silo digests"))
             for other, text in db.execute("SELECT dataset, digests FROM silo_digests WHERE dataset != ?", (dataset,))
         ]
         matched: list[str] = []

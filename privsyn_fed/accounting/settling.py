@@ -17,7 +17,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from ..common import InputError
+from ..common import InputError, read_json
 from .budget_store import TOLERANCE, BudgetStore
 from .ledger import entry_rho
 
@@ -91,14 +91,12 @@ def _spend(ledger: dict[str, Any], where: str) -> tuple[float, float]:
 def _recorded_spend(store: BudgetStore, r: dict[str, Any], given: str) -> tuple[float, float] | None:
     """The spend of the run's recorded ledger file when it is another file than ``given`` and still
     the run's own (None otherwise: missing, unreadable, or replaced by another run's)."""
-    import json
-
     path = r.get("ledger")
     if not path or _same_file(path, given) or not Path(path).is_file():
         return None
     try:
-        ledger = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
+        ledger = read_json(path, "ledger file")
+    except InputError:
         return None
     if not isinstance(ledger, dict) or foreign_field(store, r, ledger) is not None:
         return None

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..accounting.unit import ROW_RELATION, bounds_text
 from ..common import InputError, write_atomic
+from ..common.escaping import markdown_text
 from ..common.fileio import SHAREABLE
 from ..common.settings import package_version
 from .dependence import dependence_summary
@@ -195,8 +196,9 @@ def _title(ledger: dict[str, Any], subject: Subject) -> str:
 
 def render_markdown(ledger: dict[str, Any], audit: AuditReport, subject: Subject = Subject()) -> str:
     """The report as Markdown (the cumulative budget as a text bar chart)."""
-    lines = [f"# {_title(ledger, subject)}", ""]
-    lines += [f"* **{k}:** {v}" for k, v in _facts(ledger, audit, subject)]
+    md = markdown_text  # every text from the ledger or a file name, escaped for one cell or line
+    lines = [f"# {md(_title(ledger, subject))}", ""]
+    lines += [f"* **{md(k)}:** {md(v)}" for k, v in _facts(ledger, audit, subject)]
     entries = ledger["entries"]
     cum, budget = _cumulative(entries), float(ledger["rho_budget"])
     lines += ["", "## Cumulative budget by step", "", "```"]
@@ -219,13 +221,13 @@ def render_markdown(ledger: dict[str, Any], audit: AuditReport, subject: Subject
     spent = max(float(ledger["rho_spent"]), 1e-300)
     for g in _groups(entries):
         lines.append(
-            f"| {g['mechanism']} | {g['where']} | {g['parallel']} | {g['sensitivity']:.4g} | {g['count']} | "
-            f"{g['scale']} | {g['rho']:.4g} | {100 * g['rho'] / spent:.1f}% |"
+            f"| {md(g['mechanism'])} | {md(g['where'])} | {md(g['parallel'])} | {g['sensitivity']:.4g} | "
+            f"{g['count']} | {md(g['scale'])} | {g['rho']:.4g} | {100 * g['rho'] / spent:.1f}% |"
         )
     lines += ["", "## Every entry", "", "| step | mechanism | query | rho |", "|---|---|---|---|"]
     for e in entries:
         lines.append(
-            f"| {e.get('step')} | {e.get('mechanism')} | {str(e.get('query', '')).replace('|', '/')} | "
+            f"| {md(e.get('step'))} | {md(e.get('mechanism'))} | {md(e.get('query', ''))} | "
             f"{float(e.get('rho', 0)):.4g} |"
         )
     return "\n".join(lines) + "\n"

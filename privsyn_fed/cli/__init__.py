@@ -22,8 +22,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 
 from ..common import BudgetExceeded, InputError, MPCError, OptionError, settings
+from ..common.escaping import terminal_text
 from . import audit, budget, data, federation, mpc, sample, schema, synth
 from .common import Parser, one_line
 
@@ -59,8 +61,40 @@ def main(argv: list[str] | None = None) -> int:
     _stable_hashing_for_the_compilation_cache(argv)
     spends = args.command == "synth" or (args.command == "schema" and schema.spends_budget(args))
     # only synth and schema draft --dp spend budget; the library's warnings are notes on stderr
-    with deferred_signals(immediate=not spends), notes_on_stderr():
-        return _run(args)
+    with deferred_signals(immediate=not spends), notes_on_stderr(), warnings.catch_warnings(record=True) as caught:
+        status = _run(args, caught)  # a library's warnings (NumPy's): in the error's line, or notes after
+    for line in _warning_lines(caught):
+        print(f"privsyn-fed: note: {line}", file=sys.stderr)
+    try:
+        sys.stdout.flush()  # what is still buffered: the reader (`| head`) may have gone
+    except BrokenPipeError:
+        return _reader_gone()
+    return status
+
+
+def _reader_gone() -> int:
+    """Stop writing to stdout, whose reader has gone (``| head``), quietly, as Unix tools do: the
+    status of a process ended by SIGPIPE (141), and nothing more written to the closed pipe."""
+    import signal
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())  # the interpreter's last flush then finds no pipe
+    os.close(devnull)
+    return 128 + signal.SIGPIPE
+
+
+def _stdout_broken(exc: OSError) -> bool:
+    """Whether ``exc`` is stdout's reader gone: a broken pipe, with stdout a pipe no one reads."""
+    import select
+
+    if not isinstance(exc, BrokenPipeError):
+        return False
+    try:
+        poll = select.poll()
+        poll.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poll.poll(0))
+    except (OSError, ValueError, AttributeError):  # stdout is not a file (captured)
+        return False
 
 
 def _stable_hashing_for_the_compilation_cache(argv: list[str] | None) -> None:
@@ -76,7 +110,13 @@ def _stable_hashing_for_the_compilation_cache(argv: list[str] | None) -> None:
     )
 
 
-def _run(args: argparse.Namespace) -> int:
+def _warning_lines(caught: list[warnings.WarningMessage], most: int = 3) -> list[str]:
+    """The distinct warnings ``caught``, at most ``most``, each as one line without its source line."""
+    lines = list(dict.fromkeys(f"{w.category.__name__}: {' '.join(str(w.message).split())}" for w in caught))
+    return [terminal_text(line) for line in lines[:most]]
+
+
+def _run(args: argparse.Namespace, caught: list[warnings.WarningMessage]) -> int:
     from ..common import Interrupted
 
     commands = {
@@ -93,7 +133,13 @@ def _run(args: argparse.Namespace) -> int:
         "federation": federation.run,
     }
     try:
-        return commands[args.command](args)
+        try:
+            return commands[args.command](args)
+        except Exception as exc:  # the warnings that came before the error go into its one line
+            for line in _warning_lines(caught):
+                exc.add_note(f"after the warning {line}")
+            caught.clear()
+            raise
     except InputError as exc:
         if isinstance(exc, OptionError):  # named in Python; here by its flag
             exc.args = (exc.renamed(synth.flag_name),)
@@ -113,6 +159,8 @@ def _run(args: argparse.Namespace) -> int:
         print("privsyn-fed: interrupted; the ledger records what was spent", file=sys.stderr)
         return 130
     except OSError as exc:  # the environment: a full disk, a folder made read-only meanwhile
+        if _stdout_broken(exc):
+            return _reader_gone()
         where = f"{exc.filename}: " if exc.filename else ""
         exc.args = (f"{where}{exc.strerror or exc}",)
         print(f"privsyn-fed: error: {one_line(exc)} (nothing was released)", file=sys.stderr)

@@ -26,6 +26,19 @@ def positive_int(text: str) -> int:
     return value
 
 
+MAX_SEED = 2**63 - 17
+"""The largest seed (as ``api.check_seed``): seeds of batches and parties are derived from it by adding."""
+
+
+def seed_arg(text: str) -> int:
+    """A seed: a whole number from 0 to ``MAX_SEED`` (an argparse type)."""
+    stripped = text.strip()
+    if not stripped.isdigit() or len(stripped) > len(str(MAX_SEED)) or int(stripped) > MAX_SEED:
+        shown = text if len(text) <= 30 else f"{text[:30]}... ({len(text)} characters)"
+        raise argparse.ArgumentTypeError(f"{shown!r} is not a seed: a whole number from 0 to 2^63 - 17")
+    return int(stripped)
+
+
 def number(text: str) -> float:
     """A real number (an argparse type)."""
     try:
@@ -140,9 +153,12 @@ def check_budget_options(args: argparse.Namespace, what: str) -> None:
 
 
 def one_line(exc: BaseException) -> str:
-    """The exception's message and its notes (what could not be recorded) on one line."""
+    """The exception's message and its notes (what could not be recorded) on one line, control
+    characters (a name's escape sequence) shown escaped (``terminal_text``)."""
+    from ..common.escaping import terminal_text
+
     parts = [str(exc)] + list(getattr(exc, "__notes__", []))
-    return "; ".join(" ".join(p.split()) for p in parts if p.strip())
+    return terminal_text("; ".join(" ".join(p.split()) for p in parts if p.strip()))
 
 
 def add_mpc_args(m, mpc_help: str, silos: str) -> None:

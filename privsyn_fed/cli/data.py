@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from ..common import InputError
-from .common import number, positive_int
+from ..common.escaping import terminal_text
+from .common import number, positive_int, seed_arg
 
 
 class Once(argparse.Action):
@@ -54,7 +55,7 @@ def add_parsers(sub) -> None:
         metavar="A",
         help="Dirichlet concentration for dirichlet and quantity (default 0.5; smaller = more skew)",
     )
-    pa.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the split (default 0)")
+    pa.add_argument("--seed", type=seed_arg, default=0, metavar="S", help="seed of the split (default 0)")
     pa.add_argument("--out", required=True, metavar="DIR", help="folder for client_000.csv ... and manifest.json")
     pa.add_argument(
         "--force",
@@ -111,7 +112,7 @@ def add_parsers(sub) -> None:
         metavar="M",
         help="3-way marginals in the error workload (default 64; 0 means all)",
     )
-    ev.add_argument("--workload-seed", type=int, default=0, metavar="S", help="seed of the workload (default 0)")
+    ev.add_argument("--workload-seed", type=seed_arg, default=0, metavar="S", help="seed of the workload (default 0)")
     ev.add_argument(
         "--model",
         action=Once,
@@ -171,7 +172,7 @@ def run_partition(args: argparse.Namespace) -> int:
 
 def run_evaluate(args: argparse.Namespace) -> int:
     """``evaluate``: print the synthetic CSV's measures (with ``--json``, also write them); 0."""
-    from ..common import Named, check_distinct, check_files, read_table, write_atomic
+    from ..common import Named, Progress, check_distinct, check_files, read_table, write_atomic
     from ..evaluation import evaluate
     from ..schema import Schema
     from ..silo import check_table_header
@@ -220,17 +221,18 @@ def run_evaluate(args: argparse.Namespace) -> int:
     real = _read_union(reals, schema, args.silo_column, real_names)
     synthetic = read_table(args.synthetic)
     for note in ignored:  # once every table has been read and checked: an error stays one line
-        print(f"privsyn-fed: note: {note}", file=sys.stderr)
+        print(f"privsyn-fed: note: {terminal_text(note)}", file=sys.stderr)
     common = dict(
         holdout_df=holdout, label=args.label, workload_size=args.workload_size or None, workload_seed=args.workload_seed
     )
+    shown = {**common, "progress": Progress("evaluate")}  # a line on stderr now and then, when it runs long
     report = evaluate(
-        real, synthetic, schema, model=model, kmarginal=args.kmarginal or None, silo_column=args.silo_column, **common
+        real, synthetic, schema, model=model, kmarginal=args.kmarginal or None, silo_column=args.silo_column, **shown
     )
     report["files"] = {"real": list(args.real), "synthetic": str(args.synthetic), "holdout": list(args.holdout or [])}
     base = None
     if args.baseline:
-        base = evaluate(real, read_table(args.baseline), schema, kmarginal=args.kmarginal or None, **common)
+        base = evaluate(real, read_table(args.baseline), schema, kmarginal=args.kmarginal or None, **shown)
         report["baseline"] = {"file": str(args.baseline), **base}
     print(_rows_line(report["rows"], len(reals), len(holdouts)))
 
@@ -260,17 +262,18 @@ def run_evaluate(args: argparse.Namespace) -> int:
             + ("" if other is None else f" (baseline {other:.1f})")
         )
     if "per_silo" in report:
-        print(f"per silo ('{report['per_silo']['column']}'): share of rows real/synthetic, mean TV, workload error")
+        column = terminal_text(report["per_silo"]["column"])
+        print(f"per silo ('{column}'): share of rows real/synthetic, mean TV, workload error")
         for name, e in report["per_silo"]["silos"].items():
             print(
-                f"  {name}: {e['share']['real']:.1%} / {e['share']['synthetic']:.1%}, "
+                f"  {terminal_text(name)}: {e['share']['real']:.1%} / {e['share']['synthetic']:.1%}, "
                 f"{'n/a' if e['mean_tv'] is None else format(e['mean_tv'], '.4f')}, "
                 f"{'n/a' if e['workload_error'] is None else format(e['workload_error'], '.4f')}"
             )
     if "tstr" in report:
         t = report["tstr"]
         print(
-            f"ROC-AUC for {t['label']}: trained on synthetic "
+            f"ROC-AUC for {terminal_text(t['label'])}: trained on synthetic "
             f"{show(t['auc_synthetic'], lambda b: b['tstr']['auc_synthetic'])}, "
             f"on real {show(t['auc_real'], lambda b: None)}"
         )
@@ -287,7 +290,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         )
     for c in report.get("constraints", []):
         print(
-            f"{c['constraint']} ({c['rule']}): broken by {c['real']['rows']:,} real rows "
+            f"{terminal_text(c['constraint'])} ({terminal_text(c['rule'])}): broken by {c['real']['rows']:,} real rows "
             f"({c['real']['share']:.2%}) and {c['synthetic']['rows']:,} synthetic rows ({c['synthetic']['share']:.2%})"
         )
     if base is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import add_membership_args, federation_access, federation_inputs, number, positive_int
+from .common import add_membership_args, federation_access, federation_inputs, number, positive_int, seed_arg
 
 
 def add_parsers(sub) -> None:
@@ -23,7 +23,7 @@ def add_parsers(sub) -> None:
     md.add_argument("--rounds", type=positive_int, default=3, metavar="T", help="DistAIM rounds (default 3)")
     md.add_argument("--epsilon", type=number, default=1.0, metavar="E", help="privacy budget (default 1)")
     md.add_argument(
-        "--seed", type=int, default=0, metavar="S", help="seed of the generated data (the noise is always fresh)"
+        "--seed", type=seed_arg, default=0, metavar="S", help="seed of the generated data (the noise is always fresh)"
     )
 
     mp = sub.add_parser(
@@ -57,7 +57,7 @@ def add_parsers(sub) -> None:
     )
     mp.add_argument(
         "--seed",
-        type=int,
+        type=seed_arg,
         metavar="S",
         help="seeded noise for tests and demos: NOT private; party 0 must use --seed too",
     )

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from ..common import Named, check_files
-from .common import positive_int
+from .common import positive_int, seed_arg
 
 EPILOG = """\
 examples:
@@ -48,7 +48,7 @@ def add_parser(sub) -> None:
     sp.add_argument("--out", required=True, metavar="OUT.csv", help="where to write the rows (CSV)")
     sp.add_argument(
         "--seed",
-        type=int,
+        type=seed_arg,
         metavar="S",
         help="seed these draws (reproducible rows); the release's own noise is not affected, so the rows "
         "are as private as the release",

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from ..common import InputError
+from ..common.escaping import terminal_text
 from .common import (
     add_mpc_args,
     check_budget_options,
@@ -234,7 +235,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _notes(notes: list[str]) -> None:
     for n in notes:
-        print(f"privsyn-fed: note: {n}", file=sys.stderr)
+        print(f"privsyn-fed: note: {terminal_text(n)}", file=sys.stderr)
 
 
 def _summary(columns: list[dict]) -> str:
@@ -320,7 +321,7 @@ def run_draft_dp(args: argparse.Namespace) -> int:
     from ..mpc.launch import coordinator
 
     def log(message: str) -> None:
-        print(f"privsyn-fed: {message}", file=sys.stderr)
+        print(f"privsyn-fed: {terminal_text(message)}", file=sys.stderr)
 
     with coordinator(
         None,

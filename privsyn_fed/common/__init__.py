@@ -6,7 +6,7 @@ progress (``progress``) and environment settings (``settings``)."""
 from .errors import BudgetExceeded, InputError, MPCError, OptionError, first_line
 from .fileio import Staged, write_atomic
 from .interrupt import Interrupted, checkpoint, deferred_signals, received
-from .jsonfile import read_json
+from .jsonfile import MAX_NESTING, MAX_NUMBER_CHARS, parse_json, parse_yaml, read_json
 from .paths import (
     Named,
     check_distinct,
@@ -69,4 +69,8 @@ __all__ = [
     "table_format",
     "write_atomic",
     "read_json",
+    "parse_json",
+    "parse_yaml",
+    "MAX_NESTING",
+    "MAX_NUMBER_CHARS",
 ]

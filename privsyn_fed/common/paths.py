@@ -151,6 +151,12 @@ def check_output(item: Named, what: str, force: bool, force_option: str = "--for
 def check_store(item: Named) -> None:
     """A file that is read and updated in place (the budget store): it must be writable."""
     p = item.path
+    try:
+        os.lstat(p)
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            shown = f"{str(p)[:60]}... ({len(str(p))} characters)"
+            raise InputError(f"{shown}: the name is too long for the file system; choose a shorter one") from None
     if p.is_dir():
         raise InputError(f"{p}: is a folder, not a budget store file")
     check_regular(p, item.option)

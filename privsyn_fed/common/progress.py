@@ -17,6 +17,8 @@ import time
 from contextlib import contextmanager
 from typing import Callable, Iterator, TextIO
 
+from .escaping import terminal_text
+
 #: The logger of every update and note of a run's progress.
 log = logging.getLogger("privsyn_fed.progress")
 
@@ -57,14 +59,15 @@ class Progress:
             self.callback(float(fraction), message)
         if not self.enabled:
             return
+        label, message = terminal_text(self.label), terminal_text(message)  # names reach no terminal raw
         if self.tty:
             width = 24
             filled = int(round(max(0.0, min(1.0, fraction)) * width))
             bar = "#" * filled + "-" * (width - filled)
-            self.stream.write(f"\r[{self.label}] [{bar}] {fraction:6.1%} {elapsed:6.1f}s  {message[:60]:<60}")
+            self.stream.write(f"\r[{label}] [{bar}] {fraction:6.1%} {elapsed:6.1f}s  {message[:60]:<60}")
             self._open_line = True
         else:
-            self.stream.write(f"[{self.label}] {fraction:6.1%} of budget, {elapsed:.1f}s: {message}\n")
+            self.stream.write(f"[{label}] {fraction:6.1%} of budget, {elapsed:.1f}s: {message}\n")
         self.stream.flush()
 
     def log(self, message: str, level: int = logging.INFO) -> None:
@@ -73,7 +76,7 @@ class Progress:
         if not self.enabled:
             return
         self._end_line()
-        self.stream.write(f"[{self.label}] {message}\n")
+        self.stream.write(f"[{terminal_text(self.label)}] {terminal_text(message)}\n")
         self.stream.flush()
 
     def warn(self, message: str) -> None:
@@ -112,7 +115,7 @@ class _StderrNotes(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            line = " ".join(record.getMessage().split())
+            line = terminal_text(" ".join(record.getMessage().split()))
             if line in self.shown:
                 return
             self.shown.add(line)

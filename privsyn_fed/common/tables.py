@@ -20,6 +20,8 @@ too, so SIGINT or SIGTERM stops a long read.
 from __future__ import annotations
 
 import gzip
+import io
+import re
 import zlib
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
@@ -65,8 +67,8 @@ def table_format(path: str | Path) -> str:
 def _head(path: Path) -> bytes:
     check_regular(path)
     try:
-        with open(path, "rb") as fh:
-            return fh.read(4)
+        with open(path, "rb", buffering=0) as fh:  # unbuffered: these 4 bytes and no more
+            return fh.read(4) or b""
     except FileNotFoundError:
         raise InputError(f"{path}: file not found") from None
     except IsADirectoryError:
@@ -172,11 +174,35 @@ def _guarded(path: Path, compression: str | None, most: int = READ_BYTES) -> Ite
         yield _Guarded(fh, path, most)
 
 
+#: What ends a CSV record (a line end outside quotes) or opens and closes a quoted field.
+_RECORD_MARKS = re.compile(rb'["\r\n]')
+
+
+def _header_record(path: Path, compression: str | None) -> bytes:
+    """The CSV's first record (blank lines before it included), read in blocks no longer than what
+    was read before it (at least 1 KiB): of the rows after the header, at most about the header's
+    own length is read (a federation's party 0 checks its header before any party agreed)."""
+    with gzip.open(path, "rb") if compression else open(path, "rb", buffering=0) as raw:
+        fh, data, quoted, blank, size = _Guarded(raw, path), bytearray(), False, True, 1 << 10
+        while block := fh.read(size):
+            seen = 0
+            for mark in _RECORD_MARKS.finditer(block):
+                blank = blank and mark.start() == seen and mark.group() != b'"'
+                seen = mark.end()
+                if mark.group() == b'"':
+                    quoted = not quoted
+                elif not quoted and not blank:
+                    return bytes(data + block[: mark.end()])
+            blank = blank and seen == len(block)
+            data += block
+            size = min(max(size, len(data)), READ_BYTES)
+        return bytes(data)
+
+
 def _csv_names(path: Path, compression: str | None) -> list[str]:
     """The header's names as written, stripped (its first record only: pandas would rename a repeated
     name ``a`` to ``a.1``); ``InputError`` for a name that appears twice."""
-    with _guarded(path, compression) as fh:
-        first = pd.read_csv(fh, header=None, nrows=1, **CSV_OPTIONS)
+    first = pd.read_csv(io.BytesIO(_header_record(path, compression)), header=None, nrows=1, **CSV_OPTIONS)
     names = [str(c).strip() for c in first.iloc[0]]
     repeated = next((n for i, n in enumerate(names) if n in names[:i]), None)
     if repeated is not None:

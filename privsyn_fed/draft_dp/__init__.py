@@ -130,6 +130,7 @@ from ..schema import (
     numeric_spec,
     profile_chunks,
 )
+from ..schema.cells import text_fault
 from ..schema.draft import round_outward
 
 METHOD = "schema-draft"
@@ -761,6 +762,10 @@ def release_draft(
         present = float(max(0, rows - max(0, missing)))
         found = releases.values(name, present, sigma)
         kept, rest, spread = found.listed, found.rest, found.spread
+        odd = [v for v in kept if text_fault(v) is not None]
+        if odd:  # no category may hold a control character: a release maps such cells to the other category
+            kept = {v: c for v, c in kept.items() if v not in odd}
+            notes.append(f"column '{name}': {len(odd)} released value(s) with control characters left unlisted")
         if found.passed > plan.categorical_max:
             dropped.append(name)
             notes.append(

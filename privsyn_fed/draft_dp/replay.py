@@ -28,7 +28,7 @@ import numpy as np
 
 from ..accounting import Accountant
 from ..accounting.kept_ledger import LEDGER_SUFFIX, numbered
-from ..common import InputError, write_atomic
+from ..common import InputError, parse_json, write_atomic
 from ..common.paths import check_regular, special_kind
 from . import METHOD, DPDraft, DraftPlan, DraftReleases, ValueCounts, accountant_for, release_draft
 
@@ -168,7 +168,7 @@ def _read_json(path: Path) -> Any:
     try:
         if special_kind(path) is not None or not path.is_file() or path.stat().st_size > MAX_LEDGER_BYTES:
             return None
-        return json.loads(path.read_text(encoding="utf-8"))
+        return parse_json(path.read_text(encoding="utf-8"), path, "ledger file")
     except (OSError, UnicodeDecodeError, ValueError, RecursionError):
         return None
 
@@ -229,7 +229,7 @@ def previous(candidates: Sequence[Path], plan: DraftPlan, tables: Sequence[str |
                 "draft again (a new spend)"
             )
         try:
-            document = json.loads(data.decode("utf-8"))
+            document = parse_json(data.decode("utf-8"), kept, "file of released values")
         except (UnicodeDecodeError, ValueError, RecursionError):
             raise InputError(f"{kept}: not a file of released values") from None
         if not isinstance(document, dict) or document.get("format") != RELEASED_FORMAT:

@@ -26,12 +26,14 @@ whoever may see the real data, e.g. on a benchmark's public table).
 from __future__ import annotations
 
 import itertools
+import time
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ..methods.workload import sample_workload
+from ..common import InputError, Progress, checkpoint
+from ..methods.workload import sample_workload, workload_count
 from ..schema import NumericColumn, Schema, encode_frame, numbers_as_text
 from ..silo import marginal_counts
 
@@ -61,23 +63,64 @@ def marginal_shares(codes: np.ndarray, shape: list[int], clique) -> np.ndarray:
 
 _marginal = marginal_shares
 
+#: The most 3-way marginals an evaluation's workload may hold (all of them over up to 182 columns).
+MAX_EVALUATION_WORKLOAD = 1_000_000
+#: Seconds of a long evaluation between two progress lines (none for an evaluation this short).
+PROGRESS_SECONDS = 5.0
+
+
+class Steps:
+    """Called once per step of a long loop: a safe point each time (SIGINT and SIGTERM stop there)
+    and, every ``PROGRESS_SECONDS``, a line on ``progress``: what is measured, steps done of all."""
+
+    def __init__(self, progress: Progress | None, what: str, total: int):
+        self.progress, self.what, self.total = progress, what, total
+        self.start = self.due = time.monotonic()
+        self.due += PROGRESS_SECONDS
+
+    def __call__(self, done: int) -> None:
+        """A safe point, ``done`` steps into the loop, and the progress line when one is due."""
+        checkpoint()
+        if self.progress is None or time.monotonic() < self.due:
+            return
+        elapsed = time.monotonic() - self.start
+        share = done / max(1, self.total)
+        self.progress.log(f"{self.what}: {done:,} of {self.total:,} ({share:.0%}), {elapsed:.0f}s")
+        self.due = time.monotonic() + PROGRESS_SECONDS
+
 
 def evaluation_workload(schema: Schema, size: int | None = 64, seed: int = 0) -> list[tuple[int, ...]]:
     """The seeded workload of 3-way marginals (fewer columns: one marginal of them all) that
-    ``evaluate`` scores; ``size`` None means all of them."""
+    ``evaluate`` scores; ``size`` None means all of them, refused (``InputError``) beyond
+    ``MAX_EVALUATION_WORKLOAD``, counted before any is listed."""
+    count = workload_count(len(schema.names), 3, size)
+    if count > MAX_EVALUATION_WORKLOAD:
+        raise InputError(
+            f"the evaluation workload would hold {count:,} 3-way marginals, more than the "
+            f"{MAX_EVALUATION_WORKLOAD:,} an evaluation scores; give a workload size of at most that"
+        )
     return sample_workload(len(schema.names), 3, size, seed)
 
 
-def marginal_errors(real: np.ndarray, synthetic: np.ndarray, shape: list[int], workload) -> np.ndarray:
+def marginal_errors(
+    real: np.ndarray, synthetic: np.ndarray, shape: list[int], workload, progress: Progress | None = None
+) -> np.ndarray:
     """``|| M_r(real)/|real| - M_r(syn)/|syn| ||_1`` (between 0 and 2) of each marginal ``r`` of
-    ``workload``, in order, on encoded rows."""
-    return np.array([np.abs(_marginal(real, shape, c) - _marginal(synthetic, shape, c)).sum() for c in workload])
+    ``workload``, in order, on encoded rows (a long workload shows its progress: ``Steps``)."""
+    step = Steps(progress, "workload marginals", len(workload))
+    out = []
+    for n, c in enumerate(workload):
+        step(n)
+        out.append(np.abs(_marginal(real, shape, c) - _marginal(synthetic, shape, c)).sum())
+    return np.array(out)
 
 
-def workload_error(real: np.ndarray, synthetic: np.ndarray, shape: list[int], workload) -> float:
+def workload_error(
+    real: np.ndarray, synthetic: np.ndarray, shape: list[int], workload, progress: Progress | None = None
+) -> float:
     """Mean over ``workload`` of ``|| M_r(real)/|real| - M_r(syn)/|syn| ||_1`` (between 0 and 2), on
     encoded rows."""
-    return float(np.mean(marginal_errors(real, synthetic, shape, workload)))
+    return float(np.mean(marginal_errors(real, synthetic, shape, workload, progress)))
 
 
 def cramers_v(codes: np.ndarray, shape: list[int], i: int, j: int) -> float:
@@ -132,9 +175,9 @@ def column_shapes(real_num, syn_num, real, syn, schema: Schema) -> dict[str, dic
     numeric column with values on both sides, the two-sample Kolmogorov-Smirnov statistic (``ks``)."""
     from scipy.stats import ks_2samp
 
-    out = {}
+    out, shape = {}, schema.shape
     for j, col in enumerate(schema.columns):
-        entry = {"tv": column_tv(real, syn, schema.shape, j)}
+        entry = {"tv": column_tv(real, syn, shape, j)}
         if isinstance(col, NumericColumn):
             a, b = _present(real_num[col.name]), _present(syn_num[col.name])
             if len(a) and len(b):
@@ -150,7 +193,7 @@ def fidelity(real_num, syn_num, real, syn, schema: Schema) -> dict[str, float | 
     from scipy.spatial.distance import jensenshannon
     from scipy.stats import wasserstein_distance
 
-    jsd, wd = [], []
+    jsd, wd, shape = [], [], schema.shape
     for j, col in enumerate(schema.columns):
         if isinstance(col, NumericColumn):
             a, b = _present(real_num[col.name]), _present(syn_num[col.name])
@@ -158,24 +201,28 @@ def fidelity(real_num, syn_num, real, syn, schema: Schema) -> dict[str, float | 
             if len(a) and len(b):
                 wd.append(0.0 if span == 0 else wasserstein_distance((a - col.lower) / span, (b - col.lower) / span))
         else:
-            jsd.append(float(jensenshannon(_marginal(real, schema.shape, [j]), _marginal(syn, schema.shape, [j]), 2.0)))
+            jsd.append(float(jensenshannon(_marginal(real, shape, [j]), _marginal(syn, shape, [j]), 2.0)))
     return {"jsd": float(np.mean(jsd)) if jsd else None, "wd": float(np.mean(wd)) if wd else None}
 
 
-def pair_trends(real_num, syn_num, real, syn, schema: Schema) -> dict[str, float]:
+def pair_trends(real_num, syn_num, real, syn, schema: Schema, progress: Progress | None = None) -> dict[str, float]:
     """Mean correlation similarity ``1 - |r_real - r_syn| / 2`` over numeric pairs whose Pearson
     coefficient is defined on both sides, and mean contingency similarity ``1 - TV`` of the binned
-    2-way tables over the other pairs; ``None`` when there is no such pair."""
-    corr, cont = [], []
+    2-way tables over the other pairs; ``None`` when there is no such pair. A long loop over the
+    pairs shows its progress on ``progress`` (``Steps``)."""
+    corr, cont, shape = [], [], schema.shape
     numeric = {c.name for c in schema.columns if isinstance(c, NumericColumn)}
-    for i, j in itertools.combinations(range(len(schema.columns)), 2):
+    d = len(schema.columns)
+    step = Steps(progress, "column pairs", d * (d - 1) // 2)
+    for n, (i, j) in enumerate(itertools.combinations(range(d), 2)):
+        step(n)
         a, b = schema.columns[i].name, schema.columns[j].name
         if a in numeric and b in numeric:
             r = [_pearson(num[a], num[b]) for num in (real_num, syn_num)]
             if all(np.isfinite(r)):
                 corr.append(1.0 - abs(r[0] - r[1]) / 2.0)
         else:
-            tv = 0.5 * np.abs(_marginal(real, schema.shape, [i, j]) - _marginal(syn, schema.shape, [i, j])).sum()
+            tv = 0.5 * np.abs(_marginal(real, shape, [i, j]) - _marginal(syn, shape, [i, j])).sum()
             cont.append(1.0 - float(tv))
     return {
         "correlation_similarity": float(np.mean(corr)) if corr else None,
@@ -305,12 +352,15 @@ def evaluate(
     seed: int = 0,
     kmarginal: bool | None = None,
     silo_column: str | None = None,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
     """All the measures above as a JSON-ready dict (``tstr``, ``dcr``, ``nll`` need a holdout;
     ``kmarginal``: True or False to ask for the k-marginal score or not, None for it when the
-    schema has a ``PUMA`` column; ``per_silo`` with a ``silo_column``)."""
+    schema has a ``PUMA`` column; ``per_silo`` with a ``silo_column``). A long evaluation shows its
+    progress on ``progress`` (a line every ``PROGRESS_SECONDS``)."""
     real = encode(real_df, schema, "real")
     syn = encode(syn_df, schema, "synthetic")
+    shape = schema.shape
     real_num, syn_num = numeric_columns(real_df, schema), numeric_columns(syn_df, schema)
     workload = evaluation_workload(schema, workload_size, workload_seed)
     report: dict[str, Any] = {
@@ -319,10 +369,10 @@ def evaluate(
             "degree": min(3, len(schema.names)),
             "size": len(workload),
             "seed": workload_seed,
-            "error": workload_error(real, syn, schema.shape, workload),
+            "error": workload_error(real, syn, shape, workload, progress),
         },
         "columns": column_shapes(real_num, syn_num, real, syn, schema),
-        "pairs": pair_trends(real_num, syn_num, real, syn, schema),
+        "pairs": pair_trends(real_num, syn_num, real, syn, schema, progress),
         "fidelity": fidelity(real_num, syn_num, real, syn, schema),
     }
     cols = report["columns"].values()
@@ -341,10 +391,10 @@ def evaluate(
             where either side has no rows)."""
             if not len(r) or not len(s):
                 return {"mean_tv": None, "workload_error": None}
-            tvs = [column_tv(r, s, schema.shape, k) for k in others]
+            tvs = [column_tv(r, s, shape, k) for k in others]
             return {
                 "mean_tv": float(np.mean(tvs)) if tvs else 0.0,
-                "workload_error": workload_error(r, s, schema.shape, workload),
+                "workload_error": workload_error(r, s, shape, workload),
             }
 
         report["per_silo"] = {"column": silo_column, "silos": per_silo(real, syn, schema, silo_column, within)}

@@ -59,11 +59,14 @@ def filter_candidates(
 ) -> dict[tuple[str, ...], float]:
     """Keep a candidate if the model with it stays within ``size_limit_mb`` (junction-tree size),
     or if the current model already covers it (a free clique)."""
+    from ..common import checkpoint
     from . import pgm
 
     free = pgm.covered_cliques(model_cliques)
     kept = {}
-    for cl, w in candidates.items():
+    for i, (cl, w) in enumerate(candidates.items()):
+        if i % 1024 == 1023:  # a safe point: no charge is under way while candidates are filtered
+            checkpoint()
         if frozenset(cl) in free or pgm.hypothetical_size_mb(domain, list(model_cliques) + [cl]) <= size_limit_mb:
             kept[cl] = w
     return kept

@@ -48,7 +48,7 @@ class TableSampler(Protocol):
 @dataclass
 class ConstrainedSampler:
     """``sampler``'s rows conditioned on ``schema``'s public constraints: ``P(x | x allowed)``, drawn
-    by rejection (``constraints.draw_allowed``). Post-processing: it spends nothing."""
+    by rejection (``rejection.draw_allowed``). Post-processing: it spends nothing."""
 
     sampler: TableSampler
     schema: Schema

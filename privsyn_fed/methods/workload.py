@@ -8,7 +8,10 @@ A declared workload (``declared_workload``; ``synth --workload FILE``) is a JSON
 are lists of column names, where ``"*"`` stands for every other column (``["PUMA", "*", "*"]``: every
 pair of the other columns together with PUMA), or objects ``{"columns": [...], "weight": w}`` with a
 whole-number weight from 1 to ``MAX_DECLARED_WEIGHT`` (default 1). A marginal given twice gets the sum
-of its weights. AIM's candidates are then weighted ``w_r = sum_s c_s |r & s|`` over the workload's
+of its weights. What an entry's stars stand for is counted before it is listed: an entry is refused when
+it stands for more than ``MAX_WORKLOAD`` marginals or its downward closure holds more than
+``MAX_CANDIDATES``, a workload when its entries stand for more than ``MAX_EXPANSION`` together.
+AIM's candidates are then weighted ``w_r = sum_s c_s |r & s|`` over the workload's
 marginals ``s`` with weights ``c_s``.
 
 A target column (``with_target``; ``synth --target Y``) adds every 2-way marginal with ``Y`` to the
@@ -35,6 +38,12 @@ DEFAULT_WORKLOAD_SEED = 0
 MAX_MARGINAL_CELLS = 10_000_000
 MAX_CANDIDATE_CELLS = 100_000_000
 MAX_WORKLOAD = 100_000
+#: The most candidate marginals (the workload's downward closure): every round of the AIM family
+#: scores each of them against the model, so this bounds a round's time as well as its memory.
+MAX_CANDIDATES = 20_000
+#: The most marginals a declared workload's entries may stand for together, a marginal given twice
+#: counted twice (counted before any is listed, so an entry's stars cannot run long).
+MAX_EXPANSION = 10 * MAX_WORKLOAD
 #: Beyond this many K-way marginals a sample is drawn without listing them all.
 _ENUMERATE_LIMIT = 1_000_000
 #: The largest weight of one declared marginal, and of one candidate (DistAIM's secure selection
@@ -97,7 +106,14 @@ def check_size(
             "workload_degree",
             "workload_size",
         )
-    closure = downward_closure(workload, weights)
+    closure = downward_closure(workload, weights)  # at most 10 * MAX_WORKLOAD subsets listed: seconds at most
+    if len(closure) > MAX_CANDIDATES:
+        raise OptionError(
+            f"the workload's downward closure has {len(closure):,} candidate marginals, more than the "
+            f"{MAX_CANDIDATES:,} a run may score each round; use a smaller workload_degree or workload_size",
+            "workload_degree",
+            "workload_size",
+        )
     if closure and max(closure.values()) > MAX_CANDIDATE_WEIGHT:
         raise OptionError(
             f"the workload weighs one candidate marginal {max(closure.values()):,.0f}, more than "
@@ -118,19 +134,30 @@ def check_size(
 def downward_closure(workload: Sequence[Clique], weights: Sequence[float] | None = None) -> dict[Clique, float]:
     """Every non-empty subset ``r`` of a workload clique, with weight ``w_r = sum_s c_s |r & s|``
     (``c_s``: the clique's weight in ``weights``, 1 when none are given)."""
+    from ..common import checkpoint
+
     subsets: set[Clique] = set()
-    for s in workload:
+    # sum_s c_s |r & s| = sum_{i in r} (sum_{s holding i} c_s): one pass over the workload, one over r
+    column_weight: dict[int, float] = {}
+    c = [1.0] * len(workload) if weights is None else [float(w) for w in weights]
+    for n, s in enumerate(workload):
+        if n % 1024 == 0:
+            checkpoint()
         for k in range(1, len(s) + 1):
             subsets.update(itertools.combinations(s, k))
-    c = [1.0] * len(workload) if weights is None else [float(w) for w in weights]
-    out = {r: float(sum(w * len(set(r) & set(s)) for s, w in zip(workload, c))) for r in subsets}
+    for s, w in zip(workload, c):
+        for i in set(s):
+            column_weight[i] = column_weight.get(i, 0.0) + w
+    checkpoint()
+    out = {r: float(sum(column_weight.get(i, 0.0) for i in set(r))) for r in subsets}
     return dict(sorted(out.items(), key=lambda kv: (len(kv[0]), kv[0])))
 
 
 def declared_workload(entries: Any, names: Sequence[str]) -> tuple[list[Clique], list[int]]:
     """The cliques (sorted, distinct) and whole-number weights of a declared workload over the columns
-    ``names`` (module docstring); ``OptionError`` (argument ``workload``) naming the entry at fault."""
-    from ..common import OptionError
+    ``names`` (module docstring); ``OptionError`` (argument ``workload``) naming the entry at fault.
+    What an entry's stars stand for is counted before it is listed, and refused beyond the limits."""
+    from ..common import OptionError, checkpoint
 
     def fault(i: int, problem: str) -> OptionError:
         return OptionError(f"workload entry {i + 1}: {problem}", "workload")
@@ -139,7 +166,10 @@ def declared_workload(entries: Any, names: Sequence[str]) -> tuple[list[Clique],
         raise OptionError("workload must be a non-empty list of marginals (lists of column names)", "workload")
     index = {n: i for i, n in enumerate(names)}
     weights: dict[Clique, int] = {}
+    expansion = 0
     for i, entry in enumerate(entries):
+        if i % 1024 == 0:
+            checkpoint()
         columns, weight = entry, 1
         if isinstance(entry, dict):
             unknown = sorted(set(entry) - {"columns", "weight"})
@@ -166,7 +196,25 @@ def declared_workload(entries: Any, names: Sequence[str]) -> tuple[list[Clique],
             raise fault(
                 i, f"its '*' stand for {combos:,} marginals, more than the {MAX_WORKLOAD:,} a workload may hold"
             )
-        for more in itertools.combinations(others, stars):
+        # counted, not listed: the subsets of its marginals are a subset of the named columns with
+        # up to `stars` of the others
+        closure = 2 ** len(fixed) * sum(math.comb(len(others), j) for j in range(stars + 1)) - 1
+        if stars and closure > MAX_CANDIDATES:  # a marginal without stars: its cells are checked first
+            raise fault(
+                i,
+                f"its '*' stand for {combos:,} marginals, whose downward closure has {closure:,} candidate "
+                f"marginals, more than the {MAX_CANDIDATES:,} a run may score each round; use fewer '*'",
+            )
+        expansion += combos
+        if expansion > MAX_EXPANSION:
+            raise fault(
+                i,
+                f"the entries up to this one stand for {expansion:,} marginals, more than the "
+                f"{MAX_EXPANSION:,} a workload may expand to",
+            )
+        for n, more in enumerate(itertools.combinations(others, stars)):
+            if n % 4096 == 4095:
+                checkpoint()
             clique = tuple(sorted(fixed + list(more)))
             weights[clique] = weights.get(clique, 0) + weight
     cliques = sorted(weights)

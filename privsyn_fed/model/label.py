@@ -79,6 +79,7 @@ class LabelTables:
                 if likelihood[j].shape != (schema.shape[j], k):
                     raise ValueError(f"the label's table of {schema.names[j]!r} has shape {likelihood[j].shape}")
         tables = [prior, *likelihood.values()]
-        if prior.shape != (k,) or not all(np.all(np.isfinite(t)) and np.all(t > 0) for t in tables):
-            raise ValueError("the label's tables hold a probability that is not positive and finite")
+        probable = all(np.all(np.isfinite(t)) and np.all(t > 0) and np.all(t <= 1 + 1e-6) for t in tables)
+        if prior.shape != (k,) or not probable:
+            raise ValueError("the label's tables hold a probability that is not positive, finite and at most 1")
         return cls(target, prior, likelihood)

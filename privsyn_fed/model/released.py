@@ -22,7 +22,8 @@ import pandas as pd
 
 from ..common import InputError
 from ..schema import Schema, decode_codes
-from ..schema.constraints import draw_kept
+from ..schema.rejection import draw_kept
+from .checks import check_encoding, check_factor, check_factors, check_total
 from .conditions import Condition
 from .junction import JunctionTree, independent_tree
 from .label import LabelTables
@@ -84,17 +85,12 @@ class GraphicalModel:
         """The model ``to_arrays`` wrote; ``ValueError`` when it does not fit ``schema``."""
         cliques = [tuple(str(a) for a in c) for c in header["cliques"]]
         factors = [(c, np.asarray(arrays[f"factor{i}"], dtype=np.float64)) for i, c in enumerate(cliques)]
+        check_total(total)
+        check_factors(factors, dict(zip(schema.names, schema.shape)))
         tree = JunctionTree(factors, [int(p) for p in header["parents"]], total)
-        size = dict(zip(schema.names, schema.shape))
-        for attr, n in tree.sizes().items():
-            if size.get(attr) != n:
-                raise ValueError(f"column {attr!r} has {n} cells in the model but {size.get(attr)} in the schema")
         missing = set(schema.names) - set(tree.sizes())
         if missing:
             raise ValueError(f"the model does not cover column(s) {', '.join(sorted(missing))}")
-        for _, t in factors:
-            if not np.all(np.isfinite(t)) or (t < 0).any():
-                raise ValueError("a factor holds a negative or non-finite probability")
         return cls(tree, schema)
 
 
@@ -172,10 +168,11 @@ class CopulaModel:
         from ..silo.copula_encoding import Encoding
 
         wire = {k.removeprefix("encoding:"): v for k, v in arrays.items() if k.startswith("encoding:")}
+        check_total(total)
+        check_encoding(schema, header["encoding"], wire)
         encoding = Encoding.from_wire(schema, header["encoding"], wire)
         factor = np.asarray(arrays["factor"], dtype=np.float64)
-        if factor.shape != (encoding.width, encoding.width) or not np.all(np.isfinite(factor)):
-            raise ValueError(f"the copula's factor has shape {factor.shape}, not {(encoding.width,) * 2}")
+        check_factor(factor, encoding.width)
         label = LabelTables.from_arrays(schema, header["label"], arrays) if "label" in header else None
         return cls(encoding, factor, total, label=label)
 

@@ -184,7 +184,7 @@ def _union(lists: list[bytes], names: Sequence[str], most: int) -> tuple[list[st
     for name, raw in zip(names, lists):
         try:
             body = json.loads(raw.decode())
-        except (UnicodeDecodeError, ValueError):
+        except (UnicodeDecodeError, ValueError, RecursionError):
             body = None
         if isinstance(body, dict) and isinstance(body.get("passed"), int) and body["passed"] > most:
             passed = max(passed, body["passed"])

@@ -24,13 +24,12 @@ same file; a mistake in it is an ``InputError`` naming the file and the field.
 from __future__ import annotations
 
 import ipaddress
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..common import InputError
+from ..common import InputError, parse_json
 from .certs import party_role
 
 #: Fields of the file and of each member; anything else is refused (a typo would otherwise be ignored).
@@ -133,11 +132,7 @@ def load(path: str | Path) -> Federation:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"--federation {path}: cannot read it ({getattr(exc, 'strerror', None) or exc})") from None
-    try:
-        data = json.loads(text, parse_constant=_no_constant)
-    except ValueError as exc:
-        raise InputError(f"{path}: not a federation file (invalid JSON: {exc})") from None
-    return parse(data, path)
+    return parse(parse_json(text, path, "federation file", parse_constant=_no_constant), path)
 
 
 def parse(data: Any, path: Path) -> Federation:

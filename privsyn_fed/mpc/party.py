@@ -6,6 +6,7 @@ import math
 import sys
 
 from ..common import InputError, MPCError, first_line
+from ..common.escaping import terminal_text
 from . import world
 
 
@@ -86,10 +87,10 @@ def party_main(
     try:
         return serve(session)
     except PartyRefusal as exc:
-        print(f"privsyn-fed mpc-party {rank}: refused the release: {exc}", file=sys.stderr)
+        print(f"privsyn-fed mpc-party {rank}: refused the release: {terminal_text(exc)}", file=sys.stderr)
         return 2
     except MPCError as exc:
-        print(f"privsyn-fed mpc-party {rank}: error: {exc}", file=sys.stderr)
+        print(f"privsyn-fed mpc-party {rank}: error: {terminal_text(exc)}", file=sys.stderr)
         return 1
     except RuntimeError as exc:
         print(

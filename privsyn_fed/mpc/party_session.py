@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 from ..accounting.distributed import PartiesNoise
 from ..common import BudgetExceeded, InputError, MPCError, first_line
+from ..common.escaping import terminal_text as shown
 from ..silo import Silo, from_wire
 from ..silo.site import check_silo_column, default_silo_name
 from . import secure, world
@@ -382,7 +383,7 @@ class PartySession:
                 if n:
                     print(
                         f"privsyn-fed mpc-party {self.rank}: note for this silo's operator: {n} value(s) of "
-                        f"'{col}' lay outside the schema's bounds and were clipped (private; not released)",
+                        f"'{shown(col)}' lay outside the schema's bounds and were clipped (private; not released)",
                         file=sys.stderr,
                     )
         return self.silo
@@ -407,7 +408,7 @@ class PartySession:
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             code, reason = REFUSED, f"a malformed {op} command ({first_line(exc)})"
         if code != ACCEPT:
-            print(f"privsyn-fed mpc-party {self.rank}: refused {op}: {reason}", file=sys.stderr, flush=True)
+            print(f"privsyn-fed mpc-party {self.rank}: refused {op}: {shown(reason)}", file=sys.stderr, flush=True)
             if self.release is not None:
                 self.release.refused.append(f"{op}: {reason}")
         if send_verdict(self.channel, code, reason) and run is not None:

@@ -275,7 +275,7 @@ class Channel:
         try:
             header = json.loads(payload[8 : 8 + size].decode())
             layout = header.pop("_arrays")
-        except (ValueError, KeyError, AttributeError):
+        except (ValueError, KeyError, AttributeError, RecursionError):
             raise MPCError("party 0 sent a command that is not JSON with its arrays' layout") from None
         arrays, offset = {}, 8 + size
         for name, dtype, shape in layout:

@@ -3,7 +3,7 @@
 drafts from a table or a data dictionary (``draft``, ``dictionary``)."""
 
 from .cells import DEFAULT_BINS, check_header, numbers_as_text
-from .constraints import Constraint, draw_allowed, forbidden, violation_report, violations
+from .constraints import Constraint, forbidden, violation_report, violations
 from .dictionary import dictionary_columns
 from .draft import (
     DEFAULT_CATEGORICAL_MAX,
@@ -34,6 +34,7 @@ from .encode import (
     numeric_histogram,
     refined,
 )
+from .rejection import draw_allowed
 from .schema import CategoricalColumn, NumericColumn, Schema
 
 __all__ = [

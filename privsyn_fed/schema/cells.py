@@ -4,7 +4,9 @@ drafter of a schema, so that a drafted schema reads its rows exactly as a releas
 
 from __future__ import annotations
 
-from typing import Sequence
+import math
+import re
+from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -18,6 +20,40 @@ MAX_COLUMN_CELLS = 100_000
 MAX_ABS_BOUND = float(2**53)
 #: Strings read as a missing value in an input CSV (a column may add its own with ``missing_values``).
 MISSING_TOKENS = ("", "NA", "N/A", "NaN", "nan", "null", "NULL", "None")
+#: Control characters (and the line and paragraph separators): no column name or category may hold one.
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def text_fault(text: str) -> str | None:
+    """Why ``text`` can never be matched as a column name, a category or a missing-value token, or
+    None: cells and headers are read without surrounding white space, and none may hold a control
+    character (it would also reach a terminal or a report raw)."""
+    if text != text.strip():
+        return "has leading or trailing white space, which cells never have (they are read without it)"
+    control = CONTROL.search(text)
+    if control is not None:
+        return f"holds the control character {control.group()!r}, which no name or category may hold"
+    return None
+
+
+def check_category(value: str, what: str, where: str) -> None:
+    """``InputError`` (``where``: the source and column) when ``value`` has a ``text_fault``."""
+    fault = text_fault(value)
+    if fault is not None:
+        raise InputError(f"{where}: {what} {value!r} {fault}")
+
+
+def category_order(values: Iterable[str]) -> list[str]:
+    """Categories sorted: those that read as numbers by value (then as text), then the rest as text."""
+
+    def key(v: str):
+        try:
+            x = float(v)
+        except ValueError:
+            x = math.nan
+        return (0, x, v) if math.isfinite(x) else (1, 0.0, v)
+
+    return sorted(values, key=key)
 
 
 def check_column_name(name: str, index: int, source: str) -> None:
@@ -27,9 +63,12 @@ def check_column_name(name: str, index: int, source: str) -> None:
         raise InputError(f"{source}: column #{index + 1}: the name {name!r} is blank")
     if name != name.strip():
         raise InputError(
-            f"{source}: column '{name}': the name has leading or trailing spaces, which never match a CSV header "
+            f"{source}: column {name!r}: the name has leading or trailing spaces, which never match a CSV header "
             "(headers are read without them); remove them"
         )
+    control = CONTROL.search(name)
+    if control is not None:
+        raise InputError(f"{source}: column {name!r}: the name {text_fault(name)}")
 
 
 def check_header(names: Sequence[str], source: str) -> None:
@@ -79,9 +118,10 @@ def missing_mask(col, text: np.ndarray) -> np.ndarray:
 
 
 def missing_tokens(col) -> list[str]:
-    """The texts that stand for a missing value in ``col`` (``missing_mask``)."""
+    """The texts that stand for a missing value in ``col`` (``missing_mask``), each once (a column's
+    ``missing_values`` may repeat a default token, and an index of them must be unique)."""
     categories = col.categories if col.type == "categorical" else ()
-    return [t for t in MISSING_TOKENS + col.missing_values if t not in categories]
+    return [t for t in dict.fromkeys(MISSING_TOKENS + col.missing_values) if t not in categories]
 
 
 def numbers_as_text(x: np.ndarray) -> np.ndarray:

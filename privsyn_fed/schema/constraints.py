@@ -17,8 +17,9 @@ Values are read as a release reads them (``encode``): numbers clipped to the col
 an integer column, rounded to whole numbers; a categorical value outside the list counts as the
 column's ``unknown`` category when it has one.
 
-The constraints are public, so conditioning a release on them is post-processing: ``draw_allowed``
-draws rows from a model and keeps the allowed ones (rejection sampling), which spends no budget.
+The constraints are public, so conditioning a release on them is post-processing:
+``rejection.draw_allowed`` draws rows from a model and keeps the allowed ones (rejection sampling),
+which spends no budget.
 """
 
 from __future__ import annotations
@@ -26,13 +27,14 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence, Union
+from functools import cached_property
+from typing import Any, Sequence, Union
 
 import numpy as np
 import pandas as pd
 
 from ..common import InputError, checkpoint
-from .cells import column_cells, missing_mask, numbers_as_text
+from .cells import MISSING_TOKENS, column_cells, missing_mask, numbers_as_text
 
 #: A schema column (``schema.NumericColumn`` or ``schema.CategoricalColumn``; this module sits below
 #: ``schema``, which reads its constraints with it, so it knows columns by their ``type``).
@@ -40,14 +42,6 @@ Column = Any
 #: A ``schema.Schema`` (anything with ``constraints`` and ``source``) or a sequence of ``Constraint``.
 Constraints = Union[Any, Sequence["Constraint"]]
 
-#: The most rows ``draw_allowed`` draws per row it keeps: a model whose rows are forbidden more often
-#: than ``1 - 1/MAX_REJECTION`` of the time is refused.
-MAX_REJECTION = 1000
-#: Rows drawn before the acceptance rate is judged against ``MAX_REJECTION``.
-MIN_ESTIMATE = 10_000
-#: Fewest and most rows drawn in one batch after the first.
-MIN_BATCH = 1_024
-MAX_BATCH = 500_000
 #: The keys a constraint may have.
 CONSTRAINT_KEYS = ("forbid", "if", "then", "name")
 
@@ -61,6 +55,11 @@ class ColumnValues:
     codes: np.ndarray | None = None
     categories: tuple[str, ...] = ()
     numbers: np.ndarray | None = None
+
+    @cached_property
+    def position(self) -> dict[str, int]:
+        """Each category's index in ``categories``."""
+        return {c: i for i, c in reversed(list(enumerate(self.categories)))}
 
 
 @dataclass(frozen=True)
@@ -95,7 +94,7 @@ class ValueSet:
     def holds(self, values: ColumnValues) -> np.ndarray:
         """Rows whose value lies in the set."""
         if values.codes is not None:
-            wanted = np.array([values.categories.index(c) for c in self.categories], dtype=np.int64)
+            wanted = np.array([values.position[c] for c in self.categories], dtype=np.int64)
             inside = np.isin(values.codes, wanted)
         else:
             x = values.numbers
@@ -165,9 +164,17 @@ def parse_constraints(raw: Any, columns: Sequence[Column], source: str) -> tuple
     if not isinstance(raw, list):
         raise InputError(f'{source}: "constraints" must be a list of constraints, not {_shown(raw)}')
     by_name = {c.name: c for c in columns}
-    out = tuple(_parse_constraint(spec, i + 1, by_name, source) for i, spec in enumerate(raw))
-    for c in out:
-        if not _some_row_allowed([c], by_name):
+    parsed = []
+    for i, spec in enumerate(raw):
+        if i % 256 == 0:
+            checkpoint()
+        parsed.append(_parse_constraint(spec, i + 1, by_name, source))
+    out = tuple(parsed)
+    categories: dict[str, ColumnValues] = {}
+    for i, c in enumerate(out):
+        if i % 256 == 0:
+            checkpoint()
+        if _forbids_every_row(c, by_name, categories):
             raise InputError(f"{source}: {c.label} ({c.describe()}) forbids every row")
     if out and not _some_row_allowed(out, by_name):
         raise InputError(
@@ -192,7 +199,38 @@ def _some_row_allowed(constraints: Sequence[Constraint], columns: dict[str, Colu
     if math.prod(len(p) for p in pieces) > MAX_COMBINATIONS:
         return True
     frame = pd.DataFrame(list(itertools.product(*pieces)), columns=involved)
-    return not bool(forbidden(list(constraints), frame).all())
+    values = {name: column_values(columns[name], frame[name]) for name in involved}
+    bad = np.zeros(len(frame), dtype=bool)
+    for i, con in enumerate(constraints):  # as ``forbidden``, a constraint at a time: no (rows, k) array
+        if i % 256 == 0:
+            checkpoint()
+        bad |= con.broken(values)
+    return not bool(bad.all())
+
+
+def _forbids_every_row(con: Constraint, columns: dict[str, Column], categories: dict[str, ColumnValues]) -> bool:
+    """``not _some_row_allowed([con], columns)``, one value set at a time: over the product of its columns'
+    representatives, ``when and not then`` holds everywhere exactly when every ``when`` set holds on all
+    of its column's representatives and some ``then`` set on none (its sets name distinct columns).
+    ``categories`` keeps a categorical column's representatives as read, for the next constraint."""
+    involved = con.columns
+    pieces = {name: _representatives(columns[name], [con]) for name in involved}
+    if math.prod(len(p) for p in pieces.values()) > MAX_COMBINATIONS:
+        return False
+
+    def holds(v: ValueSet) -> np.ndarray:
+        values = categories.get(v.column) if v.col.type == "categorical" else None
+        if values is None and v.col.type != "categorical":  # as ``column_values`` reads floats (NaN: missing)
+            x = np.array([math.nan if r is None else r for r in pieces[v.column]], dtype=float)
+            values = _numbers_read(v.col, x, np.isnan(x))
+        elif values is None:
+            frame = pd.DataFrame([(r,) for r in pieces[v.column]], columns=[v.column])
+            values = categories[v.column] = column_values(v.col, frame[v.column])
+        return v.holds(values)
+
+    if not all(bool(holds(v).all()) for v in con.when):
+        return False
+    return con.then is None or any(not bool(holds(v).any()) for v in con.then)
 
 
 def _representatives(col: Column, constraints: Sequence[Constraint]) -> list[Any]:
@@ -288,7 +326,10 @@ def parse_values(items: Any, col: Column, where: str, source: str = "") -> Value
 
 def _reads_as_missing(text: str, col: Column) -> bool:
     """``text`` is read as a missing value in this column (as ``cells.missing_mask`` reads cells)."""
-    return bool(missing_mask(col, np.array([text.strip()], dtype=object))[0])
+    text = text.strip()
+    if text not in MISSING_TOKENS and text not in col.missing_values:  # no missing token: not missing
+        return False
+    return bool(missing_mask(col, np.array([text], dtype=object))[0])
 
 
 def _category(item: Any, col: Column, where: str) -> str:
@@ -379,10 +420,15 @@ def column_values(col: Column, series: pd.Series) -> ColumnValues:
             codes[(codes < 0) & ~missing] = col.categories.index(col.unknown)
         return ColumnValues(missing, codes=codes, categories=col.categories)
     if cells.dtype.kind == "f":
-        missing, x = np.isnan(cells), cells
-    else:
-        missing = missing_mask(col, cells)
-        x = pd.to_numeric(pd.Series(np.where(missing, "nan", cells), dtype=object), errors="coerce").to_numpy(float)
+        return _numbers_read(col, cells, np.isnan(cells))
+    missing = missing_mask(col, cells)
+    x = pd.to_numeric(pd.Series(np.where(missing, "nan", cells), dtype=object), errors="coerce").to_numpy(float)
+    return _numbers_read(col, x, missing)
+
+
+def _numbers_read(col: Column, x: np.ndarray, missing: np.ndarray) -> ColumnValues:
+    """A numeric column's numbers (NaN: not a number) as a release reads them: clipped, and rounded in
+    an integer column."""
     x = np.clip(x, col.lower, col.upper)
     if col.integer:
         x = np.rint(x)
@@ -423,91 +469,3 @@ def violation_report(constraints: Constraints, tables: dict[str, pd.DataFrame]) 
             entry[k] = {"rows": int(counts[k][j]), "share": float(counts[k][j]) / max(1, len(df))}
         out.append(entry)
     return out
-
-
-# ---- sampling ---------------------------------------------------------------------------------------
-
-
-def batch_seed(seed: int, batch: int) -> int:
-    """The seed of batch ``batch`` (from 1) of a draw seeded ``seed``: ``SeedSequence([seed, batch])``."""
-    state = np.random.SeedSequence([int(seed), int(batch)]).generate_state(1, dtype=np.uint64)
-    return int(state[0]) % 2**63
-
-
-def draw_allowed(
-    draw: Callable[[int, int], pd.DataFrame], rows: int, seed: int, constraints: Constraints
-) -> pd.DataFrame:
-    """``rows`` rows of ``draw`` that break none of the constraints (``draw_kept``; ``constraints``: a
-    ``Schema`` or its ``constraints``). When the model's rows are independent with law ``P``, each
-    kept row has law ``P(x | x allowed) = P(x) 1[x allowed] / P(allowed)``: the model conditioned on
-    the constraints. When a batch's rows are exchangeable but spread evenly over ``P`` (stratified), a
-    kept row's law is ``E[N_x / N_allowed]`` over the batch's counts, which equals it up to ``O(1/n)``.
-    ``InputError`` names the share of drawn rows that breaks each constraint."""
-    found, source = _constraints_of(constraints)
-    if not found:
-        return draw(rows, seed)
-    broken = np.zeros(len(found), dtype=np.int64)
-
-    def keep(frame: pd.DataFrame) -> np.ndarray:
-        v = violations(found, frame, "the model's rows")
-        broken[:] += v.sum(axis=0)
-        return np.asarray(~v.any(axis=1))
-
-    return draw_kept(draw, rows, seed, keep, lambda drawn, allowed: _refusal(source, found, drawn, allowed, broken))
-
-
-def draw_kept(
-    draw: Callable[[int, int], pd.DataFrame],
-    rows: int,
-    seed: int,
-    keep: Callable[[pd.DataFrame], np.ndarray],
-    refusal: Callable[[int, int], str],
-    max_rejection: int = MAX_REJECTION,
-) -> pd.DataFrame:
-    """``rows`` rows of ``draw`` that ``keep`` accepts, by rejection: exactly ``draw``'s rows given
-    acceptance, in the order drawn.
-
-    Batches are drawn with ``draw(n, s)``: the first of ``rows`` rows with ``s = seed`` (so when every
-    row is kept the result is ``draw(rows, seed)``), the later ones with ``batch_seed(seed, b)`` and
-    sized by the acceptance rate seen so far. ``InputError(refusal(drawn, kept))`` when fewer than one
-    row in ``max_rejection`` is kept (judged after ``MIN_ESTIMATE`` rows), or ``max_rejection * rows +
-    MIN_ESTIMATE`` rows have been drawn."""
-    cap = max_rejection * rows + MIN_ESTIMATE
-    kept: list[pd.DataFrame] = []
-    have = drawn = allowed = 0
-    size, b = rows, 0
-    while True:
-        frame = draw(size, seed if b == 0 else batch_seed(seed, b))
-        ok = keep(frame)
-        drawn += len(frame)
-        allowed += int(ok.sum())
-        part = frame[ok].iloc[: rows - have]
-        kept.append(part)
-        have += len(part)
-        if have >= rows:
-            break
-        if (drawn >= MIN_ESTIMATE and allowed * max_rejection < drawn) or drawn >= cap:
-            raise InputError(refusal(drawn, allowed))
-        checkpoint()
-        rate = (allowed + 1) / (drawn + 2)
-        size = int(min(MAX_BATCH, cap - drawn, max(MIN_BATCH, math.ceil((rows - have) / rate * 1.2))))
-        b += 1
-    if len(kept) == 1 and len(kept[0]) == len(frame):
-        return kept[0]
-    return pd.concat(kept, ignore_index=True).reset_index(drop=True)
-
-
-def _refusal(source: str, found: Sequence[Constraint], drawn: int, allowed: int, broken: np.ndarray) -> str:
-    shares = "; ".join(f"{c.label} ({c.describe()}): {_percent(n / drawn)}" for c, n in zip(found, broken) if n)
-    return (
-        f"{source}: the model's rows break the schema's constraints too often to be conditioned on them: "
-        f"{_percent(1 - allowed / drawn)} of {drawn:,} rows drawn are forbidden, more than the "
-        f"{1 - 1 / MAX_REJECTION:.1%} a release may reject ({shares}); check that the constraints together "
-        "allow some rows, or give the release more budget so that its model fits them closer"
-    )
-
-
-def _percent(share: float) -> str:
-    """A share as a percentage, with more digits where two would round it to 100%."""
-    text = f"{share:.2%}"
-    return f"{share:.4%}" if text == "100.00%" and share < 1 else text

@@ -48,6 +48,8 @@ from .cells import (
     DEFAULT_BINS,
     MAX_COLUMN_CELLS,
     MISSING_TOKENS,
+    category_order,
+    check_category,
     check_cell_types,
     check_header,
     column_cells,
@@ -122,19 +124,6 @@ def round_outward(lo: float, hi: float, integer: bool = False) -> tuple[float, f
     if integer:
         lower, upper = float(math.floor(lower)), float(math.ceil(upper))
     return lower, upper
-
-
-def category_order(values: Iterable[str]) -> list[str]:
-    """Categories sorted: those that read as numbers by value (then as text), then the rest as text."""
-
-    def key(v: str):
-        try:
-            x = float(v)
-        except ValueError:
-            x = math.nan
-        return (0, x, v) if math.isfinite(x) else (1, 0.0, v)
-
-    return sorted(values, key=key)
 
 
 # ---- one streaming pass ----------------------------------------------------------------------------
@@ -293,8 +282,11 @@ def numeric_spec(
 
 
 def categorical_spec(name: str, categories: Iterable[str], missing: bool, tokens: Sequence[str]) -> dict[str, Any]:
-    """A categorical schema entry with ``categories`` sorted (``category_order``)."""
+    """A categorical schema entry with ``categories`` sorted (``category_order``); ``InputError`` for
+    a category no cell can match (``cells.text_fault``)."""
     spec: dict[str, Any] = {"name": name, "type": "categorical", "categories": category_order(categories)}
+    for c in spec["categories"]:
+        check_category(c, "the value", f"column {name!r}: cannot be drafted as a category")
     if missing:
         spec["missing"] = True
     if missing and tokens:

@@ -19,7 +19,6 @@ missing cell, when present, is always the last one.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..common import InputError
-from .cells import DEFAULT_BINS, MAX_ABS_BOUND, MAX_COLUMN_CELLS, check_column_name
+from ..common import InputError, parse_json, parse_yaml
+from .cells import DEFAULT_BINS, MAX_ABS_BOUND, MAX_COLUMN_CELLS, check_category, check_column_name
 from .draft import (
     DEFAULT_CATEGORICAL_MAX,
     DP_DRAFT_PRIVACY,
@@ -250,18 +249,8 @@ class Schema:
             raise InputError(f"{path}: schema file not found") from None
         except (OSError, UnicodeDecodeError) as exc:
             raise InputError(f"{path}: cannot read schema file ({exc})") from None
-        if path.suffix.lower() in (".yaml", ".yml"):
-            import yaml
-
-            try:
-                raw = yaml.safe_load(text)
-            except yaml.YAMLError as exc:
-                raise InputError(f"{path}: not valid YAML ({_one_line(exc)})") from None
-        else:
-            try:
-                raw = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+        yaml = path.suffix.lower() in (".yaml", ".yml")
+        raw = parse_yaml(text, path, "schema") if yaml else parse_json(text, path, "schema")
         return cls.from_dict(raw, source=str(path))
 
     @classmethod
@@ -296,10 +285,6 @@ class Schema:
         return dataclasses.replace(self, private_draft=False, draft_note=None)
 
 
-def _one_line(exc: Exception) -> str:
-    return " ".join(str(exc).split())
-
-
 def _parse_column(spec: Any, index: int, source: str) -> Column:
     if not isinstance(spec, dict):
         raise InputError(f"{source}: column #{index + 1} is not an object")
@@ -327,6 +312,8 @@ def _parse_column(spec: Any, index: int, source: str) -> Column:
         _refuse_yaml_literal(v, '"missing_values" entry', where, source)
     if not isinstance(missing_values, list) or not all(isinstance(v, str) for v in missing_values):
         raise InputError(f'{where}: "missing_values" must be a list of strings')
+    for v in missing_values:
+        check_category(v, '"missing_values" entry', where)
     if kind == "numeric":
         known |= {"lower", "upper", "bins", "integer", "edges", "scale"}
         _reject_unknown_keys(spec, known, where)
@@ -378,6 +365,8 @@ def _parse_column(spec: Any, index: int, source: str) -> Column:
         odd = next((c for c in cats if not isinstance(c, str)), None)
         if odd is not None:
             raise InputError(f"{where}: categories must be strings or numbers, not {odd!r}")
+        for c in cats:
+            check_category(c, "category", where)
         if len(cats) > MAX_COLUMN_CELLS:
             raise InputError(
                 f"{where}: {len(cats):,} categories are more than the {MAX_COLUMN_CELLS:,} cells a column may have"
