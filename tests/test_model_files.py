@@ -11,8 +11,8 @@ from __future__ import annotations
 import io
 import json
 import math
-import resource
 import subprocess
+import sys
 import time
 import zipfile
 from typing import Any, cast
@@ -24,7 +24,7 @@ import pytest
 import privsyn_fed as pf
 from privsyn_fed.saved_model import _digest
 
-from .conftest import CLI, SCHEMA, assert_one_line_error, make_frame, run_cli
+from .conftest import SCHEMA, assert_one_line_error, make_frame, run_cli
 
 #: A process given this much address space can sample a small model, and cannot allocate any of
 #: the sizes a hostile header claims.
@@ -133,8 +133,15 @@ def _huge_header(fh) -> None:
     fh.write(bytes(64))
 
 
-def _limited() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
+#: ``privsyn-fed`` in a process that cannot map more than ``ADDRESS_SPACE`` bytes: the limit is set
+#: by the child itself before the package loads (no ``preexec_fn``, which forks a threaded parent).
+LIMITED_CLI = [
+    sys.executable,
+    "-c",
+    "import resource, runpy; "
+    f"resource.setrlimit(resource.RLIMIT_AS, ({ADDRESS_SPACE}, {ADDRESS_SPACE})); "
+    "runpy.run_module('privsyn_fed', run_name='__main__', alter_sys=True)",
+]
 
 
 @pytest.mark.parametrize(
@@ -156,11 +163,10 @@ def test_huge_sizes_in_a_header_are_refused_quickly_in_bounded_memory(method, fo
     path.write_bytes(forge(models[method]))
     start = time.monotonic()
     proc = subprocess.run(
-        [*CLI, "sample", str(path), "--rows", "5", "--out", str(tmp_path / "o.csv")],
+        [*LIMITED_CLI, "sample", str(path), "--rows", "5", "--out", str(tmp_path / "o.csv")],
         capture_output=True,
         text=True,
         timeout=300,
-        preexec_fn=_limited,
     )
     assert_one_line_error(proc, str(path), message)
     assert time.monotonic() - start < 120
@@ -186,11 +192,10 @@ def test_a_member_outside_the_documented_set_is_refused_unread(models, tmp_path,
     path.write_bytes(buf.getvalue())
     start = time.monotonic()
     proc = subprocess.run(
-        [*CLI, "sample", str(path), "--rows", "5", "--out", str(out)],
+        [*LIMITED_CLI, "sample", str(path), "--rows", "5", "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=300,
-        preexec_fn=_limited,
     )
     assert_one_line_error(proc, str(path), "'zeros' outside a model's documented contents")
     assert time.monotonic() - start < 60
