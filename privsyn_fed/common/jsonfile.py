@@ -8,8 +8,9 @@ as it is read, JSON's once it is read (its parser refuses what would exhaust its
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from .errors import InputError
 
@@ -48,24 +49,34 @@ def _check_nesting(value: Any) -> None:
         stack.extend((child, depth + 1) for child in children)
 
 
+@contextmanager
+def _one_line(source: str | Path, what: str) -> Iterator[None]:
+    """A limit passed, a stack exhausted or a value refused while parsing: one ``InputError`` naming
+    ``source``. A format's own syntax error (``json.JSONDecodeError``, ``yaml.YAMLError``) passes
+    through for its parser's caller to word."""
+    try:
+        yield
+    except _Refused as exc:
+        raise InputError(f"{source}: not a {what} ({exc})") from None
+    except RecursionError:
+        raise InputError(f"{source}: not a {what} (nested too deeply to read)") from None
+    except ValueError as exc:
+        if isinstance(exc, (InputError, json.JSONDecodeError)):  # a parse_constant's own refusal, or syntax
+            raise
+        raise InputError(f"{source}: not a {what} ({' '.join(str(exc).split())})") from None
+
+
 def parse_json(text: str, source: str | Path, what: str, parse_constant: Callable[[str], Any] | None = None) -> Any:
     """The JSON value of ``text`` read from ``source`` (a file, named in the error); ``InputError``
     when it is not JSON, nests deeper than ``MAX_NESTING`` or holds a number literal longer than
     ``MAX_NUMBER_CHARS``. ``parse_constant`` is ``json.loads``'s (it may refuse NaN and Infinity)."""
     try:
-        value = json.loads(text, parse_int=_number(int), parse_float=_number(float), parse_constant=parse_constant)
-        _check_nesting(value)
-        return value
-    except InputError:
-        raise
-    except _Refused as exc:
-        raise InputError(f"{source}: not a {what} ({exc})") from None
-    except json.JSONDecodeError as exc:
+        with _one_line(source, what):
+            value = json.loads(text, parse_int=_number(int), parse_float=_number(float), parse_constant=parse_constant)
+            _check_nesting(value)
+            return value
+    except json.JSONDecodeError as exc:  # raised through ``_one_line``, which leaves syntax errors to each format
         raise InputError(f"{source}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
-    except RecursionError:
-        raise InputError(f"{source}: not a {what} (nested too deeply to read)") from None
-    except ValueError as exc:
-        raise InputError(f"{source}: not a {what} ({' '.join(str(exc).split())})") from None
 
 
 def parse_yaml(text: str, source: str | Path, what: str) -> Any:
@@ -94,15 +105,10 @@ def parse_yaml(text: str, source: str | Path, what: str) -> Any:
     Loader.add_constructor("tag:yaml.org,2002:int", scalar(yaml.SafeLoader.construct_yaml_int))
     Loader.add_constructor("tag:yaml.org,2002:float", scalar(yaml.SafeLoader.construct_yaml_float))
     try:
-        return yaml.load(text, Loader=Loader)  # noqa: S506 (a SafeLoader)
-    except _Refused as exc:
-        raise InputError(f"{source}: not a {what} ({exc})") from None
+        with _one_line(source, what):
+            return yaml.load(text, Loader=Loader)  # noqa: S506 (a SafeLoader)
     except yaml.YAMLError as exc:
         raise InputError(f"{source}: not valid YAML ({' '.join(str(exc).split())})") from None
-    except RecursionError:
-        raise InputError(f"{source}: not a {what} (nested too deeply to read)") from None
-    except ValueError as exc:
-        raise InputError(f"{source}: not a {what} ({' '.join(str(exc).split())})") from None
 
 
 def read_json(
