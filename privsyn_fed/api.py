@@ -293,7 +293,7 @@ def synthesize(
     units (one silo, or M at least the number of silos).
     """
     n_silos = len(aggregator.silo_names) if aggregator is not None else len(silos)
-    if not silos:
+    if not silos and not getattr(aggregator, "holds_no_silo", False):  # compute servers hold none
         raise InputError("no silos given")
     names, silos = _named(silos, silo_column)
     if silo_column is not None and aggregator is not None:
@@ -309,7 +309,7 @@ def synthesize(
         raise OptionError(
             f"progress must be True, False or a callable(fraction, message), not {progress!r}", "progress"
         )
-    schema = _schema_of(silos, schema)
+    schema = _schema_of(silos, schema if schema is not None or silos else getattr(aggregator, "schema", None))
     opts = prepare(
         method,
         schema,

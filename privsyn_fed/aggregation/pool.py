@@ -32,8 +32,9 @@ class PoolStorage(Protocol):
     #: hands ``select`` and ``measure`` each party's scale.
     parties_noise: PartiesNoise | None
 
-    def accumulate(self, query: MarginalsQuery, silos: Sequence[str], round_index: int) -> None:
-        """Add the silos' answers to ``query`` (every candidate, concatenated) to the pool."""
+    def accumulate(self, query: MarginalsQuery, silos: Sequence[str], round_index: int) -> Sequence[str] | None:
+        """Add the silos' answers to ``query`` (every candidate, concatenated) to the pool; the silos
+        that answered (None: all of them; a site absent when asked is skipped)."""
 
     def selection(self, epsilon: float, sensitivity: float, noise: NoiseSource) -> tuple[float, dict[str, Any]]:
         """The Gumbel scale that samples an ``epsilon``-exponential mechanism of this sensitivity
@@ -85,6 +86,7 @@ class Pool:
         """Silos not seen before contribute every candidate answer; returns them."""
         new = [k for k in silos if k not in self.seen]
         if new:
-            self.storage.accumulate(self.query, new, round_index)
+            answered = self.storage.accumulate(self.query, new, round_index)
+            new = new if answered is None else [k for k in new if k in answered]
             self.seen.update(new)
         return new

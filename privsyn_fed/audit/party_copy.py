@@ -51,7 +51,17 @@ def _check_party_copy(ledger: dict[str, Any], rep: AuditReport) -> None:
     """The checks of a party's copy (module docstring); problems go to ``rep``."""
     party = ledger["details"]["party"]
     rank, n, t = party.get("rank"), party.get("parties"), party.get("collusion")
-    if not (_whole(rank) and _whole(n) and _whole(t) and 1 <= rank < n and 1 <= t < n):
+    site = ledger["details"].get("site")
+    if isinstance(site, dict):  # a site's copy: its place among the release's sites, the servers' n and t
+        index, sites = site.get("index"), site.get("sites")
+        placed = _whole(index) and _whole(sites) and 0 <= index < sites and rank == index
+        if not (placed and _whole(n) and _whole(t) and 1 <= t < n):
+            rep.problems.append(
+                "details.site must give this site's index among the release's sites (details.party.rank), "
+                "and details.party the number of compute servers and the collusion threshold (1..servers-1)"
+            )
+            return
+    elif not (_whole(rank) and _whole(n) and _whole(t) and 1 <= rank < n and 1 <= t < n):
         rep.problems.append(
             "details.party must give this party's rank (1..parties-1), the number of parties and the "
             "collusion threshold (1..parties-1)"

@@ -9,7 +9,7 @@
   * ``schema draft`` (from a table's rows, plain or ``--dp``) and ``schema from-dictionary``
     (from a public data dictionary in CSV) (``schema.py``);
   * ``partition`` and ``evaluate``: data, not releases (``data.py``);
-  * ``mpc-demo``, ``mpc-party``, ``mpc-dealer``: secure computation (``mpc.py``);
+  * ``mpc-demo``, ``mpc-party``, ``mpc-server``, ``mpc-dealer``, ``site``: secure computation (``mpc.py``);
   * ``federation init``, ``issue``, ``describe``, ``show``: a multi-host federation's certificates
     (``federation.py``).
 
@@ -130,6 +130,8 @@ def _run(args: argparse.Namespace, caught: list[warnings.WarningMessage]) -> int
         "mpc-demo": mpc.run_demo_command,
         "mpc-party": mpc.run_party,
         "mpc-dealer": mpc.run_dealer,
+        "mpc-server": mpc.run_server,
+        "site": mpc.run_site,
         "federation": federation.run,
     }
     try:

@@ -1,4 +1,4 @@
-"""The secure-computation commands: ``mpc-demo``, ``mpc-party`` and ``mpc-dealer``."""
+"""The secure-computation commands: ``mpc-demo``, ``mpc-party``, ``mpc-server``, ``mpc-dealer`` and ``site``."""
 
 from __future__ import annotations
 
@@ -85,6 +85,67 @@ def add_parsers(sub) -> None:
         "release, without accounting; never an exact sum during a release",
     )
 
+    sv = sub.add_parser(
+        "mpc-server",
+        help="run one compute server of a federation of sites",
+        description="Join a federation of sites and compute servers as server party-J (1..S-1; party 0 is "
+        "the host running `synth --mpc --federation`). A server holds no silo: each site seals one "
+        "additive share of each answer for each server, and this server opens only its own, only to sum "
+        "them on secret shares; it adds its own noise and costs every step in its own ledger copy, "
+        "refusing one beyond the release's budget. The federation file must list the sites.",
+    )
+    add_membership_args(sv)
+    sv.add_argument("--schema", required=True, metavar="SCHEMA", help="the public schema (same as party 0's)")
+    sv.add_argument(
+        "--seed", type=seed_arg, metavar="S", help="seeded noise for tests and demos: NOT private; party 0 too"
+    )
+    sv.add_argument(
+        "--policy", metavar="POLICY.json", help="what this server accepts per release (as `mpc-party --policy`)"
+    )
+    sv.add_argument(
+        "--ledgers",
+        metavar="FOLDER",
+        help="where this server writes its ledger copy of each release (default server-J.ledgers/ here)",
+    )
+
+    st = sub.add_parser(
+        "site",
+        help="answer a release as a site of a federation of sites and servers",
+        description="Connect outward to party 0 (the federation file's sites.port on party 0's host), "
+        "check the release against this site's --policy and its own budget store, then read the silo "
+        "and answer the steps it is asked: each answer is split into one additive share per compute "
+        "server, each sealed for its server and signed with this site's key. The site opens no port and "
+        "exits when the release ends. Give --cert, --key and --silo once per site: one process may run "
+        "several sites, each with its own identity.",
+    )
+    st.add_argument("--federation", required=True, metavar="FILE", help="the federation file (it lists the sites)")
+    st.add_argument(
+        "--cert", action="append", required=True, metavar="CERT.pem", help="a site's certificate (names site-<name>)"
+    )
+    st.add_argument("--key", action="append", required=True, metavar="KEY.pem", help="that site's private key (0600)")
+    st.add_argument("--schema", required=True, metavar="SCHEMA", help="the public schema (the federation's)")
+    st.add_argument("--silo", action="append", required=True, metavar="TABLE", help="this site's table (once per site)")
+    st.add_argument(
+        "--policy", action="append", default=[], metavar="POLICY.json", help="a site's policy (none or one per site)"
+    )
+    st.add_argument(
+        "--ledger",
+        action="append",
+        default=[],
+        metavar="LEDGER.json",
+        help="a site's ledger copy (none or one per site; default a new file per release in TABLE.ledgers/)",
+    )
+    st.add_argument(
+        "--seed", type=seed_arg, metavar="S", help="seeded noise for tests and demos: NOT private; party 0 too"
+    )
+    st.add_argument(
+        "--connect-timeout",
+        type=number,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long to keep trying to reach party 0 (default 60)",
+    )
+
     dl = sub.add_parser(
         "mpc-dealer",
         help="run the dealer (trusted third party) of an MPC release",
@@ -127,6 +188,42 @@ def run_party(args: argparse.Namespace) -> int:
         checks=args.non_private_checks,
         silo_name=silo_name,
     )
+
+
+def run_server(args: argparse.Namespace) -> int:
+    """``mpc-server``: run this host's compute server until party 0 stops; its exit status."""
+    from ..mpc.party import server_main
+
+    _check_inputs(args, ("--schema", args.schema), ("--policy", args.policy))
+    return server_main(
+        federation_access(args), args.schema, args.mpc_timeout, args.seed, policy_path=args.policy, ledgers=args.ledgers
+    )
+
+
+def run_site(args: argparse.Namespace) -> int:
+    """``site``: run this host's sites until the release ends; the worst exit status."""
+    from pathlib import Path
+
+    from ..common import InputError, Named, check_files
+    from ..site.client import site_main
+    from ..site.setup import site_setups
+
+    cert, key = args.cert, args.key
+    if not (len(cert) == len(key) == len(args.silo)):
+        raise InputError(f"give --cert, --key and --silo once per site (got {len(cert)}, {len(key)}, {len(args.silo)})")
+    given = [("--federation", args.federation), ("--schema", args.schema)]
+    given += [("--cert", c) for c in cert] + [("--key", k) for k in key] + [("--policy", p) for p in args.policy]
+    check_files([Named(option, Path(value)) for option, value in given], [], force=False)
+    setups = site_setups(
+        args.federation,
+        args.schema,
+        list(zip(cert, key, args.silo)),
+        policies=args.policy,
+        ledgers=args.ledger,
+        seeded=args.seed is not None,
+        connect_s=args.connect_timeout,
+    )
+    return site_main(setups)
 
 
 def run_dealer(args: argparse.Namespace) -> int:

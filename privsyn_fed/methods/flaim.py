@@ -345,8 +345,9 @@ class FLAIMRun:
                 local_step=step,
                 query=f"round {t}, local step {step}: each sampled silo selects among {len(cands)} candidates",
             )
-            for k in sampled:
-                picks[k].append(options[k][choice[k]])
+            for k in sampled:  # a site absent when asked (sites and servers) chose nothing
+                if k in choice:
+                    picks[k].append(options[k][choice[k]])
             if step < s:
                 local_probs = self.refine_local_models(t, step, sampled, picks, cands)
         return picks

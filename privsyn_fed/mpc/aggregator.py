@@ -16,8 +16,6 @@ charged as extra sensitivity (``rounding_l2``).
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 import math
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -31,16 +29,11 @@ from ..common import BudgetExceeded, InputError, MPCError
 from ..noise import OpenDPNoise
 from ..silo import Query, Silo, answer
 from . import secure, world
+from .federation import schema_fingerprint
+from .grid import COLLUSION, LOCAL_SAMPLER, REAL_BITS, grid_rounding_l2, to_ring
 from .noise import gumbel_rounding_slack, party_noise
 from .policy import BAD_SILO, MODE_DIFFERS, SCHEMA_DIFFERS, ReleaseRequest
 from .verdicts import Verdict, collect_verdicts
-
-COLLUSION = (
-    "additive secret sharing among the n parties: any coalition of up to n-1 parties sees only "
-    "uniformly random shares; every party adds its own DP noise, so the noise of the n-t parties "
-    "outside a coalition of up to t carries the guarantee; the dealer (a separate process that sees "
-    "no data and deals no noise) must collude with no party, or the shares could be unmasked"
-)
 
 
 def collective(method):
@@ -90,7 +83,7 @@ class MPCAggregator:
         self.noise = party_noise(seed, 0)
         self.seeded = self.noise.seeded
         self.noise_name = self.noise.name
-        n = len(self.names)
+        n = self._party_count()
         self.parties_noise: PartiesNoise | None = PartiesNoise(n, n - 1 if collusion is None else collusion)
         self.schema = own.schema if own is not None else schema
         self.draft = draft
@@ -108,6 +101,10 @@ class MPCAggregator:
             f"secure multi-party computation among {len(self.names)} silo parties plus a "
             f"dealer (CrypTen, semi-honest, TTP provider): {COLLUSION}"
         )
+
+    def _party_count(self) -> int:
+        """The CrypTen parties that hold shares and add noise: here, one per silo."""
+        return len(self.names)
 
     def _hello(self) -> None:
         """The handshake: every party must have loaded the same schema and use the same noise mode."""
@@ -153,7 +150,7 @@ class MPCAggregator:
             float(delta),
             self.fingerprint,
             self.seeded,
-            len(self.names),
+            self._party_count(),
             self.parties_noise.collusion,
             unit,
             target,
@@ -365,7 +362,7 @@ class MPCAggregator:
         return {
             "noise": self.noise_name,
             "mpc": {
-                "parties": len(self.names),
+                "parties": self._party_count(),
                 "collusion": self.parties_noise.collusion,
                 "provider": "TTP (dealer process: correlated randomness only, no noise)",
                 "debug": False,
@@ -431,20 +428,6 @@ def _traffic_row(channel: world.Channel) -> list[float]:
     return [float(t["rounds"]), float(t["bytes"]), float(channel.bytes), float(channel.broadcasts)]
 
 
-#: Fractional bits of real answers (Fed-TDA's second moments) on shares.
-REAL_BITS = 16
-
-
-def grid_rounding_l2(q: Query, schema) -> float:
-    """Extra L2 sensitivity from rounding a real answer to the grid ``2^-REAL_BITS``: a record moves
-    one silo's rounded answer by its exact change plus at most one grid step per cell (0 for counts)."""
-    return math.sqrt(q.size(schema)) * math.ldexp(1.0, -REAL_BITS) if q.real else 0.0
-
-
-#: The ledger's sampler of a choice each silo's own process makes.
-LOCAL_SAMPLER = "each silo's own OpenDP noisy max"
-
-
 def _one_query(queries: Mapping[str, Query], label: str) -> Query:
     distinct = {id(q) for q in queries.values()}
     if len(distinct) != 1:
@@ -456,13 +439,7 @@ def _answer(q, own: Silo, me: int, ranks: list[int]) -> np.ndarray | None:
     """This party's answer as ring integers (reals on the ``2^-REAL_BITS`` grid), if it contributes."""
     if me not in ranks:
         return None
-    value = answer(q, own, me)
-    return np.rint(np.ldexp(value.astype(float), REAL_BITS)).astype(np.int64) if q.real else value.astype(np.int64)
-
-
-def schema_fingerprint(schema) -> str:
-    """SHA-256 of the schema's canonical JSON; the parties compare it with party 0's."""
-    return hashlib.sha256(json.dumps(schema.to_dict(), sort_keys=True).encode()).hexdigest()
+    return to_ring(q, answer(q, own, me))
 
 
 def _local_choice(q, own: Silo, me: int, ranks: list[int], scale: float) -> float:

@@ -26,8 +26,10 @@ from pathlib import Path
 
 from ..common import InputError
 
-#: ``party-0``, ``party-1``, ..., or ``dealer``.
-ROLE = re.compile(r"party-(0|[1-9][0-9]{0,5})|dealer")
+#: ``party-0``, ``party-1``, ..., ``dealer``, or a site's ``site-<name>`` (a DNS label).
+ROLE = re.compile(r"party-(0|[1-9][0-9]{0,5})|dealer|site-[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?")
+#: A site's name inside its role ``site-<name>``.
+SITE_NAME = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?")
 #: Certificates are valid from this long before they were made (clocks of different hosts differ).
 CLOCK_SKEW = datetime.timedelta(minutes=5)
 
@@ -38,10 +40,17 @@ def party_role(rank: int) -> str:
 
 
 def check_role_name(role: str) -> str:
-    """``role`` if it is ``party-<k>`` or ``dealer``, else ``ValueError``."""
+    """``role`` if it is ``party-<k>``, ``dealer`` or ``site-<name>``, else ``ValueError``."""
     if not isinstance(role, str) or not ROLE.fullmatch(role):
-        raise ValueError(f"a role is party-<k> or dealer, not {role!r}")
+        raise ValueError(
+            f"a role is party-<k>, dealer or site-<name> (lower-case letters, digits and '-'), not {role!r}"
+        )
     return role
+
+
+def site_role(name: str) -> str:
+    """The role of site ``name``: ``site-<name>``."""
+    return f"site-{name}"
 
 
 def _x509():
@@ -226,7 +235,7 @@ def identity(cert_pem: bytes, source: str = "certificate") -> Identity:
     if len(cns) != 1 or dns != cns or not ROLE.fullmatch(str(cns[0])):
         raise InputError(
             f"{source}: names no federation role (its common name and only DNS name must both be "
-            f"party-<k> or dealer; it has {cns or 'no common name'} and {dns or 'no DNS name'})"
+            f"party-<k>, dealer or site-<name>; it has {cns or 'no common name'} and {dns or 'no DNS name'})"
         )
     return Identity(
         str(cns[0]),

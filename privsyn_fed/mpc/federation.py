@@ -23,18 +23,22 @@ same file; a mistake in it is an ``InputError`` naming the file and the field.
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..common import InputError, parse_json
-from .certs import party_role
+from .certs import SITE_NAME, party_role
 
 #: Fields of the file and of each member; anything else is refused (a typo would otherwise be ignored).
-FIELDS = {"federation", "ca", "schema_sha256", "members"}
+FIELDS = {"federation", "ca", "schema_sha256", "members", "sites"}
 MEMBER_FIELDS = {"role", "organisation", "host", "port", "sha256"}
+SITES_FIELDS = {"port", "members"}
+SITE_FIELDS = {"name", "organisation", "sha256"}
 HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 PEM_CERT = "-----BEGIN CERTIFICATE-----"
 
@@ -57,14 +61,38 @@ class Member:
 
 
 @dataclass(frozen=True)
+class SiteMember:
+    """A site of a federation of sites and compute servers: it connects outward to party 0."""
+
+    name: str
+    organisation: str
+    sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class Sites:
+    """The sites of a federation and the port on party 0's host where they connect."""
+
+    port: int
+    members: tuple[SiteMember, ...]
+
+    @property
+    def names(self) -> list[str]:
+        """The sites' names, in the file's order."""
+        return [s.name for s in self.members]
+
+
+@dataclass(frozen=True)
 class Federation:
-    """A loaded, checked federation file (``load``)."""
+    """A loaded, checked federation file (``load``). With ``sites`` the parties are compute servers
+    that hold no silo, and the sites connect to party 0 (``mpc.sites``)."""
 
     name: str
     ca_pem: bytes
     members: tuple[Member, ...]
     schema_sha256: str | None = None
     source: str = "the federation file"
+    sites: Sites | None = None
 
     @property
     def parties(self) -> int:
@@ -112,7 +140,29 @@ class Federation:
             | ({"sha256": m.sha256} if m.sha256 else {})
             for m in self.members
         ]
+        if self.sites is not None:
+            out["sites"] = {
+                "port": self.sites.port,
+                "members": [
+                    {"name": s.name, "organisation": s.organisation} | ({"sha256": s.sha256} if s.sha256 else {})
+                    for s in self.sites.members
+                ],
+            }
         return out
+
+
+def schema_fingerprint(schema) -> str:
+    """SHA-256 of the schema's canonical JSON; the parties compare it with party 0's."""
+    return hashlib.sha256(json.dumps(schema.to_dict(), sort_keys=True).encode()).hexdigest()
+
+
+def federation_digest(federation: Federation) -> str:
+    """SHA-256 of the federation's canonical content (the CA by its fingerprint): members whose
+    files differ refuse each other."""
+    from .certs import fingerprint
+
+    content = federation.to_dict(ca=fingerprint(federation.ca_pem))
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
 
 
 def is_loopback(host: str) -> bool:
@@ -193,7 +243,41 @@ def parse(data: Any, path: Path) -> Federation:
         members.append(
             Member(rank, role, organisation, host.strip("[]"), port, pin.replace(":", "").lower() if pin else None)
         )
-    return Federation(name, ca_pem, tuple(members), schema_sha256.lower() if schema_sha256 else None, str(path))
+    sites = _sites(data["sites"], members[0], bad) if "sites" in data else None
+    return Federation(name, ca_pem, tuple(members), schema_sha256.lower() if schema_sha256 else None, str(path), sites)
+
+
+def _sites(data: Any, coordinator: Member, bad) -> Sites:
+    """The ``sites`` field: ``{"port": P, "members": [{"name", "organisation", "sha256"?}, ...]}``."""
+    if not isinstance(data, dict) or set(data) - SITES_FIELDS:
+        raise bad("sites", "an object with port (where party 0 takes the sites' connections) and members")
+    port = data.get("port")
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535 or port == coordinator.port:
+        raise bad("sites.port", f"a port number in 1..65535 other than party-0's {coordinator.port}, not {port!r}")
+    items = data.get("members")
+    if not isinstance(items, list) or not items:
+        raise bad("sites.members", "a list of at least one site ({name, organisation})")
+    out, names = [], set()
+    for i, item in enumerate(items):
+        where = f"sites.members[{i}]"
+        if not isinstance(item, dict) or set(item) - SITE_FIELDS:
+            raise bad(where, f"an object with {', '.join(sorted(SITE_FIELDS))}")
+        name = item.get("name")
+        if not isinstance(name, str) or not SITE_NAME.fullmatch(name):
+            raise bad(f"{where}.name", "1 to 40 lower-case letters, digits and '-' (its certificate names site-<name>)")
+        if name in names:
+            raise bad(f"{where}.name", f"{name!r} is listed twice")
+        names.add(name)
+        organisation = item.get("organisation")
+        if not isinstance(organisation, str) or not organisation.strip() or len(organisation) > 64:
+            raise bad(
+                f"{where}.organisation", "the site's organisation (as its certificate names it), 1 to 64 characters"
+            )
+        pin = item.get("sha256")
+        if pin is not None and (not isinstance(pin, str) or not HEX64.fullmatch(pin.replace(":", ""))):
+            raise bad(f"{where}.sha256", "the SHA-256 of the site's certificate (64 hex digits), or leave it out")
+        out.append(SiteMember(name, organisation, pin.replace(":", "").lower() if pin else None))
+    return Sites(port, tuple(out))
 
 
 def _ca(value: Any, path: Path, bad) -> bytes:

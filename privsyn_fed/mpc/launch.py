@@ -83,18 +83,24 @@ class LocalFederation:
 
 
 def local_federation(
-    folder: str | Path, parties: int, *, hours: float = LOCAL_CERT_HOURS, schema_sha256: str | None = None
+    folder: str | Path,
+    parties: int,
+    *,
+    hours: float = LOCAL_CERT_HOURS,
+    schema_sha256: str | None = None,
+    sites: Sequence[str] = (),
 ) -> LocalFederation:
-    """Make a throw-away federation of ``parties`` silo parties and the dealer in ``folder`` (which
-    should be private, 0700): a CA (its key is never written and is dropped once the members'
-    certificates are signed), one certificate and key (0600) per role valid for ``hours``, and
-    ``federation.json`` with a free loopback port per member."""
+    """Make a throw-away federation of ``parties`` silo parties (or, with ``sites``, compute servers)
+    and the dealer in ``folder`` (which should be private, 0700): a CA (its key is never written and
+    is dropped once the members' certificates are signed), one certificate and key (0600) per role
+    valid for ``hours`` (each site's too, after the members'), and ``federation.json`` with a free
+    loopback port per member (and one for the sites)."""
     folder = Path(folder)
     name = f"local-{secrets.token_hex(4)}"
     ca = certs.make_ca(name, days=hours / 24)
     roles = [certs.party_role(k) for k in range(parties)] + ["dealer"]
     cert_paths, key_paths = [], []
-    for role in roles:
+    for role in roles + [certs.site_role(n) for n in sites]:
         cert_pem, key_pem = certs.issue(ca, role, LOCAL_ORGANISATION, days=hours / 24)
         cert_paths.append(folder / f"{role}.pem")
         key_paths.append(folder / f"{role}.key")
@@ -103,11 +109,17 @@ def local_federation(
     ca_pem = ca[0]
     del ca  # the CA's key: nobody can issue another certificate of this federation
     certs.write_public(folder / "ca.pem", ca_pem)
+    ports = free_ports(len(roles) + 1)
     members = [
         {"role": role, "organisation": LOCAL_ORGANISATION, "host": "127.0.0.1", "port": port}
-        for role, port in zip(roles, free_ports(len(roles)))
+        for role, port in zip(roles, ports)
     ]
-    content = {"federation": name, "ca": "ca.pem", "members": members}
+    content: dict[str, Any] = {"federation": name, "ca": "ca.pem", "members": members}
+    if sites:
+        content["sites"] = {
+            "port": ports[-1],
+            "members": [{"name": n, "organisation": LOCAL_ORGANISATION} for n in sites],
+        }
     if schema_sha256:
         content["schema_sha256"] = schema_sha256
     path = folder / "federation.json"

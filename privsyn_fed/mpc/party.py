@@ -44,7 +44,8 @@ def party_main(
     from ..common import Named, check_input
     from ..schema import Schema
     from .aggregator import schema_fingerprint
-    from .party_session import check_ledger_target, default_ledger_folder
+    from .party_session import check_ledger_target
+    from .party_store import default_ledger_folder
     from .policy import check_store_agrees, load_policy
 
     _check_timeout(timeout_s)
@@ -131,3 +132,74 @@ def dealer_main(parties: int | None, access: world.Access, timeout_s: float) -> 
 def _check_timeout(seconds: float) -> None:
     if not (seconds > 0 and math.isfinite(seconds)):
         raise InputError(f"--mpc-timeout must be a positive number of seconds, not {seconds:g}")
+
+
+def server_main(
+    access: world.Access,
+    schema_path: str,
+    timeout_s: float,
+    seed: int | None = None,
+    *,
+    policy_path: str | None = None,
+    ledgers: str | None = None,
+) -> int:
+    """Join a federation of sites and servers as compute server ``party-j`` (``j >= 1``): check the
+    federation file (it must list sites), the certificate, the schema and the policy, print
+    ``ready``, join, and follow party 0 (``server_session``) until it stops. The server holds no silo:
+    it opens only the shares sites sealed for it, and only inside noisy sums."""
+    from pathlib import Path
+
+    from ..schema import Schema
+    from .aggregator import schema_fingerprint
+    from .policy import load_policy
+
+    _check_timeout(timeout_s)
+    m = world.membership(access, timeout_s=timeout_s)
+    if m.federation.sites is None:
+        raise InputError(
+            f"--federation {access.federation}: lists no sites; a compute server serves a federation of sites "
+            "(its file's 'sites'), a silo party runs `privsyn-fed mpc-party`"
+        )
+    if not 1 <= m.rank < m.parties:
+        raise InputError(
+            f"--cert {access.cert}: names {m.federation.role(m.rank)}; `mpc-server` runs party-1 .. "
+            f"party-{m.parties - 1} (party 0 runs `privsyn-fed synth --mpc`, the dealer `mpc-dealer`)"
+        )
+    schema = Schema.load(schema_path)
+    m.federation.check_schema(schema_fingerprint(schema), schema_path)
+    policy = load_policy(policy_path) if policy_path else None
+    folder = Path(ledgers) if ledgers else Path(f"server-{m.rank}.ledgers")
+    print("ready", flush=True)
+    print(f"server {m.rank}: schema sha256 {schema_fingerprint(schema)}; ledger copies {folder}/", flush=True)
+    world.join(m)
+    from .party_session import PartyRefusal, serve
+    from .server_session import ServerSession
+
+    session = ServerSession(
+        schema,
+        m.rank,
+        m.parties,
+        credentials=(access.cert, access.key),
+        ca_pem=m.federation.ca_pem,
+        federation=m.federation.name,
+        ledgers=folder,
+        seed=seed,
+        policy=policy,
+    )
+    try:
+        return serve(session)
+    except PartyRefusal as exc:
+        print(f"privsyn-fed mpc-server {m.rank}: refused the release: {terminal_text(exc)}", file=sys.stderr)
+        return 2
+    except MPCError as exc:
+        print(f"privsyn-fed mpc-server {m.rank}: error: {terminal_text(exc)}", file=sys.stderr)
+        return 1
+    except RuntimeError as exc:
+        print(
+            f"privsyn-fed mpc-server {m.rank}: error: lost contact with the other servers ({first_line(exc)}); "
+            f"stopping ({session.note})",
+            file=sys.stderr,
+        )
+        return 1
+    finally:
+        world.leave()

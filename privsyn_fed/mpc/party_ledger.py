@@ -42,8 +42,7 @@ from ..accounting.distributed import PartiesNoise
 from ..common import BudgetExceeded
 from ..mechanisms import party_exponential_step, party_gaussian_step, party_thresholded_step
 from ..silo import ConcatQuery, LocalScoresQuery, MarginalsQuery, MaskedQuery, NumericHistogramQuery, SecondMomentsQuery
-from . import secure
-from .aggregator import COLLUSION, LOCAL_SAMPLER, REAL_BITS, grid_rounding_l2
+from .grid import COLLUSION, LOCAL_SAMPLER, REAL_BITS, SCORE_BITS, grid_rounding_l2
 from .noise import gumbel_rounding_slack
 from .policy import ONE_WAY_SUMS, SUM_KINDS, Refused, ReleaseRequest
 
@@ -267,7 +266,7 @@ def select_charge(
         raise Refused("the selection's arrays do not line up")
     if segments.min() < 0 or segments.max() >= R:
         raise Refused("a cell of the selection belongs to no candidate")
-    if weights.min() < 0 or weights.max() > MAX_WEIGHT or model.min() < 0 or model.max() > 1 << secure.SCORE_BITS:
+    if weights.min() < 0 or weights.max() > MAX_WEIGHT or model.min() < 0 or model.max() > 1 << SCORE_BITS:
         raise Refused("the selection's weights or model marginals are out of range")
     if np.abs(offsets).max() > MAX_OFFSET:
         raise Refused("the selection's offsets are out of range")
@@ -284,7 +283,7 @@ def select_charge(
     if not pool.mine:
         return None
     factor = request.factor if request is not None else 1.0  # K M of a privacy unit
-    unit = 1 << secure.SCORE_BITS
+    unit = 1 << SCORE_BITS
     in_segment = np.maximum(1.0, _hits(cells, segments, R, pool))
     in_total = max(1.0, float(_hits(total, np.zeros(len(total), dtype=np.int64), 1, pool)[0]))
     model_mass = np.maximum(1.0, np.bincount(segments, weights=model.astype(float), minlength=R) / unit)
@@ -292,7 +291,7 @@ def select_charge(
     delta = float(per_candidate.max()) * factor
     if delta == 0:
         return None
-    eps_sampled = math.ldexp(2.0 * delta, secure.SCORE_BITS) / scale
+    eps_sampled = math.ldexp(2.0 * delta, SCORE_BITS) / scale
     slack = gumbel_rounding_slack(scale)
     return Charge(
         "exponential",
@@ -303,7 +302,7 @@ def select_charge(
         fields={
             "candidates": R,
             "fixed_point": {
-                "score_bits": secure.SCORE_BITS,
+                "score_bits": SCORE_BITS,
                 "epsilon_sampled": eps_sampled,
                 "gumbel_scale_grid_units": scale,
                 "rounding_slack": slack,

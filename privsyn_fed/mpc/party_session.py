@@ -21,14 +21,12 @@ accounting; never an exact sum during a release.
 from __future__ import annotations
 
 import os
-import secrets
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
 from ..accounting.distributed import PartiesNoise
-from ..common import BudgetExceeded, InputError, MPCError, first_line
+from ..common import InputError, MPCError, first_line
 from ..common.escaping import terminal_text as shown
 from ..silo import Silo, from_wire
 from ..silo.site import check_silo_column, default_silo_name
@@ -48,6 +46,7 @@ from .party_ledger import (
     pool_new_check,
     select_charge,
 )
+from .party_store import charge_silo, default_ledger_folder, make_folder, new_ledger_path, reserve
 from .policy import (
     ACCEPT,
     BAD_SILO,
@@ -67,21 +66,6 @@ SELECT_ARRAYS = {"cells", "segment_ids", "model", "weights", "offsets", "total_c
 
 class PartyRefusal(Exception):
     """This party refused the release (its policy, its store, or a protocol it cannot follow)."""
-
-
-def default_ledger_folder(silo_path: str | Path) -> Path:
-    """Where a party keeps its ledger copies when ``--ledger`` is not given: ``SILO.ledgers/`` beside
-    its silo, one file per release."""
-    p = Path(silo_path)
-    return p.with_name(p.name + ".ledgers")
-
-
-def _make_folder(ledger: Path) -> None:
-    """The folder of a ledger copy, made private (0700) if missing; ``Refused`` if it cannot be."""
-    try:
-        ledger.parent.mkdir(mode=0o700, exist_ok=True)
-    except OSError as exc:
-        raise Refused(f"{ledger.parent}: cannot hold this party's ledger copy ({exc.strerror or exc})") from None
 
 
 class PartySession:
@@ -127,13 +111,7 @@ class PartySession:
     # ---- the loop -------------------------------------------------------------------------------
     def run(self) -> int:
         """Follow party 0 until ``stop``; the exit status."""
-        handlers = {
-            "hello": self.hello,
-            "names": self.names,
-            "release": self.declare,
-            "begin": self.begin,
-            "end": self.end,
-        }
+        handlers = self.handlers()
         while True:
             cmd, arrays = self.channel.receive()
             op = cmd.get("op")
@@ -146,6 +124,16 @@ class PartySession:
                 handlers[op](cmd)
             else:
                 self.step(str(op), cmd, arrays)
+
+    def handlers(self) -> dict[str, Callable[[dict], None]]:
+        """The commands answered outside the steps (no costing)."""
+        return {
+            "hello": self.hello,
+            "names": self.names,
+            "release": self.declare,
+            "begin": self.begin,
+            "end": self.end,
+        }
 
     def abandon(self, why: str) -> None:
         """Close a release under way as failed: the ledger copy at what was spent, the store settled there."""
@@ -239,16 +227,17 @@ class PartySession:
                 raise Refused("a release is already under way")
             if self.request is None:
                 raise Refused("no release was accepted before begin")
-            ledger = self._ledger_path()
-            reservation = self._reserve(self.request, ledger)
+            ledger = new_ledger_path(self.ledger, self.silo_path)
+            reservation = reserve(self.policy, self.request, ledger)
             if reservation is not None and reservation.ledger_path != str(ledger.resolve()):  # a ledger its store
                 ledger = Path(reservation.ledger_path)  # references is kept: a numbered file beside it (kept_ledger)
             self._load()
             if reservation is not None and self.draft_spec is None:
-                self._charge_silo(reservation)
+                assert self.policy is not None
+                charge_silo(self.policy, reservation, self.silo, self.out)
             if self.draft_spec is not None:
                 self.steps = DraftSteps(self.silo.plan, self.silo)
-            _make_folder(ledger)
+            make_folder(ledger)
             release = PartyRelease(
                 self.request,
                 self.rank,
@@ -297,44 +286,6 @@ class PartySession:
             self.status = 1
         self.note = "party 0 stopped after the release"
         self.out(release.finish(status))
-
-    def _charge_silo(self, reservation: Any) -> None:
-        """Record this silo in the party's own store (``accounting.fingerprints``); ``Refused`` when
-        the store charged it under another dataset id and the policy does not say the data differ
-        (the dataset's name stays here: party 0 hears only that the store refused)."""
-        assert self.policy is not None and self.policy.store is not None
-        reservation.new_dataset = self.policy.store.new_dataset
-        try:
-            matched = reservation.charge_silos([self.silo])
-        except InputError as exc:
-            self.out(f"refused: {exc}")
-            raise Refused(
-                "its budget store charged this silo under another dataset id (see the party's own output)"
-            ) from None
-        if matched:
-            self.out(f"its store charged this silo under {', '.join(map(repr, matched))}; the policy says it differs")
-
-    def _reserve(self, request: ReleaseRequest, ledger: Path):
-        """This party's reservation of the release's rho in its own store (None without a store),
-        which writes the opening ``ledger`` copy."""
-        if self.policy is None or self.policy.store is None:
-            return None
-        from ..accounting import rho_to_epsilon
-        from ..accounting.budget_store import BudgetStore
-
-        spec, delta = self.policy.store, self.policy.max_delta
-        _make_folder(ledger)
-        try:
-            return BudgetStore(spec.path).reserve(
-                spec.dataset_id,
-                epsilon=rho_to_epsilon(request.rho, delta),
-                delta=delta,
-                method=request.method,
-                total_epsilon=spec.total_epsilon,
-                ledger=str(ledger.resolve()),
-            )
-        except (BudgetExceeded, InputError) as exc:
-            raise Refused(f"its budget store refused the release ({exc})") from None
 
     def names(self, cmd: dict) -> None:
         """Tell party 0 this silo's name (public: its operator gave it), for a release's silo column."""
@@ -387,14 +338,6 @@ class PartySession:
                         file=sys.stderr,
                     )
         return self.silo
-
-    def _ledger_path(self) -> Path:
-        """The ledger copy of the release about to begin: ``--ledger``, or a new file in the folder
-        beside the silo (``default_ledger_folder``; ``_make_folder`` makes it)."""
-        if self.ledger is not None:
-            return self.ledger
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        return default_ledger_folder(self.silo_path) / f"{stamp}-{secrets.token_hex(3)}.ledger.json"
 
     # ---- the steps ----------------------------------------------------------------------------------
     def step(self, op: str, cmd: dict, arrays: dict) -> None:

@@ -29,8 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-#: Fractional bits of the integer scores (``u_r`` is AIM's score times ``2^SCORE_BITS``).
-SCORE_BITS = 16
+from .grid import SCORE_BITS
 
 
 def _crypten():

@@ -27,7 +27,6 @@ which member's connection closed.
 from __future__ import annotations
 
 import collections
-import hashlib
 import json
 import socket
 import ssl
@@ -39,7 +38,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import certs
-from .federation import Federation
+from .federation import Federation, federation_digest
 
 if TYPE_CHECKING:
     import torch
@@ -268,13 +267,6 @@ def _untag(data: Any, depth: int) -> Any:
 
 
 # ---- the mesh -----------------------------------------------------------------------------------
-
-
-def federation_digest(federation: Federation) -> str:
-    """SHA-256 of the federation's canonical content (the CA by its fingerprint): members whose
-    files differ refuse each other."""
-    content = federation.to_dict(ca=certs.fingerprint(federation.ca_pem))
-    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
 
 
 def contexts(ca_pem: bytes, cert_path, key_path) -> tuple[ssl.SSLContext, ssl.SSLContext]:

@@ -246,21 +246,19 @@ class Channel:
 
     def send(self, header: dict, arrays: dict[str, np.ndarray] | None = None) -> None:
         """Send a command from party 0 to every other party: a JSON header and its int64/float64 arrays."""
-        import torch
-
-        arrays = {k: np.ascontiguousarray(v) for k, v in (arrays or {}).items()}
-        odd = [k for k, v in arrays.items() if v.dtype not in (np.int64, np.float64)]
-        if odd:
-            raise TypeError(f"command arrays must be int64 or float64: {', '.join(odd)}")
-        header = {**header, "_arrays": [[k, str(v.dtype), list(v.shape)] for k, v in arrays.items()]}
-        raw = json.dumps(header).encode()
-        size = len(raw).to_bytes(8, "little")
-        payload = torch.frombuffer(
-            bytearray(size + raw + b"".join(v.tobytes() for v in arrays.values())), dtype=torch.uint8
-        )
+        payload = _payload(header, arrays)
         for k in range(1, self.comm.get_world_size()):
             self.comm.send_command(payload, k)
         self.bytes += payload.numel()
+        self.broadcasts += 1
+
+    def send_each(self, messages: list[tuple[dict, dict[str, np.ndarray]]]) -> None:
+        """Send party ``k`` its own command ``messages[k]`` (``k >= 1``; ``messages[0]`` is party 0's,
+        not sent): what is sealed for one server goes to that server alone."""
+        for k in range(1, self.comm.get_world_size()):
+            payload = _payload(*messages[k])
+            self.comm.send_command(payload, k)
+            self.bytes += payload.numel()
         self.broadcasts += 1
 
     def receive(self) -> tuple[dict, dict[str, np.ndarray]]:
@@ -287,6 +285,20 @@ class Channel:
             arrays[name] = np.frombuffer(payload, dtype=dtype, count=count, offset=offset).reshape(shape).copy()
             offset += count * 8
         return header, arrays
+
+
+def _payload(header: dict, arrays: dict[str, np.ndarray] | None):
+    """One command as it travels: the JSON header's length (8 bytes), the header, the arrays' bytes."""
+    import torch
+
+    arrays = {k: np.ascontiguousarray(v) for k, v in (arrays or {}).items()}
+    odd = [k for k, v in arrays.items() if v.dtype not in (np.int64, np.float64)]
+    if odd:
+        raise TypeError(f"command arrays must be int64 or float64: {', '.join(odd)}")
+    header = {**header, "_arrays": [[k, str(v.dtype), list(v.shape)] for k, v in arrays.items()]}
+    raw = json.dumps(header).encode()
+    size = len(raw).to_bytes(8, "little")
+    return torch.frombuffer(bytearray(size + raw + b"".join(v.tobytes() for v in arrays.values())), dtype=torch.uint8)
 
 
 def traffic() -> dict[str, int]:
