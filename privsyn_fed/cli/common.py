@@ -106,6 +106,36 @@ def federation_parties(args: argparse.Namespace) -> int | None:
     return load(args.federation).parties
 
 
+def federation_sites(args: argparse.Namespace) -> list[str] | None:
+    """The sites ``--federation`` lists (a federation of sites and compute servers), else None."""
+    if not getattr(args, "federation", None):
+        return None
+    from pathlib import Path
+
+    from ..common import Named, check_input
+    from ..mpc.federation import load
+
+    check_input(Named("--federation", Path(args.federation)))
+    sites = load(args.federation).sites
+    return None if sites is None else sites.names
+
+
+def servers_layout(args: argparse.Namespace) -> bool:
+    """Whether the release runs over sites and compute servers (``--servers``, or a federation
+    file that lists sites)."""
+    return bool(getattr(args, "mpc", False)) and (
+        getattr(args, "servers", None) is not None or federation_sites(args) is not None
+    )
+
+
+def mpc_parties(args: argparse.Namespace, silos: int) -> int:
+    """The CrypTen parties of an ``--mpc`` run: the compute servers of sites and servers, else the
+    silo parties (the federation file's, or one per silo file given)."""
+    if getattr(args, "servers", None) is not None:
+        return int(args.servers)
+    return federation_parties(args) or silos
+
+
 def federation_access(args: argparse.Namespace):
     """What ``--federation``, ``--cert``, ``--key`` and ``--listen`` give (``mpc.world.Access``)."""
     from ..mpc.world import Access
@@ -197,7 +227,7 @@ def collusion_cost(args: argparse.Namespace, silos: int) -> str:
 
     from ..accounting.distributed import PartiesNoise
 
-    n = federation_parties(args) or silos
+    n = mpc_parties(args, silos)
     split = PartiesNoise(n, n - 1 if args.collusion is None else args.collusion)
     return (
         f"every party adds its own noise, enough that the {split.honest} outside any coalition of up to "
@@ -212,9 +242,13 @@ def check_mpc_args(args: argparse.Namespace, silos: list, option: str) -> None:
     ``option``); ``InputError`` naming the first that does not."""
     from ..common import InputError
 
+    servers = getattr(args, "servers", None)
     if not args.mpc:
-        if args.federation or args.cert or args.key or args.parties or args.collusion is not None:
-            raise InputError("--federation, --cert, --key, --parties and --collusion belong to --mpc")
+        if args.federation or args.cert or args.key or args.parties or args.collusion is not None or servers:
+            raise InputError("--federation, --cert, --key, --parties, --servers and --collusion belong to --mpc")
+        return
+    if servers_layout(args):
+        _check_servers_args(args, silos, option)
         return
     if args.federation:
         if len(silos) != 1:
@@ -242,6 +276,38 @@ def check_mpc_args(args: argparse.Namespace, silos: list, option: str) -> None:
             f"--collusion {args.collusion}: with {n} parties the threshold lies in 1..{n - 1} (every party "
             "knows its own noise and sees the release, and one party's noise must stay outside the coalition)"
         )
+
+
+def _check_servers_args(args: argparse.Namespace, silos: list, option: str) -> None:
+    """The options of a release over sites and compute servers agree with each other."""
+    from ..common import InputError
+
+    if args.federation:
+        if args.servers is not None:
+            raise InputError(f"--servers: {args.federation} names the compute servers (its members)")
+        if silos:
+            raise InputError(
+                f"{args.federation} lists sites: party 0 is a compute server and reads no {option}; each site "
+                "joins with `privsyn-fed site`"
+            )
+    elif args.cert or args.key or args.listen:
+        raise InputError("--cert, --key and --listen go with --federation (a release across machines)")
+    elif not silos:
+        raise InputError(f"--servers runs one site per {option} on this machine: give at least one {option}")
+    if args.parties:
+        raise InputError("--parties counts silo parties; with sites and servers leave it out")
+    n = mpc_parties(args, len(silos))
+    if n < 2:
+        raise InputError(f"--servers {n}: at least two compute servers hold the shares")
+    if args.collusion is not None and not 1 <= args.collusion < n:
+        raise InputError(
+            f"--collusion {args.collusion}: with {n} compute servers the threshold lies in 1..{n - 1} (one "
+            "server's noise must stay outside the coalition)"
+        )
+    if not 0 < args.mpc_timeout < float("inf"):
+        raise InputError(f"--mpc-timeout must be a positive number of seconds, not {args.mpc_timeout:g}")
+    if not 0 < args.site_wait < float("inf"):
+        raise InputError(f"--site-wait must be a positive number of seconds, not {args.site_wait:g}")
 
 
 def coordinator_options(args: argparse.Namespace) -> dict:

@@ -22,8 +22,10 @@ from .common import (
     collusion_cost,
     coordinator_options,
     federation_parties,
+    federation_sites,
     number,
     positive_int,
+    servers_layout,
 )
 from .ledger_target import ledger_output, used_ledger
 
@@ -118,11 +120,12 @@ def add_parser(sub) -> None:
     s.add_argument(
         "--silo",
         action="append",
-        required=True,
+        default=[],
         metavar="TABLE",
         help="one silo's table with the schema's columns: CSV, gzip-compressed CSV or Parquet, read in "
         "chunks (a silo larger than memory is fine); repeat for each silo. NAME=TABLE names the silo "
-        "(default: the file's name without its extensions)",
+        "(default: the file's name without its extensions). Needed, except as party 0 of a federation "
+        "file that lists sites (party 0 is then a compute server and holds no silo)",
     )
     s.add_argument(
         "--silo-column",
@@ -250,6 +253,24 @@ def add_parser(sub) -> None:
         "adds its own noise",
         "--silo",
     )
+    m.add_argument(
+        "--servers",
+        type=positive_int,
+        metavar="S",
+        help="with --mpc on this machine: sites and compute servers instead of one party per silo. Each "
+        "--silo becomes a site that shares each answer once, as one sealed share per server, and S "
+        "compute servers (this process is server 0) hold the shares, run select and measure, and add "
+        "the noise, so the noise is sqrt(S/(S-T)) times the planned sigma whatever the number of sites "
+        "(S at least 2; 3 is usual). Across machines the federation file's 'sites' field chooses this",
+    )
+    m.add_argument(
+        "--site-wait",
+        type=number,
+        default=60.0,
+        metavar="SECONDS",
+        help="with sites and servers: how long to wait for the sites to connect before the release goes "
+        "on with those present (at least one; default 60)",
+    )
 
 
 def _add_method_options(s: argparse.ArgumentParser) -> None:
@@ -359,8 +380,15 @@ def _checked(args: argparse.Namespace) -> Request:
     from ..silo.site import check_silo_column, silo_names
     from .common import federation_inputs
 
-    args.silo_names, paths = zip(*silo_names(args.silo))
+    if not args.silo and not servers_layout(args):
+        raise InputError("--silo TABLE is needed (once per silo)")
+    given = any("=" in s for s in args.silo)
+    args.silo_names, paths = zip(*silo_names(args.silo)) if args.silo else ((), ())
     args.silo = list(paths)
+    if servers_layout(args):  # the sites' names: their certificates name them
+        from ..mpc.launch_servers import local_site_names
+
+        args.silo_names = federation_sites(args) or local_site_names(args.silo, args.silo_names if given else None)
     out = Path(args.out)
     ledger = Path(args.ledger) if args.ledger else out.with_suffix(".ledger.json")
     options = _method_options(args)
@@ -388,7 +416,7 @@ def _checked(args: argparse.Namespace) -> Request:
         options["workload"] = read_json(workload[0].path, "workload", "--workload")
     schema = Schema.load(args.schema)
     # before the headers, which may lack it; across hosts the other parties' names come once they join
-    names = None if args.federation else args.silo_names
+    names = None if args.federation and not servers_layout(args) else args.silo_names
     check_silo_column(schema, args.silo_column, names)
     if workload:  # its faults named in the file's words, before anything else is checked against the schema
         from ..common import OptionError
@@ -401,7 +429,7 @@ def _checked(args: argparse.Namespace) -> Request:
     from ..accounting.unit import unit_of
     from ..api import check_unit
 
-    n_silos = federation_parties(args) or len(args.silo)
+    n_silos = len(args.silo_names) if servers_layout(args) else federation_parties(args) or len(args.silo)
     check_unit(unit_of(**_unit_args(args), mpc=args.mpc), schema, n_silos, args.mpc)
     # headers are public: checked before the reservation
     ignored = {
@@ -492,6 +520,8 @@ def _release(args: argparse.Namespace, request: Request, budget: contextlib.Abst
     unit = unit_of(args.privacy_unit, args.max_rows_per_unit, args.max_silos_per_unit, args.mpc)
     # across hosts the coordinator asks the other parties for their silos' names (``names`` None)
     site = None if args.silo_column is None else (args.silo_column, None if args.federation else tuple(args.silo_names))
+    if servers_layout(args):
+        return _release_over_sites(args, request, budget, unit, site, release)
     if args.mpc:
         from ..mpc.launch import coordinator
 
@@ -534,6 +564,35 @@ def _release(args: argparse.Namespace, request: Request, budget: contextlib.Abst
         return release(silos, reservation), len(silos)
 
 
+def _release_over_sites(args, request, budget, unit, site, release) -> tuple:
+    """``_release`` over sites and compute servers (``--servers``, or a federation file with sites):
+    this process is server 0 and reads no silo; the sites check the request against their own
+    policies before they read theirs."""
+    from ..mpc.launch_servers import DEFAULT_SERVERS, servers_coordinator
+
+    def log(message):
+        if not args.quiet:
+            print(f"privsyn-fed: {message}", file=sys.stderr)
+
+    with servers_coordinator(
+        args.schema,
+        args.silo,
+        servers=args.servers or DEFAULT_SERVERS,
+        seed=args.seed,
+        log=log,
+        site_wait_s=args.site_wait,
+        **coordinator_options(args),
+        release=(args.method, args.epsilon, args.delta, unit, request.options.get("target"), site),
+        silo_names=args.silo_names,
+    ) as agg:
+        with budget as reservation:
+            request.ledger = used_ledger(request.ledger, reservation, args.budget_store)
+            agg.begin()  # every server opens its ledger copy; every site reserves, reads and opens its own
+            log(f"{len(agg.hub.active())} of {len(agg.silo_names)} sites began the release")
+            log(collusion_cost(args, len(args.silo)))
+            return release([], reservation, agg), len(agg.silo_names)
+
+
 def _unit_args(args: argparse.Namespace) -> dict:
     """The privacy unit's arguments of ``prepare`` and ``synthesize``."""
     return {
@@ -565,7 +624,13 @@ def _report(args: argparse.Namespace, request: Request, result, n_silos: int) ->
     if args.model_out:
         print(f"wrote {args.model_out}: the model with its ledger (`privsyn-fed sample {args.model_out} --rows N`)")
     traffic = result.info.get("traffic")
-    if traffic and traffic.get("mpc"):
+    if traffic and traffic.get("layout") == "sites and servers":
+        print(
+            f"communication: {traffic['silos_active']} of {traffic['silos']} sites answered, at most "
+            f"{traffic['max_bytes_per_site'] / 1e3:.1f} kB per site; at most "
+            f"{traffic['max_bytes_per_server'] / 1e6:.1f} MB per compute server"
+        )
+    elif traffic and traffic.get("mpc"):
         print(
             f"communication: {traffic['parties'][0]['rounds']:.0f} message rounds; per party "
             f"{traffic['mean_bytes_sent_per_active_silo'] / 1e6:.1f} MB on average "
