@@ -32,7 +32,7 @@ from .common import number
 #: The longest validity accepted for ``--days`` and ``--ca-days`` (ten years).
 MAX_DAYS = 3650.0
 #: What a folder written by ``init`` holds (``--force`` replaces no other folder).
-KIT_ENTRIES = re.compile(r"ca|federation\.json|README\.txt|dealer|party-(0|[1-9][0-9]*)")
+KIT_ENTRIES = re.compile(r"ca|federation\.json|README\.txt|dealer|party-(0|[1-9][0-9]*)|site-[a-z0-9-]+")
 #: What a member's bundle holds.
 BUNDLE_FILES = ("key.pem", "cert.pem", "federation.json", "README.txt")
 
@@ -122,6 +122,21 @@ def add_parsers(sub) -> None:
         help="the public schema every party must load: its SHA-256 goes into the federation file, and a "
         "party with another schema is refused (default: no hash; party 0 still compares the parties' "
         "schemas with its own)",
+    )
+    ini.add_argument(
+        "--site",
+        action="append",
+        default=[],
+        metavar="NAME=ORGANISATION",
+        help="a site (a federation of sites and compute servers): the --party members are then compute "
+        "servers that hold no silo, and each site, which only connects outward, gets its own bundle "
+        "site-NAME/. Repeat per site; needs --site-port",
+    )
+    ini.add_argument(
+        "--site-port",
+        type=int,
+        metavar="PORT",
+        help="with --site: the port on party 0's host where the sites connect",
     )
     _add_days(ini)
     ini.add_argument(
@@ -417,9 +432,10 @@ def bundle_readme(fed, member, who) -> str:
     pinned = any(m.sha256 for m in fed.members)
     files = "--federation federation.json --cert cert.pem --key key.pem"
     if member.rank == 0:
+        silo = "" if fed.sites is not None else " --silo YOUR_TABLE.csv"
         command = (
             f"  privsyn-fed synth --method distaim --mpc {files} \\\n"
-            "      --schema schema.json --silo YOUR_TABLE.csv --epsilon E --delta D --out release.csv"
+            f"      --schema schema.json{silo} --epsilon E --delta D --out release.csv"
         )
         role = (
             "Party 0 coordinates: it starts the release and writes the synthetic CSV and its ledger "
@@ -430,6 +446,12 @@ def bundle_readme(fed, member, who) -> str:
         role = (
             "The dealer reads no data and deals CrypTen's correlated randomness; it must collude with no "
             "party, so run it on a host that no silo controls."
+        )
+    elif fed.sites is not None:
+        command = f"  privsyn-fed mpc-server {files} --schema schema.json --ledgers ledgers/"
+        role = (
+            "A compute server holds no silo: it opens only the shares the sites sealed for it, only inside "
+            "noisy sums, adds its own noise, and keeps a ledger copy of every step it costed."
         )
     else:
         command = (
@@ -500,8 +522,14 @@ def run_init(args: argparse.Namespace) -> int:
     check_target(out, args.force, lambda entry: bool(KIT_ENTRIES.fullmatch(entry)), inputs)
     schema_hash = schema_sha256(args.schema)
 
+    from .federation_sites import parse_sites, sites_content, write_site_bundles
+
+    sites = parse_sites(args.site)
+    if bool(sites) != (args.site_port is not None):
+        raise InputError("--site and --site-port go together (the sites connect to party 0's host at --site-port)")
     ca = certs.make_ca(name, days=args.ca_days)
     issued = [certs.issue(ca, s.role, s.organisation, days=args.days) for s in specs]
+    site_issued = [certs.issue(ca, certs.site_role(n), org, days=args.days) for n, org in sites]
     content: dict[str, Any] = {"federation": name, "ca": ca[0].decode("ascii")}
     if schema_hash:
         content["schema_sha256"] = schema_hash
@@ -510,6 +538,8 @@ def run_init(args: argparse.Namespace) -> int:
         | ({} if args.no_pins else {"sha256": certs.fingerprint(cert)})
         for s, (cert, _) in zip(specs, issued)
     ]
+    if sites:
+        content["sites"] = sites_content(sites, args.site_port, site_issued, not args.no_pins)
     fed = checked(content, str(out / "federation.json"))
     summary = init_summary(fed, out, ca[0], issued)
 
@@ -520,6 +550,7 @@ def run_init(args: argparse.Namespace) -> int:
         for member, (cert_pem, key_pem) in zip(fed.members, issued):
             (folder / member.role).mkdir(mode=0o700)
             write_bundle(folder / member.role, member, fed, cert_pem, key_pem)
+        write_site_bundles(folder, fed, sites, site_issued)
         certs.write_public(folder / "federation.json", federation_text(fed.to_dict()))
         certs.write_public(folder / "README.txt", summary.encode())
 

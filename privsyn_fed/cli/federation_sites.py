@@ -1,0 +1,91 @@
+"""``federation init --site NAME=ORGANISATION --site-port PORT``: a federation of sites and servers.
+
+With sites, the ``--party`` members are compute servers that hold no silo (party 0, which writes the
+release, among them), and every site gets a bundle of its own (``site-NAME/``: its key, its
+certificate naming ``site-NAME`` and its organisation, the federation file, and README.txt with the
+``privsyn-fed site`` command it runs). A site only connects outward, to party 0's host at
+``--site-port``; it never listens.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..common import InputError
+
+
+def parse_sites(texts: list[str]) -> list[tuple[str, str]]:
+    """``NAME=ORGANISATION`` of each ``--site``: a site name (lower-case letters, digits and '-') and
+    its organisation; ``InputError`` naming the option at fault."""
+    from ..mpc.certs import SITE_NAME
+    from .federation import check_organisation
+
+    out, seen = [], set()
+    for text in texts:
+        where = f"--site {text!r}"
+        name, sep, organisation = text.partition("=")
+        if not sep or not SITE_NAME.fullmatch(name):
+            raise InputError(
+                f"{where}: give NAME=ORGANISATION, NAME 1 to 40 lower-case letters, digits and '-' "
+                "(for example 'clinic-a=Clinic A')"
+            )
+        if name in seen:
+            raise InputError(f"{where}: site {name!r} is given twice")
+        seen.add(name)
+        out.append((name, check_organisation(organisation, where)))
+    return out
+
+
+def sites_content(sites: list[tuple[str, str]], port: int, issued: list[tuple[bytes, bytes]], pins: bool) -> dict:
+    """The federation file's ``sites`` field."""
+    from ..mpc import certs
+
+    return {
+        "port": port,
+        "members": [
+            {"name": name, "organisation": org} | ({"sha256": certs.fingerprint(cert)} if pins else {})
+            for (name, org), (cert, _) in zip(sites, issued)
+        ],
+    }
+
+
+def site_readme(fed: Any, name: str, organisation: str, cert_pem: bytes) -> str:
+    """What a site is told in its bundle: what each file is and which command it runs."""
+    from ..mpc import certs
+    from .federation import paragraphs
+
+    who = certs.identity(cert_pem)
+    party0 = fed.members[0]
+    return paragraphs(
+        f"Federation {fed.name!r}: the bundle of site {name} ({organisation}), one of {len(fed.sites.members)} "
+        f"sites; {fed.parties} compute servers hold the sites' shares and a dealer serves them.",
+        "key.pem: this site's private key (mode 0600). Keep it on this site's host, readable only by the "
+        "account that runs privsyn-fed; whoever holds it can answer as this site.",
+        f"cert.pem: its certificate, naming site-{name} of {organisation}, valid until "
+        f"{who.not_after:%Y-%m-%d %H:%M} UTC, SHA-256 {who.sha256}.",
+        "federation.json: the federation (public). Every member and site must hold the same file.",
+        f"This site never listens: it connects outward to party 0 at {party0.host}:{fed.sites.port} (allow "
+        "that one outbound TLS connection) when a release is announced, and exits when it ends. Run, "
+        "in this folder:",
+        "  privsyn-fed site --federation federation.json --cert cert.pem --key key.pem \\\n"
+        "      --schema schema.json --silo YOUR_TABLE.csv --policy policy.json",
+        "--policy says which releases this site accepts and what they may cost its rows (max_epsilon, "
+        "max_delta, methods, and its own budget_store); the site checks each release against it before "
+        "it reads its table. Each answer leaves as one share per compute server, sealed for that server: "
+        "no server, relay or coordinator sees it in the clear.",
+    )
+
+
+def write_site_bundles(folder: Path, fed: Any, sites: list[tuple[str, str]], issued: list[tuple[bytes, bytes]]):
+    """One bundle ``site-NAME/`` per site in ``folder``."""
+    from ..mpc import certs
+    from .federation import federation_text
+
+    for (name, organisation), (cert_pem, key_pem) in zip(sites, issued):
+        bundle = folder / certs.site_role(name)
+        bundle.mkdir(mode=0o700)
+        certs.write_private(bundle / "key.pem", key_pem)
+        certs.write_public(bundle / "cert.pem", cert_pem)
+        certs.write_public(bundle / "federation.json", federation_text(fed.to_dict()))
+        certs.write_public(bundle / "README.txt", site_readme(fed, name, organisation, cert_pem).encode())
