@@ -343,6 +343,8 @@ class ServersPoolStorage(SharedPoolStorage):
         """Add the answers of the sites of ``silos`` that answer now; returns them."""
         agg: ServersAggregator = self.agg  # type: ignore[assignment]
         answered, mine, messages = agg._collect("pool_add", query, silos, {})
+        if not answered:  # the sampled new sites are absent: the pool stays as it is
+            return []
         agg._relay("pool_add", messages)
         agg._record(round_index, "pool: new sites' answers to every candidate", answered)
         self.shares = self.shares + secure.share_sum(mine, list(range(agg.servers)), self.length)

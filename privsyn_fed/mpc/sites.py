@@ -43,8 +43,11 @@ class SiteLink:
     sent: int = 0
     received: int = 0
 
-    def send(self, header: dict, body: bytes = b"") -> None:
-        """Send one frame to the site."""
+    def send(self, header: dict, body: bytes = b"", deadline: float | None = None) -> None:
+        """Send one frame to the site, by ``deadline`` when given (``socket.timeout`` otherwise;
+        without one, within whatever time the socket's last receive left)."""
+        if deadline is not None:
+            self.sock.settimeout(max(0.05, deadline - time.monotonic()))
         self.sent += send_frame(self.sock, header, body)
 
     def receive(self, deadline: float) -> tuple[dict, bytes]:
@@ -212,12 +215,12 @@ class SiteHub:
                 continue
             header, body = header_of(name)
             try:
-                link.send(header, body)
-                asked.append(link)
+                link.send(header, body, deadline)
+                asked.append((link, header))
             except (OSError, ValueError) as exc:
                 self.drop(name, f"could not be reached: {exc}")
         replies = {}
-        for link in asked:
+        for link, header in asked:
             try:
                 reply = link.receive(deadline)
             except (PeerClosed, ConnectionError):
