@@ -143,6 +143,7 @@ LAYERS = (
     "demo",
     "cli",
     "synthesizer",
+    "site",
     "mpc",
     "draft_dp",
     "api",

@@ -17,9 +17,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from cryptography.x509.oid import NameOID
 
+from privsyn_fed.mpc import envelope as env
+from privsyn_fed.mpc import wire
 from privsyn_fed.mpc.certs import issue, make_ca
-from privsyn_fed.site import envelope as env
-from privsyn_fed.site import wire
 
 CONTEXT = b"fed-1\0release-7"
 QUERY = "ab" * 32
@@ -400,8 +400,10 @@ def test_blobs():
 
 
 def test_site_imports_no_torch():
+    """A site (its client, its setup, the envelopes and frames) loads neither torch nor CrypTen."""
     code = (
-        "import sys; import privsyn_fed.site.envelope, privsyn_fed.site.wire; "
+        "import sys; import privsyn_fed.mpc.envelope, privsyn_fed.mpc.wire; "
+        "import privsyn_fed.site.client, privsyn_fed.site.setup; "
         "print(sorted(m for m in ('torch', 'crypten') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import re
 import textwrap
@@ -27,6 +26,7 @@ from typing import Any, Callable
 
 from ..common import InputError, check_name_fits
 from ..common.fileio import write_folder
+from .bundle_text import check_organisation, federation_text, paragraphs
 from .common import number
 
 #: The longest validity accepted for ``--days`` and ``--ca-days`` (ten years).
@@ -280,14 +280,6 @@ def parse_address(text: str, where: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def check_organisation(name: str, where: str) -> str:
-    """An organisation as a certificate names it: printable, 1 to 64 characters."""
-    name = name.strip()
-    if not name or len(name) > 64 or not name.isprintable():
-        raise InputError(f"{where}: the organisation must be printable text of 1 to 64 characters, not {name!r}")
-    return name
-
-
 def parse_member(text: str, role: str, option: str) -> Spec:
     """``ORGANISATION@HOST:PORT`` of ``init --party``/``--dealer`` as the member ``role``."""
     where = f"{option} {text!r}"
@@ -390,11 +382,6 @@ def read_file(path: Path, what: str, option: str) -> bytes:
         raise InputError(f"{option} {path}: cannot read the {what} ({exc.strerror or exc})") from None
 
 
-def federation_text(content: dict[str, Any]) -> bytes:
-    """A federation file's bytes."""
-    return (json.dumps(content, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
-
-
 def checked(content: dict[str, Any], source: str):
     """The federation ``content`` as ``federation.parse`` reads it (the file we write must load)."""
     from ..mpc.federation import parse
@@ -411,11 +398,6 @@ def write_bundle(folder: Path, member, fed, cert_pem: bytes, key_pem: bytes) -> 
     certs.write_public(folder / "cert.pem", cert_pem)
     certs.write_public(folder / "federation.json", federation_text(fed.to_dict()))
     certs.write_public(folder / "README.txt", bundle_readme(fed, member, certs.identity(cert_pem)).encode())
-
-
-def paragraphs(*texts: str, width: int = 96) -> str:
-    """Each text as a paragraph wrapped at ``width``; a text starting with a space is kept as it is."""
-    return "\n\n".join(t if t.startswith(" ") else textwrap.fill(t, width) for t in texts if t) + "\n"
 
 
 def lines_text(lines: list[str], width: int = 100) -> str:

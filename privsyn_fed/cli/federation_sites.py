@@ -19,7 +19,7 @@ def parse_sites(texts: list[str]) -> list[tuple[str, str]]:
     """``NAME=ORGANISATION`` of each ``--site``: a site name (lower-case letters, digits and '-') and
     its organisation; ``InputError`` naming the option at fault."""
     from ..mpc.certs import SITE_NAME
-    from .federation import check_organisation
+    from .bundle_text import check_organisation
 
     out, seen = [], set()
     for text in texts:
@@ -53,7 +53,7 @@ def sites_content(sites: list[tuple[str, str]], port: int, issued: list[tuple[by
 def site_readme(fed: Any, name: str, organisation: str, cert_pem: bytes) -> str:
     """What a site is told in its bundle: what each file is and which command it runs."""
     from ..mpc import certs
-    from .federation import paragraphs
+    from .bundle_text import paragraphs
 
     who = certs.identity(cert_pem)
     party0 = fed.members[0]
@@ -80,7 +80,7 @@ def site_readme(fed: Any, name: str, organisation: str, cert_pem: bytes) -> str:
 def write_site_bundles(folder: Path, fed: Any, sites: list[tuple[str, str]], issued: list[tuple[bytes, bytes]]):
     """One bundle ``site-NAME/`` per site in ``folder``."""
     from ..mpc import certs
-    from .federation import federation_text
+    from .bundle_text import federation_text
 
     for (name, organisation), (cert_pem, key_pem) in zip(sites, issued):
         bundle = folder / certs.site_role(name)

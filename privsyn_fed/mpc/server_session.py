@@ -25,16 +25,14 @@ import numpy as np
 
 from ..common import first_line
 from ..silo import MarginalsQuery, from_wire
-from ..site import envelope
-from ..site.client import offer_context
-from ..site.wire import FrameError, query_digest, unpack_blobs
-from . import secure, world
+from . import envelope, secure, world
 from .aggregator import _grid_sigma
 from .party_ledger import Charge, PartyRelease, noisy_sum_charge, pool_add_check
 from .party_session import PartySession
 from .party_store import make_folder
 from .policy import ACCEPT, Refused, ReleaseRequest
 from .verdicts import send_verdict
+from .wire import FrameError, query_digest, unpack_blobs
 
 
 class ServerSession(PartySession):
@@ -68,7 +66,7 @@ class ServerSession(PartySession):
         self.release_id, self.sites = release, list(sites)
         cert_path, key_path = self.credentials
         self._key, mine = envelope.server_offer(
-            Path(key_path).read_bytes(), Path(cert_path).read_bytes(), offer_context(self.federation, release)
+            Path(key_path).read_bytes(), Path(cert_path).read_bytes(), envelope.offer_context(self.federation, release)
         )
         world.gather_bytes(self.channel, json.dumps(mine, sort_keys=True).encode())
 

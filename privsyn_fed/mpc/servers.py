@@ -23,15 +23,13 @@ import numpy as np
 
 from ..aggregation import Pool, check_declared
 from ..common import InputError, MPCError
-from ..site import envelope
-from ..site.client import offer_context
-from ..site.wire import FrameError, pack_arrays, query_digest, unpack_blobs
-from . import secure, world
+from . import envelope, secure, world
 from .aggregator import MPCAggregator, SharedPoolStorage, _decode, _grid_sigma, _one_query, collective
 from .grid import SERVERS_COLLUSION
 from .policy import MODE_DIFFERS, SCHEMA_DIFFERS
 from .sites import SiteHub
 from .verdicts import Verdict, collect_verdicts
+from .wire import FrameError, pack_arrays, query_digest, unpack_blobs
 
 #: Seconds each site has to answer one step.
 ANSWER_S = 300.0
@@ -97,7 +95,7 @@ class ServersAggregator(MPCAggregator):
             )
         if refusals:
             raise MPCError(self._refused(refusals, "the handshake"))
-        context = offer_context(self.federation, self.release_id)
+        context = envelope.offer_context(self.federation, self.release_id)
         self.channel.send({"op": "offer", "release": self.release_id, "sites": self.names})
         cert_path, key_path = self.credentials
         with open(cert_path, "rb") as fh:

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from ..common import InputError
-from ..site.wire import FrameError, PeerClosed, recv_frame, send_frame
 from . import certs
+from .wire import FrameError, PeerClosed, recv_frame, send_frame
 
 #: Seconds a connecting site has to complete TLS and its hello.
 HANDSHAKE_S = 10.0

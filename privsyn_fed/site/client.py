@@ -31,14 +31,14 @@ import numpy as np
 
 from ..common import InputError, first_line
 from ..common.escaping import terminal_text
+from ..mpc import envelope
 from ..mpc.grid import to_ring
 from ..mpc.party_ledger import PartyRelease, local_select_charge, noisy_sum_charge
 from ..mpc.party_store import charge_silo, make_folder, new_ledger_path, reserve
 from ..mpc.policy import Policy, Refused, ReleaseRequest
+from ..mpc.wire import FrameError, PeerClosed, pack_blobs, query_digest, recv_frame, send_frame, unpack_arrays
 from ..noise import OpenDPNoise
 from ..silo import MarginalsQuery, Silo, answer, from_wire
-from . import envelope
-from .wire import FrameError, PeerClosed, pack_blobs, query_digest, recv_frame, send_frame, unpack_arrays
 
 #: Seconds a site waits for party 0 between frames (a release may fit a model for a while).
 IDLE_S = 3600.0
@@ -60,11 +60,6 @@ class SiteSetup:
     ledger: Path | None = None
     seeded: bool = False
     connect_s: float = 60.0
-
-
-def offer_context(federation: str, release: str) -> bytes:
-    """What a server's encryption key is signed for: one release of one federation."""
-    return f"{federation}\0{release}".encode()
 
 
 class Site:
@@ -198,7 +193,7 @@ class Site:
                 f"the release brings {len(offers) if isinstance(offers, list) else 0} server keys, "
                 f"not {request.parties}"
             )
-        context = offer_context(self.s.federation.name, release_id)
+        context = envelope.offer_context(self.s.federation.name, release_id)
         try:
             servers = [
                 envelope.check_offer(offer, self.s.federation.ca_pem, f"party-{j}", context)

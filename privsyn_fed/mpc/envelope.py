@@ -275,3 +275,8 @@ def check_signature(site_cert_pem: bytes, ca_pem: bytes, role: str, blob: bytes,
         key.verify(bytes(signature), _signed(blob, aad), ec.ECDSA(hashes.SHA256()))
     except (InvalidSignature, ValueError):
         raise EnvelopeError(f"share of {role}: the signature does not verify (tampered or another site)") from None
+
+
+def offer_context(federation: str, release: str) -> bytes:
+    """What a server's encryption key is signed for: one release of one federation."""
+    return f"{federation}\0{release}".encode()
