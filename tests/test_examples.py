@@ -106,13 +106,17 @@ def test_the_readme_walk_across_organisations_works_when_pasted(tmp_path):
     release = load_ledger(orgs / "release.ledger.json")
     assert release["method"] == "distaim" and audit_ledger(release).ok
     assert "TLS 1.3" in json.dumps(release["details"])
-    for k in (1, 2):
-        copy = load_ledger(orgs / f"party-{k}.ledger.json")
-        assert audit_ledger(copy).ok and copy["status"] == "complete"
-        assert copy["rho_spent"] == pytest.approx(release["rho_spent"], rel=1e-12)
-        assert (orgs / "kit" / f"party-{k}" / "key.pem").stat().st_mode & 0o777 == 0o600
+    sites = ["northeast", "midwest", "south", "west"]
+    assert release["details"]["mpc"]["layout"] == "sites and servers" and release["details"]["mpc"]["sites"] == sites
+    for site in sites:
+        copy = load_ledger(orgs / f"site-{site}.ledger.json")
+        assert audit_ledger(copy).ok and copy["status"] == "complete" and "pooled" in copy["details"]["site"]
+        assert (orgs / "kit" / f"site-{site}" / "key.pem").stat().st_mode & 0o777 == 0o600
+    for j in (1, 2):  # each server's own copy states the release's spend
+        [copy] = [load_ledger(p) for p in (orgs / "kit" / f"party-{j}" / "ledgers").glob("*.ledger.json")]
+        assert audit_ledger(copy).ok and copy["rho_spent"] == pytest.approx(release["rho_spent"], rel=1e-12)
     assert list(pd.read_csv(orgs / "release.csv").columns) == COLUMNS
-    assert proc.stdout.count("OK: ") == 3 and "complete" in proc.stdout  # the audits and party 1's settled store
+    assert proc.stdout.count("OK: ") == 5 and "complete" in proc.stdout  # the audits and a site's settled store
 
 
 def test_quickstart(tmp_path):
