@@ -292,7 +292,9 @@ def _add_method_options(s: argparse.ArgumentParser) -> None:
         elif kind is str and "from_flag" not in meta:  # a file's name, as argparse keeps it
             del extra["type"]
         help_text = meta["help"].replace("%", "%%")
-        groups[meta["group"]].add_argument(meta["flag"], dest=name, default=None, help=help_text, **extra)
+        groups[meta["group"]].add_argument(
+            meta["flag"], *meta.get("aliases", ()), dest=name, default=None, help=help_text, **extra
+        )
 
 
 def _value_type(name: str):

@@ -39,6 +39,7 @@ def option(
     help: str,
     *,
     flag: str | None = None,
+    aliases: Sequence[str] = (),
     metavar: str | None = None,
     group: str | None = None,
     positive: bool = False,
@@ -49,14 +50,15 @@ def option(
 
     ``help`` says what the option does; ``{default}`` in it becomes ``default`` as written
     (``shown``), so the text cannot disagree with the field. Options the command line offers have
-    a ``flag`` with its ``metavar`` and the ``group`` of options the help lists it under; the flag's
+    a ``flag`` (and other names for it, ``aliases``) with its ``metavar`` and the ``group`` of
+    options the help lists it under; the flag's
     value is read by the field's type (a number, a whole number, a switch for a ``bool``, text),
     as a whole number of at least 1 when ``positive``, among ``choices`` when given, and then
     passed through ``from_flag`` when given (text to a tuple, a command line's 0 to None).
     """
     metadata: dict[str, Any] = {"help": help.replace("{default}", shown(default))}
     if flag is not None:
-        metadata.update(flag=flag, metavar=metavar, group=group, positive=positive)
+        metadata.update(flag=flag, aliases=tuple(aliases), metavar=metavar, group=group, positive=positive)
         if choices is not None:
             metadata["choices"] = tuple(choices)
         if from_flag is not None:

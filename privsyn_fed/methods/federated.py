@@ -53,8 +53,10 @@ class FederatedOptions(AIMOptions):
         None,
         "probability that a silo takes part in a round, in (0, 1] (default: 1 below "
         f"{allocation.MANY_SILOS} silos, {allocation.MANY_SILOS_RATE:g} from {allocation.MANY_SILOS} silos on); "
-        "sampling never looks at the data",
+        "sampling never looks at the data (Poisson, public randomness); with sites and servers, a site "
+        "absent when sampled is skipped",
         flag="--sample-rate",
+        aliases=("--participation",),
         metavar="P",
         group="federated",
     )
