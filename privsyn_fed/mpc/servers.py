@@ -266,10 +266,10 @@ class ServersAggregator(MPCAggregator):
         }
         wanted = [n for n in queries if n in set(self.hub.active())]
         replies = self.hub.ask(wanted, lambda n: (ask, body), self.answer_s)
-        out = {}
+        out, candidates = {}, q.size(self.schema)  # one score per candidate
         for name, (reply, _) in replies.items():
             choice = reply.get("choice")
-            if reply.get("op") != "choice" or type(choice) is not int or not 0 <= choice < len(q.cliques):
+            if reply.get("op") != "choice" or type(choice) is not int or not 0 <= choice < candidates:
                 self.hub.drop(name, "a malformed choice")
                 continue
             out[name] = choice
