@@ -527,10 +527,7 @@ def _release(args: argparse.Namespace, request: Request, budget: contextlib.Abst
     if args.mpc:
         from ..mpc.launch import coordinator
 
-        def log(message):
-            if not args.quiet:
-                print(f"privsyn-fed: {message}", file=sys.stderr)
-
+        log = _logger(args)
         with coordinator(
             args.schema,
             args.silo,
@@ -566,16 +563,23 @@ def _release(args: argparse.Namespace, request: Request, budget: contextlib.Abst
         return release(silos, reservation), len(silos)
 
 
+def _logger(args: argparse.Namespace):
+    """One line on stderr per message of the run's progress, unless ``--quiet``."""
+
+    def log(message: str) -> None:
+        if not args.quiet:
+            print(f"privsyn-fed: {message}", file=sys.stderr)
+
+    return log
+
+
 def _release_over_sites(args, request, budget, unit, site, release) -> tuple:
     """``_release`` over sites and compute servers (``--servers``, or a federation file with sites):
     this process is server 0 and reads no silo; the sites check the request against their own
     policies before they read theirs."""
     from ..mpc.launch_servers import DEFAULT_SERVERS, servers_coordinator
 
-    def log(message):
-        if not args.quiet:
-            print(f"privsyn-fed: {message}", file=sys.stderr)
-
+    log = _logger(args)
     with servers_coordinator(
         args.schema,
         args.silo,

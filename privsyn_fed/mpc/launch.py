@@ -398,18 +398,7 @@ def coordinator(
             yield agg
             agg.close()
         except RuntimeError as exc:
-            if isinstance(exc, MPCError):
-                raise
-            problem = (local.failed() if local else None) or _lost_contact(exc)
-            if problem is None:
-                raise
-            error = MPCError(
-                f"{problem}; the run stopped: no CSV was written, and the ledger records "
-                "every value opened before the failure"
-            )
-            for note in getattr(exc, "__notes__", []):  # what the release recorded as it failed
-                error.add_note(note)
-            raise error from None
+            raise stopped(exc, local) from None
         finally:
             world.leave()
 
@@ -437,6 +426,23 @@ RENDEZVOUS_REPLACED = (
     "--rendezvous is gone: every MPC connection is now TLS 1.3 with mutual authentication; start each "
     "member with --federation FILE --cert CERT.pem --key KEY.pem (provisioned with `privsyn-fed federation init`)"
 )
+
+
+def stopped(exc: RuntimeError, local) -> RuntimeError:
+    """What to raise when a run stops on ``exc``: a refusal (``MPCError``) or an error that is not a
+    lost member as it is; else one ``MPCError`` naming the member that stopped (``local``'s
+    processes) or the lost contact, with the notes the release recorded as it failed."""
+    if isinstance(exc, MPCError):
+        return exc
+    problem = (local.failed() if local else None) or _lost_contact(exc)
+    if problem is None:
+        return exc
+    error = MPCError(
+        f"{problem}; the run stopped: no CSV was written, and the ledger records every value opened before the failure"
+    )
+    for note in getattr(exc, "__notes__", []):  # what the release recorded as it failed
+        error.add_note(note)
+    return error
 
 
 def _lost_contact(exc: BaseException) -> str | None:

@@ -18,9 +18,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..common import InputError, MPCError
+from ..common import InputError
 from . import DEFAULT_TIMEOUT_S
-from .launch import LocalParties, _lost_contact, _with_silo_names, local_federation
+from .launch import LocalParties, _with_silo_names, local_federation, stopped
 
 #: Compute servers of a release on one machine unless told otherwise.
 DEFAULT_SERVERS = 3
@@ -194,18 +194,7 @@ def servers_coordinator(
             yield agg
             agg.close()
         except RuntimeError as exc:
-            if isinstance(exc, MPCError):
-                raise
-            problem = (local.failed() if local else None) or _lost_contact(exc)
-            if problem is None:
-                raise
-            error = MPCError(
-                f"{problem}; the run stopped: no CSV was written, and the ledger records "
-                "every value opened before the failure"
-            )
-            for note in getattr(exc, "__notes__", []):
-                error.add_note(note)
-            raise error from None
+            raise stopped(exc, local) from None
         finally:
             hub.close()
             world.leave()

@@ -80,22 +80,30 @@ def party_main(
         flush=True,
     )
     world.join(m)
-    from .party_session import PartyRefusal, PartySession, serve  # loads torch, which the wait in join does without
+    from .party_session import PartySession  # loads torch, which the wait in join does without
 
     session = PartySession(
         schema, silo_path, rank, m.parties, seed=seed, policy=policy, ledger=ledger, checks=checks, silo_name=silo_name
     )
+    return _serve(session, f"mpc-party {rank}", "parties")
+
+
+def _serve(session, who: str, others: str) -> int:
+    """Serve ``session`` until party 0 stops it; its exit status, with one line on stderr for a
+    refused release (2), an error (1) or lost contact (1). Leaves the MPC world in any case."""
+    from .party_session import PartyRefusal, serve
+
     try:
         return serve(session)
     except PartyRefusal as exc:
-        print(f"privsyn-fed mpc-party {rank}: refused the release: {terminal_text(exc)}", file=sys.stderr)
+        print(f"privsyn-fed {who}: refused the release: {terminal_text(exc)}", file=sys.stderr)
         return 2
     except MPCError as exc:
-        print(f"privsyn-fed mpc-party {rank}: error: {terminal_text(exc)}", file=sys.stderr)
+        print(f"privsyn-fed {who}: error: {terminal_text(exc)}", file=sys.stderr)
         return 1
     except RuntimeError as exc:
         print(
-            f"privsyn-fed mpc-party {rank}: error: lost contact with the other parties ({first_line(exc)}); "
+            f"privsyn-fed {who}: error: lost contact with the other {others} ({first_line(exc)}); "
             f"stopping ({session.note})",
             file=sys.stderr,
         )
@@ -172,7 +180,6 @@ def server_main(
     print("ready", flush=True)
     print(f"server {m.rank}: schema sha256 {schema_fingerprint(schema)}; ledger copies {folder}/", flush=True)
     world.join(m)
-    from .party_session import PartyRefusal, serve
     from .server_session import ServerSession
 
     session = ServerSession(
@@ -186,20 +193,4 @@ def server_main(
         seed=seed,
         policy=policy,
     )
-    try:
-        return serve(session)
-    except PartyRefusal as exc:
-        print(f"privsyn-fed mpc-server {m.rank}: refused the release: {terminal_text(exc)}", file=sys.stderr)
-        return 2
-    except MPCError as exc:
-        print(f"privsyn-fed mpc-server {m.rank}: error: {terminal_text(exc)}", file=sys.stderr)
-        return 1
-    except RuntimeError as exc:
-        print(
-            f"privsyn-fed mpc-server {m.rank}: error: lost contact with the other servers ({first_line(exc)}); "
-            f"stopping ({session.note})",
-            file=sys.stderr,
-        )
-        return 1
-    finally:
-        world.leave()
+    return _serve(session, f"mpc-server {m.rank}", "servers")
