@@ -90,8 +90,9 @@ def test_twelve_sites_over_three_servers_audit_and_match_the_in_process_error(ta
     assert run.returncode == 0, run.stderr[-2000:]
     assert "12 of 12 sites answered" in run.stdout
     ledger_path = out.with_suffix(".ledger.json")
-    audit = run_cli("audit", ledger_path)
+    audit = run_cli("audit", ledger_path, "--report", tmp_path / "report.md")
     assert audit.returncode == 0, audit.stdout
+    assert "3 compute servers held the sites' answers" in (tmp_path / "report.md").read_text()
     ledger = json.loads(ledger_path.read_text())
     mpc = ledger["details"]["mpc"]
     assert mpc["layout"] == "sites and servers" and mpc["servers"] == 3 and mpc["collusion"] == 1

@@ -175,6 +175,17 @@ def _facts(ledger: dict[str, Any], audit: AuditReport, subject: Subject) -> list
                 "for the independent method at this budget",
             )
         )
+    mpc = details.get("mpc") if isinstance(details.get("mpc"), dict) else {}
+    if mpc.get("layout") == "sites and servers" and isinstance(mpc.get("sites"), list):
+        steps = details.get("site_contributions") if isinstance(details.get("site_contributions"), list) else []
+        answered = {s for e in steps if isinstance(e, dict) for s in (e.get("sites") or []) if isinstance(s, str)}
+        facts.append(
+            (
+                "Sites and servers",
+                f"{mpc.get('servers')} compute servers held the sites' answers as shares (noise withstands "
+                f"{mpc.get('collusion')} colluding); {len(answered)} of {len(mpc['sites'])} sites contributed",
+            )
+        )
     site = details.get("silo_column")
     if isinstance(site, dict) and isinstance(site.get("silos"), list):
         facts.append(

@@ -363,6 +363,7 @@ class MPCAggregator:
             "noise": self.noise_name,
             "mpc": {
                 "parties": self._party_count(),
+                "layout": "silo parties",
                 "collusion": self.parties_noise.collusion,
                 "provider": "TTP (dealer process: correlated randomness only, no noise)",
                 "debug": False,
