@@ -1,6 +1,7 @@
 """DistAIM over MPC on Adult: 3 silo parties and a dealer on loopback, against the in-process run.
 
     .venv/bin/python benchmarks/mpc_adult.py run [--rounds 10] [--parties 3] [--collusion T] [--repeat K]
+        [--modes mpc sites in-process] [--servers S]
     .venv/bin/python benchmarks/mpc_adult.py report
 
 Adult's 32,561 training rows are split IID into one CSV per party. Both runs use the same
@@ -8,7 +9,9 @@ settings (epsilon 1, delta 1e-9, T rounds, every party in every round, 64 three-
 the wall time of each round is taken from the progress updates (select, measure and the model
 refit), and the MPC run also reports CrypTen's communication rounds and bytes per party, and the
 command channel's broadcasts. Every party adds its own noise; ``--collusion`` is the threshold t
-(default n - 1). ``--repeat`` runs each mode K times (the spread of the workload error).
+(default n - 1). Mode ``sites`` runs the same rows as one site per part over ``--servers`` compute
+servers (``mpc.launch_servers``): each site shares once, the servers select and measure.
+``--repeat`` runs each mode K times (the spread of the workload error).
 Results are appended to ``benchmarks/out/mpc_adult.jsonl``.
 """
 
@@ -31,6 +34,7 @@ import privsyn_fed as pf  # noqa: E402
 from privsyn_fed.common import Progress  # noqa: E402
 from privsyn_fed.evaluation import evaluate, partition  # noqa: E402
 from privsyn_fed.mpc import coordinator  # noqa: E402
+from privsyn_fed.mpc.launch_servers import servers_coordinator  # noqa: E402
 
 OUT = Path(__file__).parent / "out"
 TRAIN_ROWS = 32_561
@@ -69,9 +73,20 @@ def run(args) -> None:
         for mode in [m for m in args.modes for _ in range(args.repeat)]:
             clock = Clock()
             start = time.monotonic()
+            site_bytes = None
             if mode == "in-process":
                 result = pf.synthesize(silos, "distaim", 1.0, 1e-9, progress=clock, **options)
                 joined, traffic = start, None
+            elif mode == "sites":
+                release = ("distaim", 1.0, 1e-9, None, None, None)
+                with servers_coordinator(
+                    schema_path, paths, servers=args.servers, collusion=args.collusion, release=release
+                ) as agg:
+                    agg.begin()
+                    joined = time.monotonic()
+                    result = pf.synthesize([], "distaim", 1.0, 1e-9, aggregator=agg, progress=clock, **options)
+                    traffic = result.info["traffic"]["servers"]
+                    site_bytes = max(v["sent"] + v["received"] for v in result.info["traffic"]["sites"].values())
             else:
                 with coordinator(schema_path, paths, collusion=args.collusion) as agg:
                     joined = time.monotonic()
@@ -83,7 +98,13 @@ def run(args) -> None:
             row = {
                 "mode": mode,
                 "parties": args.parties,
-                "collusion": None if mode != "mpc" else args.parties - 1 if args.collusion is None else args.collusion,
+                "collusion": None
+                if mode == "in-process"
+                else args.collusion
+                if args.collusion is not None
+                else (args.servers if mode == "sites" else args.parties) - 1,
+                "servers": args.servers if mode == "sites" else None,
+                "site_bytes": site_bytes,
                 "rounds": args.rounds,
                 "seconds_total": total,
                 "seconds_start": joined - start,
@@ -111,7 +132,10 @@ def report(_args) -> None:
         comm = f"{t[0]['rounds']:.0f} / {t[1]['rounds']:.0f}" if t else "n/a"
         if t and "command_broadcasts" in t[0]:
             comm += f" (+{t[0]['command_broadcasts']:.0f} broadcasts)"
-        mode = r["mode"] + (f" t={r['collusion']}" if r.get("collusion") is not None else "")
+        mode = r["mode"] + (f" S={r['servers']}" if r.get("servers") else "")
+        mode += f" t={r['collusion']}" if r.get("collusion") is not None else ""
+        if r.get("site_bytes"):
+            mode += f" (at most {r['site_bytes'] / 1e6:.2f} MB per site)"
         mb = " / ".join(f"{(p['bytes'] + p['command_bytes']) / 1e6:.0f}" for p in t) if t else "n/a"
         print(
             f"| {mode}, {r['parties']} parties, T={r['rounds']} | {r['seconds_start']:.1f} | "
@@ -127,7 +151,8 @@ def main() -> None:
     r = sub.add_parser("run")
     r.add_argument("--rounds", type=int, default=10)
     r.add_argument("--parties", type=int, default=3)
-    r.add_argument("--modes", nargs="+", default=["mpc", "in-process"], choices=["mpc", "in-process"])
+    r.add_argument("--modes", nargs="+", default=["mpc", "in-process"], choices=["mpc", "sites", "in-process"])
+    r.add_argument("--servers", type=int, default=3, help="compute servers of mode sites (default 3)")
     r.add_argument("--collusion", type=int, default=None, help="MPC collusion threshold t (default parties - 1)")
     r.add_argument("--repeat", type=int, default=1, help="runs of each mode")
     sub.add_parser("report")

@@ -230,3 +230,43 @@ def test_servers_refuse_shares_bound_to_another_query_and_a_replayed_step(table,
         with pytest.raises(MPCError, match="replayed"):
             agg._relay("noisy_sum", messages)
         agg.bind_release(None)
+
+
+def test_a_sites_bad_input_is_one_line_and_exit_2_before_it_connects(table, tmp_path):
+    """A server's certificate given to `site`, a silo that is not there, a federation without
+    sites, an existing ledger copy without --force, and `synth --servers` with a sites federation's
+    --silo: each one line naming what is wrong, exit 2, nothing connected or written."""
+    from .conftest import assert_one_line_error
+
+    root, paths = table
+    (tmp_path / "schema.json").write_text((root / "schema.json").read_text())
+    kit = provision(tmp_path, ["clinic-a"])
+    fed, schema = kit / "federation.json", tmp_path / "schema.json"
+    site = kit / "site-clinic-a"
+
+    def site_run(*extra):
+        return run_cli("site", "--federation", fed, "--schema", schema, "--connect-timeout", "1", *extra)
+
+    party1 = ["--cert", kit / "party-1" / "cert.pem", "--key", kit / "party-1" / "key.pem"]
+    own = ["--cert", site / "cert.pem", "--key", site / "key.pem"]
+    assert_one_line_error(site_run(*party1, "--silo", paths[0]), "names party-1, not a site")
+    assert_one_line_error(site_run(*own, "--silo", tmp_path / "missing.csv"), "missing.csv")
+    taken = tmp_path / "copy.ledger.json"
+    taken.write_text("{}")
+    assert_one_line_error(site_run(*own, "--silo", paths[0], "--ledger", taken), "copy.ledger.json")
+    assert taken.read_text() == "{}"
+    mesh = kit.parent / "mesh.json"
+    data = json.loads(fed.read_text())
+    del data["sites"]
+    data["ca"] = str(kit / "ca" / "ca.pem")
+    mesh.write_text(json.dumps(data))
+    assert_one_line_error(
+        run_cli("site", "--federation", mesh, "--schema", schema, *own, "--silo", paths[0]), "lists no sites"
+    )
+    party0 = ["--cert", kit / "party-0" / "cert.pem", "--key", kit / "party-0" / "key.pem"]
+    synth = run_cli(
+        "synth", "--method", "distaim", "--mpc", "--federation", fed, *party0, "--schema", schema,
+        "--silo", paths[0], "--epsilon", "1", "--delta", "1e-6", "--out", tmp_path / "out.csv",
+    )  # fmt: skip
+    assert_one_line_error(synth, "reads no --silo")
+    assert not (tmp_path / "out.csv").exists()

@@ -138,6 +138,7 @@ def add_parsers(sub) -> None:
     st.add_argument(
         "--seed", type=seed_arg, metavar="S", help="seeded noise for tests and demos: NOT private; party 0 too"
     )
+    st.add_argument("--force", action="store_true", help="replace a --ledger that exists")
     st.add_argument(
         "--connect-timeout",
         type=number,
@@ -222,6 +223,7 @@ def run_site(args: argparse.Namespace) -> int:
         ledgers=args.ledger,
         seeded=args.seed is not None,
         connect_s=args.connect_timeout,
+        force=args.force,
     )
     return site_main(setups)
 

@@ -44,8 +44,7 @@ def party_main(
     from ..common import Named, check_input
     from ..schema import Schema
     from .aggregator import schema_fingerprint
-    from .party_session import check_ledger_target
-    from .party_store import default_ledger_folder
+    from .party_store import check_ledger_target, default_ledger_folder
     from .policy import check_store_agrees, load_policy
 
     _check_timeout(timeout_s)

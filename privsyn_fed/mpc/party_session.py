@@ -20,7 +20,6 @@ accounting; never an exact sum during a release.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -46,7 +45,7 @@ from .party_ledger import (
     pool_new_check,
     select_charge,
 )
-from .party_store import charge_silo, default_ledger_folder, make_folder, new_ledger_path, reserve
+from .party_store import charge_silo, make_folder, new_ledger_path, reserve
 from .policy import (
     ACCEPT,
     BAD_SILO,
@@ -485,23 +484,3 @@ def serve(session: PartySession) -> int:
     except BaseException as exc:
         session.abandon(first_line(exc) if isinstance(exc, RuntimeError) else type(exc).__name__)
         raise
-
-
-def check_ledger_target(ledger: Path | None, silo_path: str | Path, force: bool) -> None:
-    """Before joining: ``--ledger`` can be written (``--force`` to replace it), or the folder beside
-    the silo that holds the ledger copies can be made and written."""
-    from ..common import Named
-    from ..common.paths import check_output
-
-    if ledger is not None:
-        check_output(Named("--ledger", ledger), "ledger copy", force)
-        return
-    folder = default_ledger_folder(silo_path)
-    where = folder if folder.is_dir() else folder.parent
-    if folder.exists() and not folder.is_dir():
-        raise InputError(f"{folder}: is not a folder; pass --ledger PATH for this party's ledger copy")
-    if not (where.is_dir() and os.access(where, os.W_OK | os.X_OK)):
-        raise InputError(
-            f"{where}: this party keeps its ledger copies in {folder}, which cannot be written there; "
-            "pass --ledger PATH"
-        )

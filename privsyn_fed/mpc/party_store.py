@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 from datetime import datetime, timezone
 from pathlib import Path
@@ -79,3 +80,23 @@ def charge_silo(policy: Policy, reservation: Any, silo: Any, out: Callable[[str]
         raise Refused("its budget store charged this silo under another dataset id (see its own output)") from None
     if matched:
         out(f"its store charged this silo under {', '.join(map(repr, matched))}; the policy says it differs")
+
+
+def check_ledger_target(ledger: Path | None, silo_path: str | Path, force: bool) -> None:
+    """Before joining: ``--ledger`` can be written (``--force`` to replace it), or the folder beside
+    the silo that holds the ledger copies can be made and written."""
+    from ..common import Named
+    from ..common.paths import check_output
+
+    if ledger is not None:
+        check_output(Named("--ledger", ledger), "ledger copy", force)
+        return
+    folder = default_ledger_folder(silo_path)
+    where = folder if folder.is_dir() else folder.parent
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"{folder}: is not a folder; pass --ledger PATH for this party's ledger copy")
+    if not (where.is_dir() and os.access(where, os.W_OK | os.X_OK)):
+        raise InputError(
+            f"{where}: this party keeps its ledger copies in {folder}, which cannot be written there; "
+            "pass --ledger PATH"
+        )

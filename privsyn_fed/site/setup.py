@@ -13,6 +13,7 @@ from typing import Sequence
 from ..common import InputError, Named, check_input
 from ..mpc import certs
 from ..mpc.federation import federation_digest, load, schema_fingerprint
+from ..mpc.party_store import check_ledger_target
 from ..mpc.policy import check_store_agrees, load_policy
 from .client import SiteSetup
 
@@ -26,9 +27,11 @@ def site_setups(
     ledgers: Sequence[str] = (),
     seeded: bool = False,
     connect_s: float = 60.0,
+    force: bool = False,
 ) -> list[SiteSetup]:
     """One ``SiteSetup`` per ``(cert, key, silo)``; ``policies`` and ``ledgers``, when given, one per
-    site in the same order. ``InputError`` naming the option and file at fault."""
+    site in the same order (an existing ``--ledger`` is replaced only with ``force``). ``InputError``
+    naming the option and file at fault."""
     from ..schema import Schema
 
     fed = load(federation_path)
@@ -64,6 +67,7 @@ def site_setups(
             raise InputError(f"--cert {cert}: site {name} is given twice")
         names.add(name)
         check_input(Named("--silo", Path(silo)), "silo")
+        check_ledger_target(Path(ledgers[i]) if ledgers else None, silo, force)
         policy = load_policy(policies[i]) if policies else None
         if policy is not None:
             check_store_agrees(policy)
