@@ -229,12 +229,12 @@ def collusion_cost(args: argparse.Namespace, silos: int) -> str:
 
     n = mpc_parties(args, silos)
     split = PartiesNoise(n, n - 1 if args.collusion is None else args.collusion)
-    who = "compute server" if servers_layout(args) else "party"
+    who, whose = ("compute server", "compute servers'") if servers_layout(args) else ("party", "parties'")
     return (
         f"every {who} adds its own noise, enough that the {split.honest} outside any coalition of up to "
         f"{split.collusion} (--collusion) carry the guarantee; with all {n} honest the measurements' "
         f"noise is x{split.accuracy_cost():.2f} the planned standard deviation, and each selection's "
-        f"x{math.sqrt(split.selection_parties):.2f} ({split.selection_parties} {who}s' Gumbels"
+        f"x{math.sqrt(split.selection_parties):.2f} ({split.selection_parties} {whose} Gumbels"
         + ("; the same whatever the number of sites)" if who != "party" else ")")
     )
 
