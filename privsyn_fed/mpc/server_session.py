@@ -49,7 +49,8 @@ class ServerSession(PartySession):
         self.pooled: set[str] = set()
         self.last_step = 0
         self._key: Any = None
-        self._checked: dict[str, str] = {}
+        #: Each site's certificate, as it came with the first step the site answered.
+        self._site_certs: dict[str, str] = {}
         self.note = "party 0 stopped before any release began; nothing was spent here"
 
     def handlers(self) -> dict[str, Callable[[dict], None]]:
@@ -171,11 +172,13 @@ class ServerSession(PartySession):
         certs = cmd.get("certs") if isinstance(cmd.get("certs"), dict) else {}
         total = np.zeros(size, dtype=np.uint64)
         for i, site in enumerate(sites):
-            pem = certs.get(site)
+            known, pem = self._site_certs.get(site), certs.get(site, self._site_certs.get(site))
             aad = envelope.aad_of(self.federation, self.release_id, site, self.rank, step, digest)
             try:
                 if not isinstance(pem, str):
                     raise envelope.EnvelopeError("no certificate")
+                if known is not None and pem != known:
+                    raise envelope.EnvelopeError("another certificate than the one it answered with before")
                 envelope.check_signature(
                     pem.encode("ascii"), self.ca_pem, f"site-{site}", blobs[2 * i], aad, blobs[2 * i + 1]
                 )
@@ -183,6 +186,7 @@ class ServerSession(PartySession):
             except (envelope.EnvelopeError, ValueError, UnicodeEncodeError) as exc:
                 raise Refused(f"site {site}'s share for this server: {first_line(exc)}") from None
             total += share.view(np.uint64)
+            self._site_certs[site] = pem
         self.last_step = step
         return total.view(np.int64)
 

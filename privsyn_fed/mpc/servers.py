@@ -72,6 +72,8 @@ class ServersAggregator(MPCAggregator):
         self.offers: list[dict] = []
         self._key: Any = None
         self._certs: dict[str, str] = {}
+        #: The sites whose certificate every server holds (sent with the first step they answered).
+        self._certs_sent: set[str] = set()
         self.contributions: list[dict[str, Any]] = []
         super().__init__(None, hub.names, channel, seed=seed, collusion=collusion, schema=schema)
         self.threat_model = (
@@ -217,16 +219,18 @@ class ServersAggregator(MPCAggregator):
                 "step": step,
                 "digest": digest,
                 "lengths": lengths,
-                "certs": {n: self._certs[n] for n in answered},
+                "certs": {n: self._certs[n] for n in answered if n not in self._certs_sent},
                 **extra,
             }
             messages.append((cmd, {**arrays, "_sealed": pack_bytes(b"".join(sealed[j]))}))
         return answered, mine, messages
 
     def _relay(self, op: str, messages) -> None:
-        """Each server its own command; ``MPCError`` naming any that refused (nothing is opened then)."""
+        """Each server its own command; ``MPCError`` naming any that refused (nothing is opened then).
+        Once accepted, every server holds the certificates it carried."""
         self.channel.send_each(messages)
         self._verdicts(op)
+        self._certs_sent.update(messages[0][0]["certs"])
 
     def _record(self, round_index: int, label: str, sites: list[str]) -> None:
         entry = {"round": int(round_index), "step": label, "sites": sites}
