@@ -112,7 +112,8 @@ def party0(kit: Kit, hub: SiteHub, method: str = "fedtda"):
     agg = object.__new__(ServersAggregator)
     agg.__dict__.update(
         hub=hub, federation=kit.fed.name, ca_pem=kit.fed.ca_pem, release_id=release, servers=S, step=0,
-        offers=[offer for _, offer in made], _key=made[0][0], _certs={}, _certs_sent=set(), schema=kit.schema, names=list(hub.names),
+        offers=[offer for _, offer in made], _key=made[0][0], _certs={}, _certs_sent=set(), schema=kit.schema,
+        names=list(hub.names),
         request=ReleaseRequest(method, 1.0, 1e-6, kit.fingerprint, False, S, 1), begun=True, answer_s=10.0,
     )  # fmt: skip
     return agg, [key for key, _ in made]
