@@ -113,6 +113,9 @@ def kit(tmp_path_factory) -> Path:
     (root / "policy.json").write_text(json.dumps(policy))
     members = ["--party", "A@127.0.0.1:7301", "--party", "B@127.0.0.1:7302", "--dealer", "D@127.0.0.1:7303"]
     assert main(["federation", "init", "--out", str(root / "fed"), "--name", "t", *members]) == 0
+    servers = ["--party", "A@127.0.0.1:7311", "--party", "B@127.0.0.1:7312", "--dealer", "D@127.0.0.1:7313"]
+    sites = ["--site", "s=S", "--site-port", "7314"]
+    assert main(["federation", "init", "--out", str(root / "sfed"), "--name", "u", *servers, *sites]) == 0
     return root
 
 
@@ -184,6 +187,26 @@ def _party_store(k: Path, w: Path, special) -> list:
     policy["budget_store"] = {"path": str(special(w / "pb.db")), "dataset_id": "d", "total_epsilon": 3}
     (w / "policy.json").write_text(json.dumps(policy))
     return _party(k, w, {"--policy": w / "policy.json"})
+
+
+def _server(k: Path, w: Path, at: dict) -> list:
+    """``mpc-server`` of a federation of sites and servers."""
+    f = {"--federation": k / "sfed" / "federation.json", "--cert": k / "sfed" / "party-1" / "cert.pem"}
+    f |= {"--key": k / "sfed" / "party-1" / "key.pem", "--schema": k / "schema.json", "--policy": k / "policy.json"}
+    f.update(at)
+    given = [x for option in ("--federation", "--cert", "--key", "--schema", "--policy") for x in (option, f[option])]
+    return ["mpc-server", *given, "--ledgers", w / "l", "--mpc-timeout", "5"]
+
+
+def _site(k: Path, w: Path, at: dict) -> list:
+    """``site`` of a federation of sites and servers."""
+    f = {"--federation": k / "sfed" / "federation.json", "--cert": k / "sfed" / "site-s" / "cert.pem"}
+    f |= {"--key": k / "sfed" / "site-s" / "key.pem", "--schema": k / "schema.json", "--policy": k / "policy.json"}
+    f["--silo"] = k / "a.csv"
+    f.update(at)
+    options = ("--federation", "--cert", "--key", "--schema", "--silo", "--policy")
+    given = [x for option in options for x in (option, f[option])]
+    return ["site", *given, "--ledger", w / "copy.json", "--connect-timeout", "1"]
 
 
 def _dealer(k: Path, w: Path, at: dict) -> list:
@@ -304,6 +327,8 @@ INPUTS = [
     *_each("mpc-party", _party, ("--federation", "--cert", "--key", "--schema", "--silo", "--policy"), "x.pem"),
     Position("mpc-party", "--policy", "budget_store.path", _party_store, "budget_store.path"),
     *_each("mpc-dealer", _dealer, ("--federation", "--cert", "--key"), "x.pem"),
+    *_each("mpc-server", _server, ("--federation", "--cert", "--key", "--schema", "--policy"), "x.pem"),
+    *_each("site", _site, ("--federation", "--cert", "--key", "--schema", "--silo", "--policy"), "x.pem"),
     Position("federation init", "--schema", "", _init, "--schema"),
     Position("federation issue", "--federation", "", _issue, "--federation"),
     Position("federation issue", "--ca", "ca.pem", lambda k, w, s: _issue(k, w, s, "ca.pem"), "--ca"),
@@ -335,6 +360,8 @@ OUTPUTS = {
     ("synth", "--model-out"),
     ("synth", "--quality-report"),
     ("mpc-party", "--ledger"),
+    ("mpc-server", "--ledgers"),
+    ("site", "--ledger"),
     ("federation init", "--out"),
     ("federation issue", "--out"),
     ("federation describe", "--out"),
@@ -358,6 +385,7 @@ TEXT = {
     ("federation init", "--name"),
     ("federation init", "--party"),
     ("federation init", "--dealer"),
+    ("federation init", "--site"),
     ("federation issue", "--role"),
     ("federation issue", "--organisation"),
     ("federation issue", "--address"),

@@ -213,7 +213,8 @@ def run_site(args: argparse.Namespace) -> int:
     if not (len(cert) == len(key) == len(args.silo)):
         raise InputError(f"give --cert, --key and --silo once per site (got {len(cert)}, {len(key)}, {len(args.silo)})")
     given = [("--federation", args.federation), ("--schema", args.schema)]
-    given += [("--cert", c) for c in cert] + [("--key", k) for k in key] + [("--policy", p) for p in args.policy]
+    given += [("--cert", c) for c in cert] + [("--key", k) for k in key] + [("--silo", p) for p in args.silo]
+    given += [("--policy", p) for p in args.policy]
     check_files([Named(option, Path(value)) for option, value in given], [], force=False)
     setups = site_setups(
         args.federation,

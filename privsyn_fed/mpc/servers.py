@@ -29,7 +29,7 @@ from .grid import SERVERS_COLLUSION
 from .policy import MODE_DIFFERS, SCHEMA_DIFFERS
 from .sites import SiteHub
 from .verdicts import Verdict, collect_verdicts
-from .wire import FrameError, pack_arrays, query_digest, unpack_blobs
+from .wire import FrameError, pack_arrays, parse_header, query_digest, unpack_blobs
 
 #: Seconds each site has to answer one step.
 ANSWER_S = 300.0
@@ -106,9 +106,7 @@ class ServersAggregator(MPCAggregator):
             self._key, mine = envelope.server_offer(fh.read(), cert_pem, context)
         rows = world.gather_bytes(self.channel, envelope_json(mine))
         assert rows is not None
-        import json
-
-        self.offers = [json.loads(row.decode()) for row in rows]
+        self.offers = [parse_header(row) for row in rows]  # a frame header's limits
         for j, offer in enumerate(self.offers):  # a server's key is checked here as every site checks it
             envelope.check_offer(offer, self.ca_pem, f"party-{j}", context)
 
