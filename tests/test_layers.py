@@ -143,6 +143,7 @@ LAYERS = (
     "demo",
     "cli",
     "synthesizer",
+    "agent",
     "site",
     "mpc",
     "draft_dp",

@@ -115,6 +115,7 @@ def party0(kit: Kit, hub: SiteHub, method: str = "fedtda"):
         offers=[offer for _, offer in made], _key=made[0][0], _certs={}, _certs_sent=set(), schema=kit.schema,
         names=list(hub.names),
         request=ReleaseRequest(method, 1.0, 1e-6, kit.fingerprint, False, S, 1), begun=True, answer_s=10.0,
+        approval_s=10.0,
     )  # fmt: skip
     return agg, [key for key, _ in made]
 
@@ -464,7 +465,16 @@ def test_a_site_process_holds_one_outward_connection_and_listens_on_nothing(kit,
         fed.name, federation_digest(fed), fed.ca_pem, tmp_path / "party-0.pem", tmp_path / "party-0.key",
         ("127.0.0.1", fed.sites.port), ["alpha"],
     )  # fmt: skip
-    argv = ["site", "--federation", local.path, "--schema", kit.schema_path, "--cert", tmp_path / "site-alpha.pem"]
+    argv = [
+        "site",
+        "run",
+        "--federation",
+        local.path,
+        "--schema",
+        kit.schema_path,
+        "--cert",
+        tmp_path / "site-alpha.pem",
+    ]
     argv += ["--key", tmp_path / "site-alpha.key", "--silo", kit.silos["alpha"], "--connect-timeout", "20"]
     proc = subprocess.Popen(
         [sys.executable, "-m", "privsyn_fed", *map(str, argv)],

@@ -155,7 +155,11 @@ def test_a_site_absent_and_a_site_killed_after_sharing_leave_the_release_complet
             start(f"server{j}", kit / f"party-{j}", ["mpc-server", "--schema", str(tmp_path / "schema.json")])
         start("dealer", kit / "dealer", ["mpc-dealer"])
         for name, silo in zip(names[:3], paths):  # clinic-d never appears
-            start(name, kit / f"site-{name}", ["site", "--schema", str(tmp_path / "schema.json"), "--silo", str(silo)])
+            start(
+                name,
+                kit / f"site-{name}",
+                ["site", "run", "--schema", str(tmp_path / "schema.json"), "--silo", str(silo)],
+            )
         from privsyn_fed.mpc.launch_servers import servers_coordinator
 
         killed = []
@@ -245,7 +249,7 @@ def test_a_sites_bad_input_is_one_line_and_exit_2_before_it_connects(table, tmp_
     site = kit / "site-clinic-a"
 
     def site_run(*extra):
-        return run_cli("site", "--federation", fed, "--schema", schema, "--connect-timeout", "1", *extra)
+        return run_cli("site", "run", "--federation", fed, "--schema", schema, "--connect-timeout", "1", *extra)
 
     party1 = ["--cert", kit / "party-1" / "cert.pem", "--key", kit / "party-1" / "key.pem"]
     own = ["--cert", site / "cert.pem", "--key", site / "key.pem"]
@@ -261,7 +265,7 @@ def test_a_sites_bad_input_is_one_line_and_exit_2_before_it_connects(table, tmp_
     data["ca"] = str(kit / "ca" / "ca.pem")
     mesh.write_text(json.dumps(data))
     assert_one_line_error(
-        run_cli("site", "--federation", mesh, "--schema", schema, *own, "--silo", paths[0]), "lists no sites"
+        run_cli("site", "run", "--federation", mesh, "--schema", schema, *own, "--silo", paths[0]), "lists no sites"
     )
     party0 = ["--cert", kit / "party-0" / "cert.pem", "--key", kit / "party-0" / "key.pem"]
     synth = run_cli(

@@ -206,7 +206,7 @@ def _site(k: Path, w: Path, at: dict) -> list:
     f.update(at)
     options = ("--federation", "--cert", "--key", "--schema", "--silo", "--policy")
     given = [x for option in options for x in (option, f[option])]
-    return ["site", *given, "--ledger", w / "copy.json", "--connect-timeout", "1"]
+    return ["site", "run", *given, "--ledger", w / "copy.json", "--connect-timeout", "1"]
 
 
 def _dealer(k: Path, w: Path, at: dict) -> list:
@@ -256,6 +256,26 @@ def _audit(k: Path, w: Path, special) -> list:
 
 def _audit_report(k: Path, w: Path, special) -> list:
     return [*_audit(k, w, special), "--report", w / "r.md"]
+
+
+def _a_site_log(w: Path) -> Path:
+    """A site's audit log of one request (``site.log``), written in ``w``."""
+    from privsyn_fed.site.log import SiteLog
+
+    log = SiteLog(w / "site.log")
+    log.append("request", release="r1")
+    log.close()
+    return w / "site.log"
+
+
+def _site_log(k: Path, w: Path, special) -> list:
+    return ["site-log", special(w / "x.log")]
+
+
+def _audit_site_log(k: Path, w: Path, at: dict) -> list:
+    f = {"--site-log": at.get("--site-log") or _a_site_log(w), "--budget-store": k / "store.db"}
+    f.update(at)
+    return ["audit", "--site-log", f["--site-log"], "--budget-store", f["--budget-store"]]
 
 
 def _budget_show(k: Path, w: Path, special) -> list:
@@ -328,7 +348,7 @@ INPUTS = [
     Position("mpc-party", "--policy", "budget_store.path", _party_store, "budget_store.path"),
     *_each("mpc-dealer", _dealer, ("--federation", "--cert", "--key"), "x.pem"),
     *_each("mpc-server", _server, ("--federation", "--cert", "--key", "--schema", "--policy"), "x.pem"),
-    *_each("site", _site, ("--federation", "--cert", "--key", "--schema", "--silo", "--policy"), "x.pem"),
+    *_each("site run", _site, ("--federation", "--cert", "--key", "--schema", "--silo", "--policy"), "x.pem"),
     Position("federation init", "--schema", "", _init, "--schema"),
     Position("federation issue", "--federation", "", _issue, "--federation"),
     Position("federation issue", "--ca", "ca.pem", lambda k, w, s: _issue(k, w, s, "ca.pem"), "--ca"),
@@ -338,6 +358,8 @@ INPUTS = [
     Position("federation show", "file", "", _show, "FILE"),
     Position("audit", "ledger", "", _audit, "LEDGER"),
     Position("audit", "ledger", "report", _audit_report, "LEDGER"),
+    *_each("audit", _audit_site_log, ("--site-log", "--budget-store"), "x.log"),
+    Position("site-log", "log", "", _site_log, "LOG"),
     Position("budget show", "--budget-store", "", _budget_show, "--budget-store"),
     Position("budget settle", "--budget-store", "", _at(_settle, "--budget-store", "x.db"), "--budget-store"),
     Position("budget settle", "--ledger", "", _at(_settle, "--ledger", "x.json"), "--ledger"),
@@ -361,7 +383,11 @@ OUTPUTS = {
     ("synth", "--quality-report"),
     ("mpc-party", "--ledger"),
     ("mpc-server", "--ledgers"),
-    ("site", "--ledger"),
+    ("site run", "--ledger"),
+    ("site run", "--state"),
+    ("site pending", "--state"),
+    ("site approve", "--state"),
+    ("site refuse", "--state"),
     ("federation init", "--out"),
     ("federation issue", "--out"),
     ("federation describe", "--out"),
@@ -382,10 +408,16 @@ TEXT = {
     ("synth", "--dataset-id"),
     ("synth", "--target"),
     ("synth", "--silo-column"),
+    ("synth", "--superlink"),
     ("federation init", "--name"),
     ("federation init", "--party"),
     ("federation init", "--dealer"),
     ("federation init", "--site"),
+    ("site approve", "release"),
+    ("site approve", "--by"),
+    ("site refuse", "release"),
+    ("site refuse", "--by"),
+    ("site refuse", "--why"),
     ("federation issue", "--role"),
     ("federation issue", "--organisation"),
     ("federation issue", "--address"),

@@ -9,7 +9,9 @@
   * ``schema draft`` (from a table's rows, plain or ``--dp``) and ``schema from-dictionary``
     (from a public data dictionary in CSV) (``schema.py``);
   * ``partition`` and ``evaluate``: data, not releases (``data.py``);
-  * ``mpc-demo``, ``mpc-party``, ``mpc-server``, ``mpc-dealer``, ``site``: secure computation (``mpc.py``);
+  * ``mpc-demo``, ``mpc-party``, ``mpc-server``, ``mpc-dealer``: secure computation, and ``site-log``:
+    a site's audit log (``mpc.py``);
+  * ``site``: a site of a federation of sites and servers (``site.py``);
   * ``federation init``, ``issue``, ``describe``, ``show``: a multi-host federation's certificates
     (``federation.py``).
 
@@ -26,7 +28,7 @@ import warnings
 
 from ..common import BudgetExceeded, InputError, MPCError, OptionError, settings
 from ..common.escaping import terminal_text
-from . import audit, budget, data, federation, mpc, sample, schema, synth
+from . import audit, budget, data, federation, mpc, sample, schema, site, synth
 from .common import Parser, one_line
 
 DESCRIPTION = """\
@@ -45,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     synth.add_parser(sub)
     sample.add_parser(sub)
     mpc.add_parsers(sub)
+    site.add_parsers(sub)
     federation.add_parsers(sub)
     audit.add_parsers(sub)
     budget.add_parsers(sub)
@@ -131,7 +134,8 @@ def _run(args: argparse.Namespace, caught: list[warnings.WarningMessage]) -> int
         "mpc-party": mpc.run_party,
         "mpc-dealer": mpc.run_dealer,
         "mpc-server": mpc.run_server,
-        "site": mpc.run_site,
+        "site": site.run,
+        "site-log": mpc.run_site_log,
         "federation": federation.run,
     }
     try:

@@ -18,7 +18,8 @@ def add_parsers(sub) -> None:
         help="re-check a privacy ledger",
         description="Recompute every entry of a ledger from its own parameters, the "
         "total, the budget and the (epsilon, delta) conversion. Exit 0 when "
-        "it adds up, 1 with the reasons when it does not.",
+        "it adds up, 1 with the reasons when it does not. With --site-log, check a site's audit log "
+        "instead (and with --budget-store, against the site's budget store).",
     )
     au.add_argument("ledger", metavar="LEDGER.json", nargs="?", help="ledger written by `privsyn-fed synth`")
     au.add_argument("--json", action="store_true", help="print the audit result as JSON")
@@ -26,6 +27,18 @@ def add_parsers(sub) -> None:
         "--report", metavar="REPORT.html", help="also write a human-readable report (.html with a chart, or .md)"
     )
     au.add_argument("--force", action="store_true", help="replace --report if it already exists")
+    sl = au.add_argument_group("a site's audit log (instead of a ledger)")
+    sl.add_argument(
+        "--site-log",
+        metavar="LOG",
+        help="check a site's audit log: its hash chain, each release's order, each ledger copy's SHA-256 "
+        "(privsyn_fed.site.log); leave LEDGER.json out",
+    )
+    sl.add_argument(
+        "--budget-store",
+        metavar="STORE.db",
+        help="with --site-log: also check each release's run in the site's budget store (read only)",
+    )
     em = au.add_argument_group(
         "empirical check (instead of a ledger): does an implementation leak more than it claims?"
     )
@@ -58,6 +71,8 @@ def run(args: argparse.Namespace) -> int:
     """Audit LEDGER (or run ``--empirical``), writing ``--report`` if asked; 0 if it passes, 1 if not."""
     from ..audit import audit_ledger, load_ledger
 
+    if args.site_log is not None or args.budget_store is not None:
+        return run_site_log(args)
     if args.empirical:
         return run_empirical(args)
     if args.ledger is None:
@@ -104,6 +119,42 @@ def run(args: argparse.Namespace) -> int:
             f"of {s['rho_budget']:.6g}, epsilon {s['epsilon']:.6g} at delta {s['delta']:g}"
         )
     return 0 if report.ok else 1
+
+
+def run_site_log(args: argparse.Namespace) -> int:
+    """Check a site's log (``--site-log``), alone or against its ``--budget-store``; 0 if it checks
+    out, 1 if not."""
+    from ..common import Named, check_input
+    from ..common.escaping import terminal_text
+    from ..site.log import check_log, read_log
+
+    if args.site_log is None:
+        raise InputError("--budget-store belongs to --site-log")
+    if args.ledger is not None or args.empirical or args.report:
+        raise InputError("--site-log checks a site's log: leave LEDGER.json, --empirical and --report out")
+    check_input(Named("--site-log", Path(args.site_log)), "site log")
+    if args.budget_store is not None:
+        check_input(Named("--budget-store", Path(args.budget_store)), "budget store")
+    problems = check_log(args.site_log, store=args.budget_store)
+    entries = read_log(args.site_log, strict=False)
+    summary = {
+        "entries": len(entries),
+        "releases": len({str(e["release"]) for e in entries}),
+        "budget_store": args.budget_store,
+    }
+    if args.json:
+        print(json.dumps({"ok": not problems, "problems": problems, "warnings": [], "summary": summary}, indent=2))
+        return 1 if problems else 0
+    for p in problems:
+        print(f"PROBLEM: {terminal_text(p)}")
+    against = f", against {args.budget_store}" if args.budget_store else ""
+    print(
+        terminal_text(
+            f"{'FAILED' if problems else 'OK'}: {args.site_log}: site log, {summary['entries']} entries, "
+            f"{summary['releases']} releases{against}"
+        )
+    )
+    return 1 if problems else 0
 
 
 def run_empirical(args: argparse.Namespace) -> int:

@@ -290,12 +290,14 @@ def _check_servers_args(args: argparse.Namespace, silos: list, option: str) -> N
         if silos:
             raise InputError(
                 f"{args.federation} lists sites: party 0 is a compute server and reads no {option}; each site "
-                "joins with `privsyn-fed site`"
+                "joins with `privsyn-fed site run`"
             )
     elif args.cert or args.key or args.listen:
         raise InputError("--cert, --key and --listen go with --federation (a release across machines)")
     elif not silos:
         raise InputError(f"--servers runs one site per {option} on this machine: give at least one {option}")
+    if getattr(args, "superlink", None) and not args.federation:
+        raise InputError("--superlink goes with --federation (a federation file that lists the sites)")
     if args.parties:
         raise InputError("--parties counts silo parties; with sites and servers leave it out")
     n = mpc_parties(args, len(silos))
@@ -308,8 +310,9 @@ def _check_servers_args(args: argparse.Namespace, silos: list, option: str) -> N
         )
     if not 0 < args.mpc_timeout < float("inf"):
         raise InputError(f"--mpc-timeout must be a positive number of seconds, not {args.mpc_timeout:g}")
-    if not 0 < args.site_wait < float("inf"):
-        raise InputError(f"--site-wait must be a positive number of seconds, not {args.site_wait:g}")
+    for option, value in (("--site-wait", args.site_wait), ("--approval-wait", args.approval_wait)):
+        if not 0 < value < float("inf"):
+            raise InputError(f"{option} must be a positive number of seconds, not {value:g}")
 
 
 def coordinator_options(args: argparse.Namespace) -> dict:

@@ -3,7 +3,7 @@
 With sites, the ``--party`` members are compute servers that hold no silo (party 0, which writes the
 release, among them), and every site gets a bundle of its own (``site-NAME/``: its key, its
 certificate naming ``site-NAME`` and its organisation, the federation file, and README.txt with the
-``privsyn-fed site`` command it runs). A site only connects outward, to party 0's host at
+``privsyn-fed site run`` command it runs). A site only connects outward, to party 0's host at
 ``--site-port``; it never listens.
 """
 
@@ -68,7 +68,7 @@ def site_readme(fed: Any, name: str, organisation: str, cert_pem: bytes) -> str:
         f"This site never listens: it connects outward to party 0 at {party0.host}:{fed.sites.port} (allow "
         "that one outbound TLS connection) when a release is announced, and exits when it ends. Run, "
         "in this folder:",
-        "  privsyn-fed site --federation federation.json --cert cert.pem --key key.pem \\\n"
+        "  privsyn-fed site run --federation federation.json --cert cert.pem --key key.pem \\\n"
         "      --schema schema.json --silo YOUR_TABLE.csv --policy policy.json",
         "--policy says which releases this site accepts and what they may cost its rows (max_epsilon, "
         "max_delta, methods, and its own budget_store); the site checks each release against it before "

@@ -1,4 +1,5 @@
-"""The secure-computation commands: ``mpc-demo``, ``mpc-party``, ``mpc-server``, ``mpc-dealer`` and ``site``."""
+"""The secure-computation commands: ``mpc-demo``, ``mpc-party``, ``mpc-server`` and ``mpc-dealer``; and
+``site-log``, which checks and prints a site's audit log (``site.log``)."""
 
 from __future__ import annotations
 
@@ -108,44 +109,15 @@ def add_parsers(sub) -> None:
         help="where this server writes its ledger copy of each release (default server-J.ledgers/ here)",
     )
 
-    st = sub.add_parser(
-        "site",
-        help="answer a release as a site of a federation of sites and servers",
-        description="Connect outward to party 0 (the federation file's sites.port on party 0's host), "
-        "check the release against this site's --policy and its own budget store, then read the silo "
-        "and answer the steps it is asked: each answer is split into one additive share per compute "
-        "server, each sealed for its server and signed with this site's key. The site opens no port and "
-        "exits when the release ends. Give --cert, --key and --silo once per site: one process may run "
-        "several sites, each with its own identity.",
+    sl = sub.add_parser(
+        "site-log",
+        help="check and print a site's audit log",
+        description="Check a site's audit log (privsyn_fed.site.log: a hash chain of JSON lines; each release "
+        "in order; each ledger copy's SHA-256 as logged), then print it one line per entry. Exit 0 when it "
+        "checks out, 1 with the problems when it does not, 2 when LOG is missing or not a site log.",
     )
-    st.add_argument("--federation", required=True, metavar="FILE", help="the federation file (it lists the sites)")
-    st.add_argument(
-        "--cert", action="append", required=True, metavar="CERT.pem", help="a site's certificate (names site-<name>)"
-    )
-    st.add_argument("--key", action="append", required=True, metavar="KEY.pem", help="that site's private key (0600)")
-    st.add_argument("--schema", required=True, metavar="SCHEMA", help="the public schema (the federation's)")
-    st.add_argument("--silo", action="append", required=True, metavar="TABLE", help="this site's table (once per site)")
-    st.add_argument(
-        "--policy", action="append", default=[], metavar="POLICY.json", help="a site's policy (none or one per site)"
-    )
-    st.add_argument(
-        "--ledger",
-        action="append",
-        default=[],
-        metavar="LEDGER.json",
-        help="a site's ledger copy (none or one per site; default a new file per release in TABLE.ledgers/)",
-    )
-    st.add_argument(
-        "--seed", type=seed_arg, metavar="S", help="seeded noise for tests and demos: NOT private; party 0 too"
-    )
-    st.add_argument("--force", action="store_true", help="replace a --ledger that exists")
-    st.add_argument(
-        "--connect-timeout",
-        type=number,
-        default=60.0,
-        metavar="SECONDS",
-        help="how long to keep trying to reach party 0 (default 60)",
-    )
+    sl.add_argument("log", metavar="LOG", help="the site's log (JSON lines)")
+    sl.add_argument("--json", action="store_true", help="print the entries and the problems as JSON")
 
     dl = sub.add_parser(
         "mpc-dealer",
@@ -201,32 +173,45 @@ def run_server(args: argparse.Namespace) -> int:
     )
 
 
-def run_site(args: argparse.Namespace) -> int:
-    """``site``: run this host's sites until the release ends; the worst exit status."""
+def _fact(e: dict) -> str:
+    """The key facts of a site log entry, in words."""
+    kind = e.get("kind")
+    if kind == "request":
+        who = e.get("party0") if isinstance(e.get("party0"), dict) else {}
+        return (
+            f"{e.get('method')} at epsilon {e.get('epsilon')}, delta {e.get('delta')}, {e.get('servers')} servers, "
+            f"collusion {e.get('collusion')}; asked by {who.get('organisation')} ({who.get('role')})"
+        )
+    if kind == "verdict":
+        return f"{e.get('verdict')} by {e.get('by')}" + (f": {e.get('why')}" if e.get("why") else "")
+    if kind == "answer":
+        return f"step {e.get('step')} {e.get('step_kind')} {e.get('label')}, rho so far {e.get('rho')}"
+    run = f", store {e.get('store')} run {e.get('run')}" if e.get("store") is not None else ""
+    return f"{e.get('status')}, rho {e.get('rho_spent')}, ledger {e.get('ledger')}{run}"
+
+
+def run_site_log(args: argparse.Namespace) -> int:
+    """``site-log``: check LOG, print it; 0 when it checks out, 1 when it does not."""
+    import json
     from pathlib import Path
 
-    from ..common import InputError, Named, check_files
-    from ..site.client import site_main
-    from ..site.setup import site_setups
+    from ..common import Named, check_input
+    from ..common.escaping import terminal_text
+    from ..site.log import check_log, read_log
 
-    cert, key = args.cert, args.key
-    if not (len(cert) == len(key) == len(args.silo)):
-        raise InputError(f"give --cert, --key and --silo once per site (got {len(cert)}, {len(key)}, {len(args.silo)})")
-    given = [("--federation", args.federation), ("--schema", args.schema)]
-    given += [("--cert", c) for c in cert] + [("--key", k) for k in key] + [("--silo", p) for p in args.silo]
-    given += [("--policy", p) for p in args.policy]
-    check_files([Named(option, Path(value)) for option, value in given], [], force=False)
-    setups = site_setups(
-        args.federation,
-        args.schema,
-        list(zip(cert, key, args.silo)),
-        policies=args.policy,
-        ledgers=args.ledger,
-        seeded=args.seed is not None,
-        connect_s=args.connect_timeout,
-        force=args.force,
-    )
-    return site_main(setups)
+    check_input(Named("LOG", Path(args.log)), "site log")
+    problems = check_log(args.log)
+    entries = read_log(args.log, strict=False)
+    if args.json:
+        print(json.dumps({"ok": not problems, "problems": problems, "entries": entries}, indent=2))
+        return 1 if problems else 0
+    for e in entries:
+        print(terminal_text(f"{e['time']}  {str(e['kind']):7}  {e.get('release')}  {_fact(e)}"))
+    for p in problems:
+        print(f"PROBLEM: {terminal_text(p)}")
+    verdict, n = "FAILED" if problems else "OK", len({str(e["release"]) for e in entries})
+    print(terminal_text(f"{verdict}: {args.log}: {len(entries)} entries, {n} releases, {len(problems)} problems"))
+    return 1 if problems else 0
 
 
 def run_dealer(args: argparse.Namespace) -> int:

@@ -271,6 +271,21 @@ def add_parser(sub) -> None:
         help="with sites and servers: how long to wait for the sites to connect before the release goes "
         "on with those present (at least one; default 60)",
     )
+    m.add_argument(
+        "--superlink",
+        metavar="HOST:PORT",
+        help="with a federation file that lists sites: hand the release's job to the sites' agents (each "
+        "site runs `flower-supernode` with privsyn-fed's ClientApp) through this Flower SuperLink, whose "
+        "TLS certificate the federation's CA issued; each agent answers as `site run` does",
+    )
+    m.add_argument(
+        "--approval-wait",
+        type=number,
+        default=600.0,
+        metavar="SECONDS",
+        help="with sites and servers: how long each site has to accept or refuse the release (a site "
+        "whose policy has a person approve each release waits for them; default 600)",
+    )
 
 
 def _add_method_options(s: argparse.ArgumentParser) -> None:
@@ -587,6 +602,8 @@ def _release_over_sites(args, request, budget, unit, site, release) -> tuple:
         seed=args.seed,
         log=log,
         site_wait_s=args.site_wait,
+        approval_s=args.approval_wait,
+        superlink=args.superlink,
         **coordinator_options(args),
         release=(args.method, args.epsilon, args.delta, unit, request.options.get("target"), site),
         silo_names=args.silo_names,

@@ -2,7 +2,7 @@
 
 On one machine (``LocalServers``) this process is server 0; it makes a throw-away federation with
 ``S`` servers, the dealer and one site per silo file (``launch.local_federation`` with sites), then
-starts servers ``1..S-1`` (``privsyn-fed mpc-server``), the dealer, and one ``privsyn-fed site``
+starts servers ``1..S-1`` (``privsyn-fed mpc-server``), the dealer, and one ``privsyn-fed site run``
 process that runs every site, each with its own certificate and one outward connection (a site
 needs neither torch nor CrypTen, so one light process holds many). ``servers_coordinator`` yields
 party 0's ``ServersAggregator``: the servers join the TLS mesh, the sites connect to party 0's
@@ -21,6 +21,7 @@ from typing import Any, Sequence
 from ..common import InputError
 from . import DEFAULT_TIMEOUT_S
 from .launch import LocalParties, _with_silo_names, local_federation, stopped
+from .sites import APPROVAL_S
 
 #: Compute servers of a release on one machine unless told otherwise.
 DEFAULT_SERVERS = 3
@@ -87,13 +88,13 @@ class LocalServers(LocalParties):
         return self
 
     def _start_sites(self, seed: list[str]) -> None:
-        """One ``privsyn-fed site`` process for every site (it connects once party 0 listens)."""
+        """One ``privsyn-fed site run`` process for every site (it connects once party 0 listens)."""
         import os
         import subprocess
         import sys
 
         first = self.parties + 1  # the sites' certificates follow the members' and the dealer's
-        args = ["site", "--federation", str(self.local.path), "--schema", self.schema, *seed]
+        args = ["site", "run", "--federation", str(self.local.path), "--schema", self.schema, *seed]
         for i, silo in enumerate(self.silos):
             args += ["--cert", str(self.local.certs[first + i]), "--key", str(self.local.keys[first + i])]
             args += ["--silo", silo]
@@ -124,6 +125,8 @@ def servers_coordinator(
     collusion: int | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     site_wait_s: float = 60.0,
+    approval_s: float = APPROVAL_S,
+    superlink: str | None = None,
     log=None,
     release: tuple | None = None,
     silo_names: Sequence[str] | None = None,
@@ -133,7 +136,8 @@ def servers_coordinator(
     release (method, epsilon, delta, unit, target, site) declared to the servers and to every site
     connected within ``site_wait_s``. Without ``federation`` the servers, the dealer and one site per
     silo file run on this machine (``LocalServers``); with it (a federation file with sites, and
-    party 0's ``cert`` and ``key``) the others join from their hosts."""
+    party 0's ``cert`` and ``key``) the others join from their hosts. With ``superlink`` (HOST:PORT)
+    the release's job goes to the sites' agents as a Flower run (``agent.submit``)."""
     from ..schema import Schema
     from . import world
     from .federation import federation_digest, schema_fingerprint
@@ -177,7 +181,21 @@ def servers_coordinator(
                 f"{fed.parties} compute servers and the dealer joined in {time.monotonic() - start:.1f} s over "
                 f"mutually authenticated TLS; the sites connect to port {hub.port}"
             )
+        agents = None
         try:
+            if superlink is not None:  # the sites' agents get the job once the port listens
+                from ..agent.submit import AgentsRun
+
+                agents = AgentsRun(
+                    superlink,
+                    fed.ca_pem,
+                    fed.name,
+                    federation_digest(fed),
+                    fed.sites.names,
+                    wait_s=site_wait_s,
+                    log=log,
+                )
+                agents.submit()
             agg = ServersAggregator(
                 hub,
                 fed.name,
@@ -187,14 +205,19 @@ def servers_coordinator(
                 collusion=collusion,
                 schema=schema,
                 site_wait_s=site_wait_s,
+                approval_s=approval_s,
                 log=log,
             )
             if release is not None:
                 agg.declare(*_with_silo_names(agg, release, schema, fed.sites.names))
             yield agg
             agg.close()
+            if agents is not None:
+                agents.finish()
         except RuntimeError as exc:
             raise stopped(exc, local) from None
         finally:
             hub.close()
             world.leave()
+            if agents is not None:
+                agents.close()

@@ -64,7 +64,21 @@ ONE_WAY_SUMS = frozenset({"distaim", "independent"})
 MAX_EPSILON = 1000.0
 MAX_DELTA = 0.1
 
-FIELDS = {"max_epsilon", "max_delta", "methods", "schema_sha256", "min_collusion", "budget_store", "privacy_unit"}
+FIELDS = {
+    "max_epsilon",
+    "max_delta",
+    "methods",
+    "schema_sha256",
+    "min_collusion",
+    "budget_store",
+    "privacy_unit",
+    "approve",
+    "approve_within_s",
+}
+#: How a request inside the policy runs: at once, or once a person approves it (``site approve``).
+APPROVALS = ("auto", "person")
+#: How long a request waits for a person by default before it is refused by itself.
+APPROVE_WITHIN_S = 3600.0
 UNIT_FIELDS = {"column", "min_silos_per_unit", "max_silos_per_unit"}
 REQUIRED = ("max_epsilon", "max_delta", "methods", "schema_sha256")
 STORE_FIELDS = {"path", "dataset_id", "total_epsilon", "new_dataset"}
@@ -134,6 +148,10 @@ class Policy:
     min_collusion: int | None = None
     store: StoreSpec | None = None
     unit: UnitRule | None = None
+    #: ``auto``: a request inside the policy runs at once; ``person``: it waits for ``site approve``
+    #: (a site's policy), and is refused by itself after ``approve_within_s`` seconds.
+    approve: str = "auto"
+    approve_within_s: float = APPROVE_WITHIN_S
 
     def refusal(self, request: "ReleaseRequest") -> str | None:
         """Why this policy refuses ``request`` (one line), or None when it accepts it."""
@@ -277,7 +295,21 @@ def load_policy(path: str | Path) -> Policy:
         min_collusion,
         _store_spec(raw.get("budget_store"), source),
         _unit_rule(raw.get("privacy_unit"), source),
+        *_approval(raw, source),
     )
+
+
+def _approval(raw: dict, source: Path) -> tuple[str, float]:
+    """``approve`` (``auto`` or ``person``) and ``approve_within_s`` (seconds, with ``person``)."""
+    approve = raw.get("approve", "auto")
+    if approve not in APPROVALS:
+        raise InputError(f"{source}: field 'approve' must be 'auto' or 'person', not {approve!r}")
+    within = raw.get("approve_within_s", APPROVE_WITHIN_S)
+    if isinstance(within, bool) or not isinstance(within, (int, float)) or not 0 < within <= 30 * 86400:
+        raise InputError(f"{source}: field 'approve_within_s' must be seconds in (0, 2592000], not {within!r}")
+    if "approve_within_s" in raw and approve != "person":
+        raise InputError(f'{source}: field \'approve_within_s\' goes with "approve": "person"')
+    return approve, float(within)
 
 
 def _unit_rule(raw: Any, source: Path) -> UnitRule | None:

@@ -27,12 +27,9 @@ from . import envelope, secure, world
 from .aggregator import MPCAggregator, SharedPoolStorage, _decode, _grid_sigma, _one_query, collective
 from .grid import SERVERS_COLLUSION
 from .policy import MODE_DIFFERS, SCHEMA_DIFFERS
-from .sites import SiteHub
+from .sites import ANSWER_S, APPROVAL_S, SiteHub
 from .verdicts import Verdict, collect_verdicts
 from .wire import FrameError, pack_arrays, parse_header, query_digest, unpack_blobs
-
-#: Seconds each site has to answer one step.
-ANSWER_S = 300.0
 
 
 def pack_bytes(raw: bytes) -> np.ndarray:
@@ -59,13 +56,14 @@ class ServersAggregator(MPCAggregator):
         schema: Any = None,
         site_wait_s: float = 60.0,
         answer_s: float = ANSWER_S,
+        approval_s: float = APPROVAL_S,
         log=None,
     ):
         """``credentials``: server 0's certificate and key files (its encryption key is signed with it)."""
         self.hub, self.federation, self.ca_pem = hub, federation, ca_pem
         self.credentials = credentials
         self.release_id = secrets.token_hex(12)
-        self.site_wait_s, self.answer_s = site_wait_s, answer_s
+        self.site_wait_s, self.answer_s, self.approval_s = site_wait_s, answer_s, approval_s
         self.log = log or (lambda line: None)
         self.step = 0
         self.servers = world_size()
@@ -141,7 +139,7 @@ class ServersAggregator(MPCAggregator):
             "sites": self.names,
             "offers": self.offers,
         }
-        replies = self.hub.ask(names, lambda n: (header, b""), self.answer_s, states=("joined",))
+        replies = self.hub.ask(names, lambda n: (header, b""), self.approval_s, states=("joined",))
         accepted = [n for n, (h, _) in replies.items() if h.get("op") == "accepted"]
         for n in accepted:
             self.hub.links[n].state = "accepted"

@@ -26,6 +26,10 @@ from .wire import FrameError, PeerClosed, recv_frame, send_frame
 
 #: Seconds a connecting site has to complete TLS and its hello.
 HANDSHAKE_S = 10.0
+#: Seconds each site has to answer one step.
+ANSWER_S = 300.0
+#: Seconds each site has to accept or refuse the release (a person may decide at a site).
+APPROVAL_S = 600.0
 #: The most bytes a site's reply may carry (its sealed shares).
 MAX_REPLY = 1 << 31
 
@@ -176,7 +180,7 @@ class SiteHub:
             raise InputError(
                 f"{len(live)} of {len(self.names)} sites connected within {seconds:g} s (missing: "
                 f"{', '.join(missing[:10])}{' ...' if len(missing) > 10 else ''}){seen}; start each site with "
-                "`privsyn-fed site`, or allow more time with --site-wait"
+                "`privsyn-fed site run`, or allow more time with --site-wait"
             )
         return live
 
@@ -206,7 +210,8 @@ class SiteHub:
         """Send each site of ``names`` that is in one of ``states`` its frame, then take each one's
         reply within ``seconds``; the replies by site. A site that fails to send or to reply in time,
         or replies with a frame that is not one, is dropped; one that replies ``refused`` keeps its
-        connection and is left out of the step."""
+        connection and is left out of the step. A site may first say it is ``pending`` (waiting for
+        a person's approval): party 0 logs whom it waits for and goes on waiting."""
         deadline = time.monotonic() + seconds
         asked = []
         for name in names:
@@ -223,6 +228,9 @@ class SiteHub:
         for link, header in asked:
             try:
                 reply = link.receive(deadline)
+                while reply[0].get("op") == "pending":  # the site waits for a person's approval
+                    self.log(f"waiting for site {link.name}: {str(reply[0].get('why', ''))[:200]}")
+                    reply = link.receive(deadline)
             except (PeerClosed, ConnectionError):
                 self.drop(link.name, "closed its connection")
                 continue

@@ -39,6 +39,7 @@ from ..mpc.policy import Policy, Refused, ReleaseRequest
 from ..mpc.wire import FrameError, PeerClosed, pack_blobs, query_digest, recv_frame, send_frame, unpack_arrays
 from ..noise import OpenDPNoise
 from ..silo import MarginalsQuery, Silo, answer, from_wire
+from . import approvals
 
 #: Seconds a site waits for party 0 between frames (a release may fit a model for a while).
 IDLE_S = 3600.0
@@ -60,6 +61,8 @@ class SiteSetup:
     ledger: Path | None = None
     seeded: bool = False
     connect_s: float = 60.0
+    #: The site's own folder: requests waiting for a person (``approvals``) and its audit log.
+    state: Path = Path("site-state")
 
 
 class Site:
@@ -205,6 +208,8 @@ class Site:
             reason = self.s.policy.refusal(request) or self.s.policy.store_refusal(request.rho)
             if reason:
                 raise Refused(reason)
+            if self.s.policy.approve == "person":
+                self._approval(request, release_id)
         self.request, self.release_id, self.servers = request, release_id, servers
         self.index, self.sites = sites.index(self.s.name), sites
         self.out(
@@ -213,6 +218,22 @@ class Site:
             + (f" (policy {self.s.policy.source})" if self.s.policy else " (no policy: the request's own budget)")
         )
         self._send({"op": "accepted"})
+
+    def _approval(self, request: ReleaseRequest, release_id: str) -> None:
+        """Wait for a person's decision on a request inside the policy (``approvals``); ``Refused``
+        when they refuse it or it waits past the policy's ``approve_within_s``."""
+        assert self.s.policy is not None
+        approvals.ask(self.s.state, release_id, {"site": self.s.name, "request": request.to_wire()})
+        self.out(
+            f"release {release_id} ({request.method} at epsilon {request.epsilon:g}, delta {request.delta:g}) waits "
+            f"for a person: `privsyn-fed site approve {release_id} --state {self.s.state} --by NAME` or "
+            f"`site refuse {release_id} --state {self.s.state} --by NAME --why TEXT`"
+        )
+        self._send({"op": "pending", "why": f"its policy has a person approve each release (release {release_id})"})
+        decision = approvals.wait(self.s.state, release_id, self.s.policy.approve_within_s)
+        if not decision.approved:
+            raise Refused(f"refused by {decision.by}" + (f": {decision.why}" if decision.why else ""))
+        self.out(f"release {release_id} approved by {decision.by}")
 
     def on_begin(self, header: dict, body: bytes) -> None:
         """Reserve in the site's store, read its silo, open its ledger copy."""

@@ -1,4 +1,4 @@
-"""Checking what a site was given, before it connects: ``site_setups`` (``privsyn-fed site``).
+"""Checking what a site was given, before it connects: ``site_setups`` (``privsyn-fed site run``).
 
 Each site is a certificate, its key and its silo: the certificate must be the federation CA's and
 name ``site-<name>`` with the organisation the federation file gives that site; the silo must exist
@@ -25,11 +25,13 @@ def site_setups(
     *,
     policies: Sequence[str] = (),
     ledgers: Sequence[str] = (),
+    states: Sequence[str] = (),
     seeded: bool = False,
     connect_s: float = 60.0,
     force: bool = False,
 ) -> list[SiteSetup]:
-    """One ``SiteSetup`` per ``(cert, key, silo)``; ``policies`` and ``ledgers``, when given, one per
+    """One ``SiteSetup`` per ``(cert, key, silo)``; ``policies``, ``ledgers`` and ``states`` (each
+    site's own folder, default ``TABLE.site/``), when given, one per
     site in the same order (an existing ``--ledger`` is replaced only with ``force``). ``InputError``
     naming the option and file at fault."""
     from ..schema import Schema
@@ -37,7 +39,7 @@ def site_setups(
     fed = load(federation_path)
     if fed.sites is None:
         raise InputError(f"--federation {federation_path}: lists no sites (its 'sites' field); ask its provisioner")
-    for option, given in (("--policy", policies), ("--ledger", ledgers)):
+    for option, given in (("--policy", policies), ("--ledger", ledgers), ("--state", states)):
         if given and len(given) != len(certs_keys_silos):
             raise InputError(f"{option}: give one per site ({len(certs_keys_silos)}) or none")
     schema = Schema.load(schema_path)
@@ -85,6 +87,7 @@ def site_setups(
                 Path(ledgers[i]) if ledgers else None,
                 seeded,
                 connect_s,
+                Path(states[i]) if states else Path(silo).with_name(Path(silo).name + ".site"),
             )
         )
     return out
