@@ -595,25 +595,43 @@ def _release_over_sites(args, request, budget, unit, site, release) -> tuple:
     from ..mpc.launch_servers import DEFAULT_SERVERS, servers_coordinator
 
     log = _logger(args)
-    with servers_coordinator(
-        args.schema,
-        args.silo,
-        servers=args.servers or DEFAULT_SERVERS,
-        seed=args.seed,
-        log=log,
-        site_wait_s=args.site_wait,
-        approval_s=args.approval_wait,
-        superlink=args.superlink,
-        **coordinator_options(args),
-        release=(args.method, args.epsilon, args.delta, unit, request.options.get("target"), site),
-        silo_names=args.silo_names,
-    ) as agg:
-        with budget as reservation:
-            request.ledger = used_ledger(request.ledger, reservation, args.budget_store)
-            agg.begin()  # every server opens its ledger copy; every site reserves, reads and opens its own
-            log(f"{len(agg.hub.active())} of {len(agg.silo_names)} sites began the release")
-            log(collusion_cost(args, len(args.silo)))
-            return release([], reservation, agg), len(agg.silo_names)
+    agents: list = []
+
+    def announce(fed) -> None:  # the sites' agents get the job once party 0's sites' port listens
+        from ..agent.submit import AgentsRun
+        from ..mpc.federation import federation_digest
+
+        run = AgentsRun(args.superlink, fed.ca_pem, fed.name, federation_digest(fed), fed.sites.names,
+                        wait_s=args.site_wait, log=log)  # fmt: skip
+        agents.append(run)
+        run.submit()
+
+    try:
+        with servers_coordinator(
+            args.schema,
+            args.silo,
+            servers=args.servers or DEFAULT_SERVERS,
+            seed=args.seed,
+            log=log,
+            site_wait_s=args.site_wait,
+            approval_s=args.approval_wait,
+            announce=announce if args.superlink else None,
+            **coordinator_options(args),
+            release=(args.method, args.epsilon, args.delta, unit, request.options.get("target"), site),
+            silo_names=args.silo_names,
+        ) as agg:
+            with budget as reservation:
+                request.ledger = used_ledger(request.ledger, reservation, args.budget_store)
+                agg.begin()  # every server opens its ledger copy; every site reserves, reads and opens its own
+                log(f"{len(agg.hub.active())} of {len(agg.silo_names)} sites began the release")
+                log(collusion_cost(args, len(args.silo)))
+                result = release([], reservation, agg), len(agg.silo_names)
+        for run in agents:  # the sites were told the release ended: their agents reply
+            run.finish()
+        return result
+    finally:
+        for run in agents:
+            run.close()
 
 
 def _unit_args(args: argparse.Namespace) -> dict:

@@ -16,7 +16,7 @@ import re
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ..common import InputError
 from . import DEFAULT_TIMEOUT_S
@@ -126,7 +126,7 @@ def servers_coordinator(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     site_wait_s: float = 60.0,
     approval_s: float = APPROVAL_S,
-    superlink: str | None = None,
+    announce: Callable[[Any], None] | None = None,
     log=None,
     release: tuple | None = None,
     silo_names: Sequence[str] | None = None,
@@ -136,8 +136,8 @@ def servers_coordinator(
     release (method, epsilon, delta, unit, target, site) declared to the servers and to every site
     connected within ``site_wait_s``. Without ``federation`` the servers, the dealer and one site per
     silo file run on this machine (``LocalServers``); with it (a federation file with sites, and
-    party 0's ``cert`` and ``key``) the others join from their hosts. With ``superlink`` (HOST:PORT)
-    the release's job goes to the sites' agents as a Flower run (``agent.submit``)."""
+    party 0's ``cert`` and ``key``) the others join from their hosts. ``announce(federation)`` is
+    called once the sites' port listens (``synth --superlink``: the job goes to the sites' agents)."""
     from ..schema import Schema
     from . import world
     from .federation import federation_digest, schema_fingerprint
@@ -181,21 +181,9 @@ def servers_coordinator(
                 f"{fed.parties} compute servers and the dealer joined in {time.monotonic() - start:.1f} s over "
                 f"mutually authenticated TLS; the sites connect to port {hub.port}"
             )
-        agents = None
         try:
-            if superlink is not None:  # the sites' agents get the job once the port listens
-                from ..agent.submit import AgentsRun
-
-                agents = AgentsRun(
-                    superlink,
-                    fed.ca_pem,
-                    fed.name,
-                    federation_digest(fed),
-                    fed.sites.names,
-                    wait_s=site_wait_s,
-                    log=log,
-                )
-                agents.submit()
+            if announce is not None:  # e.g. the sites' agents get the job once the port listens
+                announce(fed)
             agg = ServersAggregator(
                 hub,
                 fed.name,
@@ -212,12 +200,8 @@ def servers_coordinator(
                 agg.declare(*_with_silo_names(agg, release, schema, fed.sites.names))
             yield agg
             agg.close()
-            if agents is not None:
-                agents.finish()
         except RuntimeError as exc:
             raise stopped(exc, local) from None
         finally:
             hub.close()
             world.leave()
-            if agents is not None:
-                agents.close()
