@@ -19,6 +19,7 @@ The site never listens on a port, imports neither torch nor CrypTen, and holds o
 
 from __future__ import annotations
 
+import hashlib
 import socket
 import ssl
 import sys
@@ -31,7 +32,7 @@ import numpy as np
 
 from ..common import InputError, first_line
 from ..common.escaping import terminal_text
-from ..mpc import envelope
+from ..mpc import certs, envelope
 from ..mpc.grid import to_ring
 from ..mpc.party_ledger import PartyRelease, local_select_charge, noisy_sum_charge
 from ..mpc.party_store import charge_silo, make_folder, new_ledger_path, reserve
@@ -40,6 +41,7 @@ from ..mpc.wire import FrameError, PeerClosed, pack_blobs, query_digest, recv_fr
 from ..noise import OpenDPNoise
 from ..silo import MarginalsQuery, Silo, answer, from_wire
 from . import approvals
+from .log import SiteLog
 
 #: Seconds a site waits for party 0 between frames (a release may fit a model for a while).
 IDLE_S = 3600.0
@@ -84,6 +86,12 @@ class Site:
         self.sock: ssl.SSLSocket | None = None
         self.bytes_sent = 0
         self.bytes_received = 0
+        self.audit: Any = None
+        #: The release this site logged a request of, whether it logged a verdict, and who refuses.
+        self.logged_release = ""
+        self.decided = False
+        self.refused_by = "policy"
+        self.approved_by = "policy"
 
     # ---- the connection ----
     def connect(self) -> ssl.SSLSocket:
@@ -131,6 +139,8 @@ class Site:
         """Follow party 0 until the release ends; 0 when it completed, 1 when it failed, 2 when
         this site refused it."""
         self.connect()
+        self.s.state.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.audit = SiteLog(self.s.state / "audit.log")
         handlers = {
             "release": self.on_release,
             "begin": self.on_begin,
@@ -151,6 +161,9 @@ class Site:
                     handlers[op](header, body)
                 except Refused as exc:
                     self.out(f"refused {op}: {terminal_text(exc)}")
+                    if op == "release" and self.logged_release and not self.decided:
+                        self.audit.append("verdict", release=self.logged_release, verdict="refused",
+                                          by=self.refused_by, why=str(exc)[:300])  # fmt: skip
                     if self.release is not None:
                         self.release.refused.append(f"{op}: {exc}")
                     self._send({"op": "refused", "why": str(exc)[:300]})
@@ -164,6 +177,7 @@ class Site:
             self.out(f"party 0 went away ({first_line(exc)})")
             return status
         finally:
+            self.audit.close()
             if self.sock is not None:
                 try:
                     self.sock.close()
@@ -175,7 +189,11 @@ class Site:
         """Check the request, the site's place in it, and the servers' keys; read nothing."""
         if self.request is not None:
             raise Refused("a release is under way already")
+        release_id = header.get("release")
+        if not isinstance(release_id, str) or not 8 <= len(release_id) <= 64 or not release_id.isalnum():
+            raise Refused("the release has no id")
         request = ReleaseRequest.from_wire(header.get("request"), self.s.federation.parties)
+        self._log_request(release_id, request)  # every well-formed request, then its verdict
         if request.schema != self.s.fingerprint:
             raise Refused("the release's schema is not the one this site loaded")
         if request.seeded != self.s.seeded:
@@ -183,9 +201,6 @@ class Site:
         sites = header.get("sites")
         if not isinstance(sites, list) or self.s.name not in sites:
             raise Refused("the release does not list this site")
-        release_id = header.get("release")
-        if not isinstance(release_id, str) or not 8 <= len(release_id) <= 64 or not release_id.isalnum():
-            raise Refused("the release has no id")
         if request.site is not None and request.site[1][sites.index(self.s.name)] != self.s.name:
             raise Refused("the release's silo column names this site otherwise")
         if request.target is not None and request.target not in self.s.schema.names:
@@ -212,12 +227,32 @@ class Site:
                 self._approval(request, release_id)
         self.request, self.release_id, self.servers = request, release_id, servers
         self.index, self.sites = sites.index(self.s.name), sites
+        by = self.approved_by if self.s.policy is not None and self.s.policy.approve == "person" else "policy"
+        self.audit.append("verdict", release=release_id, verdict="accepted", by=by)
+        self.decided = True
         self.out(
             f"accepted: {request.method} at epsilon {request.epsilon:g}, delta {request.delta:g}, "
             f"{request.parties} compute servers, collusion {request.collusion}"
             + (f" (policy {self.s.policy.source})" if self.s.policy else " (no policy: the request's own budget)")
         )
         self._send({"op": "accepted"})
+
+    def _log_request(self, release_id: str, request: ReleaseRequest) -> None:
+        """The request in the site's audit log: who asked (party 0's certificate) and what."""
+        assert self.sock is not None
+        who = certs.identity(ssl.DER_cert_to_PEM_cert(self.sock.getpeercert(binary_form=True)).encode())
+        self.audit.append(
+            "request",
+            release=release_id,
+            party0={"role": who.role, "organisation": who.organisation, "sha256": who.sha256},
+            method=request.method,
+            epsilon=request.epsilon,
+            delta=request.delta,
+            schema_sha256=request.schema,
+            servers=request.parties,
+            collusion=request.collusion,
+        )
+        self.logged_release = release_id
 
     def _approval(self, request: ReleaseRequest, release_id: str) -> None:
         """Wait for a person's decision on a request inside the policy (``approvals``); ``Refused``
@@ -232,7 +267,9 @@ class Site:
         self._send({"op": "pending", "why": f"its policy has a person approve each release (release {release_id})"})
         decision = approvals.wait(self.s.state, release_id, self.s.policy.approve_within_s)
         if not decision.approved:
+            self.refused_by = decision.by
             raise Refused(f"refused by {decision.by}" + (f": {decision.why}" if decision.why else ""))
+        self.approved_by = decision.by
         self.out(f"release {release_id} approved by {decision.by}")
 
     def on_begin(self, header: dict, body: bytes) -> None:
@@ -340,13 +377,14 @@ class Site:
             blobs += [sealed, envelope.sign(self.key_pem, sealed, aad)]
         lengths, packed = pack_blobs(blobs)
         self.release.answered += 1
+        self._log_answer(step, str(kind), digest, header.get("label"))
         self._send({"op": "shares", "step": step, "lengths": lengths, "cells": int(value.size)}, packed)
 
     def on_local_select(self, header: dict, body: bytes) -> None:
         """FLAIM's selection in the silo: charged, then the noisy maximum's index alone."""
         self._step(header)
         assert self.release is not None and self.request is not None and self.silo is not None
-        q, _ = self._query(header, body)
+        q, digest = self._query(header, body)
         self.release.allow("local_select")
         cmd = {"among": [self.index], "scale": header.get("scale"), "label": header.get("label")}
         self.release.account(
@@ -354,11 +392,29 @@ class Site:
         )
         choice = OpenDPNoise().noisy_argmax(np.asarray(q(self.silo), dtype=float), float(cmd["scale"]))
         self.release.answered += 1
+        self._log_answer(self.last_step, "local_select", digest, header.get("label"))
         self._send({"op": "choice", "choice": int(choice)})
+
+    def _log_answer(self, step: int, kind: str, digest: str, label) -> None:
+        assert self.release is not None
+        self.audit.append("answer", release=self.release_id, step=step, step_kind=kind, query=digest,
+                          label=str(label or "")[:200], rho=self.release.acc.rho_spent)  # fmt: skip
+
+    def _log_end(self, status: str, rho: float, ledger: Path | None) -> None:
+        """The release's end in the audit log: its status, what the store was settled at, the
+        ledger copy's path and SHA-256, the store's run."""
+        if not self.logged_release:
+            return
+        digest = hashlib.sha256(ledger.read_bytes()).hexdigest() if ledger is not None and ledger.exists() else None
+        r = self.reservation
+        self.audit.append("end", release=self.logged_release, status=status, rho_spent=rho,
+                          ledger=None if digest is None else str(ledger), ledger_sha256=digest,
+                          store=None if r is None else str(r.store.path), run=None if r is None else r.run)  # fmt: skip
 
     def finish(self, status: str) -> int:
         """Close the ledger copy and settle the store; the exit status (``run``)."""
         if status == "rejected":
+            self._log_end("rejected", 0.0, None)
             return 2
         if self.release is None:
             return 0 if status == "complete" else 1
@@ -373,6 +429,8 @@ class Site:
         else:
             line = release.finish(final)
         self.out(line)
+        settled = None if self.reservation is None else self.reservation.store.run(self.reservation.run)["rho_spent"]
+        self._log_end(final, release.acc.rho_spent if settled is None else float(settled), release.ledger_path)
         return 0 if final == "complete" else 1
 
 
