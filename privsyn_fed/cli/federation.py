@@ -32,7 +32,7 @@ from .common import number
 #: The longest validity accepted for ``--days`` and ``--ca-days`` (ten years).
 MAX_DAYS = 3650.0
 #: What a folder written by ``init`` holds (``--force`` replaces no other folder).
-KIT_ENTRIES = re.compile(r"ca|federation\.json|README\.txt|dealer|party-(0|[1-9][0-9]*)|site-[a-z0-9-]+")
+KIT_ENTRIES = re.compile(r"ca|federation\.json|README\.txt|dealer|party-(0|[1-9][0-9]*)|site-[a-z0-9-]+|superlink")
 #: What a member's bundle holds.
 BUNDLE_FILES = ("key.pem", "cert.pem", "federation.json", "README.txt")
 
@@ -137,6 +137,12 @@ def add_parsers(sub) -> None:
         type=int,
         metavar="PORT",
         help="with --site: the port on party 0's host where the sites connect",
+    )
+    ini.add_argument(
+        "--superlink",
+        metavar="HOST:PORT",
+        help="with --site: the Flower SuperLink that hands the sites' agents their jobs (`synth "
+        "--superlink`): writes its TLS certificate (superlink/) and one node key and agent.json per site",
     )
     _add_days(ini)
     ini.add_argument(
@@ -504,11 +510,14 @@ def run_init(args: argparse.Namespace) -> int:
     check_target(out, args.force, lambda entry: bool(KIT_ENTRIES.fullmatch(entry)), inputs)
     schema_hash = schema_sha256(args.schema)
 
-    from .federation_sites import parse_sites, sites_content, write_site_bundles
+    from .federation_sites import parse_sites, sites_content, write_agent_files, write_site_bundles
 
     sites = parse_sites(args.site)
     if bool(sites) != (args.site_port is not None):
         raise InputError("--site and --site-port go together (the sites connect to party 0's host at --site-port)")
+    if args.superlink and not sites:
+        raise InputError("--superlink goes with --site (the SuperLink hands the sites' agents their jobs)")
+    superlink = parse_address(args.superlink, f"--superlink {args.superlink!r}") if args.superlink else None
     ca = certs.make_ca(name, days=args.ca_days)
     issued = [certs.issue(ca, s.role, s.organisation, days=args.days) for s in specs]
     site_issued = [certs.issue(ca, certs.site_role(n), org, days=args.days) for n, org in sites]
@@ -533,6 +542,8 @@ def run_init(args: argparse.Namespace) -> int:
             (folder / member.role).mkdir(mode=0o700)
             write_bundle(folder / member.role, member, fed, cert_pem, key_pem)
         write_site_bundles(folder, fed, sites, site_issued)
+        if superlink is not None:
+            write_agent_files(folder, fed, sites, ca, superlink, args.days)
         certs.write_public(folder / "federation.json", federation_text(fed.to_dict()))
         certs.write_public(folder / "README.txt", summary.encode())
 

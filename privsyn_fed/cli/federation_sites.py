@@ -89,3 +89,58 @@ def write_site_bundles(folder: Path, fed: Any, sites: list[tuple[str, str]], iss
         certs.write_public(bundle / "cert.pem", cert_pem)
         certs.write_public(bundle / "federation.json", federation_text(fed.to_dict()))
         certs.write_public(bundle / "README.txt", site_readme(fed, name, organisation, cert_pem).encode())
+
+
+def write_agent_files(folder: Path, fed: Any, sites: list[tuple[str, str]], ca, superlink, days: float) -> None:
+    """For site agents on Flower (``--superlink``): the SuperLink's TLS certificate from the
+    federation's CA (``superlink/``, with every site's node public key to register), and in each
+    site's bundle its node key pair and an ``agent.json`` naming the bundle's files."""
+    import json
+
+    from ..agent.keys import node_keys, superlink_certificate
+    from ..mpc import certs
+    from .bundle_text import paragraphs
+
+    host, port = superlink
+    link = folder / "superlink"
+    (link / "nodes").mkdir(mode=0o700, parents=True)
+    cert, key = superlink_certificate(ca, host, days)
+    certs.write_public(link / "cert.pem", cert)
+    certs.write_private(link / "key.pem", key)
+    certs.write_public(link / "ca.pem", ca[0])
+    for name, _ in sites:
+        private, public = node_keys(certs.site_role(name))
+        bundle = folder / certs.site_role(name)
+        certs.write_private(bundle / "node.key", private)
+        certs.write_public(bundle / "node.pub", public)
+        certs.write_public(link / "nodes" / f"{certs.site_role(name)}.pub", public)
+        agent = {"federation": "federation.json", "cert": "cert.pem", "key": "key.pem", "schema": "schema.json",
+                 "silo": "silo.csv", "policy": "policy.json"}  # fmt: skip
+        certs.write_public(bundle / "agent.json", (json.dumps(agent, indent=1) + "\n").encode())
+        certs.write_public(bundle / "ca.pem", ca[0])
+        with open(bundle / "README.txt", "a") as fh:
+            fh.write(
+                "\n"
+                + paragraphs(
+                    "To answer every release without being started for each (a site agent): put your table at "
+                    "silo.csv, your policy at policy.json and the schema at schema.json here (or change "
+                    "agent.json), and run once, in this folder, Flower's SuperNode with privsyn-fed installed:",
+                    f"  flower-supernode --superlink {host}:{port} --root-certificates ca.pem \\\n"
+                    "      --auth-supernode-private-key node.key --node-config \"site-dir='$PWD'\"",
+                    "It connects outward to the SuperLink and waits for jobs; each release runs as `site run` "
+                    "would, and its requests, verdicts and answers go to state/audit.log (`privsyn-fed site-log`).",
+                )
+            )
+    registers = "\n".join(
+        f"  flwr supernode register nodes/{certs.site_role(n)}.pub --name {certs.site_role(n)}" for n, _ in sites
+    )
+    readme = paragraphs(
+        f"The Flower SuperLink of federation {fed.name!r}, at {host}:{port}, on party 0's host: it hands each "
+        "release's job to the sites' agents (`privsyn-fed synth --superlink`) and keeps its runs in its database.",
+        "Start it, then register every site's node key once (with a Flower CLI whose config.toml names this "
+        "SuperLink and ca.pem as its root certificate):",
+        f"  flower-superlink --ssl-ca-certfile ca.pem --ssl-certfile cert.pem --ssl-keyfile key.pem \\\n"
+        f"      --database state.db --enable-supernode-auth --disable-runtime-dependency-installation \\\n"
+        f"      --host {host} --port {port}\n{registers}",
+    )
+    certs.write_public(link / "README.txt", readme.encode())
