@@ -1,5 +1,5 @@
 """A site's audit log (``privsyn_fed.site.log``): the hash chain, the order of each release, the
-ledger copies and the budget store it names, and the commands that check it (``site-log`` and
+ledger copies and the budget store it names, and the commands that check it (``site log`` and
 ``audit --site-log``). Real files, a real budget store, real processes sharing one log."""
 
 from __future__ import annotations
@@ -401,13 +401,13 @@ def test_bad_inputs_are_input_errors(tmp_path, site):
 # ---- the commands ---------------------------------------------------------------------------------
 def test_site_log_prints_one_line_per_entry(site, capsys):
     log_path, _, _ = site
-    code, out, err = run_cli("site-log", log_path, capsys=capsys)
+    code, out, err = run_cli("site", "log", log_path, capsys=capsys)
     lines = out.splitlines()
     assert code == 0, err
     assert len(lines) == 15 and lines[-1] == f"OK: {log_path}: 14 entries, 3 releases, 0 problems"
     assert "request  release0001  distaim at epsilon 1.0" in lines[0] and "Hospital A" in lines[0]
     assert "refused by person:alice: epsilon 9 is above 2" in lines[6]
-    code, out, _ = run_cli("site-log", log_path, "--json", capsys=capsys)
+    code, out, _ = run_cli("site", "log", log_path, "--json", capsys=capsys)
     shown = json.loads(out)
     assert code == 0 and shown["ok"] and shown["problems"] == [] and len(shown["entries"]) == 14
 
@@ -416,7 +416,7 @@ def test_site_log_lists_the_problems_and_exits_1(site, capsys):
     log_path, _, ledgers = site
     write_lines(log_path, _removed(lines_of(log_path))[0])
     ledgers[1].write_text("{}")
-    code, out, _ = run_cli("site-log", log_path, capsys=capsys)
+    code, out, _ = run_cli("site", "log", log_path, capsys=capsys)
     problems = [line for line in out.splitlines() if line.startswith("PROBLEM: ")]
     assert code == 1
     assert "PROBLEM: line 4: seq 4, not 3" in problems
@@ -425,9 +425,9 @@ def test_site_log_lists_the_problems_and_exits_1(site, capsys):
 
 
 def test_site_log_bad_input_is_one_line_and_exit_2(tmp_path):
-    assert_one_line_error(run_cli("site-log", tmp_path / "none.log"), "none.log: site log not found (LOG)")
+    assert_one_line_error(run_cli("site", "log", tmp_path / "none.log"), "none.log: site log not found (LOG)")
     (tmp_path / "t.csv").write_text("a,b\n1,2\n")
-    assert_one_line_error(run_cli("site-log", tmp_path / "t.csv"), "t.csv: not a site log")
+    assert_one_line_error(run_cli("site", "log", tmp_path / "t.csv"), "t.csv: not a site log")
 
 
 def test_audit_checks_a_site_log_alone_and_with_its_store(site, capsys):

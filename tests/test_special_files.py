@@ -269,7 +269,7 @@ def _a_site_log(w: Path) -> Path:
 
 
 def _site_log(k: Path, w: Path, special) -> list:
-    return ["site-log", special(w / "x.log")]
+    return ["site", "log", special(w / "x.log")]
 
 
 def _audit_site_log(k: Path, w: Path, at: dict) -> list:
@@ -359,7 +359,7 @@ INPUTS = [
     Position("audit", "ledger", "", _audit, "LEDGER"),
     Position("audit", "ledger", "report", _audit_report, "LEDGER"),
     *_each("audit", _audit_site_log, ("--site-log", "--budget-store"), "x.log"),
-    Position("site-log", "log", "", _site_log, "LOG"),
+    Position("site log", "log", "", _site_log, "LOG"),
     Position("budget show", "--budget-store", "", _budget_show, "--budget-store"),
     Position("budget settle", "--budget-store", "", _at(_settle, "--budget-store", "x.db"), "--budget-store"),
     Position("budget settle", "--ledger", "", _at(_settle, "--ledger", "x.json"), "--ledger"),
@@ -413,6 +413,7 @@ TEXT = {
     ("federation init", "--party"),
     ("federation init", "--dealer"),
     ("federation init", "--site"),
+    ("federation init", "--superlink"),
     ("site approve", "release"),
     ("site approve", "--by"),
     ("site refuse", "release"),

@@ -9,9 +9,9 @@
   * ``schema draft`` (from a table's rows, plain or ``--dp``) and ``schema from-dictionary``
     (from a public data dictionary in CSV) (``schema.py``);
   * ``partition`` and ``evaluate``: data, not releases (``data.py``);
-  * ``mpc-demo``, ``mpc-party``, ``mpc-server``, ``mpc-dealer``: secure computation, and ``site-log``:
-    a site's audit log (``mpc.py``);
-  * ``site``: a site of a federation of sites and servers (``site.py``);
+  * ``mpc-demo``, ``mpc-party``, ``mpc-server``, ``mpc-dealer``: secure computation (``mpc.py``);
+  * ``site run``, ``log``, ``pending``, ``approve``, ``refuse``: a site of a federation of sites and
+    servers (``site.py``);
   * ``federation init``, ``issue``, ``describe``, ``show``: a multi-host federation's certificates
     (``federation.py``).
 
@@ -135,7 +135,6 @@ def _run(args: argparse.Namespace, caught: list[warnings.WarningMessage]) -> int
         "mpc-dealer": mpc.run_dealer,
         "mpc-server": mpc.run_server,
         "site": site.run,
-        "site-log": mpc.run_site_log,
         "federation": federation.run,
     }
     try:

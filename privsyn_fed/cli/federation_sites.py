@@ -128,7 +128,7 @@ def write_agent_files(folder: Path, fed: Any, sites: list[tuple[str, str]], ca, 
                     f"  flower-supernode --superlink {host}:{port} --root-certificates ca.pem \\\n"
                     "      --auth-supernode-private-key node.key --node-config \"site-dir='$PWD'\"",
                     "It connects outward to the SuperLink and waits for jobs; each release runs as `site run` "
-                    "would, and its requests, verdicts and answers go to state/audit.log (`privsyn-fed site-log`).",
+                    "would, and its requests, verdicts and answers go to state/audit.log (`privsyn-fed site log`).",
                 )
             )
     registers = "\n".join(

@@ -1,5 +1,4 @@
-"""The secure-computation commands: ``mpc-demo``, ``mpc-party``, ``mpc-server`` and ``mpc-dealer``; and
-``site-log``, which checks and prints a site's audit log (``site.log``)."""
+"""The secure-computation commands: ``mpc-demo``, ``mpc-party``, ``mpc-server`` and ``mpc-dealer``."""
 
 from __future__ import annotations
 
@@ -109,16 +108,6 @@ def add_parsers(sub) -> None:
         help="where this server writes its ledger copy of each release (default server-J.ledgers/ here)",
     )
 
-    sl = sub.add_parser(
-        "site-log",
-        help="check and print a site's audit log",
-        description="Check a site's audit log (privsyn_fed.site.log: a hash chain of JSON lines; each release "
-        "in order; each ledger copy's SHA-256 as logged), then print it one line per entry. Exit 0 when it "
-        "checks out, 1 with the problems when it does not, 2 when LOG is missing or not a site log.",
-    )
-    sl.add_argument("log", metavar="LOG", help="the site's log (JSON lines)")
-    sl.add_argument("--json", action="store_true", help="print the entries and the problems as JSON")
-
     dl = sub.add_parser(
         "mpc-dealer",
         help="run the dealer (trusted third party) of an MPC release",
@@ -171,47 +160,6 @@ def run_server(args: argparse.Namespace) -> int:
     return server_main(
         federation_access(args), args.schema, args.mpc_timeout, args.seed, policy_path=args.policy, ledgers=args.ledgers
     )
-
-
-def _fact(e: dict) -> str:
-    """The key facts of a site log entry, in words."""
-    kind = e.get("kind")
-    if kind == "request":
-        who = e.get("party0") if isinstance(e.get("party0"), dict) else {}
-        return (
-            f"{e.get('method')} at epsilon {e.get('epsilon')}, delta {e.get('delta')}, {e.get('servers')} servers, "
-            f"collusion {e.get('collusion')}; asked by {who.get('organisation')} ({who.get('role')})"
-        )
-    if kind == "verdict":
-        return f"{e.get('verdict')} by {e.get('by')}" + (f": {e.get('why')}" if e.get("why") else "")
-    if kind == "answer":
-        return f"step {e.get('step')} {e.get('step_kind')} {e.get('label')}, rho so far {e.get('rho')}"
-    run = f", store {e.get('store')} run {e.get('run')}" if e.get("store") is not None else ""
-    return f"{e.get('status')}, rho {e.get('rho_spent')}, ledger {e.get('ledger')}{run}"
-
-
-def run_site_log(args: argparse.Namespace) -> int:
-    """``site-log``: check LOG, print it; 0 when it checks out, 1 when it does not."""
-    import json
-    from pathlib import Path
-
-    from ..common import Named, check_input
-    from ..common.escaping import terminal_text
-    from ..site.log import check_log, read_log
-
-    check_input(Named("LOG", Path(args.log)), "site log")
-    problems = check_log(args.log)
-    entries = read_log(args.log, strict=False)
-    if args.json:
-        print(json.dumps({"ok": not problems, "problems": problems, "entries": entries}, indent=2))
-        return 1 if problems else 0
-    for e in entries:
-        print(terminal_text(f"{e['time']}  {str(e['kind']):7}  {e.get('release')}  {_fact(e)}"))
-    for p in problems:
-        print(f"PROBLEM: {terminal_text(p)}")
-    verdict, n = "FAILED" if problems else "OK", len({str(e["release"]) for e in entries})
-    print(terminal_text(f"{verdict}: {args.log}: {len(entries)} entries, {n} releases, {len(problems)} problems"))
-    return 1 if problems else 0
 
 
 def run_dealer(args: argparse.Namespace) -> int:

@@ -3,7 +3,8 @@ the site decides the releases its policy leaves to them.
 
   * ``run``: answer a release (``site.client``): connect outward to party 0, check the request
     against the site's policy and budget store, read the silo, answer, leave;
-  * ``pending``, ``approve``, ``refuse``: the requests that wait for a person (``site.approvals``).
+  * ``pending``, ``approve``, ``refuse``: the requests that wait for a person (``site.approvals``);
+  * ``log``: check and print the site's audit log (``site.log``).
 """
 
 from __future__ import annotations
@@ -68,6 +69,16 @@ def add_parsers(sub) -> None:
         metavar="SECONDS",
         help="how long to keep trying to reach party 0 (default 60)",
     )
+    sl = ssub.add_parser(
+        "log",
+        help="check and print a site's audit log",
+        description="Check a site's audit log (privsyn_fed.site.log: a hash chain of JSON lines; each release "
+        "in order; each ledger copy's SHA-256 as logged), then print it one line per entry. Exit 0 when it "
+        "checks out, 1 with the problems when it does not, 2 when LOG is missing or not a site log.",
+    )
+    sl.add_argument("log", metavar="LOG", help="the site's log (JSON lines)")
+    sl.add_argument("--json", action="store_true", help="print the entries and the problems as JSON")
+
     pending = ssub.add_parser("pending", help="the releases that wait for a person's decision at this site")
     pending.add_argument("--state", required=True, metavar="DIR", help=STATE_HELP)
     for action, words in (("approve", "let it run"), ("refuse", "refuse it")):
@@ -81,9 +92,8 @@ def add_parsers(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``site ACTION``: its exit status."""
-    return {"run": run_sites, "pending": run_pending, "approve": run_decide, "refuse": run_decide}[args.site_command](
-        args
-    )
+    actions = {"run": run_sites, "log": run_log, "pending": run_pending, "approve": run_decide, "refuse": run_decide}
+    return actions[args.site_command](args)
 
 
 def run_sites(args: argparse.Namespace) -> int:
@@ -141,3 +151,44 @@ def run_decide(args: argparse.Namespace) -> int:
     decision = decide(Path(args.state), args.release, approved, args.by, getattr(args, "why", ""))
     print(f"{args.release}: {'approved' if decision.approved else 'refused'} by {decision.by}")
     return 0
+
+
+def _fact(e: dict) -> str:
+    """The key facts of a site log entry, in words."""
+    kind = e.get("kind")
+    if kind == "request":
+        who = e.get("party0") if isinstance(e.get("party0"), dict) else {}
+        return (
+            f"{e.get('method')} at epsilon {e.get('epsilon')}, delta {e.get('delta')}, {e.get('servers')} servers, "
+            f"collusion {e.get('collusion')}; asked by {who.get('organisation')} ({who.get('role')})"
+        )
+    if kind == "verdict":
+        return f"{e.get('verdict')} by {e.get('by')}" + (f": {e.get('why')}" if e.get("why") else "")
+    if kind == "answer":
+        return f"step {e.get('step')} {e.get('step_kind')} {e.get('label')}, rho so far {e.get('rho')}"
+    run = f", store {e.get('store')} run {e.get('run')}" if e.get("store") is not None else ""
+    return f"{e.get('status')}, rho {e.get('rho_spent')}, ledger {e.get('ledger')}{run}"
+
+
+def run_log(args: argparse.Namespace) -> int:
+    """``site log``: check LOG, print it; 0 when it checks out, 1 when it does not."""
+    import json
+    from pathlib import Path
+
+    from ..common import Named, check_input
+    from ..common.escaping import terminal_text
+    from ..site.log import check_log, read_log
+
+    check_input(Named("LOG", Path(args.log)), "site log")
+    problems = check_log(args.log)
+    entries = read_log(args.log, strict=False)
+    if args.json:
+        print(json.dumps({"ok": not problems, "problems": problems, "entries": entries}, indent=2))
+        return 1 if problems else 0
+    for e in entries:
+        print(terminal_text(f"{e['time']}  {str(e['kind']):7}  {e.get('release')}  {_fact(e)}"))
+    for p in problems:
+        print(f"PROBLEM: {terminal_text(p)}")
+    verdict, n = "FAILED" if problems else "OK", len({str(e["release"]) for e in entries})
+    print(terminal_text(f"{verdict}: {args.log}: {len(entries)} entries, {n} releases, {len(problems)} problems"))
+    return 1 if problems else 0
