@@ -69,14 +69,23 @@ def federation(tmp_path):
     logs = tmp_path / "logs"
     logs.mkdir()
 
-    def start(name: str, args: list, cwd: Path, home: str | None = None) -> subprocess.Popen:
-        extra = {"FLWR_HOME": str(tmp_path / "homes" / (home or name))}
+    running: dict[str, tuple[subprocess.Popen, list, Path]] = {}
+
+    def start(name: str, args: list, cwd: Path, log: str | None = None) -> subprocess.Popen:
+        extra = {"FLWR_HOME": str(tmp_path / "homes" / name)}
         Path(extra["FLWR_HOME"]).mkdir(parents=True, exist_ok=True)
-        with open(logs / f"{name}.log", "wb") as out:
+        with open(logs / f"{log or name}.log", "wb") as out:
             proc = subprocess.Popen([str(a) for a in args], cwd=cwd, env={**env, **extra}, stdout=out,
                                     stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
         procs.append(proc)
+        running[name] = (proc, args, cwd)
         return proc
+
+    def restart(name: str) -> None:
+        """Stop ``name`` (SIGTERM) and start it again as it was started: its state is on disk."""
+        proc, args, cwd = running[name]
+        stop([proc])
+        start(name, args, cwd, log=f"{name}-again")
 
     link = kit / "superlink"
     try:
@@ -106,7 +115,8 @@ def federation(tmp_path):
                                  "--root-certificates", "ca.pem", "--auth-supernode-private-key", "node.key",
                                  "--node-config", f"site-dir='{bundle}'", "--host", "127.0.0.1", "--port", port],
                   bundle)  # fmt: skip
-        yield {"kit": kit, "tmp": tmp_path, "start": start, "superlink": f"127.0.0.1:{ports[5]}", "logs": logs}
+        yield {"kit": kit, "tmp": tmp_path, "start": start, "restart": restart, "superlink": f"127.0.0.1:{ports[5]}",
+               "logs": logs}  # fmt: skip
     finally:
         stop(procs)
 
@@ -130,7 +140,8 @@ PY = [sys.executable, "-m", "privsyn_fed"]
 
 
 def test_site_agents_serve_two_releases_with_a_persons_approval_and_logs_that_audit(federation):
-    """Two releases through the same three agents; site c's person approves the first (the request
+    """Two releases through the same three agents; between them the SuperLink (its runs and nodes in
+    its database) and site b's agent restart. Site c's person approves each release (the request
     waits in `site pending` until then); each release's ledger audits; each site's log checks out
     against its ledger copies and its store, and names both releases; a node with an unregistered
     key is refused by the SuperLink."""
@@ -151,6 +162,9 @@ def test_site_agents_serve_two_releases_with_a_persons_approval_and_logs_that_au
 
     state_c = fed["kit"] / "site-c" / "state"
     for n, method in enumerate(["fedtda", "distaim"]):
+        if n == 1:  # between releases the SuperLink and one agent restart; both resume from what they keep
+            fed["restart"]("agent-b")
+            fed["restart"]("superlink")
         proc = release(fed, method, n)
         deadline = time.monotonic() + 120  # site c's person approves each release once it waits
         while not approvals.pending(state_c) and time.monotonic() < deadline:
