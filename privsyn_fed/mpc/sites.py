@@ -26,6 +26,8 @@ from .wire import FrameError, PeerClosed, recv_frame, send_frame
 
 #: Seconds a connecting site has to complete TLS and its hello.
 HANDSHAKE_S = 10.0
+#: How often party 0 says which sites it still waits for.
+WAITING_EVERY_S = 10.0
 #: Seconds each site has to answer one step.
 ANSWER_S = 300.0
 #: Seconds each site has to accept or refuse the release (a person may decide at a site).
@@ -169,10 +171,15 @@ class SiteHub:
     def wait(self, seconds: float, minimum: int = 1) -> list[str]:
         """Wait up to ``seconds`` for every site to connect (at least ``minimum``: else ``InputError``
         naming who is missing); the sites connected, in the release's order."""
-        deadline = time.monotonic() + seconds
+        deadline, said = time.monotonic() + seconds, time.monotonic()
         with self._cond:
             while len(self._live()) < len(self.names) and time.monotonic() < deadline:
-                self._cond.wait(timeout=max(0.01, deadline - time.monotonic()))
+                self._cond.wait(timeout=max(0.01, min(WAITING_EVERY_S, deadline - time.monotonic())))
+                if time.monotonic() - said >= WAITING_EVERY_S:  # say whom the release waits for
+                    said = time.monotonic()
+                    missing = [n for n in self.names if n not in self._live()]
+                    if missing:
+                        self.log(f"waiting for {len(missing)} site(s) to connect: {', '.join(missing[:10])}")
             live = self._live()
         if len(live) < minimum:
             missing = [n for n in self.names if n not in live]
