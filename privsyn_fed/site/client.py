@@ -63,8 +63,9 @@ class SiteSetup:
     ledger: Path | None = None
     seeded: bool = False
     connect_s: float = 60.0
-    #: The site's own folder: requests waiting for a person (``approvals``) and its audit log.
-    state: Path = Path("site-state")
+    #: The site's own folder: requests waiting for a person (``approvals``) and its audit log
+    #: (None: ``TABLE.site/`` beside its silo).
+    state: Path | None = None
 
 
 class Site:
@@ -72,6 +73,7 @@ class Site:
 
     def __init__(self, setup: SiteSetup, out: Callable[[str], None] | None = None):
         self.s = setup
+        self.state = setup.state or Path(setup.silo_path).with_name(Path(setup.silo_path).name + ".site")
         self.out = out or (lambda line: print(f"site {setup.name}: {line}", flush=True))
         self.key_pem = setup.key_path.read_bytes()
         self.request: ReleaseRequest | None = None
@@ -139,8 +141,8 @@ class Site:
         """Follow party 0 until the release ends; 0 when it completed, 1 when it failed, 2 when
         this site refused it."""
         self.connect()
-        self.s.state.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self.audit = SiteLog(self.s.state / "audit.log")
+        self.state.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.audit = SiteLog(self.state / "audit.log")
         handlers = {
             "release": self.on_release,
             "begin": self.on_begin,
@@ -258,14 +260,14 @@ class Site:
         """Wait for a person's decision on a request inside the policy (``approvals``); ``Refused``
         when they refuse it or it waits past the policy's ``approve_within_s``."""
         assert self.s.policy is not None
-        approvals.ask(self.s.state, release_id, {"site": self.s.name, "request": request.to_wire()})
+        approvals.ask(self.state, release_id, {"site": self.s.name, "request": request.to_wire()})
         self.out(
             f"release {release_id} ({request.method} at epsilon {request.epsilon:g}, delta {request.delta:g}) waits "
-            f"for a person: `privsyn-fed site approve {release_id} --state {self.s.state} --by NAME` or "
-            f"`site refuse {release_id} --state {self.s.state} --by NAME --why TEXT`"
+            f"for a person: `privsyn-fed site approve {release_id} --state {self.state} --by NAME` or "
+            f"`site refuse {release_id} --state {self.state} --by NAME --why TEXT`"
         )
         self._send({"op": "pending", "why": f"its policy has a person approve each release (release {release_id})"})
-        decision = approvals.wait(self.s.state, release_id, self.s.policy.approve_within_s)
+        decision = approvals.wait(self.state, release_id, self.s.policy.approve_within_s)
         if not decision.approved:
             self.refused_by = decision.by
             raise Refused(f"refused by {decision.by}" + (f": {decision.why}" if decision.why else ""))
