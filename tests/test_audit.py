@@ -402,7 +402,7 @@ def _party_copy(path):
     """A silo party's own complete copy of an independent release over MPC (the party's accounting,
     in this process): its one noisy sum of the five 1-ways."""
     from privsyn_fed.mpc.party_ledger import PartyRelease, noisy_sum_charge
-    from privsyn_fed.mpc.policy import ReleaseRequest
+    from privsyn_fed.mpc.request import ReleaseRequest
     from privsyn_fed.silo import MarginalsQuery
 
     request = ReleaseRequest("independent", 1.0, 1e-9, "0" * 64, False, 3, 1)

@@ -22,7 +22,8 @@ from privsyn_fed.draft_dp import plan_draft, profile_sensitivity
 from privsyn_fed.mpc import policy
 from privsyn_fed.mpc.draft import DraftSteps, DraftTable
 from privsyn_fed.mpc.launch import local_federation
-from privsyn_fed.mpc.policy import DRAFT, Refused, ReleaseRequest
+from privsyn_fed.mpc.policy import DRAFT, Refused
+from privsyn_fed.mpc.request import ReleaseRequest
 
 from .conftest import CLI, assert_one_line_error, finish, run_cli, start
 

@@ -23,6 +23,7 @@ from privsyn_fed.mpc import policy, secure
 from privsyn_fed.mpc.aggregator import schema_fingerprint
 from privsyn_fed.mpc.launch import local_federation
 from privsyn_fed.mpc.party_ledger import PoolState, local_select_charge, noisy_sum_charge, own_rows, select_charge
+from privsyn_fed.mpc.request import ReleaseRequest
 from privsyn_fed.silo import ConcatQuery, LocalScoresQuery, MarginalsQuery, MaskedQuery, answer
 
 from .conftest import CLI, SCHEMA, assert_one_line_error, finish, make_frame, never_opened, run_cli, start, synth_argv
@@ -89,7 +90,7 @@ def test_a_bad_policy_is_one_line_naming_the_file_and_the_field(tmp_path, capsys
 
 def test_a_policy_accepts_only_what_it_names(tmp_path):
     pol = policy.load_policy(_policy(tmp_path, methods=["distaim", "fedtda"], min_collusion=2))
-    ok = policy.ReleaseRequest("fedtda", 0.5, 1e-10, pol.schema_sha256, False, 3, 2)
+    ok = ReleaseRequest("fedtda", 0.5, 1e-10, pol.schema_sha256, False, 3, 2)
     assert pol.refusal(ok) is None
     for change, reason in [
         ({"method": "flaim"}, "method flaim is not among"),
@@ -98,7 +99,7 @@ def test_a_policy_accepts_only_what_it_names(tmp_path):
         ({"schema": "0" * 64}, "agreed to schema sha256"),
         ({"collusion": 1}, "below its policy's min_collusion 2"),
     ]:
-        request = policy.ReleaseRequest(**{**ok.__dict__, **change})
+        request = ReleaseRequest(**{**ok.__dict__, **change})
         assert reason in (pol.refusal(request) or ""), change
 
 
@@ -155,7 +156,7 @@ def test_a_selection_costs_what_the_arrays_the_party_scores_with_allow():
         "total_cells": np.arange(8, dtype=np.int64),
     }
     cmd = {"scale": 1e6, "draws": 1, "noise_parties": 2}
-    request = policy.ReleaseRequest("distaim", 1.0, 1e-9, "0" * 64, False, 2, 1)
+    request = ReleaseRequest("distaim", 1.0, 1e-9, "0" * 64, False, 2, 1)
     c = select_charge(cmd, honest, pool, request, 2)
     assert c is not None and c.sensitivity == 2.0 * 3  # AIM's 2 max w
     eps_s = math.ldexp(2.0 * 6, secure.SCORE_BITS) / 1e6
@@ -368,7 +369,7 @@ def test_a_modified_party_0_gets_refusals_never_values(tmp_path):
     fp = policy.load_policy(pol).schema_sha256
     silo = _silo(tmp_path / "silo1.csv", 300, 21)
     ledger = tmp_path / "p1.ledger.json"
-    request = policy.ReleaseRequest("distaim", 0.5, 1e-9, fp, False, 2, 1)
+    request = ReleaseRequest("distaim", 0.5, 1e-9, fp, False, 2, 1)
     rho = request.rho
     sigma = math.sqrt(1 / (2 * rho / 3.5))  # one party's own noise (k = 1): three such sums fit, not four
     fed = local_federation(tmp_path, 2)

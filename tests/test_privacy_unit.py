@@ -434,7 +434,8 @@ def test_a_row_level_report_says_a_person_with_several_rows_is_protected_less(le
 
 
 def test_the_release_request_carries_the_unit_and_a_party_checks_it():
-    from privsyn_fed.mpc.policy import Refused, ReleaseRequest
+    from privsyn_fed.mpc.policy import Refused
+    from privsyn_fed.mpc.request import ReleaseRequest
 
     request = ReleaseRequest("distaim", 1.0, 1e-9, "0" * 64, False, 3, 1, PrivacyUnit("pid", 2, 2, False))
     wire = request.to_wire()

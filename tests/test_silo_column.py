@@ -271,7 +271,8 @@ def test_distaim_over_mpc_gives_each_partys_rows_its_silos_name_and_audits(tmp_p
 
 def test_a_party_accepts_a_silo_column_only_with_its_own_name_in_it(tmp_path):
     from privsyn_fed.mpc.party_session import PartySession
-    from privsyn_fed.mpc.policy import Refused, ReleaseRequest
+    from privsyn_fed.mpc.policy import Refused
+    from privsyn_fed.mpc.request import ReleaseRequest
 
     schema = pf.Schema.from_dict(SITE_SCHEMA)
     session = PartySession(schema, str(tmp_path / "south.csv"), 1, 3, channel=object())

@@ -30,7 +30,7 @@ from privsyn_fed.mpc import certs, envelope
 from privsyn_fed.mpc.envelope import offer_context
 from privsyn_fed.mpc.federation import federation_digest, schema_fingerprint
 from privsyn_fed.mpc.launch import local_federation
-from privsyn_fed.mpc.policy import ReleaseRequest
+from privsyn_fed.mpc.request import ReleaseRequest
 from privsyn_fed.mpc.servers import ServersAggregator
 from privsyn_fed.mpc.sites import SiteHub
 from privsyn_fed.mpc.wire import pack_blobs, recv_frame, send_frame, unpack_blobs

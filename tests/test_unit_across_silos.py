@@ -269,7 +269,7 @@ def _policy(tmp_path, unit_rule):
 
 
 def test_a_site_policy_requires_a_unit_and_bounds_the_declared_m(tmp_path):
-    from privsyn_fed.mpc.policy import ReleaseRequest
+    from privsyn_fed.mpc.request import ReleaseRequest
 
     policy = _policy(tmp_path, {"column": "pid", "min_silos_per_unit": 2, "max_silos_per_unit": 4})
 

@@ -32,7 +32,8 @@ from . import secure, world
 from .federation import schema_fingerprint
 from .grid import COLLUSION, LOCAL_SAMPLER, REAL_BITS, grid_rounding_l2, to_ring
 from .noise import gumbel_rounding_slack, party_noise
-from .policy import BAD_SILO, MODE_DIFFERS, SCHEMA_DIFFERS, ReleaseRequest
+from .policy import BAD_SILO, MODE_DIFFERS, SCHEMA_DIFFERS
+from .request import ReleaseRequest
 from .verdicts import Verdict, collect_verdicts
 
 

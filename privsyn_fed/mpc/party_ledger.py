@@ -44,7 +44,8 @@ from ..mechanisms import party_exponential_step, party_gaussian_step, party_thre
 from ..silo import ConcatQuery, LocalScoresQuery, MarginalsQuery, MaskedQuery, NumericHistogramQuery, SecondMomentsQuery
 from .grid import COLLUSION, LOCAL_SAMPLER, REAL_BITS, SCORE_BITS, grid_rounding_l2
 from .noise import gumbel_rounding_slack
-from .policy import ONE_WAY_SUMS, SUM_KINDS, Refused, ReleaseRequest
+from .policy import ONE_WAY_SUMS, SUM_KINDS, Refused
+from .request import ReleaseRequest
 
 #: Caps on the public integers of a secure selection: beyond them a score could wrap around the ring.
 MAX_WEIGHT = 1 << 16

@@ -55,8 +55,8 @@ from .policy import (
     SCHEMA_DIFFERS,
     Policy,
     Refused,
-    ReleaseRequest,
 )
+from .request import ReleaseRequest
 from .verdicts import send_verdict
 
 #: The arrays of a secure selection, exactly.

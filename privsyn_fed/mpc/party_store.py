@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..common import BudgetExceeded, InputError
-from .policy import Policy, Refused, ReleaseRequest
+from .policy import Policy, Refused
+from .request import ReleaseRequest
 
 
 def default_ledger_folder(silo_path: str | Path) -> Path:

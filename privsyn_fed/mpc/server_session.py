@@ -30,7 +30,8 @@ from .aggregator import _grid_sigma
 from .party_ledger import Charge, PartyRelease, noisy_sum_charge, pool_add_check
 from .party_session import PartySession
 from .party_store import make_folder
-from .policy import ACCEPT, Refused, ReleaseRequest
+from .policy import ACCEPT, Refused
+from .request import ReleaseRequest
 from .verdicts import send_verdict
 from .wire import FrameError, query_digest, unpack_blobs
 

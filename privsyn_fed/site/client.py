@@ -36,7 +36,8 @@ from ..mpc import certs, envelope
 from ..mpc.grid import to_ring
 from ..mpc.party_ledger import PartyRelease, local_select_charge, noisy_sum_charge
 from ..mpc.party_store import charge_silo, make_folder, new_ledger_path, reserve
-from ..mpc.policy import Policy, Refused, ReleaseRequest
+from ..mpc.policy import Policy, Refused
+from ..mpc.request import ReleaseRequest
 from ..mpc.wire import FrameError, PeerClosed, pack_blobs, query_digest, recv_frame, send_frame, unpack_arrays
 from ..noise import OpenDPNoise
 from ..silo import MarginalsQuery, Silo, answer, from_wire
