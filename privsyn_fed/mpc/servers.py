@@ -15,6 +15,7 @@ Noise: ``S - t`` honest servers carry the guarantee, whatever the number of site
 
 from __future__ import annotations
 
+import json
 import math
 import secrets
 from typing import Any, Mapping, Sequence
@@ -66,7 +67,7 @@ class ServersAggregator(MPCAggregator):
         self.site_wait_s, self.answer_s, self.approval_s = site_wait_s, answer_s, approval_s
         self.log = log or (lambda line: None)
         self.step = 0
-        self.servers = world_size()
+        self.servers = secure.world_size()  # the servers of the mesh (the dealer is not one)
         self.offers: list[dict] = []
         self._key: Any = None
         self._certs: dict[str, str] = {}
@@ -102,7 +103,7 @@ class ServersAggregator(MPCAggregator):
             cert_pem = fh.read()
         with open(key_path, "rb") as fh:
             self._key, mine = envelope.server_offer(fh.read(), cert_pem, context)
-        rows = world.gather_bytes(self.channel, envelope_json(mine))
+        rows = world.gather_bytes(self.channel, json.dumps(mine, sort_keys=True).encode())
         assert rows is not None
         self.offers = [parse_header(row) for row in rows]  # a frame header's limits
         for j, offer in enumerate(self.offers):  # a server's key is checked here as every site checks it
@@ -347,18 +348,6 @@ class ServersPoolStorage(SharedPoolStorage):
         agg._record(round_index, "pool: new sites' answers to every candidate", answered)
         self.shares = self.shares + secure.share_sum(mine, list(range(agg.servers)), self.length)
         return answered
-
-
-def world_size() -> int:
-    """The servers of the mesh (the dealer is not one)."""
-    return secure.world_size()
-
-
-def envelope_json(offer: dict) -> bytes:
-    """A server's offer as it travels to party 0."""
-    import json
-
-    return json.dumps(offer, sort_keys=True).encode()
 
 
 def noise_factor(servers: int, collusion: int) -> float:
