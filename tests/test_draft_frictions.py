@@ -20,6 +20,7 @@ from privsyn_fed import draft_dp
 from privsyn_fed.accounting.budget_store import BudgetStore
 from privsyn_fed.audit import audit_ledger, load_ledger
 from privsyn_fed.common import InputError
+from privsyn_fed.draft_dp.cells import PROFILE_CELLS, CellKinds
 from privsyn_fed.schema import UNFOUND_KEY, PrivateDraftWarning, profile_chunks
 from privsyn_fed.schema.draft import DRAFT_NOTE_KEY
 
@@ -89,8 +90,10 @@ class ExactNoise:
         self.calls += 1
         out = np.asarray(counts, dtype=np.int64).copy()
         if self.below_zero and self.calls == 1:
-            out[1::4] -= 1000  # missing, per column
-            out[3::4] -= 1000  # non-integer, per column
+            w = len(PROFILE_CELLS)  # per column: missing, non-number, 1..6 and more decimal places, distinct
+            out[1::w] -= 1000  # missing, per column
+            for cell in range(2, w - 1):
+                out[1 + cell :: w] -= 1000  # numbers with decimal places (non-integer), per column
         return out
 
     def gaussian_reals(self, values, sigma):
@@ -111,11 +114,13 @@ def _column(values: dict) -> list:
 
 
 def test_each_way_a_column_goes_unfound_is_caught_on_known_counts():
-    """Exact counts at epsilon 3 over three columns (bounds threshold 15, categories threshold 18)."""
+    """Exact counts at epsilon 3 over three columns (bounds threshold 19, categories threshold 18); the
+    numeric columns hold numbers that are not whole (few whole values would be drafted as a code)."""
     n = 600
     cases = {
-        "one value": ({7: 598, 8: 2}, "bounds", "only the value 7"),
-        "next interval": ({15: 300, 25: 12, 35: 12, 45: 12, "": n - 336}, "bounds", "the 3 next to them hold"),
+        "one value": ({7.5: 598, 8.5: 2}, "bounds", "only the value 7.5"),
+        # at a decade's end, so that the coarse grid's [10, 20) (36 numbers) is found clearly holding them too
+        "next interval": ({9.95: 300, 10.5: 12, 11.5: 12, 12.5: 12, "": n - 336}, "bounds", "the 3 next to them hold"),
         # one number in each of 100 intervals of the grid
         "nothing": ({g: 1 for g in draft_dp.BOUNDS_GRID[200:300]} | {"": n - 100}, "bounds", "no interval"),
         "one category": ({"a": 590, "b": 10}, "categories", "only 'a'"),
@@ -125,7 +130,7 @@ def test_each_way_a_column_goes_unfound_is_caught_on_known_counts():
     for name, (values, release, fragment) in cases.items():
         frame = pd.DataFrame({"c": _column(values), "ok": ["x", "y"] * (n // 2), "n": list(range(10, 20)) * (n // 10)})
         plan, result = _exact_draft(frame)
-        assert (plan.bound_rows, plan.threshold) == (15, 18)
+        assert (plan.bound_rows, plan.threshold) == (19, 18)
         (lost,) = result.unfound
         assert (lost.name, lost.release) == ("c", release) and fragment in lost.why, (name, lost)
         spec = next(c for c in result.columns if c["name"] == "c")
@@ -142,9 +147,18 @@ def test_each_way_a_column_goes_unfound_is_caught_on_known_counts():
 
 
 def test_values_too_rare_for_any_budget_are_left_out_not_unfound():
-    frame = pd.DataFrame({"id": [f"p{i}" for i in range(400)], "ok": ["x", "y"] * 200})
+    # 180 values over 300 rows: too few distinct values for an identifier, too few rows each to find
+    frame = pd.DataFrame({"id": [f"p{i % 180}" for i in range(300)], "ok": ["x", "y"] * 150})
     _, result = _exact_draft(frame)
     assert result.dropped == ["id"] and not result.unfound and "too few for any budget" in result.notes[0]
+
+
+def test_text_identifiers_are_left_out_from_the_profile_alone():
+    frame = pd.DataFrame({"id": [f"p{i}" for i in range(400)], "ok": ["x", "y"] * 200})
+    _, result = _exact_draft(frame)
+    assert result.dropped == ["id"] and not result.unfound and "looks like an identifier" in result.notes[0]
+    assert result.accountant.details["draft"]["identifiers"] == ["id"]
+    assert [e["column"] for e in result.accountant.entries[1:]] == ["ok"]  # nothing spent on 'id'
 
 
 def test_found_columns_stay_found_and_negative_noisy_counts_are_never_shown():
@@ -176,7 +190,7 @@ def coarse_table(tmp_path):
     frame = pd.DataFrame(
         {
             "n": rng.integers(10, 20, 600),
-            "k": [7] * 598 + [8] * 2,
+            "k": [7.5] * 598 + [8.5] * 2,  # not whole numbers: numeric (a code would be categorical)
             "flag": ["a"] * 598 + ["b"] * 2,
             "ok": rng.choice(["x", "y", "z"], 600),
         }
@@ -194,14 +208,16 @@ def test_a_draft_with_unfound_columns_is_refused_after_the_spend_which_the_ledge
     store_args = ["--budget-store", store, "--dataset-id", "d", "--total-epsilon", "10"]
     proc = run_cli(*argv, *store_args, capsys=capsys)
     line = assert_one_line_error(
-        proc, "--dp 3 did not find", "'k' (only the value 7", "'flag' (only 'a'", "--leave-unfound"
+        proc, "--dp 3 did not find", "'k' (only the value 7.5", "'flag' (only 'a'", "--leave-unfound"
     )
     need = float(line.split("about --dp ")[1].split()[0])
     assert need > 3 and "s.ledger.json records the budget spent" in line and "No schema was written" in line
     assert not out.exists()
     ledger = load_ledger(tmp_path / "s.ledger.json")
     assert ledger["status"] == "failed" and len(ledger["entries"]) == 5
-    assert ledger["rho_spent"] == pytest.approx(ledger["rho_budget"]) and ledger["epsilon"] == pytest.approx(3)
+    # all but the atoms' share of 'k', whose bounds were not found (so no atoms were sought)
+    unspent = draft_dp.ATOM_RHO_SHARE * (1 - draft_dp.PROFILE_SHARE) * ledger["rho_budget"] / 4
+    assert ledger["rho_spent"] == pytest.approx(ledger["rho_budget"] - unspent) and ledger["epsilon"] < 3
     assert ledger["details"]["draft"]["unfound"] == ["k", "flag"]
     problems = audit_ledger(ledger).problems
     assert len(problems) == 1 and "did not complete" in problems[0], problems  # its arithmetic holds
@@ -267,6 +283,16 @@ def silos_and_record(draw):
     return [f"c{j}" for j in range(d)], silos, [draw(CELL) for _ in range(d)], draw(st.integers(0, len(silos) - 1))
 
 
+def _union_vector(names, silos, cap):
+    """The union's profile vector: its profiles and its counts of each kind of cell (``draft_dp.cells``)."""
+    frames = [pd.DataFrame(rows, columns=names, dtype=object) for rows in silos if rows]
+    if not frames:
+        frames = [pd.DataFrame({n: pd.Series([], dtype=object) for n in names})]
+    kinds = CellKinds(names)
+    profiles = profile_chunks(kinds.watch(iter(frames)), names, cap)
+    return draft_dp.profile_vector(profiles, [kinds.counts[n] for n in names])
+
+
 def _union(names, silos, cap, grid=None):
     frames = [pd.DataFrame(rows, columns=names, dtype=object) for rows in silos if rows]
     if not frames:
@@ -284,7 +310,7 @@ def test_one_record_in_one_silo_moves_the_unions_releases_as_one_table_allows(ca
     grown = [rows + [record] if i == where else rows for i, rows in enumerate(silos)]
     grid, d = draft_dp.BOUNDS_GRID, len(names)
     before, after = _union(names, silos, 5, grid), _union(names, grown, 5, grid)
-    diff = draft_dp.profile_vector(after) - draft_dp.profile_vector(before)
+    diff = _union_vector(names, grown, 5) - _union_vector(names, silos, 5)
     assert diff[0] == 1 and np.linalg.norm(diff) <= draft_dp.profile_sensitivity(d) + 1e-12
     for p, q in zip(before, after):
         assert np.abs(q.intervals - p.intervals).sum() <= 1

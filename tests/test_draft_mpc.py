@@ -181,8 +181,8 @@ def test_a_party_answers_each_draft_step_once_in_order_and_costs_it_itself(tmp_p
 
     assert "comes after draft_profile" in refused("draft_bounds", column="age")
     (charge,), _ = steps.plan_step("draft_profile", {}, None, None)
-    assert math.isclose(charge.sensitivity, profile_sensitivity(4)) and charge.cells == 17
-    assert charge.scale == plan.split.party_sigma(profile_sensitivity(4), plan.sigma_profile, 17)
+    assert math.isclose(charge.sensitivity, profile_sensitivity(4)) and charge.cells == 41  # 1 + 10 per column
+    assert charge.scale == plan.split.party_sigma(profile_sensitivity(4), plan.sigma_profile, 41)
     assert "answered already" in refused("draft_profile")
     assert "not a column of the draft" in refused("draft_bounds", column="zip")
     assert "comes after draft_candidates" in refused("draft_counts", column="sex", values=["F"])
@@ -242,7 +242,8 @@ def test_a_party_drafts_under_its_own_policy_and_settles_its_own_store(tmp_path)
     silo0, silo1 = _silo(tmp_path / "own.csv", 1500, 11), _silo(tmp_path / "theirs.csv", 1500, 12, ("north", "east"))
     fed = local_federation(tmp_path, 2)
     out, copy = tmp_path / "schema.json", tmp_path / "p1.ledger.json"
-    party0 = [*CLI, "schema", "draft", silo0, "--out", str(out), "--dp", "1", "--delta", "1e-6", "--mpc"]
+    # --dp 2 (within the policy): at 1 the fine grid's thresholds miss the spread-out incomes
+    party0 = [*CLI, "schema", "draft", silo0, "--out", str(out), "--dp", "2", "--delta", "1e-6", "--mpc"]
     procs = {
         "party1": start(
             [*CLI, "mpc-party", "--draft", "--silo", silo1, "--policy", str(pol), "--ledger", str(copy)]

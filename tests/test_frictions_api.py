@@ -105,7 +105,7 @@ def test_an_mpc_party_reads_its_silo_alike(schema, tmp_path, caplog):
 
 
 # ---- 2. and 3. drafts: identifiers, category order ----------------------------------------------------
-def id_table(n: int = 120) -> pd.DataFrame:
+def id_table(n: int = 300) -> pd.DataFrame:
     rng = np.random.default_rng(0)
     return pd.DataFrame(
         {
@@ -127,7 +127,7 @@ def test_draft_leaves_out_likely_identifiers_with_a_note(tmp_path, capsys, caplo
         result = draft_frame(df)
     assert result.identifiers == result.dropped == ["record", "name"]
     assert [c["name"] for c in result.columns] == ["age", "weight", "salary", "code"]
-    assert sum("likely an identifier" in r.getMessage() for r in caplog.records) == 2
+    assert sum("looks like an identifier" in r.getMessage() for r in caplog.records) == 2
     with pytest.warns(PrivateDraftWarning):
         assert pf.Schema.draft(df).names == ["age", "weight", "salary", "code"]
     assert "record" in draft_frame(df.head(30)).columns[0]["name"]  # too few rows to tell
@@ -136,7 +136,7 @@ def test_draft_leaves_out_likely_identifiers_with_a_note(tmp_path, capsys, caplo
     df.to_csv(data, index=False)
     code, _, err = run_cli("schema", "draft", data, "--out", out, capsys=capsys)
     assert code == 0, err
-    assert sum("likely an identifier" in line for line in err.splitlines()) == 2
+    assert sum("looks like an identifier" in line for line in err.splitlines()) == 2
     note = json.loads(out.read_text())[DRAFT_NOTE_KEY]
     assert note["left_out"] == note["likely_identifiers"] == ["record", "name"]
 

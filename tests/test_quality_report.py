@@ -76,7 +76,7 @@ def test_evaluate_report_is_a_self_contained_page_with_every_figure(schema_path,
     assert "error of each workload marginal" in labels
     assert "train on synthetic, test on real" in labels and "distance to closest record" in labels
     assert len(labels) == len(columns) + 3 + 1 + 2 == len(svgs(page))
-    assert page.count('class="guide"') == 6  # summary, columns, association, workload, TSTR, DCR
+    assert page.count('class="guide"') == 7  # summary, columns, numeric, association, workload, TSTR, DCR
 
 
 def test_report_without_holdout_has_no_tstr_or_dcr(schema):

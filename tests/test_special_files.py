@@ -426,6 +426,8 @@ TEXT = {
     ("budget show", "--dataset-id"),
     ("schema draft", "--missing-value"),
     ("schema draft", "--dataset-id"),
+    ("schema draft", "--exclude"),
+    ("schema draft", "--include"),
     ("partition", "--label"),
     ("evaluate", "--label"),
     ("evaluate", "--silo-column"),

@@ -1,6 +1,7 @@
 """A one-page privacy report of a ledger, for whoever receives the CSV: the synthetic file it belongs
 to, its date and the privsyn-fed version, the guarantee, its neighbouring relation and threat model,
-the audit's verdict, the rounds that ran, a chart of the cumulative budget by step, and the
+the audit's verdict, what the release keeps of each silo and the rows a per-unit bound left out
+(``scope``), the rounds that ran, a chart of the cumulative budget by step, and the
 mechanisms that spent it. HTML (with an inline SVG chart) or Markdown, written readable by all
 (``SHAREABLE``): it is made to be handed out with the CSV."""
 
@@ -21,6 +22,7 @@ from ..common.fileio import SHAREABLE
 from ..common.settings import package_version
 from .dependence import dependence_summary
 from .findings import AuditReport
+from .scope import silo_column_text, unit_bound_text
 from .verdict import audit_ledger
 
 
@@ -129,7 +131,10 @@ def _facts(ledger: dict[str, Any], audit: AuditReport, subject: Subject) -> list
         ("Guarantee", f"({ledger['epsilon']:.4g}, {ledger['delta']:g})-differential privacy"),
         ("Neighbouring datasets", _neighbours(ledger)),
         *(
-            [("Privacy unit", bounds_text(ledger["privacy_unit"]))]
+            [
+                ("Privacy unit", bounds_text(ledger["privacy_unit"])),
+                ("Rows left out by the unit bound", unit_bound_text(ledger["privacy_unit"])),
+            ]
             if isinstance(ledger.get("privacy_unit"), dict)
             else []
         ),
@@ -188,13 +193,7 @@ def _facts(ledger: dict[str, Any], audit: AuditReport, subject: Subject) -> list
         )
     site = details.get("silo_column")
     if isinstance(site, dict) and isinstance(site.get("silos"), list):
-        facts.append(
-            (
-                "Silo column",
-                f"'{site.get('column')}' holds each row's silo ({', '.join(map(str, site['silos']))}): public, so the "
-                "release shows each silo's distribution; the guarantee is per record, not per silo",
-            )
-        )
+        facts.append(("Silo column", silo_column_text(ledger, site)))
     if audit.warnings:
         facts.append(("Warnings", "; ".join(audit.warnings)))
     return facts

@@ -254,6 +254,12 @@ def run_evaluate(args: argparse.Namespace) -> int:
     for key in ("correlation_similarity", "contingency_similarity"):
         if p[key] is not None:
             print(f"{key.replace('_', ' ')} {show(p[key], lambda b, k=key: b['pairs'][k])}")
+    if report.get("numeric"):
+        from ..evaluation.numeric_summary import summary_lines
+
+        print("numeric columns (present values; point masses as shares of all rows):")
+        for line in summary_lines(report["numeric"], terminal_text):
+            print(f"  {line}")
     if "kmarginal" in report:
         k = report["kmarginal"]
         other = base["kmarginal"]["score"] if base is not None else None

@@ -14,6 +14,9 @@ from pathlib import Path
 from ..common import Named, check_files
 from .common import positive_int, seed_arg
 
+#: Below this many expected real rows meeting the ``--where`` conditions, ``sample`` warns.
+FEW_ROWS = 1.0
+
 EPILOG = """\
 examples:
   privsyn-fed sample release.model --rows 1000000 --out more.csv
@@ -26,7 +29,9 @@ conditions (--where, repeatable, one per column; all must hold):
   COLUMN=(missing) the missing value
 Rows are drawn from the model's distribution given the conditions: exactly for the graphical and
 independent models, by rejection from the copula for fedtda. A condition the model gives
-probability 0 is refused.
+probability 0 is refused. When the model expects fewer than one row of the real table to meet
+the conditions (their probability times the release's noisy row count), a warning on stderr says
+so: the rows drawn are then the model's extrapolation, not a reflection of real rows.
 
 The model file was checked against its ledger when loaded: a file whose ledger does not audit, or
 does not describe this model, is refused."""
@@ -61,7 +66,7 @@ def add_parser(sub) -> None:
         help="draw rows given this public value or range of a column (repeatable; see below)",
     )
     sp.add_argument("--force", action="store_true", help="replace OUT if it exists (never the model)")
-    sp.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    sp.add_argument("--quiet", action="store_true", help="print nothing but errors and warnings")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -77,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
     model = load_model(args.model)
     conditions = parse_where(args.where, model.schema)
     sampler = model.given(conditions)
+    warning = improbable_warning(model.total, sampler.probability, args.rows, conditions)
     seed = secrets.randbits(63) if args.seed is None else args.seed
     rows = SyntheticRows(constrained(sampler, model.schema), args.rows, seed)
 
@@ -97,9 +103,29 @@ def run(args: argparse.Namespace) -> int:
         staged.discard()
         raise
     staged.publish()
+    if warning is not None:
+        print(warning, file=sys.stderr)
     if not args.quiet:
         _report(args, model, sampler, conditions)
     return 0
+
+
+def improbable_warning(total: float, probability: float, rows: int, conditions) -> str | None:
+    """One warning line when the conditions are improbable: the model expects ``total * p`` rows of
+    the real table to meet them (``total`` the release's noisy row count, ``p`` the conditions'
+    probability under the model); below one row, the drawn rows come from the model's fit alone.
+    None without conditions or when at least one row is expected. Post-processing: both numbers
+    are released."""
+    expected = total * probability
+    if not conditions or expected >= FEW_ROWS:
+        return None
+    from ..common.escaping import terminal_text
+
+    text = terminal_text(" and ".join(c.describe() for c in conditions))
+    return (
+        f"privsyn-fed: warning: the model expects about {expected:.2g} rows with {text} in the real table "
+        f"(of about {total:,.0f} rows), so the {rows:,} rows drawn are extrapolated from the model, not from data"
+    )
 
 
 def _report(args: argparse.Namespace, model, sampler, conditions) -> None:

@@ -21,86 +21,14 @@ from .common import (
     number,
     positive_int,
 )
-
-DRAFT_EPILOG = """\
-examples:
-  privsyn-fed schema draft data.csv --out schema.json
-  privsyn-fed schema draft data.parquet --out schema.json --categorical-max 20 --bins 16
-  privsyn-fed schema draft data.csv --out schema.json --dp 1 --delta 1e-9
-  privsyn-fed schema draft north.csv south.parquet --out schema.json --dp 1 --delta 1e-9
-  privsyn-fed schema draft north.csv south.csv east.csv --out schema.json --dp 2 --delta 1e-9 --mpc
-  privsyn-fed schema from-dictionary dictionary.csv --out schema.json
-
-how a draft is made (one streaming pass over the rows):
-  type      a column with at most K distinct values (--categorical-max, default {k}) is categorical,
-            categories sorted; with more it is numeric if every value is a number, else it is left
-            out with a note (free text, IDs: a release ignores columns the schema does not list)
-  IDs       a column of {ids} rows or more with one distinct value per row (text, or whole numbers
-            packed as IDs are) is left out with a note: a likely identifier
-  bounds    [min, max] widened to multiples of the largest power of ten not above max - min
-            (17..90 -> 10..90, 1..99 -> 0..100); whole numbers for an integer column
-  integer   every value of a numeric column is a whole number
-  missing   a cell is one of "", NA, N/A, NaN, nan, null, NULL, None or a --missing-value
-
-WITHOUT --dp THE DRAFT IS NOT PRIVATE: its bounds and category lists are read off the rows. It
-says so in its "_draft" note; replace them with public knowledge (a data dictionary, a code list)
-or draft with --dp before sharing the schema.
-
-with --dp EPSILON --delta DELTA every fact read from the rows is released under differential
-privacy and charged to a ledger (default: the schema's name with .ledger.json; check it with
-privsyn-fed audit): a noisy profile of the columns (one Gaussian: rows, and per column missing,
-non-number, non-integer and distinct cells); for each numeric column a noisy histogram over the
-intervals between round numbers (0, +-1, 2, ..., 9 x 10^k), whose outermost intervals with enough
-values give the bounds; for each text column its values whose noisy count passes a threshold,
-plus a catch-all category (thresholded Gaussian histogram: approximate DP, its delta recorded in
-the ledger). Under --dp a column of numbers is always numeric (a whole-number column of a small
-range gets a bin per value) and --categorical-max bounds the categories released for a text
-column. A budget so small that an interval would need more than {rank:,} rows to be found is
-refused before anything is read or reserved, naming the epsilon needed.
-
-Several tables (silos on this machine, with the same columns) are drafted under --dp as their
-union, charged once: a record is in one table, so each count is the sum of the tables' counts and
-a category only one silo holds is found like any other.
-
-With --mpc the silos are drafted without pooling them: each DATA is its own party process on this
-machine, or with --federation each organisation runs `privsyn-fed mpc-party --draft --silo TABLE`
-on its own host. The counts are summed on secret shares with every party's own noise; a text
-column's values are listed by each silo from its own rows under its own noise (half the column's
-budget), then counted over the union on secret shares. A value is found when it is common enough
-in at least one silo. Each party checks the request against its --policy (which must list the
-method schema-draft) and keeps its own ledger copy.
-
-A column whose bounds or categories the budget did not find is never written degenerate: no
-interval or no value passed its threshold, or only one value did, or the bounds would clip (the
-catch-all would take) clearly more than {lost:.0%} of its cells (estimated from the noisy counts).
-The draft is then refused (exit 2) naming those columns and about the epsilon that would bring the
-thresholds down to the counts they show; the ledger keeps the spend. With --leave-unfound such a
-column is written as a placeholder ("{unfound}": why) that the schema refuses to load until its
-bounds or categories are filled in and that key deleted; after a refusal, the same command with
---leave-unfound reuses the values the draft released (kept beside its ledger) and spends nothing.
-Module privsyn_fed.draft_dp states each sensitivity.""".replace("%%", "%")
-
-DICTIONARY_EPILOG = """\
-a data dictionary is a CSV file with one row per column of the table:
-  name,type,min,max,categories,bins,integer,missing,missing_values,description
-  age,numeric,0,120,,,true,,,Age in years
-  income,numeric,0,1000000,,16,,true,N,Yearly income (N: not applicable)
-  sex,categorical,,,F|M,,,,,
-  region,categorical,,,north|south|east|west,,,true,,
-name and type (numeric or categorical) are required; a numeric column needs min and max, a
-categorical one its categories separated by '|'. bins (default --bins), edges (a numeric
-column's public cut points between bins, '|'-separated, e.g. 0|10000|25000|50000|100000 for an
-income), scale (linear, or log: bins of equal width in log(1 + x - min)), integer and missing
-(true/false, yes/no, 1/0) and missing_values ('|'-separated tokens read as missing; they imply
-missing) are optional; description, label, notes, comment and source columns are ignored.
-The dictionary is public knowledge, so the schema it gives may be shared as is."""
+from .schema_help import DICTIONARY_EPILOG, DRAFT_EPILOG
 
 
 def add_parsers(sub) -> None:
     """Add the ``schema`` command group to ``sub`` (the subcommands of ``privsyn-fed``)."""
     from ..draft_dp import MAX_BOUND_ROWS, MAX_LOST_SHARE
-    from ..schema import DEFAULT_BINS, DEFAULT_CATEGORICAL_MAX, UNFOUND_KEY
-    from ..schema.draft import MIN_IDENTIFIER_ROWS
+    from ..schema import DEFAULT_BINS, DEFAULT_CATEGORICAL_MAX, UNFOUND_KEY, identifiers
+    from ..schema.draft import ATOM_SHARE, IDENTIFIER_SAMPLE, MAX_ATOMS, MAX_DRAFT_DECIMALS
 
     sc = sub.add_parser(
         "schema",
@@ -118,7 +46,11 @@ def add_parsers(sub) -> None:
         epilog=DRAFT_EPILOG.format(
             k=DEFAULT_CATEGORICAL_MAX,
             rank=MAX_BOUND_ROWS,
-            ids=MIN_IDENTIFIER_ROWS,
+            ids=identifiers,
+            sample=IDENTIFIER_SAMPLE,
+            atom=ATOM_SHARE,
+            atoms=MAX_ATOMS,
+            decimals=MAX_DRAFT_DECIMALS,
             lost=MAX_LOST_SHARE,
             unfound=UNFOUND_KEY,
         ),
@@ -153,6 +85,22 @@ def add_parsers(sub) -> None:
         default=[],
         metavar="TOKEN",
         help="also read TOKEN as a missing value (repeat for several; written to the columns' missing_values)",
+    )
+    dr.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="COL",
+        help="leave column COL out of the schema without reading it (repeat for several; with --dp too): an "
+        "identifier, free text, or a column not to release; a release then ignores it in the silos",
+    )
+    dr.add_argument(
+        "--include",
+        action="append",
+        default=[],
+        metavar="COL",
+        help="draft column COL even if it looks like an identifier (many distinct values: row numbers, ids, "
+        "names), when it is a real attribute (repeat for several)",
     )
     dr.add_argument(
         "--force", action="store_true", help="replace --out (and the ledger, unless a budget store references it)"
@@ -263,7 +211,9 @@ def run_draft(args: argparse.Namespace) -> int:
         )
     data, out = Path(args.data[0]), Path(args.out)
     check_files([Named("DATA", data)], [(Named("--out", out), "schema")], force=args.force)
-    result = draft_table(data, args.categorical_max, args.bins, tuple(args.missing_value))
+    result = draft_table(
+        data, args.categorical_max, args.bins, tuple(args.missing_value), tuple(args.exclude), tuple(args.include)
+    )
     Schema.from_dict({"columns": result.columns}, source=str(data))  # the draft loads as a schema
     write_document(out, draft_document(result.columns, plain_note(str(data), result.dropped, result.identifiers)))
     print(f"wrote {out}: {_summary(result.columns)} drafted from {data}")
@@ -295,6 +245,14 @@ def run_draft_dp(args: argparse.Namespace) -> int:
     check_files(inputs + federation_inputs(args), outputs, force=args.force, stores=stores)
     check_distinct(inputs)
     names = _common_header(tables)  # headers are public; no row is read
+    exclude, include = list(args.exclude or []), list(args.include or [])
+    unknown = [c for c in [*exclude, *include] if c not in names]
+    if unknown:
+        flag = "--exclude" if unknown[0] in exclude else "--include"
+        raise InputError(f"{flag} {unknown[0]!r}: not a column of the table's header")
+    if set(exclude) & set(include):
+        raise InputError(f"--exclude and --include both name {sorted(set(exclude) & set(include))[0]!r}")
+    names = [c for c in names if c not in exclude]  # removed before any row is read
     split = None
     if args.mpc:
         from ..accounting.distributed import PartiesNoise
@@ -302,7 +260,16 @@ def run_draft_dp(args: argparse.Namespace) -> int:
         n = federation_parties(args) or len(tables)
         split = PartiesNoise(n, n - 1 if args.collusion is None else args.collusion)
     plan = draft_dp.plan_draft(
-        args.dp, args.delta, names, args.categorical_max, args.bins, args.missing_value, split, args.edges
+        args.dp,
+        args.delta,
+        names,
+        args.categorical_max,
+        args.bins,
+        args.missing_value,
+        split,
+        args.edges,
+        include=include,
+        exclude=exclude,
     )
     replay = draft_replay.previous(failed, plan, tables) if failed else None
     if replay is not None:

@@ -133,7 +133,8 @@ def add_parser(sub) -> None:
         metavar="COLUMN",
         help="the silo as a column: a categorical column of the schema whose categories are the silos' names; "
         "each silo's rows take its name there (public: every silo knows its own), so the release keeps each "
-        "silo's distribution. The silo tables need not hold the column; where one does, every row must hold "
+        "silo's share of the rows and the marginals it measures together with the column (not every "
+        "distribution within a silo). The silo tables need not hold the column; where one does, every row must hold "
         "the silo's name",
     )
     s.add_argument("--epsilon", type=number, required=True, metavar="E", help="privacy budget epsilon (> 0)")

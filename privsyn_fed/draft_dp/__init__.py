@@ -12,28 +12,49 @@ The plan (``plan_draft``) is fixed from public facts before any row is read: the
 half of delta is shared equally by the ``d`` columns' thresholds (``delta_target = delta / (2 d)``).
 ``PROFILE_SHARE`` of rho goes to the profile, the rest in equal shares ``rho_col`` to the columns:
 
-1. **Profile** (one Gaussian, discrete, on integers): the row count, and per column the counts of
-   missing cells, of present cells that are not finite numbers, of numbers that are not whole, and
-   ``min(distinct present values, C)`` with the public cap ``C = DISTINCT_GUARD + 1 + ceil(6 sigma)``.
-   A record is one row (1), and in each column in at most one of the first three counts (1) and adds
-   at most one distinct value (1): L2 sensitivity ``sqrt(1 + 2 d)``; cost ``(1 + 2 d) / (2 sigma^2)``.
-   Decisions (post-processing): ``missing`` when the noisy missing count is positive (declaring it
-   costs one cell; omitting it makes ``synth`` refuse the table); a column of numbers (numeric) when
-   the noisy non-number count is at most ``SEEN_SIGMAS sigma + 1/2``, of whole numbers likewise;
-   otherwise a column of text, left out when its noisy distinct count exceeds ``DISTINCT_GUARD``
-   (IDs, free text: nothing more is spent on it), else categorical. Unlike a plain draft, a column
-   of numbers is always numeric here: a whole-number column of a small range gets one bin per value,
-   which encodes like a categorical column, and no histogram of numbers is needed.
-2. **Bounds** of a numeric column: a Gaussian histogram of its numbers over the ``m + 1 = 344``
-   intervals that the public grid ``BOUNDS_GRID`` cuts the line into (edges 0 and +-{1, ..., 9} 10^k,
-   k = -3..15, up to 9e15; ``(-inf, g_0), [g_0, g_1), ..., [g_{m-1}, inf)``): a record is a number in
-   at most one interval, so sensitivity 1, ``sigma_b = 1 / sqrt(2 rho_col)``, cost ``rho_col``. The
-   domain is public, so this is plain zCDP. The bounds are the lower edge of the lowest and the upper
-   edge of the highest interval whose noisy count reaches ``T = 1 + ceil(z sigma_b)``, with ``z`` such
-   that an empty interval passes with probability at most ``BOUNDS_FALSE_RATE / 344`` (``P(Z >= T)
-   <= P(N(0, sigma_b^2) >= T - 1)``, see 3.); for a whole-number column the whole numbers inside
-   them (an upper edge is exclusive); then rounded outward (``draft.round_outward``); values
-   beyond are clipped (4. says when the bounds count as not found).
+1. **Profile** (one Gaussian, discrete, on integers): the row count, and per column (``cells.
+   PROFILE_CELLS``) the counts of missing cells, of present cells that are not finite numbers, of
+   numbers with exactly 1, 2, ..., 6 decimal places and with more than 6 (``cells``; a whole number is
+   in none), and ``min(distinct present values, C)`` with the public cap ``C = DISTINCT_GUARD + 1 +
+   ceil(6 sigma)``. A record is one row (1); in each column its cell is missing, or not a number, or a
+   number with one count of decimal places, so it is in at most one of the column's first eight counts
+   (1), and it adds at most one distinct value (1): per column the change is at most ``1^2 + 1^2``,
+   so the L2 sensitivity is ``sqrt(1 + 2 d)``, as with the single count of numbers that are not whole
+   that the decimal places replace; cost ``(1 + 2 d) / (2 sigma^2)``.
+   Decisions (post-processing, ``decide``), each against the seen level ``SEEN_SIGMAS sigma + 1/2``:
+   ``missing`` when the noisy missing count exceeds it (not merely zero: a column without missing cells
+   is not declared missing but with probability ``Phi(-SEEN_SIGMAS)``); a column of numbers when the
+   noisy non-number count does not, of whole numbers when no count of decimal places does; its
+   ``"decimals"`` the largest ``k <= 6`` whose count exceeds it (none when the count of more than 6
+   does). A column of whole numbers whose noisy distinct count is at most ``--categorical-max`` is a
+   **code** (plan codes, 0/1 flags): drafted from the thresholded histogram of its values (3., the
+   same ``rho_col``), a categorical column of the values that pass and the catch-all (when more than
+   ``--categorical-max`` pass, the distinct count's noise misled: locally the column is numeric,
+   bounded by the least and largest value that passed, unless the others hold too many cells as in
+   4.; over MPC, where only their number comes back, it is left out); every other column of numbers
+   is numeric (2.), its rho split with its atoms (``atoms``). Otherwise a column of text, left out
+   when its noisy distinct count exceeds ``DISTINCT_GUARD``, or when the shared identifier rule
+   (``schema.identifiers``) takes it for an identifier from its noisy present (rows - missing) and
+   distinct counts (IDs, names, free text: nothing more is spent on it), else categorical. A column of
+   whole numbers is tested against the same rule after its bounds (2.), with the span of its
+   intervals that reach ``T`` (dense ids, row numbers), and left out too. ``--include COL`` keeps a
+   column the rule would leave out; ``--exclude COL`` removes a column from the plan's columns before
+   anything is read. The ledger records both (public) in ``details.draft`` and the columns left out
+   as identifiers in ``details.draft.identifiers``.
+2. **Bounds** of a numeric column: a Gaussian histogram of its numbers over the ``m + 1 = 3,404``
+   intervals that the public grid ``BOUNDS_GRID`` cuts the line into (``grid``: edges 0 and
+   +-{1.0, 1.1, ..., 9.9} 10^k, k = -3..15, up to 9e15; ``(-inf, g_0), [g_0, g_1), ..., [g_{m-1}, inf)``):
+   a record is a number in at most one interval, so sensitivity 1, ``sigma_b = 1 / sqrt(2 s rho_col)``,
+   cost ``s rho_col``, with ``s = 1 - ATOM_RHO_SHARE`` (the rest to its atoms, ``atoms``; ``s = 1``
+   over MPC). The domain is public, so this is plain zCDP. The bounds are the lower edge of the
+   lowest and the upper edge of the highest interval whose noisy count reaches ``T = 1 + ceil(z
+   sigma_b)``, with ``z`` such that an empty interval passes with probability at most
+   ``BOUNDS_FALSE_RATE / 3,404`` (``P(Z >= T) <= P(N(0, sigma_b^2) >= T - 1)``, see 3.); for a column
+   of numbers with ``k`` decimal places (0: whole numbers) the multiples of ``10^-k`` inside them (an
+   upper edge is exclusive), with no rounding beyond the grid's (4..107 in whole days gives 4..109);
+   values beyond are clipped (4. says when the bounds count as not found). When the fine intervals
+   do not find them, the same noisy histogram is read again summed over the coarse grid's intervals
+   (mantissas 1..9, at most 10 fine ones each, its own threshold; ``bounds``): post-processing.
    Outer intervals holding fewer than about ``T`` rows are cut off (their values clipped), so a
    budget whose ``T`` exceeds ``MAX_BOUND_ROWS`` is refused before anything is read. (Quantiles by
    the exponential mechanism over the same grid were the alternative; but every candidate beyond the
@@ -55,7 +76,8 @@ half of delta is shared equally by the ``d`` columns' thresholds (``delta_target
    ``epsilon`` the conversion of the spent rho at ``delta_conversion`` and ``delta =
    delta_conversion + sum delta'`` (``accounting.ledger``; ``audit`` re-derives every part).
 4. **Not found** (post-processing of the noisy values above; nothing more is spent): a column's bounds
-   are not found when no interval reaches ``T``, when they are a single value, or when the numbers
+   are not found when, on the fine grid and then on the coarse one (2.; the fine grid's verdict is the
+   one reported), no interval reaches ``T``, when they are a single value, or when the numbers
    beyond them, estimated as ``N - S`` (``N`` = rows - missing - non-numbers from the profile, variance
    at most ``3 sigma^2``; ``S`` the noisy counts of the intervals they span, ``k sigma_b^2``), exceed
    ``MAX_LOST_SHARE N`` by more than ``SEEN_SIGMAS`` standard deviations, or when the intervals next
@@ -92,14 +114,20 @@ half of delta is shared equally by the ``d`` columns' thresholds (``delta_target
    the listed values and of the present cells outside them, on secret shares (sensitivity 1: a present
    cell is in one of them). Every listed value is kept; ``R`` is the noisy count of the others. A value
    is listed when it passes in at least one silo, so one spread thinly over many silos maps to the
-   catch-all (4. says when that loses too many cells).
+   catch-all (4. says when that loses too many cells). A code (1.) takes this categorical path too,
+   decided from the same noisy profile; ``--exclude`` travels with the draft to every party, whose
+   header holds the excluded columns besides the drafted ones.
 
 6. **Bins** (``--edges quantiles``; post-processing, nothing more is spent): a numeric column whose
    bounds were found gets cut points between bins of about equal noisy count, from its noisy bounds
-   histogram (``quantile_cuts``): across the intervals its bounds span, a bin closes once it holds
-   ``1 / bins`` of their noisy count, and an interval holding two such shares or more is cut into that
-   many parts of equal width (the numbers inside an interval are taken as spread evenly). The
-   schema's ``"edges"`` then replace its ``"bins"``.
+   histogram (``bounds.quantile_cuts``): across the intervals its bounds span, a bin closes once it
+   holds ``1 / bins`` of their noisy count, and an interval holding two such shares or more is cut into
+   that many parts of equal width (the numbers inside an interval are taken as spread evenly; a cut
+   inside an interval to 4 significant digits). The schema's ``"edges"`` then replace its ``"bins"``.
+
+Point masses (``"atoms"``) are proposed only where an interval of the fine grid holds a single
+possible value (``bounds``: zero, small whole numbers), from the same noisy histogram, on this machine
+and on secret shares alike; a DP draft makes no release of its own for them.
 
 The ledger (method ``schema-draft``) is written before each release, as for ``synth``.
 """
@@ -122,24 +150,25 @@ from ..mechanisms import threshold_delta
 from ..noise import NoiseSource, OpenDPNoise
 from ..schema import (
     DP_DRAFT_PRIVACY,
-    MAX_DRAFT_BOUND,
     UNFOUND_KEY,
     ColumnProfile,
     Schema,
     category_order,
-    numeric_spec,
     profile_chunks,
 )
 from ..schema.cells import text_fault
-from ..schema.draft import round_outward
+from .atoms import ATOM_RHO_SHARE, choose_atoms, number_counts, releases_atoms
+from .cells import PROFILE_CELLS, CellKinds
+from .decide import ColumnFacts, identifier_line, is_code, numeric_entry
+from .grid import BOUNDS_FALSE_RATE as BOUNDS_FALSE_RATE
+from .grid import BOUNDS_GRID, bounds_threshold, grid_record
+from .grid import interval_edges as interval_edges
 
 METHOD = "schema-draft"
 #: Share of rho spent on the profile; the rest is split equally among the columns.
 PROFILE_SHARE = 0.1
 #: Share of delta left to the thresholds of the categories' histograms (the rest converts rho).
 THRESHOLD_DELTA_SHARE = 0.5
-#: The probability that any empty interval of the bounds histogram passes its threshold (one column).
-BOUNDS_FALSE_RATE = 1e-3
 #: The largest bounds threshold (rows an outer interval needs to be kept) worth drafting at.
 MAX_BOUND_ROWS = 1000
 #: A noisy profile count above ``SEEN_SIGMAS sigma + 1/2`` says such cells exist.
@@ -169,43 +198,6 @@ MPC_THREAT_MODEL = (
 )
 
 
-def bounds_grid() -> np.ndarray:
-    """The public edges of the bounds histogram: 0 and +-m 10^k for m = 1..9, k = -3..15 (343 round
-    numbers, sorted; the widest, 9e15, is ``draft.MAX_DRAFT_BOUND``); 344 intervals."""
-    pos = sorted(float(f"{m}e{k}") for k in range(-3, 16) for m in range(1, 10))
-    pos = [p for p in pos if p <= MAX_DRAFT_BOUND]
-    return np.array([-p for p in reversed(pos)] + [0.0] + pos)
-
-
-BOUNDS_GRID = bounds_grid()
-
-
-def interval_edges(i: int) -> tuple[float, float]:
-    """Lower and upper edge of interval ``i`` of ``BOUNDS_GRID`` (the open ends at +-MAX_DRAFT_BOUND)."""
-    lo = float(BOUNDS_GRID[i - 1]) if i > 0 else -MAX_DRAFT_BOUND
-    hi = float(BOUNDS_GRID[i]) if i < len(BOUNDS_GRID) else MAX_DRAFT_BOUND
-    return lo, hi
-
-
-def bounds_threshold(sigma: float) -> int:
-    """``T = 1 + ceil(z sigma)``, the least with ``344 P(N(0, sigma^2) >= T - 1) <= BOUNDS_FALSE_RATE``:
-    a noisy count of an empty interval reaches ``T`` with probability at most that (for discrete
-    Gaussian noise, ``P(Z >= T) <= P(N >= T - 1)``)."""
-    from scipy.special import erfcinv
-
-    cells = len(BOUNDS_GRID) + 1
-
-    def passes(t: int) -> bool:  # an empty interval reaches t with probability at most the rate
-        return cells * 0.5 * math.erfc((t - 1) / (sigma * math.sqrt(2.0))) <= BOUNDS_FALSE_RATE
-
-    t = 1 + math.ceil(sigma * math.sqrt(2.0) * float(erfcinv(2.0 * BOUNDS_FALSE_RATE / cells)))
-    while not passes(t):
-        t += 1
-    while t > 1 and passes(t - 1):
-        t -= 1
-    return t
-
-
 def threshold_for(sigma: float, delta_target: float) -> int:
     """The least integer ``tau >= 2`` with ``threshold_delta(sigma, tau) <= delta_target``."""
     from scipy.special import erfcinv
@@ -218,12 +210,13 @@ def threshold_for(sigma: float, delta_target: float) -> int:
     return tau
 
 
-def profile_vector(profiles: Sequence[ColumnProfile]) -> np.ndarray:
-    """``[rows, then per column: missing, non-numbers, non-integers, min(distinct, cap)]`` (int64)."""
+def profile_vector(profiles: Sequence[ColumnProfile], kinds: Sequence[np.ndarray]) -> np.ndarray:
+    """``[rows, then per column: its counts of cells.KINDS (missing, non-numbers, numbers of 1..6 and
+    more decimal places), min(distinct, cap)]`` (int64); ``kinds[j]`` counts column ``j``'s cells."""
     rows = profiles[0].rows if profiles else 0
     out = [rows]
-    for p in profiles:
-        out += [p.missing, p.non_numbers, p.non_integers, p.distinct_capped]
+    for p, k in zip(profiles, kinds):
+        out += [*(int(c) for c in k), p.distinct_capped]
     return np.array(out, dtype=np.int64)
 
 
@@ -247,6 +240,10 @@ class DraftPlan:
     split: PartiesNoise | None = None
     #: A numeric column's bins: ``uniform``, or at the noisy histogram's ``quantiles`` (6.).
     edges: str = "uniform"
+    #: Columns the identifier rule may not leave out (``--include``), and the header's columns removed
+    #: from ``columns`` before any row is read (``--exclude``): public, recorded in the ledger.
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
     delta_conversion: float = field(init=False)
     delta_target: float = field(init=False)
     rho_budget: float = field(init=False)
@@ -255,6 +252,8 @@ class DraftPlan:
     sigma_profile: float = field(init=False)
     cap: int = field(init=False)
     sigma_column: float = field(init=False)
+    sigma_atoms: float | None = field(init=False)
+    atom_threshold: int | None = field(init=False)
     sigma_values: float = field(init=False)
     sigma_counts: float | None = field(init=False)
     profile_sd: float = field(init=False)
@@ -272,7 +271,9 @@ class DraftPlan:
         set_("rho_column", (1 - PROFILE_SHARE) * self.rho_budget / d)
         set_("sigma_profile", profile_sensitivity(d) / math.sqrt(2 * self.rho_profile))
         set_("cap", DISTINCT_GUARD + 1 + math.ceil(CAP_SIGMAS * self.sigma_profile))
-        set_("sigma_column", 1.0 / math.sqrt(2 * self.rho_column))
+        set_("sigma_column", 1.0 / math.sqrt(2 * self.bounds_share * self.rho_column))
+        set_("sigma_atoms", None if self.mpc else 1.0 / math.sqrt(2 * ATOM_RHO_SHARE * self.rho_column))
+        set_("atom_threshold", None if self.sigma_atoms is None else threshold_for(self.sigma_atoms, self.delta_target))
         set_("sigma_values", 1.0 / math.sqrt(2 * self.values_share * self.rho_column))
         set_("sigma_counts", 1.0 / math.sqrt(2 * (1 - CANDIDATE_SHARE) * self.rho_column) if self.mpc else None)
         set_("profile_sd", self.noise_sd(self.sigma_profile, profile_sensitivity(d), 1 + 4 * d))
@@ -295,6 +296,11 @@ class DraftPlan:
         return math.sqrt(self.split.parties) * self.split.party_sigma(sensitivity, sigma, cells)
 
     @property
+    def bounds_share(self) -> float:
+        """The share of a numeric column's rho that its bounds histogram gets (the rest: its atoms)."""
+        return 1.0 if self.mpc else 1.0 - ATOM_RHO_SHARE
+
+    @property
     def values_share(self) -> float:
         """The share of a categorical column's rho that its thresholded histogram of values gets."""
         return CANDIDATE_SHARE if self.mpc else 1.0
@@ -310,7 +316,8 @@ class DraftPlan:
 
         def threshold(rho_column: float) -> int:
             if release == "bounds":
-                return bounds_threshold(self.bounds_sd / self.sigma_column / math.sqrt(2 * rho_column))
+                sigma = 1.0 / math.sqrt(2 * self.bounds_share * rho_column)
+                return bounds_threshold(self.bounds_sd / self.sigma_column * sigma)
             return threshold_for(1.0 / math.sqrt(2 * self.values_share * rho_column), self.delta_target)
 
         if threshold(self.rho_column) <= count:
@@ -334,11 +341,9 @@ class DraftPlan:
             "categorical_max": self.categorical_max,
             "distinct_guard": DISTINCT_GUARD,
             "distinct_cap": self.cap,
-            "bounds_grid": {
-                "edges": len(BOUNDS_GRID),
-                "lowest": float(BOUNDS_GRID[0]),
-                "highest": float(BOUNDS_GRID[-1]),
-            },
+            "bounds_grid": grid_record(),
+            "profile_cells": list(PROFILE_CELLS),
+            "codes": True,
             "bounds_threshold": self.bound_rows,
             "max_bound_rows": MAX_BOUND_ROWS,
             "threshold": self.threshold,
@@ -346,19 +351,23 @@ class DraftPlan:
             "bins": self.bins,
             "missing_values": list(self.missing_values),
             **({"mpc": {"candidate_share": CANDIDATE_SHARE}} if self.mpc else {}),
+            **({} if self.mpc else {"atoms": {"rho_share": ATOM_RHO_SHARE}}),
             **({"edges": self.edges} if self.edges != "uniform" else {}),
+            **({"include": list(self.include)} if self.include else {}),
+            **({"exclude": list(self.exclude)} if self.exclude else {}),
         }
 
 
-def needed_epsilon(d: int, delta: float, factor: float = 1.0) -> float:
+def needed_epsilon(d: int, delta: float, factor: float = 1.0, share: float = 1.0) -> float:
     """The least ``--dp`` epsilon (at ``delta``) whose bounds threshold is at most ``MAX_BOUND_ROWS``
-    (``factor``: the noise's standard deviation over the planned, ``sqrt(n / k)`` on secret shares)."""
+    (``factor``: the noise's standard deviation over the planned, ``sqrt(n / k)`` on secret shares;
+    ``share``: the bounds histogram's share of a column's rho)."""
     lo, hi = 1e-6, 1.0
-    while bounds_threshold(factor / math.sqrt(2 * hi)) > MAX_BOUND_ROWS:
+    while bounds_threshold(factor / math.sqrt(2 * share * hi)) > MAX_BOUND_ROWS:
         hi *= 2
     for _ in range(60):  # the least rho_col, by bisection (the threshold falls as rho_col grows)
         mid = math.sqrt(lo * hi)
-        lo, hi = (mid, hi) if bounds_threshold(factor / math.sqrt(2 * mid)) > MAX_BOUND_ROWS else (lo, mid)
+        lo, hi = (mid, hi) if bounds_threshold(factor / math.sqrt(2 * share * mid)) > MAX_BOUND_ROWS else (lo, mid)
     rho = hi * d / (1 - PROFILE_SHARE)
     return rho_to_epsilon(rho, delta * (1 - THRESHOLD_DELTA_SHARE))
 
@@ -372,25 +381,43 @@ def plan_draft(
     missing_values: Sequence[str] = (),
     split: PartiesNoise | None = None,
     edges: str = "uniform",
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
 ) -> DraftPlan:
     """The plan of a DP draft over ``columns`` (public), or ``InputError`` (one line naming a column
-    and the epsilon needed) when the budget is too small to find bounds (``MAX_BOUND_ROWS``)."""
+    and the epsilon needed) when the budget is too small to find bounds (``MAX_BOUND_ROWS``).
+    ``exclude`` names header columns left out before anything is read (``columns`` then holds the
+    others); ``include`` names columns the identifier rule keeps."""
     from ..api import MAX_EPSILON, check_budget_args
 
     if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not 0 < epsilon <= MAX_EPSILON:
         raise InputError(f"--dp must be a positive epsilon up to {MAX_EPSILON:g}, not {epsilon!r}")
     check_budget_args(epsilon, delta)
+    both = [c for c in exclude if c in columns]
+    unknown = [c for c in include if c not in columns]
+    if both or unknown:
+        name = (both or unknown)[0]
+        raise InputError(f"--include {name!r}: not a column of the draft (excluded, or not in the table's header)")
     if not columns:
-        raise InputError("the table has no columns")
+        raise InputError("the table has no columns" + (" left after --exclude" if exclude else ""))
     d = len(columns)
     try:
         plan = DraftPlan(
-            float(epsilon), float(delta), tuple(columns), categorical_max, bins, tuple(missing_values), split, edges
+            float(epsilon),
+            float(delta),
+            tuple(columns),
+            categorical_max,
+            bins,
+            tuple(missing_values),
+            split,
+            edges,
+            tuple(dict.fromkeys(include)),
+            tuple(dict.fromkeys(exclude)),
         )
     except ValueError:  # no zCDP budget converts to so small an epsilon
         plan = None
     if plan is None or plan.bound_rows > MAX_BOUND_ROWS:
-        need = needed_epsilon(d, delta, split.accuracy_cost() if split else 1.0)
+        need = needed_epsilon(d, delta, split.accuracy_cost() if split else 1.0, 1.0 if split else 1 - ATOM_RHO_SHARE)
         rows = f"{plan.bound_rows:,} rows" if plan else "more rows than any table has"
         raise InputError(
             f"--dp {epsilon:g} is too small to find the bounds of column '{columns[0]}' (each of the {d} "
@@ -457,151 +484,19 @@ def _shown(v: float) -> str:
     return f"{max(0, round(v)):,}"
 
 
-def _span(found: np.ndarray, integer: bool) -> tuple[float, float]:
-    """The lower edge of the first and the upper edge of the last of the intervals ``found``; for a
-    whole-number column the whole numbers inside them (an upper edge is exclusive)."""
-    lo, hi = interval_edges(int(found[0]))[0], interval_edges(int(found[-1]))[1]
-    if integer:
-        whole = float(math.ceil(lo)), float(math.ceil(hi) - 1)
-        lo, hi = whole if whole[0] <= whole[1] else (float(math.floor(lo)), float(math.ceil(hi)))
-    return lo, hi
-
-
-def _covers(noisy: np.ndarray, t: int, numbers: float, integer: bool) -> bool:
-    """Whether the intervals whose noisy count reaches ``t`` give bounds of more than one value that
-    leave at most ``MAX_LOST_SHARE`` of the ``numbers`` beyond them (noisy estimates)."""
-    found = np.flatnonzero(noisy >= t)
-    if not len(found):
-        return False
-    lower, upper = round_outward(*_span(found, integer), integer)
-    inside = float(noisy[found[0] : found[-1] + 1].sum())
-    return lower < upper and numbers - inside <= MAX_LOST_SHARE * numbers
-
-
-def _beyond(noisy: np.ndarray, found: np.ndarray, level: float) -> np.ndarray:
-    """The intervals next to the span of ``found`` that clearly hold numbers: from each of its edges
-    outward, as long as an interval's noisy count reaches ``level``."""
-    out = []
-    for start, step in ((int(found[0]) - 1, -1), (int(found[-1]) + 1, 1)):
-        i = start
-        while 0 <= i < len(noisy) and noisy[i] >= level:
-            out.append(i)
-            i += step
-    return np.array(sorted(out), dtype=np.int64)
-
-
-def quantile_cuts(noisy: np.ndarray, found: np.ndarray, spec: dict[str, Any], bins: int) -> list[float]:
-    """Cut points between about ``bins`` bins of equal noisy count (module docstring, 6.): walking the
-    grid's intervals across the span of ``found``, a cut closes a bin once it holds ``1 / bins`` of the
-    span's noisy count, and an interval holding two such shares or more is cut into that many parts of
-    equal width; only cuts strictly inside the column's bounds are kept (whole numbers, once each, for
-    an integer column)."""
-    lower, upper, integer = float(spec["lower"]), float(spec["upper"]), bool(spec.get("integer"))
-    span = range(int(found[0]), int(found[-1]) + 1)
-    counts = np.clip(np.asarray(noisy, dtype=float)[found[0] : found[-1] + 1], 0, None)
-    target = counts.sum() / bins
-    if not target > 0:
-        return []
-    cuts, held = [], 0.0
-    for i, count in zip(span, counts):
-        lo, hi = interval_edges(i)
-        lo, hi = max(lo, lower), min(hi, upper)
-        if count >= 2 * target:
-            parts = int(round(count / target))
-            cuts += ([lo] if held > 0 else []) + [lo + (hi - lo) * j / parts for j in range(1, parts)] + [hi]
-            held = 0.0
-        else:
-            held += count
-            if held >= target:
-                cuts.append(hi)
-                held = 0.0
-    if integer:
-        cuts = [float(math.ceil(c)) for c in cuts]
-    inside = sorted({c for c in cuts if lower < c < upper or integer and c == upper and lower < c})
-    return [int(c) if integer else c for c in inside]
-
-
-def _bounds_count(noisy: np.ndarray, numbers: float, integer: bool, threshold: int) -> int | None:
-    """The largest threshold below ``threshold`` at which the noisy histogram itself would give bounds
-    (``_covers``); None when none from 2 does. Noisy counts of empty intervals pass low thresholds as
-    well, so this is an estimate from above of the count the missing intervals hold."""
-    for t in range(threshold - 1, 1, -1):
-        if _covers(noisy, t, numbers, integer):
-            return t
-    return None
-
-
-def _bounds(
-    plan: DraftPlan, name: str, noisy: np.ndarray, facts: tuple[int, ...], rows: int, sigma_p: float, tokens: list
-) -> tuple[dict[str, Any], str, Unfound | None]:
-    """A numeric column's entry, note and (if its bounds were not found) its ``Unfound``, from its noisy
-    bounds histogram and noisy profile (post-processing only; module docstring)."""
-    missing, non_numbers, non_integers, _ = facts
-    seen = SEEN_SIGMAS * sigma_p + 0.5
-    integer, has_missing = non_integers <= seen, missing > 0
-    numbers = float(max(0, rows - max(0, missing) - max(0, non_numbers)))  # error within 3 sigma_p^2 in variance
-    T = plan.bound_rows
-    found = np.flatnonzero(noisy >= T)
-    kind = f"numeric{', integer' if integer else ''}{', missing' if has_missing else ''}"
-    level = (SEEN_SIGMAS - 1) * plan.bounds_sd  # an empty interval reaches it with probability below 0.0014
-    count: float | None = None
-    if len(found):
-        lo, hi = _span(found, integer)
-        spec = numeric_spec(name, lo, hi, integer, plan.bins, has_missing, tokens)
-        inside = float(noisy[found[0] : found[-1] + 1].sum())
-        spread = math.sqrt(3 * sigma_p**2 + (found[-1] - found[0] + 1) * plan.bounds_sd**2)
-        lost = numbers - inside
-        near = _beyond(noisy, found, level)
-        if lost > MAX_LOST_SHARE * numbers + SEEN_SIGMAS * spread:
-            why = (
-                f"the intervals of the grid with at least {T} (noisy) numbers span {lo:g}..{hi:g}, but about "
-                f"{_shown(lost)} of its about {_shown(numbers)} numbers lie beyond them"
-            )
-        elif len(near) and noisy[near].sum() > MAX_LOST_SHARE * (inside + noisy[near].sum()):
-            count = float(noisy[near].min())  # each of them has to pass
-            which = "the interval next to them holds" if len(near) == 1 else f"the {len(near)} next to them hold"
-            why = (
-                f"the intervals of the grid with at least {T} (noisy) numbers span {lo:g}..{hi:g}, but {which} "
-                f"about {_shown(noisy[near].sum())} more (at least {_shown(level)} each, clearly more than none)"
-            )
-        elif spec["lower"] == spec["upper"]:
-            why = f"only the value {spec['lower']:g} has an interval of the grid with at least {T} (noisy) numbers"
-        else:
-            note = (
-                f"column '{name}': {kind}; the intervals of the grid with at least {T} (noisy) numbers span "
-                f"{lo:g}..{hi:g}, giving the bounds {spec['lower']:g}..{spec['upper']:g}; values beyond are clipped"
-            )
-            cuts = quantile_cuts(noisy, found, spec, plan.bins) if plan.edges == "quantiles" else []
-            if cuts:
-                spec = {**{k: v for k, v in spec.items() if k != "bins"}, "edges": cuts}
-                note += f"; {len(cuts) + 1} bins of about equal (noisy) counts"
-            return spec, note, None
-    elif numbers <= seen:
-        why = "the noisy profile counts no numbers in it (every cell missing?)"
-    else:
-        why = f"no interval of the grid holds {T} (noisy) numbers"
-    if count is None and numbers > seen:  # the threshold at which the noisy histogram would give bounds
-        count = float(_bounds_count(noisy, numbers, integer, T) or 0)
-    unfound = _unfound(plan, name, "bounds", why, count, level)
-    placeholder = numeric_spec(name, 0.0, 0.0, integer, plan.bins, has_missing, tokens)
-    placeholder.update(lower=None, upper=None)
-    placeholder[UNFOUND_KEY] = (
-        f"--dp {plan.epsilon:g} did not find its bounds: {why}; fill in its public lower and upper bounds, "
-        f'then delete "{UNFOUND_KEY}"'
-    )
-    return placeholder, f"column '{name}': {kind}; bounds NOT FOUND: {why}", unfound
-
-
 @dataclass(frozen=True)
 class ValueCounts:
     """A categorical column's released values: ``listed`` (value: noisy count), how many values
     ``passed`` (``listed`` is empty when more than ``--categorical-max`` did), the present cells that
-    no listed value holds (``rest``, a noisy estimate) and its standard deviation (``spread``)."""
+    no listed value holds (``rest``, a noisy estimate) and its standard deviation (``spread``); for a
+    code, the lowest and highest passing value (``extent``, even when more than ``--categorical-max``
+    passed; not over MPC, where only their number comes back then)."""
 
     listed: dict[str, int]
     passed: int
     rest: float
     spread: float
+    extent: tuple[float, float] | None = None
 
 
 class DraftReleases(Protocol):
@@ -624,6 +519,11 @@ class DraftReleases(Protocol):
         """The values of column ``name`` (``present``: its noisy count of present cells)."""
         ...
 
+    def atoms(self, name: str) -> dict[float, int]:
+        """The numbers of column ``name`` that pass its atoms' threshold, with their noisy counts
+        (``atoms``; never asked over MPC)."""
+        ...
+
 
 class LocalReleases:
     """A DP draft's releases from rows read on this machine (one table, or the union of several):
@@ -642,7 +542,9 @@ class LocalReleases:
         self.plan, self.acc, self.noise, self.chunks = plan, acc, noise, chunks
         self.listing = f"at or above the threshold {plan.threshold}"
         cap, tokens = plan.cap, plan.missing_values
-        self.profiles = {p.name: p for p in profile_chunks(chunks(), plan.columns, cap, tokens, BOUNDS_GRID)}
+        self.kinds = CellKinds(plan.columns, tokens)
+        found = profile_chunks(self.kinds.watch(chunks()), plan.columns, cap, tokens, BOUNDS_GRID)
+        self.profiles = {p.name: p for p in found}
 
     def profile(self) -> np.ndarray:
         """The noisy profile of the rows (``DraftReleases.profile``)."""
@@ -652,7 +554,7 @@ class LocalReleases:
         return gaussian_mechanism(
             self.acc,
             self.noise,
-            profile_vector(list(self.profiles.values())),
+            profile_vector(list(self.profiles.values()), [self.kinds.counts[c] for c in plan.columns]),
             sigma=plan.sigma_profile,
             sensitivity_l2=profile_sensitivity(len(plan.columns)),
             query=profile_query(plan),
@@ -697,12 +599,52 @@ class LocalReleases:
         kept = {v: int(c) for v, c in zip(values, passed) if c > 0}
         rest = max(0.0, present - sum(kept.values()))  # standard deviation at most ``spread``
         spread = math.sqrt(2 * sigma_profile**2 + len(kept) * plan.sigma_values**2)
-        return ValueCounts(kept if len(kept) <= plan.categorical_max else {}, len(kept), rest, spread)
+        numbers = [x for x in (_number(v) for v in kept) if x is not None]
+        extent = (min(numbers), max(numbers)) if numbers else None
+        return ValueCounts(kept if len(kept) <= plan.categorical_max else {}, len(kept), rest, spread, extent)
+
+    def atoms(self, name: str) -> dict[float, int]:
+        """The numbers of column ``name`` whose noisy count reaches the atoms' threshold (``atoms``)."""
+        from ..mechanisms import thresholded_counts
+
+        plan, p = self.plan, self.profiles[name]
+        assert plan.sigma_atoms is not None and plan.atom_threshold is not None
+        if p.saturated:  # rare (CAP_SIGMAS): count every value again
+            p = profile_chunks(self.chunks(), [name], 2**62, plan.missing_values)[0]
+        values, counts = number_counts(p)
+        passed = thresholded_counts(
+            self.acc,
+            self.noise,
+            counts,
+            sigma=plan.sigma_atoms,
+            threshold=plan.atom_threshold,
+            query=atoms_query(name),
+            where="silo",
+            column=name,
+        )
+        return {v: int(c) for v, c in zip(values, passed) if c > 0}
+
+
+def _number(text: str) -> float | None:
+    """``text`` as a finite number, or None."""
+    try:
+        x = float(text)
+    except ValueError:
+        return None
+    return x if math.isfinite(x) else None
+
+
+def atoms_query(name: str) -> str:
+    """The ledger's name of a numeric column's thresholded histogram of its numbers (``atoms``)."""
+    return f"atoms of '{name}': thresholded histogram of its numbers"
 
 
 def profile_query(plan: DraftPlan) -> str:
     """The ledger's name of the profile."""
-    return f"profile: rows; per column missing, non-number, non-integer and distinct (at most {plan.cap}) cells"
+    return (
+        "profile: rows; per column missing, non-number, 1..6 and more decimal places, and distinct (at most "
+        f"{plan.cap}) cells"
+    )
 
 
 def bounds_query(name: str, cells: int) -> str:
@@ -725,62 +667,93 @@ def release_draft(
     exists: from the rows ``frames()`` yields (chunks of one table, or of several tables' union; a
     second call reads them again), or from ``DraftReleases``. Columns whose bounds or categories were
     not found come back in ``unfound``."""
+    from .bounds import numeric_column
+
     releases = frames if not callable(frames) else LocalReleases(frames, plan, acc, noise or OpenDPNoise())
     noisy = releases.profile()
     # the noisy profile is public from here on: the ledger records it, so audit can re-derive every decision
     acc.note(draft={**acc.details.get("draft", {}), "profile": [int(v) for v in noisy]})
     sigma = plan.profile_sd
     seen = SEEN_SIGMAS * sigma + 0.5
-    rows = int(noisy[0])
-    facts = {name: tuple(int(v) for v in noisy[1 + 4 * j : 5 + 4 * j]) for j, name in enumerate(plan.columns)}
-    columns, dropped, notes, unfound = [], [], [], []
+    rows, stride = int(noisy[0]), len(PROFILE_CELLS)
+    columns, dropped, notes, unfound, identifiers = [], [], [], [], []
     tokens = list(plan.missing_values)
-    for name in plan.columns:
-        missing, non_numbers, non_integers, distinct = facts[name]
-        has_missing = missing > 0
-        said = (
-            f"noisy counts: {_shown(rows)} rows, {_shown(missing)} missing, {_shown(non_numbers)} non-number, "
-            f"{_shown(non_integers)} non-integer, {_shown(distinct)} distinct"
-        )
-        if non_numbers <= seen:
-            noisy_intervals = releases.bounds(name)
-            spec, note, lost = _bounds(plan, name, np.asarray(noisy_intervals), facts[name], rows, sigma, tokens)
+    left_out = "left out of the schema (a release ignores it in the silos)"
+    for j, name in enumerate(plan.columns):
+        f = ColumnFacts.of(noisy[1 + stride * j : 1 + stride * (j + 1)], rows, seen)
+        has_missing, said = f.has_missing, f.said()
+        code = is_code(f, plan.categorical_max)
+        if f.numbers_only and not code:
+            b = numeric_column(plan, name, np.asarray(releases.bounds(name)), f, tokens)
+            spec, note, lost, span = b.spec, b.note, b.unfound, b.span
+            line = identifier_line(name, f, plan.include, text=False, lo=span[0], hi=span[1]) if span else None
+            if line is not None:  # whole numbers filling their noisy span: ids, row numbers
+                dropped.append(name)
+                identifiers.append(name)
+                notes.append(f"{line} ({said})")
+                continue
+            if lost is None and releases_atoms(plan, f.distinct):  # its point masses, from its own release
+                atoms = choose_atoms(releases.atoms(name), f.numbers, spec)
+                if atoms:
+                    spec["atoms"] = [int(v) if spec.get("integer") else v for v in atoms]
+                    note += f"; point masses at {', '.join(f'{v:g}' for v in atoms)}"
             columns.append(spec)
             notes.append(f"{note} ({said})")
             unfound += [lost] if lost else []
             continue
-        if distinct > DISTINCT_GUARD:
+        if not code and f.distinct > DISTINCT_GUARD:
             dropped.append(name)
             notes.append(
                 f"column '{name}': text with more than {DISTINCT_GUARD:,} distinct values (IDs or free text; "
-                f"{said}): left out of the schema (a release ignores it in the silos)"
+                f"{said}): {left_out}"
             )
+            continue
+        line = None if code else identifier_line(name, f, plan.include, text=True)
+        if line is not None:  # decided from the profile alone: nothing more is spent on it
+            dropped.append(name)
+            identifiers.append(name)
+            notes.append(f"{line} ({said})")
             continue
         # post-processing of the noisy profile and the released values: the present cells that no listed
         # value holds, over the unlisted values when the noisy distinct count is clearly positive (else
         # taken as one value): the count each of them holds on average
-        present = float(max(0, rows - max(0, missing)))
+        distinct, present = f.distinct, f.present
+        what = f"a code of at most {plan.categorical_max} whole numbers" if code else "text"
         found = releases.values(name, present, sigma)
         kept, rest, spread = found.listed, found.rest, found.spread
         odd = [v for v in kept if text_fault(v) is not None]
         if odd:  # no category may hold a control character: a release maps such cells to the other category
             kept = {v: c for v, c in kept.items() if v not in odd}
             notes.append(f"column '{name}': {len(odd)} released value(s) with control characters left unlisted")
+        wide = found.extent is not None and found.extent[0] < found.extent[1]
+        if (
+            code
+            and found.passed > plan.categorical_max
+            and wide
+            and rest <= MAX_LOST_SHARE * present + SEEN_SIGMAS * spread
+        ):
+            assert found.extent is not None  # more values than a code has: numeric over those that passed
+            lo, hi = found.extent
+            columns.append(numeric_entry(name, lo, hi, f, plan.bins, tokens))
+            notes.append(
+                f"column '{name}': numeric, integer; {found.passed} values passed the threshold, more than "
+                f"--categorical-max {plan.categorical_max}: bounded by the least and largest of them, {lo:g}..{hi:g}; "
+                f"values beyond are clipped ({said})"
+            )
+            continue
         if found.passed > plan.categorical_max:
             dropped.append(name)
             notes.append(
-                f"column '{name}': text; {found.passed} values passed the threshold, more than --categorical-max "
-                f"{plan.categorical_max} ({said}): left out of the schema (a release ignores it in the silos); "
-                "declare it from public knowledge to keep it"
+                f"column '{name}': {what}; {found.passed} values passed the threshold, more than --categorical-max "
+                f"{plan.categorical_max} ({said}): {left_out}; declare it from public knowledge to keep it"
             )
             continue
         unlisted = max(1, min(distinct, DISTINCT_GUARD) - len(kept)) if distinct > seen else 1
         if not kept and rest / unlisted < 2:
             dropped.append(name)
             notes.append(
-                f"column '{name}': text whose values are held by about {_shown(rest / unlisted)} record(s) each, "
-                f"too few for any budget to find (IDs or free text; {said}): left out of the schema (a release "
-                "ignores it in the silos)"
+                f"column '{name}': {what} whose values are held by about {_shown(rest / unlisted)} record(s) each, "
+                f"too few for any budget to find (IDs or free text; {said}): {left_out}"
             )
             continue
         other = OTHER_CATEGORY
@@ -801,7 +774,7 @@ def release_draft(
                 f"about {_shown(rest)} of its about {_shown(present)} present cells hold values below "
                 f"{plan.threshold} (noisy) cells, which would map to {other!r}"
             )
-        kind = f"categorical{', missing' if has_missing else ''}"
+        kind = f"categorical{' (' + what + ')' if code else ''}{', missing' if has_missing else ''}"
         if why is not None:  # the unlisted values' average count, when clearly above the noise of ``rest``
             unfound.append(_unfound(plan, name, "categories", why, rest / unlisted, 2 * spread / unlisted))
             spec[UNFOUND_KEY] = (
@@ -820,6 +793,8 @@ def release_draft(
     found_columns = [c for c in columns if UNFOUND_KEY not in c]
     if found_columns:
         Schema.from_dict({"columns": found_columns}, source="<dp draft>")
+    if identifiers:  # which columns the identifier rule left out: post-processing, recorded likewise
+        acc.note(draft={**acc.details["draft"], "identifiers": identifiers})
     if unfound:  # which columns are placeholders: post-processing, recorded with the releases it follows
         acc.note(draft={**acc.details["draft"], "unfound": [u.name for u in unfound]})
     return DPDraft(columns, dropped, notes, acc, unfound)
@@ -907,7 +882,7 @@ def dp_note(
             f"differential privacy; every value read from the rows was released by a mechanism recorded in "
             f"{ledger_name} (check it with `privsyn-fed audit {ledger_name}`). {placeholders}Review before use: "
             f"categories seen fewer than about {plan.threshold} times are not listed (such values map to the "
-            f"catch-all), bounds span the intervals of a grid of round numbers that hold at least about "
+            f"catch-all), bounds span the intervals of a grid of two-digit numbers that hold at least about "
             f"{plan.bound_rows} values (values beyond are clipped), and a column left out or typed wrongly must "
             "be fixed by hand. Delete this note when done."
         ),

@@ -2,7 +2,7 @@
 
 A ``schema draft --dp`` that does not find some columns' bounds or categories fails (exit 2) after its
 spend. Before it says so, it keeps every value it released -- the noisy profile, the noisy bounds
-histograms and the listed values with their noisy counts, exactly what ``draft_dp.release_draft``
+histograms, the listed values and atoms with their noisy counts, exactly what ``draft_dp.release_draft``
 received from its ``DraftReleases`` -- in a file beside its ledger (``released_path``:
 ``X.ledger.json`` -> ``X.draft-released.json``), written atomically, and records the file's SHA-256
 in the failed ledger (``details.draft.released_sha256``).
@@ -57,6 +57,8 @@ def plan_key(plan: DraftPlan, tables: Sequence[str | Path]) -> dict[str, Any]:
         "bins": plan.bins,
         "missing_values": list(plan.missing_values),
         "edges": plan.edges,
+        "include": list(plan.include),
+        "exclude": list(plan.exclude),
         "parties": None if plan.split is None else [plan.split.parties, plan.split.collusion],
         "tables": [str(Path(t).resolve()) for t in tables],
     }
@@ -70,7 +72,7 @@ class KeptReleases:
     def __init__(self, inner: DraftReleases, plan: DraftPlan, tables: Sequence[str | Path]):
         self.inner, self.key = inner, plan_key(plan, tables)
         self.listing = inner.listing
-        self.released: dict[str, Any] = {"profile": None, "bounds": {}, "values": {}}
+        self.released: dict[str, Any] = {"profile": None, "bounds": {}, "values": {}, "atoms": {}}
 
     def profile(self) -> np.ndarray:
         """The noisy profile (``DraftReleases.profile``), kept."""
@@ -92,7 +94,14 @@ class KeptReleases:
             "passed": int(found.passed),
             "rest": float(found.rest),
             "spread": float(found.spread),
+            "extent": None if found.extent is None else [float(x) for x in found.extent],
         }
+        return found
+
+    def atoms(self, name: str) -> dict[float, int]:
+        """The numbers of ``name`` that passed the atoms' threshold, with their noisy counts, kept."""
+        found = self.inner.atoms(name)
+        self.released["atoms"][name] = [[float(v), int(c)] for v, c in found.items()]
         return found
 
     def keep(self, ledger: Path, acc: Accountant, sources: Sequence[Any]) -> bool:
@@ -141,7 +150,18 @@ class ReplayReleases:
     def values(self, name: str, present: float, sigma_profile: float) -> ValueCounts:
         """The values of ``name`` the failed draft listed, with their noisy counts."""
         v = self._get("values", name)
-        return ValueCounts({str(k): int(c) for k, c in v["listed"].items()}, int(v["passed"]), v["rest"], v["spread"])
+        extent = v.get("extent")
+        return ValueCounts(
+            {str(k): int(c) for k, c in v["listed"].items()},
+            int(v["passed"]),
+            v["rest"],
+            v["spread"],
+            None if extent is None else (float(extent[0]), float(extent[1])),
+        )
+
+    def atoms(self, name: str) -> dict[float, int]:
+        """The numbers of ``name`` that passed the failed draft's atoms' threshold, with their noisy counts."""
+        return {float(v): int(c) for v, c in self._get("atoms", name)}
 
 
 @dataclass

@@ -1,5 +1,7 @@
 """Fidelity within each silo, for a release with a silo column (``synth --silo-column``): does the
-synthetic table keep each site's distribution, not only the union's? Not private (real rows).
+synthetic table follow each site's rows, not only the union's? (A release keeps each site's share
+and the marginals it measured with the silo column, not every distribution within a site.) Not
+private (real rows).
 
 For each silo ``s`` (a category of the silo column): its share of the rows, real and synthetic;
 and, computed by the caller (``utility.evaluate``) on the silo's rows alone, the mean total

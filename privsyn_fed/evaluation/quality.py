@@ -2,9 +2,10 @@
 
 The page is self-contained: its figures are inline SVG drawn by matplotlib (no network, no
 external CSS, scripts or fonts; text is drawn as paths). It shows, each with a one-line reading
-guide: per-column distributions, pairwise association (bias-corrected Cramer's V on the schema's
-bins) for real, synthetic and their difference, the error of each workload marginal, and with a
-holdout the train-on-synthetic/test-on-real ROC-AUC and the distance to closest record.
+guide: per-column distributions, the numeric columns' means, quantiles and point masses,
+pairwise association (bias-corrected Cramer's V on the schema's bins) for real, synthetic and
+their difference, the error of each workload marginal, and with a holdout the
+train-on-synthetic/test-on-real ROC-AUC and the distance to closest record.
 
 It is computed from the real rows and is NOT differentially private: it must be handled like the
 real data, never published with the release. The measures come from ``evaluate``.
@@ -110,6 +111,8 @@ def build_report(
     figures = _Figures()
     sections = [_summary(evaluation)]
     sections.append(_columns_section(figures, schema, real, syn, evaluation["columns"]))
+    if any(isinstance(c, NumericColumn) for c in schema.columns):
+        sections.append(_numeric_section(evaluation, real_df, syn_df, schema))
     sections.append(_association_section(figures, schema, real, syn))
     errors = marginal_errors(real, syn, schema.shape, workload)
     sections.append(_workload_section(figures, schema, workload, errors))
@@ -260,11 +263,18 @@ def _numeric_edges(col: NumericColumn) -> np.ndarray:
 
 
 def _numeric_figure(figures: _Figures, col: NumericColumn, real: np.ndarray, syn: np.ndarray, note: str):
-    """A histogram on the schema's bins: real rows filled (blue), synthetic rows as an orange line;
-    beside it, when the column allows missing values, the share of missing rows as its own bars."""
+    """A histogram on the schema's bins (an atom's rows in the bin that holds it): real rows filled
+    (blue), synthetic rows as an orange line; beside it, when the column allows missing values, the
+    share of missing rows as its own bars."""
     B = col.n_bins
     edges = _numeric_edges(col)
-    r, s = real[:B], syn[:B]
+    r, s = real[:B].copy(), syn[:B].copy()
+    if col.atoms:  # each atom's share is drawn in the bin that holds its value
+        from ..schema import numeric_bin
+
+        at = numeric_bin(col, np.asarray(col.atoms))
+        np.add.at(r, at, real[col.first_atom_cell : col.missing_cell])
+        np.add.at(s, at, syn[col.first_atom_cell : col.missing_cell])
     merged = 1
     if B > MAX_BINS:
         merged = -(-B // MAX_BINS)
@@ -288,7 +298,7 @@ def _numeric_figure(figures: _Figures, col: NumericColumn, real: np.ndarray, syn
         ax.set_xlabel(_short(col.name, 40) + (" (whole numbers)" if col.integer else ""))
         _titles(fig, ax, col.name, note)
         if axm is not None:
-            axm.bar([0, 1], [real[B], syn[B]], color=[REAL_COLOUR, SYN_COLOUR], width=0.8)
+            axm.bar([0, 1], [real[col.missing_cell], syn[col.missing_cell]], color=[REAL_COLOUR, SYN_COLOUR], width=0.8)
             axm.set_xticks([0.5], ["missing"])
             axm.set_xlim(-0.6, 1.6)
             axm.tick_params(axis="y", left=False, labelleft=False)
@@ -440,6 +450,27 @@ def _columns_section(figures: _Figures, schema: Schema, real, syn, shapes: dict[
     )
 
 
+def _numeric_section(ev: dict[str, Any], real_df: pd.DataFrame, syn_df: pd.DataFrame, schema: Schema) -> str:
+    """Means, quantiles and point masses of the numeric columns (``numeric_summary``): ``ev``'s, or
+    computed here when ``ev`` lacks them."""
+    from .numeric_summary import numeric_summary, summary_html
+    from .utility import numeric_columns
+
+    found = ev.get("numeric") or numeric_summary(
+        numeric_columns(real_df, schema), numeric_columns(syn_df, schema), schema
+    )
+    return _section(
+        "Numeric columns: means, quantiles and point masses",
+        "each cell is real / synthetic over the column's present values, with the difference (synthetic - real) "
+        "below; good: small differences in the mean and in the tails (1%, 5%, 95%, 99%), which the histograms "
+        "hide. Point masses are shares of all rows equal to one value: the schema's declared atoms, and the most "
+        "common real value when it holds at least 5% of the real rows; a synthetic share far below the real one "
+        "means the value was smeared over its bin.",
+        summary_html(found),
+        "numeric",
+    )
+
+
 def _association_section(figures: _Figures, schema: Schema, real, syn) -> str:
     from .utility import association_matrix
 
@@ -540,8 +571,9 @@ def _per_silo_section(per_silo: dict[str, Any]) -> str:
         rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
     return _section(
         f"Per silo ('{html.escape(per_silo['column'])}')",
-        "each silo's rows compared within the silo: a release that keeps each site's distribution has shares "
-        "that agree and errors near the union's.",
+        "each silo's rows compared within the silo. A release keeps each silo's share of the rows and the "
+        "marginals it measured together with the silo column, not every distribution within a silo. Good: the "
+        "shares agree; errors well above the union's show distributions within a silo the release did not measure.",
         f'<table class="summary">{head}{"".join(rows)}</table>',
         "per-silo",
     )

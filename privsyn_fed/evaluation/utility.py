@@ -19,6 +19,8 @@ whoever may see the real data, e.g. on a benchmark's public table).
   rows that break it (``schema.constraints.violation_report``);
 * ``kmarginal`` (asked for, or a schema with a ``PUMA`` column): SDNist v2.3's k-marginal score,
   0 to 1000, overall and per PUMA (``kmarginal.kmarginal_score``);
+* ``numeric``: per numeric column, the mean, quantiles and point-mass shares, real against
+  synthetic (``numeric_summary.numeric_summary``);
 * ``per_silo`` (with a silo column): each silo's share of the rows, mean total variation and
   workload error within it (``per_silo.per_silo``).
 """
@@ -36,6 +38,7 @@ from ..common import InputError, Progress, checkpoint
 from ..methods.workload import sample_workload, workload_count
 from ..schema import NumericColumn, Schema, encode_frame, numbers_as_text
 from ..silo import marginal_counts
+from .numeric_summary import numeric_summary
 
 
 def as_text(df: pd.DataFrame) -> pd.DataFrame:
@@ -374,6 +377,7 @@ def evaluate(
         "columns": column_shapes(real_num, syn_num, real, syn, schema),
         "pairs": pair_trends(real_num, syn_num, real, syn, schema, progress),
         "fidelity": fidelity(real_num, syn_num, real, syn, schema),
+        "numeric": numeric_summary(real_num, syn_num, schema),
     }
     cols = report["columns"].values()
     report["mean_tv"] = float(np.mean([c["tv"] for c in cols]))

@@ -163,9 +163,12 @@ class FedTDAOptions(TargetOptions):
 
     def check_schema(self, schema: Schema) -> None:
         """The released second moments have ``l (l + 1) / 2`` cells for ``l = n_cat + 2 n_num``
-        coordinates; refused before any budget is spent when they would not fit in memory."""
+        coordinates; refused before any budget is spent when they would not fit in memory. A numeric
+        column with ``atoms`` is refused: the copula's marginals are mixtures over bins, with no point
+        masses."""
         from .workload import MAX_CANDIDATE_CELLS
 
+        refuse_atoms(schema)
         self.check_target(schema)
         if self.target is not None and not isinstance(
             schema.columns[schema.names.index(self.target)], CategoricalColumn
@@ -184,6 +187,17 @@ class FedTDAOptions(TargetOptions):
         width = len(schema.columns) + n_num
         if width * (width + 1) // 2 > MAX_CANDIDATE_CELLS:
             raise InputError(f"fedtda's copula over {width} coordinates has too many second moments; use fewer columns")
+
+
+def refuse_atoms(schema: Schema) -> None:
+    """``InputError`` for a numeric column with ``atoms``: the copula's marginals are mixtures over
+    bins, with no point masses, so an atom's cell would be misplaced."""
+    with_atoms = next((c for c in schema.columns if isinstance(c, NumericColumn) and c.atoms), None)
+    if with_atoms is not None:
+        raise InputError(
+            f"{schema.source}: column '{with_atoms.name}' declares \"atoms\", which fedtda's copula does not "
+            'model; use another method (aim, for one) or remove "atoms"'
+        )
 
 
 def threat_model(agg: Aggregator) -> str:
@@ -218,6 +232,7 @@ def run_fedtda(
     progress = progress or Silent()
     silos = agg.silo_names
     schema = agg.schema
+    refuse_atoms(schema)  # before anything is released
     names = schema.names
     cat = [j for j, c in enumerate(schema.columns) if isinstance(c, CategoricalColumn)]
     num = [j for j, c in enumerate(schema.columns) if isinstance(c, NumericColumn)]
@@ -310,7 +325,7 @@ def run_fedtda(
         mix = fit_mixture(col, h[: col.n_bins], opts.components)
         modes[j] = mode_cdf(col, h[: col.n_bins], mix, opts.icdm_lambda)
         comp_mass = modes[j].cum[-1]
-        missing = [max(float(h[col.n_bins]), 0.0)] if col.missing else []
+        missing = [max(float(h[col.missing_cell]), 0.0)] if col.missing else []
         # components in the order of their means (then "missing"), so the code is monotone in the value
         order = np.concatenate([np.argsort(mix.means, kind="stable"), np.arange(len(missing)) + len(comp_mass)])
         icdm[j] = ICDM(_probabilities(np.concatenate([comp_mass, missing]), n_hat), opts.icdm_lambda, order)

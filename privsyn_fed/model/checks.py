@@ -100,6 +100,8 @@ def check_encoding(schema: Schema, header: Any, arrays: dict[str, np.ndarray]) -
             _order(f"{where}: its category order", np.asarray(arrays[f"{j}:order"]), col.size)
             continue
         assert isinstance(col, NumericColumn)
+        if col.atoms:
+            raise ValueError(f'{where} declares "atoms", which a Fed-TDA copula does not model')
         b = bins[j]
         if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= MAX_COLUMN_CELLS:
             raise ValueError(f"{where}: its encoding's bins {_shown(b)} are not from 1 to {MAX_COLUMN_CELLS:,}")

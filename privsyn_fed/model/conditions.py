@@ -4,9 +4,10 @@ A condition names, per column, the values a row must take, written as a schema's
 them (``schema.constraints.ValueSet``): categories (or the missing value), or for a numeric column
 one number or one inclusive range. Over the model's cells it is the weight ``w(cell)``: 1 or 0 for a
 category or the missing cell; for a numeric bin, the share of the bin's values inside the range
-(values are drawn uniformly inside their bin, so ``P(value in range | bin) = w``). Conditioning the
-model on ``w`` and then drawing each value uniformly inside ``bin ∩ range`` gives exactly the
-model's rows given the condition.
+(values are drawn uniformly inside their bin, so ``P(value in range | bin) = w``; an integer column's
+bin counts its whole numbers other than the column's atoms); for an atom's cell, 1 or 0 as the atom
+lies inside the range or not. Conditioning the model on ``w`` and then drawing each value uniformly
+inside ``bin ∩ range`` gives exactly the model's rows given the condition.
 """
 
 from __future__ import annotations
@@ -62,9 +63,14 @@ class Condition:
             return w
         low, high = self.range
         lo, hi = (np.asarray(e, dtype=float) for e in bin_edges(col))
-        if col.integer:  # whole numbers in [low, high] over those in each bin
-            inside = np.minimum(hi, math.floor(min(high, 2.0**62))) - np.maximum(lo, math.ceil(max(low, -(2.0**62))))
-            w[: col.n_bins] = np.clip(inside + 1, 0, None) / (hi - lo + 1)
+        atoms = np.asarray(col.atoms, dtype=float)
+        w[col.first_atom_cell : col.missing_cell] = (atoms >= low) & (atoms <= high)
+        if col.integer:  # whole numbers in [low, high] over those in each bin, atoms left out
+            a, b = np.maximum(lo, math.ceil(max(low, -(2.0**62)))), np.minimum(hi, math.floor(min(high, 2.0**62)))
+            inside = np.clip(b - a + 1, 0, None) - np.where(b >= a, _atoms_within(atoms, a, b), 0)
+            total = hi - lo + 1 - _atoms_within(atoms, lo, hi)
+            only_atoms = ((lo >= low) & (lo <= high)).astype(float)  # such a bin decodes to its lowest value
+            w[: col.n_bins] = np.where(total > 0, inside / np.where(total > 0, total, 1), only_atoms)
         else:
             width = hi - lo
             overlap = np.clip(np.minimum(hi, high) - np.maximum(lo, low), 0, None)
@@ -75,6 +81,11 @@ class Condition:
     def holds(self, frame: pd.DataFrame) -> np.ndarray:
         """Whether each row of a decoded table meets the condition."""
         return self.values.holds(column_values(self.values.col, frame[self.column]))
+
+
+def _atoms_within(atoms: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """How many of the sorted ``atoms`` lie in each ``[a, b]``."""
+    return np.searchsorted(atoms, b, side="right") - np.searchsorted(atoms, a, side="left")
 
 
 def parse_where(items: Sequence[str], schema: Schema) -> list[Condition]:
@@ -114,9 +125,11 @@ def condition_for(schema: Schema, column: str, value: Any, *, where: str) -> Con
         and not col.integer
         and values.ranges
         and values.ranges[0][0] == values.ranges[0][1]
+        and values.ranges[0][0] not in col.atoms
     ):
         raise InputError(
-            f"{where}: a single value of the continuous column {column!r} has probability 0; give a range LO..HI"
+            f"{where}: a single value of the continuous column {column!r} has probability 0; give a range LO..HI "
+            '(or declare the value among the column\'s "atoms")'
         )
     return Condition(values)
 

@@ -19,6 +19,10 @@ public draft (``DraftSpec``: the header's columns and the options) and the relea
   on shares (sensitivity 1: a present cell is in one of them) at ``sigma_counts``.
 A value is listed when it reaches the threshold in at least one silo: one spread thinly over many
 silos maps to the catch-all, and the draft says so when that loses too many cells (``draft_dp``, 4.).
+A whole-number code (``draft_dp``, 1.) takes the ``draft_candidates`` and ``draft_counts`` steps as a
+categorical column does. No histogram of a numeric column's values is released here, so its atoms
+come from its bounds histogram alone (``draft_dp.bounds.grid_atoms``). The header's columns that
+``--exclude`` names travel with the draft (``DraftSpec.exclude``): no party reads them.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from ..draft_dp import (
     profile_vector,
     values_query,
 )
+from ..draft_dp.cells import CellKinds
 from ..mechanisms import local_thresholded_values, parties_noisy_sum
 from ..schema import ColumnProfile, profile_chunks
 from . import secure, world
@@ -59,11 +64,15 @@ class DraftSpec:
     categorical_max: int
     bins: int
     missing_values: tuple[str, ...]
+    #: Header columns left out before any row is read (``--exclude``), and those the identifier rule
+    #: keeps (``--include``); sent only when given.
+    exclude: tuple[str, ...] = ()
+    include: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, plan: DraftPlan) -> "DraftSpec":
         """The public facts of ``plan`` that every party shares."""
-        return cls(plan.columns, plan.categorical_max, plan.bins, plan.missing_values)
+        return cls(plan.columns, plan.categorical_max, plan.bins, plan.missing_values, plan.exclude, plan.include)
 
     def to_wire(self) -> dict[str, Any]:
         """The draft as it travels (JSON)."""
@@ -72,6 +81,8 @@ class DraftSpec:
             "categorical_max": self.categorical_max,
             "bins": self.bins,
             "missing_values": list(self.missing_values),
+            **({"exclude": list(self.exclude)} if self.exclude else {}),
+            **({"include": list(self.include)} if self.include else {}),
         }
 
     @property
@@ -82,10 +93,20 @@ class DraftSpec:
     @classmethod
     def from_wire(cls, raw: Any) -> "DraftSpec":
         """The draft party 0 proposes, checked for shape; ``Refused`` naming what is wrong."""
-        if not isinstance(raw, dict) or set(raw) != {"columns", "categorical_max", "bins", "missing_values"}:
-            raise Refused("party 0's draft is not an object of columns, categorical_max, bins and missing_values")
+        keys = {"columns", "categorical_max", "bins", "missing_values"}
+        if not isinstance(raw, dict) or not keys <= set(raw) <= keys | {"exclude", "include"}:
+            raise Refused(
+                "party 0's draft is not an object of columns, categorical_max, bins and missing_values (and "
+                "exclude, include)"
+            )
         columns, tokens = raw["columns"], raw["missing_values"]
-        for what, names in (("columns", columns), ("missing_values", tokens)):
+        exclude, include = raw.get("exclude", []), raw.get("include", [])
+        for what, names in (
+            ("columns", columns),
+            ("missing_values", tokens),
+            ("exclude", exclude),
+            ("include", include),
+        ):
             if not isinstance(names, list) or not all(isinstance(c, str) for c in names):
                 raise Refused(f"party 0's draft: {what} is not a list of names")
         if not columns or len(set(columns)) != len(columns):
@@ -94,13 +115,23 @@ class DraftSpec:
             v = raw[key]
             if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 1 << 20:
                 raise Refused(f"party 0's draft: {key} {v!r} is not a whole number in range")
-        return cls(tuple(columns), raw["categorical_max"], raw["bins"], tuple(tokens))
+        return cls(tuple(columns), raw["categorical_max"], raw["bins"], tuple(tokens), tuple(exclude), tuple(include))
 
     def plan(self, epsilon: float, delta: float, split: PartiesNoise) -> DraftPlan:
         """This draft's plan at the request's budget among ``split``'s parties; ``Refused`` when the
         budget cannot find bounds."""
         try:
-            return plan_draft(epsilon, delta, self.columns, self.categorical_max, self.bins, self.missing_values, split)
+            return plan_draft(
+                epsilon,
+                delta,
+                self.columns,
+                self.categorical_max,
+                self.bins,
+                self.missing_values,
+                split,
+                include=self.include,
+                exclude=self.exclude,
+            )
         except InputError as exc:
             raise Refused(str(exc)) from None
 
@@ -114,9 +145,10 @@ class DraftTable:
 
         self.path, self.plan = Path(path), plan
         header = read_header(self.path)
-        if sorted(header) != sorted(plan.columns):
-            missing = [c for c in plan.columns if c not in header]
-            extra = [c for c in header if c not in plan.columns]
+        drafted = [*plan.columns, *plan.exclude]  # the header's columns, some excluded before any row is read
+        if sorted(header) != sorted(drafted):
+            missing = [c for c in drafted if c not in header]
+            extra = [c for c in header if c not in drafted]
             raise InputError(
                 f"{self.path}: its columns are not the draft's"
                 + (f"; missing {', '.join(repr(c) for c in missing)}" if missing else "")
@@ -124,7 +156,10 @@ class DraftTable:
                 + " (every silo of a draft has the same header)"
             )
         self._frames = lambda: (c.frame for c in read_chunks(self.path))
-        found = profile_chunks(self._frames(), plan.columns, plan.cap, plan.missing_values, BOUNDS_GRID)
+        self.kinds = CellKinds(plan.columns, plan.missing_values)
+        found = profile_chunks(
+            self.kinds.watch(self._frames()), plan.columns, plan.cap, plan.missing_values, BOUNDS_GRID
+        )
         self.profiles: dict[str, ColumnProfile] = {p.name: p for p in found}
 
     @property
@@ -134,7 +169,8 @@ class DraftTable:
 
     def profile(self) -> np.ndarray:
         """This silo's ``profile_vector`` (its part of the union's)."""
-        return profile_vector([self.profiles[c] for c in self.plan.columns])
+        columns = self.plan.columns
+        return profile_vector([self.profiles[c] for c in columns], [self.kinds.counts[c] for c in columns])
 
     def intervals(self, column: str) -> np.ndarray:
         """This silo's counts of the column's numbers over the public grid's intervals."""

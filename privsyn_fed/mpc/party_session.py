@@ -28,6 +28,7 @@ from ..accounting.distributed import PartiesNoise
 from ..common import InputError, MPCError, first_line
 from ..common.escaping import terminal_text as shown
 from ..silo import Silo, from_wire
+from ..silo.identifier_scan import identifier_warning
 from ..silo.site import check_silo_column, default_silo_name
 from . import secure, world
 from .aggregator import _answer, _grid_sigma, _local_choice, _traffic_row, schema_fingerprint
@@ -329,6 +330,11 @@ class PartySession:
                 raise Refused(exc.shareable(), BAD_SILO) from None
             except OSError as exc:
                 raise Refused(f"{self.silo_path}: cannot be read ({exc.strerror or exc})", BAD_SILO) from None
+            for col, reason in getattr(self.silo, "identifiers", {}).items():
+                warning = identifier_warning(self.silo_path, shown(col), reason)
+                print(
+                    f"privsyn-fed mpc-party {self.rank}: warning for this silo's operator: {warning}", file=sys.stderr
+                )
             for col, n in self.silo.clipped.items():
                 if n:
                     print(
@@ -336,6 +342,12 @@ class PartySession:
                         f"'{shown(col)}' lay outside the schema's bounds and were clipped (private; not released)",
                         file=sys.stderr,
                     )
+            if getattr(self.silo, "unit_dropped", 0):
+                print(
+                    f"privsyn-fed mpc-party {self.rank}: note for this silo's operator: {self.silo.unit_dropped} "
+                    "row(s) beyond the per-unit bound were left out (private; not released)",
+                    file=sys.stderr,
+                )
         return self.silo
 
     # ---- the steps ----------------------------------------------------------------------------------

@@ -2,7 +2,9 @@
 
 Columns ``name,type,min,max,categories`` (``categories`` separated by ``|``), optional ``bins``,
 ``edges`` (a numeric column's cut points between bins, ``|``-separated), ``scale`` (``linear`` or
-``log``), ``integer``, ``missing`` and ``missing_values`` (``|``-separated); ``description``, ``label``,
+``log``), ``integer``, ``atoms`` (a numeric column's values that are cells of their own,
+``|``-separated), ``decimals`` (the places a numeric column's synthetic values are rounded to),
+``missing`` and ``missing_values`` (``|``-separated); ``description``, ``label``,
 ``notes``, ``comment`` and ``source`` columns are ignored. Every row is checked as a schema entry,
 so an error names the file, the line and the dictionary's column.
 """
@@ -29,6 +31,8 @@ DICTIONARY_FIELDS = (
     "edges",
     "scale",
     "integer",
+    "atoms",
+    "decimals",
     "missing",
     "missing_values",
 )
@@ -178,6 +182,17 @@ def _dictionary_spec(path: Path, line: int, cells: dict[str, str], bins: int) ->
             except ValueError:
                 raise fault("edges", f"column '{name}': {get('edges')!r} is not numbers separated by '|'") from None
             spec["edges"] = [int(v) if v.is_integer() and abs(v) <= 2**53 else v for v in cuts]
+        if get("atoms"):
+            try:
+                atoms = [float(v) for v in listed("atoms")]
+            except ValueError:
+                raise fault("atoms", f"column '{name}': {get('atoms')!r} is not numbers separated by '|'") from None
+            spec["atoms"] = [int(v) if v.is_integer() and abs(v) <= 2**53 else v for v in atoms]
+        if get("decimals"):
+            try:
+                spec["decimals"] = int(get("decimals"))
+            except ValueError:
+                raise fault("decimals", f"column '{name}': {get('decimals')!r} is not a whole number") from None
         if get("scale"):
             spec["scale"] = get("scale").lower()
         if flag("integer"):
@@ -188,7 +203,7 @@ def _dictionary_spec(path: Path, line: int, cells: dict[str, str], bins: int) ->
         if not get("categories"):
             raise fault("categories", f"categorical column '{name}' needs its categories, separated by '|'")
         spec["categories"] = listed("categories")
-        for key in ("min", "max", "bins", "edges", "scale"):
+        for key in ("min", "max", "bins", "edges", "scale", "atoms", "decimals"):
             if get(key):
                 raise fault(key, f"categorical column '{name}' takes no {key}")
         if flag("integer"):

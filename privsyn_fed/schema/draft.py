@@ -1,10 +1,10 @@
 """Drafting a schema: from a table's private rows (for review), or from a public data dictionary.
 
 A schema is public; a draft read off private rows is not. ``draft_table`` and ``draft_frame`` read
-the rows in one streaming pass (memory: at most ``categorical_max + 1`` distinct values per column)
-and build a schema that the same rows always pass (``Silo.load`` / ``Silo.from_frame``), by the
-rules of the release's own input validation (``encode.column_cells``, ``encode.missing_mask``,
-the same number parser):
+the rows in one streaming pass (``profile``; memory per column: at most ``categorical_max + 1``
+distinct values, ``IDENTIFIER_SAMPLE`` hashes and a sketch's counters) and build a schema that
+the same rows always pass (``Silo.load`` / ``Silo.from_frame``), by the rules of the release's
+own input validation (``encode.column_cells``, ``encode.missing_mask``, the same number parser):
 
 * **missing**: a column is ``"missing": true`` when any cell is missing (one of
   ``schema.MISSING_TOKENS``, a token given in ``missing_values``, or NaN in a typed column);
@@ -14,11 +14,17 @@ the same number parser):
   a column with no present value at all is drafted as the placeholder numeric ``0..0`` with
   ``missing``. Parquet stored types are respected: a floating-point column is never categorical,
   a text column never numeric, and a column of a type no schema reads (timestamps, nulls) is left out;
-* **identifiers**: a column of at least ``MIN_IDENTIFIER_ROWS`` present values, one distinct value
-  per row (checked over its first ``IDENTIFIER_SAMPLE`` values), is left out with a note like a
-  column of free text, when it holds text, or whole numbers packed as IDs are (a range of less than
-  twice the rows); a release ignores such a column in its silos;
+* **identifiers** (``identifiers.identifier_reason``, on the counts of a column's first
+  ``IDENTIFIER_SAMPLE`` present cells): a column of many distinct values for its cells, of text or
+  of whole numbers that fill their range (row numbers, a patient's id repeated in a panel, names),
+  is left out with a note; a release ignores it in the silos. ``include`` keeps such a column,
+  ``exclude`` leaves out a column without reading it;
 * **integer**: a numeric column whose every value is a whole number is ``"integer": true``;
+* **atoms**: the values of a numeric column that hold at least ``ATOM_SHARE`` of its numbers by the
+  lower bound of a Misra--Gries sketch (``heavy_hitters``; a zero income, a detection limit), at most
+  ``MAX_ATOMS`` of the commonest, sorted, inside the bounds, are proposed as ``"atoms"``;
+* **decimals**: a numeric column that is not integer gets ``"decimals": k``, the most decimal places
+  its numbers show (shortest representation), when ``k <= MAX_DRAFT_DECIMALS``;
 * **bounds** (``round_outward``): ``[min, max]`` widened to multiples of ``10^e``, the largest power
   of ten not above ``max - min`` (whole numbers for an integer column): 17..90 gives 10..90,
   0.13..0.97 gives 0.1..1, 1..99 gives 0..100; beyond ``+-MAX_DRAFT_BOUND`` values are clipped.
@@ -40,21 +46,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-import numpy as np
 import pandas as pd
 
 from ..common import InputError, OptionError, is_number_type, is_text_type
 from .cells import (
     DEFAULT_BINS,
     MAX_COLUMN_CELLS,
-    MISSING_TOKENS,
     category_order,
     check_category,
     check_cell_types,
     check_header,
-    column_cells,
-    numbers_as_text,
 )
+from .identifiers import identifier_note
+from .profile import IDENTIFIER_SAMPLE as IDENTIFIER_SAMPLE
+from .profile import MAX_DRAFT_DECIMALS, ColumnProfile, profile_chunks
 
 #: The top-level key of a drafted schema's note (``Schema.from_dict`` reads no other key than "columns" and
 #: this one), and the note's ``"privacy"`` when the draft was made under DP (``draft_dp``); any other note
@@ -68,11 +73,10 @@ UNFOUND_KEY = "_unfound"
 DEFAULT_CATEGORICAL_MAX = 50
 #: Drafted bounds stay within this (a round number below 2^53, where whole numbers stop being exact).
 MAX_DRAFT_BOUND = 9e15
-#: A column needs this many present values before one distinct value per row marks it an identifier.
-MIN_IDENTIFIER_ROWS = 50
-#: Values per column checked for repeats (8 bytes each): one distinct value per row among them marks
-#: an identifier.
-IDENTIFIER_SAMPLE = 200_000
+#: A numeric column's value that holds at least this share of its numbers is proposed as an atom.
+ATOM_SHARE = 0.05
+#: The most atoms proposed for one column (the commonest).
+MAX_ATOMS = 8
 #: The category an all-missing Parquet text column is drafted with (a placeholder to replace).
 PLACEHOLDER_CATEGORY = "(none seen)"
 
@@ -126,133 +130,6 @@ def round_outward(lo: float, hi: float, integer: bool = False) -> tuple[float, f
     return lower, upper
 
 
-# ---- one streaming pass ----------------------------------------------------------------------------
-@dataclass
-class ColumnProfile:
-    """What one pass learns about a column (private: for the draft, never released as such).
-
-    ``counts`` holds the present cells' text (as a categorical column would read them) and their
-    counts, for at most ``cap`` distinct values; ``saturated`` says a value beyond them was seen
-    (so ``len(counts) == min(distinct, cap)``). With a sorted ``grid`` of ``m`` edges, ``intervals``
-    counts the numbers in each of its ``m + 1`` intervals ``(-inf, g_0), [g_0, g_1), ..., [g_{m-1},
-    inf)`` (the bounds histogram of ``draft_dp``)."""
-
-    name: str
-    cap: int
-    rows: int = 0
-    missing: int = 0
-    non_numbers: int = 0
-    non_integers: int = 0
-    numbers: int = 0
-    lo: float = math.inf
-    hi: float = -math.inf
-    counts: dict[str, int] = field(default_factory=dict)
-    saturated: bool = False
-    tokens_seen: set[str] = field(default_factory=set)
-    intervals: np.ndarray | None = None
-    #: No present value repeated among the first ``IDENTIFIER_SAMPLE``, and no number that is not
-    #: whole (measures are not identifiers).
-    distinct: bool = True
-    _hashes: np.ndarray | None = field(default=None, repr=False)
-
-    @property
-    def present(self) -> int:
-        """Cells that are not missing."""
-        return self.rows - self.missing
-
-    @property
-    def distinct_capped(self) -> int:
-        """``min(distinct present values, cap)``."""
-        return len(self.counts)
-
-    @property
-    def identifier(self) -> bool:
-        """One distinct value per row, over at least ``MIN_IDENTIFIER_ROWS`` present values, of text
-        or of whole numbers spread over less than twice as many values as rows (IDs, not measures)."""
-        if not self.distinct or self.present < MIN_IDENTIFIER_ROWS:
-            return False
-        return self.non_numbers > 0 or self.hi - self.lo < 2 * self.present
-
-    def _track_repeats(self, text: np.ndarray) -> None:
-        """Clear ``distinct`` once a value of ``text`` (present cells) repeats one seen before, or a
-        number that is not whole was seen."""
-        if self.non_integers:
-            self.distinct, self._hashes = False, None
-        tracked = 0 if self._hashes is None else len(self._hashes)
-        if not self.distinct or tracked >= IDENTIFIER_SAMPLE or not len(text):
-            return
-        h = np.sort(pd.util.hash_array(np.asarray(text[: IDENTIFIER_SAMPLE - tracked], dtype=object)))
-        seen = self._hashes
-        repeat = bool((h[1:] == h[:-1]).any())
-        if not repeat and seen is not None and len(seen):
-            at = np.minimum(np.searchsorted(seen, h), len(seen) - 1)
-            repeat = bool((seen[at] == h).any())
-        if repeat:
-            self.distinct, self._hashes = False, None
-        else:
-            self._hashes = h if seen is None else np.sort(np.concatenate([seen, h]))
-
-    def add(self, series: pd.Series, tokens: Sequence[str], extra: Sequence[str], grid: np.ndarray | None) -> None:
-        """Count one chunk of the column (cells read as ``encode.column_cells`` reads them)."""
-        cells = column_cells(series)
-        self.rows += len(cells)
-        if cells.dtype.kind == "f":
-            miss = np.isnan(cells)
-            present = cells[~miss]
-            finite = np.isfinite(present)
-            numbers = present[finite]
-            text = numbers_as_text(present)
-        else:
-            miss = np.isin(cells, list(tokens))
-            for t in extra:
-                if t not in self.tokens_seen and bool(np.any(cells == t)):
-                    self.tokens_seen.add(t)
-            # the parser of encode._encode_numeric, on the same cells
-            x = pd.to_numeric(pd.Series(np.where(miss, "nan", cells)), errors="coerce").to_numpy(float)
-            finite = np.isfinite(x[~miss])
-            numbers = x[~miss][finite]
-            text = cells[~miss]
-        self.missing += int(miss.sum())
-        self.non_numbers += int((~finite).sum())
-        self.numbers += len(numbers)
-        if len(numbers):
-            self.lo = min(self.lo, float(numbers.min()))
-            self.hi = max(self.hi, float(numbers.max()))
-            self.non_integers += int(np.sum(np.floor(numbers) != numbers))
-            if grid is not None:
-                where = np.searchsorted(grid, numbers, side="right")  # interval i holds g_{i-1} <= x < g_i
-                self.intervals += np.bincount(where, minlength=len(grid) + 1)
-        self._track_repeats(text)
-        if not self.saturated and len(text):
-            for value, n in pd.Series(text, dtype=object).value_counts(sort=False).items():
-                if value in self.counts:
-                    self.counts[value] += int(n)
-                elif len(self.counts) < self.cap:
-                    self.counts[value] = int(n)
-                else:
-                    self.saturated = True
-                    break
-
-
-def profile_chunks(
-    frames: Iterable[pd.DataFrame],
-    names: Sequence[str],
-    cap: int,
-    missing_values: Sequence[str] = (),
-    grid: np.ndarray | None = None,
-) -> list[ColumnProfile]:
-    """One pass over ``frames`` (chunks of one table with columns ``names``): a profile per column."""
-    tokens = tuple(MISSING_TOKENS) + tuple(missing_values)
-    profiles = [ColumnProfile(n, cap) for n in names]
-    if grid is not None:
-        for p in profiles:
-            p.intervals = np.zeros(len(grid) + 1, dtype=np.int64)
-    for frame in frames:
-        for p, name in zip(profiles, names):
-            p.add(frame[name], tokens, missing_values, grid)
-    return profiles
-
-
 # ---- decisions ---------------------------------------------------------------------------------------
 @dataclass
 class DraftResult:
@@ -262,23 +139,48 @@ class DraftResult:
     columns: list[dict[str, Any]]
     notes: list[str]
     dropped: list[str]
-    #: The columns of ``dropped`` left out as likely identifiers (one distinct value per row).
+    #: The columns of ``dropped`` left out as likely identifiers (``identifiers.identifier_reason``).
     identifiers: list[str] = field(default_factory=list)
 
 
 def numeric_spec(
-    name: str, lo: float, hi: float, integer: bool, bins: int, missing: bool, tokens: Sequence[str]
+    name: str,
+    lo: float,
+    hi: float,
+    integer: bool,
+    bins: int,
+    missing: bool,
+    tokens: Sequence[str],
+    atoms: Sequence[float] = (),
+    decimals: int | None = None,
 ) -> dict[str, Any]:
-    """A numeric schema entry over ``round_outward(lo, hi)``."""
+    """A numeric schema entry over ``round_outward(lo, hi)``; ``"atoms"``: those of ``atoms`` inside
+    the bounds (when any); ``"decimals"`` when given (never for an integer column)."""
     lower, upper = round_outward(lo, hi, integer)
     spec: dict[str, Any] = {"name": name, "type": "numeric", "lower": lower, "upper": upper, "bins": bins}
     if integer:
         spec["integer"] = True
+    inside = sorted(float(a) for a in atoms if lower <= a <= upper)
+    if inside:
+        spec["atoms"] = inside
+    if decimals is not None and not integer:
+        spec["decimals"] = int(decimals)
     if missing:
         spec["missing"] = True
     if missing and tokens:
         spec["missing_values"] = list(tokens)
     return spec
+
+
+def proposed_atoms(p: ColumnProfile) -> list[float]:
+    """The values of a profiled column whose Misra--Gries counter (a lower bound of their count)
+    is at least ``ATOM_SHARE`` of its numbers: the ``MAX_ATOMS`` commonest, sorted."""
+    return p.heavy.frequent(ATOM_SHARE, MAX_ATOMS)
+
+
+def proposed_decimals(p: ColumnProfile) -> int | None:
+    """The decimal places of a profiled column that is not integer, when at most ``MAX_DRAFT_DECIMALS``."""
+    return p.decimals if p.non_integers and p.decimals <= MAX_DRAFT_DECIMALS else None
 
 
 def categorical_spec(name: str, categories: Iterable[str], missing: bool, tokens: Sequence[str]) -> dict[str, Any]:
@@ -300,8 +202,10 @@ def decide(
     bins: int,
     missing_values: Sequence[str],
     stored_type: str | None = None,
+    include: bool = False,
 ) -> tuple[dict[str, Any] | None, str | None]:
-    """The schema entry of one profiled column (None: left out) and a note for the operator."""
+    """The schema entry of one profiled column (None: left out) and a note for the operator;
+    ``include``: drafted even when it looks like an identifier."""
     tokens = [t for t in missing_values if t in p.tokens_seen]
     missing = p.missing > 0
     can_be_numeric = stored_type is None or is_number_type(stored_type)
@@ -322,8 +226,9 @@ def decide(
             f"column '{p.name}': every cell is missing; drafted with the placeholder category "
             f"{PLACEHOLDER_CATEGORY!r}: give it its real public categories"
         )
-    if p.identifier:
-        return None, identifier_note(p.name)
+    reason = None if include else p.identifier
+    if reason:
+        return None, identifier_note(p.name, reason)
     few = not p.saturated and p.distinct_capped <= categorical_max
     if few and can_be_categorical:
         return categorical_spec(p.name, p.counts, missing, tokens), None
@@ -334,7 +239,9 @@ def decide(
                 f"column '{p.name}': values beyond +-{MAX_DRAFT_BOUND:g} (the widest bounds that stay exact) "
                 "will be clipped to the bounds; express the column in larger units"
             )
-        return numeric_spec(p.name, p.lo, p.hi, p.non_integers == 0, bins, missing, tokens), note
+        integer = p.non_integers == 0
+        spec = numeric_spec(p.name, p.lo, p.hi, integer, bins, missing, tokens, proposed_atoms(p), proposed_decimals(p))
+        return spec, note
     why = (
         f"stored as {stored_type} in Parquet (text), with" if stored_type is not None and not can_be_numeric else "has"
     )
@@ -342,15 +249,6 @@ def decide(
         f"column '{p.name}' {why} more than {categorical_max} distinct values (--categorical-max), not all "
         "of them numbers: left out of the schema (e.g. free text or IDs; a release ignores it in the silos), "
         "or raise --categorical-max"
-    )
-
-
-def identifier_note(name: str) -> str:
-    """The note on a column left out as a likely identifier."""
-    return (
-        f"column '{name}' has one distinct value per row, likely an identifier (or free text): left out of "
-        "the schema, and a release ignores it in the silos; if it is a real attribute, declare it from public "
-        "facts"
     )
 
 
@@ -383,16 +281,20 @@ def draft_profiles(
     bins: int,
     missing_values: Sequence[str] = (),
     stored_types: dict[str, str] | None = None,
+    include: Sequence[str] = (),
 ) -> DraftResult:
-    """The draft of profiled columns (``decide`` on each)."""
+    """The draft of profiled columns (``decide`` on each; those named in ``include`` are drafted
+    even when they look like identifiers)."""
     if profiles and all(p.rows == 0 for p in profiles):
         raise InputError(f"{source}: the table has no rows, so there is nothing to draft a schema from")
     columns, notes, dropped, identifiers = [], [], [], []
     for p in profiles:
-        spec, note = decide(p, categorical_max, bins, missing_values, (stored_types or {}).get(p.name))
+        kept = p.name in include
+        spec, note = decide(p, categorical_max, bins, missing_values, (stored_types or {}).get(p.name), kept)
         if spec is None:
             dropped.append(p.name)
-            if p.identifier:
+            reason = None if kept else p.identifier
+            if reason and note == identifier_note(p.name, reason):
                 identifiers.append(p.name)
         else:
             columns.append(spec)
@@ -403,23 +305,59 @@ def draft_profiles(
     return DraftResult(columns, notes, dropped, identifiers)
 
 
+def check_chosen(names: Sequence[str], exclude: Sequence[str], include: Sequence[str], source: str) -> None:
+    """Every column named by ``exclude`` and ``include`` (``--exclude`` and ``--include``) is in the
+    table's header ``names``, and none is named by both: else ``InputError`` naming the first."""
+    for flag, chosen in (("--exclude", exclude), ("--include", include)):
+        for name in chosen:
+            if name not in names:
+                raise InputError(f"{flag} {name}: {source} has no column '{name}' (its columns: {', '.join(names)})")
+    both = [n for n in exclude if n in include]
+    if both:
+        raise InputError(f"column '{both[0]}' is given to both --exclude and --include: keep one")
+
+
+def excluded_note(name: str) -> str:
+    """The note on a column left out unread (``exclude``)."""
+    return f"column '{name}' excluded (--exclude): left out of the schema unread, and a release ignores it in the silos"
+
+
+def _drafted(result: DraftResult, names: Sequence[str], exclude: Sequence[str]) -> DraftResult:
+    """``result`` with the ``exclude``d columns among the left out (in the table's order) and noted."""
+    if not exclude:
+        return result
+    order = {n: i for i, n in enumerate(names)}
+    gone = [n for n in names if n in exclude]
+    dropped = sorted([*result.dropped, *gone], key=order.__getitem__)
+    return DraftResult(result.columns, [*map(excluded_note, gone), *result.notes], dropped, result.identifiers)
+
+
 def draft_table(
     path: str | Path,
     categorical_max: int = DEFAULT_CATEGORICAL_MAX,
     bins: int = DEFAULT_BINS,
     missing_values: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    include: Sequence[str] = (),
 ) -> DraftResult:
-    """Draft a schema from the table at ``path`` (CSV, gzip CSV or Parquet), read in chunks."""
+    """Draft a schema from the table at ``path`` (CSV, gzip CSV or Parquet), read in chunks; the
+    columns named in ``exclude`` are never read, those in ``include`` are drafted even when they look
+    like identifiers (``check_chosen``)."""
     from ..common import parquet_types, read_chunks, read_header, table_format
 
     check_options(categorical_max, bins, missing_values)
     source = str(path)
     names = read_header(path)
     check_header(names, source)
+    check_chosen(names, exclude, include, source)
+    read = [n for n in names if n not in exclude]
+    if not read:
+        raise InputError(f"{source}: every column is excluded, so there is nothing to draft")
     types = parquet_types(path) if table_format(path) == "parquet" else None
-    frames = (c.frame for c in read_chunks(path))
-    profiles = profile_chunks(frames, names, categorical_max + 1, missing_values)
-    return draft_profiles(profiles, source, categorical_max, bins, missing_values, types)
+    frames = (c.frame for c in read_chunks(path, columns=read if exclude else None))
+    profiles = profile_chunks(frames, read, categorical_max + 1, missing_values)
+    result = draft_profiles(profiles, source, categorical_max, bins, missing_values, types, include)
+    return _drafted(result, names, exclude)
 
 
 def draft_frame(
@@ -428,16 +366,24 @@ def draft_frame(
     bins: int = DEFAULT_BINS,
     missing_values: Sequence[str] = (),
     source: str = "<frame>",
+    exclude: Sequence[str] = (),
+    include: Sequence[str] = (),
 ) -> DraftResult:
     """Draft a schema from a data frame of any dtypes (as ``Silo.from_frame`` reads it); each note
-    is also logged as a warning (logger ``privsyn_fed.schema``), as the command prints it."""
+    is also logged as a warning (logger ``privsyn_fed.schema``), as the command prints it;
+    ``exclude`` and ``include`` as ``draft_table``'s."""
     check_options(categorical_max, bins, missing_values)
     names = [str(c) for c in df.columns]
     check_header(names, source)
-    check_cell_types(df, source)
-    frame = df.set_axis(names, axis=1)
-    profiles = profile_chunks([frame], names, categorical_max + 1, missing_values)
-    result = draft_profiles(profiles, source, categorical_max, bins, missing_values)
+    check_chosen(names, exclude, include, source)
+    frame = df.set_axis(names, axis=1).loc[:, [n not in exclude for n in names]]
+    check_cell_types(frame, source)
+    read = [str(c) for c in frame.columns]
+    if not read:
+        raise InputError(f"{source}: every column is excluded, so there is nothing to draft")
+    profiles = profile_chunks([frame], read, categorical_max + 1, missing_values)
+    result = draft_profiles(profiles, source, categorical_max, bins, missing_values, None, include)
+    result = _drafted(result, names, exclude)
     for note in result.notes:
         log.warning(note)
     return result
@@ -467,7 +413,7 @@ def draft_document(columns: list[dict[str, Any]], note: dict[str, Any]) -> dict[
 
 def plain_note(source: str, dropped: Sequence[str], identifiers: Sequence[str] = ()) -> dict[str, Any]:
     """The ``"_draft"`` note of a schema read off private rows: the columns left out, and those of
-    them that look like identifiers (one distinct value per row)."""
+    them that look like identifiers (``identifiers.identifier_reason``)."""
     note: dict[str, Any] = {
         "warning": PRIVATE_WARNING.format(source=Path(source).name),
         "privacy": "none: read off private rows",

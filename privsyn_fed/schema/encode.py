@@ -4,13 +4,16 @@ Encoding (runs inside a silo, on private rows):
   * numeric ``x`` is clipped to ``[lower, upper]`` and mapped to bin
     ``min(B - 1, floor((x - lower) / (upper - lower) * B))``; integer columns round ``x`` to the
     nearest whole number ``lower + k`` and use bin ``floor(k * B / m)`` (see ``NumericColumn``);
+    a value equal to one of the column's ``atoms`` goes to that atom's cell instead (``numeric_cell``);
   * a categorical value maps to its index in the schema's list (or to the ``unknown`` category);
   * a missing value maps to the column's last cell when the schema allows it.
 Values are read as text and stripped of surrounding white space.
 
 Decoding (post-processing of private output, so ordinary numpy randomness is fine): a numeric
-bin becomes a value drawn uniformly inside the bin (a uniformly drawn whole number for integer
-columns), which never leaves the schema's bounds.
+bin becomes a value drawn uniformly inside the bin (for integer columns a uniformly drawn whole
+number of the bin other than its atoms; a bin of atoms only gives its lowest value), which never
+leaves the schema's bounds; an atom's cell becomes exactly the atom. A column with ``decimals``
+then has its values rounded onto that grid inside the bounds (``numeric_keys.rounded``).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import pandas as pd
 
 from ..common import InputError, delimiter_hint
 from .cells import check_cell_types, column_cells, missing_mask, numbers_as_text, shown
+from .numeric_keys import rounded
 from .schema import CategoricalColumn, NumericColumn, Schema
 
 
@@ -140,10 +144,24 @@ def _encode_numeric(
     present = ~is_missing
     n_clipped = int(np.sum(present & ((values < col.lower) | (values > col.upper))))
     x = np.clip(np.where(present, values, col.lower), col.lower, col.upper)
-    codes = numeric_bin(col, x)
+    codes = numeric_cell(col, x)
     if col.missing:
-        codes[is_missing] = col.n_bins
+        codes[is_missing] = col.missing_cell
     return codes, n_clipped, x
+
+
+def numeric_cell(col: NumericColumn, x: np.ndarray) -> np.ndarray:
+    """Cell of values already clipped to the column's bounds: ``first_atom_cell + i`` for a value
+    equal to ``atoms[i]`` (rounded to a whole number first for an integer column), else its bin
+    (``numeric_bin``)."""
+    codes = numeric_bin(col, x)
+    if col.atoms:
+        atoms = np.asarray(col.atoms)
+        v = np.rint(x) if col.integer else np.asarray(x, dtype=float)
+        i = np.minimum(np.searchsorted(atoms, v), len(atoms) - 1)
+        hit = atoms[i] == v
+        codes[hit] = col.first_atom_cell + i[hit]
+    return codes
 
 
 def numeric_bin(col: NumericColumn, x: np.ndarray) -> np.ndarray:
@@ -211,7 +229,7 @@ def decode_codes(
             raise ValueError(f"code outside the domain of column '{col.name}'")
         missing = c == (col.size - 1) if col.missing else np.zeros(len(c), dtype=bool)
         if isinstance(col, NumericColumn):
-            values = _decode_numeric(col, np.where(missing, 0, c), rng, ranges.get(col.name))
+            values = decode_numeric(col, np.where(missing, 0, c), rng, ranges.get(col.name))
             series = pd.Series(values, dtype="Int64" if col.integer else "Float64")
         else:
             cats = np.array(col.categories, dtype=object)
@@ -221,9 +239,13 @@ def decode_codes(
     return pd.DataFrame(out, columns=schema.names)
 
 
-def _decode_numeric(
-    col: NumericColumn, b: np.ndarray, rng: np.random.Generator, within: tuple[float, float] | None = None
+def decode_numeric(
+    col: NumericColumn, c: np.ndarray, rng: np.random.Generator, within: tuple[float, float] | None = None
 ) -> np.ndarray:
+    """Values of a numeric column's present cells ``c`` (module docstring), inside ``within`` (inclusive)
+    where given: int64 for an integer column, else floats."""
+    atom = c >= col.first_atom_cell
+    b = np.where(atom, 0, c)
     lo, hi = bin_edges(col)
     lo, hi = lo[b], hi[b]
     if within is not None and col.integer:
@@ -232,13 +254,37 @@ def _decode_numeric(
     elif within is not None:
         lo, hi = np.maximum(lo, within[0]), np.minimum(hi, within[1])
     if col.integer:
-        k = lo + np.floor(rng.random(len(b)) * (hi - lo + 1))
-        return np.minimum(k, hi).astype(np.int64)
-    return np.clip(lo + rng.random(len(b)) * (hi - lo), col.lower, col.upper)
+        values = _whole_numbers_but_atoms(col, lo, hi, rng)
+    else:
+        values = np.clip(lo + rng.random(len(b)) * (hi - lo), col.lower, col.upper)
+        if col.decimals is not None:
+            low, high = (
+                (col.lower, col.upper) if within is None else (max(col.lower, within[0]), min(col.upper, within[1]))
+            )
+            values = rounded(values, col.decimals, low, high)
+    if col.atoms:
+        values[atom] = np.asarray(col.atoms)[c[atom] - col.first_atom_cell]
+    return values
+
+
+def _whole_numbers_but_atoms(
+    col: NumericColumn, lo: np.ndarray, hi: np.ndarray, rng: np.random.Generator
+) -> np.ndarray:
+    """A whole number drawn uniformly from ``[lo, hi]`` without the column's atoms (the ``r``-th one is
+    ``lo + r`` moved up past each atom at or below it, atoms taken in ascending order); ``lo`` where
+    only atoms lie between."""
+    atoms = np.asarray(col.atoms)
+    inside = np.searchsorted(atoms, hi, side="right") - np.searchsorted(atoms, lo, side="left")
+    count = hi - lo + 1 - inside
+    k = lo + np.minimum(np.floor(rng.random(len(lo)) * count), np.maximum(count - 1, 0))
+    for a in atoms:
+        k += (a >= lo) & (a <= hi) & (k >= a)
+    return np.where(count > 0, k, lo).astype(np.int64)
 
 
 def bin_midpoints(codes: np.ndarray, schema: Schema) -> np.ndarray:
-    """``(n, d)`` numeric values at the middle of each code's bin (NaN for missing/categorical)."""
+    """``(n, d)`` numeric values at the middle of each code's bin, or the atom of an atom's cell (NaN
+    for missing/categorical)."""
     out = np.full(codes.shape, np.nan)
     for j, col in enumerate(schema.columns):
         if not isinstance(col, NumericColumn):
@@ -247,6 +293,8 @@ def bin_midpoints(codes: np.ndarray, schema: Schema) -> np.ndarray:
         present = c < col.n_bins
         lo, hi = bin_edges(col)
         out[present, j] = (lo[c[present]] + hi[c[present]]) / 2
+        atom = (c >= col.first_atom_cell) & (c < col.missing_cell)
+        out[atom, j] = np.asarray(col.atoms)[c[atom] - col.first_atom_cell]
     return out
 
 
@@ -294,7 +342,8 @@ def refined(col: NumericColumn, factor: int) -> NumericColumn:
 
 
 def numeric_histogram(col: NumericColumn, values: np.ndarray) -> np.ndarray:
-    """Counts of a silo's values on ``col``'s bins, then the missing count if ``col`` allows it."""
+    """Counts of a silo's values on ``col``'s bins and atoms (``numeric_cell``), then the missing count if
+    ``col`` allows it."""
     present = ~np.isnan(values)
-    counts = np.bincount(numeric_bin(col, values[present]), minlength=col.n_bins).astype(np.int64)
+    counts = np.bincount(numeric_cell(col, values[present]), minlength=col.missing_cell).astype(np.int64)
     return np.append(counts, np.int64((~present).sum())) if col.missing else counts

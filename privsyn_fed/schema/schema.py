@@ -11,9 +11,9 @@ refuses it) through every round trip (``to_dict``/``from_dict``, ``save``/``load
 note is deleted or ``reviewed()`` is called; other keys are ignored. A DP draft's placeholder column
 (``draft.UNFOUND_KEY``) is refused until it is filled in.
 
-Domain sizes: a numeric column has ``bins`` cells (plus one when ``missing`` is allowed); a
-categorical column has ``len(categories)`` cells (plus one when ``missing`` is allowed). The
-missing cell, when present, is always the last one.
+Domain sizes: a numeric column has ``n_bins`` cells, then one per ``atoms`` value (module
+``numeric_keys``), plus one when ``missing`` is allowed; a categorical column has ``len(categories)``
+cells (plus one when ``missing`` is allowed). The missing cell, when present, is always the last one.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from .draft import (
     warn_private,
     write_document,
 )
+from .numeric_keys import parse_atoms, parse_decimals
 
 if TYPE_CHECKING:
     from .constraints import Constraint
@@ -55,6 +56,10 @@ class NumericColumn:
     ``min(bins, m)`` bins: value ``lower + k`` falls in bin ``floor(k * bins / m)``, so every
     bin holds at least one whole number and decoding never leaves the integers; their edges are
     whole numbers (a log scale's rounded up, the repeats dropped).
+
+    ``atoms`` (sorted) are public values with cells of their own after the bins (cell
+    ``first_atom_cell + i`` holds the values equal to ``atoms[i]``); ``decimals`` rounds the
+    synthetic values to that many places (module ``numeric_keys``).
     """
 
     name: str
@@ -67,6 +72,8 @@ class NumericColumn:
     type: str = field(default="numeric", init=False)
     edges: tuple[float, ...] | None = None
     scale: str = "linear"
+    atoms: tuple[float, ...] = ()
+    decimals: int | None = None
 
     @property
     def cuts(self) -> np.ndarray | None:
@@ -99,13 +106,24 @@ class NumericColumn:
         return int(self.upper) - int(self.lower) + 1
 
     @property
+    def first_atom_cell(self) -> int:
+        """The cell of ``atoms[0]``: the one after the bins (``n_bins``)."""
+        return self.n_bins
+
+    @property
+    def missing_cell(self) -> int:
+        """The cell after the bins and the atoms, ``n_bins + len(atoms)``: the missing cell when
+        ``missing`` (and then the last one)."""
+        return self.n_bins + len(self.atoms)
+
+    @property
     def size(self) -> int:
-        """Cells of the encoded domain: ``n_bins``, plus the missing cell when ``missing``."""
-        return self.n_bins + (1 if self.missing else 0)
+        """Cells of the encoded domain: ``n_bins + len(atoms)``, plus the missing cell when ``missing``."""
+        return self.missing_cell + (1 if self.missing else 0)
 
     def to_dict(self) -> dict[str, Any]:
-        """The column as a schema-file entry (``integer``, ``missing`` and ``missing_values`` only when
-        set)."""
+        """The column as a schema-file entry (``integer``, ``missing``, ``missing_values``, ``atoms`` and
+        ``decimals`` only when set)."""
         d: dict[str, Any] = {
             "name": self.name,
             "type": "numeric",
@@ -124,6 +142,10 @@ class NumericColumn:
             d["missing"] = True
         if self.missing_values:
             d["missing_values"] = list(self.missing_values)
+        if self.atoms:
+            d["atoms"] = [int(a) if self.integer else a for a in self.atoms]
+        if self.decimals is not None:
+            d["decimals"] = self.decimals
         return d
 
 
@@ -315,7 +337,7 @@ def _parse_column(spec: Any, index: int, source: str) -> Column:
     for v in missing_values:
         check_category(v, '"missing_values" entry', where)
     if kind == "numeric":
-        known |= {"lower", "upper", "bins", "integer", "edges", "scale"}
+        known |= {"lower", "upper", "bins", "integer", "edges", "scale", "atoms", "decimals"}
         _reject_unknown_keys(spec, known, where)
         for key in ("lower", "upper"):
             if key not in spec:
@@ -352,7 +374,11 @@ def _parse_column(spec: Any, index: int, source: str) -> Column:
             if "bins" in spec and spec["bins"] != len(edges) + 1:
                 raise InputError(f'{where}: {len(edges)} "edges" make {len(edges) + 1} bins, not "bins" {bins}')
             bins = len(edges) + 1
-        return NumericColumn(name, lower, upper, bins, integer, missing, tuple(missing_values), edges, scale)
+        atoms = parse_atoms(spec, lower, upper, integer, where)
+        decimals = parse_decimals(spec, lower, upper, integer, atoms, where)
+        return NumericColumn(
+            name, lower, upper, bins, integer, missing, tuple(missing_values), edges, scale, atoms, decimals
+        )
     if kind == "categorical":
         known |= {"categories", "unknown"}
         _reject_unknown_keys(spec, known, where)

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ..schema import CategoricalColumn, NumericColumn, Schema
+from ..schema.numeric_keys import rounded
 from .copula import ICDM, ModeCDF
 
 
@@ -105,7 +106,7 @@ class Encoding:
 
     def decode(self, z: np.ndarray) -> pd.DataFrame:
         """A data frame of the rows encoded as ``z`` (inverse of ``encode``); the ICDM slot after the last
-        category or component decodes to missing."""
+        category or component decodes to missing; a column's ``decimals`` round its values."""
         out, k = {}, 0
         for j, col in enumerate(self.schema.columns):
             mode = self.modes[j]
@@ -119,8 +120,10 @@ class Encoding:
             missing = comp >= mode.components
             v = mode.decode(np.where(missing, 0, comp), z[:, k])
             k += 2
-            integer = cast(NumericColumn, col).integer
-            series = pd.Series(v.astype(np.int64), dtype="Int64") if integer else pd.Series(v, dtype="Float64")
+            num = cast(NumericColumn, col)
+            if not num.integer and num.decimals is not None:
+                v = rounded(v, num.decimals, num.lower, num.upper)
+            series = pd.Series(v.astype(np.int64), dtype="Int64") if num.integer else pd.Series(v, dtype="Float64")
             series[missing] = pd.NA
             out[col.name] = series
         return pd.DataFrame(out, columns=self.schema.names)

@@ -85,9 +85,8 @@ class NumericHistogramQuery:
         return np.sum([numeric_histogram(col, values[:, self.column]) for _, values in silo.parts()], axis=0)
 
     def size(self, schema) -> int:
-        """The refined column's bins, plus one if it allows missing values."""
-        col = self._col(schema)
-        return col.n_bins + (1 if col.missing else 0)
+        """The refined column's cells: its bins and atoms, plus one if it allows missing values."""
+        return self._col(schema).size
 
     def to_wire(self) -> tuple[dict, dict[str, np.ndarray]]:
         """A header naming the column and ``refine``; no arrays."""

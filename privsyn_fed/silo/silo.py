@@ -39,6 +39,7 @@ from ..schema import (
 from ..schema.encode import cell_error
 from ..schema.encode_arrow import constant_column, encode_batch
 from .content import ContentSums
+from .identifier_scan import IdentifierScan
 from .rowstore import RowStore
 from .units import keep_mask, new_key, unit_hashes
 
@@ -104,10 +105,11 @@ def unit_hashes_of(
 
 
 def _read_store(
-    path, schema, source, chunk_rows, columns, site, keep, arrow: bool
+    path, schema, source, chunk_rows, columns, site, keep, arrow: bool, scan: IdentifierScan | None = None
 ) -> tuple[RowStore, dict, ContentSums]:
-    """The table's rows (those ``keep`` marks, if given) encoded into a sealed ``RowStore``, and the
-    count of values clipped per numeric column (``_encoded_chunks``)."""
+    """The table's rows (those ``keep`` marks, if given) encoded into a sealed ``RowStore``, the
+    count of values clipped per numeric column (``_encoded_chunks``) and the content sums of every
+    row read; ``scan`` counts every row read too."""
     store = RowStore(schema.shape, numeric_columns(schema))
     clipped = {c.name: 0 for c in schema.columns if isinstance(c, NumericColumn)}
     content = ContentSums(schema, None if site is None else site[0])
@@ -118,6 +120,8 @@ def _read_store(
                 if site is not None:
                     check_site_codes(codes, schema, site, source, first_row)
                 content.add(codes, values)  # every row read, before a unit's bounds
+                if scan is not None:
+                    scan.add(codes, values)
                 if keep is not None:
                     kept = keep[position : position + len(codes)]
                     position += len(codes)
@@ -171,6 +175,9 @@ class Silo:
         self.unit_silos: tuple[str, int, int, int] | None = None
         #: ``(column, name)`` when the silo's name is its rows' value of a schema column (``site``), else None.
         self.site: tuple[str, str] | None = None
+        #: Schema columns that look like identifiers in the rows read, with why (``identifier_scan``).
+        #: Private: shown to this silo's operator as a warning, never released.
+        self.identifiers: dict[str, str] = {}
 
     # ---- construction -------------------------------------------------------------------------
     @classmethod
@@ -210,14 +217,17 @@ class Silo:
             keep = keep_mask(_unit_hashes(path, unit, key, source, chunk_rows), max_rows, key)
         columns = schema.names if held else [c for c in schema.names if site is None or c != site[0]]
         try:
-            store, clipped, content = _read_store(path, schema, source, chunk_rows, columns, site, keep, arrow=True)
+            scan = IdentifierScan(schema, None if site is None else site[0])
+            store, clipped, content = _read_store(path, schema, source, chunk_rows, columns, site, keep, True, scan)
         except NotArrowReadable:  # the same cells, read by pandas: the same store or the one-line error
-            store, clipped, content = _read_store(path, schema, source, chunk_rows, columns, site, keep, arrow=False)
+            scan = IdentifierScan(schema, None if site is None else site[0])
+            store, clipped, content = _read_store(path, schema, source, chunk_rows, columns, site, keep, False, scan)
         if store.count == 0:
             store.close()
             raise InputError(f"{source}: the table has no rows")
         silo = cls(source, None, schema, clipped, stores=[store])
         silo.content = content
+        silo.identifiers = scan.reasons()
         silo.site = site
         if unit is not None and keep is not None:
             silo.unit, silo.unit_dropped = (unit, max_rows), int((~keep).sum())
@@ -256,6 +266,8 @@ class Silo:
         codes, clipped, values = encode_frame(df, schema, name, with_values=True)
         content = ContentSums(schema, None if site is None else site[0])
         content.add(codes, values)
+        scan = IdentifierScan(schema, None if site is None else site[0])
+        scan.add(codes, values)
         if site is not None:
             check_site_codes(codes, schema, site, name, 2)
         if unit is None:
@@ -268,6 +280,7 @@ class Silo:
             silo.unit, silo.unit_dropped = (unit, max_rows), int((~keep).sum())
         silo.site = site
         silo.content = content
+        silo.identifiers = scan.reasons()
         return silo
 
     @classmethod

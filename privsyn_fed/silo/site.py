@@ -5,8 +5,9 @@ a public attribute of its rows: the schema's categorical column ``NAME``, whose 
 silos' names. A silo file need not hold the column; where it does, every row must hold the silo's
 own name. Every party knows its own value, so a marginal with the column is counted within each
 silo: silo ``s`` contributes only to the cells where the column is ``s``, and the sum over silos is
-the union's marginal. One record still moves one cell by one, so no sensitivity changes; the
-release keeps each site's distribution.
+the union's marginal. One record still moves one cell by one, so no sensitivity changes. The
+release keeps each site's one-way marginal (its share of the rows) and the marginals it measures
+together with the column, not every distribution within a site (the rest is the model's fit).
 """
 
 from __future__ import annotations

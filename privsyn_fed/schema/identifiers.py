@@ -1,0 +1,57 @@
+"""Columns that look like identifiers: one rule for the plain draft, the DP draft and a release.
+
+A column is taken for an identifier (a row number, a person's id even when it repeats a few times
+in a panel, a name or free text) when, over at least ``MIN_IDENTIFIER_ROWS`` present cells, its
+distinct values number at least ``MIN_IDENTIFIER_DISTINCT`` and at least ``IDENTIFIER_SHARE`` of the
+present cells, and
+
+* it holds text (not every present value is a number), or
+* its numbers are all whole and fill at least ``DENSE_SHARE`` of the whole numbers between its
+  lowest and highest value (``distinct >= DENSE_SHARE (hi - lo + 1)``): values drawn inside such a
+  range are mostly real ids. Numbers that are not whole are measures, never identifiers; sparse
+  whole numbers (random record numbers, incomes in dollars) are not taken either.
+
+The plain draft reads the counts off the rows (over its sample), the DP draft reads its noisy,
+charged counts and bounds (post-processing), and a release reads its silos' cells for the
+operator's warning only. ``--include COL`` keeps a column the rule would leave out;
+``--exclude COL`` leaves out one it would keep.
+"""
+
+from __future__ import annotations
+
+#: Present cells a column needs before the rule is applied.
+MIN_IDENTIFIER_ROWS = 100
+#: Distinct values a column needs before it can be taken for an identifier (no measure in whole
+#: units of a common kind -- ages, days, blood pressures -- has so many).
+MIN_IDENTIFIER_DISTINCT = 200
+#: Share of the present cells that the distinct values must reach (ids repeated up to five times).
+IDENTIFIER_SHARE = 0.2
+#: Share of the whole numbers of its range that an identifier's distinct values fill.
+DENSE_SHARE = 0.5
+
+
+def identifier_reason(
+    present: float, distinct: float, *, text: bool, whole: bool, lo: float | None = None, hi: float | None = None
+) -> str | None:
+    """Why a column with ``present`` cells and ``distinct`` values looks like an identifier (words for
+    the operator), or None. ``text``: some present value is not a number; ``whole``: every number is
+    whole; ``lo``/``hi``: its lowest and highest number (needed for whole numbers)."""
+    if present < MIN_IDENTIFIER_ROWS or distinct < max(MIN_IDENTIFIER_DISTINCT, IDENTIFIER_SHARE * present):
+        return None
+    many = f"about {round(distinct):,} distinct values in {round(present):,} cells"
+    if text:
+        return f"{many} of text (names, free text or ids)"
+    if not whole or lo is None or hi is None or hi < lo:
+        return None
+    if distinct >= DENSE_SHARE * (hi - lo + 1):
+        return f"{many}, whole numbers filling {min(1.0, distinct / (hi - lo + 1)):.0%} of {lo:g}..{hi:g} (ids)"
+    return None
+
+
+def identifier_note(name: str, reason: str, dp: bool = False) -> str:
+    """The one line that says a draft left column ``name`` out as an identifier."""
+    counts = "noisy counts" if dp else "its rows"
+    return (
+        f"column '{name}' looks like an identifier ({reason}, from {counts}): left out of the schema, and a "
+        f"release ignores it in the silos; if it is a real attribute, draft again with --include {name}"
+    )
