@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -43,6 +44,31 @@ from .schema import Schema
 KINDS = {GraphicalModel.kind: GraphicalModel, CopulaModel.kind: CopulaModel}
 
 Sampler = GraphicalModel | CopulaModel
+#: Below this many expected rows of the real table meeting the conditions, sampling given them warns.
+FEW_ROWS = 1.0
+
+
+class ImprobableConditionWarning(UserWarning):
+    """The model expects fewer than ``FEW_ROWS`` real rows to meet the conditions rows are drawn given."""
+
+
+def improbable_warning(total: float, probability: float, rows: int, conditions: Sequence[Condition]) -> str | None:
+    """The warning when conditions are improbable: the model expects ``total * p`` rows of the real
+    table to meet them (``total`` the release's noisy row count, ``p`` their probability under the
+    model); below ``FEW_ROWS`` the drawn rows come from the model's fit alone, not from rows like them.
+    None without conditions or when enough rows are expected. Post-processing: both numbers are released."""
+    expected = total * probability
+    if not conditions or expected >= FEW_ROWS:
+        return None
+    from .common.escaping import terminal_text
+
+    text = terminal_text(" and ".join(c.describe() for c in conditions))
+    return (
+        f"the model expects about {expected:.2g} rows with {text} in the real table (of about {total:,.0f} "
+        f"rows), so the {rows:,} rows drawn are extrapolated from the model, not from data"
+    )
+
+
 #: What a model's malformed header or arrays raise while its sampler is built (all become one line).
 DAMAGED = (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError, AttributeError, OverflowError)
 
@@ -67,25 +93,32 @@ class ReleasedModel:
         """``junction-tree`` (the AIM family, independent) or ``copula`` (Fed-TDA)."""
         return self.sampler.kind
 
+    def conditions(self, where: Mapping[str, Any] | Sequence[str] | Sequence[Condition] | None) -> list[Condition]:
+        """``where`` as checked conditions on the schema (``model.conditions.conditions_from``)."""
+        if where and all(isinstance(c, Condition) for c in where):
+            return [c for c in where if isinstance(c, Condition)]
+        return conditions_from(where, self.schema)  # type: ignore[arg-type]
+
     def given(self, where: Mapping[str, Any] | Sequence[str] | Sequence[Condition] | None) -> Sampler:
         """The model's sampler given public conditions (``model.conditions``); ``InputError`` names a
         condition that is malformed or has probability 0."""
-        conditions: list[Condition] = (
-            [c for c in where if isinstance(c, Condition)]
-            if where and all(isinstance(c, Condition) for c in where)
-            else conditions_from(where, self.schema)  # type: ignore[arg-type]
-        )
-        return self.sampler.given(conditions)
+        return self.sampler.given(self.conditions(where))
 
     def sample(self, rows: int, seed: int | None = None, where: Any = None) -> pd.DataFrame:
         """``rows`` synthetic rows (a data frame of values, as the release's CSV holds them), given
         ``where`` (``model.conditions.conditions_from``) when it is set; ``seed`` fixes these draws
         only; rows that break the schema's public constraints are never drawn (``output.constrained``).
-        Spends nothing."""
+        An ``ImprobableConditionWarning`` says when the model expects fewer than one real row to meet
+        ``where`` (``improbable_warning``). Spends nothing."""
         from .methods.output import check_rows, constrained
 
         check_rows(rows)
-        return constrained(self.given(where), self.schema).sample(int(rows), seed)
+        conditions = self.conditions(where)
+        sampler = self.sampler.given(conditions)
+        line = improbable_warning(self.total, sampler.probability, int(rows), conditions)
+        if line is not None:
+            warnings.warn(line, ImprobableConditionWarning, stacklevel=2)
+        return constrained(sampler, self.schema).sample(int(rows), seed)
 
     # ---- the file -------------------------------------------------------------------------------
 

@@ -205,6 +205,18 @@ def test_include_in_python_drafts_the_id(table):
     assert any("more than 50 distinct values" in n for n in result.notes)
 
 
+def test_schema_draft_takes_exclude_and_include(table):
+    """``pf.Schema.draft`` passes ``exclude`` and ``include`` through, as the command's flags."""
+    import warnings
+
+    import privsyn_fed as pf
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the draft's NOT PRIVATE warning
+        schema = pf.Schema.draft(table, include=["row"], exclude=["age"])
+    assert "row" in schema.names and "age" not in schema.names and "patient_id" not in schema.names
+
+
 # ---- atoms and decimals ------------------------------------------------------------------------------------
 def test_atoms_are_values_holding_a_share_of_the_numbers():
     rng = np.random.default_rng(7)

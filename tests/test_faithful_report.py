@@ -13,11 +13,11 @@ import pytest
 import privsyn_fed as pf
 from privsyn_fed.audit.report import render_report
 from privsyn_fed.audit.scope import joint_marginals
-from privsyn_fed.cli.sample import improbable_warning
 from privsyn_fed.evaluation import Sources, build_report, evaluate
 from privsyn_fed.evaluation.numeric_summary import numeric_summary
 from privsyn_fed.evaluation.utility import numeric_columns
 from privsyn_fed.model import parse_where
+from privsyn_fed.saved_model import ImprobableConditionWarning, improbable_warning
 
 from .conftest import run_cli, synth_argv
 
@@ -162,6 +162,20 @@ def test_sample_warns_when_the_model_expects_under_one_real_row(tmp_path, saved_
     )  # fmt: skip
     assert code == 0, err
     assert "warning" not in err
+
+
+def test_the_python_api_warns_as_the_command_does(saved_model):
+    """``ReleasedModel.sample(where=...)`` gives the same warning as a Python warning, and none for a
+    common condition."""
+    import warnings
+
+    model = pf.load_model(saved_model)
+    with pytest.warns(ImprobableConditionWarning, match="rows drawn are extrapolated from the model"):
+        rows = model.sample(300, seed=1, where=["kind=rare", "age=333"])
+    assert len(rows) == 300 and set(rows["kind"]) == {"rare"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ImprobableConditionWarning)
+        assert len(model.sample(50, seed=1, where=["kind=common"])) == 50
 
 
 def test_the_warning_is_the_expected_count_below_one_row():

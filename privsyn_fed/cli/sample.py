@@ -14,9 +14,6 @@ from pathlib import Path
 from ..common import Named, check_files
 from .common import positive_int, seed_arg
 
-#: Below this many expected real rows meeting the ``--where`` conditions, ``sample`` warns.
-FEW_ROWS = 1.0
-
 EPILOG = """\
 examples:
   privsyn-fed sample release.model --rows 1000000 --out more.csv
@@ -74,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     from ..common import Staged
     from ..methods.output import CHUNK_ROWS, SyntheticRows, check_rows, constrained, write_csv
     from ..model import parse_where
-    from ..saved_model import load_model
+    from ..saved_model import improbable_warning, load_model
 
     out = Path(args.out)
     check_rows(args.rows)
@@ -82,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     model = load_model(args.model)
     conditions = parse_where(args.where, model.schema)
     sampler = model.given(conditions)
-    warning = improbable_warning(model.total, sampler.probability, args.rows, conditions)
+    warning = improbable_warning(model.total, sampler.probability, args.rows, conditions)  # saved_model's rule
     seed = secrets.randbits(63) if args.seed is None else args.seed
     rows = SyntheticRows(constrained(sampler, model.schema), args.rows, seed)
 
@@ -104,28 +101,10 @@ def run(args: argparse.Namespace) -> int:
         raise
     staged.publish()
     if warning is not None:
-        print(warning, file=sys.stderr)
+        print(f"privsyn-fed: warning: {warning}", file=sys.stderr)
     if not args.quiet:
         _report(args, model, sampler, conditions)
     return 0
-
-
-def improbable_warning(total: float, probability: float, rows: int, conditions) -> str | None:
-    """One warning line when the conditions are improbable: the model expects ``total * p`` rows of
-    the real table to meet them (``total`` the release's noisy row count, ``p`` the conditions'
-    probability under the model); below one row, the drawn rows come from the model's fit alone.
-    None without conditions or when at least one row is expected. Post-processing: both numbers
-    are released."""
-    expected = total * probability
-    if not conditions or expected >= FEW_ROWS:
-        return None
-    from ..common.escaping import terminal_text
-
-    text = terminal_text(" and ".join(c.describe() for c in conditions))
-    return (
-        f"privsyn-fed: warning: the model expects about {expected:.2g} rows with {text} in the real table "
-        f"(of about {total:,.0f} rows), so the {rows:,} rows drawn are extrapolated from the model, not from data"
-    )
 
 
 def _report(args: argparse.Namespace, model, sampler, conditions) -> None:

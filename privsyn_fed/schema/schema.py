@@ -248,15 +248,21 @@ class Schema:
         categorical_max: int | None = None,
         bins: int = DEFAULT_BINS,
         missing_values: tuple[str, ...] | list[str] = (),
+        exclude: tuple[str, ...] | list[str] = (),
+        include: tuple[str, ...] | list[str] = (),
     ) -> "Schema":
         """Draft a schema from a data frame's rows (any dtypes), as ``privsyn-fed schema draft`` does
         without ``--dp`` (rules in ``privsyn_fed.schema.draft``); ``draft.draft_frame`` also returns the notes.
+        ``exclude`` leaves columns out unread; ``include`` keeps columns the identifier rule would leave
+        out (``schema.identifiers``).
 
         NOT PRIVATE: the bounds and categories are read off the rows. A ``draft.PrivateDraftWarning``
         says so, and a release refuses the schema (``private_draft``) until it has been reviewed: its
         bounds and categories replaced with public knowledge, then ``reviewed()``."""
         k = DEFAULT_CATEGORICAL_MAX if categorical_max is None else categorical_max
-        result = draft_frame(df, categorical_max=k, bins=bins, missing_values=tuple(missing_values))
+        result = draft_frame(
+            df, categorical_max=k, bins=bins, missing_values=tuple(missing_values), exclude=exclude, include=include
+        )
         warn_private("the data frame")
         schema = cls.from_dict({"columns": result.columns}, source="<drafted from a data frame>")
         return dataclasses.replace(schema, private_draft=True, draft_note=plain_note("a data frame", result.dropped))
