@@ -16,6 +16,7 @@ from privsyn_fed import common, draft_dp
 from privsyn_fed.accounting.budget_store import BudgetStore
 from privsyn_fed.accounting.kept_ledger import numbered
 from privsyn_fed.audit import load_ledger
+from privsyn_fed.draft_dp import local as draft_local
 from privsyn_fed.draft_dp.replay import released_path
 from privsyn_fed.schema import UNFOUND_KEY
 from privsyn_fed.schema.draft import DRAFT_NOTE_KEY
@@ -224,7 +225,7 @@ def test_the_retry_of_a_failed_draft_reuses_its_released_values(coarse_table, tm
     before, rho, spent = _digest(ledger), _committed(store, "t"), failed["rho_spent"]
     # the retry: no --force, no row read (only the public header), nothing spent
     with monkeypatch.context() as m:
-        for module in (common, draft_dp):
+        for module in (common, draft_local):
             m.setattr(module, "read_chunks" if module is common else "profile_chunks", _no_rows)
         code, stdout, err = run_cli(*argv, "--leave-unfound", capsys=capsys)
     assert code == 0, err

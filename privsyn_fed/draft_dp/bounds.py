@@ -37,10 +37,11 @@ import numpy as np
 
 from ..schema import MAX_DRAFT_BOUND, UNFOUND_KEY
 from ..schema.draft import ATOM_SHARE, MAX_ATOMS
-from . import MAX_LOST_SHARE, SEEN_SIGMAS, DraftPlan, Unfound, _unfound
 from .atoms import releases_atoms
 from .decide import ColumnFacts, _shown, numeric_entry
 from .grid import COARSE_GRID, COARSE_INDEX, PER_COARSE, bounds_threshold, coarse_edges, interval_edges
+from .plan import MAX_LOST_SHARE, SEEN_SIGMAS, DraftPlan
+from .report import Unfound, _unfound
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,10 @@ from ..accounting import Accountant
 from ..accounting.kept_ledger import LEDGER_SUFFIX, numbered
 from ..common import InputError, parse_json, write_atomic
 from ..common.paths import check_regular, special_kind
-from . import METHOD, DPDraft, DraftPlan, DraftReleases, ValueCounts, accountant_for, release_draft
+from .local import DraftReleases, ValueCounts
+from .plan import METHOD, DraftPlan
+from .release import release_draft
+from .report import DPDraft, accountant_for
 
 RELEASED_FORMAT = "privsyn-fed-draft-released/1"
 RELEASED_SUFFIX = ".draft-released.json"

@@ -22,6 +22,9 @@ receives a tensor), and put what arrives in a mailbox per ``(sender, channel)``.
 deadline (``timeout_s``). When a connection breaks outside an orderly close, or a peer sends a
 malformed frame, every pending and later wait fails at once with a ``RuntimeError`` that says
 which member's connection closed.
+
+The frames are ``frames``, the objects ``tagged`` and the traffic over formed connections
+``traffic``; this module forms the mesh (``Mesh.join``) and gives their names too.
 """
 
 from __future__ import annotations
@@ -30,55 +33,91 @@ import collections
 import json
 import socket
 import ssl
-import struct
-import sys
 import threading
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 from . import certs
 from .federation import Federation, federation_digest
+from .frames import (
+    BARRIER,
+    BYE,
+    CHANNEL_NAMES,
+    COMMAND,
+    DTYPE_NAMES,
+    HEADER,
+    HELLO,
+    ITEMSIZE,
+    KIND_NAMES,
+    MAGIC,
+    MAIN,
+    MAX_DEPTH,
+    MAX_NDIM,
+    MAX_OBJ_BYTES,
+    MAX_TENSOR_BYTES,
+    OBJ,
+    PROTOCOL,
+    TENSOR,
+    TTP,
+    TTP_COMM,
+    FrameError,
+    _recv_exact,
+    allowed,
+    check_shape,
+    dtype_code,
+    pack_header,
+    unpack_header,
+)
+from .tagged import decode_obj, encode_obj
+from .traffic import SEND_SLICE, SMALL, Traffic, _close, _Link, _reason
 
-if TYPE_CHECKING:
-    import torch
+__all__ = [
+    "BARRIER",
+    "BYE",
+    "CHANNEL_NAMES",
+    "COMMAND",
+    "DTYPE_NAMES",
+    "HANDSHAKE_S",
+    "HEADER",
+    "HELLO",
+    "ITEMSIZE",
+    "KIND_NAMES",
+    "MAGIC",
+    "MAIN",
+    "MAX_DEPTH",
+    "MAX_NDIM",
+    "MAX_OBJ_BYTES",
+    "MAX_TENSOR_BYTES",
+    "OBJ",
+    "PROTOCOL",
+    "REFUSED",
+    "RETRY_S",
+    "SEND_SLICE",
+    "SMALL",
+    "TENSOR",
+    "TTP",
+    "TTP_COMM",
+    "WELCOME",
+    "FrameError",
+    "JoinError",
+    "Mesh",
+    "Refused",
+    "Traffic",
+    "allowed",
+    "check_shape",
+    "contexts",
+    "decode_obj",
+    "dtype_code",
+    "encode_obj",
+    "federation_digest",
+    "pack_header",
+    "unpack_header",
+]
 
-#: Version of the frames and the hello; members of other versions are refused at the hello.
-PROTOCOL = 1
-MAGIC = b"PSF1"
-#: magic, kind, channel, element type, number of dimensions, reserved (0), payload bytes.
-HEADER = struct.Struct("<4sBBBBIQ")
-TENSOR, OBJ, BARRIER, HELLO, BYE = 1, 2, 3, 4, 5
-KIND_NAMES = {TENSOR: "tensor", OBJ: "object", BARRIER: "barrier", HELLO: "hello", BYE: "bye"}
-#: CrypTen's groups and the command channel: parties (main), everyone with the dealer (ttp), party 0
-#: and the dealer (ttp_comm), party 0's commands and the replies (command).
-MAIN, TTP, TTP_COMM, COMMAND = 0, 1, 2, 3
-CHANNEL_NAMES = {MAIN: "main", TTP: "ttp", TTP_COMM: "ttp_comm", COMMAND: "command"}
-DTYPE_NAMES = {1: "int64", 2: "int32", 3: "int8", 4: "uint8", 5: "float64", 6: "bool"}
-ITEMSIZE = {1: 8, 2: 4, 3: 1, 4: 1, 5: 8, 6: 1}
-MAX_NDIM = 8
-#: A tensor frame may carry at most this much (one opening of a large pool is well below it).
-MAX_TENSOR_BYTES = 8 << 30
-#: An object or hello frame may carry at most this much (CrypTen's requests are a few hundred bytes).
-MAX_OBJ_BYTES = 64 << 10
-#: Longest nesting of an object frame's lists and dicts.
-MAX_DEPTH = 16
 #: Seconds an accepted connection has for its TLS handshake and hello.
 HANDSHAKE_S = 10.0
 #: Seconds between two tries to connect to a member that is not listening yet.
 RETRY_S = 0.25
-#: Large tensors are written in slices of this many bytes (each with the send timeout of its own).
-SEND_SLICE = 4 << 20
-#: Tensors up to this size go out in one write with their header.
-SMALL = 64 << 10
 WELCOME, REFUSED = b"\x01", b"\x00"
-
-if sys.byteorder != "little":  # frames carry little-endian numbers as they lie in memory
-    raise ImportError("the MPC transport needs a little-endian machine")
-
-
-class FrameError(ValueError):
-    """A frame (or an object inside one) that does not follow the layout: the sender is broken or hostile."""
 
 
 class JoinError(RuntimeError):
@@ -87,183 +126,6 @@ class JoinError(RuntimeError):
 
 class Refused(Exception):
     """A connection attempt that was refused (why, in one line)."""
-
-
-# ---- frames -------------------------------------------------------------------------------------
-
-
-def _torch_dtypes() -> dict[int, Any]:
-    import torch
-
-    return {1: torch.int64, 2: torch.int32, 3: torch.int8, 4: torch.uint8, 5: torch.float64, 6: torch.bool}
-
-
-def dtype_code(dtype) -> int:
-    """The frame code of a torch element type (``ValueError`` for one the transport does not carry)."""
-    for code, known in _torch_dtypes().items():
-        if known == dtype:
-            return code
-    raise ValueError(f"the MPC transport carries no {dtype} tensors")
-
-
-def pack_header(kind: int, channel: int, dtype: int = 0, shape: tuple[int, ...] = (), nbytes: int = 0) -> bytes:
-    """A frame's header (and a tensor's dimensions, as int64s after it)."""
-    return HEADER.pack(MAGIC, kind, channel, dtype, len(shape), 0, nbytes) + struct.pack(f"<{len(shape)}q", *shape)
-
-
-def unpack_header(raw: bytes) -> tuple[int, int, int, int, int]:
-    """``(kind, channel, dtype, ndim, nbytes)`` of a header; ``FrameError`` if anything is off."""
-    if len(raw) != HEADER.size:
-        raise FrameError(f"a header has {HEADER.size} bytes, not {len(raw)}")
-    magic, kind, channel, dtype, ndim, reserved, nbytes = HEADER.unpack(raw)
-    if magic != MAGIC:
-        raise FrameError("not a frame of this protocol (bad magic)")
-    if kind not in KIND_NAMES:
-        raise FrameError(f"unknown frame kind {kind}")
-    if channel not in CHANNEL_NAMES:
-        raise FrameError(f"unknown channel {channel}")
-    if reserved:
-        raise FrameError("reserved header bits are set")
-    if kind == TENSOR:
-        if dtype not in DTYPE_NAMES:
-            raise FrameError(f"unknown element type {dtype}")
-        if ndim > MAX_NDIM:
-            raise FrameError(f"{ndim} dimensions (at most {MAX_NDIM})")
-        if nbytes > MAX_TENSOR_BYTES:
-            raise FrameError(f"a tensor of {nbytes} bytes (at most {MAX_TENSOR_BYTES})")
-    elif dtype or ndim:
-        raise FrameError(f"a {KIND_NAMES[kind]} frame with an element type or dimensions")
-    elif kind in (OBJ, HELLO) and nbytes > MAX_OBJ_BYTES:
-        raise FrameError(f"an object of {nbytes} bytes (at most {MAX_OBJ_BYTES})")
-    elif kind in (BARRIER, BYE) and nbytes:
-        raise FrameError(f"a {KIND_NAMES[kind]} frame with a payload")
-    return kind, channel, dtype, ndim, nbytes
-
-
-def check_shape(dims: tuple[int, ...], dtype: int, nbytes: int) -> int:
-    """The number of elements of a tensor frame's dimensions; ``FrameError`` unless they match ``nbytes``."""
-    count = 1
-    for d in dims:
-        if d < 0:
-            raise FrameError(f"a negative dimension ({d})")
-        count *= d
-    if count * ITEMSIZE[dtype] != nbytes:
-        raise FrameError(f"dimensions {list(dims)} of {DTYPE_NAMES[dtype]} do not make {nbytes} bytes")
-    return count
-
-
-def allowed(src: int, dst: int, kind: int, channel: int, parties: int) -> bool:
-    """Whether ``src`` may send ``dst`` a frame of ``kind`` on ``channel`` (the dealer is rank ``parties``).
-
-    Parties talk on the main and command channels; the dealer only on its own: it sends the parties
-    their seeds and barriers (ttp), party 0 its replies (ttp) and correlated randomness (ttp_comm),
-    and it receives nothing but party 0's requests and everyone's barriers: never a tensor."""
-    dealer = parties
-    if kind == BYE:
-        return True
-    if kind == HELLO:
-        return False  # only as the first frame of a connection, read before the reader starts
-    if src != dealer and dst != dealer:
-        if channel in (MAIN, COMMAND):
-            return kind in (TENSOR, OBJ, BARRIER)
-        return channel == TTP and kind == BARRIER
-    if channel == TTP_COMM:
-        return src == dealer and dst == 0 and kind == TENSOR
-    if channel != TTP:
-        return False
-    if src == dealer:
-        return kind in (TENSOR, BARRIER) or (kind == OBJ and dst == 0)
-    return kind == BARRIER or (kind == OBJ and src == 0)
-
-
-# ---- objects: a tagged JSON of the few types CrypTen sends --------------------------------------
-
-
-def encode_obj(obj: Any) -> bytes:
-    """``obj`` as tagged JSON: None, bools, integers (64-bit), text, lists, dicts with text keys,
-    tuples (``{"$tuple": [...]}``) and ``torch.Size`` (``{"$size": [...]}``); ``TypeError`` otherwise."""
-    return json.dumps(_tag(obj, 0), separators=(",", ":"), allow_nan=False).encode()
-
-
-def _tag(obj: Any, depth: int) -> Any:
-    if depth > MAX_DEPTH:
-        raise TypeError("an object nested too deeply for the MPC transport")
-    if obj is None or isinstance(obj, (bool, str)):
-        return obj
-    if isinstance(obj, int):
-        if not -(2**63) <= obj < 2**63:
-            raise TypeError("integers beyond 64 bits do not travel")
-        return int(obj)
-    if type(obj).__name__ == "Size" and type(obj).__module__ == "torch":
-        return {"$size": [int(d) for d in obj]}
-    if isinstance(obj, tuple):
-        return {"$tuple": [_tag(x, depth + 1) for x in obj]}
-    if isinstance(obj, list):
-        return [_tag(x, depth + 1) for x in obj]
-    if isinstance(obj, dict):
-        if not all(isinstance(k, str) and not k.startswith("$") for k in obj):
-            raise TypeError("object keys are text not starting with $")
-        return {k: _tag(v, depth + 1) for k, v in obj.items()}
-    raise TypeError(f"a {type(obj).__name__} does not travel over the MPC transport")
-
-
-def decode_obj(raw: bytes) -> Any:
-    """The object of ``encode_obj``'s bytes; ``FrameError`` for anything else (floats, unknown
-    tags, duplicate keys, deep nesting, oversized integers, bytes that are not UTF-8 JSON)."""
-    if len(raw) > MAX_OBJ_BYTES:
-        raise FrameError("an oversized object")
-    try:
-        data = json.loads(
-            raw.decode("utf-8"),
-            object_pairs_hook=_unique_keys,
-            parse_float=_refuse("a real number"),
-            parse_constant=_refuse("NaN or infinity"),
-        )
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise FrameError(f"an object that is not tagged JSON ({str(exc)[:80]})") from None
-    return _untag(data, 0)
-
-
-def _unique_keys(pairs):
-    keys = [k for k, _ in pairs]
-    if len(set(keys)) != len(keys):
-        raise ValueError("duplicate keys")
-    return dict(pairs)
-
-
-def _refuse(what: str):
-    def refuse(text):
-        raise ValueError(f"{what} ({text[:20]})")
-
-    return refuse
-
-
-def _untag(data: Any, depth: int) -> Any:
-    if depth > MAX_DEPTH:
-        raise FrameError("an object nested too deeply")
-    if data is None or isinstance(data, (bool, str)):
-        return data
-    if isinstance(data, int):
-        if not -(2**63) <= data < 2**63:
-            raise FrameError("an integer beyond 64 bits")
-        return data
-    if isinstance(data, list):
-        return [_untag(x, depth + 1) for x in data]
-    if isinstance(data, dict):
-        tags = [k for k in data if k.startswith("$")]
-        if not tags:
-            return {k: _untag(v, depth + 1) for k, v in data.items()}
-        if len(data) != 1 or tags[0] not in ("$size", "$tuple") or not isinstance(data[tags[0]], list):
-            raise FrameError(f"an unknown tag {tags[0][:20]!r}")
-        items = data[tags[0]]
-        if tags[0] == "$tuple":
-            return tuple(_untag(x, depth + 1) for x in items)
-        if len(items) > MAX_NDIM or not all(type(d) is int and 0 <= d < 2**63 for d in items):
-            raise FrameError("a size that is not up to 8 non-negative integers")
-        import torch
-
-        return torch.Size(items)
-    raise FrameError(f"a {type(data).__name__} in an object")
 
 
 # ---- the mesh -----------------------------------------------------------------------------------
@@ -286,13 +148,7 @@ def contexts(ca_pem: bytes, cert_path, key_path) -> tuple[ssl.SSLContext, ssl.SS
     return server, client
 
 
-@dataclass
-class _Link:
-    sock: ssl.SSLSocket
-    lock: threading.Lock
-
-
-class Mesh:
+class Mesh(Traffic):
     """This member's connections to every other member of ``federation``, once ``join`` returns."""
 
     def __init__(
@@ -324,10 +180,6 @@ class Mesh:
         self._unreached: dict[int, str] = {}
         self.refused: list[str] = []  # why connections to this member were refused (latest last)
         self._listener: socket.socket | None = None
-
-    def who(self, rank: int) -> str:
-        """``party 2`` or ``the dealer``."""
-        return self.federation.who(rank)
 
     # ---- joining ----
     def join(self) -> "Mesh":
@@ -540,251 +392,3 @@ class Mesh:
             with self._cond:
                 self._unreached[peer] = why
             time.sleep(RETRY_S)
-
-    # ---- reading ----
-    def _read_loop(self, src: int, tls: ssl.SSLSocket) -> None:
-        me, parties = self.rank, self.parties
-        dtypes = None
-        try:
-            while True:
-                kind, channel, dtype, ndim, nbytes = unpack_header(_recv_exact(tls, HEADER.size))
-                if not allowed(src, me, kind, channel, parties):
-                    raise FrameError(f"a {KIND_NAMES[kind]} frame on the {CHANNEL_NAMES[channel]} channel")
-                if kind == BYE:
-                    with self._cond:
-                        self._left.add(src)
-                        self._cond.notify_all()
-                    return
-                item: Any
-                if kind == TENSOR:
-                    dims = struct.unpack(f"<{ndim}q", _recv_exact(tls, 8 * ndim)) if ndim else ()
-                    count = check_shape(dims, dtype, nbytes)
-                    if dtypes is None:
-                        dtypes = _torch_dtypes()
-                    import torch
-
-                    flat = torch.empty(count, dtype=dtypes[dtype])
-                    if count:
-                        _recv_into(tls, _bytes_of(flat))
-                    item = flat.view(dims)
-                elif kind == OBJ:
-                    item = _Obj(decode_obj(_recv_exact(tls, nbytes)))
-                else:
-                    item = _BARRIER
-                with self._cond:
-                    self._boxes[(src, channel)].append(item)
-                    self._cond.notify_all()
-        except FrameError as exc:
-            self._fail(f"{self.who(src)} sent a malformed frame ({exc}); its connection was closed")
-        except (OSError, ssl.SSLError, EOFError) as exc:
-            self._fail(f"connection to {self.who(src)} closed ({_reason(exc)})", src)
-        except Exception as exc:  # no memory for a tensor, say: the run cannot go on
-            self._fail(f"connection to {self.who(src)} closed: {type(exc).__name__}: {_reason(exc)}")
-        finally:
-            _close(tls)
-
-    def _fail(self, message: str, src: int | None = None) -> None:
-        with self._cond:
-            if self._closing or (src is not None and src in self._left):
-                return
-            if self._failure is None:
-                self._failure = message
-            self._cond.notify_all()
-
-    def failure(self) -> str | None:
-        """Why this member's mesh broke, or None."""
-        return self._failure
-
-    def take(self, src: int, channel: int) -> Any:
-        """The next frame's content from ``src`` on ``channel``: a tensor, an object or a barrier;
-        ``RuntimeError`` once the mesh broke, ``src`` left, or after ``timeout_s``."""
-        deadline = time.monotonic() + self.timeout_s
-        with self._cond:
-            while True:
-                box = self._boxes.get((src, channel))
-                if box:
-                    return box.popleft()
-                if self._failure is not None:
-                    raise RuntimeError(self._failure)
-                if src in self._left:
-                    raise RuntimeError(f"connection to {self.who(src)} closed: it left the run")
-                if self._closing:
-                    raise RuntimeError("connection closed: this member has left the run")
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise RuntimeError(f"timed out after {self.timeout_s:g} s waiting for {self.who(src)}")
-                self._cond.wait(remaining)
-
-    def take_tensor(self, src: int, channel: int) -> torch.Tensor:
-        """The next frame from ``src`` on ``channel``, which must be a tensor."""
-        item = self.take(src, channel)
-        if isinstance(item, (_Obj, _Barrier)):
-            raise RuntimeError(f"protocol error: {self.who(src)} sent {item} where a tensor was due")
-        return item
-
-    def take_obj(self, src: int, channel: int) -> Any:
-        """The next frame from ``src`` on ``channel``, which must be an object."""
-        item = self.take(src, channel)
-        if not isinstance(item, _Obj):
-            raise RuntimeError(f"protocol error: {self.who(src)} sent {_describe(item)} where an object was due")
-        return item.value
-
-    def take_barrier(self, src: int, channel: int) -> None:
-        """The next frame from ``src`` on ``channel``, which must be a barrier."""
-        item = self.take(src, channel)
-        if item is not _BARRIER:
-            raise RuntimeError(f"protocol error: {self.who(src)} sent {_describe(item)} where a barrier was due")
-
-    # ---- sending ----
-    def send_tensor(self, dst: int, channel: int, tensor: torch.Tensor) -> None:
-        """Send ``tensor`` (its element type, shape and bytes) to ``dst`` on ``channel``."""
-        data = tensor.detach().contiguous()
-        code = dtype_code(data.dtype)
-        nbytes = data.numel() * ITEMSIZE[code]
-        if nbytes > MAX_TENSOR_BYTES:
-            raise ValueError(f"a tensor of {nbytes} bytes exceeds the transport's {MAX_TENSOR_BYTES}")
-        header = pack_header(TENSOR, channel, code, tuple(data.shape), nbytes)
-        body = _bytes_of(data.reshape(-1)) if nbytes else memoryview(b"")
-        self._send(dst, TENSOR, channel, header, body)
-
-    def send_obj(self, dst: int, channel: int, obj: Any) -> None:
-        """Send ``obj`` (``encode_obj``'s types only) to ``dst`` on ``channel``."""
-        payload = encode_obj(obj)
-        if len(payload) > MAX_OBJ_BYTES:
-            raise ValueError(f"an object of {len(payload)} bytes exceeds the transport's {MAX_OBJ_BYTES}")
-        self._send(dst, OBJ, channel, pack_header(OBJ, channel, nbytes=len(payload)), memoryview(payload))
-
-    def send_barrier(self, dst: int, channel: int) -> None:
-        """Send a barrier to ``dst`` on ``channel``."""
-        self._send(dst, BARRIER, channel, pack_header(BARRIER, channel), memoryview(b""))
-
-    def _send(self, dst: int, kind: int, channel: int, header: bytes, body: memoryview) -> None:
-        if not allowed(self.rank, dst, kind, channel, self.parties):
-            raise ValueError(
-                f"{self.who(self.rank)} may not send {self.who(dst)} a {KIND_NAMES[kind]} on "
-                f"the {CHANNEL_NAMES[channel]} channel"
-            )
-        link = self._out.get(dst)
-        if link is None:
-            raise RuntimeError(f"connection to {self.who(dst)} closed: not connected")
-        with link.lock:
-            if self._failure is not None:
-                raise RuntimeError(self._failure)
-            try:
-                if len(body) <= SMALL:
-                    link.sock.sendall(header + body.tobytes() if len(body) else header)
-                else:
-                    link.sock.sendall(header)
-                    for start in range(0, len(body), SEND_SLICE):
-                        link.sock.sendall(body[start : start + SEND_SLICE])
-            except socket.timeout:
-                message = f"timed out after {self.timeout_s:g} s sending to {self.who(dst)}"
-                self._fail(message)
-                raise RuntimeError(message) from None
-            except (OSError, ssl.SSLError) as exc:
-                if dst in self._left:
-                    raise RuntimeError(f"connection to {self.who(dst)} closed: it left the run") from None
-                message = f"connection to {self.who(dst)} closed ({_reason(exc)})"
-                self._fail(message)
-                raise RuntimeError(message) from None
-
-    # ---- leaving ----
-    def close(self, orderly: bool = True) -> None:
-        """Say goodbye on every outgoing connection (if ``orderly``) and close every connection."""
-        if orderly:
-            bye = pack_header(BYE, MAIN)
-            for link in list(self._out.values()):
-                with link.lock:
-                    try:
-                        link.sock.settimeout(min(5.0, self.timeout_s))
-                        link.sock.sendall(bye)
-                    except (OSError, ssl.SSLError):
-                        pass
-        with self._cond:
-            self._closing = True
-            self._joining = False
-            self._cond.notify_all()
-            outgoing, incoming = list(self._out.values()), list(self._in.values())
-        for link in outgoing:
-            with link.lock:
-                _close(link.sock)
-        for sock in incoming:  # wakes its reader, which closes it (the reader alone uses its TLS state)
-            try:
-                socket.socket.shutdown(sock, socket.SHUT_RDWR)
-            except OSError:
-                pass
-        if self._listener is not None:
-            self._listener.close()
-        # Wait for the readers to end: a thread still inside torch when the interpreter exits would
-        # be unwound there, which aborts the process.
-        deadline = time.monotonic() + min(5.0, self.timeout_s)
-        for thread in self._readers:
-            if thread is not threading.current_thread():
-                thread.join(max(0.0, deadline - time.monotonic()))
-
-
-class _Obj:
-    __slots__ = ("value",)
-
-    def __init__(self, value):
-        self.value = value
-
-    def __str__(self):
-        return "an object"
-
-
-class _Barrier:
-    def __str__(self):
-        return "a barrier"
-
-
-_BARRIER = _Barrier()
-
-
-def _describe(item: Any) -> str:
-    return str(item) if isinstance(item, (_Obj, _Barrier)) else "a tensor"
-
-
-def _bytes_of(flat: torch.Tensor) -> memoryview:
-    """The bytes of a contiguous one-dimensional CPU tensor, without a copy."""
-    array: Any = flat.numpy()
-    return memoryview(array).cast("B")
-
-
-def _recv_exact(sock, count: int) -> bytes:
-    buffer = bytearray(count)
-    if count:
-        _recv_into(sock, memoryview(buffer))
-    return bytes(buffer)
-
-
-def _recv_into(sock, view: memoryview) -> None:
-    got, total = 0, len(view)
-    while got < total:
-        n = sock.recv_into(view[got:])
-        if n == 0:
-            raise EOFError("the peer closed the connection")
-        got += n
-
-
-def _close(sock) -> None:
-    if sock is None:
-        return
-    try:
-        sock.close()
-    except OSError:
-        pass
-
-
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, socket.timeout):
-        return "timed out"
-    if isinstance(exc, ssl.SSLCertVerificationError):
-        return f"certificate refused: {exc.verify_message}"
-    if isinstance(exc, ssl.SSLError):
-        return (exc.reason or str(exc)).replace("_", " ").lower()
-    if isinstance(exc, EOFError):
-        return "the peer closed the connection"
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror
-    return str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
