@@ -50,37 +50,10 @@ def sites_content(sites: list[tuple[str, str]], port: int, issued: list[tuple[by
     }
 
 
-def site_readme(fed: Any, name: str, organisation: str, cert_pem: bytes) -> str:
-    """What a site is told in its bundle: what each file is and which command it runs."""
-    from ..mpc import certs
-    from .bundle_text import paragraphs
-
-    who = certs.identity(cert_pem)
-    party0 = fed.members[0]
-    return paragraphs(
-        f"Federation {fed.name!r}: the bundle of site {name} ({organisation}), one of {len(fed.sites.members)} "
-        f"sites; {fed.parties} compute servers hold the sites' shares and a dealer serves them.",
-        "key.pem: this site's private key (mode 0600). Keep it on this site's host, readable only by the "
-        "account that runs privsyn-fed; whoever holds it can answer as this site.",
-        f"cert.pem: its certificate, naming site-{name} of {organisation}, valid until "
-        f"{who.not_after:%Y-%m-%d %H:%M} UTC, SHA-256 {who.sha256}.",
-        "federation.json: the federation (public). Every member and site must hold the same file.",
-        f"This site never listens: it connects outward to party 0 at {party0.host}:{fed.sites.port} (allow "
-        "that one outbound TLS connection) when a release is announced, and exits when it ends. Run, "
-        "in this folder:",
-        "  privsyn-fed site run --federation federation.json --cert cert.pem --key key.pem \\\n"
-        "      --schema schema.json --silo YOUR_TABLE.csv --policy policy.json",
-        "--policy says which releases this site accepts and what they may cost its rows (max_epsilon, "
-        "max_delta, methods, and its own budget_store); the site checks each release against it before "
-        "it reads its table. Each answer leaves as one share per compute server, sealed for that server: "
-        "no server, relay or coordinator sees it in the clear.",
-    )
-
-
 def write_site_bundles(folder: Path, fed: Any, sites: list[tuple[str, str]], issued: list[tuple[bytes, bytes]]):
     """One bundle ``site-NAME/`` per site in ``folder``."""
     from ..mpc import certs
-    from .bundle_text import federation_text
+    from .bundle_text import federation_text, site_readme
 
     for (name, organisation), (cert_pem, key_pem) in zip(sites, issued):
         bundle = folder / certs.site_role(name)
@@ -99,7 +72,7 @@ def write_agent_files(folder: Path, fed: Any, sites: list[tuple[str, str]], ca, 
 
     from ..agent.keys import node_keys, superlink_certificate
     from ..mpc import certs
-    from .bundle_text import paragraphs
+    from .bundle_text import agent_readme, superlink_readme
 
     host, port = superlink
     link = folder / "superlink"
@@ -119,28 +92,9 @@ def write_agent_files(folder: Path, fed: Any, sites: list[tuple[str, str]], ca, 
         certs.write_public(bundle / "agent.json", (json.dumps(agent, indent=1) + "\n").encode())
         certs.write_public(bundle / "ca.pem", ca[0])
         with open(bundle / "README.txt", "a") as fh:
-            fh.write(
-                "\n"
-                + paragraphs(
-                    "To answer every release without being started for each (a site agent): put your table at "
-                    "silo.csv, your policy at policy.json and the schema at schema.json here (or change "
-                    "agent.json), and run once, in this folder, Flower's SuperNode with privsyn-fed installed:",
-                    f"  flower-supernode --superlink {host}:{port} --root-certificates ca.pem \\\n"
-                    "      --auth-supernode-private-key node.key --node-config \"site-dir='$PWD'\"",
-                    "It connects outward to the SuperLink and waits for jobs; each release runs as `site run` "
-                    "would, and its requests, verdicts and answers go to state/audit.log (`privsyn-fed site log`).",
-                )
-            )
+            fh.write("\n" + agent_readme(host, port))
     registers = "\n".join(
         f"  flwr supernode register nodes/{certs.site_role(n)}.pub --name {certs.site_role(n)}" for n, _ in sites
     )
-    readme = paragraphs(
-        f"The Flower SuperLink of federation {fed.name!r}, at {host}:{port}, on party 0's host: it hands each "
-        "release's job to the sites' agents (`privsyn-fed synth --superlink`) and keeps its runs in its database.",
-        "Start it, then register every site's node key once (with a Flower CLI whose config.toml names this "
-        "SuperLink and ca.pem as its root certificate):",
-        f"  flower-superlink --ssl-ca-certfile ca.pem --ssl-certfile cert.pem --ssl-keyfile key.pem \\\n"
-        f"      --database state.db --enable-supernode-auth --disable-runtime-dependency-installation \\\n"
-        f"      --host {host} --port {port}\n{registers}",
-    )
+    readme = superlink_readme(fed, host, port, registers)
     certs.write_public(link / "README.txt", readme.encode())
