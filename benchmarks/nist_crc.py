@@ -3,8 +3,8 @@ excerpts (MA and TX 2019): SDNist v2.3's k-marginal score (``evaluate --kmargina
 higher is better) and the train-on-synthetic, test-on-real ROC-AUC of a rare label.
 
 Every release spends ``epsilon`` in all, as the archive's entries state theirs: ``--draft-share`` of
-it (default 0.1) on a DP schema draft of the silos (``schema draft --dp --edges quantiles``: the
-cut points of the skewed numeric columns), the rest on the release, each at half of ``delta``
+it (default 0.1) on a DP schema draft of the silos' skewed numeric columns (``schema draft --dp
+--edges quantiles --exclude`` every other column: their cut points), the rest on the release, each at half of ``delta``
 (basic composition). Categories and bounds come from the public data dictionary. The silos are the
 excerpt's PUMAs: one file per PUMA, named after it and without the PUMA column, which the federated
 methods restore with ``--silo-column PUMA`` (each silo's name is its rows' PUMA); central AIM pools
@@ -55,9 +55,11 @@ def shaped_schema(folder: Path, state: str, silos: list[Path], epsilon: float, d
     numeric columns (``SHAPED``)."""
     schema = dictionary_schema(folder, state)
     out = work / "draft.json"
+    header = silos[0].read_text().split("\n", 1)[0].split(",")
+    unread = [a for name in header if name not in SHAPED for a in ("--exclude", name)]  # the draft reads only those
     run(
         "schema", "draft", *map(str, silos), "--out", str(out), "--dp", f"{epsilon:.6g}", "--delta", f"{delta:.3g}",
-        "--bins", "32", "--edges", "quantiles", "--missing-value", "N", "--leave-unfound", "--force",
+        "--bins", "32", "--edges", "quantiles", "--missing-value", "N", "--leave-unfound", "--force", *unread,
     )  # fmt: skip
     drafted = {c["name"]: c for c in json.loads(out.read_text())["columns"]}
     for c in schema["columns"]:

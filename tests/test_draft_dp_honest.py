@@ -22,7 +22,7 @@ from privsyn_fed.draft_dp.bounds import numeric_column
 from privsyn_fed.draft_dp.cells import KINDS, PROFILE_CELLS, CellKinds, decimal_places, decimals_from
 from privsyn_fed.draft_dp.decide import ColumnFacts
 from privsyn_fed.draft_dp.grid import BOUNDS_GRID, COARSE_GRID
-from privsyn_fed.schema import profile_chunks
+from privsyn_fed.schema import UNFOUND_KEY, profile_chunks
 
 from .conftest import assert_one_line_error, run_cli
 from .test_draft_frictions import ExactNoise
@@ -418,3 +418,26 @@ def test_a_column_of_more_distinct_values_than_the_guard_gets_its_atoms_from_the
     assert not [e for e in result.accountant.entries if e["query"].startswith("atoms of ")]
     result.accountant.finish("complete")
     assert audit_ledger(result.accountant.ledger()).ok
+
+
+def test_a_thin_tail_in_a_small_table_is_bounded_on_the_coarse_grid_and_audits():
+    """3,000 incomes around 22,000 at epsilon 0.15: the fine grid's threshold is more than 5% of the
+    noisy rows, so the histogram is released on the coarse grid (the fine counts summed before the
+    noise, one release at the planned cost), whose intervals [10000, 20000) to [40000, 50000) each
+    hold enough numbers; the ledger records the coarse grid and its threshold, and audits."""
+    rng = np.random.default_rng(5)
+    income = np.round(rng.lognormal(10, 0.5, 3000))
+    plan, result = _exact(pd.DataFrame({"income": income}), epsilon=0.15)
+    assert plan.grid == "fine" and plan.bound_rows > draft_dp.plan.FINE_GRID_SHARE * len(income)
+    coarse = plan.with_rows(len(income))
+    assert coarse.grid == "coarse" and coarse.bound_rows < plan.bound_rows
+    (col,) = result.columns
+    assert UNFOUND_KEY not in col and (col["lower"], col["upper"]) == (10000, 49999)
+    (bounds,) = [e for e in result.accountant.entries if e["query"].startswith("bounds of")]
+    assert bounds["min_count"] == coarse.bound_rows and "344" in bounds["query"]
+    draft = result.accountant.details["draft"]
+    assert draft["bounds_grid"]["edges"] == len(COARSE_GRID) and draft["bounds_threshold"] == coarse.bound_rows
+    result.accountant.finish("complete")
+    assert audit_ledger(result.accountant.ledger()).ok, audit_ledger(result.accountant.ledger()).problems
+    big = coarse.with_rows(10**9)
+    assert big.grid == "coarse" and plan.with_rows(100 * plan.bound_rows).grid == "fine"

@@ -1,8 +1,12 @@
 """A numeric column's bounds from its noisy bounds histogram (``draft_dp``, 2. and 4.): post-processing
 only, so nothing here is charged.
 
-The histogram is read first on its own grid (``grid.BOUNDS_GRID``, intervals a tenth of a decade or
-less), against its threshold ``T``. Its intervals are fine, so a column whose numbers spread thinly
+On this machine the histogram is released on the coarse grid (``grid.COARSE_GRID``, mantissas 1..9)
+when the fine grid's threshold ``T`` exceeds ``FINE_GRID_SHARE`` (5%) of the noisy rows
+(``DraftPlan.with_rows``, post-processing of the profile; its counts are the fine ones summed before
+the noise, at the same cost), and read there alone. Otherwise it is read first on its own grid
+(``grid.BOUNDS_GRID``, intervals a tenth of a decade or less), against its threshold ``T``. Its
+intervals are fine, so a column whose numbers spread thinly
 over a wide range may leave more than ``MAX_LOST_SHARE`` of them in intervals below ``T``; then it is
 read again on the coarse grid (``grid.COARSE_GRID``, mantissas 1..9; not when the intervals reaching
 ``T`` hold a single value): each coarse interval's noisy
@@ -61,8 +65,11 @@ class Reading:
 
 
 def fine_reading(noisy: np.ndarray, plan: DraftPlan) -> Reading:
-    """The histogram as released, on ``BOUNDS_GRID``."""
+    """The histogram as released, on the plan's grid (``BOUNDS_GRID``, or ``COARSE_GRID`` where
+    ``DraftPlan.with_rows`` chose it)."""
     noisy = np.asarray(noisy)
+    if plan.grid == "coarse":
+        return Reading(noisy, plan.bound_rows, plan.bounds_sd, coarse_edges, "the coarse grid", noisy)
     return Reading(noisy, plan.bound_rows, plan.bounds_sd, interval_edges, "the grid", noisy)
 
 
@@ -115,12 +122,19 @@ def _beyond(noisy: np.ndarray, found: np.ndarray, level: float) -> np.ndarray:
     return np.array(sorted(out), dtype=np.int64)
 
 
-def quantile_cuts(noisy: np.ndarray, found: np.ndarray, spec: dict[str, Any], bins: int) -> list[float]:
+def quantile_cuts(
+    noisy: np.ndarray,
+    found: np.ndarray,
+    spec: dict[str, Any],
+    bins: int,
+    edges: Callable[[int], tuple[float, float]] = interval_edges,
+) -> list[float]:
     """Cut points between about ``bins`` bins of equal noisy count (module docstring of ``draft_dp``,
-    6.): walking the intervals of ``BOUNDS_GRID`` across the span of ``found``, a cut closes a bin once
-    it holds ``1 / bins`` of the span's noisy count, and an interval holding two such shares or more is
-    cut into that many parts of equal width (to 4 significant digits); only cuts strictly inside the
-    column's bounds are kept (whole numbers, once each, for an integer column)."""
+        6.): walking the intervals of the grid (``edges``: ``BOUNDS_GRID``'s unless given) across the span
+        of ``found``, a cut closes a bin once it holds ``1 / bins`` of the span's noisy count, and an
+    interval holding two such shares or more is
+        cut into that many parts of equal width (to 4 significant digits); only cuts strictly inside the
+        column's bounds are kept (whole numbers, once each, for an integer column)."""
     lower, upper, integer = float(spec["lower"]), float(spec["upper"]), bool(spec.get("integer"))
     span = range(int(found[0]), int(found[-1]) + 1)
     counts = np.clip(np.asarray(noisy, dtype=float)[found[0] : found[-1] + 1], 0, None)
@@ -129,7 +143,7 @@ def quantile_cuts(noisy: np.ndarray, found: np.ndarray, spec: dict[str, Any], bi
         return []
     cuts, held = [], 0.0
     for i, count in zip(span, counts):
-        lo, hi = interval_edges(i)
+        lo, hi = edges(i)
         lo, hi = max(lo, lower), min(hi, upper)
         if count >= 2 * target:
             parts = int(round(count / target))
@@ -193,7 +207,7 @@ def numeric_column(plan: DraftPlan, name: str, noisy: np.ndarray, facts: ColumnF
     """The column's bounds from its noisy histogram: on the fine grid, else on the coarse one
     (module docstring)."""
     fine = noisy_bounds(plan, name, fine_reading(noisy, plan), facts, tokens)
-    if fine.unfound is None or fine.single or facts.numbers <= facts.seen:
+    if plan.grid == "coarse" or fine.unfound is None or fine.single or facts.numbers <= facts.seen:
         return fine
     coarse = noisy_bounds(plan, name, coarse_reading(noisy, plan), facts, tokens)
     return coarse if coarse.unfound is None else fine
@@ -247,7 +261,7 @@ def noisy_bounds(plan: DraftPlan, name: str, r: Reading, facts: ColumnFacts, tok
                 note += f"; point masses at {', '.join(f'{v:g}' for v in atoms)}"
             if plan.edges == "quantiles":
                 fine = found if r.fine is None else np.array([r.fine[found[0], 0], r.fine[found[-1], 1]])
-                cuts = quantile_cuts(r.released, fine, spec, plan.bins)
+                cuts = quantile_cuts(r.released, fine, spec, plan.bins, r.edges if r.fine is None else interval_edges)
                 if cuts:
                     spec = {**{k: v for k, v in spec.items() if k != "bins"}, "edges": cuts}
                     note += f"; {len(cuts) + 1} bins of about equal (noisy) counts"

@@ -5,6 +5,7 @@ a categorical column's released values (``ValueCounts``), and the ledger's names
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Callable, Iterable, Protocol
@@ -17,7 +18,7 @@ from ..noise import NoiseSource
 from ..schema import profile_chunks
 from .atoms import number_counts
 from .cells import CellKinds
-from .grid import BOUNDS_GRID
+from .grid import BOUNDS_GRID, COARSE_GRID, COARSE_INDEX
 from .plan import DraftPlan, profile_sensitivity, profile_vector
 
 
@@ -48,8 +49,8 @@ class DraftReleases(Protocol):
         """The noisy ``profile_vector`` of the union's columns."""
         ...
 
-    def bounds(self, name: str) -> np.ndarray:
-        """The noisy bounds histogram of column ``name``."""
+    def bounds(self, name: str, grid: str = "fine") -> np.ndarray:
+        """The noisy bounds histogram of column ``name`` over the plan's ``grid`` (``DraftPlan.grid``)."""
         ...
 
     def values(self, name: str, present: float, sigma_profile: float) -> ValueCounts:
@@ -98,12 +99,16 @@ class LocalReleases:
             where="silo",
         )
 
-    def bounds(self, name: str) -> np.ndarray:
-        """The noisy bounds histogram of column ``name``."""
+    def bounds(self, name: str, grid: str = "fine") -> np.ndarray:
+        """The noisy bounds histogram of column ``name`` over ``grid``: the fine grid's counts, or on the
+        coarse grid their sums (every coarse edge is a fine one: ``grid.COARSE_INDEX``), before the noise."""
         from ..mechanisms import gaussian_mechanism
 
         intervals = self.profiles[name].intervals
         assert intervals is not None
+        plan = self.plan if grid == self.plan.grid else dataclasses.replace(self.plan, grid=grid)
+        if grid == "coarse":
+            intervals = np.bincount(COARSE_INDEX, weights=intervals, minlength=len(COARSE_GRID) + 1).astype(np.int64)
         return gaussian_mechanism(
             self.acc,
             self.noise,
@@ -112,7 +117,7 @@ class LocalReleases:
             query=bounds_query(name, len(intervals)),
             where="silo",
             column=name,
-            min_count=float(self.plan.bound_rows),
+            min_count=float(plan.bound_rows),
         )
 
     def values(self, name: str, present: float, sigma_profile: float) -> ValueCounts:

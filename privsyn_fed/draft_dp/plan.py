@@ -6,6 +6,7 @@ the profile's definition and sensitivity (``draft_dp``, 1.), and the least epsil
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -19,13 +20,16 @@ from ..mechanisms import threshold_delta
 from ..schema import ColumnProfile
 from .atoms import ATOM_RHO_SHARE
 from .cells import PROFILE_CELLS
-from .grid import BOUNDS_GRID, bounds_threshold, grid_record
+from .grid import BOUNDS_GRID, COARSE_GRID, bounds_threshold, grid_record
 
 METHOD = "schema-draft"
 #: Share of rho spent on the profile; the rest is split equally among the columns.
 PROFILE_SHARE = 0.1
 #: Share of delta left to the thresholds of the categories' histograms (the rest converts rho).
 THRESHOLD_DELTA_SHARE = 0.5
+#: Locally, the fine grid is used when its threshold is at most this share of the noisy rows
+#: (``DraftPlan.with_rows``).
+FINE_GRID_SHARE = 0.05
 #: The largest bounds threshold (rows an outer interval needs to be kept) worth drafting at.
 MAX_BOUND_ROWS = 1000
 #: A noisy profile count above ``SEEN_SIGMAS sigma + 1/2`` says such cells exist.
@@ -91,6 +95,9 @@ class DraftPlan:
     #: from ``columns`` before any row is read (``--exclude``): public, recorded in the ledger.
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
+    #: The grid of the bounds histograms: ``fine`` (``grid.BOUNDS_GRID``) or ``coarse``
+    #: (``grid.COARSE_GRID``; ``with_rows`` says when).
+    grid: str = "fine"
     delta_conversion: float = field(init=False)
     delta_target: float = field(init=False)
     rho_budget: float = field(init=False)
@@ -124,9 +131,25 @@ class DraftPlan:
         set_("sigma_values", 1.0 / math.sqrt(2 * self.values_share * self.rho_column))
         set_("sigma_counts", 1.0 / math.sqrt(2 * (1 - CANDIDATE_SHARE) * self.rho_column) if self.mpc else None)
         set_("profile_sd", self.noise_sd(self.sigma_profile, profile_sensitivity(d), 1 + 4 * d))
-        set_("bounds_sd", self.noise_sd(self.sigma_column, 1.0, len(BOUNDS_GRID) + 1))
-        set_("bound_rows", bounds_threshold(self.bounds_sd))
+        set_("bounds_sd", self.noise_sd(self.sigma_column, 1.0, len(self.grid_edges) + 1))
+        set_("bound_rows", bounds_threshold(self.bounds_sd, len(self.grid_edges) + 1))
         set_("threshold", threshold_for(self.sigma_values, self.delta_target))
+
+    @property
+    def grid_edges(self) -> np.ndarray:
+        """The edges of the bounds histograms' grid."""
+        return COARSE_GRID if self.grid == "coarse" else BOUNDS_GRID
+
+    def with_rows(self, rows: float) -> "DraftPlan":
+        """The plan for a table of about ``rows`` rows (the noisy profile's count, so this is
+        post-processing): on this machine, the coarse grid where the fine grid's threshold exceeds
+        ``FINE_GRID_SHARE`` of the rows, since each of its intervals holds about a tenth of a coarse
+        one's numbers and would miss a thinly spread tail (NMES1988's visit counts, ACS incomes); the
+        coarse histogram is the fine one's counts summed before the noise, at the same cost. Over MPC the
+        parties count on the fine grid (no change)."""
+        if self.mpc or self.grid == "coarse" or self.bound_rows <= FINE_GRID_SHARE * rows:
+            return self
+        return dataclasses.replace(self, grid="coarse")
 
     @property
     def mpc(self) -> bool:
@@ -188,7 +211,7 @@ class DraftPlan:
             "categorical_max": self.categorical_max,
             "distinct_guard": DISTINCT_GUARD,
             "distinct_cap": self.cap,
-            "bounds_grid": grid_record(),
+            "bounds_grid": grid_record(self.grid_edges),
             "profile_cells": list(PROFILE_CELLS),
             "codes": True,
             "bounds_threshold": self.bound_rows,
@@ -205,16 +228,21 @@ class DraftPlan:
         }
 
 
-def needed_epsilon(d: int, delta: float, factor: float = 1.0, share: float = 1.0) -> float:
+def needed_epsilon(d: int, delta: float, factor: float = 1.0, share: float = 1.0, coarse: bool = False) -> float:
     """The least ``--dp`` epsilon (at ``delta``) whose bounds threshold is at most ``MAX_BOUND_ROWS``
     (``factor``: the noise's standard deviation over the planned, ``sqrt(n / k)`` on secret shares;
-    ``share``: the bounds histogram's share of a column's rho)."""
+    ``share``: the bounds histogram's share of a column's rho; ``coarse``: on the coarse grid)."""
+    cells = len(COARSE_GRID if coarse else BOUNDS_GRID) + 1
+
+    def too_many(rho_col: float) -> bool:
+        return bounds_threshold(factor / math.sqrt(2 * share * rho_col), cells) > MAX_BOUND_ROWS
+
     lo, hi = 1e-6, 1.0
-    while bounds_threshold(factor / math.sqrt(2 * share * hi)) > MAX_BOUND_ROWS:
+    while too_many(hi):
         hi *= 2
     for _ in range(60):  # the least rho_col, by bisection (the threshold falls as rho_col grows)
         mid = math.sqrt(lo * hi)
-        lo, hi = (mid, hi) if bounds_threshold(factor / math.sqrt(2 * share * mid)) > MAX_BOUND_ROWS else (lo, mid)
+        lo, hi = (mid, hi) if too_many(mid) else (lo, mid)
     rho = hi * d / (1 - PROFILE_SHARE)
     return rho_to_epsilon(rho, delta * (1 - THRESHOLD_DELTA_SHARE))
 
@@ -263,8 +291,12 @@ def plan_draft(
         )
     except ValueError:  # no zCDP budget converts to so small an epsilon
         plan = None
+    if plan is not None and plan.bound_rows > MAX_BOUND_ROWS and not plan.mpc:
+        plan = dataclasses.replace(plan, grid="coarse")  # the fine grid could never be used
     if plan is None or plan.bound_rows > MAX_BOUND_ROWS:
-        need = needed_epsilon(d, delta, split.accuracy_cost() if split else 1.0, 1.0 if split else 1 - ATOM_RHO_SHARE)
+        need = needed_epsilon(
+            d, delta, split.accuracy_cost() if split else 1.0, 1.0 if split else 1 - ATOM_RHO_SHARE, split is None
+        )
         rows = f"{plan.bound_rows:,} rows" if plan else "more rows than any table has"
         raise InputError(
             f"--dp {epsilon:g} is too small to find the bounds of column '{columns[0]}' (each of the {d} "

@@ -37,10 +37,12 @@ def release_draft(
     releases = frames if not callable(frames) else LocalReleases(frames, plan, acc, noise or OpenDPNoise())
     noisy = releases.profile()
     # the noisy profile is public from here on: the ledger records it, so audit can re-derive every decision
-    acc.note(draft={**acc.details.get("draft", {}), "profile": [int(v) for v in noisy]})
+    rows, stride = int(noisy[0]), len(PROFILE_CELLS)
+    plan = plan.with_rows(rows)  # the bounds' grid, from the noisy row count (post-processing)
+    grid = {"bounds_grid": plan.record()["bounds_grid"], "bounds_threshold": plan.bound_rows}
+    acc.note(draft={**acc.details.get("draft", {}), **grid, "profile": [int(v) for v in noisy]})
     sigma = plan.profile_sd
     seen = SEEN_SIGMAS * sigma + 0.5
-    rows, stride = int(noisy[0]), len(PROFILE_CELLS)
     columns, dropped, notes, unfound, identifiers = [], [], [], [], []
     tokens = list(plan.missing_values)
     left_out = "left out of the schema (a release ignores it in the silos)"
@@ -49,7 +51,7 @@ def release_draft(
         has_missing, said = f.has_missing, f.said()
         code = is_code(f, plan.categorical_max)
         if f.numbers_only and not code:
-            b = numeric_column(plan, name, np.asarray(releases.bounds(name)), f, tokens)
+            b = numeric_column(plan, name, np.asarray(releases.bounds(name, plan.grid)), f, tokens)
             spec, note, lost, span = b.spec, b.note, b.unfound, b.span
             line = identifier_line(name, f, plan.include, text=False, lo=span[0], hi=span[1]) if span else None
             if line is not None:  # whole numbers filling their noisy span: ids, row numbers

@@ -83,9 +83,9 @@ class KeptReleases:
         self.released["profile"] = np.asarray(noisy).tolist()
         return noisy
 
-    def bounds(self, name: str) -> np.ndarray:
-        """The noisy bounds histogram of ``name``, kept."""
-        noisy = self.inner.bounds(name)
+    def bounds(self, name: str, grid: str = "fine") -> np.ndarray:
+        """The noisy bounds histogram of ``name`` over ``grid``, kept."""
+        noisy = self.inner.bounds(name, grid)
         self.released["bounds"][name] = np.asarray(noisy).tolist()
         return noisy
 
@@ -146,8 +146,9 @@ class ReplayReleases:
         """The noisy profile the failed draft released."""
         return np.asarray(self.document["profile"])
 
-    def bounds(self, name: str) -> np.ndarray:
-        """The noisy bounds histogram of ``name`` the failed draft released."""
+    def bounds(self, name: str, grid: str = "fine") -> np.ndarray:
+        """The noisy bounds histogram of ``name`` the failed draft released (over the ``grid`` its noisy
+        profile chose, as this replay's does)."""
         return np.asarray(self._get("bounds", name))
 
     def values(self, name: str, present: float, sigma_profile: float) -> ValueCounts:

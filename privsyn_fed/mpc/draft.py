@@ -286,8 +286,9 @@ class MPCReleases:
         )
 
     @collective
-    def bounds(self, name: str) -> np.ndarray:
-        """The union's noisy bounds histogram of column ``name``, summed on shares."""
+    def bounds(self, name: str, grid: str = "fine") -> np.ndarray:
+        """The union's noisy bounds histogram of column ``name``, summed on shares (over the fine grid:
+        a plan over MPC keeps it, ``DraftPlan.with_rows``)."""
         mine = self.own.intervals(name)
         return self._sum(
             "draft_bounds",
