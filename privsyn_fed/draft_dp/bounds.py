@@ -1,7 +1,7 @@
 """A numeric column's bounds from its noisy bounds histogram (``draft_dp``, 2. and 4.): post-processing
 only, so nothing here is charged.
 
-On this machine the histogram is released on the coarse grid (``grid.COARSE_GRID``, mantissas 1..9)
+The histogram is released on the coarse grid (``grid.COARSE_GRID``, mantissas 1..9)
 when the fine grid's threshold ``T`` exceeds ``FINE_GRID_SHARE`` (5%) of the noisy rows
 (``DraftPlan.with_rows``, post-processing of the profile; its counts are the fine ones summed before
 the noise, at the same cost), and read there alone. Otherwise it is read first on its own grid

@@ -63,6 +63,14 @@ class DraftReleases(Protocol):
         ...
 
 
+def on_grid(intervals: np.ndarray, grid: str) -> np.ndarray:
+    """Counts over ``BOUNDS_GRID``'s intervals as counts over ``grid``'s: unchanged for ``fine``, summed
+    over ``COARSE_GRID``'s intervals for ``coarse`` (every coarse edge is a fine one: ``COARSE_INDEX``)."""
+    if grid == "fine":
+        return intervals
+    return np.bincount(COARSE_INDEX, weights=intervals, minlength=len(COARSE_GRID) + 1).astype(np.int64)
+
+
 class LocalReleases:
     """A DP draft's releases from rows read on this machine (one table, or the union of several):
     ``frames()`` yields the chunks (a second call reads them again)."""
@@ -104,11 +112,10 @@ class LocalReleases:
         coarse grid their sums (every coarse edge is a fine one: ``grid.COARSE_INDEX``), before the noise."""
         from ..mechanisms import gaussian_mechanism
 
-        intervals = self.profiles[name].intervals
-        assert intervals is not None
+        fine = self.profiles[name].intervals
+        assert fine is not None
+        intervals = on_grid(fine, grid)
         plan = self.plan if grid == self.plan.grid else dataclasses.replace(self.plan, grid=grid)
-        if grid == "coarse":
-            intervals = np.bincount(COARSE_INDEX, weights=intervals, minlength=len(COARSE_GRID) + 1).astype(np.int64)
         return gaussian_mechanism(
             self.acc,
             self.noise,

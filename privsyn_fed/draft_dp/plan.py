@@ -142,12 +142,12 @@ class DraftPlan:
 
     def with_rows(self, rows: float) -> "DraftPlan":
         """The plan for a table of about ``rows`` rows (the noisy profile's count, so this is
-        post-processing): on this machine, the coarse grid where the fine grid's threshold exceeds
+        post-processing): the coarse grid where the fine grid's threshold exceeds
         ``FINE_GRID_SHARE`` of the rows, since each of its intervals holds about a tenth of a coarse
         one's numbers and would miss a thinly spread tail (NMES1988's visit counts, ACS incomes); the
-        coarse histogram is the fine one's counts summed before the noise, at the same cost. Over MPC the
-        parties count on the fine grid (no change)."""
-        if self.mpc or self.grid == "coarse" or self.bound_rows <= FINE_GRID_SHARE * rows:
+        coarse histogram is the fine one's counts summed before the noise (over MPC by each party), at
+        the same cost."""
+        if self.grid == "coarse" or self.bound_rows <= FINE_GRID_SHARE * rows:
             return self
         return dataclasses.replace(self, grid="coarse")
 

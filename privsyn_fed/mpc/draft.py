@@ -9,7 +9,8 @@ public draft (``DraftSpec``: the header's columns and the options) and the relea
   party's own discrete Gaussian (``accounting.distributed``), at the plan's ``sigma_profile`` and
   sensitivity ``sqrt(1 + 2 d)``. A record is in one silo, so it moves the sum as it moves its own
   silo's vector; the distinct counts are the silos' sum (at least the union's).
-* ``draft_bounds``: a numeric column's bounds histogram, summed likewise (sensitivity 1).
+* ``draft_bounds``: a numeric column's bounds histogram over the fine or the coarse grid (party 0
+  names it: ``DraftPlan.with_rows``; either has sensitivity 1), summed likewise.
 * ``draft_candidates``: a categorical column's values are named by the rows themselves, and no
   party may learn another's. So each party lists, in its own process, the values whose count in its
   own rows plus ``N_Z(0, s_v^2)`` reaches the threshold ``tau`` (``s_v`` from ``CANDIDATE_SHARE`` of
@@ -27,6 +28,7 @@ come from its bounds histogram alone (``draft_dp.bounds.grid_atoms``). The heade
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
@@ -49,6 +51,7 @@ from ..draft_dp import (
     values_query,
 )
 from ..draft_dp.cells import CellKinds
+from ..draft_dp.local import on_grid
 from ..mechanisms import local_thresholded_values, parties_noisy_sum
 from ..schema import ColumnProfile, profile_chunks
 from . import secure, world
@@ -172,11 +175,12 @@ class DraftTable:
         columns = self.plan.columns
         return profile_vector([self.profiles[c] for c in columns], [self.kinds.counts[c] for c in columns])
 
-    def intervals(self, column: str) -> np.ndarray:
-        """This silo's counts of the column's numbers over the public grid's intervals."""
+    def intervals(self, column: str, grid: str = "fine") -> np.ndarray:
+        """This silo's counts of the column's numbers over the public grid's intervals (``coarse``: the
+        fine counts summed over ``COARSE_GRID``'s, ``draft_dp.local.on_grid``)."""
         out = self.profiles[column].intervals
         assert out is not None
-        return out
+        return on_grid(out, grid)
 
     def counts(self, column: str) -> ColumnProfile:
         """The column's profile with every present value counted (read again if the cap stopped it)."""
@@ -287,18 +291,19 @@ class MPCReleases:
 
     @collective
     def bounds(self, name: str, grid: str = "fine") -> np.ndarray:
-        """The union's noisy bounds histogram of column ``name``, summed on shares (over the fine grid:
-        a plan over MPC keeps it, ``DraftPlan.with_rows``)."""
-        mine = self.own.intervals(name)
+        """The union's noisy bounds histogram of column ``name`` over ``grid`` (``DraftPlan.with_rows``),
+        summed on shares."""
+        mine = self.own.intervals(name, grid)
+        plan = dataclasses.replace(self.plan, grid=grid)
         return self._sum(
             "draft_bounds",
-            {"column": name},
+            {"column": name, "grid": grid},
             mine,
-            sigma=self.plan.sigma_column,
+            sigma=plan.sigma_column,
             sensitivity=1.0,
             query=bounds_query(name, len(mine)),
             column=name,
-            min_count=float(self.plan.bound_rows),
+            min_count=float(plan.bound_rows),
         )
 
     @collective
@@ -395,7 +400,10 @@ class DraftSteps:
         elif op == "draft_bounds":
             column = self._column(cmd, op)
             self._once((op, column), ("draft_profile", ""))
-            mine = table.intervals(column)
+            grid = cmd.get("grid", "fine")
+            if grid not in ("fine", "coarse"):
+                raise Refused(f"{op} of {column!r} over the grid {grid!r}: only 'fine' or 'coarse'")
+            mine = table.intervals(column, grid)  # either grid: sensitivity 1 at the plan's sigma
             charges, answer = summed(mine, plan.sigma_column, 1.0, bounds_query(column, len(mine)))
         elif op == "draft_candidates":
             column = self._column(cmd, op)
