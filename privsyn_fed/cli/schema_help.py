@@ -35,9 +35,10 @@ with --dp EPSILON --delta DELTA every fact read from the rows is released under 
 privacy and charged to a ledger (default: the schema's name with .ledger.json; check it with
 privsyn-fed audit): a noisy profile of the columns (one Gaussian: rows, and per column missing,
 non-number and distinct cells, and numbers by their decimal places); for each numeric column a
-noisy histogram over the intervals between the grid's numbers (0, +-1.0, 1.1, ..., 9.9 x 10^k),
-whose outermost intervals with enough values give the bounds, and a thresholded histogram of its
-values that proposes atoms (a value holding {atom:.0%}+ of its numbers); for each text column, and
+noisy histogram over the intervals between the grid's numbers (0, +-1.0, 1.1, ..., 9.9 x 10^k; for
+a small table 0, +-1, 2, ..., 9 x 10^k), whose outermost intervals with enough values give the
+bounds, and a thresholded histogram of its values that proposes atoms (a value holding {atom:.0%}+
+of its numbers); for each text column, and
 each whole-number column with at most K noisy distinct values (a code), its values whose noisy
 count passes a threshold, plus a catch-all category (thresholded Gaussian histogram: approximate
 DP, its delta recorded in the ledger). "missing" and "decimals" are drafted only where their noisy
