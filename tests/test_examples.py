@@ -84,13 +84,13 @@ def test_the_readme_walkthrough_works_when_pasted(tmp_path):
     proc = run(["bash", "-e", "-c", block.group(1)], cwd=tmp_path)
     own = tmp_path / "demo-out" / "own"
     assert "_draft" in json.loads((own / "draft.json").read_text())  # the plain draft carries its note
-    for name, method in (("synthetic", "aim"), ("dp-synthetic", "fedtda")):
+    for name, method in (("synthetic", "aim"), ("dp-synthetic", "aim")):
         ledger = load_ledger(own / f"{name}.ledger.json")
         assert ledger["method"] == method and audit_ledger(ledger).ok
         assert list(pd.read_csv(own / f"{name}.csv").columns) == COLUMNS
     assert audit_ledger(load_ledger(own / "dp-schema.ledger.json")).ok
     assert "<svg" in (own / "quality.html").read_text()
-    assert "run 2: fedtda" in proc.stdout  # the DP draft and the release drew on one budget
+    assert "run 2: aim" in proc.stdout  # the DP draft and the release drew on one budget
 
 
 def test_the_readme_walk_across_organisations_works_when_pasted(tmp_path):
