@@ -242,8 +242,10 @@ def test_a_party_drafts_under_its_own_policy_and_settles_its_own_store(tmp_path)
     silo0, silo1 = _silo(tmp_path / "own.csv", 1500, 11), _silo(tmp_path / "theirs.csv", 1500, 12, ("north", "east"))
     fed = local_federation(tmp_path, 2)
     out, copy = tmp_path / "schema.json", tmp_path / "p1.ledger.json"
-    # --dp 2 (within the policy): at 1 the fine grid's thresholds miss the spread-out incomes
+    # --dp 2 (within the policy); whether the spread-out incomes' bounds are found at this budget is
+    # the noise's to say, and not what this test is about: --leave-unfound writes the draft either way
     party0 = [*CLI, "schema", "draft", silo0, "--out", str(out), "--dp", "2", "--delta", "1e-6", "--mpc"]
+    party0 += ["--leave-unfound"]
     procs = {
         "party1": start(
             [*CLI, "mpc-party", "--draft", "--silo", silo1, "--policy", str(pol), "--ledger", str(copy)]
