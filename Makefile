@@ -13,19 +13,32 @@ PY_SOURCES := privsyn_fed tests examples benchmarks
 
 install: $(STAMP)
 
+# Everything: the package with its extras dev (tests, linters), mpc (torch, onnx, omegaconf) and agent
+# (Flower), then CrypTen. CrypTen comes last and with --no-deps: its metadata requires the retired
+# `sklearn` package (and torchvision and tensorboard, which secure computation does not use), so pip
+# would report those as broken requirements after any later step; for the same reason, on a re-run
+# (CrypTen already there) the package's step does not list them (--no-warn-conflicts).
 $(STAMP): pyproject.toml Makefile
+	@echo "make install: creating the virtual environment $(VENV) ..."
 	$(PYTHON) -m venv $(VENV)
+	@echo "make install: upgrading pip ..."
 	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet '$(TORCH_SPEC)'
+	@echo "make install: installing $(TORCH_SPEC) (a CPU build where /opt/wheels has one) ..."
+	$(PIP) install --progress-bar on '$(TORCH_SPEC)'
+	@echo "make install: installing privsyn-fed (editable) with the extras dev, mpc and agent ..."
+	$(PIP) install --progress-bar on --no-warn-conflicts -e '.[dev,mpc,agent]'
+	@echo "make install: installing crypten==0.4.1 without its declared dependencies ..."
 	$(PIP) install --quiet --no-deps 'crypten==0.4.1'
-	$(PIP) install --quiet -e '.[dev]'
 	touch $(STAMP)
+	@echo "make install: done; run the tests with: make test"
 
-# Style (ruff: lint and format) and types (mypy on privsyn_fed/), then the tests.
+# Style (ruff: lint and format), types (mypy on privsyn_fed/) and the docs (mkdocs, warnings as errors),
+# then the tests.
 lint: $(STAMP)
 	$(PY) -m ruff check $(PY_SOURCES)
 	$(PY) -m ruff format --check $(PY_SOURCES)
 	$(PY) -m mypy
+	$(PY) -m mkdocs build --strict --quiet --site-dir $(VENV)/site
 
 test: lint
 	$(PY) -m pytest -q

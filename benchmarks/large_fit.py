@@ -85,7 +85,7 @@ def misfit(answers, measurements) -> float:
 
 def ours_per_step(round_: int, estimator: str, steps: int) -> str:
     from privsyn_fed.methods import pgm
-    from privsyn_fed.methods.jtree import junction_tree_cells
+    from privsyn_fed.methods.clique_tree import junction_tree_cells
 
     domain, ms = problem(round_)
     fitter = pgm.ModelFitter(domain, iters=steps, tol=None, numpy_cells=10**12 if estimator == "numpy" else 0)

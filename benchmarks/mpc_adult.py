@@ -33,7 +33,7 @@ from adult import load_adult  # noqa: E402
 import privsyn_fed as pf  # noqa: E402
 from privsyn_fed.common import Progress  # noqa: E402
 from privsyn_fed.evaluation import evaluate, partition  # noqa: E402
-from privsyn_fed.mpc import coordinator  # noqa: E402
+from privsyn_fed.mpc import ReleaseTerms, coordinator  # noqa: E402
 from privsyn_fed.mpc.launch_servers import servers_coordinator  # noqa: E402
 
 OUT = Path(__file__).parent / "out"
@@ -78,19 +78,19 @@ def run(args) -> None:
                 result = pf.synthesize(silos, "distaim", 1.0, 1e-9, progress=clock, **options)
                 joined, traffic = start, None
             elif mode == "sites":
-                release = ("distaim", 1.0, 1e-9, None, None, None)
+                release = ReleaseTerms("distaim", 1.0, 1e-9)
                 with servers_coordinator(
                     schema_path, paths, servers=args.servers, collusion=args.collusion, release=release
                 ) as agg:
                     agg.begin()
                     joined = time.monotonic()
-                    result = pf.synthesize([], "distaim", 1.0, 1e-9, aggregator=agg, progress=clock, **options)
+                    result = pf.api.synthesize_over(agg, "distaim", 1.0, 1e-9, progress=clock, **options)
                     traffic = result.info["traffic"]["servers"]
                     site_bytes = max(v["sent"] + v["received"] for v in result.info["traffic"]["sites"].values())
             else:
                 with coordinator(schema_path, paths, collusion=args.collusion) as agg:
                     joined = time.monotonic()
-                    result = pf.synthesize([agg.own], "distaim", 1.0, 1e-9, aggregator=agg, progress=clock, **options)
+                    result = pf.api.synthesize_over(agg, "distaim", 1.0, 1e-9, progress=clock, **options)
                     traffic = result.info["traffic"]["parties"]
             total = time.monotonic() - start
             steps = round_times(joined, clock.marks)

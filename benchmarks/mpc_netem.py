@@ -91,7 +91,7 @@ def measure(schema_path, paths, train_csv, rounds: int, access: dict | None = No
     start = time.monotonic()
     with coordinator(schema_path, paths, **where) as agg:
         joined = time.monotonic()
-        result = pf.synthesize([agg.own], "distaim", 1.0, 1e-9, aggregator=agg, progress=clock, rounds=rounds)
+        result = pf.api.synthesize_over(agg, "distaim", 1.0, 1e-9, progress=clock, rounds=rounds)
     total = time.monotonic() - start
     steps = round_times(joined, clock.marks)
     train = pd.read_csv(train_csv, dtype=str, keep_default_na=False)

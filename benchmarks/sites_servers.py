@@ -46,6 +46,7 @@ import pandas as pd
 import privsyn_fed as pf
 from privsyn_fed.accounting.conversions import epsilon_to_rho, rho_to_epsilon
 from privsyn_fed.evaluation import encode, workload_error
+from privsyn_fed.mpc import ReleaseTerms
 from privsyn_fed.mpc.servers import noise_factor
 
 DELTA = 1e-6
@@ -107,7 +108,7 @@ def options(args, seed: int) -> dict:
 
 
 def release_options(args, seed: int, agg, ledger: Path) -> dict:
-    return {"aggregator": agg, "ledger_path": ledger, "overwrite": True, **options(args, seed)}
+    return {"ledger_path": ledger, "overwrite": True, **options(args, seed)}
 
 
 def in_process(args, pooled: list[Path], schema: pf.Schema, real: np.ndarray, epsilon: float) -> tuple[list, list]:
@@ -155,7 +156,7 @@ def servers_release(args, schema_path: Path, paths: list[Path], seed: int, ledge
         collusion=args.collusion,
         seed=seed,
         log=log,
-        release=("distaim", args.epsilon, DELTA, None, None, None),
+        release=ReleaseTerms("distaim", args.epsilon, DELTA),
         site_wait_s=args.site_wait,
     ) as agg:
         marks["seconds_declared"] = time.monotonic() - start  # every connected site accepted the release
@@ -169,7 +170,7 @@ def servers_release(args, schema_path: Path, paths: list[Path], seed: int, ledge
         agg._relay = counted
         agg.begin()
         began = time.monotonic()
-        result = pf.synthesize([], "distaim", args.epsilon, DELTA, **release_options(args, seed, agg, ledger))
+        result = pf.api.synthesize_over(agg, "distaim", args.epsilon, DELTA, **release_options(args, seed, agg, ledger))
         released = time.monotonic()
         traffic = agg.traffic_summary()
     seconds = time.monotonic() - start
@@ -205,11 +206,11 @@ def mesh_release(args, schema_path: Path, paths: list[Path], seed: int, ledger: 
         seed=seed,
         collusion=args.collusion,
         log=say,
-        release=("distaim", args.epsilon, DELTA, None, None, None),
+        release=ReleaseTerms("distaim", args.epsilon, DELTA),
     ) as agg:
         agg.begin()
         began = time.monotonic()
-        result = pf.synthesize([agg.own], "distaim", args.epsilon, DELTA, **release_options(args, seed, agg, ledger))
+        result = pf.api.synthesize_over(agg, "distaim", args.epsilon, DELTA, **release_options(args, seed, agg, ledger))
         released = time.monotonic()
         per = agg.traffic_summary()["parties"]
     each = [p["bytes"] + p["command_bytes"] for p in per]

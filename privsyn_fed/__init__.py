@@ -11,13 +11,13 @@ model.save("release.model")                       # pf.load_model("release.model
 """
 
 from .api import SynthResult, synthesize
-from .common import BudgetExceeded, InputError
+from .common import SOURCE_VERSION, BudgetExceeded, InputError
 from .saved_model import ReleasedModel, load_model
 from .schema import CategoricalColumn, NumericColumn, Schema
 from .silo import Silo
 from .synthesizer import Synthesizer
 
-__version__ = "0.1.0"
+__version__ = SOURCE_VERSION
 __all__ = [
     "BudgetExceeded",
     "CategoricalColumn",

@@ -25,14 +25,13 @@ from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 import numpy as np
 
-from .accounting import Accountant
-from .accounting.distributed import PartiesNoise
+from .accounting import Accountant, PartiesNoise
 from .aggregation import Aggregator, Clique, Pool
 from .noise import NoiseSource, add_gaussian
 from .silo import Query
 
 #: What the silos' own thresholded lists come back as (``local_thresholded_values``).
-Released = TypeVar("Released")
+Listed = TypeVar("Listed")
 #: ``(ledger label, query, silos)``: one sum over the silos that answer it.
 SumRequest = tuple[str, Query, Sequence[str]]
 
@@ -337,15 +336,15 @@ def local_thresholded_values(
     agg: Aggregator,
     acc: Accountant,
     noise: NoiseSource,
-    release: Callable[[], Released],
+    gather: Callable[[], Listed],
     *,
     sigma: float,
     threshold: float,
     query: str,
     **extra: Any,
-) -> Released:
+) -> Listed:
     """Each silo lists the values of its own rows whose count plus ``N_Z(0, sigma^2)`` reaches
-    ``threshold`` (``thresholded_counts``, in its own process; ``release()`` runs it and returns what
+    ``threshold`` (``thresholded_counts``, in its own process; ``gather()`` runs it and returns what
     the lists give). The silos hold disjoint records, so the set costs what one list costs:
     ``1 / (2 sigma^2)`` and ``threshold_delta(sigma, threshold)``, charged once with ``parallel_over:
     silos``."""
@@ -360,7 +359,7 @@ def local_thresholded_values(
         sampler=f"each silo's own: {noise.name}",
         **extra,
     )
-    return release()
+    return gather()
 
 
 # ---- DistAIM's pool ------------------------------------------------------------------------------

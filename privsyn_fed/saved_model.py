@@ -35,10 +35,18 @@ import numpy as np
 import pandas as pd
 
 from .common import InputError
-from .model import Condition, CopulaModel, GraphicalModel, conditions_from
-from .model.archive import LEGACY_FORMAT, MODEL_FORMAT, read_model_archive
-from .model.checks import check_factors, check_total
-from .model.junction import JunctionTree
+from .model import (
+    LEGACY_FORMAT,
+    MODEL_FORMAT,
+    Condition,
+    CopulaModel,
+    GraphicalModel,
+    JunctionTree,
+    check_factors,
+    check_total,
+    conditions_from,
+    read_model_archive,
+)
 from .schema import Schema
 
 KINDS = {GraphicalModel.kind: GraphicalModel, CopulaModel.kind: CopulaModel}
@@ -60,7 +68,7 @@ def improbable_warning(total: float, probability: float, rows: int, conditions: 
     expected = total * probability
     if not conditions or expected >= FEW_ROWS:
         return None
-    from .common.escaping import terminal_text
+    from .common import terminal_text
 
     text = terminal_text(" and ".join(c.describe() for c in conditions))
     return (

@@ -26,8 +26,9 @@ class Synthesizer:
     arguments); ``fit`` releases the model, ``sample`` draws from it."""
 
     def __init__(self, method: str = "aim", epsilon: float = 1.0, delta: float = 1e-9, **options: Any):
-        from .api import check_budget_args, method_options
+        from .accounting import check_budget_args
         from .methods import METHODS
+        from .release import method_options
 
         if method not in METHODS:
             raise OptionError(f"method must be one of {', '.join(METHODS)}, not {method!r}", "method")
@@ -50,7 +51,7 @@ class Synthesizer:
         """Release the model of the silos' union under (epsilon, delta)-DP and return it
         (``model.ReleasedModel``: ``sample``, ``save``, ``ledger``). ``release`` takes
         ``pf.synthesize``'s other keyword arguments (``seed``, ``progress``, ``overwrite``,
-        ``aggregator``, ...). A second ``fit`` is a second release, charged again."""
+        ``rows``, ...). A second ``fit`` is a second release, charged again."""
         from .api import synthesize
 
         self.result = synthesize(

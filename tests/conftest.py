@@ -1,5 +1,6 @@
-"""Shared fixtures and helpers: a small mixed schema, generated silos written as real CSV files, and
-the command line as tests run it."""
+"""Shared fixtures and helpers: a small mixed schema, generated silos written as real CSV files, the
+command line as tests run it, the processes of a local MPC federation (parties, dealer), and noise
+that adds nothing for decisions on known counts."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import fcntl
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 from contextlib import contextmanager
@@ -16,6 +18,7 @@ import pandas as pd
 import pytest
 
 import privsyn_fed as pf
+from privsyn_fed.draft_dp.cells import PROFILE_CELLS
 
 SCHEMA = {
     "columns": [
@@ -182,17 +185,116 @@ def never_opened(*paths):
 
 
 def start(args, **kw) -> subprocess.Popen:
-    """A process of ``args`` with its output captured as text."""
-    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    """A process of ``args`` (each made text) with its output captured as text."""
+    return subprocess.Popen([str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def start_party(fed, rank: int, *args, mpc_timeout: float = 60, **kw) -> subprocess.Popen:
+    """``privsyn-fed mpc-party ARGS`` as member ``rank`` of the local federation ``fed``
+    (``mpc.launch.local_federation``), with ``--mpc-timeout``; ``kw`` go to ``start``."""
+    return start([*CLI, "mpc-party", *map(str, args), *fed.args(rank), "--mpc-timeout", str(mpc_timeout)], **kw)
+
+
+def start_dealer(fed, rank: int, mpc_timeout: float = 60, **kw) -> subprocess.Popen:
+    """``privsyn-fed mpc-dealer`` as member ``rank`` (the last) of the local federation ``fed``."""
+    return start([*CLI, "mpc-dealer", *fed.args(rank), "--mpc-timeout", str(mpc_timeout)], **kw)
+
+
+@contextmanager
+def killed_at_exit(procs):
+    """Yields ``procs`` (processes, or a dict of them); any still running on the way out is killed."""
+    try:
+        yield procs
+    finally:
+        for p in procs.values() if isinstance(procs, dict) else procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
 
 
 def finish(procs: dict, timeout: float = 120) -> dict:
     """Every process's ``(stdout, stderr)`` by name, once it ends; any still running after
     ``timeout`` (or when one raises) is killed."""
-    try:
+    with killed_at_exit(procs):
         return {name: p.communicate(timeout=timeout) for name, p in procs.items()}
+
+
+def synth(schema_path, silos, out, method="fedtda", seed=3, **options):
+    """A quiet, seeded ``synth`` command line (``synth_argv``): fedtda unless another method is named."""
+    return synth_argv(method, schema=schema_path, silos=silos, out=out, quiet=True, seed=seed, **options)
+
+
+def snapshot(folder):
+    """Every regular file below ``folder`` with its bytes, to compare before and after a command."""
+    return {p: p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file() and not p.is_symlink()}
+
+
+def parquet_table(path, names):
+    """A Parquet file of 300 rows, a column of ages and one of letters, under ``names`` (which may repeat)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(0)
+    columns = [pa.array(rng.integers(17, 90, 300)), pa.array(rng.choice(["a", "b"], 300))]
+    pq.write_table(pa.Table.from_arrays(columns, names=names), path)
+    return path
+
+
+def mode(path) -> int:
+    """The permission bits of ``path``."""
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+@contextmanager
+def umask(mask: int):
+    """Runs its block under the process umask ``mask``."""
+    before = os.umask(mask)
+    try:
+        yield
     finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        os.umask(before)
+
+
+class ExactNoise:
+    """No noise at all, for decisions on known counts (with ``below_zero``, the profile's missing and
+    non-integer counts far below zero): every mechanism is still charged. Not private; tests only."""
+
+    name = "exact (tests only)"
+    seeded = True
+
+    def __init__(self, below_zero: bool = False):
+        self.below_zero, self.calls = below_zero, 0
+
+    def gaussian_counts(self, counts, sigma):
+        self.calls += 1
+        out = np.asarray(counts, dtype=np.int64).copy()
+        if self.below_zero and self.calls == 1:
+            w = len(PROFILE_CELLS)  # per column: missing, non-number, 1..6 and more decimal places, distinct
+            out[1::w] -= 1000  # missing, per column
+            for cell in range(2, w - 1):
+                out[1 + cell :: w] -= 1000  # numbers with decimal places (non-integer), per column
+        return out
+
+    def gaussian_reals(self, values, sigma):
+        return np.asarray(values, dtype=float)
+
+    def noisy_argmax(self, scores, scale):
+        return int(np.argmax(scores))
+
+
+@pytest.fixture
+def coarse_table(tmp_path):
+    """600 rows where epsilon 3 finds 'n' and 'ok' but not 'k' (one value) nor 'flag' (one category),
+    whatever the noise (every margin is more than five standard deviations)."""
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame(
+        {
+            "n": rng.integers(10, 20, 600),
+            "k": [7.5] * 598 + [8.5] * 2,  # not whole numbers: numeric (a code would be categorical)
+            "flag": ["a"] * 598 + ["b"] * 2,
+            "ok": rng.choice(["x", "y", "z"], 600),
+        }
+    )
+    path = tmp_path / "t.csv"
+    frame.to_csv(path, index=False)
+    return path

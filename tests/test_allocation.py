@@ -153,7 +153,7 @@ def test_neighbouring_datasets_with_the_same_noisy_total_get_the_same_schedule(m
     plus = [frames[0], make_frame(251, 2)]  # one more record in the second silo
     ledgers = []
     for data in (frames, plus):
-        monkeypatch.setattr("privsyn_fed.api.noise_source", lambda seed: FixedTotal(seed, 560))
+        monkeypatch.setattr("privsyn_fed.release.run.noise_source", lambda seed: FixedTotal(seed, 560))
         ledgers.append(pf.synthesize(_silos(schema, data), method, 1.0, 1e-9, seed=4, rows=10).ledger)
     a, b = ledgers
     assert a["details"]["schedule"] == b["details"]["schedule"]

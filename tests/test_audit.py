@@ -393,7 +393,7 @@ def _dp_draft_ledger():
     frame = make_frame(400, 11).drop(columns=["income"]).assign(id=[f"p{i}" for i in range(400)]).astype(str)
     plan = draft_dp.plan_draft(50.0, 1e-6, list(frame.columns), 50, 32)  # age (73 values): not a code
     acc = draft_dp.accountant_for(plan)
-    draft_dp.release_draft(lambda: iter([frame]), plan, acc)
+    draft_dp.make_draft(lambda: iter([frame]), plan, acc)
     acc.finish("complete")
     return acc.ledger()
 
@@ -401,7 +401,8 @@ def _dp_draft_ledger():
 def _party_copy(path):
     """A silo party's own complete copy of an independent release over MPC (the party's accounting,
     in this process): its one noisy sum of the five 1-ways."""
-    from privsyn_fed.mpc.party_ledger import PartyRelease, noisy_sum_charge
+    from privsyn_fed.mpc.party_costs import noisy_sum_charge
+    from privsyn_fed.mpc.party_ledger import PartyRelease
     from privsyn_fed.mpc.request import ReleaseRequest
     from privsyn_fed.silo import MarginalsQuery
 

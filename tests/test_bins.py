@@ -19,7 +19,7 @@ from privsyn_fed.common import InputError
 from privsyn_fed.schema import NumericColumn, bin_edges, decode_codes, encode_frame, numeric_bin, refined
 from privsyn_fed.silo import ICDM, Encoding, fit_mixture, mode_cdf
 
-from .conftest import assert_one_line_error, run_cli
+from .conftest import assert_one_line_error, run_cli, synth
 
 INCOME = {"name": "income", "type": "numeric", "lower": -9000, "upper": 1341000}
 
@@ -202,3 +202,37 @@ def test_a_dp_draft_cuts_a_skewed_column_at_its_noisy_quantiles_at_no_further_co
         run_cli("schema", "draft", data, "--out", tmp_path / "p.json", "--edges", "quantiles"),
         "--edges quantiles belongs to --dp",
     )
+
+
+@pytest.mark.parametrize(
+    "column, fragment",
+    [
+        (
+            {"name": "x", "type": "numeric", "lower": 0, "upper": 1, "bins": 1_000_000_000},
+            "more than the 100,000 cells",
+        ),
+        ({"name": "x", "type": "numeric", "lower": -1.7e308, "upper": 1.7e308}, "beyond +-2^53"),
+        ({"name": "x", "type": "numeric", "lower": 0, "upper": 1e18, "integer": True}, "beyond +-2^53"),
+    ],
+)
+def test_schemas_that_cannot_be_binned_are_refused(column, fragment, tmp_path, capsys):
+    schema_path = tmp_path / "schema.json"
+    schema_path.write_text(json.dumps({"columns": [column]}))
+    silo = tmp_path / "s.csv"
+    silo.write_text("x\n0\n")
+    assert_one_line_error(run_cli(*synth(schema_path, [silo], tmp_path / "o.csv"), capsys=capsys), fragment)
+
+
+def test_whole_numbers_up_to_2_to_the_53_are_binned_exactly():
+    import numpy as np
+
+    from privsyn_fed.schema import NumericColumn, bin_edges, numeric_bin
+
+    col = NumericColumn("id", 0.0, float(2**53), bins=50_000, integer=True)
+    values = np.array([0, 1, 2**52 + 12345, 2**53 - 1, 2**53, 180_143_985_094_819], dtype=float)
+    bins = numeric_bin(col, values)
+    m = 2**53 + 1
+    assert bins.tolist() == [int(v) * 50_000 // m for v in values]  # exact integer arithmetic
+    lo, hi = bin_edges(col)
+    assert np.all(lo[bins] <= values) and np.all(values <= hi[bins])
+    assert lo[0] == 0 and hi[-1] == 2**53 and np.all(lo[1:] == hi[:-1] + 1)  # no whole number lost

@@ -13,7 +13,7 @@ from privsyn_fed.accounting import epsilon_to_rho
 from privsyn_fed.accounting.budget_store import BudgetStore
 from privsyn_fed.cli import main
 
-from .conftest import run_cli, synth_argv
+from .conftest import assert_one_line_error, run_cli, synth_argv
 
 
 def test_reserve_settle_and_refuse(tmp_path):
@@ -146,3 +146,25 @@ def test_synth_draws_on_the_store_and_is_refused_before_reading_silos(schema_pat
     assert "'X'" in err
     runs = BudgetStore(store).budget("toy").runs
     assert [r["status"] for r in runs] == ["complete", "rejected"] and runs[1]["rho_spent"] == 0.0
+
+
+@pytest.mark.parametrize("bad_id", ["d\nrun 9: aim, epsilon 0", "d\tx", "d\x1b[2J", " "])
+def test_a_dataset_id_must_be_printable(bad_id, schema_path, silo_paths, tmp_path, capsys):
+    store = tmp_path / "b.db"
+    argv = synth_argv(schema=schema_path, silos=silo_paths, out=tmp_path / "o.csv", quiet=True)
+    run = run_cli(*argv, "--budget-store", store, "--dataset-id", bad_id, "--total-epsilon", "3", capsys=capsys)
+    assert_one_line_error(run, "--dataset-id")
+    assert not store.exists()
+
+
+def test_budget_show_prints_an_id_of_an_older_store_on_its_own_line(tmp_path, capsys):
+    store = tmp_path / "b.db"
+    BudgetStore(store).reserve("d", epsilon=1.0, delta=1e-9, method="aim", total_epsilon=3.0).settle(0.0, "rejected")
+    with sqlite3.connect(store) as db:  # written before ids were checked
+        db.execute("UPDATE datasets SET id = ? WHERE id = 'd'", ("d\nrun 9: fake",))
+        db.execute("UPDATE runs SET dataset = ?", ("d\nrun 9: fake",))
+    code, out, err = run_cli("budget", "show", "--budget-store", store, capsys=capsys)
+    assert code == 0, err
+    assert [line.split(":")[0] for line in out.splitlines()] == ["dataset 'd\\nrun 9", "  run 1"]
+    run = run_cli("budget", "show", "--budget-store", store, "--dataset-id", "d\nrun 9: fake", capsys=capsys)
+    assert_one_line_error(run, "a dataset id must be printable text")

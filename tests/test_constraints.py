@@ -16,8 +16,8 @@ from scipy import stats
 import privsyn_fed as pf
 from privsyn_fed.common import InputError
 from privsyn_fed.methods.output import ConstrainedSampler, SyntheticRows, constrained
+from privsyn_fed.model.rejection import MAX_REJECTION, MIN_ESTIMATE, draw_allowed
 from privsyn_fed.schema.constraints import forbidden, violations
-from privsyn_fed.schema.rejection import MAX_REJECTION, MIN_ESTIMATE, draw_allowed
 
 from .conftest import SCHEMA, assert_one_line_error, make_frame, run_cli
 

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import privsyn_fed as pf
 from privsyn_fed.common import InputError
 from privsyn_fed.schema.draft import (
     ATOM_SHARE,
@@ -349,3 +350,40 @@ def test_an_mpc_party_warns_its_own_operator(table, tmp_path, capsys):
     assert session._load().identifiers.keys() == {"patient_id"}
     lines = [ln for ln in capsys.readouterr().err.splitlines() if "looks like an identifier" in ln]
     assert len(lines) == 1 and lines[0].startswith("privsyn-fed mpc-party 1: warning for this silo's operator: ")
+
+
+# ---- a draft leaves out likely identifiers with a note ------------------------------------------------
+def id_table(n: int = 300) -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    return pd.DataFrame(
+        {
+            "record": np.arange(5000, 5000 + n),  # whole numbers packed as IDs are
+            "name": [f"person {i}" for i in range(n)],
+            "age": rng.integers(18, 90, n),
+            "weight": rng.normal(70, 10, n),  # distinct, but measures
+            "salary": rng.integers(10_000, 900_000, n),  # distinct, but spread far wider than the rows
+            "code": rng.choice(["1", "2", "10", "x"], n),
+        }
+    )
+
+
+def test_draft_leaves_out_likely_identifiers_with_a_note(tmp_path, capsys, caplog):
+    from privsyn_fed.schema.draft import DRAFT_NOTE_KEY, PrivateDraftWarning, draft_frame
+
+    df = id_table()
+    with caplog.at_level(logging.WARNING, logger="privsyn_fed.schema"):
+        result = draft_frame(df)
+    assert result.identifiers == result.dropped == ["record", "name"]
+    assert [c["name"] for c in result.columns] == ["age", "weight", "salary", "code"]
+    assert sum("looks like an identifier" in r.getMessage() for r in caplog.records) == 2
+    with pytest.warns(PrivateDraftWarning):
+        assert pf.Schema.draft(df).names == ["age", "weight", "salary", "code"]
+    assert "record" in draft_frame(df.head(30)).columns[0]["name"]  # too few rows to tell
+
+    data, out = tmp_path / "t.csv", tmp_path / "schema.json"
+    df.to_csv(data, index=False)
+    code, _, err = run_cli("schema", "draft", data, "--out", out, capsys=capsys)
+    assert code == 0, err
+    assert sum("looks like an identifier" in line for line in err.splitlines()) == 2
+    note = json.loads(out.read_text())[DRAFT_NOTE_KEY]
+    assert note["left_out"] == note["likely_identifiers"] == ["record", "name"]

@@ -25,7 +25,7 @@ from privsyn_fed.mpc.launch import local_federation
 from privsyn_fed.mpc.policy import DRAFT, Refused
 from privsyn_fed.mpc.request import ReleaseRequest
 
-from .conftest import CLI, assert_one_line_error, finish, run_cli, start
+from .conftest import CLI, assert_one_line_error, finish, run_cli, start, start_dealer, start_party
 
 
 def _silo(path, rows: int, seed: int, regions=("north", "south")) -> str:
@@ -247,11 +247,8 @@ def test_a_party_drafts_under_its_own_policy_and_settles_its_own_store(tmp_path)
     party0 = [*CLI, "schema", "draft", silo0, "--out", str(out), "--dp", "2", "--delta", "1e-6", "--mpc"]
     party0 += ["--leave-unfound"]
     procs = {
-        "party1": start(
-            [*CLI, "mpc-party", "--draft", "--silo", silo1, "--policy", str(pol), "--ledger", str(copy)]
-            + [*fed.args(1), "--mpc-timeout", "60"]
-        ),
-        "dealer": start([*CLI, "mpc-dealer", *fed.args(2), "--mpc-timeout", "60"]),
+        "party1": start_party(fed, 1, "--draft", "--silo", silo1, "--policy", pol, "--ledger", copy),
+        "dealer": start_dealer(fed, 2),
         "party0": start([*party0, *fed.args(0), "--mpc-timeout", "60"]),
     }
     done = finish(procs)

@@ -212,3 +212,16 @@ def test_a_signal_while_a_silo_is_read_stops_it_between_chunks(frame, schema, tm
     monkeypatch.setattr(interrupt, "_received", signal.SIGTERM)
     with pytest.raises(interrupt.Interrupted):
         pf.Silo.load(path, schema, chunk_rows=100)
+
+
+def test_a_frame_of_complex_numbers_or_infinity_is_named_plainly(schema):
+    frame = make_frame(60, seed=2)
+    complex_frame = frame.assign(income=frame["income"].astype(complex))
+    with pytest.raises(InputError, match=r"frame 1: column 'income' holds complex numbers \(complex128\)"):
+        pf.synthesize([complex_frame, make_frame(60, seed=3)], "independent", schema=schema)
+    with pytest.raises(InputError, match="column 'income' holds complex numbers"):
+        pf.Schema.draft(complex_frame)
+    frame.loc[4, "income"] = np.inf
+    with pytest.raises(InputError) as info:
+        pf.synthesize([frame, make_frame(60, seed=3)], "independent", schema=schema)
+    assert "column 'income': inf is not a number" in str(info.value) and "np." not in str(info.value)

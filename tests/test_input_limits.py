@@ -6,6 +6,7 @@ they enter."""
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 import subprocess
@@ -226,3 +227,51 @@ def test_a_dp_draft_never_lists_such_a_value(tmp_path, capsys):
     assert run.returncode == 0, run.stderr
     flag = pf.Schema.load(out).columns[0]
     assert "a" in flag.categories and "d" in flag.categories and "b\x07c" not in flag.categories
+
+
+def test_a_dictionary_may_list_as_many_categories_as_a_column_may_have(tmp_path, capsys):
+    def dictionary(n):
+        path = tmp_path / f"dict{n}.csv"
+        cats = "|".join(f"c{i:06d}" for i in range(n))
+        path.write_text(f"name,type,categories\ncode,categorical,{cats}\n")
+        return path
+
+    limit = csv.field_size_limit()
+    code, out, err = run_cli(
+        "schema", "from-dictionary", dictionary(100_000), "--out", tmp_path / "s.json", capsys=capsys
+    )
+    assert code == 0, err
+    assert len(pf.Schema.load(tmp_path / "s.json").column("code").categories) == 100_000
+    run = run_cli("schema", "from-dictionary", dictionary(100_001), "--out", tmp_path / "t.json", capsys=capsys)
+    assert_one_line_error(run, "100,001 categories are more than the 100,000 cells a column may have")
+    assert csv.field_size_limit() == limit  # the reader's limit is the module's again
+
+
+def test_a_name_with_surrounding_spaces_is_refused(schema_dict, tmp_path, silo_paths, capsys):
+    import json
+
+    schema_dict["columns"][0]["name"] = " age "
+    path = tmp_path / "spaced.json"
+    path.write_text(json.dumps(schema_dict))
+    out = tmp_path / "syn.csv"
+    proc = run_cli(*synth_argv("fedtda", schema=path, silos=silo_paths, out=out, quiet=True), capsys=capsys)
+    line = assert_one_line_error(proc)
+    assert line == (
+        f"privsyn-fed: error: {path}: column ' age ': the name has leading or trailing spaces, which "
+        "never match a CSV header (headers are read without them); remove them"
+    )
+
+
+@pytest.mark.parametrize(
+    "name, fragment",
+    [
+        ("  ", "column #1: the name '  ' is blank"),
+        ("", 'column #1 has no "name"'),
+        (7, 'column #1: "name" must be text, not 7'),
+    ],
+)
+def test_a_blank_or_odd_name_is_refused(name, fragment, schema_dict):
+    schema_dict["columns"][0]["name"] = name
+    with pytest.raises(InputError) as info:
+        pf.Schema.from_dict(schema_dict, source="s.json")
+    assert str(info.value) == f"s.json: {fragment}"

@@ -4,6 +4,8 @@ the declared aggregator protocol, parties load no model code, and the registry m
 from __future__ import annotations
 
 import ast
+import functools
+import importlib
 import inspect
 import subprocess
 import sys
@@ -23,6 +25,7 @@ from privsyn_fed.silo import MarginalsQuery
 from .conftest import make_frame
 
 PACKAGE = Path(pf.__file__).parent
+ROOT = "privsyn_fed"
 CHARGES = {"charge", "gaussian", "exponential"}
 
 
@@ -83,12 +86,13 @@ def test_parties_load_no_model_code():
     assert out.stdout.strip() == "[]"
 
 
-def _module_imports(path: Path, modules: set[str]) -> set[str]:
-    """The package modules ``path`` imports, anywhere in it (function-local imports included)."""
+def _module_imports(path: Path, modules: set[str], planted: str = "") -> set[str]:
+    """The package modules ``path`` imports, anywhere in it (function-local imports included), with
+    ``planted`` source added to its own."""
     rel = path.relative_to(PACKAGE.parent).with_suffix("")
     package = list(rel.parts[:-1])
     out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(ast.parse(path.read_text() + planted)):
         if isinstance(node, ast.ImportFrom):
             base = package[: len(package) - node.level + 1] if node.level else []
             mod = ".".join(base + (node.module.split(".") if node.module else []))
@@ -99,15 +103,21 @@ def _module_imports(path: Path, modules: set[str]) -> set[str]:
     return out
 
 
-def _import_graph() -> dict[str, set[str]]:
+def _import_graph(planted: dict[str, str] | None = None) -> dict[str, set[str]]:
     """Each package module's imports of other package modules (a submodule's import of its own
-    ancestor packages does not count: they are initialised first)."""
+    ancestor packages does not count: they are initialised first; but the package root is the face
+    at the top, so an import of it from below does). ``planted``: source added to some modules."""
     modules = {}
     for p in PACKAGE.rglob("*.py"):
         rel = p.relative_to(PACKAGE.parent).with_suffix("")
         modules[".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)] = p
+    planted = planted or {}
     return {
-        m: {d for d in _module_imports(p, set(modules)) if d in modules and d != m and not m.startswith(d + ".")}
+        m: {
+            d
+            for d in _module_imports(p, set(modules), planted.get(m, ""))
+            if d in modules and d != m and (d == ROOT or not m.startswith(d + "."))
+        }
         for m, p in modules.items()
     }
 
@@ -133,8 +143,8 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 
 #: The package's layers, top to bottom: a module imports only its own layer's part or parts below it.
-#: The demo runs the command line; the MPC demo runs a release through ``api``; a DP schema draft
-#: uses ``api``'s budget checks; the audit re-derives schedules with ``methods``' workload and
+#: The demo runs the command line; a release states its terms to the MPC parties (``mpc``); the
+#: audit re-derives schedules with ``methods``' workload and
 #: allocation; a saved model is checked by the audit; methods fit the samplers of ``model``;
 #: evaluation scores a release with ``methods``' workload and model; noise samplers sit
 #: below the aggregators that draw the parties' noise; schema drafting and encoding read tables
@@ -145,9 +155,10 @@ LAYERS = (
     "synthesizer",
     "agent",
     "site",
+    "api",
+    "release",
     "mpc",
     "draft_dp",
-    "api",
     "saved_model",
     "audit",
     "evaluation",
@@ -209,6 +220,106 @@ def test_a_planted_upward_import_or_cycle_is_caught():
     assert _cycle(planted) is not None
 
 
+@pytest.mark.parametrize(
+    ("module", "source"),
+    [
+        ("privsyn_fed.common.settings", "from privsyn_fed import Schema"),
+        ("privsyn_fed.common.settings", "from .. import Schema"),
+        ("privsyn_fed.common.settings", "import privsyn_fed"),
+        ("privsyn_fed.common", "from .. import Schema"),
+        ("privsyn_fed.noise", "from . import Schema"),
+    ],
+)
+def test_a_planted_import_of_the_package_root_from_below_is_caught(module, source):
+    """The root ``__init__`` is the face at the top: a module below it that imports it (by name or
+    relatively) breaks the layering and closes a cycle, although the root is one of its parents."""
+    graph = _import_graph()
+    assert not any(ROOT in deps for m, deps in graph.items() if m not in FACES)
+    planted = _import_graph({module: f"\n{source}\n"})
+    assert set(_layer_violations(planted)) - set(_layer_violations(graph)) == {f"{module} -> {ROOT}"}
+    assert _cycle(planted) is not None
+
+
+#: Imports that reach past a folder's face on purpose, by the module they reach: the face would load
+#: what the importer must not.
+PAST_FACES = {
+    # a release's rows without the method registry that ``methods``' face loads (parties load no method code)
+    "privsyn_fed.methods.output",
+    # the graphical model over mbi and JAX, loaded only where a model is fitted or read back
+    "privsyn_fed.methods.pgm",
+}
+
+
+def _folder(module: str) -> str | None:
+    """The role folder of a package module (None: the root or a module of the root)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and (PACKAGE / parts[1]).is_dir() else None
+
+
+@functools.cache
+def _published(folder: str) -> frozenset[str]:
+    """What a folder's face names in its ``__all__`` (a submodule named there is part of the face)."""
+    return frozenset(getattr(importlib.import_module(f"{ROOT}.{folder}"), "__all__", ()))
+
+
+def _past_faces(planted: dict[str, str] | None = None) -> list[str]:
+    """``"path:line -> module"`` for each import, in any module, of another role
+    folder's module that is not its face (``__init__``): a dotted ``from ..schema.schema import
+    Schema``, or a submodule that the face does not name (``from ..mpc import world``).
+    ``planted``: source added to some modules."""
+    planted = planted or {}
+    modules = {}
+    for p in PACKAGE.rglob("*.py"):
+        rel = p.relative_to(PACKAGE.parent).with_suffix("")
+        modules[".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)] = p
+    out = set()
+    for m, p in modules.items():
+        path = p.relative_to(PACKAGE.parent).as_posix()
+        package = list(p.relative_to(PACKAGE.parent).parts[:-1])
+        for node in ast.walk(ast.parse(p.read_text() + planted.get(m, ""))):
+            if isinstance(node, ast.ImportFrom):
+                base = package[: len(package) - node.level + 1] if node.level else []
+                mod = ".".join(base + (node.module.split(".") if node.module else []))
+                targets = {(f"{mod}.{a.name}" if f"{mod}.{a.name}" in modules else mod) for a in node.names}
+            elif isinstance(node, ast.Import):
+                mod, targets = "", {a.name for a in node.names}
+            else:
+                continue
+            for t in targets:
+                folder = _folder(t)
+                if t not in modules or folder in (None, _folder(m)) or t == f"{ROOT}.{folder}" or t in PAST_FACES:
+                    continue
+                if mod == f"{ROOT}.{folder}" and t.rsplit(".", 1)[1] in _published(folder):
+                    continue
+                out.add(f"{path}:{node.lineno} -> {t}")
+    return sorted(out)
+
+
+def test_imports_across_folders_go_through_the_faces():
+    """A module imports another role folder's names from its face (``from ..schema import Schema``),
+    so that a folder's inside can move without its users; ``PAST_FACES`` lists the exceptions."""
+    past = _past_faces()
+    assert not past, past
+
+
+@pytest.mark.parametrize(
+    ("module", "source", "caught"),
+    [
+        ("privsyn_fed.model.label", "from ..schema.schema import Schema", "privsyn_fed.schema.schema"),
+        ("privsyn_fed.model.label", "from ..mpc import world", "privsyn_fed.mpc.world"),
+        ("privsyn_fed.noise", "import privsyn_fed.common.errors", "privsyn_fed.common.errors"),
+        ("privsyn_fed.model.label", "from ..schema import Schema", None),
+        ("privsyn_fed.model.label", "from ..mpc import certs", None),
+        ("privsyn_fed.model.label", "from .checks import check_total", None),
+    ],
+)
+def test_a_planted_import_past_a_face_is_caught(module, source, caught):
+    """The check above is not vacuous: an import of another folder's module past its face is caught,
+    one through the face (or within the folder) is not."""
+    found = set(_past_faces({module: f"\n{source}\n"})) - set(_past_faces())
+    assert [f.split(" -> ")[1] for f in found] == ([caught] if caught else []), found
+
+
 def test_the_registry_agrees_with_the_audit():
     """The audit keeps its own methods and selection sensitivities on purpose; they must match."""
     assert set(audit.RELEASE_METHODS) == set(METHODS)
@@ -242,3 +353,11 @@ def test_only_declared_queries_reach_a_silo(schema):
     agg = InProcessAggregator([pf.Silo.from_frame(make_frame(20, seed=1), schema, name="s")])
     with pytest.raises(TypeError, match="declared queries"):
         agg.open_exact_sum_for_checks(lambda silo: silo.marginal([0]), ["s"], label="lambda")
+
+
+def test_every_module_is_at_most_500_lines():
+    """A module holds one idea: none grows past 500 lines."""
+    long = {
+        str(p.relative_to(PACKAGE)): n for p in PACKAGE.rglob("*.py") if (n := len(p.read_text().splitlines())) > 500
+    }
+    assert not long, long

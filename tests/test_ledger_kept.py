@@ -184,23 +184,6 @@ def test_a_rejected_run_records_no_ledger(schema_path, silo_paths, tmp_path, cap
 
 
 # ---- 3. the retry of a failed draft spends nothing ----------------------------------------------
-@pytest.fixture
-def coarse_table(tmp_path):
-    """600 rows where epsilon 3 finds 'n' and 'ok' but not 'k' (one value) nor 'flag' (one category)."""
-    rng = np.random.default_rng(3)
-    frame = pd.DataFrame(
-        {
-            "n": rng.integers(10, 20, 600),
-            "k": [7.5] * 598 + [8.5] * 2,  # not whole numbers: numeric (a code would be categorical)
-            "flag": ["a"] * 598 + ["b"] * 2,
-            "ok": rng.choice(["x", "y", "z"], 600),
-        }
-    )
-    path = tmp_path / "t.csv"
-    frame.to_csv(path, index=False)
-    return path
-
-
 def _no_rows(*args, **kwargs):
     raise AssertionError("a row was read")
 
@@ -278,10 +261,11 @@ def test_a_tampered_statistics_file_is_refused(coarse_table, tmp_path, capsys):
 
 
 def test_the_api_writes_beside_a_ledger_the_store_references(tmp_path):
-    """``synthesize(ledger_path=p, overwrite=True)`` with a reservation the store numbered writes the
+    """``run_release(ledger_path=p, overwrite=True)`` with a reservation the store numbered writes the
     numbered file and keeps ``p``: the earlier run's record."""
     import privsyn_fed as pf
     from privsyn_fed.accounting.budget_store import reserved
+    from privsyn_fed.release import ReleaseRequest, run_release
 
     from .conftest import SCHEMA, make_frame
 
@@ -294,9 +278,8 @@ def test_the_api_writes_beside_a_ledger_the_store_references(tmp_path):
             store, "d", epsilon=0.5, delta=1e-9, method="independent", total_epsilon=3, ledger=str(ledger)
         ) as reservation:
             before = ledger.read_bytes() if reservation.kept_run is not None else None
-            result = pf.synthesize(
-                frames, "independent", 0.5, schema=schema, ledger_path=ledger, overwrite=True, reservation=reservation
-            )
+            request = ReleaseRequest.of("independent", 0.5, 1e-9, schema, ["a", "b"])
+            result = run_release(request, frames, ledger_path=ledger, overwrite=True, reservation=reservation)
     assert before is not None and ledger.read_bytes() == before  # the first run's ledger, as written
     second = numbered(ledger.resolve(), 2)
     assert load_ledger(second)["details"]["budget_store"]["run"] == 2 == result.ledger["details"]["budget_store"]["run"]

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from privsyn_fed.methods import compiled, jtree, mirror, pgm
+from privsyn_fed.methods import clique_tree, compiled, mirror, pgm
 from privsyn_fed.methods.graphical import Measurement
 
 NAMES, SHAPE = ["a", "b", "c", "d", "e"], [3, 4, 2, 5, 3]
@@ -167,7 +167,7 @@ def test_junction_tree_cells_are_mbis_model_size():
             for _ in range(int(rng.integers(0, 9)))
         ]
         mb = junction_tree.hypothetical_model_size(compiled.mbi_domain(domain), cliques)
-        assert jtree.junction_tree_cells(domain, cliques) == round(mb * 2**20 / 8), cliques
+        assert clique_tree.junction_tree_cells(domain, cliques) == round(mb * 2**20 / 8), cliques
         assert pgm.hypothetical_size_mb(domain, cliques) == pytest.approx(mb, rel=1e-12)
 
 

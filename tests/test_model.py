@@ -15,7 +15,7 @@ from scipy import stats
 
 import privsyn_fed as pf
 from privsyn_fed.model import CopulaModel, GraphicalModel, conditions_from
-from privsyn_fed.model.junction import JunctionTree
+from privsyn_fed.model.factor_tree import JunctionTree
 
 from .conftest import SCHEMA, assert_one_line_error, make_frame, run_cli, synth_argv
 
@@ -128,6 +128,7 @@ def test_the_staged_model_holds_the_ledger_as_written_even_when_the_clock_ticks(
 
     from privsyn_fed.accounting import ledger as ledger_module
     from privsyn_fed.common import Staged
+    from privsyn_fed.release import ReleaseRequest, run_release
 
     clock = (f"2026-01-01T00:{s // 60:02d}:{s % 60:02d}+00:00" for s in itertools.count())
     monkeypatch.setattr(ledger_module, "_now", lambda: next(clock))
@@ -139,9 +140,8 @@ def test_the_staged_model_holds_the_ledger_as_written_even_when_the_clock_ticks(
         staged.add(tmp_path / "release.model", lambda fh: fh.write(b"x"), binary=True)
         return staged
 
-    result = pf.synthesize(
-        frames, "independent", 1.0, schema=pf.Schema.from_dict(SCHEMA), ledger_path=path, write_outputs=write_outputs
-    )
+    request = ReleaseRequest.of("independent", 1.0, 1e-9, pf.Schema.from_dict(SCHEMA), ["a", "b", "c"][: len(frames)])
+    result = run_release(request, frames, ledger_path=path, stage=write_outputs)
     on_disk = json.loads(path.read_text())
     assert kept["ledger"] == on_disk == result.ledger
     assert on_disk["created"] < on_disk["updated"]

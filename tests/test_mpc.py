@@ -32,8 +32,13 @@ from .conftest import (
     SCHEMA,
     assert_audit_objects_only_to_the_seed,
     assert_one_line_error,
+    finish,
+    killed_at_exit,
     make_frame,
     run_cli,
+    start,
+    start_dealer,
+    start_party,
     synth_argv,
 )
 
@@ -239,7 +244,7 @@ def test_real_valued_sums_are_exact_to_the_grid_and_fedtda_runs_on_shares(world,
         world.open_exact_sum_for_checks(hist, world.silo_names, label="t"), _plain(paths, schema_path, hist)
     )
 
-    result = pf.synthesize([world.own], "fedtda", 1.0, 1e-9, aggregator=world, seed=4)
+    result = pf.api.synthesize_over(world, "fedtda", 1.0, 1e-9, seed=4)
     assert len(result.data) > 0 and list(result.data.columns) == schema.names
     entries = result.ledger["entries"]
     assert all(e["where"] == "mpc" for e in entries)
@@ -279,7 +284,7 @@ def test_flaim_over_mpc_selects_in_each_silo_and_sums_masked_batches_on_shares(w
     for name, path in zip(names, paths):
         assert picks[name] == int(np.argmax(query(pf.Silo.from_csv(path, schema))))
 
-    result = pf.synthesize([world.own], "flaim", 1.0, 1e-9, aggregator=world, rounds=2, variant="private", seed=5)
+    result = pf.api.synthesize_over(world, "flaim", 1.0, 1e-9, rounds=2, variant="private", seed=5)
     entries = result.ledger["entries"]
     selections = [e for e in entries if e["mechanism"] == "exponential"]
     assert selections and all(e["where"] == "silo" and e["parallel_over"] == "silos" for e in selections)
@@ -399,68 +404,16 @@ def test_a_killed_party_stops_every_other_party_with_a_clear_error(files, tmp_pa
     (tmp_path / "fed").mkdir(mode=0o700)
     fed = local_federation(tmp_path / "fed", 3)
     out, ledger = tmp_path / "syn.csv", tmp_path / "syn.ledger.json"
+    party0 = synth_argv(
+        "distaim", schema=schema_path, silos=paths[:1], out=out, mpc=True, mpc_timeout=60, rounds=30, quiet=True
+    )
     procs = {
-        "party0": subprocess.Popen(
-            CLI
-            + synth_argv(
-                "distaim",
-                schema=schema_path,
-                silos=paths[:1],
-                out=out,
-                mpc=True,
-                mpc_timeout=60,
-                rounds=30,
-                quiet=True,
-            )
-            + fed.args(0),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        ),
-        "party1": subprocess.Popen(
-            CLI
-            + [
-                "mpc-party",
-                "--rank",
-                "1",
-                *fed.args(1),
-                "--mpc-timeout",
-                "60",
-                "--schema",
-                str(schema_path),
-                "--silo",
-                str(paths[1]),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        ),
-        "party2": subprocess.Popen(
-            CLI
-            + [
-                "mpc-party",
-                "--rank",
-                "2",
-                *fed.args(2),
-                "--mpc-timeout",
-                "60",
-                "--schema",
-                str(schema_path),
-                "--silo",
-                str(paths[2]),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        ),
-        "dealer": subprocess.Popen(
-            CLI + ["mpc-dealer", *fed.args(3), "--mpc-timeout", "60"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        ),
+        "party0": start([*CLI, *party0, *fed.args(0)]),
+        "party1": start_party(fed, 1, "--rank", 1, "--schema", schema_path, "--silo", paths[1]),
+        "party2": start_party(fed, 2, "--rank", 2, "--schema", schema_path, "--silo", paths[2]),
+        "dealer": start_dealer(fed, 3),
     }
-    try:
+    with killed_at_exit(procs):
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:  # wait until a few rounds have been opened
             try:
@@ -473,12 +426,7 @@ def test_a_killed_party_stops_every_other_party_with_a_clear_error(files, tmp_pa
         else:
             pytest.fail("the run did not get going")
         os.kill(procs["party2"].pid, signal.SIGKILL)
-        results = {name: p.communicate(timeout=90) for name, p in procs.items()}
-    finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        results = finish(procs, timeout=90)
     assert procs["party0"].returncode == 1
     err0 = results["party0"][1].strip().splitlines()
     assert len(err0) == 1 and "lost contact" in err0[0] and "no CSV was written" in err0[0], err0
@@ -513,29 +461,11 @@ def test_the_secure_comparison_is_exact_on_edge_values(parties, tmp_path):
     0, +-1, +-2^62 and 2,000 random values, for 2, 3 and 4 parties (no, one and two carry-save rounds)."""
     (tmp_path / "fed").mkdir(mode=0o700)
     fed = local_federation(tmp_path / "fed", parties)
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", COMPARE, str(k), *fed.args(k)[1::2]],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for k in range(parties)
-    ]
-    dealer = subprocess.Popen(
-        CLI + ["mpc-dealer", *fed.args(parties), "--mpc-timeout", "60"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
+    procs = [start([sys.executable, "-c", COMPARE, str(k), *fed.args(k)[1::2]]) for k in range(parties)]
+    dealer = start_dealer(fed, parties)
+    with killed_at_exit([*procs, dealer]):
         outs = [p.communicate(timeout=120) for p in procs]
         dealer.communicate(timeout=60)
-    finally:
-        for p in [*procs, dealer]:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0 and "exact" in out, err[-2000:]
 
@@ -547,9 +477,10 @@ def test_one_process_can_coordinate_two_releases_in_turn(files):
     script = (
         "import sys, privsyn_fed as pf\n"
         "from privsyn_fed.mpc.launch import coordinator\n"
+        "from privsyn_fed.api import synthesize_over\n"
         "for i in range(2):\n"
         "    with coordinator(sys.argv[1], sys.argv[2:], timeout_s=60) as agg:\n"
-        "        r = pf.synthesize([agg.own], 'independent', 1.0, 1e-9, aggregator=agg, progress=False)\n"
+        "        r = synthesize_over(agg, 'independent', 1.0, 1e-9)\n"
         "        print('released', len(r.data))\n"
     )
     run = subprocess.run(
@@ -590,8 +521,8 @@ def test_a_party_killed_while_the_parties_draw_noise_leaves_no_csv_and_a_failed_
     out, ledger = tmp_path / "syn.csv", tmp_path / "syn.ledger.json"
     before = _parties()
     args = synth_argv("independent", schema=schema_path, silos=paths, out=out, mpc=True, quiet=True)
-    party0 = subprocess.Popen(CLI + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    party0 = start([*CLI, *args])
+    with killed_at_exit([party0]):
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
             try:
@@ -608,10 +539,6 @@ def test_a_party_killed_while_the_parties_draw_noise_leaves_no_csv_and_a_failed_
         assert len(victim) == 1
         os.kill(victim[0], signal.SIGKILL)
         _, err = party0.communicate(timeout=120)
-    finally:
-        if party0.poll() is None:
-            party0.kill()
-            party0.wait()
     assert party0.returncode == 1, err
     assert_one_line_error(err, "party 2", "no CSV was written")
     assert not out.exists()
@@ -666,26 +593,13 @@ def test_a_party_with_another_schema_is_named_and_nothing_is_written(files, tmp_
     (tmp_path / "other.json").write_text(json.dumps(other))
     (tmp_path / "fed").mkdir(mode=0o700)
     fed = local_federation(tmp_path / "fed", 2)
-    common = ["--mpc-timeout", "60"]
-    party = subprocess.Popen(
-        CLI + ["mpc-party", *fed.args(1), *common, "--schema", str(tmp_path / "other.json"), "--silo", str(paths[1])],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    dealer = subprocess.Popen(
-        CLI + ["mpc-dealer", *fed.args(2), *common], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    try:
+    party = start_party(fed, 1, "--schema", tmp_path / "other.json", "--silo", paths[1])
+    dealer = start_dealer(fed, 2)
+    with killed_at_exit([party, dealer]):
         args = synth_argv("distaim", schema=schema_path, silos=paths[:1], out=tmp_path / "o.csv", mpc=True, quiet=True)
         run = run_cli(*args, *fed.args(0), timeout=120)
         party_err = party.communicate(timeout=60)[1]
         dealer.communicate(timeout=60)
-    finally:
-        for p in (party, dealer):
-            if p.poll() is None:
-                p.kill()
-                p.wait()
     assert_one_line_error(run, "party-1: loaded a different schema")
     assert party.returncode == 1 and "schema differs" in party_err
     assert not (tmp_path / "o.csv").exists() and not (tmp_path / "o.ledger.json").exists()
@@ -696,7 +610,8 @@ def test_rounded_real_answers_keep_the_charged_sensitivity(files):
     """D versus D plus one record (the records of D keep their encoding randomness): a silo's
     second moments rounded to the shared grid move by at most the planned sensitivity B^2 plus the
     charged rounding slack sqrt(cells) 2^-16."""
-    from privsyn_fed.mpc.aggregator import REAL_BITS, _answer
+    from privsyn_fed.mpc.aggregator import REAL_BITS
+    from privsyn_fed.mpc.answers import ring_answer
     from privsyn_fed.silo import ICDM, Encoding
     from privsyn_fed.silo.copula import upper
 
@@ -727,7 +642,7 @@ def test_rounded_real_answers_keep_the_charged_sensitivity(files):
             np.random.default_rng(trial),
         )
         d, d_plus = upper(x[:-1].T @ x[:-1]), upper(x.T @ x)
-        moved = (_answer(Fixed(d_plus), silo, 0, [0]) - _answer(Fixed(d), silo, 0, [0])) * 2.0**-REAL_BITS
+        moved = (ring_answer(Fixed(d_plus), silo, 0, [0]) - ring_answer(Fixed(d), silo, 0, [0])) * 2.0**-REAL_BITS
         assert np.linalg.norm(moved) <= bound**2 + slack
         assert np.linalg.norm(d_plus - d) <= bound**2 + 1e-9
 
@@ -755,7 +670,7 @@ def test_one_method_code_charges_the_same_mechanisms_over_both_aggregators(world
         silo.name = name
     options = {"workload_size": 4, **options} if method in ("distaim", "flaim") else options
     plain = pf.synthesize(silos, method, 4.0, 1e-9, seed=9, rows=20, **options)
-    secure = pf.synthesize([world.own], method, 4.0, 1e-9, aggregator=world, seed=9, rows=20, **options)
+    secure = pf.api.synthesize_over(world, method, 4.0, 1e-9, seed=9, rows=20, **options)
 
     def charges(ledger):
         return [

@@ -10,7 +10,7 @@ from privsyn_fed import InputError
 from privsyn_fed.cli import main
 from privsyn_fed.evaluation import partition
 
-from .conftest import make_frame
+from .conftest import assert_one_line_error, make_frame, run_cli, snapshot
 
 
 @pytest.fixture(scope="module")
@@ -114,3 +114,52 @@ def test_cli_writes_clients_and_manifest(frame, tmp_path, capsys):
         )
         == 2
     )
+
+
+def test_partition_force_leaves_no_stale_client_files(tmp_path, capsys):
+    data = tmp_path / "data.csv"
+    make_frame(800, 0).to_csv(data, index=False)
+    out = tmp_path / "clients"
+    split = ["partition", data, "--scheme", "iid", "--out", out]
+    assert run_cli(*split, "--clients", "5", capsys=capsys).returncode == 0
+    assert run_cli(*split, "--clients", "3", "--force", capsys=capsys).returncode == 0
+    files = sorted(p.name for p in out.iterdir())
+    assert files == ["client_000.csv", "client_001.csv", "client_002.csv", "manifest.json"]
+    total = sum(len(pd.read_csv(out / f)) for f in files if f.endswith(".csv"))
+    assert total == 800  # every record in exactly one client file
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no leftovers
+
+
+def test_partition_force_never_replaces_a_folder_of_other_files_or_its_own_input(tmp_path, capsys):
+    data = tmp_path / "data.csv"
+    make_frame(50, 0).to_csv(data, index=False)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    before = snapshot(tmp_path)
+    proc = run_cli("partition", data, "--clients", "2", "--scheme", "iid", "--out", tmp_path, "--force", capsys=capsys)
+    assert_one_line_error(proc, "lies inside --out")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "keep.txt").write_text("keep")
+    before = snapshot(tmp_path)
+    proc = run_cli("partition", data, "--clients", "2", "--scheme", "iid", "--out", other, "--force", capsys=capsys)
+    assert_one_line_error(proc, "which partition did not write")
+    assert snapshot(tmp_path) == before
+    # the table to split, as one of the client files of the folder being replaced
+    clients = tmp_path / "clients"
+    assert (
+        run_cli("partition", data, "--clients", "2", "--scheme", "iid", "--out", clients, capsys=capsys).returncode == 0
+    )
+    proc = run_cli(
+        "partition",
+        clients / "client_000.csv",
+        "--clients",
+        "2",
+        "--scheme",
+        "iid",
+        "--out",
+        clients,
+        "--force",
+        capsys=capsys,
+    )
+    assert_one_line_error(proc, "lies inside --out")

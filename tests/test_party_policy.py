@@ -22,7 +22,7 @@ from privsyn_fed.common import InputError
 from privsyn_fed.mpc import policy, secure
 from privsyn_fed.mpc.aggregator import schema_fingerprint
 from privsyn_fed.mpc.launch import local_federation
-from privsyn_fed.mpc.party_ledger import PoolState, local_select_charge, noisy_sum_charge, own_rows, select_charge
+from privsyn_fed.mpc.party_costs import PoolState, local_select_charge, noisy_sum_charge, own_rows, select_charge
 from privsyn_fed.mpc.request import ReleaseRequest
 from privsyn_fed.silo import ConcatQuery, LocalScoresQuery, MarginalsQuery, MaskedQuery, answer
 
@@ -188,26 +188,30 @@ def test_a_silos_own_selection_costs_2_or_4_max_w(tmp_path):
 # ---- processes ----------------------------------------------------------------------------------------
 
 #: Party 0 as the command line runs it: the parties' policy round, then its own reservation and
-#: silo, then the release (``cli.synth._release``); an input error is one line and exit status 2.
+#: silo, then the release (``cli.synth``); an input error is one line and exit status 2.
 PARTY0 = r"""
 import json, sys
 from privsyn_fed.accounting.budget_store import reserved
-from privsyn_fed.api import synthesize
 from privsyn_fed.cli.common import one_line
 from privsyn_fed.common import InputError
 from privsyn_fed.mpc.launch import coordinator
 
+from privsyn_fed.release import ReleaseRequest, run_release
+from privsyn_fed.schema import Schema
+
 cfg = json.loads(sys.argv[1])
 try:
+    request = ReleaseRequest.of(cfg["method"], cfg["epsilon"], cfg["delta"], Schema.load(cfg["schema"]), None,
+                                silos=2, mpc=True, **cfg["options"])
     with coordinator(
         cfg["schema"], [cfg["silo"]], federation=cfg["federation"], cert=cfg["cert"], key=cfg["key"],
-        collusion=cfg["collusion"], timeout_s=60, release=(cfg["method"], cfg["epsilon"], cfg["delta"]),
+        collusion=cfg["collusion"], timeout_s=60, release=request.terms(),
     ) as agg:
         with reserved(cfg["store"], "d0", epsilon=cfg["epsilon"], delta=cfg["delta"], method=cfg["method"],
                       total_epsilon=5.0, ledger=cfg["ledger"]) as reservation:
             agg.begin()
-            result = synthesize([agg.own], cfg["method"], cfg["epsilon"], cfg["delta"], aggregator=agg,
-                                reservation=reservation, ledger_path=cfg["ledger"], progress=False, **cfg["options"])
+            result = run_release(request.with_silo_names(agg.silo_names), [agg.own], aggregator=agg,
+                                 reservation=reservation, ledger_path=cfg["ledger"])
 except InputError as exc:
     print(f"privsyn-fed: error: {one_line(exc)}", file=sys.stderr)
     sys.exit(2)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -354,12 +355,14 @@ def test_api_refusals(frames):
     with pytest.raises(InputError, match="no column 'person'"):
         pf.synthesize(frames, schema=schema_obj(), privacy_unit="person")
     from privsyn_fed.aggregation import InProcessAggregator
+    from privsyn_fed.release import ReleaseRequest, run_release
 
     bounded = _silos(frames, 2)
+    request = ReleaseRequest.of(
+        "flaim", 1.0, 1e-9, schema_obj(), [s.name for s in bounded], privacy_unit="pid", max_rows_per_unit=2
+    )
     with pytest.raises(OptionError, match="privacy_unit with a given in-process aggregator is not available"):
-        pf.synthesize(
-            bounded, "flaim", aggregator=InProcessAggregator(bounded), privacy_unit="pid", max_rows_per_unit=2
-        )
+        run_release(request, bounded, aggregator=InProcessAggregator(bounded))
     unbounded = Silo.from_frame(frames[0], schema_obj(), "x")
     with pytest.raises(InputError, match="read without a privacy unit"):
         pf.synthesize([unbounded], schema=schema_obj(), privacy_unit="pid")
@@ -460,7 +463,7 @@ def test_the_release_request_carries_the_unit_and_a_party_checks_it():
 
 
 def test_a_party_costs_each_step_at_k_m_times_one_record():
-    from privsyn_fed.mpc.party_ledger import PoolState, measure_charge, noisy_sum_charge
+    from privsyn_fed.mpc.party_costs import PoolState, measure_charge, noisy_sum_charge
     from privsyn_fed.silo import MarginalsQuery
 
     schema = schema_obj()
@@ -517,3 +520,13 @@ def test_mpc_end_to_end_with_a_unit_column(tmp_path):
     outputs = [out, *copies, out.with_suffix(".ledger.json")]
     assert not any(SECRET in p.read_text() for p in outputs)
     assert SECRET not in run.stdout + run.stderr
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# ---- what the docs say of several rows per person -----------------------------------------------------
+@pytest.mark.parametrize("doc", ["README.md", "SECURITY.md"])
+def test_the_docs_say_what_the_guarantee_means_for_several_rows_per_person(doc):
+    text = " ".join((ROOT / doc).read_text().split())
+    assert "group privacy" in text and "rows per person" in text

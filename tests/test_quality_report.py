@@ -377,3 +377,38 @@ def test_page_renders_in_headless_chromium(schema, tmp_path):
         pixels = np.asarray(im.convert("RGB"))
     blue = np.all(np.abs(pixels.astype(int) - [31, 119, 180]) < 12, axis=-1)
     assert blue.sum() > 2000  # the real rows' bars are drawn, not a blank page
+
+
+# ---- the quality report's workload figure ----------------------------------------------------------
+def test_quality_report_labels_fit_their_figures_with_long_column_names(tmp_path, monkeypatch):
+    import matplotlib
+
+    import privsyn_fed as pf
+    from privsyn_fed.evaluation import quality
+
+    long = {c["name"]: c["name"] + "_of_the_respondent_in_full" for c in SCHEMA["columns"]}
+    schema = json.loads(json.dumps(SCHEMA))
+    for c in schema["columns"]:
+        c["name"] = long[c["name"]]
+    (tmp_path / "s.json").write_text(json.dumps(schema))
+    clipped = []
+    draw = quality._Figures.draw
+
+    def checked(self, make, title):
+        fig = make()
+        with matplotlib.rc_context(self.RC):
+            fig.draw_without_rendering()  # the layout, as savefig computes it
+            box = fig.bbox
+            for ax in fig.axes:
+                for label in (ax.xaxis.label, ax.yaxis.label):
+                    e = label.get_window_extent()
+                    if label.get_text() and (e.x0 < box.x0 - 1 or e.x1 > box.x1 + 1):
+                        clipped.append((title, label.get_text()))
+        return draw(self, lambda: fig, title)
+
+    monkeypatch.setattr(quality._Figures, "draw", checked)
+    rows = lambda n, seed: make_frame(n, seed).rename(columns=long)
+    quality.build_report(
+        rows(150, 1), rows(120, 4), pf.Schema.load(tmp_path / "s.json"), quality.Sources(["r.csv"], "s.csv", "s.json")
+    )
+    assert not clipped

@@ -1,9 +1,12 @@
 import json
 
+import pandas as pd
 import pytest
 
 import privsyn_fed as pf
 from privsyn_fed.common import InputError
+
+from .conftest import run_cli
 
 
 def write(tmp_path, text, name="s.json"):
@@ -70,3 +73,15 @@ def test_missing_schema_file(tmp_path):
 def test_round_trip_to_dict(schema):
     again = pf.Schema.from_dict(json.loads(json.dumps(schema.to_dict())))
     assert again.to_dict() == schema.to_dict()
+
+
+def test_numeric_categories_sort_as_numbers_in_python_and_on_the_command_line(tmp_path, capsys):
+    from privsyn_fed.schema.draft import draft_frame
+
+    df = pd.DataFrame({"n": [10, 2, 1, 2] * 5, "t": ["10", "2", "b", "a"] * 5})
+    python = {c["name"]: c["categories"] for c in draft_frame(df).columns}
+    data, out = tmp_path / "t.csv", tmp_path / "s.json"
+    df.to_csv(data, index=False)
+    assert run_cli("schema", "draft", data, "--out", out, capsys=capsys).returncode == 0
+    cli = {c["name"]: c["categories"] for c in json.loads(out.read_text())["columns"]}
+    assert python == cli == {"n": ["1", "2", "10"], "t": ["2", "10", "a", "b"]}

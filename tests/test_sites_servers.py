@@ -21,6 +21,7 @@ import pandas as pd
 import pytest
 
 import privsyn_fed as pf
+from privsyn_fed.mpc import ReleaseTerms
 from privsyn_fed.silo import MarginalsQuery, Silo
 
 from .conftest import SCHEMA, make_frame, run_cli
@@ -177,15 +178,14 @@ def test_a_site_absent_and_a_site_killed_after_sharing_leave_the_release_complet
             cert=party0 / "cert.pem",
             key=party0 / "key.pem",
             site_wait_s=15,
-            release=("distaim", 2.0, 1e-6, None, None, None),
+            release=ReleaseTerms("distaim", 2.0, 1e-6),
         ) as agg:
             agg.begin()
-            result = pf.synthesize(
-                [],
+            result = pf.api.synthesize_over(
+                agg,
                 "distaim",
                 2.0,
                 1e-6,
-                aggregator=agg,
                 ledger_path=tmp_path / "out.ledger.json",
                 rows=200,
                 progress=progress,
@@ -217,7 +217,7 @@ def test_servers_refuse_shares_bound_to_another_query_and_a_replayed_step(table,
 
     root, paths = table
     with servers_coordinator(
-        root / "schema.json", paths[:3], servers=3, collusion=1, release=("fedtda", 1.0, 1e-6, None, None, None)
+        root / "schema.json", paths[:3], servers=3, collusion=1, release=ReleaseTerms("fedtda", 1.0, 1e-6)
     ) as agg:
         agg.begin()
         q = MarginalsQuery(((0,),))

@@ -119,7 +119,7 @@ def test_the_command_line_refuses_a_bad_target_before_any_output(tmp_path, capsy
 
 
 def test_a_party_sums_the_targets_two_ways_but_no_other_for_distaim():
-    from privsyn_fed.mpc.party_ledger import own_rows
+    from privsyn_fed.mpc.party_costs import own_rows
     from privsyn_fed.mpc.policy import Refused
     from privsyn_fed.silo import MarginalsQuery
 

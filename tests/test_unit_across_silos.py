@@ -14,10 +14,10 @@ import pandas as pd
 import pytest
 
 import privsyn_fed as pf
-from privsyn_fed import api
 from privsyn_fed.accounting.unit import PrivacyUnit, unit_of
 from privsyn_fed.audit import audit_ledger
 from privsyn_fed.common import InputError, OptionError
+from privsyn_fed.release import run as lifecycle
 from privsyn_fed.silo.units import silo_masks, unit_hashes
 
 from .conftest import SCHEMA, assert_one_line_error, make_frame, run_cli, synth_argv
@@ -106,8 +106,8 @@ def test_d_and_d_minus_a_unit_spread_wider_than_m_differ_by_k_rows_in_m_silos(k,
     pid = widest_unit(frames)
     assert sum(pid in set(f["pid"]) for f in frames) > m
     unit = unit_of("pid", k, m)
-    full = api.read_silos(frames, schema_obj(), unit, seed=seed)
-    fewer = api.read_silos(without(frames, pid), schema_obj(), unit, seed=seed)
+    full = lifecycle.read_silos(frames, schema_obj(), unit, seed=seed)
+    fewer = lifecycle.read_silos(without(frames, pid), schema_obj(), unit, seed=seed)
     touched = 0
     for a, b in zip(full, fewer):
         extra = rows_of(a) - rows_of(b)
@@ -147,8 +147,8 @@ def test_every_method_reads_d_and_d_minus_a_wide_unit_within_k_m_rows(method, mo
         read.append(silos)
         return silos
 
-    real = api.read_silos
-    monkeypatch.setattr(api, "read_silos", spy)
+    real = lifecycle.read_silos
+    monkeypatch.setattr(lifecycle, "read_silos", spy)
     ledger = _release(method, frames).ledger
     _release(method, without(frames, pid))
     full, fewer = read
@@ -174,8 +174,8 @@ def test_the_charged_sensitivity_covers_a_person_at_several_clinics(monkeypatch)
     frames = shared_people(60, 3, seed=12, rows=(3, 4))
     pid = widest_unit(frames)
     read = []
-    real = api.read_silos
-    monkeypatch.setattr(api, "read_silos", lambda *a, **kw: read.append(real(*a, **kw)) or read[-1])
+    real = lifecycle.read_silos
+    monkeypatch.setattr(lifecycle, "read_silos", lambda *a, **kw: read.append(real(*a, **kw)) or read[-1])
     ledger = _release("independent", frames, k=3).ledger
     _release("independent", without(frames, pid), k=3)
     schema = schema_obj()
@@ -225,7 +225,7 @@ def test_the_command_line_bounds_people_across_silo_files(tmp_path):
     store = ["--budget-store", tmp_path / "b.db", "--dataset-id", "clinics", "--total-epsilon", "3"]
     proc = run_cli(*synth_argv("independent", schema=schema, silos=paths, out=out, privacy_unit="pid"), *store)
     assert proc.returncode == 0, proc.stderr
-    assert "kept in --max-silos-per-unit other silos were left out" in proc.stderr
+    assert "other silo(s) (--max-silos-per-unit) were left out" in proc.stderr
     audited = run_cli("audit", out.with_suffix(".ledger.json"))
     assert "in at most 1 silo(s) (enforced)" in audited.stdout and "WARNING" not in audited.stdout
     shown = run_cli("budget", "show", *store[:2]).stdout

@@ -442,7 +442,7 @@ def reserved(
     """Reserve a run's budget in the store at ``path`` for the block (``BudgetStore.reserve``).
 
     The release inside the block binds its accountant and settles the reservation when it
-    completes (``api.synthesize(reservation=...)``). A block left any other way settles it with
+    completes (``release.run_release(reservation=...)``). A block left any other way settles it with
     ``fail``: at the accountant's spend, or at zero when no mechanism ran. If the store cannot be
     written, the run stays counted at its whole reservation and the exception says how to close it.
     """

@@ -18,7 +18,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from ..common.paths import check_name_fits, special_kind
+from ..common import check_name_fits, special_kind
 
 LEDGER_SUFFIX = ".ledger.json"
 

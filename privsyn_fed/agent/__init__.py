@@ -12,3 +12,17 @@ ClientApp; the coordinator runs the SuperLink and submits each release as a Flow
 Flower carries the jobs and the sites' replies; the shares travel as ``site.client`` sends them,
 each sealed for its compute server, over the site's own TLS connection to party 0.
 """
+
+from typing import TYPE_CHECKING
+
+from ..common import lazy_names
+
+if TYPE_CHECKING:
+    from .keys import node_keys, superlink_certificate
+    from .submit import AgentsRun
+
+#: Names given on first use (``keys`` loads ``cryptography``'s key generation); the Flower apps
+#: (``client_app``, ``server_app``) are loaded by Flower from their modules, never by this face.
+__getattr__ = lazy_names(__name__, {"AgentsRun": "submit", "node_keys": "keys", "superlink_certificate": "keys"})
+
+__all__ = ["AgentsRun", "node_keys", "superlink_certificate"]

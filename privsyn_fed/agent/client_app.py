@@ -23,8 +23,7 @@ from typing import Any
 from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 
-from ..common import InputError, first_line, read_json
-from ..common.jsonfile import parse_json
+from ..common import InputError, first_line, parse_json, read_json
 
 app = ClientApp()
 
@@ -34,7 +33,7 @@ FIELDS = {"federation", "cert", "key", "schema", "silo", "policy", "ledger", "st
 
 def setup_of(folder: Path):
     """The ``SiteSetup`` that ``folder/agent.json`` describes; ``InputError`` naming what is wrong."""
-    from ..site.setup import site_setups
+    from ..site import site_setups
 
     raw = read_json(folder / "agent.json", "site agent's configuration", "--node-config site-dir")
     if (
@@ -62,7 +61,7 @@ def setup_of(folder: Path):
 @app.query("release")
 def release(msg: Message, context: Context) -> Message:
     """Run this site's side of the release the job names; reply with its status and last lines."""
-    from ..site.client import Site
+    from ..site import Site
 
     lines: list[str] = []
     try:

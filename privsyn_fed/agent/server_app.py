@@ -17,7 +17,7 @@ from typing import Any
 from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.serverapp import Grid, ServerApp
 
-from ..common.jsonfile import parse_json
+from ..common import parse_json
 
 app = ServerApp()
 

@@ -19,8 +19,7 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ..common import InputError, MPCError, first_line, read_json
-from ..common.jsonfile import parse_json
+from ..common import InputError, MPCError, first_line, parse_json, read_json
 
 #: The Flower app (FAB) of the site agents: its pyproject names the components in this package.
 FAB = Path(__file__).parent / "fab"

@@ -24,7 +24,7 @@ from typing import Any, Iterable, Mapping, Protocol, Sequence
 
 import numpy as np
 
-from ..accounting.distributed import PartiesNoise
+from ..accounting import PartiesNoise
 from ..noise import NoiseSource, add_gaussian
 from ..schema import Schema
 from ..silo import ConcatQuery, MaskedQuery, Query, Silo, aim_score, concat

@@ -4,7 +4,7 @@ A silo contributes its answers to every candidate once, when it is first sampled
 the bookkeeping (which silos are in, where each candidate's cells lie in the concatenated answer)
 and leaves the answers to a storage backend that its aggregator supplies:
   * ``aggregate.PlainPoolStorage``: the answers in the clear, inside a trusted aggregator;
-  * ``mpc.aggregator.SharedPoolStorage``: the answers as secret shares among the parties.
+  * ``mpc.shared_pool.SharedPoolStorage``: the answers as secret shares among the parties.
 A storage scores, selects and measures on the pooled answers, with the noise it is handed; only
 ``mechanisms`` calls those steps, after it has charged the ledger. Numpy only: parties import it.
 """
@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 
-from ..accounting.distributed import PartiesNoise
+from ..accounting import PartiesNoise
 from ..noise import NoiseSource
 from ..silo import MarginalsQuery
 

@@ -3,30 +3,33 @@ privacy check (``empirical``) and the HTML audit report (``report``).
 
 The checks of a ledger, each in its own module: its shape (``shape``), its arithmetic
 (``arithmetic``), where and how each entry ran (``placement``), a complete run's structure
-(``structure``, with ``workload``, ``aim_run``, ``aim_releases``, ``selection``, ``aim_noise``,
+(``structure``, with ``workload``, ``aim_run``, ``aim_charges``, ``selection``, ``aim_noise``,
 ``schedule``, ``structure_fedtda``, ``structure_draft`` and ``draft_plan``), the declared inputs it
 is recomputed from (``declared``), what the ledger states about itself (``stamps``), and the
 guarantee and the verdict that runs them all (``verdict``, recording into ``findings``).
 """
 
 from .arithmetic import threshold_delta
+from .dependence import dependence_summary
 from .draft_plan import DRAFT_DISTINCT_GUARD, DRAFT_SEEN_SIGMAS
 from .empirical import empirical_check, runner_for
 from .findings import AuditReport
 from .placement import MPC_REAL_BITS
-from .report import check_report_path, render_report, write_report
+from .report import Subject, check_report_path, render_report, write_report
 from .shape import load_ledger, validate_ledger
 from .structure import EM_SENSITIVITY, METHODS, RELEASE_METHODS
 from .verdict import audit_ledger
 
 __all__ = [
+    "dependence_summary",
+    "AuditReport",
     "DRAFT_DISTINCT_GUARD",
     "DRAFT_SEEN_SIGMAS",
     "EM_SENSITIVITY",
     "METHODS",
     "MPC_REAL_BITS",
     "RELEASE_METHODS",
-    "AuditReport",
+    "Subject",
     "audit_ledger",
     "check_report_path",
     "empirical_check",

@@ -24,10 +24,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..methods import allocation
-from ..methods.dependence import GROUPING_SHARE, share_sigma
-from ..methods.target import target_sigma
-from .aim_releases import Found
+from ..methods import GROUPING_SHARE, allocation, share_sigma, target_sigma
+from .aim_charges import Found
 from .aim_run import GROUPING, ONEWAY, PAIR, SCREEN, SELECT, TARGET, TOTAL, AimRun
 from .arithmetic import _close, _cost, _effective_sigma
 from .findings import AuditReport
@@ -75,7 +73,7 @@ def _aim_rounds(
 ) -> None:
     """AIM's rounds: kept or annealed, and the last spends what is left (module docstring)."""
     entries, budget = ledger["entries"], float(ledger["rho_budget"])
-    selections = [i for i, f in enumerate(found) if f.release.kind == SELECT]
+    selections = [i for i, f in enumerate(found) if f.charge.kind == SELECT]
     params = start
     for n, i in enumerate(selections):
         label = f"entry {i + 1} ({entries[i]['query']})"
@@ -117,7 +115,7 @@ def _check_dependence_noise(
         PAIR: share_sigma(rho, share, len(run.chosen)) if run.chosen else 0.0,
     }
     for i, f in enumerate(found):
-        kind = f.release.kind
+        kind = f.charge.kind
         if kind in want and not _has_noise(entries[i], want[kind]):
             rep.problems.append(
                 f"entry {i + 1} ({entries[i]['query']}): its noise is not the sigma {want[kind]:.6g} that "
@@ -131,10 +129,10 @@ def _check_noise(
     """The noise of every release (module docstring); ``rho`` is the budget the rounds plan with
     and ``units`` AIM's ``T``."""
     entries = ledger["entries"]
-    steps = [i for i, f in enumerate(found) if f.release.kind in (GROUPING, SCREEN, PAIR)]
+    steps = [i for i, f in enumerate(found) if f.charge.kind in (GROUPING, SCREEN, PAIR)]
     before = rho + sum(_cost(entries[i]) for i in steps)  # the budget the dependence step found
     _check_dependence_noise(entries, run, found, before, rep)
-    targets = [i for i, f in enumerate(found) if f.release.kind == TARGET]
+    targets = [i for i, f in enumerate(found) if f.charge.kind == TARGET]
     if targets:
         want = target_sigma(before + sum(_cost(entries[i]) for i in targets), run.target_share, len(run.columns))
         for i in targets:
@@ -145,7 +143,7 @@ def _check_noise(
                 )
     start = _start(run, alpha, rho, units)
     for i, f in enumerate(found):
-        if f.release.kind == ONEWAY and not _has_noise(entries[i], start[0]):
+        if f.charge.kind == ONEWAY and not _has_noise(entries[i], start[0]):
             rep.problems.append(
                 f"entry {i + 1} ({entries[i]['query']}): its noise is not the sigma {start[0]:.6g} its budget and "
                 "options give every 1-way"
@@ -155,7 +153,7 @@ def _check_noise(
         return
     budget = float(ledger["rho_budget"])
     for i, f in enumerate(found):
-        kind, t = f.release.kind, f.release.round
+        kind, t = f.charge.kind, f.charge.round
         if kind in (TOTAL, TARGET, ONEWAY, GROUPING, SCREEN, PAIR) or run.method == "distaim" and kind != SELECT:
             continue
         label = f"entry {i + 1} ({entries[i]['query']})"

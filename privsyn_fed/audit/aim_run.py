@@ -1,5 +1,5 @@
-"""The public facts of a complete run of the AIM family (aim, distaim, flaim) and the releases they
-imply, in order: the planning total when the schedule was planned; a target's 2-ways; with
+"""The public facts of a complete run of the AIM family (aim, distaim, flaim) and the charges they
+imply (ledger entries), in order: the planning total when the schedule was planned; a target's 2-ways; with
 ``--find-dependence`` every column's 1-way released together, each screened pair and each chosen
 pair on merged bins (``methods.dependence``); the 1-way marginal of every column; then per round:
 AIM and DistAIM a selection and the measurement of the marginal it picked;
@@ -15,15 +15,15 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
-#: The releases of a run, by kind.
+#: The charges of a run, by kind.
 TOTAL, ONEWAY, SELECT, MEASURE, LOCAL, PROXY, SUMS = "total", "oneway", "select", "measure", "local", "proxy", "sums"
 TARGET = "target"
 #: ``--find-dependence`` (``methods.dependence``): the grouping 1-ways, each pair's screen, each chosen pair.
 GROUPING, SCREEN, PAIR = "grouping", "screen", "pair"
 
 
-class Release(NamedTuple):
-    """One release a run makes: its kind, its round (0 before the rounds), its local step and, for
+class Charge(NamedTuple):
+    """One charge a run makes (one ledger entry): its kind, its round (0 before the rounds), its local step and, for
     a 1-way or a target's 2-way, its (other) column."""
 
     kind: str
@@ -84,25 +84,25 @@ class AimRun:
             return {c: w for c, w in self.closure.items() if len(c) > 1} or self.closure
         return self.closure
 
-    def releases(self) -> list[Release]:
-        """Every release of the run, in order (module docstring)."""
-        out = [Release(TOTAL, 0)] if self.planned else []
+    def charges(self) -> list[Charge]:
+        """Every charge of the run, in order (module docstring)."""
+        out = [Charge(TOTAL, 0)] if self.planned else []
         if self.target is not None:
-            out += [Release(TARGET, 0, column=j) for j in range(len(self.columns)) if j != self.target]
+            out += [Charge(TARGET, 0, column=j) for j in range(len(self.columns)) if j != self.target]
         if self.screened is not None and self.chosen is not None:
-            out.append(Release(GROUPING, 0))
-            out += [Release(SCREEN, 0, column=k) for k in range(len(self.screened))]
-            out += [Release(PAIR, 0, column=k) for k in range(len(self.chosen))]
-        out += [Release(ONEWAY, 0, column=j) for j in range(len(self.columns))]
+            out.append(Charge(GROUPING, 0))
+            out += [Charge(SCREEN, 0, column=k) for k in range(len(self.screened))]
+            out += [Charge(PAIR, 0, column=k) for k in range(len(self.chosen))]
+        out += [Charge(ONEWAY, 0, column=j) for j in range(len(self.columns))]
         for t in range(1, self.rounds + 1):
             if self.method != "flaim":
-                out += [Release(SELECT, t), Release(MEASURE, t)]
+                out += [Charge(SELECT, t), Charge(MEASURE, t)]
                 continue
             for k in range(1, self.steps + 1):
-                out.append(Release(SELECT, t, k))
+                out.append(Charge(SELECT, t, k))
                 if k < self.steps:
-                    out.append(Release(LOCAL, t, k))
+                    out.append(Charge(LOCAL, t, k))
             if self.variant == "private" and t < self.rounds:
-                out.append(Release(PROXY, t))
-            out.append(Release(SUMS, t))
+                out.append(Charge(PROXY, t))
+            out.append(Charge(SUMS, t))
         return out

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..accounting.conversions import cks_delta, rho_to_epsilon
+from ..accounting import cks_delta, rho_to_epsilon
 from .findings import AuditReport
 
 REL_TOL = 1e-9

@@ -12,8 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
-from ..methods.dependence import DEPENDENCE_SHARE, GROUPING_SHARE
-from ..methods.target import TARGET_SHARE
+from ..methods import DEPENDENCE_SHARE, GROUPING_SHARE, TARGET_SHARE
 from .findings import AuditReport
 from .party_copy import is_party_copy
 from .shape import _finite as _number

@@ -3,7 +3,7 @@ the rule's constants, each column's groups (valid contiguous groups, at most the
 screened pairs (every pair of columns that the recorded workload's candidates hold), a finite
 ``dep`` per pair, and the pairs chosen, which must be the maximum spanning forest of those scores
 (``spanning_forest``, recomputed here). The step needs a planned schedule. Its entries' places,
-cells, sensitivities and noise are checked with the run's other releases (``aim_releases``,
+cells, sensitivities and noise are checked with the run's other releases (``aim_charges``,
 ``aim_noise``). Whether it ran is ``details.options.find_dependence`` when true or false; when null,
 the rule's (``details.dependence_rule``), recomputed from the recorded noisy total and the budget.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..methods.dependence import (
+from ..methods import (
     GROUPING_SHARE,
     MEASURE_GROUPS,
     ROUNDS_AFTER,

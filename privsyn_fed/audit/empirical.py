@@ -32,8 +32,7 @@ from typing import Callable
 import numpy as np
 from scipy.stats import beta
 
-from ..accounting.conversions import epsilon_to_rho
-from ..accounting.ledger import Accountant
+from ..accounting import Accountant, epsilon_to_rho
 
 MECHANISMS = ("gaussian", "exponential", "aim-round")
 
@@ -174,7 +173,7 @@ def aim_round_runner(epsilon: float, delta: float, noise, seed: int = 0) -> Runn
     """AIM's selection (score ``scores.aim_score``, sensitivity ``max w``) on a small table vs the
     same table plus a canary, against a uniform model, with the whole budget on selection."""
     from ..mechanisms import exponential_mechanism
-    from ..methods.workload import downward_closure
+    from ..methods import downward_closure
     from ..silo import aim_score
 
     rng = np.random.default_rng(seed)

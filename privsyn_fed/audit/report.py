@@ -15,11 +15,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..accounting.unit import ROW_RELATION, bounds_text
-from ..common import InputError, write_atomic
-from ..common.escaping import markdown_text
-from ..common.fileio import SHAREABLE
-from ..common.settings import package_version
+from ..accounting import ROW_RELATION, bounds_text
+from ..common import SHAREABLE, InputError, markdown_text, package_version, write_atomic
 from .dependence import dependence_summary
 from .findings import AuditReport
 from .scope import silo_column_text, unit_bound_text

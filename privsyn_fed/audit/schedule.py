@@ -62,7 +62,7 @@ def _planning_total(ledger: dict[str, Any], d: dict[str, Any], n_columns: int, r
 def _target_cost(ledger: dict[str, Any], d: dict[str, Any], planned: bool) -> float:
     """What a target's ``d - 1`` 2-ways spent (``details.options.target``; 0 without one): the entries
     after the planning total, before the rounds are planned (their places are checked by
-    ``aim_releases``)."""
+    ``aim_charges``)."""
     if (d.get("options") or {}).get("target") is None:
         return 0.0
     first, n = int(planned), len(d.get("columns") or []) - 1
@@ -72,7 +72,7 @@ def _target_cost(ledger: dict[str, Any], d: dict[str, Any], planned: bool) -> fl
 def _dependence_cost(ledger: dict[str, Any], d: dict[str, Any]) -> float:
     """What the dependence step spent (``details.dependence``; 0 when it did not run, which
     ``dependence.step_ran`` checks): the entries after the planning total and a target's 2-ways,
-    before the 1-ways (their places are checked by ``aim_releases``)."""
+    before the 1-ways (their places are checked by ``aim_charges``)."""
     dep = d.get("dependence")
     if not isinstance(dep, dict):
         return 0.0

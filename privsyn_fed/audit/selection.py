@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .aim_releases import Found
+from .aim_charges import Found
 from .aim_run import MEASURE, SELECT, AimRun
 from .arithmetic import _close
 from .findings import AuditReport
@@ -26,7 +26,7 @@ def _check_selections(ledger: dict[str, Any], run: AimRun, found: list[Found], f
     weights = sorted(set(pool.values()))
     top = factor * weights[-1]
     for i, f in enumerate(found):
-        if f.release.kind != SELECT:
+        if f.charge.kind != SELECT:
             continue
         e = ledger["entries"][i]
         label = f"entry {i + 1} ({e['query']})"
@@ -45,7 +45,7 @@ def _check_selections(ledger: dict[str, Any], run: AimRun, found: list[Found], f
                 )
         else:
             nxt = found[i + 1] if i + 1 < len(found) else None
-            picked = nxt.cliques[0] if nxt is not None and nxt.release.kind == MEASURE else None
+            picked = nxt.cliques[0] if nxt is not None and nxt.charge.kind == MEASURE else None
             floor = factor * pool.get(picked, weights[0]) if picked is not None else factor * weights[0]
             if have < floor * (1 - REL_TOL):
                 rep.problems.append(

@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ..accounting.ledger import LEDGER_FORMAT
+from ..accounting import LEDGER_FORMAT
 from ..common import InputError, read_json
 
 #: Whole-number fields are at most this large (exactly representable as floats).

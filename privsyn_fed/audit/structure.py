@@ -1,7 +1,7 @@
 """The structure of a complete run: it carries the ``details`` its method's check needs, and its
 entries are exactly the ones the algorithm makes, with the sensitivities, cells and noise
 recomputed from public facts the ledger records. Here: the AIM family (aim, distaim, flaim) from
-its workload, domain, rounds and options (``workload``, ``aim_run``, ``aim_releases``,
+its workload, domain, rounds and options (``workload``, ``aim_run``, ``aim_charges``,
 ``selection``, ``aim_noise``; a planned schedule's rounds in ``schedule``), and the independent
 method from its columns; Fed-TDA's (``structure_fedtda``) and a DP schema draft's
 (``structure_draft``) in their own modules.
@@ -12,9 +12,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..methods.workload import MAX_CANDIDATE_WEIGHT, downward_closure
+from ..methods import MAX_CANDIDATE_WEIGHT, downward_closure
+from .aim_charges import _check_charges
 from .aim_noise import _check_noise
-from .aim_releases import _check_releases
 from .aim_run import AimRun
 from .arithmetic import _close, _planned_noise
 from .dependence import _check_dependence
@@ -108,7 +108,7 @@ def _check_aim_family(ledger: dict[str, Any], d: dict[str, Any], rep: AuditRepor
     """A complete run of aim, distaim or flaim, from its recorded workload, domain, options and
     budget: the workload its options give (``workload``), the rounds (``details.rounds``; for
     distaim and flaim the ``T`` given or planned), every release in its place with its cells and
-    sensitivity (``aim_releases``), every selection's sensitivity (``selection``) and every
+    sensitivity (``aim_charges``), every selection's sensitivity (``selection``) and every
     release's noise (``aim_noise``)."""
     method, options = ledger["method"], d.get("options") or {}
     columns, workload, shape = d.get("columns"), d.get("workload"), d.get("shape")
@@ -195,7 +195,7 @@ def _check_aim_family(ledger: dict[str, Any], d: dict[str, Any], rep: AuditRepor
         dependence_share=float(options.get("dependence_share") or 0.0),
         anneals=anneals,
     )
-    found = _check_releases(ledger, run, rep)
+    found = _check_charges(ledger, run, rep)
     if found is None:
         return
     _check_selections(ledger, run, found, EM_SENSITIVITY[key], rep)

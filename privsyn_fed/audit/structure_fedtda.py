@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..methods.fedtda import TARGET_QUERY
+from ..methods import TARGET_QUERY
 from .arithmetic import _close, _square
 from .findings import AuditReport
 from .placement import MPC_REAL_BITS, _mpc_run

@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ..accounting.unit import DECLARED, ENFORCED, ROW_RELATION, bounds_text, relation
+from ..accounting import DECLARED, ENFORCED, ROW_RELATION, bounds_text, relation
 from .findings import AuditReport
 
 

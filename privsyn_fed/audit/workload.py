@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..methods.workload import (
+from ..methods import (
     DEFAULT_DEGREE,
     DEFAULT_SIZE,
     DEFAULT_WORKLOAD_SEED,

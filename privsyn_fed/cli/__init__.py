@@ -1,7 +1,7 @@
 """The ``privsyn-fed`` command line: one module per command group.
 
-  * ``synth``: a release (``synth.py``), and after it, on request, its quality report
-    (``quality.py``);
+  * ``synth``: a release (``synth.py``; its parser ``synth_args.py``, its outputs
+    ``synth_outputs.py``), and after it, on request, its quality report (``quality.py``);
   * ``sample``: more rows from a saved release's model, optionally given public values
     (``sample.py``);
   * ``audit``: a ledger, or a mechanism empirically (``audit.py``);
@@ -26,9 +26,8 @@ import os
 import sys
 import warnings
 
-from ..common import BudgetExceeded, InputError, MPCError, OptionError, settings
-from ..common.escaping import terminal_text
-from . import audit, budget, data, federation, mpc, sample, schema, site, synth
+from ..common import BudgetExceeded, InputError, MPCError, OptionError, settings, terminal_text
+from . import audit, budget, data, federation, mpc, sample, schema, site, synth, synth_args
 from .common import Parser, one_line
 
 DESCRIPTION = """\
@@ -44,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
-    synth.add_parser(sub)
+    synth_args.add_parser(sub)
     sample.add_parser(sub)
     mpc.add_parsers(sub)
     site.add_parsers(sub)
@@ -147,7 +146,7 @@ def _run(args: argparse.Namespace, caught: list[warnings.WarningMessage]) -> int
             raise
     except InputError as exc:
         if isinstance(exc, OptionError):  # named in Python; here by its flag
-            exc.args = (exc.renamed(synth.flag_name),)
+            exc.args = (exc.renamed(synth_args.flag_name),)
         print(f"privsyn-fed: error: {one_line(exc)}", file=sys.stderr)
         return 2
     except BudgetExceeded as exc:

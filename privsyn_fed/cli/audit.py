@@ -93,8 +93,7 @@ def run(args: argparse.Namespace) -> int:
     ledger = load_ledger(args.ledger)
     report = audit_ledger(ledger)
     if args.report:
-        from ..audit import write_report
-        from ..audit.report import Subject
+        from ..audit import Subject, write_report
 
         write_report(ledger, args.report, report, Subject(ledger=Path(args.ledger).name))
         print(f"wrote {args.report}", file=sys.stderr if args.json else sys.stdout)
@@ -124,9 +123,8 @@ def run(args: argparse.Namespace) -> int:
 def run_site_log(args: argparse.Namespace) -> int:
     """Check a site's log (``--site-log``), alone or against its ``--budget-store``; 0 if it checks
     out, 1 if not."""
-    from ..common import Named, check_input
-    from ..common.escaping import terminal_text
-    from ..site.log import check_log, read_log
+    from ..common import Named, check_input, terminal_text
+    from ..site import check_log, read_log
 
     if args.site_log is None:
         raise InputError("--budget-store belongs to --site-log")
@@ -167,7 +165,7 @@ def run_empirical(args: argparse.Namespace) -> int:
     if args.mechanism is None or args.epsilon is None:
         raise InputError("--empirical needs --mechanism and --epsilon")
     check_args = (args.epsilon, args.delta)
-    from ..api import check_budget_args
+    from ..accounting import check_budget_args
 
     check_budget_args(*check_args)
     if not 0 < args.confidence < 1:

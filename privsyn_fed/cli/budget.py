@@ -55,8 +55,7 @@ def add_parsers(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``budget show`` (or ``settle``): each dataset's budget, spend, what is left and runs; 0."""
-    from ..accounting.budget_store import BudgetStore, check_dataset_id
-    from ..accounting.conversions import rho_to_epsilon
+    from ..accounting import BudgetStore, check_dataset_id, rho_to_epsilon
     from ..common import check_regular
 
     if args.action == "settle":
@@ -114,8 +113,7 @@ def _shown(text: str) -> str:
 
 def run_settle(args: argparse.Namespace) -> int:
     """``budget settle``: close a stale reservation at its ledger's spend (``settle_stale``); 0."""
-    from ..accounting.budget_store import BudgetStore
-    from ..accounting.settling import settle_stale
+    from ..accounting import BudgetStore, settle_stale
     from ..audit import load_ledger
     from ..common import Named, check_regular, check_store
 

@@ -72,7 +72,7 @@ def bundle_readme(fed, member, who) -> str:
         )
         role = (
             "--policy says which releases this party accepts and what they may cost its rows (the "
-            "project's README, \"Each party's own policy\"); without it any request over this schema is "
+            "project's docs/mpc.md, \"Each party's own policy\"); without it any request over this schema is "
             "accepted."
         )
     if fed.schema_sha256:
@@ -196,7 +196,8 @@ def agent_readme(host: str, port: int) -> str:
     return paragraphs(
         "To answer every release without being started for each (a site agent): put your table at "
         "silo.csv, your policy at policy.json and the schema at schema.json here (or change "
-        "agent.json), and run once, in this folder, Flower's SuperNode with privsyn-fed installed:",
+        "agent.json), and run once, in this folder, Flower's SuperNode with privsyn-fed and its agent extra "
+        "installed (pip install 'privsyn-fed[agent]'):",
         f"  flower-supernode --superlink {host}:{port} --root-certificates ca.pem \\\n"
         "      --auth-supernode-private-key node.key --node-config \"site-dir='$PWD'\"",
         "It connects outward to the SuperLink and waits for jobs; each release runs as `site run` "

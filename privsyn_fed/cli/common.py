@@ -100,7 +100,7 @@ def federation_parties(args: argparse.Namespace) -> int | None:
     from pathlib import Path
 
     from ..common import Named, check_input
-    from ..mpc.federation import load
+    from ..mpc import load_federation as load
 
     check_input(Named("--federation", Path(args.federation)))
     return load(args.federation).parties
@@ -113,7 +113,7 @@ def federation_sites(args: argparse.Namespace) -> list[str] | None:
     from pathlib import Path
 
     from ..common import Named, check_input
-    from ..mpc.federation import load
+    from ..mpc import load_federation as load
 
     check_input(Named("--federation", Path(args.federation)))
     sites = load(args.federation).sites
@@ -138,7 +138,7 @@ def mpc_parties(args: argparse.Namespace, silos: int) -> int:
 
 def federation_access(args: argparse.Namespace):
     """What ``--federation``, ``--cert``, ``--key`` and ``--listen`` give (``mpc.world.Access``)."""
-    from ..mpc.world import Access
+    from ..mpc import Access
 
     return Access(args.federation, args.cert, args.key, args.listen)
 
@@ -166,8 +166,7 @@ def add_membership_args(p: argparse.ArgumentParser) -> None:
 def check_budget_options(args: argparse.Namespace, what: str) -> None:
     """``--budget-store``, ``--dataset-id`` and ``--total-epsilon`` go together and are well formed
     (``what``: the run that draws on the store, for the message); ``InputError`` if not."""
-    from ..accounting.budget_store import check_dataset_id
-    from ..api import MAX_EPSILON
+    from ..accounting import MAX_EPSILON, check_dataset_id
     from ..common import InputError
 
     if (args.dataset_id or args.total_epsilon is not None) and not args.budget_store:
@@ -185,7 +184,7 @@ def check_budget_options(args: argparse.Namespace, what: str) -> None:
 def one_line(exc: BaseException) -> str:
     """The exception's message and its notes (what could not be recorded) on one line, control
     characters (a name's escape sequence) shown escaped (``terminal_text``)."""
-    from ..common.escaping import terminal_text
+    from ..common import terminal_text
 
     parts = [str(exc)] + list(getattr(exc, "__notes__", []))
     return terminal_text("; ".join(" ".join(p.split()) for p in parts if p.strip()))
@@ -225,7 +224,7 @@ def collusion_cost(args: argparse.Namespace, silos: int) -> str:
     given, without ``--federation``)."""
     import math
 
-    from ..accounting.distributed import PartiesNoise
+    from ..accounting import PartiesNoise
 
     n = mpc_parties(args, silos)
     split = PartiesNoise(n, n - 1 if args.collusion is None else args.collusion)
@@ -242,13 +241,14 @@ def collusion_cost(args: argparse.Namespace, silos: int) -> str:
 def check_mpc_args(args: argparse.Namespace, silos: list, option: str) -> None:
     """The options of ``add_mpc_args`` agree with each other and with the ``silos`` files (given as
     ``option``); ``InputError`` naming the first that does not."""
-    from ..common import InputError
+    from ..common import InputError, require_mpc
 
     servers = getattr(args, "servers", None)
     if not args.mpc:
         if args.federation or args.cert or args.key or args.parties or args.collusion is not None or servers:
             raise InputError("--federation, --cert, --key, --parties, --servers and --collusion belong to --mpc")
         return
+    require_mpc("--mpc")  # before any file is read or written
     if servers_layout(args):
         _check_servers_args(args, silos, option)
         return
@@ -298,6 +298,10 @@ def _check_servers_args(args: argparse.Namespace, silos: list, option: str) -> N
         raise InputError(f"--servers runs one site per {option} on this machine: give at least one {option}")
     if getattr(args, "superlink", None) and not args.federation:
         raise InputError("--superlink goes with --federation (a federation file that lists the sites)")
+    if getattr(args, "superlink", None):
+        from ..common import require_agent
+
+        require_agent("--superlink")
     if args.parties:
         raise InputError("--parties counts silo parties; with sites and servers leave it out")
     n = mpc_parties(args, len(silos))

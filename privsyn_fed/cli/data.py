@@ -7,8 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..common import InputError
-from ..common.escaping import terminal_text
+from ..common import InputError, terminal_text
 from .common import number, positive_int, seed_arg
 
 
@@ -175,8 +174,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from ..common import Named, Progress, check_distinct, check_files, read_table, write_atomic
     from ..evaluation import evaluate
     from ..schema import Schema
-    from ..silo import check_table_header
-    from ..silo.site import silo_names
+    from ..silo import check_table_header, silo_names
 
     named = silo_names(args.real) if args.silo_column else [("", p) for p in args.real]
     real_names = [name for name, _ in named]
@@ -198,7 +196,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     if args.label is not None and args.label not in schema.names:
         raise InputError(f"--label: column '{args.label}' is not in the schema")
     if args.silo_column:
-        from ..evaluation.per_silo import check_silo_column_for_evaluation
+        from ..evaluation import check_silo_column_for_evaluation
 
         check_silo_column_for_evaluation(schema, args.silo_column)
     if args.label is not None and not holdouts:
@@ -255,7 +253,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         if p[key] is not None:
             print(f"{key.replace('_', ' ')} {show(p[key], lambda b, k=key: b['pairs'][k])}")
     if report.get("numeric"):
-        from ..evaluation.numeric_summary import summary_lines
+        from ..evaluation import summary_lines
 
         print("numeric columns (present values; point masses as shares of all rows):")
         for line in summary_lines(report["numeric"], terminal_text):
@@ -325,9 +323,7 @@ def _read_union(files: list, schema, silo_column: str | None = None, names=()):
     import pandas as pd
 
     from ..common import read_table
-    from ..evaluation import encode
-    from ..evaluation.per_silo import with_silo_names
-    from ..evaluation.utility import as_text
+    from ..evaluation import as_text, encode, with_silo_names
 
     frames = []
     for i, item in enumerate(files):

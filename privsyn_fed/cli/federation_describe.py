@@ -135,7 +135,7 @@ def _role_order(role: str) -> tuple[int, int]:
 def run_show(args: argparse.Namespace) -> int:
     """``federation show FILE``: the federation's members, pins, schema hash and CA; 0."""
     from ..common import Named, check_input
-    from ..mpc.federation import load
+    from ..mpc import load_federation as load
 
     path = Path(args.file)
     if path.is_dir():

@@ -8,8 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..common import InputError
-from ..common.fileio import write_folder
+from ..common import InputError, write_folder
 from .bundle_text import bundle_readme, federation_text, init_summary
 from .federation_inputs import (
     check_addresses,

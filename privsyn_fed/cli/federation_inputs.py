@@ -88,7 +88,7 @@ def schema_sha256(path: str | None) -> str | None:
             f'--schema {path}: a draft read off private rows (its "_draft" note says so); review it and '
             "delete the note first: every party of the federation will load it"
         )
-    from ..mpc.aggregator import schema_fingerprint
+    from ..mpc import schema_fingerprint
 
     return schema_fingerprint(schema)
 
@@ -145,6 +145,6 @@ def read_file(path: Path, what: str, option: str) -> bytes:
 
 def checked(content: dict[str, Any], source: str):
     """The federation ``content`` as ``federation.parse`` reads it (the file we write must load)."""
-    from ..mpc.federation import parse
+    from ..mpc import parse_federation as parse
 
     return parse(content, Path(source))

@@ -8,8 +8,7 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from ..common import InputError
-from ..common.fileio import write_folder
+from ..common import InputError, write_folder
 from .bundle_text import check_organisation, lines_text
 from .federation_ca import ca_facts
 from .federation_init import BUNDLE_FILES, write_bundle
@@ -54,7 +53,7 @@ def run_issue(args: argparse.Namespace) -> int:
     """``federation issue``: a new certificate and key for ``--role``, in a new bundle at ``--out``; 0."""
     from ..common import Named, check_input, check_regular
     from ..mpc import certs
-    from ..mpc.federation import load
+    from ..mpc import load_federation as load
 
     try:
         role = certs.check_role_name(args.role)

@@ -18,7 +18,7 @@ from ..common import InputError
 def parse_sites(texts: list[str]) -> list[tuple[str, str]]:
     """``NAME=ORGANISATION`` of each ``--site``: a site name (lower-case letters, digits and '-') and
     its organisation; ``InputError`` naming the option at fault."""
-    from ..mpc.certs import SITE_NAME
+    from ..mpc import SITE_NAME
     from .bundle_text import check_organisation
 
     out, seen = [], set()
@@ -70,7 +70,7 @@ def write_agent_files(folder: Path, fed: Any, sites: list[tuple[str, str]], ca, 
     site's bundle its node key pair and an ``agent.json`` naming the bundle's files."""
     import json
 
-    from ..agent.keys import node_keys, superlink_certificate
+    from ..agent import node_keys, superlink_certificate
     from ..mpc import certs
     from .bundle_text import agent_readme, superlink_readme
 

@@ -16,8 +16,8 @@ def ledger_output(args: argparse.Namespace, ledger: Path) -> list[tuple[Named, s
     """The ledger as an output to check before anything is read: ``[]`` when the budget store
     references it already (it is then kept, and only its folder, which the numbered file shares, is
     checked here)."""
-    from ..accounting.kept_ledger import referenced_by
-    from ..common.paths import check_output
+    from ..accounting import referenced_by
+    from ..common import check_output
 
     item = Named("--ledger" if args.ledger else "the ledger", ledger)
     if referenced_by(getattr(args, "budget_store", None), ledger) is None:
@@ -31,7 +31,7 @@ def used_ledger(requested: Path, reservation: Any, store: str | None) -> Path:
     reservation chose because ``requested`` is kept (one line on stderr says so)."""
     if reservation is None or store is None:
         return requested
-    from ..accounting.kept_ledger import used_ledger as chosen
+    from ..accounting import used_ledger as chosen
 
     path, moved = chosen(requested, reservation, store)
     if moved:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..common import require_mpc
 from .common import add_membership_args, federation_access, federation_inputs, number, positive_int, seed_arg
 
 
@@ -131,8 +132,9 @@ def _check_inputs(args: argparse.Namespace, *given: tuple[str, str | None]) -> N
 
 def run_party(args: argparse.Namespace) -> int:
     """``mpc-party``: run this host's silo party until party 0 stops; its exit status."""
-    from ..mpc.party import party_main
-    from ..silo.site import silo_names
+    require_mpc("mpc-party")
+    from ..mpc import party_main
+    from ..silo import silo_names
 
     [(silo_name, args.silo)] = silo_names([args.silo])
     _check_inputs(args, ("--schema", args.schema), ("--silo", args.silo), ("--policy", args.policy))
@@ -154,7 +156,8 @@ def run_party(args: argparse.Namespace) -> int:
 
 def run_server(args: argparse.Namespace) -> int:
     """``mpc-server``: run this host's compute server until party 0 stops; its exit status."""
-    from ..mpc.party import server_main
+    require_mpc("mpc-server")
+    from ..mpc import server_main
 
     _check_inputs(args, ("--schema", args.schema), ("--policy", args.policy))
     return server_main(
@@ -164,14 +167,16 @@ def run_server(args: argparse.Namespace) -> int:
 
 def run_dealer(args: argparse.Namespace) -> int:
     """``mpc-dealer``: run the dealer until party 0 ends the run; its exit status."""
-    from ..mpc.party import dealer_main
+    require_mpc("mpc-dealer")
+    from ..mpc import dealer_main
 
     _check_inputs(args)
     return dealer_main(args.parties, federation_access(args), args.mpc_timeout)
 
 
 def run_demo_command(args: argparse.Namespace) -> int:
-    """``mpc-demo``: run the demonstration (``mpc.demo.run_demo``); its exit status."""
-    from ..mpc.demo import run_demo
+    """``mpc-demo``: run the demonstration (``mpc_demo.run_demo``); its exit status."""
+    require_mpc("mpc-demo")
+    from .mpc_demo import run_demo
 
     return run_demo(parties=args.parties, rows=args.rows, rounds=args.rounds, epsilon=args.epsilon, seed=args.seed)

@@ -8,8 +8,7 @@ import contextlib
 import sys
 from pathlib import Path
 
-from ..common import InputError
-from ..common.escaping import terminal_text
+from ..common import InputError, terminal_text
 from .common import (
     add_mpc_args,
     check_budget_options,
@@ -27,8 +26,16 @@ from .schema_help import DICTIONARY_EPILOG, DRAFT_EPILOG
 def add_parsers(sub) -> None:
     """Add the ``schema`` command group to ``sub`` (the subcommands of ``privsyn-fed``)."""
     from ..draft_dp import MAX_BOUND_ROWS, MAX_LOST_SHARE
-    from ..schema import DEFAULT_BINS, DEFAULT_CATEGORICAL_MAX, UNFOUND_KEY, identifiers
-    from ..schema.draft import ATOM_SHARE, IDENTIFIER_SAMPLE, MAX_ATOMS, MAX_DRAFT_DECIMALS
+    from ..schema import (
+        ATOM_SHARE,
+        DEFAULT_BINS,
+        DEFAULT_CATEGORICAL_MAX,
+        IDENTIFIER_SAMPLE,
+        MAX_ATOMS,
+        MAX_DRAFT_DECIMALS,
+        UNFOUND_KEY,
+        identifiers,
+    )
 
     sc = sub.add_parser(
         "schema",
@@ -255,7 +262,7 @@ def run_draft_dp(args: argparse.Namespace) -> int:
     names = [c for c in names if c not in exclude]  # removed before any row is read
     split = None
     if args.mpc:
-        from ..accounting.distributed import PartiesNoise
+        from ..accounting import PartiesNoise
 
         n = federation_parties(args) or len(tables)
         split = PartiesNoise(n, n - 1 if args.collusion is None else args.collusion)
@@ -279,13 +286,12 @@ def run_draft_dp(args: argparse.Namespace) -> int:
     if failed:  # another plan: a new spend, whose ledger is checked as any output
         check_files(inputs, [*outputs, *ledger_output(args, ledger)], force=args.force)
     if not args.mpc:
-        from ..draft_dp import LocalReleases
+        from ..draft_dp import LocalAnswers
         from ..noise import OpenDPNoise
 
         frames = lambda: (c.frame for p in tables for c in read_chunks(p))  # noqa: E731
-        return _draft_dp(args, plan, tables, out, ledger, lambda acc: LocalReleases(frames, plan, acc, OpenDPNoise()))
-    from ..mpc.draft import DraftSpec, MPCReleases, read_draft_table
-    from ..mpc.launch import coordinator
+        return _draft_dp(args, plan, tables, out, ledger, lambda acc: LocalAnswers(frames, plan, acc, OpenDPNoise()))
+    from ..mpc import DraftSpec, MPCAnswers, ReleaseTerms, coordinator, read_draft_table
 
     def log(message: str) -> None:
         print(f"privsyn-fed: {terminal_text(message)}", file=sys.stderr)
@@ -295,28 +301,26 @@ def run_draft_dp(args: argparse.Namespace) -> int:
         tables,
         log=log,
         **coordinator_options(args),
-        release=(draft_dp.METHOD, args.dp, args.delta),  # the parties' policies first
+        release=ReleaseTerms(draft_dp.METHOD, args.dp, args.delta),  # the parties' policies first
         draft=DraftSpec.of(plan),
     ) as agg:
 
-        def releases(acc):
+        def answers(acc):
             agg.begin(read_draft_table(tables[0], plan))  # party 0's table, then each party reserves and reads its own
             log(collusion_cost(args, len(tables)))
             acc.details.update(agg.ledger_details(agg.noise), silos=len(agg.silo_names))
             agg.bind_release(acc)
-            return MPCReleases(agg, plan, acc)
+            return MPCAnswers(agg, plan, acc)
 
         try:
-            return _draft_dp(args, plan, agg.silo_names, out, ledger, releases, agg.threat_model)
+            return _draft_dp(args, plan, agg.silo_names, out, ledger, answers, agg.threat_model)
         finally:
             agg.bind_release(None)  # every party closes its ledger copy with the draft's status
 
 
-def _draft_dp(
-    args: argparse.Namespace, plan, sources: list, out: Path, ledger: Path, releases, secure: str = ""
-) -> int:
-    """Reserve (``--budget-store``), release the draft (from ``releases(accountant)``, a
-    ``DraftReleases``), write the schema and the ledger; nothing is written when it fails, and the ledger
+def _draft_dp(args: argparse.Namespace, plan, sources: list, out: Path, ledger: Path, answers, secure: str = "") -> int:
+    """Reserve (``--budget-store``), make the draft (from ``answers(accountant)``, a
+    ``DraftAnswers``), write the schema and the ledger; nothing is written when it fails, and the ledger
     keeps what was spent, and the values released beside it for a retry (``draft_dp.replay``; ``secure``:
     the secure computation's threat model, over MPC)."""
     from .. import draft_dp
@@ -327,7 +331,7 @@ def _draft_dp(
 
     budget: contextlib.AbstractContextManager = contextlib.nullcontext()
     if args.budget_store:
-        from ..accounting.budget_store import reserved
+        from ..accounting import reserved
 
         budget = reserved(
             args.budget_store,
@@ -350,8 +354,8 @@ def _draft_dp(
         try:
             if not args.mpc:
                 _refuse_identical([Path(p) for p in sources])
-            kept = draft_replay.KeptReleases(releases(acc), plan, args.data)
-            result = draft_dp.release_draft(kept, plan, acc)
+            kept = draft_replay.KeptAnswers(answers(acc), plan, args.data)
+            result = draft_dp.make_draft(kept, plan, acc)
             if result.unfound and not args.leave_unfound:  # after the spend: the ledger is finished as failed
                 reusable = kept.keep(ledger, acc, sources)
                 raise InputError(draft_dp.unfound_message(plan, result.unfound, str(ledger), reusable))
@@ -430,7 +434,7 @@ def _common_header(tables: list[Path]) -> list[str]:
 def _refuse_identical(tables: list[Path]) -> None:
     """Two tables with identical bytes would count every record twice while the draft charges once
     (compared on this machine; nothing about them is released)."""
-    from ..common.paths import file_digest
+    from ..common import file_digest
 
     seen: dict[str, Path] = {}
     for path in tables if len(tables) > 1 else []:

@@ -99,8 +99,7 @@ def run(args: argparse.Namespace) -> int:
 def run_sites(args: argparse.Namespace) -> int:
     """``site run``: run this host's sites until the release ends; the worst exit status."""
     from ..common import InputError, Named, check_files
-    from ..site.client import site_main
-    from ..site.setup import site_setups
+    from ..site import site_main, site_setups
 
     cert, key = args.cert, args.key
     if not (len(cert) == len(key) == len(args.silo)):
@@ -125,8 +124,8 @@ def run_sites(args: argparse.Namespace) -> int:
 
 def run_pending(args: argparse.Namespace) -> int:
     """``site pending``: one line per waiting request; 0."""
-    from ..common.escaping import terminal_text
-    from ..site.approvals import pending
+    from ..common import terminal_text
+    from ..site import pending
 
     waiting = pending(Path(args.state))
     for r in waiting:
@@ -145,7 +144,7 @@ def run_pending(args: argparse.Namespace) -> int:
 
 def run_decide(args: argparse.Namespace) -> int:
     """``site approve`` / ``site refuse``: record the decision; 0."""
-    from ..site.approvals import decide
+    from ..site import decide
 
     approved = args.site_command == "approve"
     decision = decide(Path(args.state), args.release, approved, args.by, getattr(args, "why", ""))
@@ -175,9 +174,8 @@ def run_log(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from ..common import Named, check_input
-    from ..common.escaping import terminal_text
-    from ..site.log import check_log, read_log
+    from ..common import Named, check_input, terminal_text
+    from ..site import check_log, read_log
 
     check_input(Named("LOG", Path(args.log)), "site log")
     problems = check_log(args.log)

@@ -45,17 +45,17 @@ def add_sites_args(m) -> None:
     )
 
 
-def release_over_sites(args, request, budget, unit, site, release, log) -> tuple:
+def release_over_sites(args, request, budget, release, log) -> tuple:
     """``_release`` over sites and compute servers (``--servers``, or a federation file with sites):
     this process is server 0 and reads no silo; the sites check the request against their own
     policies before they read theirs."""
-    from ..mpc.launch_servers import DEFAULT_SERVERS, servers_coordinator
+    from ..mpc import DEFAULT_SERVERS, servers_coordinator
 
     agents: list = []
 
     def announce(fed) -> None:  # the sites' agents get the job once party 0's sites' port listens
-        from ..agent.submit import AgentsRun
-        from ..mpc.federation import federation_digest
+        from ..agent import AgentsRun
+        from ..mpc import federation_digest
 
         run = AgentsRun(args.superlink, fed.ca_pem, fed.name, federation_digest(fed), fed.sites.names,
                         wait_s=args.site_wait, log=log)  # fmt: skip
@@ -73,7 +73,7 @@ def release_over_sites(args, request, budget, unit, site, release, log) -> tuple
             approval_s=args.approval_wait,
             announce=announce if args.superlink else None,
             **coordinator_options(args),
-            release=(args.method, args.epsilon, args.delta, unit, request.options.get("target"), site),
+            release=request.release.terms(),
             silo_names=args.silo_names,
         ) as agg:
             with budget as reservation:

@@ -1,12 +1,17 @@
 """What every layer uses: one-line input errors (``errors``), atomic writes (``fileio``), JSON files
 read with one-line errors (``jsonfile``), path
 checks (``paths``), tables read in chunks (``tables``), SIGINT/SIGTERM at safe points (``interrupt``),
-progress (``progress``) and environment settings (``settings``)."""
+progress (``progress``), environment settings (``settings``) and faces that give some names on first
+use (``lazy``)."""
 
+from . import settings
 from .errors import BudgetExceeded, InputError, MPCError, OptionError, first_line
-from .fileio import Staged, write_atomic
+from .escaping import markdown_text, terminal_text
+from .extras import require_agent, require_mpc
+from .fileio import SHAREABLE, Staged, write_atomic, write_folder
 from .interrupt import Interrupted, checkpoint, deferred_signals, received
 from .jsonfile import MAX_NESTING, MAX_NUMBER_CHARS, parse_json, parse_yaml, read_json
+from .lazy import lazy_names
 from .paths import (
     Named,
     check_distinct,
@@ -14,18 +19,25 @@ from .paths import (
     check_identical_contents,
     check_input,
     check_name_fits,
+    check_output,
     check_regular,
     check_store,
+    file_digest,
     same_file,
+    special_kind,
 )
 from .progress import Progress, ProgressCallback, Silent, notes_on_stderr
-from .settings import JAX_CACHE_ENV, jax_cache_setting
+from .settings import JAX_CACHE_ENV, SOURCE_VERSION, jax_cache_setting, package_version
 from .tables import (
     CHUNK_ROWS,
+    NotArrowReadable,
+    arrow_cells,
+    arrow_text,
     delimiter_hint,
     is_number_type,
     is_text_type,
     parquet_types,
+    read_arrow_chunks,
     read_chunks,
     read_header,
     read_table,
@@ -38,39 +50,56 @@ __all__ = [
     "InputError",
     "Interrupted",
     "JAX_CACHE_ENV",
+    "MAX_NESTING",
+    "MAX_NUMBER_CHARS",
     "MPCError",
     "Named",
+    "NotArrowReadable",
     "OptionError",
     "Progress",
     "ProgressCallback",
+    "SHAREABLE",
+    "SOURCE_VERSION",
     "Silent",
     "Staged",
+    "arrow_cells",
+    "arrow_text",
     "check_distinct",
     "check_files",
     "check_identical_contents",
     "check_input",
     "check_name_fits",
+    "check_output",
     "check_regular",
     "check_store",
     "checkpoint",
     "deferred_signals",
     "delimiter_hint",
+    "file_digest",
     "first_line",
     "is_number_type",
     "is_text_type",
+    "lazy_names",
     "jax_cache_setting",
+    "markdown_text",
     "notes_on_stderr",
+    "package_version",
     "parquet_types",
-    "read_chunks",
-    "read_header",
-    "read_table",
-    "received",
-    "same_file",
-    "table_format",
-    "write_atomic",
-    "read_json",
     "parse_json",
     "parse_yaml",
-    "MAX_NESTING",
-    "MAX_NUMBER_CHARS",
+    "read_arrow_chunks",
+    "read_chunks",
+    "read_header",
+    "read_json",
+    "read_table",
+    "received",
+    "require_agent",
+    "require_mpc",
+    "same_file",
+    "settings",
+    "special_kind",
+    "table_format",
+    "terminal_text",
+    "write_atomic",
+    "write_folder",
 ]

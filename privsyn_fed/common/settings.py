@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 
+#: The source tree's version (``privsyn_fed.__version__``; the installed package's metadata states the same).
+SOURCE_VERSION = "0.1.0"
+
 #: A folder for JAX's persistent compilation cache (unset, empty or ``off``: no cache).
 JAX_CACHE_ENV = "PRIVSYN_FED_JAX_CACHE"
 
@@ -21,6 +24,4 @@ def package_version() -> str:
     try:
         return version("privsyn-fed")
     except PackageNotFoundError:
-        from .. import __version__
-
-        return __version__
+        return SOURCE_VERSION

@@ -27,8 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..schema import ColumnProfile
-from ..schema.draft import ATOM_SHARE, MAX_ATOMS
+from ..schema import ATOM_SHARE, MAX_ATOMS, ColumnProfile
 
 #: Share of a numeric column's rho that its atoms' thresholded histogram gets (not over MPC).
 ATOM_RHO_SHARE = 0.25

@@ -39,8 +39,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..schema import MAX_DRAFT_BOUND, UNFOUND_KEY
-from ..schema.draft import ATOM_SHARE, MAX_ATOMS
+from ..schema import ATOM_SHARE, MAX_ATOMS, MAX_DRAFT_BOUND, UNFOUND_KEY
 from .atoms import releases_atoms
 from .decide import ColumnFacts, _shown, numeric_entry
 from .grid import COARSE_GRID, COARSE_INDEX, PER_COARSE, bounds_threshold, coarse_edges, interval_edges

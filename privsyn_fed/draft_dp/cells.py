@@ -16,7 +16,7 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 import pandas as pd
 
-from ..schema.cells import MISSING_TOKENS, column_cells
+from ..schema import MISSING_TOKENS, column_cells
 
 #: The most decimal places the profile tells apart; more fall in one cell.
 MAX_DECIMALS = 6

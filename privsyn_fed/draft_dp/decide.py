@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..schema.identifiers import identifier_note, identifier_reason
+from ..schema import identifier_note, identifier_reason
 from .cells import KINDS, decimals_from
 
 

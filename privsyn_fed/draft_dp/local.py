@@ -1,5 +1,5 @@
-"""A DP draft's releases (``draft_dp``, 1. to 3.): what ``release_draft`` asks for
-(``DraftReleases``), the rows on this machine answering through the mechanisms (``LocalReleases``),
+"""A DP draft's answers (``draft_dp``, 1. to 3.): what ``make_draft`` asks for
+(``DraftAnswers``), the rows on this machine answering through the mechanisms (``LocalAnswers``),
 a categorical column's released values (``ValueCounts``), and the ledger's names of the queries.
 """
 
@@ -37,9 +37,9 @@ class ValueCounts:
     extent: tuple[float, float] | None = None
 
 
-class DraftReleases(Protocol):
+class DraftAnswers(Protocol):
     """Where a DP draft's noisy facts come from: each call releases them through a mechanism that
-    charges the draft's ledger (the rows on this machine, ``LocalReleases``; or the silos' parties on
+    charges the draft's ledger (the rows on this machine, ``LocalAnswers``; or the silos' parties on
     secret shares, ``mpc.draft``)."""
 
     #: How a listed value was found, for the notes.
@@ -71,8 +71,8 @@ def on_grid(intervals: np.ndarray, grid: str) -> np.ndarray:
     return np.bincount(COARSE_INDEX, weights=intervals, minlength=len(COARSE_GRID) + 1).astype(np.int64)
 
 
-class LocalReleases:
-    """A DP draft's releases from rows read on this machine (one table, or the union of several):
+class LocalAnswers:
+    """A DP draft's answers from rows read on this machine (one table, or the union of several):
     ``frames()`` yields the chunks (a second call reads them again)."""
 
     def __init__(
@@ -93,7 +93,7 @@ class LocalReleases:
         self.profiles = {p.name: p for p in found}
 
     def profile(self) -> np.ndarray:
-        """The noisy profile of the rows (``DraftReleases.profile``)."""
+        """The noisy profile of the rows (``DraftAnswers.profile``)."""
         from ..mechanisms import gaussian_mechanism
 
         plan = self.plan

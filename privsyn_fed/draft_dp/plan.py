@@ -13,8 +13,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..accounting.conversions import epsilon_to_rho, rho_to_epsilon
-from ..accounting.distributed import PartiesNoise
+from ..accounting import PartiesNoise, epsilon_to_rho, rho_to_epsilon
 from ..common import InputError
 from ..mechanisms import threshold_delta
 from ..schema import ColumnProfile
@@ -175,17 +174,17 @@ class DraftPlan:
         """The share of a categorical column's rho that its thresholded histogram of values gets."""
         return CANDIDATE_SHARE if self.mpc else 1.0
 
-    def epsilon_for(self, release: str, count: int | None) -> float | None:
-        """The least ``--dp`` (at this delta, over these columns) whose threshold for ``release`` (the
+    def epsilon_for(self, sought: str, count: int | None) -> float | None:
+        """The least ``--dp`` (at this delta, over these columns) whose threshold for ``sought`` (the
         bounds' ``T``, or the categories' ``tau``; both fall as rho grows) is at most ``count``; None for
-        no count, or when no epsilon up to ``api.MAX_EPSILON`` is enough."""
-        from ..api import MAX_EPSILON
+        no count, or when no epsilon up to ``accounting.MAX_EPSILON`` is enough."""
+        from ..accounting import MAX_EPSILON
 
         if count is None:
             return None
 
         def threshold(rho_column: float) -> int:
-            if release == "bounds":
+            if sought == "bounds":
                 sigma = 1.0 / math.sqrt(2 * self.bounds_share * rho_column)
                 return bounds_threshold(self.bounds_sd / self.sigma_column * sigma)
             return threshold_for(1.0 / math.sqrt(2 * self.values_share * rho_column), self.delta_target)
@@ -263,7 +262,7 @@ def plan_draft(
     and the epsilon needed) when the budget is too small to find bounds (``MAX_BOUND_ROWS``).
     ``exclude`` names header columns left out before anything is read (``columns`` then holds the
     others); ``include`` names columns the identifier rule keeps."""
-    from ..api import MAX_EPSILON, check_budget_args
+    from ..accounting import MAX_EPSILON, check_budget_args
 
     if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not 0 < epsilon <= MAX_EPSILON:
         raise InputError(f"--dp must be a positive epsilon up to {MAX_EPSILON:g}, not {epsilon!r}")

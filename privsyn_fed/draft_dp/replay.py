@@ -2,15 +2,15 @@
 
 A ``schema draft --dp`` that does not find some columns' bounds or categories fails (exit 2) after its
 spend. Before it says so, it keeps every value it released -- the noisy profile, the noisy bounds
-histograms, the listed values and atoms with their noisy counts, exactly what ``draft_dp.release_draft``
-received from its ``DraftReleases`` -- in a file beside its ledger (``released_path``:
+histograms, the listed values and atoms with their noisy counts, exactly what ``draft_dp.make_draft``
+received from its ``DraftAnswers`` -- in a file beside its ledger (``released_path``:
 ``X.ledger.json`` -> ``X.draft-released.json``), written atomically, and records the file's SHA-256
 in the failed ledger (``details.draft.released_sha256``).
 
 A retry with ``--leave-unfound`` that finds that failed ledger (at its ledger path, or a numbered
 one beside it: ``accounting.kept_ledger``) with the same plan (epsilon, delta, columns, options,
 tables, parties) and a statistics file whose SHA-256 the ledger records decides again from those
-values alone (``ReplayReleases``): post-processing of released values, so it reserves nothing,
+values alone (``ReplayAnswers``): post-processing of released values, so it reserves nothing,
 reads no row and charges nothing, and the failed ledger stays as it is, the record of the spend.
 A statistics file that does not match its ledger is refused (``InputError``).
 """
@@ -26,13 +26,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..accounting import Accountant
-from ..accounting.kept_ledger import LEDGER_SUFFIX, numbered
-from ..common import InputError, parse_json, write_atomic
-from ..common.paths import check_regular, special_kind
-from .local import DraftReleases, ValueCounts
+from ..accounting import LEDGER_SUFFIX, Accountant, numbered
+from ..common import InputError, check_regular, parse_json, special_kind, write_atomic
+from .local import DraftAnswers, ValueCounts
+from .make import make_draft
 from .plan import METHOD, DraftPlan
-from .release import release_draft
 from .report import DPDraft, accountant_for
 
 RELEASED_FORMAT = "privsyn-fed-draft-released/1"
@@ -68,17 +66,17 @@ def plan_key(plan: DraftPlan, tables: Sequence[str | Path]) -> dict[str, Any]:
     return json.loads(json.dumps(key))
 
 
-class KeptReleases:
-    """A ``DraftReleases`` that passes every release of ``inner`` on and keeps a copy of it, so that a
+class KeptAnswers:
+    """A ``DraftAnswers`` that passes every answer of ``inner`` on and keeps a copy of it, so that a
     draft that fails can keep what it released (``keep``)."""
 
-    def __init__(self, inner: DraftReleases, plan: DraftPlan, tables: Sequence[str | Path]):
+    def __init__(self, inner: DraftAnswers, plan: DraftPlan, tables: Sequence[str | Path]):
         self.inner, self.key = inner, plan_key(plan, tables)
         self.listing = inner.listing
         self.released: dict[str, Any] = {"profile": None, "bounds": {}, "values": {}, "atoms": {}}
 
     def profile(self) -> np.ndarray:
-        """The noisy profile (``DraftReleases.profile``), kept."""
+        """The noisy profile (``DraftAnswers.profile``), kept."""
         noisy = self.inner.profile()
         self.released["profile"] = np.asarray(noisy).tolist()
         return noisy
@@ -128,8 +126,8 @@ class KeptReleases:
         return True
 
 
-class ReplayReleases:
-    """A ``DraftReleases`` that returns the values a failed draft released (``KeptReleases.keep``):
+class ReplayAnswers:
+    """A ``DraftAnswers`` that returns the values a failed draft released (``KeptAnswers.keep``):
     nothing is read and nothing is charged."""
 
     def __init__(self, document: dict[str, Any], where: Path):
@@ -182,7 +180,7 @@ class Replay:
         """The draft decided again from the released values alone (an accountant that writes nothing
         and is charged nothing)."""
         acc = accountant_for(plan)
-        result = release_draft(ReplayReleases(self.document, self.released_path), plan, acc)
+        result = make_draft(ReplayAnswers(self.document, self.released_path), plan, acc)
         assert not acc.released
         return result
 

@@ -17,29 +17,29 @@ from .plan import METHOD, DraftPlan, _round_up
 
 @dataclass(frozen=True)
 class Unfound:
-    """A column whose ``release`` (``"bounds"`` or ``"categories"``) the budget did not find, ``why`` (in
+    """A column whose ``sought`` (``"bounds"`` or ``"categories"``) the budget did not find, ``why`` (in
     words), and the least ``epsilon`` whose threshold falls to ``count``: the count the column's sought
     intervals or values show, estimated from the noisy releases, or half the threshold when the estimate
-    is lost in its noise (``coarse``). None: no budget up to ``api.MAX_EPSILON`` finds them from these rows."""
+    is lost in its noise (``coarse``). None: no budget up to ``accounting.MAX_EPSILON`` finds them from these rows."""
 
     name: str
-    release: str
+    sought: str
     why: str
     count: int | None
     epsilon: float | None
     coarse: bool = False
 
 
-def _unfound(plan: DraftPlan, name: str, release: str, why: str, estimate: float | None, noise: float) -> Unfound:
+def _unfound(plan: DraftPlan, name: str, sought: str, why: str, estimate: float | None, noise: float) -> Unfound:
     """The ``Unfound`` of a column whose sought intervals or values hold about ``estimate`` (None: none
     that any budget finds), an estimate taken as lost in its noise below ``noise``."""
     if estimate is None:
-        return Unfound(name, release, why, None, None)
-    threshold = plan.bound_rows if release == "bounds" else plan.threshold
+        return Unfound(name, sought, why, None, None)
+    threshold = plan.bound_rows if sought == "bounds" else plan.threshold
     coarse = estimate < noise
     count = threshold // 2 if coarse else min(math.floor(estimate), threshold - 1)
     count_or_none = count if count >= 2 else None
-    return Unfound(name, release, why, count_or_none, plan.epsilon_for(release, count_or_none), coarse)
+    return Unfound(name, sought, why, count_or_none, plan.epsilon_for(sought, count_or_none), coarse)
 
 
 @dataclass
@@ -76,11 +76,11 @@ def unfound_message(plan: DraftPlan, unfound: Sequence[Unfound], ledger: str, re
     bring the thresholds down to the counts they show, and that a retry with --leave-unfound spends
     nothing (it reuses the values kept beside the ledger, ``draft_dp.replay``; not when ``reusable`` is False)."""
     parts = []
-    for release in ("bounds", "categories"):
-        some = [u for u in unfound if u.release == release]
+    for sought in ("bounds", "categories"):
+        some = [u for u in unfound if u.sought == sought]
         if some:
             listed = ", ".join(f"'{u.name}' ({u.why})" for u in some)
-            parts.append(f"the {release} of {listed}")
+            parts.append(f"the {sought} of {listed}")
     needs = [u.epsilon for u in unfound if u.epsilon is not None]
     never = [f"'{u.name}'" for u in unfound if u.epsilon is None]
     coarse = [f"'{u.name}'" for u in unfound if u.epsilon is not None and u.coarse]
@@ -111,7 +111,7 @@ def unfound_message(plan: DraftPlan, unfound: Sequence[Unfound], ledger: str, re
 
 
 def _max_epsilon() -> float:
-    from ..api import MAX_EPSILON
+    from ..accounting import MAX_EPSILON
 
     return MAX_EPSILON
 

@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from ..common import InputError, Progress, checkpoint
-from ..methods.workload import sample_workload, workload_count
+from ..methods import sample_workload, workload_count
 from ..schema import NumericColumn, Schema, encode_frame, numbers_as_text
 from ..silo import marginal_counts
 from .numeric_summary import numeric_summary
@@ -319,8 +319,7 @@ def holdout_nll(model: Any, holdout: np.ndarray, schema: Schema) -> dict[str, fl
     must be over the schema's columns and bins. A mean far above the median means a few rows fall
     in cells the model believes nearly empty."""
     from ..common import InputError
-    from ..model import GraphicalModel
-    from ..model.junction import JunctionTree
+    from ..model import GraphicalModel, JunctionTree
 
     model = getattr(model, "sampler", model)  # a saved_model.ReleasedModel: its sampler
     if isinstance(model, GraphicalModel):

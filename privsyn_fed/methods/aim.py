@@ -33,7 +33,7 @@ from ..mechanisms import exponential_mechanism, gaussian_mechanism
 from ..noise import NoiseSource
 from ..silo import Silo
 from . import allocation, core
-from .base import Release, option
+from .base import MethodRun, option
 from .coarse import coarsen
 from .dependence import DependenceOptions, measure_dependence
 from .target import TargetOptions, measure_target
@@ -147,7 +147,7 @@ class AIMOptions(DependenceOptions, TargetOptions):
 
     def check_mpc(self) -> None:
         """``find_dependence`` does not run over MPC: the parties answer no marginal on merged bins
-        (``prepare`` checks that the method runs over MPC at all)."""
+        (``release.ReleaseRequest.of`` checks that the method runs over MPC at all)."""
         if self.find_dependence:
             raise OptionError(
                 "find_dependence does not run over MPC (the parties answer no marginal on merged bins); "
@@ -240,6 +240,19 @@ def workload_of(names: Sequence[str], opts: AIMOptions) -> tuple[list[tuple[int,
     if opts.target is not None:
         cliques, weights = with_target(cliques, weights, len(names), list(names).index(opts.target))
     return cliques, None if weights is None or all(w == 1 for w in weights) else weights
+
+
+def workload_details(schema, opts: AIMOptions) -> dict[str, Any]:
+    """The ledger's record of an AIM-family run: its options (a declared workload as ``"explicit"``),
+    the workload's cliques by column name and their weights when not all 1 (``workload_of``)."""
+    options = {k: v for k, v in vars(opts).items() if k != "workload"}
+    if opts.workload is not None:  # given, not sampled: the options say so
+        options["workload"] = "explicit"
+    cliques, weights = workload_of(schema.names, opts)
+    record: dict[str, Any] = {"options": options, "workload": [[schema.names[i] for i in cl] for cl in cliques]}
+    if weights is not None:
+        record["workload_weights"] = list(weights)
+    return record
 
 
 def problem_for(schema, opts: AIMOptions) -> core.Problem:
@@ -377,8 +390,12 @@ class AIM:
         """``selection_sensitivity``."""
         return selection_sensitivity(max_weight, opts)
 
-    def run(self, release: Release) -> core.MethodResult:
-        """``run_aim`` on the pooled rows of ``release.silos`` (the release's seed is not used: the
+    def ledger_details(self, schema, opts: AIMOptions) -> dict[str, Any]:
+        """``workload_details``."""
+        return workload_details(schema, opts)
+
+    def run(self, run: MethodRun) -> core.MethodResult:
+        """``run_aim`` on the pooled rows of ``run.silos`` (the run's seed is not used: the
         curator's run draws no public randomness)."""
-        silo = Silo.pooled(release.silos)
-        return run_aim(silo, release.accountant, release.noise, release.options, release.progress)
+        silo = Silo.pooled(run.silos)
+        return run_aim(silo, run.accountant, run.noise, run.options, run.progress)

@@ -1,17 +1,17 @@
-"""What a method is to its callers: options that describe themselves, the release a method runs
-on, and the ``Method`` protocol of the registry (``methods.METHODS``).
+"""What a method is to its callers: options that describe themselves, the run a method is handed,
+and the ``Method`` protocol of the registry (``methods.METHODS``).
 
 * A method's options are a dataclass whose fields are made by ``option``: each field's metadata
   holds its help text (which states the default, taken from the field itself) and, for the
   options the command line offers, its flag and how the flag's value is read. Their checks
   (``validate``, ``check_schema``, ``check_mpc``) raise ``OptionError`` naming the option by its
   Python name (``alpha must lie in (0, 1)``); the command line names it by its flag.
-* ``Release``: one run of a method: the silos, the aggregator that is a federated method's only
+* ``MethodRun``: one run of a method: the silos, the aggregator that is a federated method's only
   way to them, the accountant every release is charged to, the noise, the validated options, the
   seed of the method's public randomness, and progress.
 * ``Method``: a registry entry: the facts ``api`` and ``cli`` read, the threat model a ledger
   states, the sensitivity of the selection score (checked against the audit's own table), and
-  ``run(release) -> MethodResult``.
+  ``run(run) -> MethodResult``.
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ def _described(kind: Any, plural: bool = False) -> str:
 
 
 class MethodOptions(Protocol):
-    """What every method's options dataclass offers (``api.prepare`` calls these in order)."""
+    """What every method's options dataclass offers (``release.ReleaseRequest.of`` calls these in order)."""
 
     __dataclass_fields__: ClassVar[dict[str, Any]]
 
@@ -130,7 +130,7 @@ class MethodOptions(Protocol):
 
 
 @dataclass(frozen=True)
-class Release:
+class MethodRun:
     """One run of a method: what it reads, what pays for it, and how it reports."""
 
     #: The silos. A central method pools their rows (``Silo.pooled``); a federated one never
@@ -183,9 +183,18 @@ class Method(Protocol):
         """Sensitivity of the selection score for workload weights up to ``max_weight`` (None: the
         method selects nothing)."""
 
-    def run(self, release: Release) -> MethodResult:
-        """Run on ``release``, every privacy cost charged to ``release.accountant``; the sampler,
+    def ledger_details(self, schema: Schema, opts: Any) -> dict[str, Any]:
+        """The ledger's record of a run's options (``options``) and anything the method fixes from
+        them before it runs (the AIM family's ``workload``)."""
+
+    def run(self, run: MethodRun) -> MethodResult:
+        """Run on ``run``, every privacy cost charged to ``run.accountant``; the sampler,
         the model, the rounds run, the workload and run details."""
+
+
+def options_record(opts: Any) -> dict[str, Any]:
+    """``{"options": ...}``: every option of ``opts`` as given, for the ledger."""
+    return {"options": dict(vars(opts))}
 
 
 #: A federated method's runner: ``(aggregator, accountant, noise, options, seed, progress)``.
@@ -194,7 +203,7 @@ FederatedRunner = Callable[[Aggregator, Accountant, NoiseSource, Any, "int | Non
 
 @dataclass(frozen=True)
 class FederatedMethod:
-    """A ``Method`` that coordinates the silos through the release's aggregator only: ``run`` calls
+    """A ``Method`` that coordinates the silos through the run's aggregator only: ``run`` calls
     ``runner(aggregator, accountant, noise, options, seed, progress)``."""
 
     name: str
@@ -208,17 +217,21 @@ class FederatedMethod:
     selection: Callable[[float, Any], float] | None = None
     mpc: bool = True
     central: bool = False
+    #: The ledger's record of the options (``Method.ledger_details``).
+    details: Callable[[Schema, Any], dict[str, Any]] = field(default=lambda schema, opts: options_record(opts))
 
     def threat_model(self, aggregator: Aggregator | None) -> str:
         """``threat(aggregator)``."""
         return self.threat(aggregator)
 
+    def ledger_details(self, schema: Schema, opts: Any) -> dict[str, Any]:
+        """``details(schema, opts)``."""
+        return self.details(schema, opts)
+
     def selection_sensitivity(self, max_weight: float, opts: Any) -> float | None:
         """``selection(max_weight, opts)``, or None when the method selects nothing."""
         return None if self.selection is None else self.selection(max_weight, opts)
 
-    def run(self, release: Release) -> MethodResult:
-        """``runner`` over ``release.aggregator``; ``release.seed`` seeds its public randomness."""
-        return self.runner(
-            release.aggregator, release.accountant, release.noise, release.options, release.seed, release.progress
-        )
+    def run(self, run: MethodRun) -> MethodResult:
+        """``runner`` over ``run.aggregator``; ``run.seed`` seeds its public randomness."""
+        return self.runner(run.aggregator, run.accountant, run.noise, run.options, run.seed, run.progress)

@@ -49,7 +49,7 @@ from ..common import Progress, Silent
 from ..mechanisms import pooled_exponential_mechanism, pooled_gaussian_mechanism
 from ..noise import NoiseSource
 from . import allocation, core
-from .aim import problem_for
+from .aim import problem_for, workload_details
 from .base import FederatedMethod
 from .federated import (
     FEDERATED_ROUNDS,
@@ -210,4 +210,5 @@ DISTAIM = FederatedMethod(
     runner=run_distaim,
     threat=threat_model,
     selection=selection_sensitivity,
+    details=workload_details,
 )

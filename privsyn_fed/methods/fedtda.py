@@ -52,8 +52,7 @@ from ..accounting import Accountant
 from ..aggregation import Aggregator
 from ..common import InputError, OptionError, Progress, Silent
 from ..mechanisms import exact_sums_in_a_non_private_run, gaussian_sigma, noisy_sums
-from ..model import CopulaModel
-from ..model.label import LabelTables
+from ..model import CopulaModel, LabelTables
 from ..noise import NoiseSource
 from ..schema import CategoricalColumn, NumericColumn, Schema, refined
 from ..silo import (

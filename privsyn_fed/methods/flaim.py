@@ -49,7 +49,7 @@ from ..mechanisms import exact_sums_in_a_non_private_run, local_exponential_mech
 from ..noise import NoiseSource
 from ..silo import LocalScoresQuery, MarginalsQuery
 from . import allocation, core
-from .aim import problem_for
+from .aim import problem_for, workload_details
 from .base import FederatedMethod, option
 from .federated import (
     FEDERATED_ROUNDS,
@@ -435,4 +435,5 @@ FLAIM = FederatedMethod(
     runner=run_flaim,
     threat=threat_model,
     selection=selection_sensitivity,
+    details=workload_details,
 )

@@ -57,6 +57,21 @@ def oneway_sigma(rho: float, n_columns: int) -> float:
     return math.sqrt(n_columns / (2.0 * rho))
 
 
+def expected_oneway_error(sigmas: Sequence[float] | None, schema: Schema, total: float, rho: float) -> dict[str, float]:
+    """A release's expected mean 1-way total variation distance from its own noise scales and noisy
+    total (public): ``TVD_j ~ (1/2) sqrt(2/pi) sigma_j c_j / N`` for column ``j`` with ``c_j`` cells
+    (an upper estimate: it ignores the clipping of negative counts), beside the same for this
+    method at the budget ``rho`` (``oneway_sigma``), which puts every bit of the budget on the
+    1-ways and so has the least 1-way noise any release can have."""
+    if not sigmas or not all(math.isfinite(s) for s in sigmas):
+        return {}
+    cells = np.array(schema.shape, dtype=float)
+    scale = 0.5 * math.sqrt(2.0 / math.pi) / max(float(total), 1.0)
+    own = float(np.mean(scale * np.asarray(sigmas, dtype=float) * cells))
+    base = float(np.mean(scale * oneway_sigma(rho, len(cells)) * cells))
+    return {"expected_oneway_tvd": own, "expected_oneway_tvd_independent": base}
+
+
 def total_estimate(marginals: Sequence[np.ndarray]) -> float:
     """Inverse-variance mean of the noisy sums (each has variance ``cells sigma^2``); at least 1."""
     return combined_total([float(np.sum(m)) for m in marginals], [m.size for m in marginals])

@@ -9,7 +9,7 @@ marginals carried): ``theta' = theta - alpha grad``, accepted when
 ``alpha`` starts at ``2 / (L total)`` with mbi's Lipschitz constant ``L`` (``lipschitz``) and the
 total, unless given, is mbi's minimum-variance estimate (``minimum_variance_total``). The marginal
 oracle is mbi's on CPU, HUGIN message passing in log space over mbi's junction tree for ``L``
-(``jtree``): messages ``m_{i->j} = logsumexp_{C_i - C_j}(b_i - m_{j->i})``, ``b_j += m_{i->j}``;
+(``clique_tree``): messages ``m_{i->j} = logsumexp_{C_i - C_j}(b_i - m_{j->i})``, ``b_j += m_{i->j}``;
 then every belief normalised to ``total``. Here the same messages are computed on
 ``exp(b - max b)`` as sums and products (``Plan.marginals``), in log space only where that
 underflows (``Plan.log_marginals``). Stopping follows mbi's ``estimate``: blocks of
@@ -29,10 +29,10 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..model.junction import aligned
+from ..model import aligned
+from .clique_tree import junction_tree, maximal_subset, smallest_holding
 from .coarse import group_sizes
 from .graphical import Clique, Domain, FittedModel, Measurement
-from .jtree import junction_tree, maximal_subset, smallest_holding
 
 #: Steps between two checks of the stopping rule (and two safe points for signals): mbi's
 #: ``estimation.CALLBACK_EVERY``.

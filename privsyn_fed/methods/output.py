@@ -60,7 +60,7 @@ class ConstrainedSampler:
 
     def sample(self, rows: int, seed: int | None) -> pd.DataFrame:
         """``rows`` allowed rows; the same ``seed`` gives the same rows (``None``: fresh entropy)."""
-        from ..schema import draw_allowed
+        from ..model import draw_allowed
 
         if seed is None:
             seed = int(np.random.SeedSequence().generate_state(1, dtype=np.uint64)[0] % 2**63)

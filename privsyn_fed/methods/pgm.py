@@ -24,9 +24,9 @@ from typing import Sequence
 import numpy as np
 
 from ..common import InputError, checkpoint
-from ..model.junction import JunctionTree, aligned
+from ..model import JunctionTree, aligned
+from .clique_tree import junction_tree, junction_tree_cells
 from .graphical import Domain, FittedModel, Measurement
-from .jtree import junction_tree, junction_tree_cells
 from .mirror import NumpyMirrorDescent, expanded_tables, minimum_variance_total
 
 #: Models whose junction tree has at most this many cells are fitted in numpy (``mirror``: the
@@ -163,7 +163,7 @@ class MarginalReader:
         return JunctionTree(factors, parents, self.total)
 
     def factorisation(self) -> JunctionTree:
-        """The model as normalised junction-tree factors (``model.junction``: sampling, conditioning,
+        """The model as normalised junction-tree factors (``model.factor_tree``: sampling, conditioning,
         likelihoods; savable)."""
         if self._tree is None:
             self._tree = self._junction_tree()
@@ -219,7 +219,7 @@ def model_cliques(model: FittedModel) -> list[tuple[str, ...]]:
 
 def hypothetical_size_mb(domain: Domain, cliques: Sequence[Sequence[str]]) -> float:
     """Junction-tree size in MB (8 bytes a cell over the maximal cliques), as mbi's
-    ``hypothetical_model_size`` computes it (``jtree.junction_tree_cells``, without mbi's objects)."""
+    ``hypothetical_model_size`` computes it (``clique_tree.junction_tree_cells``, without mbi's objects)."""
     return junction_tree_cells(domain, cliques) * 8 / 2**20
 
 

@@ -14,8 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..common import InputError
-from ..schema import CategoricalColumn, NumericColumn, Schema
-from ..schema.cells import MAX_COLUMN_CELLS
+from ..schema import MAX_COLUMN_CELLS, CategoricalColumn, NumericColumn, Schema
 
 #: How far above 1 a stored probability may lie: normalising in float64 errs by ~1e-15, far below.
 TOLERANCE = 1e-6
@@ -75,7 +74,7 @@ def check_encoding(schema: Schema, header: Any, arrays: dict[str, np.ndarray]) -
     """Fed-TDA's public encoding (``silo.copula_encoding.Encoding.to_wire``) fits ``schema``: one
     layout per column, refined bins within the schema's cap (cut points finite, increasing, inside the
     bounds), masses positive and finite, category and component slots matching the schema."""
-    from ..schema.schema import _edges
+    from ..schema import checked_edges
 
     if not isinstance(header, dict):
         raise ValueError("the encoding is not a JSON object")
@@ -108,7 +107,7 @@ def check_encoding(schema: Schema, header: Any, arrays: dict[str, np.ndarray]) -
         _share(f"{where}: its encoding's mode_lam", mode_lam[j])
         if edges[j] is not None:
             try:
-                cuts = _edges({"edges": edges[j]}, col.lower, col.upper, col.integer, f"{where}'s refined bins")
+                cuts = checked_edges({"edges": edges[j]}, col.lower, col.upper, col.integer, f"{where}'s refined bins")
             except InputError as exc:
                 raise ValueError(str(exc)) from None
             if cuts is None or len(cuts) + 1 != b:

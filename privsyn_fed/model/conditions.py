@@ -20,8 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..common import InputError
-from ..schema import CategoricalColumn, NumericColumn, Schema, bin_edges
-from ..schema.constraints import ValueSet, column_values, parse_values
+from ..schema import CategoricalColumn, NumericColumn, Schema, ValueSet, bin_edges, column_values, parse_values
 
 #: The command line's separator between alternatives: ``region=north|south``.
 EITHER = "|"

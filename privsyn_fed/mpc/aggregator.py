@@ -1,57 +1,39 @@
 """The MPC aggregator: party 0's view of a run in which every silo is its own CrypTen party.
 
-``MPCAggregator`` implements the aggregator interface for the coordinating party (rank 0): each
-call is broadcast as a command, every party secret-shares its own answer, and only noisy sums,
-selected indices (or, for checks and Fed-TDA's labelled non-private mode, an exact sum) are opened,
-to party 0 alone. The other parties run ``party_session.serve``: each answers only declared
-queries (``privsyn_fed.silo.queries``) over its own rows, and only after costing the step against
-its own budget (``party_ledger``); every command gets each party's verdict first (``policy``), and
-a refusal stops the step everywhere. Party 0 states the release's public request (``declare``)
-before any silo is read, and the parties read theirs at ``begin``. ``SharedPoolStorage`` keeps
-DistAIM's pool of answers as shares inside the parties. Real answers (Fed-TDA's second moments) are shared on the grid
-``2^-REAL_BITS``; the noise is then the discrete Gaussian on that grid, and the rounding is
-charged as extra sensitivity (``rounding_l2``).
+``MPCAggregator`` implements the aggregator interface for the coordinating party (rank 0): each call
+is broadcast as a command, every party secret-shares its own answer, and only noisy sums, selected
+indices (or, for checks and Fed-TDA's labelled non-private mode, an exact sum) are opened, to party
+0 alone. The other parties run ``party_session.serve``: each answers only declared queries
+(``privsyn_fed.silo.queries``) over its own rows, and only after costing the step against its own
+budget (``party_ledger``); every command gets each party's verdict first (``policy``), and a refusal
+stops the step everywhere. Party 0 states the release's public request (``declare``) before any silo
+is read, and the parties read theirs at ``begin``. ``SharedPoolStorage`` keeps DistAIM's pool of
+answers as shares inside the parties (``shared_pool``). Real answers (Fed-TDA's second moments) are
+shared on the grid ``2^-REAL_BITS``; the noise is then the discrete Gaussian on that grid, and the
+rounding is charged as extra sensitivity (``rounding_l2``).
 """
 
 from __future__ import annotations
 
-import functools
 import math
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..accounting.distributed import PartiesNoise
-from ..accounting.unit import PrivacyUnit
+from ..accounting import PartiesNoise
 from ..aggregation import Pool, batched, check_declared, refuse_exact_sum_in_release
-from ..common import BudgetExceeded, InputError, MPCError
-from ..noise import OpenDPNoise
-from ..silo import Query, Silo, answer
+from ..common import InputError, MPCError
+from ..silo import Query, Silo
 from . import secure, world
+from .answers import decode, grid_sigma, local_choice, one_query, ring_answer, traffic_row
 from .federation import schema_fingerprint
-from .grid import COLLUSION, LOCAL_SAMPLER, REAL_BITS, grid_rounding_l2, to_ring
-from .noise import gumbel_rounding_slack, party_noise
+from .grid import COLLUSION, LOCAL_SAMPLER, REAL_BITS, grid_rounding_l2
+from .noise import party_noise
 from .policy import BAD_SILO, MODE_DIFFERS, SCHEMA_DIFFERS
-from .request import ReleaseRequest
+from .request import ReleaseRequest, ReleaseTerms
+from .shared_pool import SharedPoolStorage, collective
 from .verdicts import Verdict, collect_verdicts
-
-
-def collective(method):
-    """Mark the aggregator ``broken`` when ``method``'s exchange with the parties fails midway (a
-    party lost, a timeout): no further command can reach them. Refusals (``MPCError``) and budget
-    refusals leave the parties listening."""
-
-    @functools.wraps(method)
-    def run(self, *args, **kwargs):
-        try:
-            return method(self, *args, **kwargs)
-        except RuntimeError as exc:
-            if not isinstance(exc, (MPCError, BudgetExceeded)):
-                getattr(self, "agg", self).broken = True
-            raise
-
-    return run
 
 
 class MPCAggregator:
@@ -133,29 +115,11 @@ class MPCAggregator:
         if refusals:
             raise MPCError(self._refused(refusals, "the handshake"))
 
-    def release_request(
-        self,
-        method: str,
-        epsilon: float,
-        delta: float,
-        unit: PrivacyUnit | None = None,
-        target: str | None = None,
-        site: tuple[str, tuple[str, ...]] | None = None,
-    ) -> ReleaseRequest:
-        """The public request of a release of ``method`` at ``(epsilon, delta)`` among these parties
-        (for one record, or for one privacy ``unit``; with its ``target`` column, if any)."""
+    def release_request(self, terms: ReleaseTerms) -> ReleaseRequest:
+        """The public request of a release on ``terms`` among these parties."""
         assert self.parties_noise is not None
-        return ReleaseRequest(
-            method,
-            float(epsilon),
-            float(delta),
-            self.fingerprint,
-            self.seeded,
-            self._party_count(),
-            self.parties_noise.collusion,
-            unit,
-            target,
-            site,
+        return ReleaseRequest.of(
+            terms, self.fingerprint, self.seeded, self._party_count(), self.parties_noise.collusion
         )
 
     def gather_silo_names(self, own: str) -> list[str]:
@@ -166,22 +130,14 @@ class MPCAggregator:
         assert rows is not None
         return [row.decode("utf-8", errors="replace") for row in rows]
 
-    def declare(
-        self,
-        method: str,
-        epsilon: float,
-        delta: float,
-        unit: PrivacyUnit | None = None,
-        target: str | None = None,
-        site: tuple[str, tuple[str, ...]] | None = None,
-    ) -> None:
-        """Send the release's public request to every party, which checks it against its own policy
-        and budget store before it reads anything; ``InputError`` naming each party that refuses, and
-        why (then nothing was read, reserved or spent by any party). With a privacy ``unit`` each
+    def declare(self, terms: ReleaseTerms) -> None:
+        """Send the release's public request (``terms``) to every party, which checks it against its own
+        policy and budget store before it reads anything; ``InputError`` naming each party that refuses,
+        and why (then nothing was read, reserved or spent by any party). With a privacy unit each
         party keeps at most K rows per unit of its silo and costs every step for one unit. With a silo
-        column (``site``: the column and each party's silo name) each party checks its own name and
-        gives its rows that name."""
-        request = self.release_request(method, epsilon, delta, unit, target, site)
+        column (the column and each party's silo name) each party checks its own name and gives its
+        rows that name."""
+        request = self.release_request(terms)
         self.channel.send({"op": "release", "request": request.to_wire()})
         refusals = collect_verdicts(self.channel)
         if refusals:
@@ -246,25 +202,21 @@ class MPCAggregator:
         target = (details.get("options") or {}).get("target")
         recorded = details.get("silo_column")
         site = None if recorded is None else (recorded["column"], tuple(recorded["silos"]))
-        wanted = (
-            accountant.method,
-            float(accountant.epsilon_budget),
-            float(accountant.delta),
-            accountant.seeded,
-            unit,
-            target,
-            site,
+        wanted = ReleaseTerms(
+            accountant.method, float(accountant.epsilon_budget), float(accountant.delta), unit, target, site
         )
         if self.request is None:
-            self.declare(accountant.method, accountant.epsilon_budget, accountant.delta, unit, target, site)
-        elif wanted != (
-            self.request.method,
-            self.request.epsilon,
-            self.request.conversion_delta,
+            self.declare(wanted)
+        elif (accountant.seeded, wanted) != (
             self.request.seeded,
-            self.request.unit,
-            self.request.target,
-            self.request.site,
+            ReleaseTerms(
+                self.request.method,
+                self.request.epsilon,
+                self.request.conversion_delta,
+                self.request.unit,
+                self.request.target,
+                self.request.site,
+            ),
         ):
             raise ValueError(f"the release {wanted} is not the one the parties accepted ({self.request})")
         if not self.begun:
@@ -314,18 +266,18 @@ class MPCAggregator:
         real answers, ``REAL_BITS``), opened to party 0; the exact sum is never opened."""
         q, ranks = check_declared(query, label), self.ranks(among)
         self._send("noisy_sum", q, ranks, sigma=sigma, label=label)
-        mine = _answer(q, self.own, 0, ranks)
-        return _decode(q, secure.noisy_sum(mine, ranks, q.size(self.schema), _grid_sigma(q, sigma), self.noise))
+        mine = ring_answer(q, self.own, 0, ranks)
+        return decode(q, secure.noisy_sum(mine, ranks, q.size(self.schema), grid_sigma(q, sigma), self.noise))
 
     @collective
     def local_select(self, queries: Mapping[str, Query], *, scale: float, noise, round_index: int) -> dict[str, int]:
         """Each silo scores with its query on its own rows and takes the noisy max itself
         (OpenDP's, in its own process); only the chosen indices reach party 0. Every silo must be
         sent the same query (the command is broadcast)."""
-        q = _one_query(queries, "local selection")
+        q = one_query(queries, "local selection")
         ranks = self.ranks(list(queries))
         self._send("local_select", q, ranks, scale=scale, label=f"round {round_index}: this silo's selection")
-        rows = world.gather_to_party0([_local_choice(q, self.own, 0, ranks, scale)])
+        rows = world.gather_to_party0([local_choice(q, self.own, 0, ranks, scale)])
         return {self.names[r]: int(rows[r][0]) for r in ranks}
 
     def local_noisy_answers(
@@ -355,8 +307,8 @@ class MPCAggregator:
         refuse_exact_sum_in_release(self.release, label)
         q, ranks = check_declared(query, label), self.ranks(among)
         self._send("sum", q, ranks)
-        shared = secure.share_sum(_answer(q, self.own, 0, ranks), ranks, q.size(self.schema))
-        return shared.share.numpy().copy(), _decode(q, secure.open_to_party0(shared))
+        shared = secure.share_sum(ring_answer(q, self.own, 0, ranks), ranks, q.size(self.schema))
+        return shared.share.numpy().copy(), decode(q, secure.open_to_party0(shared))
 
     def ledger_details(self, noise) -> dict[str, Any]:
         """``details.noise`` and ``details.mpc`` of the ledger."""
@@ -399,7 +351,7 @@ class MPCAggregator:
     def party_traffic(self) -> list[dict[str, float]]:
         """Rounds and bytes per party (CrypTen's counts plus the command channel)."""
         self.channel.send({"op": "traffic"})
-        rows = world.gather_to_party0(_traffic_row(self.channel))
+        rows = world.gather_to_party0(traffic_row(self.channel))
         return [{"rounds": r[0], "bytes": r[1], "command_bytes": r[2], "command_broadcasts": r[3]} for r in rows]
 
 
@@ -423,134 +375,3 @@ class MPCTraffic:
             "mean_bytes_received_per_active_silo": float(np.mean(total)),
             "max_bytes_per_silo": float(max(total)),
         }
-
-
-def _traffic_row(channel: world.Channel) -> list[float]:
-    t = world.traffic()
-    return [float(t["rounds"]), float(t["bytes"]), float(channel.bytes), float(channel.broadcasts)]
-
-
-def _one_query(queries: Mapping[str, Query], label: str) -> Query:
-    distinct = {id(q) for q in queries.values()}
-    if len(distinct) != 1:
-        raise MPCError(f"{label}: over MPC every silo is sent the same query")
-    return check_declared(next(iter(queries.values())), label)
-
-
-def _answer(q, own: Silo, me: int, ranks: list[int]) -> np.ndarray | None:
-    """This party's answer as ring integers (reals on the ``2^-REAL_BITS`` grid), if it contributes."""
-    if me not in ranks:
-        return None
-    return to_ring(q, answer(q, own, me))
-
-
-def _local_choice(q, own: Silo, me: int, ranks: list[int], scale: float) -> float:
-    if me not in ranks:
-        return -1.0
-    return float(OpenDPNoise().noisy_argmax(np.asarray(q(own), dtype=float), scale))
-
-
-def _decode(q, opened: np.ndarray | None) -> np.ndarray | None:
-    if opened is None or not q.real:
-        return opened
-    return np.ldexp(opened.astype(float), -REAL_BITS)
-
-
-def _grid_sigma(q, sigma: float) -> float:
-    return math.ldexp(sigma, REAL_BITS) if q.real else sigma
-
-
-class SharedPoolStorage:
-    """A pool's answers as secret shares held by the parties (``pool.PoolStorage``)."""
-
-    def __init__(self, agg: MPCAggregator, length: int):
-        """An all-zero shared pool of ``length`` cells in every party."""
-        self.agg = agg
-        self.where = agg.where
-        self.parties_noise = agg.parties_noise
-        agg.command("pool_new", {"length": length})
-        self.shares = secure.zeros(length)
-        self.length = length
-
-    @collective
-    def accumulate(self, query: Query, silos: Sequence[str], round_index: int) -> None:
-        """Add shares of ``silos``' answers to ``query`` to the shared pool (each party shares its own)."""
-        ranks = self.agg.ranks(silos)
-        self.agg._send("pool_add", query, ranks)
-        mine = _answer(query, self.agg.own, 0, ranks)
-        self.shares = self.shares + secure.share_sum(mine, ranks, self.length)
-
-    def selection(self, epsilon: float, sensitivity: float, noise) -> tuple[float, dict[str, Any]]:
-        """The Gumbel scale on the score grid for the parties' exactly rounded Gumbels, sampled at
-        ``eps_s`` with ``eps_s + 4 / scale(eps_s) = epsilon`` so that ``epsilon`` covers the rounding."""
-        eps_s = epsilon / (1.0 + 4.0 / secure.gumbel_scale(1.0, sensitivity))
-        scale = secure.gumbel_scale(eps_s, sensitivity)
-        return scale, {
-            "fixed_point": {
-                "score_bits": secure.SCORE_BITS,
-                "epsilon_sampled": eps_s,
-                "gumbel_scale_grid_units": scale,
-                "rounding_slack": gumbel_rounding_slack(scale),
-            },
-            **self.agg.noise_fields(noise),
-        }
-
-    def measurement_fields(self, noise) -> dict[str, Any]:
-        """The ledger fields of noise added on shares (``MPCAggregator.noise_fields``)."""
-        return self.agg.noise_fields(noise)
-
-    def select_arrays(
-        self,
-        pool: Pool,
-        cands: Mapping[tuple[str, ...], float],
-        model_marginals: Mapping[tuple[str, ...], np.ndarray],
-        sigma: float,
-    ) -> dict[str, np.ndarray]:
-        """The public inputs of ``secure.secure_select`` for candidates ``cands`` (weights)."""
-        keys = list(cands)
-        weights = np.array([cands[q] for q in keys])
-        if not np.allclose(weights, np.round(weights)):
-            raise ValueError("secure select needs integer workload weights")
-        model = np.concatenate([np.floor(np.ldexp(np.ravel(model_marginals[q]), secure.SCORE_BITS)) for q in keys])
-        offsets = [
-            round_half(math.ldexp(math.sqrt(2 / math.pi) * sigma * pool.size[q], secure.SCORE_BITS)) for q in keys
-        ]
-        return {
-            "cells": np.concatenate([pool.cells(q) for q in keys]),
-            "segment_ids": np.concatenate([np.full(pool.size[q], i) for i, q in enumerate(keys)]),
-            "model": model.astype(np.int64),
-            "weights": np.round(weights).astype(np.int64),
-            "offsets": np.array(offsets, dtype=np.int64),
-            "total_cells": pool.cells(pool.keys[0]),
-        }
-
-    @collective
-    def select(
-        self,
-        pool: Pool,
-        cands: Mapping[tuple[str, ...], float],
-        model_marginals: Mapping[tuple[str, ...], np.ndarray],
-        *,
-        sigma: float,
-        scale: float,
-        noise,
-        draws: int,
-    ) -> list[int]:
-        """Secure argmax of the scores plus the Gumbel noise of parties ``0..t``; only the indices are opened."""
-        arrays = self.select_arrays(pool, cands, model_marginals, sigma)
-        contributors = self.parties_noise.selection_parties
-        self.agg.command("select", {"scale": scale, "draws": draws, "noise_parties": contributors}, arrays)
-        return secure.secure_select(
-            self.shares, scale=scale, noise=self.agg.noise, noise_parties=contributors, draws=draws, **arrays
-        )
-
-    @collective
-    def measure(self, cells: np.ndarray, sigma: float, noise) -> np.ndarray:
-        """``A[cells]`` plus every party's own ``N_Z(0, sigma^2)`` on shares, opened to party 0."""
-        self.agg.command("measure", {"sigma": sigma}, {"cells": cells})
-        return secure.secure_measure(self.shares, cells, sigma, self.agg.noise)
-
-
-def round_half(x: float) -> int:
-    """``floor(x + 1/2)``: ``x`` rounded to the nearest integer, halves up."""
-    return int(math.floor(x + 0.5))

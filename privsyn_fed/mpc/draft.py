@@ -37,26 +37,26 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..accounting.distributed import PartiesNoise
+from ..accounting import PartiesNoise
 from ..common import InputError, MPCError
 from ..draft_dp import (
     BOUNDS_GRID,
+    CellKinds,
     DraftPlan,
     ValueCounts,
     bounds_query,
+    on_grid,
     plan_draft,
     profile_query,
     profile_sensitivity,
     profile_vector,
     values_query,
 )
-from ..draft_dp.cells import CellKinds
-from ..draft_dp.local import on_grid
 from ..mechanisms import local_thresholded_values, parties_noisy_sum
 from ..schema import ColumnProfile, profile_chunks
 from . import secure, world
-from .aggregator import collective
 from .policy import Refused
+from .shared_pool import collective
 
 
 @dataclass(frozen=True)
@@ -237,8 +237,8 @@ def _union(lists: list[bytes], names: Sequence[str], most: int) -> tuple[list[st
     return sorted(union), max(passed, len(union))
 
 
-class MPCReleases:
-    """A DP draft's releases (``draft_dp.DraftReleases``) from the silos' parties: party 0's side."""
+class MPCAnswers:
+    """A DP draft's answers (``draft_dp.DraftAnswers``) from the silos' parties: party 0's side."""
 
     def __init__(self, agg, plan: DraftPlan, acc):
         self.agg, self.plan, self.acc = agg, plan, acc
@@ -312,7 +312,7 @@ class MPCReleases:
         of each listed value and of the other present cells, summed on shares."""
         plan, agg = self.plan, self.agg
 
-        def release() -> tuple[list[str], int]:
+        def gather() -> tuple[list[str], int]:
             agg.command("draft_candidates", {"column": name})
             lists = world.gather_bytes(agg.channel, self.own.candidates(name, agg.noise))
             assert lists is not None
@@ -322,7 +322,7 @@ class MPCReleases:
             agg,
             self.acc,
             agg.noise,
-            release,
+            gather,
             sigma=plan.sigma_values,
             threshold=plan.threshold,
             query=values_query(name, " in each silo"),
@@ -378,7 +378,7 @@ class DraftSteps:
     def plan_step(self, op: str, cmd: dict, noise, channel) -> tuple[list, Callable[[], None]]:
         """``(charges, answer)``: the step's cost to this party's rows and how to answer it;
         ``Refused`` for a step out of order, of another column, or repeated."""
-        from .party_ledger import Charge
+        from .party_costs import Charge
 
         plan, table, ranks = self.plan, self.table, list(range(self.split.parties))
 

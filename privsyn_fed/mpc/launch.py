@@ -16,6 +16,7 @@ reports a party that stopped during the run, and on exit ends every process it s
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import secrets
@@ -35,6 +36,7 @@ from ..common import InputError, MPCError, first_line
 from . import DEFAULT_TIMEOUT_S, certs
 from .federation import Federation
 from .federation import load as load_federation
+from .request import ReleaseTerms
 
 READY_TIMEOUT_S = 120.0
 #: Hours a local run's throw-away certificates are valid: every connection is made at the start.
@@ -330,14 +332,15 @@ def coordinator(
     collusion: int | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     log=None,
-    release: tuple[str, float, float, Any, Any, Any] | tuple[str, float, float] | None = None,
+    release: ReleaseTerms | None = None,
     checks: bool = False,
     draft=None,
     silo_names: Sequence[str] | None = None,
 ):
     """Party 0 of an MPC run: yields its ``MPCAggregator``.
 
-    With ``release`` (method, epsilon, delta, and optionally the privacy unit) the parties check the
+    With ``release`` (``request.ReleaseTerms``: method, epsilon, delta, and optionally the privacy
+    unit, the target and the silo column) the parties check the
     release's request against their own policies before anything is read, party 0's silo included:
     the aggregator is yielded with no silo, and the caller reserves its budget and then calls
     ``begin`` (which reads party 0's silo, then every party reserves in its own store and reads its
@@ -354,11 +357,13 @@ def coordinator(
     ``release``): the parties draft a schema (``mpc-party --draft``). ``silo_names``: each local
     party's silo name (``mpc-party --silo NAME=TABLE``), for a release with a silo column.
     """
+    from ..common import require_mpc
     from ..schema import Schema
     from ..silo import Silo
     from . import world
     from .aggregator import MPCAggregator, schema_fingerprint
 
+    require_mpc("an MPC run")
     if rendezvous is not None:
         raise InputError(RENDEZVOUS_REPLACED)
     member = None
@@ -394,7 +399,7 @@ def coordinator(
                 own, names, seed=seed, collusion=collusion, schema=schema, own_path=silo_paths[0], draft=draft
             )
             if release is not None:
-                agg.declare(*_with_silo_names(agg, release, schema, silo_names))
+                agg.declare(_with_silo_names(agg, release, schema, silo_names))
             yield agg
             agg.close()
         except RuntimeError as exc:
@@ -403,22 +408,22 @@ def coordinator(
             world.leave()
 
 
-def _with_silo_names(agg, release: tuple, schema, silo_names: Sequence[str] | None) -> tuple:
-    """``release`` with its silo column's names: a site given without them (across hosts, where
-    party 0 knows its own only) takes every party's own name, asked of the parties
-    (``MPCAggregator.gather_silo_names``), and is checked against the schema (``InputError``)."""
-    if len(release) < 6 or release[5] is None or release[5][1] is not None:
-        return release
-    from ..silo.site import check_silo_column, default_silo_name
+def _with_silo_names(agg, terms, schema, silo_names: Sequence[str] | None):
+    """``terms`` (``request.ReleaseTerms``) with its silo column's names: a silo column given without
+    them (across hosts, where party 0 knows its own only) takes every party's own name, asked of the
+    parties (``MPCAggregator.gather_silo_names``), and is checked against the schema (``InputError``)."""
+    if terms.site is None or terms.site[1] is not None:
+        return terms
+    from ..silo import check_silo_column, default_silo_name
 
-    column = release[5][0]
+    column = terms.site[0]
     own = silo_names[0] if silo_names else default_silo_name(agg.own_path)
     names = agg.gather_silo_names(own)
     try:
         check_silo_column(schema, column, names)
     except InputError as exc:
         raise InputError(f"{exc} (the parties name their silos: {', '.join(names)})") from None
-    return (*release[:5], (column, tuple(names)))
+    return dataclasses.replace(terms, site=(column, tuple(names)))
 
 
 #: What ``--rendezvous`` (a plain-TCP address) says now.

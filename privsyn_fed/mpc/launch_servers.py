@@ -21,6 +21,7 @@ from typing import Any, Callable, Sequence
 from ..common import InputError
 from . import DEFAULT_TIMEOUT_S
 from .launch import LocalParties, _with_silo_names, local_federation, stopped
+from .request import ReleaseTerms
 from .sites import APPROVAL_S
 
 #: Compute servers of a release on one machine unless told otherwise.
@@ -128,22 +129,24 @@ def servers_coordinator(
     approval_s: float = APPROVAL_S,
     announce: Callable[[Any], None] | None = None,
     log=None,
-    release: tuple | None = None,
+    release: ReleaseTerms | None = None,
     silo_names: Sequence[str] | None = None,
     **_: Any,
 ):
     """Server 0 of a federation of sites and servers: yields its ``ServersAggregator`` with the
-    release (method, epsilon, delta, unit, target, site) declared to the servers and to every site
+    release (``request.ReleaseTerms``) declared to the servers and to every site
     connected within ``site_wait_s``. Without ``federation`` the servers, the dealer and one site per
     silo file run on this machine (``LocalServers``); with it (a federation file with sites, and
     party 0's ``cert`` and ``key``) the others join from their hosts. ``announce(federation)`` is
     called once the sites' port listens (``synth --superlink``: the job goes to the sites' agents)."""
+    from ..common import require_mpc
     from ..schema import Schema
     from . import world
     from .federation import federation_digest, schema_fingerprint
     from .servers import ServersAggregator
     from .sites import SiteHub
 
+    require_mpc("a release over compute servers")
     schema = Schema.load(schema_path)
     local = None
     if federation is not None:
@@ -197,7 +200,7 @@ def servers_coordinator(
                 log=log,
             )
             if release is not None:
-                agg.declare(*_with_silo_names(agg, release, schema, fed.sites.names))
+                agg.declare(_with_silo_names(agg, release, schema, fed.sites.names))
             yield agg
             agg.close()
         except RuntimeError as exc:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import math
 import sys
 
-from ..common import InputError, MPCError, first_line
-from ..common.escaping import terminal_text
+from ..common import InputError, MPCError, first_line, terminal_text
 from . import world
 
 

@@ -7,7 +7,7 @@ The order in which a party does things protects its rows before anything else ha
   3. ``begin``: once every party accepted, the party reserves the release's rho in its own store,
      then reads its silo, then opens its ledger copy (``party_ledger.PartyRelease``);
   4. each step (``noisy_sum``, ``pool_new``, ``pool_add``, ``select``, ``measure``,
-     ``local_select``) is costed by the party (``party_ledger``) and charged to its own ledger
+     ``local_select``) is costed by the party (``party_costs``) and charged to its own ledger
      before it answers; a step of another method, an exact ``sum`` and a step its budget does not
      cover are refused;
   5. ``end``: the ledger copy is closed with the release's status and the store settled at what
@@ -24,19 +24,17 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from ..accounting.distributed import PartiesNoise
+from ..accounting import PartiesNoise
 from ..common import InputError, MPCError, first_line
-from ..common.escaping import terminal_text as shown
-from ..silo import Silo, from_wire
-from ..silo.identifier_scan import identifier_warning
-from ..silo.site import check_silo_column, default_silo_name
+from ..common import terminal_text as shown
+from ..silo import Silo, check_silo_column, default_silo_name, from_wire, identifier_warning
 from . import secure, world
-from .aggregator import _answer, _grid_sigma, _local_choice, _traffic_row, schema_fingerprint
+from .answers import grid_sigma, local_choice, ring_answer, traffic_row
 from .draft import DraftSpec, DraftSteps, read_draft_table
+from .federation import schema_fingerprint
 from .noise import party_noise
-from .party_ledger import (
+from .party_costs import (
     Charge,
-    PartyRelease,
     PoolState,
     _among,
     local_select_charge,
@@ -46,6 +44,7 @@ from .party_ledger import (
     pool_new_check,
     select_charge,
 )
+from .party_ledger import PartyRelease
 from .party_store import charge_silo, make_folder, new_ledger_path, reserve
 from .policy import (
     ACCEPT,
@@ -119,7 +118,7 @@ class PartySession:
                 self.abandon("party 0 stopped before the release ended")
                 return self.status
             if op == "traffic":
-                world.gather_to_party0(_traffic_row(self.channel))
+                world.gather_to_party0(traffic_row(self.channel))
             elif op in handlers:
                 handlers[op](cmd)
             else:
@@ -392,7 +391,7 @@ class PartySession:
             silo = self._silo_now()
 
             def exact_sum() -> None:
-                secure.open_to_party0(secure.share_sum(_answer(q, silo, me, among), among, q.size(schema)))
+                secure.open_to_party0(secure.share_sum(ring_answer(q, silo, me, among), among, q.size(schema)))
 
             return exact_sum
         if self.release is None and not self.checks:
@@ -411,8 +410,8 @@ class PartySession:
             self._account(charge)
 
             def noisy_sum() -> None:
-                mine = _answer(q, silo, me, among)
-                secure.noisy_sum(mine, among, q.size(schema), _grid_sigma(q, sigma), self.noise)
+                mine = ring_answer(q, silo, me, among)
+                secure.noisy_sum(mine, among, q.size(schema), grid_sigma(q, sigma), self.noise)
 
             return noisy_sum
         if op == "pool_new":
@@ -430,7 +429,7 @@ class PartySession:
             pool = self.pool
 
             def add() -> None:
-                answer = _answer(q, silo, me, among) if silo is not None else None
+                answer = ring_answer(q, silo, me, among) if silo is not None else None
                 self.shares = self.shares + secure.share_sum(answer, among, pool.length)
                 pool.mine = pool.mine or mine
 
@@ -470,7 +469,7 @@ class PartySession:
             self._account(charge)
 
             def local_select() -> None:
-                world.gather_to_party0([_local_choice(q, silo, me, among, scale)])
+                world.gather_to_party0([local_choice(q, silo, me, among, scale)])
 
             return local_select
         raise Refused(f"unknown command {op!r}")

@@ -50,8 +50,7 @@ def reserve(policy: Policy | None, request: ReleaseRequest, ledger: Path):
     writes the opening ``ledger`` copy; ``Refused`` when the store refuses."""
     if policy is None or policy.store is None:
         return None
-    from ..accounting import rho_to_epsilon
-    from ..accounting.budget_store import BudgetStore
+    from ..accounting import BudgetStore, rho_to_epsilon
 
     spec, delta = policy.store, policy.max_delta
     make_folder(ledger)
@@ -86,8 +85,7 @@ def charge_silo(policy: Policy, reservation: Any, silo: Any, out: Callable[[str]
 def check_ledger_target(ledger: Path | None, silo_path: str | Path, force: bool) -> None:
     """Before joining: ``--ledger`` can be written (``--force`` to replace it), or the folder beside
     the silo that holds the ledger copies can be made and written."""
-    from ..common import Named
-    from ..common.paths import check_output
+    from ..common import Named, check_output
 
     if ledger is not None:
         check_output(Named("--ledger", ledger), "ledger copy", force)

@@ -36,8 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..accounting import epsilon_to_rho, rho_to_epsilon
-from ..accounting.unit import PrivacyUnit
+from ..accounting import MAX_DELTA, MAX_EPSILON, PrivacyUnit, epsilon_to_rho, rho_to_epsilon
 from ..common import InputError, read_json
 
 #: The methods a party can serve, and the commands each one sends (``serve`` refuses any other).
@@ -59,10 +58,6 @@ SUM_KINDS = {
 }
 #: Methods whose noisy sums are row totals and 1-way marginals only (cliques of at most one column).
 ONE_WAY_SUMS = frozenset({"distaim", "independent"})
-
-#: The largest epsilon and delta a release may state (as ``api.MAX_EPSILON``, ``api.MAX_DELTA``).
-MAX_EPSILON = 1000.0
-MAX_DELTA = 0.1
 
 FIELDS = {
     "max_epsilon",
@@ -199,7 +194,7 @@ STORE_TOLERANCE = 1e-9
 def store_standing(policy: Policy) -> tuple[float, float]:
     """``(rho_total, rho_committed)`` of the policy's dataset in its store, read only (a store or a
     dataset that does not exist yet has its whole total left)."""
-    from ..accounting.budget_store import BudgetStore
+    from ..accounting import BudgetStore
 
     assert policy.store is not None
     spec = policy.store
@@ -219,7 +214,7 @@ def store_standing(policy: Policy) -> tuple[float, float]:
 def check_store_agrees(policy: Policy) -> None:
     """An ``InputError`` naming the policy file when its store already holds the dataset with another
     total epsilon or another delta (the store accounts the party's releases at ``max_delta``)."""
-    from ..accounting.budget_store import BudgetStore
+    from ..accounting import BudgetStore
 
     spec = policy.store
     if spec is None or not spec.path.exists():
@@ -350,7 +345,7 @@ def _store_spec(raw: Any, source: Path) -> StoreSpec | None:
         raise InputError(f"{source}: missing field 'budget_store.{missing[0]}'")
     if not isinstance(raw["path"], str) or not raw["path"].strip():
         raise InputError(f"{source}: field 'budget_store.path' must be a file name")
-    from ..accounting.budget_store import check_dataset_id
+    from ..accounting import check_dataset_id
 
     check_dataset_id(raw["dataset_id"], f"{source}: field 'budget_store.dataset_id'")
     total = raw["total_epsilon"]

@@ -1,10 +1,10 @@
 """The public request of one release, as party 0 states it and every party and site checks it.
-
-``ReleaseRequest`` holds the facts a party or a site checks against its own policy (``policy``)
-and accounts against (``party_ledger``): method, epsilon, delta, the schema's SHA-256, seeded or
-not, the parties (compute servers) and the collusion threshold, and optionally the privacy unit,
-the target column and the silo column. ``from_wire`` checks the shape of what arrived, one line
-(``Refused``) for anything wrong.
+``ReleaseTerms`` is what party 0 asks for (the release's own request states them,
+``release.ReleaseRequest.terms``); ``ReleaseRequest`` holds the facts a party or a site checks
+against its own policy (``policy``) and accounts against (``party_ledger``): method, epsilon, delta,
+the schema's SHA-256, seeded or not, the parties (compute servers) and the collusion threshold, and
+optionally the privacy unit, the target column and the silo column. ``from_wire`` checks the shape
+of what arrived, one line (``Refused``) for anything wrong.
 """
 
 from __future__ import annotations
@@ -13,10 +13,23 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ..accounting import epsilon_to_rho
-from ..accounting.unit import PrivacyUnit
+from ..accounting import MAX_DELTA, MAX_EPSILON, PrivacyUnit, epsilon_to_rho
 from ..common import InputError
-from .policy import DRAFT, HEX64, MAX_DELTA, MAX_EPSILON, METHOD_STEPS, Refused
+from .policy import DRAFT, HEX64, METHOD_STEPS, Refused
+
+
+@dataclass(frozen=True)
+class ReleaseTerms:
+    """What party 0 asks of the parties for one release: the method and budget, and optionally the
+    privacy unit, the target column and the silo column with each party's silo name (the names None
+    across hosts: party 0 asks the parties for theirs)."""
+
+    method: str
+    epsilon: float
+    delta: float
+    unit: PrivacyUnit | None = None
+    target: str | None = None
+    site: tuple[str, tuple[str, ...] | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -38,6 +51,18 @@ class ReleaseRequest:
     #: The silo column (``--silo-column``) and each party's silo name, by rank: each party's rows take
     #: its own name in that column (``silo.site``). None: no silo column.
     site: tuple[str, tuple[str, ...]] | None = None
+
+    @classmethod
+    def of(cls, terms: ReleaseTerms, schema: str, seeded: bool, parties: int, collusion: int) -> "ReleaseRequest":
+        """The request of ``terms`` among ``parties`` parties (``collusion`` the threshold) that loaded the
+        schema of SHA-256 ``schema``; the silo column's names must be known by now."""
+        if terms.site is not None and terms.site[1] is None:
+            raise ValueError("the silo column's names are asked of the parties before the request is made")
+        site = None if terms.site is None else (terms.site[0], tuple(terms.site[1] or ()))
+        return cls(
+            terms.method, float(terms.epsilon), float(terms.delta), schema, seeded, parties, collusion,
+            terms.unit, terms.target, site,
+        )  # fmt: skip
 
     @property
     def factor(self) -> float:

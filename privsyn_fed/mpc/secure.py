@@ -24,12 +24,14 @@ opened to party 0. The dealer deals only CrypTen's correlated randomness, never 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from .grid import SCORE_BITS
+
+if TYPE_CHECKING:  # torch and CrypTen (the MPC extra) are imported where shares are computed
+    import torch
 
 
 def _crypten():
@@ -52,6 +54,8 @@ def _from_shares(share: torch.Tensor):
 
 def share_sum(mine: np.ndarray | None, contributors: list[int], length: int):
     """``sum_{k in contributors} x_k`` as shares; party ``k`` passes its vector ``x_k`` (others None)."""
+    import torch
+
     _crypten()
     from crypten.mpc.primitives import ArithmeticSharedTensor
 
@@ -65,6 +69,8 @@ def share_sum(mine: np.ndarray | None, contributors: list[int], length: int):
 
 def zeros(length: int):
     """Shares of the zero vector of ``length`` (every share is zero)."""
+    import torch
+
     return _from_shares(torch.zeros(length, dtype=torch.long))
 
 
@@ -94,6 +100,8 @@ def open_to_party0(x) -> np.ndarray | None:
 
 def segment_sums(x, segment_ids: np.ndarray, segments: int):
     """``sum`` of ``x`` within each segment: local on the shares."""
+    import torch
+
     out = torch.zeros(segments, dtype=torch.long)
     out.index_add_(0, torch.from_numpy(np.asarray(segment_ids, dtype=np.int64)), x.share)
     return _from_shares(out)
@@ -101,11 +109,15 @@ def segment_sums(x, segment_ids: np.ndarray, segments: int):
 
 def gather(x, index: np.ndarray):
     """The entries of ``x`` at ``index``, as shares: local on the shares."""
+    import torch
+
     return _from_shares(x.share[torch.from_numpy(np.asarray(index, dtype=np.int64))])
 
 
 def add_public(x, value: np.ndarray):
     """``x + c`` for a public integer vector ``c``: party 0 adds it to its share."""
+    import torch
+
     share = x.share.clone()
     if rank() == 0:
         share += torch.from_numpy(np.asarray(value, dtype=np.int64))
@@ -122,6 +134,8 @@ def add_public_all(x, value: int):
 
 def mul_public(x, value) -> Any:
     """``c * x`` for public integers ``c`` (elementwise): local, exact in the ring."""
+    import torch
+
     c = torch.as_tensor(np.asarray(value, dtype=np.int64))
     return _from_shares(x.share * c)
 
@@ -196,6 +210,8 @@ def argmax_of_distinct(x):
     rounds whatever the row length ``R``: all ``R (R - 1)`` pairwise comparisons at once, then
     ``wins_r = #{s: x_s < x_r}``, whose one ``R - 1`` marks the maximum; the index is
     ``sum_r r [wins_r = R - 1]``. Only the index is opened later, never the comparisons."""
+    import torch
+
     rows, R = x.share.shape
     if R == 1:
         return zeros(rows)

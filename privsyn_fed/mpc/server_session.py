@@ -26,8 +26,9 @@ import numpy as np
 from ..common import first_line
 from ..silo import MarginalsQuery, from_wire
 from . import envelope, secure, world
-from .aggregator import _grid_sigma
-from .party_ledger import Charge, PartyRelease, noisy_sum_charge, pool_add_check
+from .answers import grid_sigma
+from .party_costs import Charge, noisy_sum_charge, pool_add_check
+from .party_ledger import PartyRelease
 from .party_session import PartySession
 from .party_store import make_folder
 from .policy import ACCEPT, Refused
@@ -124,7 +125,7 @@ class ServerSession(PartySession):
             sigma = float(cmd["sigma"])
 
             def noisy_sum() -> None:
-                secure.noisy_sum(mine, everyone, size, _grid_sigma(q, sigma), self.noise)
+                secure.noisy_sum(mine, everyone, size, grid_sigma(q, sigma), self.noise)
 
             return noisy_sum
         if not isinstance(q, MarginalsQuery):

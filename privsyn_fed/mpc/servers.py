@@ -25,9 +25,11 @@ import numpy as np
 from ..aggregation import Pool, check_declared
 from ..common import InputError, MPCError
 from . import envelope, secure, world
-from .aggregator import MPCAggregator, SharedPoolStorage, _decode, _grid_sigma, _one_query, collective
+from .aggregator import MPCAggregator
+from .answers import decode, grid_sigma, one_query
 from .grid import SERVERS_COLLUSION
 from .policy import MODE_DIFFERS, SCHEMA_DIFFERS
+from .shared_pool import SharedPoolStorage, collective
 from .sites import ANSWER_S, APPROVAL_S, SiteHub
 from .verdicts import Verdict, collect_verdicts
 from .wire import FrameError, pack_arrays, parse_header, query_digest, unpack_blobs
@@ -116,10 +118,10 @@ class ServersAggregator(MPCAggregator):
         """The sites' names: they name themselves by their certificates."""
         return list(self.names)
 
-    def declare(self, method, epsilon, delta, unit=None, target=None, site=None) -> None:
-        """The request to every server, then to every site connected within ``site_wait_s``: a site
-        that refuses (its policy, its store) takes no part; ``InputError`` if no site accepts."""
-        request = self.release_request(method, epsilon, delta, unit, target, site)
+    def declare(self, terms) -> None:
+        """The request on ``terms`` to every server, then to every site connected within ``site_wait_s``:
+        a site that refuses (its policy, its store) takes no part; ``InputError`` if no site accepts."""
+        request = self.release_request(terms)
         self.channel.send({"op": "release", "request": request.to_wire(), "sites": self.names})
         refusals = collect_verdicts(self.channel)
         if refusals:
@@ -245,13 +247,13 @@ class ServersAggregator(MPCAggregator):
         self._relay("noisy_sum", messages)
         self._record(round_index, label, answered)
         everyone = list(range(self.servers))
-        return _decode(q, secure.noisy_sum(mine, everyone, q.size(self.schema), _grid_sigma(q, sigma), self.noise))
+        return decode(q, secure.noisy_sum(mine, everyone, q.size(self.schema), grid_sigma(q, sigma), self.noise))
 
     @collective
     def local_select(self, queries, *, scale: float, noise, round_index: int) -> dict[str, int]:
         """Each sampled site scores on its own rows and takes the noisy max itself; only the chosen
         indices reach party 0 (the servers take no part)."""
-        q = _one_query(queries, "local selection")
+        q = one_query(queries, "local selection")
         self._admit_late()
         self.step += 1
         header, arrays = q.to_wire()
@@ -340,7 +342,7 @@ class ServersPoolStorage(SharedPoolStorage):
     @collective
     def accumulate(self, query, silos: Sequence[str], round_index: int) -> list[str]:
         """Add the answers of the sites of ``silos`` that answer now; returns them."""
-        agg: ServersAggregator = self.agg  # type: ignore[assignment]
+        agg: ServersAggregator = self.agg
         answered, mine, messages = agg._collect("pool_add", query, silos, {})
         if not answered:  # the sampled new sites are absent: the pool stays as it is
             return []

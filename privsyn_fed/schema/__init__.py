@@ -2,13 +2,35 @@
 (``schema``), how cells are read (``cells``), rows to integer codes and back (``encode``), and schema
 drafts from a table or a data dictionary (``draft``, ``dictionary``)."""
 
-from .cells import DEFAULT_BINS, check_header, numbers_as_text
-from .constraints import Constraint, forbidden, violation_report, violations
+from . import identifiers
+from .cells import (
+    DEFAULT_BINS,
+    MAX_COLUMN_CELLS,
+    MISSING_TOKENS,
+    check_header,
+    column_cells,
+    numbers_as_text,
+    text_fault,
+)
+from .constraints import (
+    Constraint,
+    Constraints,
+    ValueSet,
+    column_values,
+    constraints_of,
+    forbidden,
+    parse_values,
+    violation_report,
+    violations,
+)
 from .dictionary import dictionary_columns
 from .draft import (
+    ATOM_SHARE,
     DEFAULT_CATEGORICAL_MAX,
     DP_DRAFT_PRIVACY,
+    MAX_ATOMS,
     MAX_DRAFT_BOUND,
+    MAX_DRAFT_DECIMALS,
     PRIVATE_WARNING,
     UNFOUND_KEY,
     ColumnProfile,
@@ -26,6 +48,7 @@ from .draft import (
 from .encode import (
     bin_edges,
     bin_midpoints,
+    cell_error,
     check_columns,
     decode_codes,
     encode_frame,
@@ -34,44 +57,67 @@ from .encode import (
     numeric_histogram,
     refined,
 )
-from .rejection import draw_allowed
-from .schema import CategoricalColumn, NumericColumn, Schema
+from .encode_arrow import constant_column, encode_batch
+from .identifiers import identifier_note, identifier_reason
+from .numeric_keys import rounded
+from .profile import IDENTIFIER_SAMPLE
+from .schema import CategoricalColumn, NumericColumn, Schema, checked_edges
 
 __all__ = [
+    "ATOM_SHARE",
     "CategoricalColumn",
     "ColumnProfile",
     "Constraint",
+    "Constraints",
     "DEFAULT_BINS",
     "DEFAULT_CATEGORICAL_MAX",
     "DP_DRAFT_PRIVACY",
+    "IDENTIFIER_SAMPLE",
+    "MAX_ATOMS",
+    "MAX_COLUMN_CELLS",
     "MAX_DRAFT_BOUND",
+    "MAX_DRAFT_DECIMALS",
+    "MISSING_TOKENS",
     "NumericColumn",
     "PRIVATE_WARNING",
     "PrivateDraftWarning",
     "Schema",
     "UNFOUND_KEY",
+    "ValueSet",
     "bin_edges",
     "bin_midpoints",
     "category_order",
+    "cell_error",
     "check_columns",
     "check_header",
     "check_options",
+    "checked_edges",
+    "column_cells",
+    "column_values",
+    "constant_column",
+    "constraints_of",
     "decode_codes",
     "dictionary_columns",
     "draft_document",
     "draft_table",
-    "draw_allowed",
+    "encode_batch",
     "encode_frame",
     "forbidden",
+    "identifier_note",
+    "identifier_reason",
+    "identifiers",
     "ignored_note",
     "numbers_as_text",
     "numeric_bin",
     "numeric_histogram",
     "numeric_spec",
+    "parse_values",
     "plain_note",
     "plain_numbers",
     "profile_chunks",
     "refined",
+    "rounded",
+    "text_fault",
     "violation_report",
     "violations",
     "write_document",

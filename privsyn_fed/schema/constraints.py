@@ -18,7 +18,7 @@ an integer column, rounded to whole numbers; a categorical value outside the lis
 column's ``unknown`` category when it has one.
 
 The constraints are public, so conditioning a release on them is post-processing:
-``rejection.draw_allowed`` draws rows from a model and keeps the allowed ones (rejection sampling),
+``model.rejection.draw_allowed`` draws rows from a model and keeps the allowed ones (rejection sampling),
 which spends no budget.
 """
 
@@ -398,7 +398,7 @@ def _shown(value: Any) -> str:
 # ---- rows -------------------------------------------------------------------------------------------
 
 
-def _constraints_of(constraints: Constraints) -> tuple[tuple[Constraint, ...], str]:
+def constraints_of(constraints: Constraints) -> tuple[tuple[Constraint, ...], str]:
     """The constraints, and the name of the schema file that states them (for messages)."""
     found = getattr(constraints, "constraints", None)
     if found is not None:
@@ -438,7 +438,7 @@ def _numbers_read(col: Column, x: np.ndarray, missing: np.ndarray) -> ColumnValu
 def violations(constraints: Constraints, frame: pd.DataFrame, source: str = "table") -> np.ndarray:
     """An ``(n, k)`` boolean array: row ``i`` of ``frame`` breaks constraint ``j`` (``constraints``: a
     ``Schema`` or its ``constraints``); ``source`` names the frame in errors."""
-    found, _ = _constraints_of(constraints)
+    found, _ = constraints_of(constraints)
     values = {}
     for c in found:
         for v in c.when + (c.then or ()):
@@ -460,7 +460,7 @@ def forbidden(constraints: Constraints, frame: pd.DataFrame) -> np.ndarray:
 
 def violation_report(constraints: Constraints, tables: dict[str, pd.DataFrame]) -> list[dict[str, Any]]:
     """Per constraint, its label, its rule and, per named table, the rows that break it and their share."""
-    found, _ = _constraints_of(constraints)
+    found, _ = constraints_of(constraints)
     counts = {k: violations(found, df, k).sum(axis=0) for k, df in tables.items()}
     out = []
     for j, c in enumerate(found):

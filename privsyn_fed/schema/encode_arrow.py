@@ -18,7 +18,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..common.tables import arrow_cells, arrow_text, is_number_type
+from ..common import arrow_cells, arrow_text, is_number_type
 from .cells import column_cells, missing_tokens
 from .encode import category_codes, encode_cells, encode_columns
 from .schema import CategoricalColumn, NumericColumn, Schema

@@ -371,7 +371,7 @@ def _parse_column(spec: Any, index: int, source: str) -> Column:
             raise InputError(
                 f"{where}: an integer column needs whole-number bounds, not [{spec['lower']}, {spec['upper']}]"
             )
-        edges, scale = _edges(spec, lower, upper, integer, where), spec.get("scale", "linear")
+        edges, scale = checked_edges(spec, lower, upper, integer, where), spec.get("scale", "linear")
         if scale not in ("linear", "log"):
             raise InputError(f'{where}: "scale" must be "linear" or "log", not {scale!r}')
         if scale == "log" and edges is not None:
@@ -419,7 +419,7 @@ def _parse_column(spec: Any, index: int, source: str) -> Column:
     raise InputError(f'{where}: "type" must be "numeric" or "categorical", not {kind!r}')
 
 
-def _edges(spec: dict, lower: float, upper: float, integer: bool, where: str) -> tuple[float, ...] | None:
+def checked_edges(spec: dict, lower: float, upper: float, integer: bool, where: str) -> tuple[float, ...] | None:
     """A numeric column's public ``"edges"`` (interior cut points), checked: finite numbers, strictly
     increasing, strictly inside ``(lower, upper]`` (whole numbers for an integer column, so that every
     bin holds one), at most ``MAX_COLUMN_CELLS`` bins; None when not given."""

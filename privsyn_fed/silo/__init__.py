@@ -13,6 +13,7 @@ from .copula import (
     universal_threshold,
 )
 from .copula_encoding import Encoding
+from .identifier_scan import identifier_warning
 from .queries import (
     ConcatQuery,
     LocalScoresQuery,
@@ -25,8 +26,10 @@ from .queries import (
     concat,
     from_wire,
 )
+from .reading import SiloLike, read_silos
 from .scores import SQRT_2_OVER_PI, aim_score
 from .silo import Silo, check_table_header, marginal_counts, read_csv
+from .site import check_silo_column, default_silo_name, silo_names, site_record
 
 __all__ = [
     "ConcatQuery",
@@ -41,17 +44,24 @@ __all__ = [
     "SQRT_2_OVER_PI",
     "SecondMomentsQuery",
     "Silo",
+    "SiloLike",
     "aim_score",
     "answer",
+    "check_silo_column",
     "check_table_header",
     "concat",
     "correlation_estimate",
+    "default_silo_name",
     "fit_mixture",
     "from_upper",
     "from_wire",
+    "identifier_warning",
     "marginal_counts",
     "mode_cdf",
     "read_csv",
+    "read_silos",
     "repair_correlation",
+    "silo_names",
+    "site_record",
     "universal_threshold",
 ]

@@ -10,8 +10,7 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
-from ..schema import CategoricalColumn, NumericColumn, Schema
-from ..schema.numeric_keys import rounded
+from ..schema import CategoricalColumn, NumericColumn, Schema, rounded
 from .copula import ICDM, ModeCDF
 
 

@@ -17,9 +17,7 @@ import math
 
 import numpy as np
 
-from ..schema import CategoricalColumn, Schema
-from ..schema.identifiers import identifier_reason
-from ..schema.profile import IDENTIFIER_SAMPLE
+from ..schema import IDENTIFIER_SAMPLE, CategoricalColumn, Schema, identifier_reason
 
 
 class IdentifierScan:

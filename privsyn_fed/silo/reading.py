@@ -16,7 +16,7 @@ from . import units
 from .silo import Silo, unit_hashes_of
 
 if TYPE_CHECKING:
-    from ..accounting.unit import PrivacyUnit
+    from ..accounting import PrivacyUnit
 
 #: What a release takes as a silo: one already read, a pandas data frame, or a table's path.
 SiloLike: TypeAlias = "Silo | pd.DataFrame | str | Path"

@@ -17,27 +17,30 @@ import pandas as pd
 from ..common import (
     CHUNK_ROWS,
     InputError,
+    NotArrowReadable,
+    arrow_cells,
     checkpoint,
     is_number_type,
     is_text_type,
     parquet_types,
+    read_arrow_chunks,
     read_chunks,
     read_header,
     read_table,
     table_format,
 )
-from ..common.tables import NotArrowReadable, arrow_cells, read_arrow_chunks
 from ..schema import (
     CategoricalColumn,
     NumericColumn,
     Schema,
     bin_midpoints,
+    cell_error,
     check_columns,
+    constant_column,
+    encode_batch,
     encode_frame,
     ignored_note,
 )
-from ..schema.encode import cell_error
-from ..schema.encode_arrow import constant_column, encode_batch
 from .content import ContentSums
 from .identifier_scan import IdentifierScan
 from .rowstore import RowStore

@@ -30,15 +30,29 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..common import InputError, first_line
-from ..common.escaping import terminal_text
-from ..mpc import certs, envelope
-from ..mpc.grid import to_ring
-from ..mpc.party_ledger import PartyRelease, local_select_charge, noisy_sum_charge
-from ..mpc.party_store import charge_silo, make_folder, new_ledger_path, reserve
-from ..mpc.policy import Policy, Refused
-from ..mpc.request import ReleaseRequest
-from ..mpc.wire import FrameError, PeerClosed, pack_blobs, query_digest, recv_frame, send_frame, unpack_arrays
+from ..common import InputError, first_line, terminal_text
+from ..mpc import (
+    FrameError,
+    PartyRelease,
+    PeerClosed,
+    Policy,
+    Refused,
+    ReleaseRequest,
+    certs,
+    charge_silo,
+    envelope,
+    local_select_charge,
+    make_folder,
+    new_ledger_path,
+    noisy_sum_charge,
+    pack_blobs,
+    query_digest,
+    recv_frame,
+    reserve,
+    send_frame,
+    to_ring,
+    unpack_arrays,
+)
 from ..noise import OpenDPNoise
 from ..silo import MarginalsQuery, Silo, answer, from_wire
 from . import approvals

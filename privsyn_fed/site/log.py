@@ -36,9 +36,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..common import InputError
-from ..common.jsonfile import parse_json
-from ..common.paths import check_regular
+from ..common import InputError, check_regular, parse_json
 
 KINDS = ("request", "verdict", "answer", "end")
 #: Fields each kind must have (``append`` refuses an entry without them; ``check_log`` reports it).

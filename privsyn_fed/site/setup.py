@@ -11,10 +11,8 @@ from pathlib import Path
 from typing import Sequence
 
 from ..common import InputError, Named, check_input
-from ..mpc import certs
-from ..mpc.federation import federation_digest, load, schema_fingerprint
-from ..mpc.party_store import check_ledger_target
-from ..mpc.policy import check_store_agrees, load_policy
+from ..mpc import certs, check_ledger_target, check_store_agrees, federation_digest, load_policy, schema_fingerprint
+from ..mpc import load_federation as load
 from .client import SiteSetup
 
 

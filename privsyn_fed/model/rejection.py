@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..common import InputError, checkpoint
-from .constraints import Constraint, Constraints, _constraints_of, violations
+from ..schema import Constraint, Constraints, constraints_of, violations
 
 #: The most rows ``draw_allowed`` draws per row it keeps: a model whose rows are forbidden more often
 #: than ``1 - 1/MAX_REJECTION`` of the time is refused.
@@ -41,7 +41,7 @@ def draw_allowed(
     the constraints. When a batch's rows are exchangeable but spread evenly over ``P`` (stratified), a
     kept row's law is ``E[N_x / N_allowed]`` over the batch's counts, which equals it up to ``O(1/n)``.
     ``InputError`` names the share of drawn rows that breaks each constraint."""
-    found, source = _constraints_of(constraints)
+    found, source = constraints_of(constraints)
     if not found:
         return draw(rows, seed)
     broken = np.zeros(len(found), dtype=np.int64)

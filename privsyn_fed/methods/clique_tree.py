@@ -47,7 +47,7 @@ def smallest_holding(clique: Sequence[str], cliques: Sequence[Clique], domain: D
 
 
 @dataclass(frozen=True)
-class Tree:
+class CliqueTree:
     """A junction tree: its maximal cliques (``nodes``, columns in the domain's order) and its edges
     as pairs of node indices (a forest when the model is disconnected)."""
 
@@ -88,7 +88,7 @@ class Tree:
         return up + [(parent, node) for node, parent in order if parent >= 0]
 
 
-def junction_tree(domain: Domain, cliques: Sequence[Sequence[str]]) -> Tree:
+def junction_tree(domain: Domain, cliques: Sequence[Sequence[str]]) -> CliqueTree:
     """mbi's junction tree for ``cliques`` (module docstring)."""
     nodes = sorted(domain.canonical(c) for c in triangulated_cliques(domain, cliques))
     pairs = sorted(
@@ -108,7 +108,7 @@ def junction_tree(domain: Domain, cliques: Sequence[Sequence[str]]) -> Tree:
         if shared and find(i) != find(j):
             component[find(i)] = find(j)
             edges.append((i, j))
-    return Tree(nodes, edges)
+    return CliqueTree(nodes, edges)
 
 
 def junction_tree_cells(domain: Domain, cliques: Sequence[Sequence[str]]) -> int:

@@ -1,4 +1,4 @@
-"""Each entry of a complete run of the AIM family is the release the run makes at its place
+"""Each entry of a complete run of the AIM family is the charge the run makes at its place
 (``aim_run``): its mechanism, its round and local step, where it ran (AIM at the curator; FLAIM's
 selections and local measurements in each silo, parallel over the silos; everything else at the
 aggregator or on secret shares), its number of candidates, its query (a measured marginal is one of
@@ -16,8 +16,7 @@ import math
 import re
 from typing import Any, NamedTuple
 
-from ..methods.dependence import GROUPING_QUERY, measure_query, screen_query
-from ..methods.target import target_query
+from ..methods import GROUPING_QUERY, measure_query, screen_query, target_query
 from .aim_run import (
     GROUPING,
     LOCAL,
@@ -31,7 +30,7 @@ from .aim_run import (
     TARGET,
     TOTAL,
     AimRun,
-    Release,
+    Charge,
 )
 from .arithmetic import _close
 from .findings import AuditReport
@@ -43,7 +42,7 @@ TOTAL_QUERY = "total number of rows (plans the schedule)"
 class Found(NamedTuple):
     """What an entry released: the marginals it names, and for a selection how many candidates."""
 
-    release: Release
+    charge: Charge
     cliques: list[tuple[int, ...]]
     candidates: int | None = None
 
@@ -70,7 +69,7 @@ def _chosen(text: str, names: dict[str, tuple[int, ...]]) -> list[tuple[int, ...
     return read.get(len(text))
 
 
-def _read(e: dict[str, Any], r: Release, run: AimRun) -> Found | None:
+def _read(e: dict[str, Any], r: Charge, run: AimRun) -> Found | None:
     """The entry read as the release ``r``, or None when its query is not that release's."""
     q, t, k = e["query"], r.round, r.step
     names = {run.name(c): c for c in run.closure}
@@ -115,7 +114,7 @@ def _read(e: dict[str, Any], r: Release, run: AimRun) -> Found | None:
     return None if chosen is None or len(set(chosen)) != len(chosen) else Found(r, chosen)
 
 
-def _sensitivity(r: Release, run: AimRun) -> tuple[float, str]:
+def _sensitivity(r: Charge, run: AimRun) -> tuple[float, str]:
     """The L2 sensitivity of a Gaussian release, and why."""
     if r.kind == PROXY:
         return math.sqrt(len(run.columns)), f"one record is in each of the {len(run.columns)} 1-ways"
@@ -130,7 +129,7 @@ def _sensitivity(r: Release, run: AimRun) -> tuple[float, str]:
 
 def _check_fields(e: dict[str, Any], found: Found, run: AimRun, label: str, rep: AuditReport) -> None:
     """The round, local step, candidates, cells and sensitivity of an entry read as its release."""
-    r = found.release
+    r = found.charge
     round_field = None if run.method == "aim" and r.round == 0 else r.round
     if e.get("round") != round_field:
         rep.problems.append(f"{label}: it is a release of round {r.round}, not of round {e.get('round')}")
@@ -166,10 +165,10 @@ def _check_fields(e: dict[str, Any], found: Found, run: AimRun, label: str, rep:
             )
 
 
-def _check_releases(ledger: dict[str, Any], run: AimRun, rep: AuditReport) -> list[Found] | None:
-    """Each entry as the release the run makes at its place (module docstring); what each released,
-    or None when the entries are not the run's releases."""
-    entries, expected = ledger["entries"], run.releases()
+def _check_charges(ledger: dict[str, Any], run: AimRun, rep: AuditReport) -> list[Found] | None:
+    """Each entry as the charge the run makes at its place (module docstring); what each released,
+    or None when the entries are not the run's charges."""
+    entries, expected = ledger["entries"], run.charges()
     if len(entries) != len(expected):
         selections = sum(r.kind == SELECT for r in expected)
         rep.problems.append(

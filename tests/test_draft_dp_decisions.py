@@ -24,8 +24,7 @@ from privsyn_fed.draft_dp.decide import ColumnFacts
 from privsyn_fed.draft_dp.grid import BOUNDS_GRID, COARSE_GRID
 from privsyn_fed.schema import UNFOUND_KEY, profile_chunks
 
-from .conftest import assert_one_line_error, run_cli
-from .test_draft_frictions import ExactNoise
+from .conftest import ExactNoise, assert_one_line_error, run_cli
 
 W = len(PROFILE_CELLS)
 SYLLABLES = ["ka", "lo", "mi", "ra", "ten", "vo", "shu", "bel", "dor", "fin", "gra", "hal", "ish", "jun", "ker"]
@@ -150,7 +149,7 @@ def test_the_audit_checks_that_a_code_got_categories(drafted, tmp_path):
 def _exact(frame: pd.DataFrame, epsilon: float = 3.0, **options):
     plan = draft_dp.plan_draft(epsilon, 1e-6, list(frame.columns), 50, 32, **options)
     acc = draft_dp.accountant_for(plan)
-    return plan, draft_dp.release_draft(lambda: iter([frame.astype(str)]), plan, acc, ExactNoise())
+    return plan, draft_dp.make_draft(lambda: iter([frame.astype(str)]), plan, acc, ExactNoise())
 
 
 def test_missing_is_drafted_only_where_the_noisy_count_clears_the_seen_level():
@@ -394,7 +393,7 @@ def test_a_code_with_more_values_than_categorical_max_is_bounded_by_the_values_t
     frame = pd.DataFrame({"n": list(range(10, 70)) * 20, "ok": ["x", "y"] * 600}).astype(str)
     plan = draft_dp.plan_draft(3.0, 1e-6, list(frame.columns), 50, 32)
     acc = draft_dp.accountant_for(plan)
-    result = draft_dp.release_draft(lambda: iter([frame]), plan, acc, FewDistinct())
+    result = draft_dp.make_draft(lambda: iter([frame]), plan, acc, FewDistinct())
     (n,) = [c for c in result.columns if c["name"] == "n"]
     assert n["type"] == "numeric" and n["integer"] and (n["lower"], n["upper"]) == (10, 69)
     assert "60 values passed the threshold, more than --categorical-max 50" in " ".join(result.notes)

@@ -1,4 +1,4 @@
-"""Our junction tree (``methods.jtree``) against mbi's, and the numpy path's promise: a release
+"""Our junction tree (``methods.clique_tree``) against mbi's, and the numpy path's promise: a release
 whose models are fitted in numpy loads neither JAX nor mbi."""
 
 import subprocess
@@ -6,7 +6,7 @@ import sys
 
 import numpy as np
 
-from privsyn_fed.methods import compiled, jtree, pgm
+from privsyn_fed.methods import clique_tree, compiled, pgm
 
 
 def _random_models(count: int, seed: int):
@@ -30,7 +30,7 @@ def test_the_nodes_are_mbis_maximal_cliques_and_the_tree_is_a_junction_tree():
     from mbi import junction_tree
 
     for domain, cliques in _random_models(200, seed=7):
-        tree = jtree.junction_tree(domain, cliques)
+        tree = clique_tree.junction_tree(domain, cliques)
         ref, _ = junction_tree.make_junction_tree(compiled.mbi_domain(domain), cliques)
         assert sorted(tree.nodes) == sorted(tuple(c) for c in junction_tree.maximal_cliques(ref)), cliques
         assert len(tree.edges) == len(tree.nodes) - len({root for root, parent in tree.preorder() if parent < 0})
@@ -51,7 +51,7 @@ def test_the_nodes_are_mbis_maximal_cliques_and_the_tree_is_a_junction_tree():
 
 def test_each_node_sends_once_it_has_heard_from_its_other_neighbours():
     for domain, cliques in _random_models(100, seed=8):
-        tree = jtree.junction_tree(domain, cliques)
+        tree = clique_tree.junction_tree(domain, cliques)
         order = tree.message_order()
         directed = {(i, j) for i, j in tree.edges} | {(j, i) for i, j in tree.edges}
         assert sorted(order) == sorted(directed)
@@ -76,7 +76,7 @@ def test_the_elimination_order_is_mbis_greedy_order():
             tuple(str(a) for a in rng.choice(names, size=int(rng.integers(1, min(4, d) + 1)), replace=False))
             for _ in range(int(rng.integers(0, 30)))
         ]
-        ours = jtree._greedy_order(dict(zip(names, sizes)), names, [frozenset(c) for c in cliques])
+        ours = clique_tree._greedy_order(dict(zip(names, sizes)), names, [frozenset(c) for c in cliques])
         assert ours == junction_tree.greedy_order(compiled.mbi_domain(domain), cliques)[0], cliques
 
 
@@ -84,7 +84,7 @@ def test_maximal_subset_is_mbis():
     from mbi.clique_utils import maximal_subset
 
     for _, cliques in _random_models(100, seed=9):
-        assert jtree.maximal_subset(cliques) == maximal_subset(cliques)
+        assert clique_tree.maximal_subset(cliques) == maximal_subset(cliques)
 
 
 def test_a_release_fitted_in_numpy_loads_neither_jax_nor_mbi():

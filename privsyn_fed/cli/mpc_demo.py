@@ -48,9 +48,9 @@ def run_demo(
     """Run the demo (``parties`` processes of ``rows`` generated rows, a secure sum checked against the
     plaintext one, DistAIM for ``rounds`` rounds at ``epsilon``), printing through ``out``; returns
     the exit status (1 if the opened sum differs)."""
-    from ..api import synthesize
     from ..common import InputError
-    from .launch import coordinator
+    from ..mpc import coordinator
+    from ..release import ReleaseRequest, run_release
 
     if parties < 2:
         raise InputError("--parties must be at least 2")
@@ -84,16 +84,8 @@ def run_demo(
             out("  the opened sum equals the plaintext sum exactly; a share alone is uniformly random in Z_2^64")
             out(f"\nDistAIM, {rounds} rounds at epsilon={epsilon:g}: select and measure on secret shares")
             before = time.monotonic()
-            result = synthesize(
-                [agg.own],
-                "distaim",
-                epsilon,
-                1e-9,
-                aggregator=agg,
-                rounds=rounds,
-                ledger_path=tmp / "ledger.json",
-                progress=False,
-            )
+            request = ReleaseRequest.of("distaim", epsilon, 1e-9, schema, agg.silo_names, mpc=True, rounds=rounds)
+            result = run_release(request, [agg.own], aggregator=agg, ledger_path=tmp / "ledger.json")
             run_s = time.monotonic() - before
             for e in result.ledger["entries"]:
                 if e["mechanism"] == "exponential":

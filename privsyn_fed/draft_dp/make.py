@@ -1,4 +1,4 @@
-"""A DP draft's decisions (``draft_dp``, 1. to 4.): ``release_draft`` releases the plan's noisy facts
+"""A DP draft's decisions (``draft_dp``, 1. to 4.): ``make_draft`` releases the plan's noisy facts
 and decides each column from them (post-processing), into a ``DPDraft`` (``report``).
 """
 
@@ -12,30 +12,29 @@ import pandas as pd
 from ..accounting import Accountant
 from ..common import InputError
 from ..noise import NoiseSource, OpenDPNoise
-from ..schema import UNFOUND_KEY, Schema, category_order
-from ..schema.cells import text_fault
+from ..schema import UNFOUND_KEY, Schema, category_order, text_fault
 from .atoms import choose_atoms, releases_atoms
 from .cells import PROFILE_CELLS
 from .decide import ColumnFacts, _shown, identifier_line, is_code, numeric_entry
-from .local import DraftReleases, LocalReleases
+from .local import DraftAnswers, LocalAnswers
 from .plan import DISTINCT_GUARD, MAX_LOST_SHARE, OTHER_CATEGORY, SEEN_SIGMAS, DraftPlan
 from .report import DPDraft, _unfound
 
 
-def release_draft(
-    frames: Callable[[], Iterable[pd.DataFrame]] | DraftReleases,
+def make_draft(
+    frames: Callable[[], Iterable[pd.DataFrame]] | DraftAnswers,
     plan: DraftPlan,
     acc: Accountant,
     noise: NoiseSource | None = None,
 ) -> DPDraft:
-    """Release the draft through the plan's mechanisms, each charged to ``acc`` before its noisy value
+    """Make the draft through the plan's mechanisms, each charged to ``acc`` before its noisy value
     exists: from the rows ``frames()`` yields (chunks of one table, or of several tables' union; a
-    second call reads them again), or from ``DraftReleases``. Columns whose bounds or categories were
+    second call reads them again), or from ``DraftAnswers``. Columns whose bounds or categories were
     not found come back in ``unfound``."""
     from .bounds import numeric_column
 
-    releases = frames if not callable(frames) else LocalReleases(frames, plan, acc, noise or OpenDPNoise())
-    noisy = releases.profile()
+    answers = frames if not callable(frames) else LocalAnswers(frames, plan, acc, noise or OpenDPNoise())
+    noisy = answers.profile()
     # the noisy profile is public from here on: the ledger records it, so audit can re-derive every decision
     rows, stride = int(noisy[0]), len(PROFILE_CELLS)
     plan = plan.with_rows(rows)  # the bounds' grid, from the noisy row count (post-processing)
@@ -51,7 +50,7 @@ def release_draft(
         has_missing, said = f.has_missing, f.said()
         code = is_code(f, plan.categorical_max)
         if f.numbers_only and not code:
-            b = numeric_column(plan, name, np.asarray(releases.bounds(name, plan.grid)), f, tokens)
+            b = numeric_column(plan, name, np.asarray(answers.bounds(name, plan.grid)), f, tokens)
             spec, note, lost, span = b.spec, b.note, b.unfound, b.span
             line = identifier_line(name, f, plan.include, text=False, lo=span[0], hi=span[1]) if span else None
             if line is not None:  # whole numbers filling their noisy span: ids, row numbers
@@ -60,7 +59,7 @@ def release_draft(
                 notes.append(f"{line} ({said})")
                 continue
             if lost is None and releases_atoms(plan, f.distinct):  # its point masses, from its own release
-                atoms = choose_atoms(releases.atoms(name), f.numbers, spec)
+                atoms = choose_atoms(answers.atoms(name), f.numbers, spec)
                 if atoms:
                     spec["atoms"] = [int(v) if spec.get("integer") else v for v in atoms]
                     note += f"; point masses at {', '.join(f'{v:g}' for v in atoms)}"
@@ -86,7 +85,7 @@ def release_draft(
         # taken as one value): the count each of them holds on average
         distinct, present = f.distinct, f.present
         what = f"a code of at most {plan.categorical_max} whole numbers" if code else "text"
-        found = releases.values(name, present, sigma)
+        found = answers.values(name, present, sigma)
         kept, rest, spread = found.listed, found.rest, found.spread
         odd = [v for v in kept if text_fault(v) is not None]
         if odd:  # no category may hold a control character: a release maps such cells to the other category
@@ -153,7 +152,7 @@ def release_draft(
             continue
         columns.append(spec)
         notes.append(
-            f"column '{name}': {kind}; {len(kept)} values {releases.listing}, the others map to {other!r} ({said})"
+            f"column '{name}': {kind}; {len(kept)} values {answers.listing}, the others map to {other!r} ({said})"
         )
     if not columns:
         raise InputError("no column could be drafted: " + "; ".join(notes))

@@ -1,7 +1,7 @@
 """The two kinds of model a release fits, as samplers of decoded rows that can be conditioned.
 
 * ``GraphicalModel``: the AIM family's graphical model and the independent model, as a junction
-  tree (``junction``); conditioning is exact (the tree given the conditions' weights), and numeric
+  tree (``factor_tree``); conditioning is exact (the tree given the conditions' weights), and numeric
   values are then drawn inside ``bin ∩ range``.
 * ``CopulaModel``: Fed-TDA's Gaussian copula ``z = L g``, ``g ~ N(0, I)``, decoded through the public
   encoding. Its rows given a condition are drawn by rejection (exact: the kept rows are the model's
@@ -22,11 +22,11 @@ import pandas as pd
 
 from ..common import InputError
 from ..schema import Schema, decode_codes
-from ..schema.rejection import draw_kept
 from .checks import check_encoding, check_factor, check_factors, check_total
 from .conditions import Condition
-from .junction import JunctionTree, independent_tree
+from .factor_tree import JunctionTree, independent_tree
 from .label import LabelTables
+from .rejection import draw_kept
 
 #: Rejection draws a probe of this many rows to estimate how often a condition holds.
 PROBE_ROWS = 20_000
@@ -165,7 +165,7 @@ class CopulaModel:
     @classmethod
     def from_arrays(cls, schema: Schema, total: float, header: dict, arrays: dict[str, np.ndarray]) -> "CopulaModel":
         """The model ``to_arrays`` wrote; ``ValueError`` when it does not fit ``schema``."""
-        from ..silo.copula_encoding import Encoding
+        from ..silo import Encoding
 
         wire = {k.removeprefix("encoding:"): v for k, v in arrays.items() if k.startswith("encoding:")}
         check_total(total)

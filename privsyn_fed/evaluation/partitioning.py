@@ -21,8 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..common import InputError, write_atomic
-from ..common.fileio import write_folder
+from ..common import InputError, write_atomic, write_folder
 
 SCHEMES = ("iid", "dirichlet", "cluster", "quantity")
 

@@ -1,0 +1,59 @@
+"""The optional parts of the installation, checked before a command that needs one starts.
+
+``pip install privsyn-fed`` runs every method in process, drafts schemas, audits, samples and
+evaluates. Secure computation needs the ``mpc`` extra (torch, onnx, omegaconf) and CrypTen, which
+is installed apart with ``--no-deps`` (its metadata requires the retired ``sklearn`` package);
+site agents on Flower need the ``agent`` extra. ``require_mpc`` and ``require_agent`` look the
+modules up without importing them and raise ``InputError`` with the command that installs them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+from .errors import InputError
+
+#: torch and CrypTen, and CrypTen's dependencies of the ``mpc`` extra (it imports them).
+MPC_MODULES = ("torch", "crypten", "onnx", "omegaconf")
+#: The module of the ``agent`` extra.
+AGENT_MODULES = ("flwr",)
+
+MPC_INSTALL = (
+    "pip install 'privsyn-fed[mpc]' && pip install --no-deps crypten==0.4.1 "
+    "(--no-deps: CrypTen's metadata requires the retired sklearn package)"
+)
+AGENT_INSTALL = "pip install 'privsyn-fed[agent]'"
+
+
+def missing(modules: tuple[str, ...]) -> list[str]:
+    """Those of ``modules`` (top-level names) that cannot be found; none of them is imported."""
+    absent = []
+    for name in modules:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):  # a finder that refuses it; a module without a spec
+            found = False
+        if not found:
+            absent.append(name)
+    return absent
+
+
+def require_mpc(what: str) -> None:
+    """``InputError`` naming ``what`` (``--mpc``, ``mpc-party``) and how to install the MPC extra,
+    unless torch, CrypTen and CrypTen's dependencies are installed."""
+    absent = missing(MPC_MODULES)
+    if absent:
+        raise InputError(
+            f"{what} needs the MPC extra, not installed here (no {', '.join(absent)}); install it with: {MPC_INSTALL}"
+        )
+
+
+def require_agent(what: str) -> None:
+    """``InputError`` naming ``what`` (``--superlink``) and how to install the agent extra, unless
+    Flower is installed."""
+    absent = missing(AGENT_MODULES)
+    if absent:
+        raise InputError(
+            f"{what} needs the agent extra (Flower), not installed here (no {', '.join(absent)}); install it "
+            f"with: {AGENT_INSTALL}"
+        )
