@@ -57,6 +57,16 @@ def check_release(csv: Path, ledger_path: Path, method: str, epsilon: float) -> 
     return data, ledger
 
 
+def shown_block(marker: str) -> str:
+    """The bash block under ``<!-- MARKER: ... -->`` in README.md or a page of docs/ (the same text
+    wherever it is shown: tests/test_docs.py checks that)."""
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        block = re.search(rf"<!-- {marker}: [^\n]*-->\n```bash\n(.*?)```", page.read_text(), re.S)
+        if block:
+            return block.group(1)
+    raise AssertionError(f"no page shows the {marker} block")
+
+
 def test_readme_lists_every_example_and_every_example_is_tested():
     examples = sorted(p.name for p in EXAMPLES.iterdir() if p.suffix in (".py", ".sh"))
     assert examples == [
@@ -76,12 +86,11 @@ def test_readme_lists_every_example_and_every_example_is_tested():
 
 
 def test_the_readme_walkthrough_works_when_pasted(tmp_path):
-    """README's "From your own data" block, run as written by bash from a folder that has the
-    repository's virtual environment at ``.venv`` (as the repository root has)."""
-    block = re.search(r"<!-- walkthrough: [^\n]*-->\n```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
-    assert block, "README has no walkthrough block"
+    """The "From your own data" block (README and docs/walkthrough.md), run as written by bash from a
+    folder that has the repository's virtual environment at ``.venv`` (as the repository root has)."""
+    block = shown_block("walkthrough")
     (tmp_path / ".venv").symlink_to(Path(sys.executable).parent.parent)
-    proc = run(["bash", "-e", "-c", block.group(1)], cwd=tmp_path)
+    proc = run(["bash", "-e", "-c", block], cwd=tmp_path)
     own = tmp_path / "demo-out" / "own"
     assert "_draft" in json.loads((own / "draft.json").read_text())  # the plain draft carries its note
     for name, method in (("synthetic", "aim"), ("dp-synthetic", "aim")):
@@ -93,15 +102,12 @@ def test_the_readme_walkthrough_works_when_pasted(tmp_path):
     assert "run 2: aim" in proc.stdout  # the DP draft and the release drew on one budget
 
 
-def test_the_readme_walk_across_organisations_works_when_pasted(tmp_path):
-    """README's "Across organisations" block, run as written: provisioning, each party's policy and
-    store, the release over TLS, and the audits of party 0's ledger and of each party's copy."""
-    block = re.search(
-        r"<!-- across organisations: [^\n]*-->\n```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.S
-    )
-    assert block, "README has no block across organisations"
+def test_the_walk_across_organisations_works_when_pasted(tmp_path):
+    """The "Across organisations" block (docs/sites.md), run as written: provisioning, each party's
+    policy and store, the release over TLS, and the audits of party 0's ledger and of each party's copy."""
+    block = shown_block("across organisations")
     (tmp_path / ".venv").symlink_to(Path(sys.executable).parent.parent)
-    proc = run(["bash", "-e", "-c", block.group(1)], cwd=tmp_path)
+    proc = run(["bash", "-e", "-c", block], cwd=tmp_path)
     orgs = tmp_path / "demo-out" / "orgs"
     release = load_ledger(orgs / "release.ledger.json")
     assert release["method"] == "distaim" and audit_ledger(release).ok
