@@ -207,17 +207,7 @@ class MPCAggregator:
         )
         if self.request is None:
             self.declare(wanted)
-        elif (accountant.seeded, wanted) != (
-            self.request.seeded,
-            ReleaseTerms(
-                self.request.method,
-                self.request.epsilon,
-                self.request.conversion_delta,
-                self.request.unit,
-                self.request.target,
-                self.request.site,
-            ),
-        ):
+        elif (accountant.seeded, wanted) != (self.request.seeded, self.request.terms):
             raise ValueError(f"the release {wanted} is not the one the parties accepted ({self.request})")
         if not self.begun:
             self.begin()

@@ -65,6 +65,12 @@ class ReleaseRequest:
         )  # fmt: skip
 
     @property
+    def terms(self) -> ReleaseTerms:
+        """The terms the parties accepted, at the delta the release's accountant converts at
+        (``conversion_delta``)."""
+        return ReleaseTerms(self.method, self.epsilon, self.conversion_delta, self.unit, self.target, self.site)
+
+    @property
     def factor(self) -> float:
         """``K M`` of the request's unit, 1 without one: the multiplier of every sensitivity."""
         return 1.0 if self.unit is None else float(self.unit.factor)
