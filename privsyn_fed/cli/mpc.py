@@ -122,11 +122,10 @@ def add_parsers(sub) -> None:
 
 def _check_inputs(args: argparse.Namespace, *given: tuple[str, str | None]) -> None:
     """The federation's files and ``given`` (option, path) exist and are regular files, before any is read."""
-    from pathlib import Path
 
-    from ..common import Named, check_files
+    from ..common import check_files, named_files
 
-    named = [Named(option, Path(value)) for option, value in given if value]
+    named = named_files((option, value) for option, value in given if value)
     check_files(federation_inputs(args) + named, [], force=False)
 
 

@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
 
 def run_sites(args: argparse.Namespace) -> int:
     """``site run``: run this host's sites until the release ends; the worst exit status."""
-    from ..common import InputError, Named, check_files
+    from ..common import InputError, check_files, named_files
     from ..site import site_main, site_setups
 
     cert, key = args.cert, args.key
@@ -107,7 +107,7 @@ def run_sites(args: argparse.Namespace) -> int:
     given = [("--federation", args.federation), ("--schema", args.schema)]
     given += [("--cert", c) for c in cert] + [("--key", k) for k in key] + [("--silo", p) for p in args.silo]
     given += [("--policy", p) for p in args.policy]
-    check_files([Named(option, Path(value)) for option, value in given], [], force=False)
+    check_files(named_files(given), [], force=False)
     setups = site_setups(
         args.federation,
         args.schema,

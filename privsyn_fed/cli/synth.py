@@ -11,7 +11,17 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..common import InputError, Named, check_distinct, check_files, check_identical_contents, read_json
+from ..common import (
+    InputError,
+    Named,
+    check_distinct,
+    check_distinct_urls,
+    check_files,
+    check_identical_contents,
+    named_files,
+    read_json,
+    table_name,
+)
 from ..release import OPTIONS, ReleaseRequest, run_release
 from ..schema import Schema
 from . import quality
@@ -100,7 +110,8 @@ def _checked(args: argparse.Namespace) -> Request:
         check_report_path(args.report)
     quality.check_args(args)
     check_budget_options(args, "release")
-    silo_files = [Named("--silo", Path(p)) for p in args.silo]
+    silo_files = named_files(("--silo", p) for p in args.silo)
+    check_distinct_urls(args.silo)
     outputs = [(Named("--out", out), "synthetic CSV"), *ledger_output(args, ledger)]
     if args.model_out:
         outputs.append((Named("--model-out", Path(args.model_out)), "model"))
@@ -138,10 +149,7 @@ def _checked(args: argparse.Namespace) -> Request:
         **options,
     )
     # headers are public: checked before the reservation
-    ignored = {
-        str(silo.path): check_table_header(silo.path, schema, args.privacy_unit, args.silo_column)
-        for silo in silo_files
-    }
+    ignored = {table_name(p): check_table_header(p, schema, args.privacy_unit, args.silo_column) for p in args.silo}
     quality.check_schema(args, schema)
     if args.rows and csv_too_large(out, args.rows, len(schema.columns)):
         raise InputError(f"{out}: {csv_too_large(out, args.rows, len(schema.columns))}; ask for fewer --rows")

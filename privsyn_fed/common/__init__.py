@@ -5,9 +5,10 @@ progress (``progress``), environment settings (``settings``) and faces that give
 use (``lazy``)."""
 
 from . import settings
+from .engines import EngineTable, check_distinct_urls, check_engine_url, is_engine_url, named_files, parse_engine_url
 from .errors import BudgetExceeded, InputError, MPCError, OptionError, first_line
 from .escaping import markdown_text, terminal_text
-from .extras import require_agent, require_mpc
+from .extras import require_agent, require_engines, require_mpc
 from .fileio import SHAREABLE, Staged, write_atomic, write_folder
 from .interrupt import Interrupted, checkpoint, deferred_signals, received
 from .jsonfile import MAX_NESTING, MAX_NUMBER_CHARS, parse_json, parse_yaml, read_json
@@ -30,18 +31,20 @@ from .progress import Progress, ProgressCallback, Silent, notes_on_stderr
 from .settings import JAX_CACHE_ENV, SOURCE_VERSION, jax_cache_setting, package_version
 from .tables import (
     CHUNK_ROWS,
+    TYPED_FORMATS,
     NotArrowReadable,
     arrow_cells,
     arrow_text,
     delimiter_hint,
     is_number_type,
     is_text_type,
-    parquet_types,
     read_arrow_chunks,
     read_chunks,
     read_header,
     read_table,
+    stored_types,
     table_format,
+    table_name,
 )
 
 __all__ = [
@@ -84,7 +87,7 @@ __all__ = [
     "markdown_text",
     "notes_on_stderr",
     "package_version",
-    "parquet_types",
+    "stored_types",
     "parse_json",
     "parse_yaml",
     "read_arrow_chunks",
@@ -95,10 +98,19 @@ __all__ = [
     "received",
     "require_agent",
     "require_mpc",
+    "require_engines",
     "same_file",
     "settings",
     "special_kind",
     "table_format",
+    "table_name",
+    "TYPED_FORMATS",
+    "EngineTable",
+    "is_engine_url",
+    "check_engine_url",
+    "check_distinct_urls",
+    "named_files",
+    "parse_engine_url",
     "terminal_text",
     "write_atomic",
     "write_folder",

@@ -3,8 +3,9 @@
 ``pip install privsyn-fed`` runs every method in process, drafts schemas, audits, samples and
 evaluates. Secure computation needs the ``mpc`` extra (torch, onnx, omegaconf) and CrypTen, which
 is installed apart with ``--no-deps`` (its metadata requires the retired ``sklearn`` package);
-site agents on Flower need the ``agent`` extra. ``require_mpc`` and ``require_agent`` look the
-modules up without importing them and raise ``InputError`` with the command that installs them.
+site agents on Flower need the ``agent`` extra; silos in DuckDB or PostgreSQL the ``engines``
+extra. ``require_mpc``, ``require_agent`` and ``require_engines`` look the modules up without
+importing them and raise ``InputError`` with the command that installs them.
 """
 
 from __future__ import annotations
@@ -17,12 +18,15 @@ from .errors import InputError
 MPC_MODULES = ("torch", "crypten", "onnx", "omegaconf")
 #: The module of the ``agent`` extra.
 AGENT_MODULES = ("flwr",)
+#: The modules of the ``engines`` extra: silos in DuckDB and PostgreSQL.
+ENGINE_MODULES = ("duckdb", "psycopg")
 
 MPC_INSTALL = (
     "pip install 'privsyn-fed[mpc]' && pip install --no-deps crypten==0.4.1 "
     "(--no-deps: CrypTen's metadata requires the retired sklearn package)"
 )
 AGENT_INSTALL = "pip install 'privsyn-fed[agent]'"
+ENGINES_INSTALL = "pip install 'privsyn-fed[engines]'"
 
 
 def missing(modules: tuple[str, ...]) -> list[str]:
@@ -56,4 +60,15 @@ def require_agent(what: str) -> None:
         raise InputError(
             f"{what} needs the agent extra (Flower), not installed here (no {', '.join(absent)}); install it "
             f"with: {AGENT_INSTALL}"
+        )
+
+
+def require_engines(what: str) -> None:
+    """``InputError`` naming ``what`` (a silo's URL) and how to install the engines extra, unless
+    DuckDB and psycopg are installed."""
+    absent = missing(ENGINE_MODULES)
+    if absent:
+        raise InputError(
+            f"{what} needs the engines extra, not installed here (no {', '.join(absent)}); install it with: "
+            f"{ENGINES_INSTALL}"
         )

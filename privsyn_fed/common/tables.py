@@ -1,10 +1,11 @@
-"""Reading tables from disk in bounded chunks: CSV (plain or gzip) and Parquet.
+"""Reading tables in bounded chunks: CSV (plain or gzip) and Parquet files, and tables in an engine
+named by URL (``engines``: DuckDB, PostgreSQL), whose cells are typed as a Parquet file's.
 
 Every reader yields ``Chunk``s: a data frame of at most ``chunk_rows`` rows and the number by
 which errors call its first row (CSV: the file's line number, the header being line 1; Parquet:
 the row's position, from 1). CSV cells stay text (nothing parsed or dropped). Parquet cells keep
 their type: numbers as floats with NaN where null, everything else as text with ``""`` where null;
-``parquet_types`` names each column's stored type so callers can refuse a wrong one.
+``stored_types`` names each column's stored type so callers can refuse a wrong one.
 
 ``read_arrow_chunks`` is the silo reader's fast route: the same cells as Arrow record batches (no
 Python object per cell), or ``NotArrowReadable`` wherever Arrow might read other cells than
@@ -31,6 +32,7 @@ from typing import Any, Generator, Iterator, Sequence
 import numpy as np
 import pandas as pd
 
+from .engines import engine_batches, engine_types, is_engine_url, parse_engine_url
 from .errors import InputError
 from .interrupt import checkpoint
 from .paths import check_regular
@@ -40,6 +42,8 @@ CHUNK_ROWS = 100_000
 PARQUET_SUFFIXES = (".parquet", ".pq")
 GZIP_MAGIC = b"\x1f\x8b"
 PARQUET_MAGIC = b"PAR1"
+#: Formats whose cells are typed (numbers as numbers), their types checked against the schema's columns.
+TYPED_FORMATS = ("parquet", "duckdb", "postgresql")
 
 
 @dataclass
@@ -50,9 +54,16 @@ class Chunk:
     first_row: int
 
 
+def table_name(path: str | Path) -> str:
+    """How messages name a table: its path, or its URL (which holds no password)."""
+    return path if is_engine_url(path) else str(Path(path))  # type: ignore[return-value]
+
+
 def table_format(path: str | Path) -> str:
     """``"parquet"``, ``"gzip"`` (a gzip-compressed CSV) or ``"csv"``: by the file's first bytes, and
-    for a file too short to tell, by its name."""
+    for a file too short to tell, by its name; an engine's URL: ``"duckdb"`` or ``"postgresql"``."""
+    if is_engine_url(path):
+        return parse_engine_url(str(path)).engine
     path = Path(path)
     head = _head(path)
     if head.startswith(PARQUET_MAGIC) or (not head and path.suffix.lower() in PARQUET_SUFFIXES):
@@ -83,6 +94,10 @@ def read_chunks(
     """The table at ``path`` (CSV, gzip CSV or Parquet), ``chunk_rows`` rows at a time; with
     ``columns``, only those of the table's columns (in the table's order): the others are never
     converted to values (a CSV's are skipped by the parser, a Parquet file's never read)."""
+    if is_engine_url(path):
+        t = parse_engine_url(str(path))
+        yield from _typed_chunks(engine_batches(t, chunk_rows, columns), lambda: _names(engine_types(t), columns))
+        return
     path = Path(path)
     if table_format(path) == "parquet":
         yield from _parquet_chunks(path, chunk_rows, columns)
@@ -100,6 +115,8 @@ def read_table(path: str | Path) -> pd.DataFrame:
 
 def read_header(path: str | Path) -> list[str]:
     """The column names of the table at ``path``, without reading its rows."""
+    if is_engine_url(path):
+        return list(engine_types(parse_engine_url(str(path))))
     path = Path(path)
     if table_format(path) == "parquet":
         return [f.name for f in _parquet_file(path).schema_arrow]
@@ -268,13 +285,16 @@ def _parquet_file(path: Path):
         raise InputError(f"{path}: cannot read as Parquet ({_one_line(exc)})") from None
 
 
-def parquet_types(path: str | Path) -> dict[str, str]:
-    """Each column's stored Arrow type, by name (``"int64"``, ``"double"``, ``"string"``, ...)."""
+def stored_types(path: str | Path) -> dict[str, str]:
+    """Each column's stored Arrow type, by name (``"int64"``, ``"double"``, ``"string"``, ...), of a
+    Parquet file or an engine's table (``TYPED_FORMATS``)."""
+    if is_engine_url(path):
+        return engine_types(parse_engine_url(str(path)))
     return {f.name: str(f.type) for f in _parquet_file(Path(path)).schema_arrow}
 
 
 def is_number_type(arrow_type: str) -> bool:
-    """Whether an Arrow type (as ``parquet_types`` names it) holds plain numbers."""
+    """Whether an Arrow type (as ``stored_types`` names it) holds plain numbers."""
     return arrow_type.startswith(("int", "uint", "float", "double", "halffloat", "decimal"))
 
 
@@ -289,14 +309,25 @@ def is_text_type(arrow_type: str) -> bool:
 
 
 def _parquet_chunks(path: Path, chunk_rows: int, columns: Sequence[str] | None = None) -> Iterator[Chunk]:
+    batches = ((c.batch, c.first_row) for c in _parquet_batches(path, chunk_rows, columns))
+    yield from _typed_chunks(batches, lambda: _parquet_names(_parquet_file(path), columns))
+
+
+def _typed_chunks(batches: Iterator, names) -> Iterator[Chunk]:
+    """Frames of typed cells (``arrow_cells``) from ``(record batch, first row)`` pairs; a table
+    without rows gives its header (``names()``) as an empty frame."""
     empty = True
-    for chunk in _parquet_batches(path, chunk_rows, columns):
-        batch, empty = chunk.batch, False
+    for batch, first_row in batches:
+        empty = False
         frame = pd.DataFrame({name: arrow_cells(batch.column(i)) for i, name in enumerate(batch.schema.names)})
-        yield Chunk(frame, chunk.first_row)
-    names = _parquet_names(_parquet_file(path), columns) if empty else []
-    if names:  # a file without rows: its header, as an empty frame
-        yield Chunk(pd.DataFrame({n: pd.Series([], dtype=str) for n in names}), 1)
+        yield Chunk(frame, first_row)
+    header = names() if empty else []
+    if header:
+        yield Chunk(pd.DataFrame({n: pd.Series([], dtype=str) for n in header}), 1)
+
+
+def _names(types: dict[str, str], columns: Sequence[str] | None) -> list[str]:
+    return [n for n in types if columns is None or n in columns]
 
 
 def _parquet_names(pf, columns: Sequence[str] | None) -> list[str]:
@@ -383,7 +414,11 @@ def read_arrow_chunks(
     a Python object per cell. A CSV gives ``NotArrowReadable`` (at any batch) where Arrow might not
     read the very cells that pandas reads; a Parquet file, read by Arrow on both routes, gives
     ``read_chunks``'s errors. CSV batches hold about ``ARROW_BLOCK_BYTES`` of the file each, Parquet
-    batches ``chunk_rows`` rows."""
+    batches ``chunk_rows`` rows, an engine's (typed as Parquet) about ``chunk_rows``."""
+    if is_engine_url(path):
+        for batch, first_row in engine_batches(parse_engine_url(str(path)), chunk_rows, columns):
+            yield ArrowChunk(batch, first_row)
+        return
     path = Path(path)
     if table_format(path) == "parquet":
         yield from _parquet_batches(path, chunk_rows, columns)

@@ -40,7 +40,7 @@ def party_main(
     """
     from pathlib import Path
 
-    from ..common import Named, check_input
+    from ..common import check_input, named_files
     from ..schema import Schema
     from .aggregator import schema_fingerprint
     from .party_store import check_ledger_target, default_ledger_folder
@@ -61,7 +61,8 @@ def party_main(
             m.federation.check_schema(schema_fingerprint(schema), schema_path)
     except InputError as exc:
         raise InputError(exc.shareable()) from None
-    check_input(Named("--silo", Path(silo_path)), "silo")  # not opened: read only after the policy round
+    for item in named_files([("--silo", silo_path)]):  # not opened: read only after the policy round
+        check_input(item, "silo")
     policy = load_policy(policy_path) if policy_path else None
     if policy is not None:
         check_store_agrees(policy)

@@ -343,7 +343,7 @@ def draft_table(
     """Draft a schema from the table at ``path`` (CSV, gzip CSV or Parquet), read in chunks; the
     columns named in ``exclude`` are never read, those in ``include`` are drafted even when they look
     like identifiers (``check_chosen``)."""
-    from ..common import parquet_types, read_chunks, read_header, table_format
+    from ..common import TYPED_FORMATS, read_chunks, read_header, stored_types, table_format
 
     check_options(categorical_max, bins, missing_values)
     source = str(path)
@@ -353,7 +353,7 @@ def draft_table(
     read = [n for n in names if n not in exclude]
     if not read:
         raise InputError(f"{source}: every column is excluded, so there is nothing to draft")
-    types = parquet_types(path) if table_format(path) == "parquet" else None
+    types = stored_types(path) if table_format(path) in TYPED_FORMATS else None
     frames = (c.frame for c in read_chunks(path, columns=read if exclude else None))
     profiles = profile_chunks(frames, read, categorical_max + 1, missing_values)
     result = draft_profiles(profiles, source, categorical_max, bins, missing_values, types, include)

@@ -16,18 +16,20 @@ import pandas as pd
 
 from ..common import (
     CHUNK_ROWS,
+    TYPED_FORMATS,
     InputError,
     NotArrowReadable,
     arrow_cells,
     checkpoint,
     is_number_type,
     is_text_type,
-    parquet_types,
     read_arrow_chunks,
     read_chunks,
     read_header,
     read_table,
+    stored_types,
     table_format,
+    table_name,
 )
 from ..schema import (
     CategoricalColumn,
@@ -104,7 +106,7 @@ def unit_hashes_of(
         check_unit_column([str(c) for c in table.columns], schema, unit, name)
         return unit_hashes(table[unit].reset_index(drop=True), key, unit, name, 1)
     check_table_header(table, schema, unit, site_column)
-    return _unit_hashes(table, unit, key, str(Path(table)), CHUNK_ROWS)
+    return _unit_hashes(table, unit, key, table_name(table), CHUNK_ROWS)
 
 
 def _read_store(
@@ -210,7 +212,7 @@ class Silo:
 
         With a ``site`` ``(column, name)`` (``silo.site``) every row's value of the schema's
         ``column`` is the silo's ``name``: set when the table lacks the column, checked when it has it."""
-        source = str(Path(path))
+        source = table_name(path)
         ignored = check_table_header(path, schema, unit, None if site is None else site[0])
         held = site is None or site[0] in read_header(path)
         if ignored:
@@ -359,13 +361,13 @@ def check_table_header(
     ``unit`` column, the table must have it (``check_unit_column``); the silo's ``site_column``
     (``silo.site``) it may lack. Returns the table's columns that the schema does not list
     (ignored), the unit column left out."""
-    source = str(Path(path))
+    source = table_name(path)
     header = read_header(path)
     check_unit_column(header, schema, unit, source)
     given = header if site_column is None or site_column in header else [*header, site_column]
     ignored = [c for c in check_columns(given, schema, source) if c != unit]
-    if table_format(path) == "parquet":
-        types = parquet_types(path)
+    if table_format(path) in TYPED_FORMATS:
+        types = stored_types(path)
         if site_column is not None and site_column not in types:
             types[site_column] = "string"
         check_parquet_types(types, schema, source)

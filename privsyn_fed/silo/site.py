@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from ..common import InputError, OptionError
+from ..common import InputError, OptionError, is_engine_url, parse_engine_url
 from ..schema import CategoricalColumn, Schema
 
 #: Table file extensions left out of a silo's default name (``north.csv.gz`` is ``north``).
@@ -35,7 +35,10 @@ def split_silo_arg(arg: str) -> tuple[str | None, str]:
 
 
 def default_silo_name(path: str | Path) -> str:
-    """A silo file's name without its table extensions: ``data/north.csv.gz`` is ``north``."""
+    """A silo file's name without its table extensions: ``data/north.csv.gz`` is ``north``; an
+    engine's table's, its table's name (``EngineTable.name``)."""
+    if is_engine_url(path):
+        return parse_engine_url(str(path)).name
     name = Path(path).name
     while True:
         stem, dot, ext = name.rpartition(".")

@@ -38,9 +38,9 @@ def new_key(seed: int | None = None) -> str:
 
 
 def unit_hashes(ids: pd.Series, key: str, column: str, source: str, first_row: int) -> np.ndarray:
-    """The keyed 64-bit hash of each identifier (its text); ``InputError`` naming the row for a
-    missing one (an empty cell or NaN), without quoting any identifier."""
-    text = ids.astype(str).str.strip()
+    """The keyed 64-bit hash of each identifier (its text, ``id_text``); ``InputError`` naming the
+    row for a missing one (an empty cell or NaN), without quoting any identifier."""
+    text = id_text(ids)
     missing = ids.isna().to_numpy() | (text == "").to_numpy() | (text.str.lower() == "nan").to_numpy()
     if missing.any():
         row = first_row + int(np.argmax(missing))
@@ -48,6 +48,19 @@ def unit_hashes(ids: pd.Series, key: str, column: str, source: str, first_row: i
             f"{source}: row {row}: the privacy unit column '{column}' is empty or NaN; every row needs a unit"
         )
     return pd.util.hash_pandas_object(text, index=False, hash_key=key).to_numpy(dtype=np.uint64)
+
+
+def id_text(ids: pd.Series) -> pd.Series:
+    """Identifiers as text, stripped: a table's text as it stands; typed numbers (Parquet, an
+    engine's table, read as floats) a whole number as its digits (``123``, as a CSV export writes
+    it) and any other as Python's shortest text, so one unit has one text in every format."""
+    if not pd.api.types.is_float_dtype(ids.dtype):
+        return ids.astype(str).str.strip()
+    v = ids.to_numpy(dtype=np.float64)
+    whole = np.isfinite(v) & (np.floor(v) == v) & (np.abs(v) < 2.0**53)
+    text = np.where(np.isnan(v), "nan", v.astype(str)).astype(object)
+    text[whole] = v[whole].astype(np.int64).astype(str)
+    return pd.Series(text, index=ids.index)
 
 
 def _mix(x: np.ndarray) -> np.ndarray:

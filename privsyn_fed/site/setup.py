@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from ..common import InputError, Named, check_input
+from ..common import InputError, check_input, named_files
 from ..mpc import certs, check_ledger_target, check_store_agrees, federation_digest, load_policy, schema_fingerprint
 from ..mpc import load_federation as load
 from .client import SiteSetup
@@ -66,7 +66,8 @@ def site_setups(
         if name in names:
             raise InputError(f"--cert {cert}: site {name} is given twice")
         names.add(name)
-        check_input(Named("--silo", Path(silo)), "silo")
+        for item in named_files([("--silo", silo)]):
+            check_input(item, "silo")
         check_ledger_target(Path(ledgers[i]) if ledgers else None, silo, force)
         policy = load_policy(policies[i]) if policies else None
         if policy is not None:

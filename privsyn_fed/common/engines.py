@@ -1,0 +1,261 @@
+"""Tables that live in an engine: a DuckDB database or a PostgreSQL server, named by URL.
+
+* ``duckdb://PATH?table=T`` or ``duckdb://PATH?query=SQL``: the database file at ``PATH`` (what
+  follows ``duckdb://``, so ``duckdb:///data/x.duckdb`` is absolute and ``duckdb://x.duckdb``
+  relative), opened read-only; with no ``PATH`` (``duckdb://?query=...``) an empty in-memory
+  database, for a query over files DuckDB reads itself (``read_parquet('...')``).
+* ``postgresql://USER@HOST:PORT/DB?table=T`` (or ``?query=SQL``; ``postgres://`` too): libpq's own
+  URI, every parameter of it passed on (``host=/socket/folder``, ``sslmode``, ...), in a read-only
+  transaction. The password comes from ``PGPASSWORD`` or ``~/.pgpass`` (libpq reads them); one in
+  the URL is refused, so it never reaches a process list, a ledger, a log or a message.
+
+``T`` may be ``schema.table``; each part is quoted. Rows come back as Arrow record batches of typed
+cells, as a Parquet file's do, numbered from 1 in the order the engine returns them: a table's
+stored order (DuckDB keeps insertion order; PostgreSQL's synchronised scans are turned off so that
+two reads see the same order), a query's own order. Failures are ``InputError``s of one line that
+name the table by its URL, which holds no password.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
+
+from .errors import InputError
+from .extras import require_engines
+from .interrupt import checkpoint
+from .paths import Named
+
+#: URL schemes of engine tables, by engine.
+SCHEMES = {"duckdb": "duckdb", "postgresql": "postgresql", "postgres": "postgresql"}
+#: PostgreSQL types read as numbers, as Arrow names them (the others are read as text).
+PG_NUMBERS = {"int2": "int16", "int4": "int32", "int8": "int64", "float4": "float", "float8": "double"}
+PG_TEXT = {"text": "string", "varchar": "string", "bpchar": "string", "name": "string", "bool": "bool"}
+
+
+def is_engine_url(text: object) -> bool:
+    """Whether ``text`` names an engine's table (a ``duckdb:`` or ``postgresql:`` URL), not a file."""
+    return isinstance(text, str) and text.split(":", 1)[0].lower() in SCHEMES and "://" in text
+
+
+@dataclass(frozen=True)
+class EngineTable:
+    """A table or query in an engine (module docstring). ``shown`` is its URL as given (no password)."""
+
+    engine: str
+    target: str  # DuckDB: the database file ("" in memory); PostgreSQL: libpq's URI without table/query
+    table: str | None
+    query: str | None
+    shown: str
+
+    def __str__(self) -> str:
+        return self.shown
+
+    @property
+    def source(self) -> str:
+        """The rows' SQL source: the quoted table, or the query in parentheses."""
+        if self.table is not None:
+            return ".".join('"' + part.replace('"', '""') + '"' for part in self.table.split("."))
+        return f"({self.query}) AS privsyn_fed_rows"
+
+    @property
+    def name(self) -> str:
+        """A silo's default name: the table's (without its schema), else the database's."""
+        if self.table is not None:
+            return self.table.rsplit(".", 1)[-1]
+        if self.engine == "duckdb":
+            return os.path.basename(self.target).rsplit(".", 1)[0] or "duckdb"
+        return urlsplit(self.target).path.strip("/") or "postgresql"
+
+
+def parse_engine_url(text: str) -> EngineTable:
+    """The ``EngineTable`` a URL names; ``InputError`` of one line for a URL without exactly one of
+    ``table``/``query``, with a password, or of an engine whose extra is not installed."""
+    scheme, _, rest = text.partition("://")
+    engine = SCHEMES[scheme.lower()]
+    base, _, params = rest.partition("?")
+    pairs = parse_qsl(params, keep_blank_values=True)
+    given = dict(pairs)
+    table, query = given.pop("table", None), given.pop("query", None)
+    if (table is None) == (query is None) or not (table or query):
+        raise InputError(f"{text}: name the rows with exactly one of ?table=NAME or ?query=SQL")
+    if engine == "duckdb":
+        if given:
+            raise InputError(f"{text}: a DuckDB URL takes only ?table= or ?query=, not ?{next(iter(given))}=")
+        if not base and table is not None:
+            raise InputError(f"{text}: ?table= needs a database file (duckdb://PATH?table=NAME)")
+        return EngineTable(engine, unquote(base), table, query, text)
+    parts = urlsplit(f"{scheme}://{base}")
+    if parts.password is not None or "password" in given:
+        raise InputError(
+            f"{_without_password(text)}: the URL holds a password; put it in PGPASSWORD or ~/.pgpass instead "
+            "(a URL shows in process lists and shell histories)"
+        )
+    target = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(list(given.items()), quote_via=quote), ""))
+    return EngineTable(engine, target, table, query, text)
+
+
+def _without_password(text: str) -> str:
+    """``text`` with the password of its user part and of a ``password=`` parameter masked."""
+    scheme, _, rest = text.partition("://")
+    user_part, at, host = rest.partition("@")
+    if at and ":" in user_part.split("/")[0]:
+        rest = user_part.split(":", 1)[0] + ":***@" + host
+    base, _, params = rest.partition("?")
+    if params:
+        pairs = [(k, "***" if k == "password" else v) for k, v in parse_qsl(params, keep_blank_values=True)]
+        rest = base + "?" + urlencode(pairs, quote_via=quote)
+    return f"{scheme}://{rest}"
+
+
+@contextmanager
+def _connection(t: EngineTable) -> Iterator[Any]:
+    """A read-only connection to ``t``'s engine; ``InputError`` naming ``t`` when it cannot be opened."""
+    require_engines(f"silo {t}")
+    if t.engine == "duckdb":
+        import duckdb
+
+        if t.target and not os.path.isfile(t.target):
+            raise InputError(f"{t}: no DuckDB database file {t.target!r}")
+        try:
+            con = duckdb.connect(t.target or ":memory:", read_only=bool(t.target))
+        except duckdb.Error as exc:
+            raise InputError(f"{t}: cannot open the DuckDB database ({_one_line(exc)})") from None
+        try:
+            yield con
+        finally:
+            con.close()
+        return
+    import psycopg
+
+    timeout = None if "connect_timeout" in t.target else 10  # libpq's own parameter, when the URL gives one
+    try:
+        pg: Any = psycopg.connect(t.target, connect_timeout=timeout)
+    except psycopg.Error as exc:
+        raise InputError(f"{t}: cannot connect to PostgreSQL ({_one_line(exc)})") from None
+    try:
+        pg.read_only = True
+        pg.execute("SET synchronize_seqscans = off")
+        yield pg
+    finally:
+        pg.close()
+
+
+def _engine_errors(t: EngineTable) -> tuple[type[Exception], ...]:
+    """The engine's error types, for ``except`` clauses that turn them into ``InputError``s."""
+    if t.engine == "duckdb":
+        import duckdb
+
+        return (duckdb.Error,)
+    import psycopg
+
+    return (psycopg.Error,)
+
+
+def engine_types(t: EngineTable) -> dict[str, str]:
+    """Each column of ``t``'s rows and its type, as Arrow names it (``int64``, ``double``,
+    ``string``, ...; a PostgreSQL type not read as a number or text keeps its own name), in order;
+    ``InputError`` for a column named twice or a table or query the engine refuses."""
+    with _connection(t) as con:
+        try:
+            if t.engine == "duckdb":
+                schema = con.sql(f"SELECT * FROM {t.source} LIMIT 0").to_arrow_table().schema
+                fields = [(f.name, str(f.type)) for f in schema]
+            else:
+                cur = con.execute(f"SELECT * FROM {t.source} LIMIT 0")
+                fields = [(d.name, _pg_type(con, d.type_code)) for d in cur.description or []]
+        except _engine_errors(t) as exc:
+            raise InputError(f"{t}: the engine cannot read the rows ({_one_line(exc)})") from None
+    names = [n for n, _ in fields]
+    repeated = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if repeated is not None:
+        raise InputError(f"{t}: column '{repeated}' appears twice")
+    return dict(fields)
+
+
+def _pg_type(con, oid: int) -> str:
+    info = con.adapters.types.get(oid)
+    name = info.name if info is not None else str(oid)
+    if name == "numeric":
+        return "decimal128"
+    return PG_NUMBERS.get(name, PG_TEXT.get(name, name))
+
+
+def engine_batches(t: EngineTable, chunk_rows: int, columns: Sequence[str] | None = None) -> Iterator:
+    """``(record batch, first row)`` of ``t``'s rows, about ``chunk_rows`` rows at a time, with
+    ``columns`` only (all when None), in the rows' own column order; a safe point between batches."""
+    import pyarrow as pa
+
+    types = engine_types(t)
+    names = [n for n in types if columns is None or n in columns]
+    select = ", ".join('"' + n.replace('"', '""') + '"' for n in names) or "1"
+    sql = f"SELECT {select} FROM {t.source}"
+    row = 1
+    with _connection(t) as con:
+        try:
+            if t.engine == "duckdb":
+                for batch in con.sql(sql).to_arrow_reader(chunk_rows):
+                    checkpoint()
+                    yield pa.RecordBatch.from_arrays(batch.columns, names=names), row
+                    row += batch.num_rows
+                return
+            with con.cursor(name="privsyn_fed_rows") as cur:
+                cur.itersize = chunk_rows
+                cur.execute(sql)
+                while rows := cur.fetchmany(chunk_rows):
+                    checkpoint()
+                    cells = list(zip(*rows))
+                    arrays = [_pg_array(cells[i], types[n]) for i, n in enumerate(names)]
+                    yield pa.RecordBatch.from_arrays(arrays, names=names), row
+                    row += len(rows)
+        except _engine_errors(t) as exc:
+            raise InputError(f"{t}: the engine failed near row {row} ({_one_line(exc)})") from None
+
+
+def _pg_array(values: Sequence, kind: str):
+    """One column of PostgreSQL cells as an Arrow array of ``kind`` (numeric as doubles; any type not
+    read as a number or text as its text)."""
+    import pyarrow as pa
+
+    if kind == "decimal128":
+        return pa.array([None if v is None else float(v) for v in values], pa.float64())
+    if kind in ("int16", "int32", "int64", "float", "double", "bool", "string"):
+        return pa.array(values, {"float": pa.float32(), "bool": pa.bool_(), "string": pa.string()}.get(kind, kind))
+    return pa.array([None if v is None else str(v) for v in values], pa.string())
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def check_engine_url(text: str) -> EngineTable:
+    """The table ``text`` names, its URL checked and its engine's extra installed (``InputError``
+    otherwise); nothing is opened."""
+    t = parse_engine_url(text)
+    require_engines(f"silo {t}")
+    return t
+
+
+def named_files(given: Iterable[tuple[str, str]]) -> list[Named]:
+    """The files among ``(option, value)`` pairs as ``Named`` inputs; an engine's URL among them is
+    checked (``check_engine_url``) and left out, since it names no file."""
+    files = []
+    for option, value in given:
+        if is_engine_url(value):
+            check_engine_url(value)
+        else:
+            files.append(Named(option, Path(value)))
+    return files
+
+
+def check_distinct_urls(values: Iterable[str], option: str = "--silo") -> None:
+    """No engine table is named twice (its rows would count twice while the ledger charges once)."""
+    seen: set[str] = set()
+    for value in values:
+        if is_engine_url(value) and value in seen:
+            raise InputError(f"{value}: given twice as {option}; give each silo once")
+        seen.add(value)
