@@ -11,6 +11,7 @@ import signal
 import stat
 import subprocess
 import sys
+from pathlib import Path
 from contextlib import contextmanager
 
 import numpy as np
@@ -298,3 +299,83 @@ def coarse_table(tmp_path):
     path = tmp_path / "t.csv"
     frame.to_csv(path, index=False)
     return path
+
+
+# ---- PostgreSQL: a server of the tests' own ---------------------------------------------------------
+PG_BIN = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+
+
+class Postgres:
+    """A running test server: its Unix socket folder, port, user and password (SCRAM), and a URL
+    for a silo in it (the password never in the URL: ``PGPASSWORD`` gives it)."""
+
+    def __init__(self, socket: Path, port: int, user: str, password: str):
+        self.socket, self.port, self.user, self.password = socket, port, user, password
+
+    def connect(self):
+        """A connection of the tests' own (autocommit), to load tables."""
+        import psycopg
+
+        return psycopg.connect(
+            host=str(self.socket),
+            port=self.port,
+            user=self.user,
+            password=self.password,
+            dbname="postgres",
+            autocommit=True,
+        )
+
+    def url(self, table: str | None = None, query: str | None = None) -> str:
+        """``postgresql://USER@/postgres?host=SOCKET&port=PORT&table=T`` (or ``query=``)."""
+        from urllib.parse import quote
+
+        rows = f"table={quote(table)}" if table is not None else f"query={quote(str(query))}"
+        return f"postgresql://{self.user}@/postgres?host={quote(str(self.socket))}&port={self.port}&{rows}"
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A PostgreSQL server started for the tests: Unix socket only (no TCP port), password
+    authentication (SCRAM), run as the unprivileged user 65534 where the tests run as root (the
+    server refuses root); stopped and removed afterwards. Skipped, with one line, where it cannot
+    start."""
+    import secrets
+    import shutil
+    import tempfile
+
+    pytest.importorskip("psycopg", reason="psycopg is not installed (pip install 'privsyn-fed[engines]')")
+    if not PG_BIN:
+        pytest.skip("no PostgreSQL server binaries under /usr/lib/postgresql (apt-get install postgresql)")
+    bin_ = PG_BIN[-1].parent
+    root = Path(tempfile.mkdtemp(prefix="privsyn-pg-"))
+    as_user: list[str] = []
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("running as root without setpriv, and PostgreSQL refuses to run as root")
+        os.chown(root, 65534, 65534)
+        as_user = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    password = secrets.token_hex(12)
+    (root / "pw").write_text(password)
+    os.chown(root / "pw", 65534, 65534) if as_user else None
+    data, port = root / "data", 55400 + os.getpid() % 500
+
+    def run(*cmd):
+        return subprocess.run([*as_user, *map(str, cmd)], capture_output=True, text=True, timeout=60)
+
+    made = run(
+        bin_ / "initdb", "-D", data, "--no-sync", "-A", "scram-sha-256", "-U", "privsyn", "--pwfile", root / "pw"
+    )
+    if made.returncode:
+        shutil.rmtree(root, ignore_errors=True)
+        pytest.skip(f"initdb failed: {(made.stderr.strip().splitlines() or ['?'])[-1]}")
+    options = f"-k {root} -c listen_addresses='' -p {port} -c fsync=off"
+    started = run(bin_ / "pg_ctl", "-D", data, "-o", options, "-l", root / "log", "-w", "start")
+    if started.returncode:
+        log = (root / "log").read_text()[-200:] if (root / "log").exists() else started.stderr
+        shutil.rmtree(root, ignore_errors=True)
+        pytest.skip(f"PostgreSQL did not start: {' '.join(log.split())}")
+    try:
+        yield Postgres(root, port, "privsyn", password)
+    finally:
+        run(bin_ / "pg_ctl", "-D", data, "-m", "immediate", "stop")
+        shutil.rmtree(root, ignore_errors=True)

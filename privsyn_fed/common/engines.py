@@ -107,8 +107,8 @@ def _without_password(text: str) -> str:
         rest = user_part.split(":", 1)[0] + ":***@" + host
     base, _, params = rest.partition("?")
     if params:
-        pairs = [(k, "***" if k == "password" else v) for k, v in parse_qsl(params, keep_blank_values=True)]
-        rest = base + "?" + urlencode(pairs, quote_via=quote)
+        pairs = parse_qsl(params, keep_blank_values=True)
+        rest = base + "?" + "&".join(f"{k}={'***' if k == 'password' else quote(v)}" for k, v in pairs)
     return f"{scheme}://{rest}"
 
 

@@ -357,7 +357,7 @@ def check_table_header(
     path: str | Path, schema: Schema, unit: str | None = None, site_column: str | None = None
 ) -> list[str]:
     """The table's header fits ``schema`` (``check_columns``), and so do a Parquet file's stored
-    types (``check_parquet_types``): public facts, checked without reading a row. With a privacy
+    types, and an engine table's (``check_stored_types``): public facts, checked without reading a row. With a privacy
     ``unit`` column, the table must have it (``check_unit_column``); the silo's ``site_column``
     (``silo.site``) it may lack. Returns the table's columns that the schema does not list
     (ignored), the unit column left out."""
@@ -370,7 +370,7 @@ def check_table_header(
         types = stored_types(path)
         if site_column is not None and site_column not in types:
             types[site_column] = "string"
-        check_parquet_types(types, schema, source)
+        check_stored_types(types, schema, source, table_format(path))
     return ignored
 
 
@@ -409,19 +409,25 @@ def check_unit_column(columns: Sequence[str], schema: Schema, unit: str | None, 
         )
 
 
-def check_parquet_types(types: dict[str, str], schema: Schema, source: str) -> None:
-    """Refuse a Parquet column whose stored type cannot hold the schema's column: a numeric column
-    needs numbers; a categorical one text, whole numbers or booleans."""
+#: How messages name the formats whose cells are typed.
+TYPED_NAMES = {"parquet": "Parquet", "duckdb": "DuckDB", "postgresql": "PostgreSQL"}
+
+
+def check_stored_types(types: dict[str, str], schema: Schema, source: str, fmt: str = "parquet") -> None:
+    """Refuse a column stored (in a Parquet file or an engine's table, ``fmt``) with a type that
+    cannot hold the schema's column: a numeric column needs numbers; a categorical one text, whole
+    numbers or booleans."""
+    where = TYPED_NAMES[fmt]
     for col in schema.columns:
         kind = types[col.name]
         if isinstance(col, NumericColumn) and not is_number_type(kind):
             raise InputError(
-                f"{source}: column '{col.name}' is stored as {kind} in Parquet, but the schema declares it "
+                f"{source}: column '{col.name}' is stored as {kind} in {where}, but the schema declares it "
                 "numeric; store it as a number type, or declare it categorical"
             )
         if isinstance(col, CategoricalColumn) and not is_text_type(kind):
             raise InputError(
-                f"{source}: column '{col.name}' is stored as {kind} in Parquet, but the schema declares it "
+                f"{source}: column '{col.name}' is stored as {kind} in {where}, but the schema declares it "
                 "categorical; store it as text or whole numbers, or declare it numeric"
             )
 

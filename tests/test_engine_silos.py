@@ -1,0 +1,270 @@
+"""Silos in an engine (DuckDB, PostgreSQL), named by URL: for random tables and schemas the silo
+read from the engine equals the one read from the same rows exported as CSV and as Parquet (encoded
+rows, content sums, clipping, identifier warnings, a privacy unit's bounds, a silo column); bad rows
+and bad URLs give one-line errors naming the table; the password never appears; a release over
+engine silos equals the release over their CSV exports."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import privsyn_fed as pf
+from privsyn_fed.common import InputError
+from privsyn_fed.silo import Silo
+from tests.conftest import assert_one_line_error, run_cli, synth_argv
+
+duckdb = pytest.importorskip("duckdb", reason="DuckDB is not installed (pip install 'privsyn-fed[engines]')")
+
+KEY = "0123456789abcdef"
+
+
+def _numeric(rng: np.random.Generator, name: str, n: int) -> tuple[dict, np.ndarray]:
+    integer = bool(rng.integers(2))
+    lower = float(rng.integers(-10, 20)) if integer else float(rng.choice([0, -5, 18, 0.5]))
+    upper = lower + (float(rng.integers(1, 200)) if integer else float(rng.choice([0.7, 7.0, 70.0, 1e3])))
+    col: dict = {"name": name, "type": "numeric", "lower": lower, "upper": upper, "integer": integer}
+    kind = rng.choice(["width", "log", "edges"])
+    if kind == "edges":
+        cuts = np.unique(np.round(rng.uniform(lower, upper, 4), 0 if integer else 3))
+        col["edges"] = [float(c) for c in cuts if lower < c < upper] or [float(np.round((lower + upper) / 2))]
+    else:
+        col["bins"] = int(rng.integers(1, 12))
+        if kind == "log" and lower >= 0:
+            col["scale"] = "log"
+    grid = np.linspace(lower, upper, 41)
+    values = np.concatenate([rng.uniform(lower - 3, upper + 3, n - len(grid) - 10), grid, lower + np.arange(10) + 0.5])
+    if integer:
+        values = np.round(values, 1)
+    if rng.integers(2):
+        atom = float(np.round(grid[20])) if integer else float(grid[20])
+        col["atoms"] = [atom]
+        values[: n // 10] = atom
+    if rng.integers(2):
+        col["missing"] = True
+        values[rng.random(n) < 0.1] = np.nan
+    return col, rng.permutation(values)
+
+
+def _categorical(rng: np.random.Generator, name: str, n: int) -> tuple[dict, np.ndarray]:
+    cats = ["a", "b", "c d", "e"][: int(rng.integers(1, 5))]
+    col: dict = {"name": name, "type": "categorical", "categories": list(cats)}
+    pool = [*cats, " a "]
+    if rng.integers(2):
+        col["categories"].append("other")
+        col["unknown"] = "other"
+        pool.append("zz")
+    values = rng.choice(np.array(pool, dtype=object), n)
+    if rng.integers(2):
+        col["missing"] = True
+        values[rng.random(n) < 0.1] = None
+    return col, values
+
+
+def _random_table(seed: int, n: int = 400) -> tuple[dict, pd.DataFrame]:
+    """A schema of four columns and the silo column ``site``, and a table of ``n`` rows that also
+    holds a person id ``pid`` (the privacy unit, several rows each)."""
+    rng = np.random.default_rng(seed)
+    cols, frame = [], {}
+    for i in range(4):
+        col, values = (_numeric if i < 2 or rng.integers(2) else _categorical)(rng, f"c{i}", n)
+        cols.append(col)
+        frame[col["name"]] = values
+    cols.append({"name": "site", "type": "categorical", "categories": ["north", "south"]})
+    frame["pid"] = rng.integers(1000, 1000 + n // 3, n)
+    return {"columns": cols}, pd.DataFrame(frame)
+
+
+def _duckdb_file(path, df: pd.DataFrame, table: str = "t") -> str:
+    con = duckdb.connect(str(path))
+    con.register("frame", df)
+    con.execute(f"CREATE TABLE {table} AS SELECT * FROM frame")
+    con.close()
+    return f"duckdb://{path}?table={table}"
+
+
+def _pg_table(postgres, df: pd.DataFrame, table: str) -> str:
+    kinds = {
+        c: "double precision" if df[c].dtype.kind == "f" else "bigint" if df[c].dtype.kind == "i" else "text"
+        for c in df.columns
+    }
+    with postgres.connect() as con:
+        con.execute(f"DROP TABLE IF EXISTS {table}")
+        con.execute(f"CREATE TABLE {table} ({', '.join(f'{c} {k}' for c, k in kinds.items())})")
+        with con.cursor().copy(f"COPY {table} ({', '.join(df.columns)}) FROM STDIN") as copy:
+            for row in df.itertuples(index=False):
+                copy.write_row([None if v is None or (isinstance(v, float) and np.isnan(v)) else v for v in row])
+    return postgres.url(table)
+
+
+def _same_silo(a: Silo, b: Silo) -> None:
+    assert a.true_size() == b.true_size() > 0
+    assert a.fingerprint() == b.fingerprint()
+    assert a.content is not None and b.content is not None
+    assert (a.content.rows, a.content.sums) == (b.content.rows, b.content.sums)
+    assert (a.clipped, a.identifiers, a.unit, a.unit_dropped, a.site) == (
+        b.clipped,
+        b.identifiers,
+        b.unit,
+        b.unit_dropped,
+        b.site,
+    )
+    for clique in itertools.combinations(range(len(a.schema.columns)), 2):
+        assert np.array_equal(a.marginal(clique), b.marginal(clique)), clique
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_silo_in_duckdb_is_the_silo_of_its_csv_and_parquet_exports(tmp_path, seed):
+    spec, df = _random_table(seed)
+    schema = pf.Schema.from_dict(spec)
+    df.to_csv(tmp_path / "t.csv", index=False)
+    df.to_parquet(tmp_path / "t.parquet", index=False)
+    url = _duckdb_file(tmp_path / "t.duckdb", df)
+    read = dict(unit="pid", max_rows=2, unit_key=KEY, site=("site", "north"))
+    from_csv = Silo.load(tmp_path / "t.csv", schema, **read)
+    for other in (tmp_path / "t.parquet", url, f"duckdb://?query=SELECT * FROM read_parquet('{tmp_path}/t.parquet')"):
+        _same_silo(from_csv, Silo.load(other, schema, **read))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_silo_in_postgresql_is_the_silo_of_its_csv_export(tmp_path, postgres, monkeypatch, seed):
+    monkeypatch.setenv("PGPASSWORD", postgres.password)
+    spec, df = _random_table(100 + seed)
+    schema = pf.Schema.from_dict(spec)
+    df.to_csv(tmp_path / "t.csv", index=False)
+    url = _pg_table(postgres, df, f"rows_{seed}")
+    read = dict(unit="pid", max_rows=2, unit_key=KEY, site=("site", "north"))
+    _same_silo(Silo.load(tmp_path / "t.csv", schema, **read), Silo.load(url, schema, **read))
+    query = postgres.url(query=f"SELECT * FROM rows_{seed} WHERE pid >= 0")
+    site = ("site", "north")
+    _same_silo(Silo.load(tmp_path / "t.csv", schema, site=site), Silo.load(query, schema, site=site))
+
+
+# ---- errors ---------------------------------------------------------------------------------------
+BAD = pd.DataFrame({"g": ["a", "b", "a", "zz", "b"], "x": [1.0, 2, 3, 4, 5], "pid": [1, 2, 3, None, 5]})
+BAD_SCHEMA = {
+    "columns": [
+        {"name": "g", "type": "categorical", "categories": ["a", "b"]},
+        {"name": "x", "type": "numeric", "lower": 0, "upper": 10, "bins": 2},
+    ]
+}
+
+
+def _error(source, **read) -> str:
+    with pytest.raises(InputError) as caught:
+        Silo.load(source, pf.Schema.from_dict(BAD_SCHEMA), **read)
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith(f"{source}: "), message
+    return message
+
+
+def _bad_errors(tmp_path, url_of) -> None:
+    """Each bad table in the engine (``url_of(frame, name)``) gives the error of its Parquet export,
+    the table named by its URL, its rows numbered alike."""
+    cases = {
+        "category": (BAD, {}),
+        "unit": (BAD.assign(g="a"), {"unit": "pid"}),
+        "column": (BAD.drop(columns="x"), {}),
+        "type": (BAD.assign(x=BAD["x"].astype(str)), {}),
+        "empty": (BAD.iloc[:0], {}),
+    }
+    for name, (frame, read) in cases.items():
+        frame.to_parquet(tmp_path / f"{name}.parquet", index=False)
+        want = _error(tmp_path / f"{name}.parquet", **read).replace("large_string", "string")
+        url = url_of(frame, name)
+        got = _error(url, **read)
+        where = "in Parquet" if name == "type" else ""
+        assert got.replace(url, "SOURCE") == want.replace(str(tmp_path / f"{name}.parquet"), "SOURCE").replace(
+            "in Parquet", where and ("in DuckDB" if url.startswith("duckdb") else "in PostgreSQL")
+        ), name
+
+
+def test_bad_rows_in_duckdb_give_the_errors_of_its_parquet_export(tmp_path):
+    _bad_errors(tmp_path, lambda frame, name: _duckdb_file(tmp_path / f"{name}.duckdb", frame))
+
+
+def test_bad_rows_in_postgresql_give_the_errors_of_its_parquet_export(tmp_path, postgres, monkeypatch):
+    monkeypatch.setenv("PGPASSWORD", postgres.password)
+    _bad_errors(tmp_path, lambda frame, name: _pg_table(postgres, frame, f"bad_{name}"))
+
+
+@pytest.mark.parametrize(
+    "url, fragment",
+    [
+        ("duckdb://nowhere.duckdb?table=t", "no DuckDB database file 'nowhere.duckdb'"),
+        ("duckdb://x.duckdb", "exactly one of ?table=NAME or ?query=SQL"),
+        ("duckdb://x.duckdb?table=t&query=SELECT%201", "exactly one of ?table=NAME or ?query=SQL"),
+        ("duckdb://x.duckdb?table=t&threads=4", "takes only ?table= or ?query=, not ?threads="),
+        ("duckdb://?table=t", "?table= needs a database file"),
+        ("postgresql://ann@db.example/prod", "exactly one of ?table=NAME or ?query=SQL"),
+    ],
+)
+def test_a_bad_url_is_refused_in_one_line_before_anything_is_opened(url, fragment):
+    with pytest.raises(InputError, match=None) as caught:
+        Silo.load(url, pf.Schema.from_dict(BAD_SCHEMA))
+    assert fragment in str(caught.value) and "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["postgresql://ann:Sesame-42@127.0.0.1/prod?table=t", "postgres://ann@127.0.0.1/prod?password=Sesame-42&table=t"],
+)
+def test_a_password_in_the_url_is_refused_and_never_repeated(url, tmp_path):
+    (tmp_path / "s.json").write_text(json.dumps(BAD_SCHEMA))
+    proc = run_cli(*synth_argv(schema=tmp_path / "s.json", silos=[url], out=tmp_path / "o.csv"))
+    line = assert_one_line_error(proc, "holds a password", "PGPASSWORD", "***")
+    assert "Sesame-42" not in proc.stdout + proc.stderr and "Sesame" not in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.json"]
+
+
+def test_the_password_comes_from_pgpassword_and_never_shows(tmp_path, postgres, monkeypatch):
+    monkeypatch.setenv("PGPASSWORD", postgres.password)
+    url = _pg_table(postgres, BAD.assign(g="a"), "secret_rows")
+    (tmp_path / "s.json").write_text(json.dumps(BAD_SCHEMA))
+    argv = synth_argv(schema=tmp_path / "s.json", silos=[url], out=tmp_path / "o.csv", seed=1, rows=20)
+    env = dict(os.environ)
+    env.pop("PGPASSWORD")
+    refused = run_cli(*argv, env=env)
+    assert_one_line_error(refused, url, "cannot connect to PostgreSQL")
+    wrong = run_cli(*argv, env={**env, "PGPASSWORD": "not-" + postgres.password})
+    assert_one_line_error(wrong, "cannot connect to PostgreSQL")
+    assert postgres.password not in wrong.stderr
+    done = run_cli(*argv, env={**env, "PGPASSWORD": postgres.password})
+    assert done.returncode == 0, done.stderr
+    written = "".join(p.read_text() for p in tmp_path.iterdir() if p.is_file())
+    assert postgres.password not in done.stdout + done.stderr + written
+    assert json.loads((tmp_path / "o.ledger.json").read_text())["method"] == "aim"
+
+
+# ---- a release ------------------------------------------------------------------------------------
+def test_a_release_over_engine_silos_equals_the_release_over_their_csv_exports(tmp_path, postgres, monkeypatch):
+    monkeypatch.setenv("PGPASSWORD", postgres.password)
+    spec, df = _random_table(7, n=900)
+    spec["columns"] = spec["columns"][:-1]  # no silo column
+    (tmp_path / "s.json").write_text(json.dumps(spec))
+    north, south = df.iloc[:500], df.iloc[500:]
+    north.to_csv(tmp_path / "north.csv", index=False)
+    south.to_csv(tmp_path / "south.csv", index=False)
+    engines = [f"north={_duckdb_file(tmp_path / 'n.duckdb', north)}", f"south={_pg_table(postgres, south, 'south')}"]
+    files = [f"north={tmp_path / 'north.csv'}", f"south={tmp_path / 'south.csv'}"]
+    ledgers = []
+    for name, silos in (("engines", engines), ("files", files)):
+        argv = synth_argv(schema=tmp_path / "s.json", silos=silos, out=tmp_path / f"{name}.csv", seed=5)
+        proc = run_cli(*argv, "--privacy-unit", "pid", "--max-rows-per-unit", "2")
+        assert proc.returncode == 0, proc.stderr
+        ledger = json.loads((tmp_path / f"{name}.ledger.json").read_text())
+        ledgers.append({k: v for k, v in ledger.items() if k not in ("created", "updated")})
+    assert (tmp_path / "engines.csv").read_bytes() == (tmp_path / "files.csv").read_bytes()
+    assert ledgers[0] == ledgers[1]
+
+
+def test_the_same_engine_table_given_twice_is_refused(tmp_path):
+    url = _duckdb_file(tmp_path / "t.duckdb", BAD.assign(g="a"))
+    (tmp_path / "s.json").write_text(json.dumps(BAD_SCHEMA))
+    proc = run_cli(*synth_argv(schema=tmp_path / "s.json", silos=[f"a={url}", f"b={url}"], out=tmp_path / "o.csv"))
+    assert_one_line_error(proc, url, "given twice as --silo")
