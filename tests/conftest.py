@@ -11,8 +11,8 @@ import signal
 import stat
 import subprocess
 import sys
-from pathlib import Path
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
