@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -129,6 +130,27 @@ def test_a_silo_in_duckdb_is_the_silo_of_its_csv_and_parquet_exports(tmp_path, s
     from_csv = Silo.load(tmp_path / "t.csv", schema, **read)
     for other in (tmp_path / "t.parquet", url, f"duckdb://?query=SELECT * FROM read_parquet('{tmp_path}/t.parquet')"):
         _same_silo(from_csv, Silo.load(other, schema, **read))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_silo_counted_in_duckdb_is_the_silo_of_its_csv_export(tmp_path, seed):
+    """Without a privacy unit a DuckDB silo's rows stay in DuckDB and are counted there
+    (``EngineStore``); it answers as the CSV's silo, whose rows the reader encoded."""
+    spec, df = _random_table(200 + seed)
+    schema = pf.Schema.from_dict(spec)
+    held = df.assign(site="north") if seed % 2 else df  # the silo column held by the table, or not
+    held.to_csv(tmp_path / "t.csv", index=False)
+    url = _duckdb_file(tmp_path / "t.duckdb", held)
+    from_csv = Silo.load(tmp_path / "t.csv", schema, site=("site", "north"))
+    counted = Silo.load(url, schema, site=("site", "north"))
+    assert [type(s).__name__ for s in counted._stores] == ["EngineStore"]
+    _same_silo(from_csv, counted)
+    assert np.array_equal(np.concatenate([v for _, v in from_csv.parts()]), counted.values(), equal_nan=True)
+    d = len(schema.columns)
+    every = list(itertools.chain.from_iterable(itertools.combinations(range(d), k) for k in range(d + 1)))
+    shuffled = [tuple(np.random.default_rng(seed).permutation(c)) for c in every]
+    for clique, counts in counted.marginals(shuffled).items():  # inside counted sets, in any column order
+        assert np.array_equal(counts, from_csv.marginal(clique)), clique
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -268,3 +290,20 @@ def test_the_same_engine_table_given_twice_is_refused(tmp_path):
     (tmp_path / "s.json").write_text(json.dumps(BAD_SCHEMA))
     proc = run_cli(*synth_argv(schema=tmp_path / "s.json", silos=[f"a={url}", f"b={url}"], out=tmp_path / "o.csv"))
     assert_one_line_error(proc, url, "given twice as --silo")
+
+
+def test_a_query_keeps_its_plus_signs_and_folders_beside_a_url_silo_are_named_after_it(tmp_path):
+    from privsyn_fed.common import beside, parse_engine_url
+
+    t = parse_engine_url("duckdb://x.duckdb?query=SELECT a+1, 'b%26c' FROM t")
+    assert t.query == "SELECT a+1, 'b&c' FROM t"
+    assert beside("duckdb:///data/x.duckdb?table=t", ".ledgers") == Path("/data/x.duckdb.ledgers")
+    assert beside("postgresql://ann@db/clinic?table=public.visits", ".site") == Path("visits.site")
+    assert beside("north.csv", ".site") == Path("north.csv.site")
+
+
+def test_a_query_over_a_table_with_plus_and_where_reads_its_rows(tmp_path):
+    url = _duckdb_file(tmp_path / "t.duckdb", BAD.assign(g="a"))
+    base = url.split("?")[0]
+    silo = Silo.load(f"{base}?query=SELECT g, x+1 AS x FROM t WHERE x >= 2", pf.Schema.from_dict(BAD_SCHEMA))
+    assert silo.true_size() == 4 and silo.marginal((1,)).tolist() == [2, 2]

@@ -5,7 +5,15 @@ progress (``progress``), environment settings (``settings``) and faces that give
 use (``lazy``)."""
 
 from . import settings
-from .engines import EngineTable, check_distinct_urls, check_engine_url, is_engine_url, named_files, parse_engine_url
+from .engines import (
+    EngineTable,
+    beside,
+    check_distinct_urls,
+    check_engine_url,
+    is_engine_url,
+    named_files,
+    parse_engine_url,
+)
 from .errors import BudgetExceeded, InputError, MPCError, OptionError, first_line
 from .escaping import markdown_text, terminal_text
 from .extras import require_agent, require_engines, require_mpc
@@ -108,6 +116,7 @@ __all__ = [
     "EngineTable",
     "is_engine_url",
     "check_engine_url",
+    "beside",
     "check_distinct_urls",
     "named_files",
     "parse_engine_url",

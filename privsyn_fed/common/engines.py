@@ -78,7 +78,7 @@ def parse_engine_url(text: str) -> EngineTable:
     scheme, _, rest = text.partition("://")
     engine = SCHEMES[scheme.lower()]
     base, _, params = rest.partition("?")
-    pairs = parse_qsl(params, keep_blank_values=True)
+    pairs = [(unquote(k), unquote(v)) for k, _, v in (p.partition("=") for p in params.split("&") if p)]
     given = dict(pairs)
     table, query = given.pop("table", None), given.pop("query", None)
     if (table is None) == (query is None) or not (table or query):
@@ -259,3 +259,14 @@ def check_distinct_urls(values: Iterable[str], option: str = "--silo") -> None:
         if is_engine_url(value) and value in seen:
             raise InputError(f"{value}: given twice as {option}; give each silo once")
         seen.add(value)
+
+
+def beside(silo: str | Path, suffix: str) -> Path:
+    """A path named after a silo with ``suffix`` added (``north.csv.ledgers``): beside its file; for
+    an engine's table beside its DuckDB file, or in the current folder named after the table."""
+    if is_engine_url(silo):
+        t = parse_engine_url(str(silo))
+        p = Path(t.target if t.engine == "duckdb" and t.target else t.name)
+    else:
+        p = Path(silo)
+    return p.with_name(p.name + suffix)

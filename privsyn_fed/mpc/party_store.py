@@ -25,14 +25,9 @@ def default_ledger_folder(silo_path: str | Path) -> Path:
     """Where a party keeps its ledger copies when ``--ledger`` is not given: ``SILO.ledgers/`` beside
     its silo, one file per release; for a silo in an engine, beside its DuckDB file, or in the current
     folder named after its table."""
-    from ..common import is_engine_url, parse_engine_url
+    from ..common import beside
 
-    if is_engine_url(silo_path):
-        t = parse_engine_url(str(silo_path))
-        p = Path(t.target if t.engine == "duckdb" and t.target else t.name)
-        return p.with_name(p.name + ".ledgers")
-    p = Path(silo_path)
-    return p.with_name(p.name + ".ledgers")
+    return beside(silo_path, ".ledgers")
 
 
 def new_ledger_path(ledger: Path | None, silo_path: str | Path) -> Path:

@@ -9,6 +9,7 @@ from .cells import (
     MISSING_TOKENS,
     check_header,
     column_cells,
+    missing_tokens,
     numbers_as_text,
     text_fault,
 )
@@ -64,6 +65,7 @@ from .profile import IDENTIFIER_SAMPLE
 from .schema import CategoricalColumn, NumericColumn, Schema, checked_edges
 
 __all__ = [
+    "missing_tokens",
     "ATOM_SHARE",
     "CategoricalColumn",
     "ColumnProfile",

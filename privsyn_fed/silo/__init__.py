@@ -27,8 +27,9 @@ from .queries import (
     from_wire,
 )
 from .reading import SiloLike, read_silos
+from .rowstore import marginal_counts
 from .scores import SQRT_2_OVER_PI, aim_score
-from .silo import Silo, check_table_header, marginal_counts, read_csv
+from .silo import Silo, check_table_header, read_csv
 from .site import check_silo_column, default_silo_name, silo_names, site_record
 
 __all__ = [

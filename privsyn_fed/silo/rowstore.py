@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -114,9 +114,27 @@ class RowStore:
                 nums = np.concatenate([v for _, v in self._memory])
             self._memory = [(codes, nums)]
 
+    def marginals(self, shape: Sequence[int], cliques: Iterable[Sequence[int]]) -> dict[tuple[int, ...], np.ndarray]:
+        """The count vector of each clique (``marginal_counts``), summed over the parts in one pass."""
+        totals = {tuple(c): np.zeros(int(np.prod([shape[i] for i in c])), dtype=np.int64) for c in cliques}
+        for codes, _ in self.parts():
+            for c in totals:
+                totals[c] += marginal_counts(codes, shape, c)
+        return totals
+
     def close(self) -> None:
         """Drop the parts (and close the temporary file, which removes it)."""
         if self._file is not None:
             self._file.close()
             self._file = None
         self._memory, self._index = [], []
+
+
+def marginal_counts(codes: np.ndarray, shape: Sequence[int], clique: Sequence[int]) -> np.ndarray:
+    """Counts of encoded rows over the cells of ``clique`` (row-major, int64): one ``bincount``
+    on the mixed-radix index of the clique's columns; the empty clique counts the rows."""
+    if not clique:
+        return np.array([len(codes)], dtype=np.int64)
+    dims = [shape[i] for i in clique]
+    index = np.ravel_multi_index(tuple(codes[:, i] for i in clique), dims)
+    return np.bincount(index, minlength=int(np.prod(dims))).astype(np.int64)

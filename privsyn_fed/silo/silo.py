@@ -21,8 +21,10 @@ from ..common import (
     NotArrowReadable,
     arrow_cells,
     checkpoint,
+    is_engine_url,
     is_number_type,
     is_text_type,
+    parse_engine_url,
     read_arrow_chunks,
     read_chunks,
     read_header,
@@ -44,6 +46,7 @@ from ..schema import (
     ignored_note,
 )
 from .content import ContentSums
+from .engine_store import EngineStore
 from .identifier_scan import IdentifierScan
 from .rowstore import RowStore
 from .units import keep_mask, new_key, unit_hashes
@@ -141,6 +144,36 @@ def _read_store(
     return store, clipped, content
 
 
+def _counted_in_engine(path: str | Path, schema: Schema, source: str, site) -> "Silo | None":
+    """The silo of an engine's table whose rows stay in the engine and are counted there
+    (``EngineStore``), or None where the engine cannot keep them (``EngineStore.open``), or holds no
+    row, or a row holds a value the schema refuses: the reader then reads the table, to the same
+    silo or its one-line error. Content sums and the identifier scan read the encoded rows once."""
+    store = EngineStore.open(parse_engine_url(str(path)), schema, stored_types(path), site)
+    if store is None:
+        return None
+    try:
+        if store.count == 0 or store.refused():
+            store.close()
+            return None
+        content = ContentSums(schema, None if site is None else site[0])
+        scan = IdentifierScan(schema, None if site is None else site[0])
+        first_row = 1
+        for codes, values in store.parts(with_values=True):
+            checkpoint()
+            if site is not None:
+                check_site_codes(codes, schema, site, source, first_row)
+            content.add(codes, values)
+            scan.add(codes, values)
+            first_row += len(codes)
+    except BaseException:
+        store.close()
+        raise
+    silo = Silo(source, None, schema, store.clipped(), stores=[store])
+    silo.content, silo.identifiers, silo.site = content, scan.reasons(), site
+    return silo
+
+
 class Silo:
     """Encoded private rows of one party over a public schema, held in a ``RowStore`` (or several,
     for the curator's pooled silo): statistics are computed part by part, so a silo read from
@@ -217,6 +250,10 @@ class Silo:
         held = site is None or site[0] in read_header(path)
         if ignored:
             log.warning(ignored_note(source, ignored))
+        if unit is None and keep is None and is_engine_url(path):
+            counted = _counted_in_engine(path, schema, source, site)
+            if counted is not None:
+                return counted
         if unit is not None and keep is None:
             key = unit_key or new_key()
             keep = keep_mask(_unit_hashes(path, unit, key, source, chunk_rows), max_rows, key)
@@ -306,13 +343,14 @@ class Silo:
         return self.marginals([clique])[tuple(clique)]
 
     def marginals(self, cliques: Iterable[Sequence[int]]) -> dict[tuple[int, ...], np.ndarray]:
-        """The marginal of each clique, keyed by the clique as a tuple: the sums over the store's parts of
-        ``marginal_counts``, all in one pass over the parts."""
+        """The marginal of each clique, keyed by the clique as a tuple: the sum over the silo's stores
+        of their counts (``RowStore.marginals``: one pass over its parts; ``EngineStore.marginals``:
+        counted in the engine)."""
         shape = self.schema.shape
         totals = {tuple(c): np.zeros(int(np.prod([shape[i] for i in c])), dtype=np.int64) for c in cliques}
-        for codes, _ in self._parts():
-            for c in totals:
-                totals[c] += marginal_counts(codes, shape, c)
+        for store in self._stores:
+            for c, counts in store.marginals(shape, totals).items():
+                totals[c] += counts
         return totals
 
     def parts(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -446,16 +484,6 @@ def row_multiset_hash(codes: np.ndarray) -> int:
         for j in range(codes.shape[1]):
             h = _mix(h ^ (codes[:, j].astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15 * (j + 1) % 2**64)))
         return int(h.sum(dtype=np.uint64))
-
-
-def marginal_counts(codes: np.ndarray, shape: Sequence[int], clique: Sequence[int]) -> np.ndarray:
-    """Counts of encoded rows over the cells of ``clique`` (row-major, int64): one ``bincount``
-    on the mixed-radix index of the clique's columns; the empty clique counts the rows."""
-    if not clique:
-        return np.array([len(codes)], dtype=np.int64)
-    dims = [shape[i] for i in clique]
-    index = np.ravel_multi_index(tuple(codes[:, i] for i in clique), dims)
-    return np.bincount(index, minlength=int(np.prod(dims))).astype(np.int64)
 
 
 def read_csv(path: str | Path) -> pd.DataFrame:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from ..common import InputError, check_input, named_files
+from ..common import InputError, beside, check_input, named_files
 from ..mpc import certs, check_ledger_target, check_store_agrees, federation_digest, load_policy, schema_fingerprint
 from ..mpc import load_federation as load
 from .client import SiteSetup
@@ -86,7 +86,7 @@ def site_setups(
                 Path(ledgers[i]) if ledgers else None,
                 seeded,
                 connect_s,
-                Path(states[i]) if states else Path(silo).with_name(Path(silo).name + ".site"),
+                Path(states[i]) if states else beside(silo, ".site"),
             )
         )
     return out

@@ -1,0 +1,175 @@
+"""A column's cells as SQL, so that an engine (DuckDB, PostgreSQL) counts marginals where the rows
+live and only count vectors come back.
+
+``cell_sql(col, ref)`` is an SQL expression whose value is the cell of each row exactly as
+``schema.encode`` gives it for the same value:
+* a numeric column: missing (NULL, NaN) -> ``missing_cell``; infinite -> NULL (a row the release
+  must refuse); else the value clipped to
+  ``[lower, upper]``; an atom's value (rounded half to even first for an integer column) -> its cell;
+  else its bin: with cut points, the number of cuts at or below the value (a CASE chain on the cut
+  array itself, never a division, so an edge value lands where ``searchsorted`` puts it); an integer
+  column's equal-width bin ``min(((round(x) - lower) * B) // m, B - 1)`` in 128-bit integers; a real
+  column's ``min(floor((x - lower) / (upper - lower) * B), B - 1)`` in doubles, the same operations
+  in the same order as numpy's, so IEEE arithmetic gives the same bin;
+* a categorical column: trimmed text; a missing token -> the missing cell; a category -> its index;
+  any other text -> the ``unknown`` category's index, or NULL (a row the release must refuse).
+``marginal_sql(schema, clique, source)`` counts the cells of one clique (``GROUP BY``), and
+``counts_from_rows`` turns the engine's ``(cells..., count)`` rows into the row-major count vector
+``Silo.marginal`` gives. ``DUCKDB`` and ``POSTGRES`` differ only in how they round half to even
+(PostgreSQL's ``round(double)`` does), their wide integers and integer division, and how they test
+for NaN.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from ..schema import CategoricalColumn, NumericColumn, Schema, missing_tokens
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """What an engine calls: rounding half to even, a wide integer type, integer division, a NaN test."""
+
+    round_even: str  # "{x}" rounded half to even
+    wide: str  # an integer type that holds (x - lower) * bins
+    div: str  # "{a}" divided by "{b}", rounded down (both non-negative)
+    isnan: str  # "{x}" is NaN
+    isinf: str  # "{x}" is infinite
+
+
+DUCKDB = Dialect("ROUND_EVEN({x}, 0)", "HUGEINT", "({a} // {b})", "isnan({x})", "isinf({x})")
+POSTGRES = Dialect(
+    "round({x})",
+    "NUMERIC",
+    "div({a}, {b})",
+    "({x} = 'NaN'::float8)",
+    "({x} IN ('Infinity'::float8, '-Infinity'::float8))",
+)
+
+
+def quoted(name: str) -> str:
+    """An SQL identifier in double quotes."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def literal(value: float | str) -> str:
+    """An exact SQL literal: a double by its shortest round-trip text, or a quoted string."""
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    return f"CAST('{float(value)!r}' AS DOUBLE PRECISION)"
+
+
+def cell_sql(col: NumericColumn | CategoricalColumn, ref: str, dialect: Dialect = DUCKDB) -> str:
+    """The SQL expression of the cell of ``ref`` (a column reference) in ``col`` (module docstring)."""
+    if isinstance(col, CategoricalColumn):
+        return _categorical(col, ref)
+    return _numeric(col, ref, dialect)
+
+
+def _numeric(col: NumericColumn, ref: str, d: Dialect) -> str:
+    v = f"CAST({ref} AS DOUBLE PRECISION)"
+    x = f"least(greatest({v}, {literal(col.lower)}), {literal(col.upper)})"
+    present = _numeric_cell(col, x, d)
+    missing = str(col.missing_cell) if col.missing else "NULL"
+    return (
+        f"(CASE WHEN {ref} IS NULL OR {d.isnan.format(x=v)} THEN {missing} "
+        f"WHEN {d.isinf.format(x=v)} THEN NULL ELSE {present} END)"
+    )
+
+
+def value_sql(col: NumericColumn, ref: str, dialect: Dialect = DUCKDB) -> str:
+    """The value ``encode`` keeps of a numeric cell: clipped to ``[lower, upper]``, NaN where missing."""
+    v = f"CAST({ref} AS DOUBLE PRECISION)"
+    x = f"least(greatest({v}, {literal(col.lower)}), {literal(col.upper)})"
+    return f"(CASE WHEN {ref} IS NULL OR {dialect.isnan.format(x=v)} THEN CAST('NaN' AS DOUBLE PRECISION) ELSE {x} END)"
+
+
+def clipped_sql(col: NumericColumn, ref: str, dialect: Dialect = DUCKDB) -> str:
+    """Whether a present, finite value lies outside ``[lower, upper]`` (``encode``'s clipped count)."""
+    v = f"CAST({ref} AS DOUBLE PRECISION)"
+    return (
+        f"({ref} IS NOT NULL AND NOT {dialect.isnan.format(x=v)} AND NOT {dialect.isinf.format(x=v)} "
+        f"AND ({v} < {literal(col.lower)} OR {v} > {literal(col.upper)}))"
+    )
+
+
+def _numeric_cell(col: NumericColumn, x: str, d: Dialect) -> str:
+    value = d.round_even.format(x=x) if col.integer else x
+    bin_ = _bin(col, x, d)
+    if not col.atoms:
+        return bin_
+    atoms = " ".join(f"WHEN {value} = {literal(a)} THEN {col.first_atom_cell + i}" for i, a in enumerate(col.atoms))
+    return f"(CASE {atoms} ELSE {bin_} END)"
+
+
+def _bin(col: NumericColumn, x: str, d: Dialect) -> str:
+    cuts = col.cuts
+    if cuts is not None and len(cuts) == 0:
+        return "0"
+    if cuts is not None:
+        value = d.round_even.format(x=x) if col.integer else x
+        steps = " ".join(f"WHEN {value} < {literal(c)} THEN {i}" for i, c in enumerate(cuts))
+        return f"(CASE {steps} ELSE {len(cuts)} END)"
+    B = col.n_bins
+    if col.integer:
+        k = f"(CAST({d.round_even.format(x=x)} AS {d.wide}) - {int(col.lower)})"
+        return f"CAST(least({d.div.format(a=f'{k} * {B}', b=col.whole_numbers)}, {B - 1}) AS BIGINT)"
+    if col.upper == col.lower:
+        return "0"
+    span = f"({literal(col.upper)} - {literal(col.lower)})"
+    scaled = f"(({x} - {literal(col.lower)}) / {span} * {B})"
+    return f"CAST(least(greatest(floor({scaled}), 0), {B - 1}) AS BIGINT)"
+
+
+def _categorical(col: CategoricalColumn, ref: str) -> str:
+    text = f"trim(CAST({ref} AS VARCHAR))"
+    tokens = missing_tokens(col)
+    missing = str(len(col.categories)) if col.missing else "NULL"
+    whens = [f"WHEN {ref} IS NULL THEN {missing}"]
+    if tokens:
+        whens.append(f"WHEN {text} IN ({', '.join(map(literal, tokens))}) THEN {missing}")
+    whens += [f"WHEN {text} = {literal(c)} THEN {i}" for i, c in enumerate(col.categories)]
+    other = "NULL" if col.unknown is None else str(col.categories.index(col.unknown))
+    return f"(CASE {' '.join(whens)} ELSE {other} END)"
+
+
+def marginal_sql(schema: Schema, clique: Sequence[int], source: str, dialect: Dialect = DUCKDB) -> str:
+    """``SELECT c0, c1, ..., count(*) FROM source GROUP BY ...``: the cells of ``clique`` (column
+    indices) counted by the engine; ``source`` is a table reference or a parenthesised query."""
+    cells = [
+        f"{cell_sql(schema.columns[j], quoted(schema.columns[j].name), dialect)} AS c{k}" for k, j in enumerate(clique)
+    ]
+    keys = ", ".join(str(k + 1) for k in range(len(clique)))
+    return f"SELECT {', '.join(cells)}, count(*) AS n FROM {source} GROUP BY {keys}"
+
+
+def cells_sql(schema: Schema, source: str, dialect: Dialect = DUCKDB) -> str:
+    """``SELECT <cell of each column> AS c0, c1, ... FROM source``: every column's cell, as 32-bit
+    integers, once per row (a compact table the marginals are then counted from)."""
+    cells = [
+        f"CAST({cell_sql(col, quoted(col.name), dialect)} AS INTEGER) AS c{j}" for j, col in enumerate(schema.columns)
+    ]
+    return f"SELECT {', '.join(cells)} FROM {source}"
+
+
+def cells_marginal_sql(clique: Sequence[int], cells: str) -> str:
+    """The ``GROUP BY`` of ``clique``'s cells over a table of cells (``cells_sql``)."""
+    keys = ", ".join(f"c{j}" for j in clique)
+    return f"SELECT {keys}, count(*) AS n FROM {cells} GROUP BY {keys}"
+
+
+def counts_from_rows(schema: Schema, clique: Sequence[int], rows: Iterable[Sequence]) -> np.ndarray:
+    """The row-major count vector over ``clique``'s cells from an engine's ``(cells..., count)`` rows;
+    ``ValueError`` for a row with no cell (NULL: a value the schema refuses)."""
+    shape = tuple(schema.shape[j] for j in clique)
+    out = np.zeros(int(np.prod(shape)), dtype=np.int64)
+    for row in rows:
+        cells, n = row[:-1], row[-1]
+        if any(c is None for c in cells):
+            raise ValueError("a row has a value the schema refuses")
+        out[np.ravel_multi_index(tuple(int(c) for c in cells), shape)] += int(n)
+    return out
