@@ -1,18 +1,25 @@
-"""Counting a release's marginals where the rows live: DuckDB (``silo.sql_cells``: the cells as SQL,
-``GROUP BY`` in the engine, only count vectors back) against today's reader (``Silo.load``: the
-Parquet file read in chunks into the row store, then counted in numpy), on a generated silo.
+"""Counting a release's marginals where the rows live: a silo counted in DuckDB (``EngineStore``:
+the cells encoded once in the engine, ``GROUPING SETS``, only count vectors back) against today's
+reader (``Silo.load`` of the Parquet file: read in chunks into the row store, counted in numpy), on
+a generated silo, each in a process of its own (wall time and peak memory).
 
     python benchmarks/engine_counting.py --rows 20000000
 
-Both count every 3-way marginal of the first six columns; the counts are checked equal. Needs
-DuckDB (``pip install duckdb``).
+Every mode reads the silo and counts every 3-way marginal of its six columns; the counts are
+checked equal across modes. Modes: ``reader`` (the Parquet file), ``duckdb-file`` (the rows in a
+DuckDB database file, ``duckdb://silo.duckdb?table=silo``; writing that file is timed apart, as the
+export a bank would already have), ``duckdb-parquet`` (DuckDB reading the Parquet file itself,
+``duckdb://?query=SELECT * FROM read_parquet(...)``). Needs the engines extra.
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
+import os
 import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -22,7 +29,6 @@ import numpy as np
 import pandas as pd
 
 import privsyn_fed as pf
-from privsyn_fed.silo.sql_cells import cells_marginal_sql, cells_sql, counts_from_rows, marginal_sql
 
 SCHEMA = {
     "columns": [
@@ -34,6 +40,7 @@ SCHEMA = {
         {"name": "plan", "type": "categorical", "categories": ["a", "b", "c", "other"], "unknown": "other"},
     ]
 }
+MODES = ("reader", "duckdb-file", "duckdb-parquet")
 
 
 def generate(path: Path, rows: int, seed: int = 0, chunk: int = 2_000_000) -> None:
@@ -64,60 +71,75 @@ def generate(path: Path, rows: int, seed: int = 0, chunk: int = 2_000_000) -> No
     writer.close()
 
 
-def peak_mb() -> float:
-    """This process's peak resident memory so far, MB."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def source(mode: str, folder: Path) -> str:
+    """The silo as ``Silo.load`` takes it in ``mode``."""
+    parquet = folder / "silo.parquet"
+    if mode == "reader":
+        return str(parquet)
+    if mode == "duckdb-file":
+        return f"duckdb://{folder / 'silo.duckdb'}?table=silo"
+    return f"duckdb://?query=SELECT * FROM read_parquet('{parquet}')"
+
+
+def run_mode(mode: str, folder: Path) -> None:
+    """Read the silo and count every 3-way marginal; print one JSON line (seconds, peak MB, counts digest)."""
+    schema = pf.Schema.from_dict(SCHEMA)
+    cliques = list(itertools.combinations(range(len(schema.columns)), 3))
+    start = time.monotonic()
+    silo = pf.Silo.load(source(mode, folder), schema)
+    read_s = time.monotonic() - start
+    counts = silo.marginals(cliques)
+    total_s = time.monotonic() - start
+    digest = int(sum(int((counts[c] * np.arange(1, len(counts[c]) + 1)).sum()) for c in cliques))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"mode": mode, "read_s": read_s, "total_s": total_s, "peak_mb": peak, "digest": digest}))
 
 
 def main() -> int:
-    """Run the comparison and print one line per reader."""
+    """Generate the silo, run each mode in its own process, print one line per mode."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=2_000_000)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--memory-limit", default="1GB")
+    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated, of: " + ", ".join(MODES))
+    parser.add_argument("--run", nargs=2, metavar=("MODE", "FOLDER"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    try:
-        import duckdb
-    except ImportError:
-        print("engine_counting: DuckDB is not installed (pip install duckdb)", file=sys.stderr)
-        return 2
-    schema = pf.Schema.from_dict(SCHEMA)
-    cliques = list(itertools.combinations(range(len(schema.columns)), 3))
+    if args.run:
+        run_mode(args.run[0], Path(args.run[1]))
+        return 0
+    import duckdb
+
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "silo.parquet"
+        folder = Path(tmp)
         start = time.monotonic()
-        generate(path, args.rows)
-        print(f"generated {args.rows:,} rows ({path.stat().st_size / 1e6:.0f} MB) in {time.monotonic() - start:.1f} s")
-
-        con = duckdb.connect(config={"threads": args.threads, "memory_limit": args.memory_limit})
-        start = time.monotonic()
-        source = f"read_parquet('{path}')"
-        engine = {
-            c: counts_from_rows(schema, c, con.execute(marginal_sql(schema, c, source)).fetchall()) for c in cliques
-        }
-        engine_s, engine_mb = time.monotonic() - start, peak_mb()
-        print(
-            f"duckdb, one query per marginal: {len(cliques)} 3-way marginals in {engine_s:.1f} s "
-            f"(peak {engine_mb:.0f} MB so far)"
-        )
-        start = time.monotonic()
-        con.execute(f"CREATE TEMP TABLE cells AS {cells_sql(schema, source)}")
-        once = {c: counts_from_rows(schema, c, con.execute(cells_marginal_sql(c, "cells")).fetchall()) for c in cliques}
-        once_s = time.monotonic() - start
-        print(f"duckdb, cells once then counted: {once_s:.1f} s (peak {peak_mb():.0f} MB so far)")
-        assert all(np.array_equal(engine[c], once[c]) for c in cliques)
-
-        start = time.monotonic()
-        silo = pf.Silo.load(str(path), schema)
-        read_s = time.monotonic() - start
-        ours = silo.marginals(cliques)
-        ours_s = time.monotonic() - start
-        print(
-            f"reader: read in {read_s:.1f} s, {len(cliques)} 3-way marginals in {ours_s:.1f} s in all "
-            f"(peak {peak_mb():.0f} MB)"
-        )
-    same = all(np.array_equal(engine[c], ours[tuple(c)]) for c in cliques)
-    print(f"counts equal: {same}; time against the reader: {engine_s / ours_s:.2f}x and {once_s / ours_s:.2f}x")
+        generate(folder / "silo.parquet", args.rows)
+        size = (folder / "silo.parquet").stat().st_size / 1e6
+        print(f"generated {args.rows:,} rows, {size:.0f} MB of Parquet, in {time.monotonic() - start:.1f} s")
+        if "duckdb-file" in args.modes:
+            start = time.monotonic()
+            with duckdb.connect(str(folder / "silo.duckdb")) as con:
+                con.execute(f"CREATE TABLE silo AS SELECT * FROM read_parquet('{folder / 'silo.parquet'}')")
+            size = (folder / "silo.duckdb").stat().st_size / 1e6
+            print(f"wrote the DuckDB file ({size:.0f} MB) in {time.monotonic() - start:.1f} s (not counted below)")
+        results = []
+        for mode in args.modes.split(","):
+            proc = subprocess.run(
+                [sys.executable, __file__, "--run", mode, str(folder)], capture_output=True, text=True, env=os.environ
+            )
+            if proc.returncode:
+                print(proc.stderr, file=sys.stderr)
+                return 1
+            r = json.loads(proc.stdout.strip().splitlines()[-1])
+            results.append(r)
+            per = r["total_s"] / args.rows * 1e9
+            print(
+                f"{mode:15s} read {r['read_s']:6.1f} s, with every 3-way marginal {r['total_s']:6.1f} s "
+                f"({per:.0f} ns a row), peak {r['peak_mb']:,.0f} MB"
+            )
+    same = len({r["digest"] for r in results}) == 1
+    base = next((r for r in results if r["mode"] == "reader"), None)
+    if base is not None:
+        for r in results:
+            print(f"{r['mode']}: {base['total_s'] / r['total_s']:.1f}x the reader's speed")
+    print(f"counts equal across modes: {same}")
     return 0 if same else 1
 
 

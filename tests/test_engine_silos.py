@@ -55,7 +55,7 @@ def _numeric(rng: np.random.Generator, name: str, n: int) -> tuple[dict, np.ndar
 def _categorical(rng: np.random.Generator, name: str, n: int) -> tuple[dict, np.ndarray]:
     cats = ["a", "b", "c d", "e"][: int(rng.integers(1, 5))]
     col: dict = {"name": name, "type": "categorical", "categories": list(cats)}
-    pool = [*cats, " a "]
+    pool = [*cats, " a ", f"\u3000{cats[-1]}\t"]  # white space that str.strip strips
     if rng.integers(2):
         col["categories"].append("other")
         col["unknown"] = "other"
@@ -307,3 +307,15 @@ def test_a_query_over_a_table_with_plus_and_where_reads_its_rows(tmp_path):
     base = url.split("?")[0]
     silo = Silo.load(f"{base}?query=SELECT g, x+1 AS x FROM t WHERE x >= 2", pf.Schema.from_dict(BAD_SCHEMA))
     assert silo.true_size() == 4 and silo.marginal((1,)).tolist() == [2, 2]
+
+
+def test_duckdb_keeps_to_the_memory_limit_asked_for_and_a_bad_one_is_one_line(tmp_path, monkeypatch):
+    url = _duckdb_file(tmp_path / "t.duckdb", BAD.assign(g="a"))
+    monkeypatch.setenv("PRIVSYN_FED_DUCKDB_MEMORY", "100MB")
+    silo = Silo.load(url, pf.Schema.from_dict(BAD_SCHEMA))
+    assert silo.marginal((0,)).tolist() == [5, 0]
+    limit = silo._stores[0]._one("SELECT current_setting('memory_limit')")[0]
+    assert limit.replace(" ", "").upper().startswith(("95.3MIB", "100MB", "95MIB")), limit
+    monkeypatch.setenv("PRIVSYN_FED_DUCKDB_MEMORY", "lots")
+    with pytest.raises(InputError, match="PRIVSYN_FED_DUCKDB_MEMORY=lots: DuckDB refuses it as a memory limit"):
+        Silo.load(url, pf.Schema.from_dict(BAD_SCHEMA))

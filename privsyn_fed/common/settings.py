@@ -11,6 +11,15 @@ SOURCE_VERSION = "0.1.0"
 JAX_CACHE_ENV = "PRIVSYN_FED_JAX_CACHE"
 
 
+#: DuckDB's memory limit for silos counted in DuckDB (``4GB``, ``500MB``; unset: DuckDB's own, 80% of memory).
+DUCKDB_MEMORY_ENV = "PRIVSYN_FED_DUCKDB_MEMORY"
+
+
+def duckdb_memory_setting() -> str | None:
+    """The memory limit asked for in ``$PRIVSYN_FED_DUCKDB_MEMORY``, or None (DuckDB's default)."""
+    return os.environ.get(DUCKDB_MEMORY_ENV, "").strip() or None
+
+
 def jax_cache_setting() -> str | None:
     """The persistent compilation cache folder asked for in ``$PRIVSYN_FED_JAX_CACHE``, or None."""
     setting = os.environ.get(JAX_CACHE_ENV, "")

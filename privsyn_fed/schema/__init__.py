@@ -58,13 +58,14 @@ from .encode import (
     numeric_histogram,
     refined,
 )
-from .encode_arrow import constant_column, encode_batch
+from .encode_arrow import WHITESPACE, constant_column, encode_batch
 from .identifiers import identifier_note, identifier_reason
 from .numeric_keys import rounded
 from .profile import IDENTIFIER_SAMPLE
 from .schema import CategoricalColumn, NumericColumn, Schema, checked_edges
 
 __all__ = [
+    "WHITESPACE",
     "missing_tokens",
     "ATOM_SHARE",
     "CategoricalColumn",

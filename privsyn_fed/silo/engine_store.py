@@ -6,8 +6,9 @@ column's cell (``sql_cells.cell_sql``: the project's own encoding, NULL for a va
 refuses), each numeric column's clipped value (``value_sql``) and whether it was clipped
 (``clipped_sql``). Marginals are then ``GROUP BY GROUPING SETS`` over that table, one scan for
 any number of cliques, and only count vectors come back; a clique inside one counted before is
-summed from it. DuckDB runs on every core and keeps its memory under its own ``memory_limit``,
-spilling beyond it to a private temporary folder that is removed with the store.
+summed from it. DuckDB runs on every core and keeps its memory under its own ``memory_limit``
+(``$PRIVSYN_FED_DUCKDB_MEMORY``, else DuckDB's default), spilling beyond it to a private
+temporary folder that is removed with the store.
 
 It holds the same rows as a ``RowStore`` would (``parts`` reads them back in the table's order),
 so the silo's checks, content sums and identifier scan are computed from them as for a file.
@@ -25,7 +26,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from ..common import EngineTable
+from ..common import EngineTable, InputError, first_line, settings
 from ..schema import CategoricalColumn, NumericColumn, Schema
 from .rowstore import code_dtype
 from .sql_cells import cell_sql, clipped_sql, literal, quoted, value_sql
@@ -56,8 +57,18 @@ class EngineStore:
             return None
         import duckdb
 
+        memory = settings.duckdb_memory_setting()
         folder = tempfile.mkdtemp(prefix="privsyn-fed-engine-")
-        con = duckdb.connect(":memory:", config={"temp_directory": folder})
+        try:
+            con = duckdb.connect(
+                ":memory:", config={"temp_directory": folder, **({"memory_limit": memory} if memory else {})}
+            )
+        except duckdb.Error as exc:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise InputError(
+                f"{settings.DUCKDB_MEMORY_ENV}={memory}: DuckDB refuses it as a memory limit ({first_line(exc)}); "
+                "give a size such as 4GB"
+            ) from None
         try:
             if table.target:
                 con.execute(f"ATTACH {literal(table.target)} AS silo (READ_ONLY)")

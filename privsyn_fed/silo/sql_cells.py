@@ -4,20 +4,22 @@ live and only count vectors come back.
 ``cell_sql(col, ref)`` is an SQL expression whose value is the cell of each row exactly as
 ``schema.encode`` gives it for the same value:
 * a numeric column: missing (NULL, NaN) -> ``missing_cell``; infinite -> NULL (a row the release
-  must refuse); else the value clipped to
-  ``[lower, upper]``; an atom's value (rounded half to even first for an integer column) -> its cell;
-  else its bin: with cut points, the number of cuts at or below the value (a CASE chain on the cut
-  array itself, never a division, so an edge value lands where ``searchsorted`` puts it); an integer
-  column's equal-width bin ``min(((round(x) - lower) * B) // m, B - 1)`` in 128-bit integers; a real
-  column's ``min(floor((x - lower) / (upper - lower) * B), B - 1)`` in doubles, the same operations
-  in the same order as numpy's, so IEEE arithmetic gives the same bin;
-* a categorical column: trimmed text; a missing token -> the missing cell; a category -> its index;
-  any other text -> the ``unknown`` category's index, or NULL (a row the release must refuse).
+  must refuse); else the value clipped to ``[lower, upper]``; an atom's value (rounded half to even
+  first for an integer column) -> its cell; else its bin: with cut points, the number of cuts at or
+  below the value (a binary search of ``CASE``s on the cut array itself, never a division, so an
+  edge value lands where ``searchsorted`` puts it); an integer column's equal-width bin
+  ``min(((round(x) - lower) * B) // m, B - 1)`` in exact integers (64-bit where they hold it); a
+  real column's ``min(floor((x - lower) / (upper - lower) * B), B - 1)`` in doubles, the same
+  operations in the same order as numpy's, so IEEE arithmetic gives the same bin;
+* a categorical column: text stripped as ``str.strip`` strips it, looked up once: a missing token
+  -> the missing cell; a category -> its index; any other text -> the ``unknown`` category's index,
+  or NULL (a row the release must refuse).
+``value_sql`` and ``clipped_sql`` give a numeric cell's clipped value and whether it was clipped.
 ``marginal_sql(schema, clique, source)`` counts the cells of one clique (``GROUP BY``), and
 ``counts_from_rows`` turns the engine's ``(cells..., count)`` rows into the row-major count vector
-``Silo.marginal`` gives. ``DUCKDB`` and ``POSTGRES`` differ only in how they round half to even
-(PostgreSQL's ``round(double)`` does), their wide integers and integer division, and how they test
-for NaN.
+``Silo.marginal`` gives. ``DUCKDB`` and ``POSTGRES`` differ in how they round half to even
+(PostgreSQL's ``round(double)`` does), their wide integers and integer division, how they test for
+NaN and infinity, and how they trim and look text up.
 """
 
 from __future__ import annotations
@@ -27,27 +29,43 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from ..schema import CategoricalColumn, NumericColumn, Schema, missing_tokens
+from ..schema import WHITESPACE, CategoricalColumn, NumericColumn, Schema, missing_tokens
 
 
 @dataclass(frozen=True)
 class Dialect:
-    """What an engine calls: rounding half to even, a wide integer type, integer division, a NaN test."""
+    """What an engine calls: rounding half to even, a wide integer type, integer division, tests for NaN
+    and infinity, trimming, and looking a text up in a list."""
 
     round_even: str  # "{x}" rounded half to even
     wide: str  # an integer type that holds (x - lower) * bins
     div: str  # "{a}" divided by "{b}", rounded down (both non-negative)
     isnan: str  # "{x}" is NaN
     isinf: str  # "{x}" is infinite
+    trim: str  # "{x}" without the characters "{chars}" at either end
+    position: str  # the place (from 1) of "{x}" among the texts "{items}", NULL where absent
+    pick: str  # the "{i}"-th (from 1) of the integers "{items}", NULL where "{i}" is NULL
 
 
-DUCKDB = Dialect("ROUND_EVEN({x}, 0)", "HUGEINT", "({a} // {b})", "isnan({x})", "isinf({x})")
+DUCKDB = Dialect(
+    "ROUND_EVEN({x}, 0)",
+    "HUGEINT",
+    "({a} // {b})",
+    "isnan({x})",
+    "isinf({x})",
+    "trim({x}, {chars})",
+    "list_position([{items}], {x})",
+    "list_extract([{items}], {i})",
+)
 POSTGRES = Dialect(
     "round({x})",
     "NUMERIC",
     "div({a}, {b})",
     "({x} = 'NaN'::float8)",
     "({x} IN ('Infinity'::float8, '-Infinity'::float8))",
+    "btrim({x}, {chars})",
+    "array_position(ARRAY[{items}]::text[], {x})",
+    "(ARRAY[{items}]::int[])[{i}]",
 )
 
 
@@ -66,7 +84,7 @@ def literal(value: float | str) -> str:
 def cell_sql(col: NumericColumn | CategoricalColumn, ref: str, dialect: Dialect = DUCKDB) -> str:
     """The SQL expression of the cell of ``ref`` (a column reference) in ``col`` (module docstring)."""
     if isinstance(col, CategoricalColumn):
-        return _categorical(col, ref)
+        return _categorical(col, ref, dialect)
     return _numeric(col, ref, dialect)
 
 
@@ -112,11 +130,11 @@ def _bin(col: NumericColumn, x: str, d: Dialect) -> str:
         return "0"
     if cuts is not None:
         value = d.round_even.format(x=x) if col.integer else x
-        steps = " ".join(f"WHEN {value} < {literal(c)} THEN {i}" for i, c in enumerate(cuts))
-        return f"(CASE {steps} ELSE {len(cuts)} END)"
+        return _cut_search([float(c) for c in cuts], value, 0, len(cuts))
     B = col.n_bins
     if col.integer:
-        k = f"(CAST({d.round_even.format(x=x)} AS {d.wide}) - {int(col.lower)})"
+        wide = "BIGINT" if col.whole_numbers * B < 2**62 else d.wide  # (x - lower) * B in 64 bits when it fits
+        k = f"(CAST({d.round_even.format(x=x)} AS {wide}) - {int(col.lower)})"
         return f"CAST(least({d.div.format(a=f'{k} * {B}', b=col.whole_numbers)}, {B - 1}) AS BIGINT)"
     if col.upper == col.lower:
         return "0"
@@ -125,16 +143,39 @@ def _bin(col: NumericColumn, x: str, d: Dialect) -> str:
     return f"CAST(least(greatest(floor({scaled}), 0), {B - 1}) AS BIGINT)"
 
 
-def _categorical(col: CategoricalColumn, ref: str) -> str:
-    text = f"trim(CAST({ref} AS VARCHAR))"
+def _cut_search(cuts: list[float], value: str, lo: int, hi: int) -> str:
+    """The number of ``cuts`` at or below ``value``, known to lie in ``[lo, hi]``: a binary search
+    of nested ``CASE``s, ``log2`` comparisons a row."""
+    if lo == hi:
+        return str(lo)
+    mid = (lo + hi) // 2
+    below, above = _cut_search(cuts, value, lo, mid), _cut_search(cuts, value, mid + 1, hi)
+    return f"(CASE WHEN {value} < {literal(cuts[mid])} THEN {below} ELSE {above} END)"
+
+
+def _categorical(col: CategoricalColumn, ref: str, d: Dialect) -> str:
+    """The text compared as it stands with the missing tokens and the categories (stripped texts,
+    so an exact match is the stripped text's match); any other text that starts or ends with white
+    space stripped as ``str.strip`` strips it and looked up once (stripping is the slow part). A
+    token gives the missing cell, a category its index, other text the ``unknown`` category's; -1
+    (then NULL) marks a cell the schema refuses."""
+    raw = f"CAST({ref} AS VARCHAR)"
     tokens = missing_tokens(col)
-    missing = str(len(col.categories)) if col.missing else "NULL"
-    whens = [f"WHEN {ref} IS NULL THEN {missing}"]
-    if tokens:
-        whens.append(f"WHEN {text} IN ({', '.join(map(literal, tokens))}) THEN {missing}")
-    whens += [f"WHEN {text} = {literal(c)} THEN {i}" for i, c in enumerate(col.categories)]
-    other = "NULL" if col.unknown is None else str(col.categories.index(col.unknown))
-    return f"(CASE {' '.join(whens)} ELSE {other} END)"
+    missing = len(col.categories) if col.missing else -1
+    pairs = [*((t, missing) for t in tokens), *((c, i) for i, c in enumerate(col.categories))]
+    labels = ", ".join(literal(t) for t, _ in pairs)
+    codes = ", ".join(str(c) for _, c in pairs)
+    other = -1 if col.unknown is None else col.categories.index(col.unknown)
+    text = d.trim.format(x=raw, chars=literal(WHITESPACE))
+    stripped = f"nullif(coalesce({d.pick.format(items=codes, i=d.position.format(items=labels, x=text))}, {other}), -1)"
+    exact = " ".join(f"WHEN {raw} = {literal(t)} THEN {'NULL' if c < 0 else c}" for t, c in pairs)
+    ws = literal(WHITESPACE)
+    padded = f"(strpos({ws}, left({raw}, 1)) > 0 OR strpos({ws}, right({raw}, 1)) > 0)"  # '' counts as padded
+    unpadded = "NULL" if other < 0 else str(other)  # no match as it stands, and nothing to strip
+    return (
+        f"(CASE WHEN {ref} IS NULL THEN {'NULL' if missing < 0 else missing} {exact} "
+        f"WHEN {padded} THEN {stripped} ELSE {unpadded} END)"
+    )
 
 
 def marginal_sql(schema: Schema, clique: Sequence[int], source: str, dialect: Dialect = DUCKDB) -> str:
