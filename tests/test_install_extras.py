@@ -1,8 +1,8 @@
-"""The MPC stack and Flower are extras: without them every in-process command works and never
-imports them, and a command that needs one stops with one line saying how to install it.
+"""The MPC stack, Flower and the engines are extras: without them every in-process command works and
+never imports them, and a command that needs one stops with one line saying how to install it.
 
 Each command runs in a child process of this Python whose import system answers, for torch,
-CrypTen, onnx, omegaconf and Flower (or the ones a test names), as if they were not installed
+CrypTen, onnx, omegaconf, Flower, DuckDB and psycopg (or the ones a test names), as if they were not installed
 (a ``sys.meta_path`` finder that raises ``ModuleNotFoundError`` and notes every name asked for).
 """
 
@@ -20,7 +20,7 @@ import pytest
 from .conftest import SCHEMA, assert_one_line_error, make_frame
 
 ROOT = Path(__file__).resolve().parents[1]
-EXTRAS = ("torch", "crypten", "onnx", "omegaconf", "flwr")
+EXTRAS = ("torch", "crypten", "onnx", "omegaconf", "flwr", "duckdb", "psycopg")
 
 NOT_INSTALLED = """
 import json, sys
@@ -154,10 +154,23 @@ def test_a_site_and_the_mpc_modules_load_without_the_extras(tmp_path):
     assert proc.returncode == 0 and tried == [], proc.stderr
 
 
-def test_the_extras_are_found_where_make_install_installed_them():
-    from privsyn_fed.common.extras import AGENT_MODULES, MPC_MODULES, missing
+@pytest.mark.parametrize(
+    "silo", ["duckdb://silos.duckdb?table=north", "north=postgresql://analyst@127.0.0.1:5432/clinic?table=visits"]
+)
+def test_a_silo_in_an_engine_says_how_to_install_the_engines_extra(work, silo):
+    before = sorted(work.rglob("*"))
+    argv = ["synth", "--method", "aim", "--schema", "schema.json", "--silo", silo, "--silo", "silo1.csv",
+            "--epsilon", "1", "--delta", "1e-9", "--out", "engine.csv"]  # fmt: skip
+    proc, tried = without(["duckdb", "psycopg"], *argv, cwd=work)
+    assert_one_line_error(proc, "needs the engines extra", "pip install 'privsyn-fed[engines]'")
+    assert set(tried) == {"duckdb", "psycopg"}  # looked up, not imported: nothing below them was asked for
+    assert sorted(work.rglob("*")) == before
 
-    assert missing(MPC_MODULES + AGENT_MODULES) == []
+
+def test_the_extras_are_found_where_make_install_installed_them():
+    from privsyn_fed.common.extras import AGENT_MODULES, ENGINE_MODULES, MPC_MODULES, missing
+
+    assert missing(MPC_MODULES + AGENT_MODULES + ENGINE_MODULES) == []
 
 
 def test_core_dependencies_leave_out_the_mpc_stack_and_flower():
@@ -167,10 +180,11 @@ def test_core_dependencies_leave_out_the_mpc_stack_and_flower():
         return {re.match(r"[A-Za-z0-9._-]+", req).group().lower() for req in requirements}
 
     core, extras = names(project["dependencies"]), project["optional-dependencies"]
-    assert not core & {"torch", "crypten", "onnx", "omegaconf", "flwr"}, core
+    assert not core & {"torch", "crypten", "onnx", "omegaconf", "flwr", "duckdb", "psycopg"}, core
     assert "scikit-learn" in core  # evaluate and partition
     assert {"torch", "onnx", "omegaconf"} <= names(extras["mpc"])
     assert names(extras["agent"]) == {"flwr"} and "flwr==1.42.0" in extras["agent"]
+    assert names(extras["engines"]) == {"duckdb", "psycopg"}
 
 
 def test_help_lists_the_mpc_commands_without_the_extras(tmp_path):
