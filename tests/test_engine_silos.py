@@ -319,3 +319,31 @@ def test_duckdb_keeps_to_the_memory_limit_asked_for_and_a_bad_one_is_one_line(tm
     monkeypatch.setenv("PRIVSYN_FED_DUCKDB_MEMORY", "lots")
     with pytest.raises(InputError, match="PRIVSYN_FED_DUCKDB_MEMORY=lots: DuckDB refuses it as a memory limit"):
         Silo.load(url, pf.Schema.from_dict(BAD_SCHEMA))
+
+
+def test_the_api_and_mpc_parties_take_engine_urls_and_release_as_from_the_exports(tmp_path):
+    """``pf.synthesize`` mixes a URL with a path; ``synth --mpc`` starts a party per silo, each
+    reading its own DuckDB table; both release what the CSV exports give."""
+    spec, df = _random_table(11, n=600)
+    spec["columns"] = spec["columns"][:-1]
+    schema = pf.Schema.from_dict(spec)
+    (tmp_path / "s.json").write_text(json.dumps(spec))
+    north, south = df.iloc[:300], df.iloc[300:]
+    north.to_csv(tmp_path / "north.csv", index=False)
+    south.to_csv(tmp_path / "south.csv", index=False)
+    url = _duckdb_file(tmp_path / "n.duckdb", north, "north")
+    kept = pf.synthesize([url, tmp_path / "south.csv"], "aim", 1.0, 1e-9, schema=schema, seed=2, rows=50)
+    plain = pf.synthesize(
+        [tmp_path / "north.csv", tmp_path / "south.csv"], "aim", 1.0, 1e-9, schema=schema, seed=2, rows=50
+    )
+    pd.testing.assert_frame_equal(kept.data, plain.data)
+    south_url = _duckdb_file(tmp_path / "s.duckdb", south, "south")
+    outs = []
+    for name, silos in (("engine", [url, south_url]), ("files", [tmp_path / "north.csv", tmp_path / "south.csv"])):
+        argv = synth_argv("distaim", schema=tmp_path / "s.json", silos=silos, out=tmp_path / f"{name}.csv", seed=3)
+        proc = run_cli(*argv, "--mpc", "--rows", "50", timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        outs.append((tmp_path / f"{name}.csv").read_bytes())
+    assert outs[0] == outs[1]
+    copies = sorted(p.name for p in tmp_path.glob("*.duckdb.ledgers"))
+    assert copies and set(copies) <= {"n.duckdb.ledgers", "s.duckdb.ledgers"}  # beside the parties' DuckDB files
