@@ -74,7 +74,7 @@ class EngineTable:
 
 def parse_engine_url(text: str) -> EngineTable:
     """The ``EngineTable`` a URL names; ``InputError`` of one line for a URL without exactly one of
-    ``table``/``query``, with a password, or of an engine whose extra is not installed."""
+    ``table``/``query``, with a parameter DuckDB does not take, or with a password."""
     scheme, _, rest = text.partition("://")
     engine = SCHEMES[scheme.lower()]
     base, _, params = rest.partition("?")
@@ -102,10 +102,12 @@ def parse_engine_url(text: str) -> EngineTable:
 def _without_password(text: str) -> str:
     """``text`` with the password of its user part and of a ``password=`` parameter masked."""
     scheme, _, rest = text.partition("://")
-    user_part, at, host = rest.partition("@")
-    if at and ":" in user_part.split("/")[0]:
-        rest = user_part.split(":", 1)[0] + ":***@" + host
     base, _, params = rest.partition("?")
+    netloc, slash, path = base.partition("/")
+    user_part, at, host = netloc.rpartition("@")  # the last @ ends the user part, as urlsplit reads it
+    if at and ":" in user_part:
+        base = user_part.split(":", 1)[0] + ":***@" + host + slash + path
+    rest = base + ("?" + params if params else "")
     if params:
         pairs = parse_qsl(params, keep_blank_values=True)
         rest = base + "?" + "&".join(f"{k}={'***' if k == 'password' else quote(v)}" for k, v in pairs)
