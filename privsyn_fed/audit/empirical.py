@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-from scipy.stats import beta
 
 from ..accounting import Accountant, epsilon_to_rho
 
@@ -60,6 +59,8 @@ class EmpiricalResult:
 
 def clopper_pearson(k: int, n: int, level: float) -> tuple[float, float]:
     """One-sided Clopper-Pearson bounds: ``P[p >= lo] >= 1 - level`` and ``P[p <= hi] >= 1 - level``."""
+    from scipy.stats import beta  # here: scipy.stats takes most of a second to import, and a release needs none
+
     lo = 0.0 if k == 0 else float(beta.ppf(level, k, n - k + 1))
     hi = 1.0 if k == n else float(beta.ppf(1 - level, k + 1, n - k))
     return lo, hi
