@@ -7,6 +7,7 @@ import ast
 import functools
 import importlib
 import inspect
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -84,6 +85,20 @@ def test_parties_load_no_model_code():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_release_does_not_import_scipy_stats(tmp_path):
+    """``scipy.stats`` takes most of a second to import and a release uses none of it (only the
+    empirical audit does): a whole AIM release and its summary leave it unimported."""
+    from tests.conftest import SCHEMA, make_frame
+
+    (tmp_path / "schema.json").write_text(json.dumps(SCHEMA))
+    make_frame(300, seed=1).to_csv(tmp_path / "silo.csv", index=False)
+    argv = ["synth", "--method", "aim", "--schema", "schema.json", "--silo", "silo.csv", "--epsilon", "1",
+            "--delta", "1e-9", "--out", "out.csv", "--quiet"]  # fmt: skip
+    code = f"import sys; from privsyn_fed.cli import main; main({argv!r}); print('scipy.stats' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path)
+    assert out.stdout.strip().splitlines()[-1] == "False" and (tmp_path / "out.csv").exists()
 
 
 def _module_imports(path: Path, modules: set[str], planted: str = "") -> set[str]:
