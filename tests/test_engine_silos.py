@@ -18,7 +18,7 @@ import pytest
 import privsyn_fed as pf
 from privsyn_fed.common import InputError
 from privsyn_fed.silo import Silo
-from tests.conftest import assert_one_line_error, run_cli, synth_argv
+from tests.conftest import assert_one_line_error, make_frame, run_cli, synth_argv
 
 duckdb = pytest.importorskip("duckdb", reason="DuckDB is not installed (pip install 'privsyn-fed[engines]')")
 
@@ -351,3 +351,29 @@ def test_the_api_and_mpc_parties_take_engine_urls_and_release_as_from_the_export
     assert outs[0] == outs[1]
     copies = sorted(p.name for p in tmp_path.glob("*.duckdb.ledgers"))
     assert copies and set(copies) <= {"n.duckdb.ledgers", "s.duckdb.ledgers"}  # beside the parties' DuckDB files
+
+
+def test_a_schema_is_drafted_from_an_engine_table_as_from_its_export(tmp_path):
+    """``schema draft URL`` (in the clear) drafts what the CSV export gives; ``--dp`` drafts from two
+    DuckDB tables and its ledger audits."""
+    spec, df = _random_table(21, n=500)
+    df = df.drop(columns="pid")
+    df.to_csv(tmp_path / "t.csv", index=False)
+    url = _duckdb_file(tmp_path / "t.duckdb", df)
+    drafts = []
+    for name, source in (("engine", url), ("file", tmp_path / "t.csv")):
+        proc = run_cli("schema", "draft", source, "--out", tmp_path / f"{name}.json")
+        assert proc.returncode == 0, proc.stderr
+        drafts.append(json.loads((tmp_path / f"{name}.json").read_text())["columns"])
+    assert drafts[0] == drafts[1]
+    frame = make_frame(800, seed=4)
+    north, south = (
+        _duckdb_file(tmp_path / "n.duckdb", frame.iloc[:400]),
+        _duckdb_file(tmp_path / "s.duckdb", frame.iloc[400:]),
+    )
+    dp = ["--dp", "8", "--delta", "1e-9", "--leave-unfound", "--out", tmp_path / "dp.json"]
+    proc = run_cli("schema", "draft", north, south, *dp)
+    assert proc.returncode == 0, proc.stderr
+    assert run_cli("audit", tmp_path / "dp.ledger.json").returncode == 0
+    again = run_cli("schema", "draft", url, url, "--dp", "4", "--delta", "1e-9", "--out", tmp_path / "dp2.json")
+    assert_one_line_error(again, url, "given twice as DATA")

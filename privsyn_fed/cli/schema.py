@@ -200,7 +200,7 @@ def _summary(columns: list[dict]) -> str:
 
 def run_draft(args: argparse.Namespace) -> int:
     """A plain draft: check the files, read the rows once, write the schema with its warning note."""
-    from ..common import Named, check_files
+    from ..common import Named, check_files, named_files, table_source
     from ..schema import PRIVATE_WARNING, Schema, draft_document, draft_table, plain_note, write_document
 
     if args.delta is not None or args.ledger or args.budget_store or args.dataset_id or args.total_epsilon is not None:
@@ -216,8 +216,8 @@ def run_draft(args: argparse.Namespace) -> int:
             f"a draft without --dp reads one table, not {len(args.data)}: draft several silos together with --dp "
             "(their union, released under differential privacy)"
         )
-    data, out = Path(args.data[0]), Path(args.out)
-    check_files([Named("DATA", data)], [(Named("--out", out), "schema")], force=args.force)
+    data, out = table_source(args.data[0]), Path(args.out)
+    check_files(named_files([("DATA", args.data[0])]), [(Named("--out", out), "schema")], force=args.force)
     result = draft_table(
         data, args.categorical_max, args.bins, tuple(args.missing_value), tuple(args.exclude), tuple(args.include)
     )
@@ -233,7 +233,7 @@ def run_draft_dp(args: argparse.Namespace) -> int:
     """A DP draft: every public check and the plan first, then reserve, read, release, write (under
     ``--mpc`` the parties first check the request against their own policies)."""
     from .. import draft_dp
-    from ..common import Named, check_distinct, check_files, read_chunks
+    from ..common import Named, check_distinct, check_distinct_urls, check_files, named_files, read_chunks, table_source
     from ..draft_dp import replay as draft_replay
     from ..schema import check_options
     from .ledger_target import ledger_output
@@ -243,14 +243,15 @@ def run_draft_dp(args: argparse.Namespace) -> int:
     check_budget_options(args, "draft")
     check_options(args.categorical_max, args.bins, tuple(args.missing_value))
     check_mpc_args(args, args.data, "DATA")
-    tables, out = [Path(p) for p in args.data], Path(args.out)
+    tables, out = [table_source(p) for p in args.data], Path(args.out)
     ledger = Path(args.ledger) if args.ledger else out.with_suffix(".ledger.json")
     stores = [Named("--budget-store", Path(args.budget_store))] if args.budget_store else []
     failed = draft_replay.failed_drafts(ledger) if args.leave_unfound else []  # whose released values a retry reuses
     outputs = [(Named("--out", out), "schema"), *([] if failed else ledger_output(args, ledger))]
-    inputs = [Named("DATA", p) for p in tables]
+    inputs = named_files(("DATA", p) for p in args.data)
     check_files(inputs + federation_inputs(args), outputs, force=args.force, stores=stores)
     check_distinct(inputs)
+    check_distinct_urls(args.data, "DATA")
     names = _common_header(tables)  # headers are public; no row is read
     exclude, include = list(args.exclude or []), list(args.include or [])
     unknown = [c for c in [*exclude, *include] if c not in names]
@@ -353,7 +354,7 @@ def _draft_dp(args: argparse.Namespace, plan, sources: list, out: Path, ledger: 
         staged = Staged()
         try:
             if not args.mpc:
-                _refuse_identical([Path(p) for p in sources])
+                _refuse_identical([p for p in sources if isinstance(p, Path)])
             kept = draft_replay.KeptAnswers(answers(acc), plan, args.data)
             result = draft_dp.make_draft(kept, plan, acc)
             if result.unfound and not args.leave_unfound:  # after the spend: the ledger is finished as failed
@@ -410,7 +411,7 @@ def _replay_draft(plan, replay, out: Path) -> int:
     return 0
 
 
-def _common_header(tables: list[Path]) -> list[str]:
+def _common_header(tables: list) -> list[str]:
     """The columns of the first table, checked, when every table has the same ones (in any order)."""
     from ..common import read_header
     from ..schema import check_header

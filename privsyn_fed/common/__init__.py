@@ -13,6 +13,7 @@ from .engines import (
     is_engine_url,
     named_files,
     parse_engine_url,
+    table_source,
 )
 from .errors import BudgetExceeded, InputError, MPCError, OptionError, first_line
 from .escaping import markdown_text, terminal_text
@@ -117,6 +118,7 @@ __all__ = [
     "is_engine_url",
     "check_engine_url",
     "beside",
+    "table_source",
     "check_distinct_urls",
     "named_files",
     "parse_engine_url",

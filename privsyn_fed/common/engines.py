@@ -272,3 +272,8 @@ def beside(silo: str | Path, suffix: str) -> Path:
     else:
         p = Path(silo)
     return p.with_name(p.name + suffix)
+
+
+def table_source(text: str | Path) -> str | Path:
+    """A table as the readers take it: an engine's URL as it stands, a file's name as a ``Path``."""
+    return str(text) if is_engine_url(text) else Path(text)

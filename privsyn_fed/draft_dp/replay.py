@@ -27,7 +27,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..accounting import LEDGER_SUFFIX, Accountant, numbered
-from ..common import InputError, check_regular, parse_json, special_kind, write_atomic
+from ..common import InputError, check_regular, is_engine_url, parse_json, special_kind, write_atomic
 from .local import DraftAnswers, ValueCounts
 from .make import make_draft
 from .plan import METHOD, DraftPlan
@@ -61,7 +61,7 @@ def plan_key(plan: DraftPlan, tables: Sequence[str | Path]) -> dict[str, Any]:
         "include": list(plan.include),
         "exclude": list(plan.exclude),
         "parties": None if plan.split is None else [plan.split.parties, plan.split.collusion],
-        "tables": [str(Path(t).resolve()) for t in tables],
+        "tables": [t if is_engine_url(t) else str(Path(t).resolve()) for t in tables],
     }
     return json.loads(json.dumps(key))
 

@@ -144,9 +144,9 @@ class DraftTable:
     or its own thresholded lists, leave the process)."""
 
     def __init__(self, path: str | Path, plan: DraftPlan):
-        from ..common import read_chunks, read_header
+        from ..common import read_chunks, read_header, table_source
 
-        self.path, self.plan = Path(path), plan
+        self.path, self.plan = table_source(path), plan
         header = read_header(self.path)
         drafted = [*plan.columns, *plan.exclude]  # the header's columns, some excluded before any row is read
         if sorted(header) != sorted(drafted):
