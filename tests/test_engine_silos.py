@@ -377,3 +377,32 @@ def test_a_schema_is_drafted_from_an_engine_table_as_from_its_export(tmp_path):
     assert run_cli("audit", tmp_path / "dp.ledger.json").returncode == 0
     again = run_cli("schema", "draft", url, url, "--dp", "4", "--delta", "1e-9", "--out", tmp_path / "dp2.json")
     assert_one_line_error(again, url, "given twice as DATA")
+
+
+def test_evaluate_and_the_quality_holdout_read_engine_tables_as_their_exports(tmp_path):
+    spec, df = _random_table(31, n=400)
+    spec["columns"] = spec["columns"][:-1]
+    (tmp_path / "s.json").write_text(json.dumps(spec))
+    df.iloc[:300].to_csv(tmp_path / "real.csv", index=False)
+    df.iloc[300:].to_csv(tmp_path / "hold.csv", index=False)
+    real, hold = _duckdb_file(tmp_path / "r.duckdb", df.iloc[:300]), _duckdb_file(tmp_path / "h.duckdb", df.iloc[300:])
+    argv = synth_argv(schema=tmp_path / "s.json", silos=[tmp_path / "real.csv"], out=tmp_path / "syn.csv", seed=1)
+    made = run_cli(*argv, "--quality-report", tmp_path / "q.html", "--quality-holdout", hold)
+    assert made.returncode == 0 and (tmp_path / "q.html").exists(), made.stderr
+    measures = []
+    for name, (r, h) in {"engine": (real, hold), "file": (tmp_path / "real.csv", tmp_path / "hold.csv")}.items():
+        args = [
+            "evaluate",
+            "--real",
+            r,
+            "--holdout",
+            h,
+            "--synthetic",
+            tmp_path / "syn.csv",
+            "--schema",
+            tmp_path / "s.json",
+        ]
+        proc = run_cli(*args, "--json", tmp_path / f"{name}.json")
+        assert proc.returncode == 0, proc.stderr
+        measures.append({k: v for k, v in json.loads((tmp_path / f"{name}.json").read_text()).items() if k != "files"})
+    assert measures[0] == measures[1]

@@ -81,7 +81,8 @@ def add_parsers(sub) -> None:
         required=True,
         action="append",
         metavar="REAL",
-        help="the real rows the release was made from (CSV, gzip-compressed CSV or Parquet); repeat it for "
+        help="the real rows the release was made from (CSV, gzip-compressed CSV or Parquet, or a DuckDB or "
+        "PostgreSQL table by URL); repeat it for "
         "several files, e.g. one per silo: their rows are compared as one table (the union). NAME=REAL names "
         "a silo for --silo-column (default: the file's name without its extensions)",
     )
@@ -171,16 +172,28 @@ def run_partition(args: argparse.Namespace) -> int:
 
 def run_evaluate(args: argparse.Namespace) -> int:
     """``evaluate``: print the synthetic CSV's measures (with ``--json``, also write them); 0."""
-    from ..common import Named, Progress, check_distinct, check_files, read_table, write_atomic
+    from ..common import (
+        Named,
+        Progress,
+        check_distinct,
+        check_distinct_urls,
+        check_files,
+        named_files,
+        read_table,
+        table_source,
+        write_atomic,
+    )
     from ..evaluation import evaluate
     from ..schema import Schema
     from ..silo import check_table_header, silo_names
 
     named = silo_names(args.real) if args.silo_column else [("", p) for p in args.real]
     real_names = [name for name, _ in named]
-    reals = [Named("--real", Path(p)) for _, p in named]
-    holdouts = [Named("--holdout", Path(p)) for p in args.holdout or []]
-    inputs = [*reals, Named("--synthetic", Path(args.synthetic)), Named("--schema", Path(args.schema)), *holdouts]
+    reals = [("--real", table_source(p)) for _, p in named]  # files, or engines' tables by URL
+    holdouts = [("--holdout", table_source(p)) for p in args.holdout or []]
+    real_files, holdout_files = named_files(reals), named_files(holdouts)
+    inputs = [*real_files, Named("--synthetic", Path(args.synthetic)), Named("--schema", Path(args.schema))]
+    inputs += holdout_files
     inputs += [Named(opt, Path(v)) for opt, v in (("--model", args.model), ("--baseline", args.baseline)) if v]
     outputs = [(Named("--json", Path(args.json)), "evaluation JSON")] if args.json else []
     if args.report:
@@ -189,7 +202,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
         check_report_path(args.report, "--report")
         outputs.append((Named("--report", Path(args.report)), "quality report"))
     check_files(inputs, outputs, force=args.force)
-    check_distinct(reals + holdouts)  # a file counted twice, or both fitted on and held out
+    check_distinct(real_files + holdout_files)  # a file counted twice, or both fitted on and held out
+    check_distinct_urls([str(p) for _, p in reals + holdouts], "--real or --holdout")
     schema = Schema.load(args.schema)
     if args.workload_size < 0:
         raise InputError(f"--workload-size must be 0 (all) or positive, not {args.workload_size}")
@@ -204,12 +218,12 @@ def run_evaluate(args: argparse.Namespace) -> int:
     if args.model is not None and not holdouts:
         raise InputError("--model needs --holdout (the real rows to compute the likelihood of)")
     ignored = []
-    for item in reals + holdouts:  # headers first: a wrong file is named before any table is read
-        extra = check_table_header(item.path, schema, site_column=args.silo_column if item in reals else None)
+    for option, source in reals + holdouts:  # headers first: a wrong table is named before any is read
+        extra = check_table_header(source, schema, site_column=args.silo_column if option == "--real" else None)
         if extra:
             s = "s" if len(extra) > 1 else ""
             names = ", ".join(f"'{n}'" for n in extra)
-            ignored.append(f"{item.path} ({item.option}): column{s} not in the schema, ignored: {names}")
+            ignored.append(f"{source} ({option}): column{s} not in the schema, ignored: {names}")
     model = None
     if args.model is not None:
         from ..saved_model import likelihood_model
@@ -317,7 +331,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 
 def _read_union(files: list, schema, silo_column: str | None = None, names=()):
-    """The rows of every table in ``files`` (``Named``) as one frame, each file checked on ``schema``
+    """The rows of every table in ``files`` (``(option, path or URL)``) as one frame, each checked on ``schema``
     first so that a bad value is reported with its own file and line. One file is read as it is.
     With a ``silo_column``, a file without it takes its silo's name there (``names``, by position)."""
     import pandas as pd
@@ -326,11 +340,11 @@ def _read_union(files: list, schema, silo_column: str | None = None, names=()):
     from ..evaluation import as_text, encode, with_silo_names
 
     frames = []
-    for i, item in enumerate(files):
-        frame = read_table(item.path)
+    for i, (option, source) in enumerate(files):
+        frame = read_table(source)
         if silo_column is not None:
             frame = with_silo_names([frame], [names[i]], silo_column)[0]
-        encode(frame, schema, f"{item.path} ({item.option})")
+        encode(frame, schema, f"{source} ({option})")
         frames.append(frame)
     if len(frames) == 1:
         return frames[0]

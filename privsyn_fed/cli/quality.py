@@ -58,8 +58,11 @@ def check_args(args: argparse.Namespace) -> None:
 
 
 def inputs(args: argparse.Namespace) -> list[Named]:
-    """The holdout table the report reads, if any (checked with the release's inputs)."""
-    return [Named("--quality-holdout", Path(args.quality_holdout))] if args.quality_holdout else []
+    """The holdout table the report reads, if it is a file (checked with the release's inputs; an
+    engine's URL is checked as such and read after the release)."""
+    from ..common import named_files
+
+    return named_files([("--quality-holdout", args.quality_holdout)]) if args.quality_holdout else []
 
 
 def outputs(args: argparse.Namespace) -> list[tuple[Named, str]]:

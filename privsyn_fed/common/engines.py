@@ -242,13 +242,13 @@ def check_engine_url(text: str) -> EngineTable:
     return t
 
 
-def named_files(given: Iterable[tuple[str, str]]) -> list[Named]:
+def named_files(given: Iterable[tuple[str, str | Path]]) -> list[Named]:
     """The files among ``(option, value)`` pairs as ``Named`` inputs; an engine's URL among them is
     checked (``check_engine_url``) and left out, since it names no file."""
     files = []
     for option, value in given:
         if is_engine_url(value):
-            check_engine_url(value)
+            check_engine_url(str(value))
         else:
             files.append(Named(option, Path(value)))
     return files
