@@ -6,11 +6,6 @@ rounding halves included."""
 from __future__ import annotations
 
 import itertools
-import os
-import shutil
-import subprocess
-import tempfile
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -90,6 +85,7 @@ def test_duckdb_counts_every_marginal_as_the_silo_does(seed):
     for clique in [(0,), (1,), (2,), (0, 1), (0, 2), (1, 2), (0, 1, 2)]:
         rows = con.execute(marginal_sql(schema, clique, "t")).fetchall()
         assert np.array_equal(counts_from_rows(schema, clique, rows), silo.marginal(clique)), (seed, clique)
+    con.close()
 
 
 def test_an_edge_value_lands_in_the_bin_of_the_cut_points_not_of_a_division():
@@ -135,44 +131,10 @@ def test_all_cliques_of_three_columns_in_one_pass_equal_the_separate_counts():
         assert np.array_equal(counts_from_rows(schema, clique, rows), silo.marginal(clique))
 
 
-# ---- PostgreSQL: a throw-away server started by the test ------------------------------------------
-PG_BIN = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
-
-
-@pytest.fixture(scope="module")
-def postgres():
-    """A PostgreSQL server of this test's own, on a Unix socket only (no TCP port), run as the
-    unprivileged user 65534 when the tests run as root (PostgreSQL refuses root); stopped and removed
-    afterwards. Skipped, with one line, where it cannot start."""
-    psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (pip install 'psycopg[binary]')")
-    if not PG_BIN:
-        pytest.skip("no PostgreSQL server binaries (apt-get install postgresql)")
-    bin_ = PG_BIN[-1].parent
-    root = Path(tempfile.mkdtemp(prefix="privsyn-pg-"))  # under /tmp: the server's user can reach it
-    as_user: list[str] = []
-    if os.geteuid() == 0:
-        if shutil.which("setpriv") is None:
-            pytest.skip("running as root without setpriv: PostgreSQL refuses to run as root")
-        os.chown(root, 65534, 65534)
-        as_user = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
-    data, port = root / "data", 55400 + os.getpid() % 500
-    run = lambda *cmd: subprocess.run([*as_user, *map(str, cmd)], capture_output=True, text=True, timeout=60)
-    made = run(bin_ / "initdb", "-D", data, "--no-sync", "-A", "trust", "-U", "privsyn")
-    if made.returncode:
-        pytest.skip(f"initdb failed: {made.stderr.strip().splitlines()[-1:]}")
-    options = f"-k {root} -c listen_addresses='' -p {port} -c fsync=off"
-    started = run(bin_ / "pg_ctl", "-D", data, "-o", options, "-l", root / "log", "-w", "start")
-    if started.returncode:
-        pytest.skip(f"PostgreSQL did not start: {(root / 'log').read_text()[-300:]}")
-    try:
-        yield psycopg.connect(host=str(root), port=port, user="privsyn", dbname="postgres", autocommit=True)
-    finally:
-        run(bin_ / "pg_ctl", "-D", data, "-m", "immediate", "stop")
-        shutil.rmtree(root, ignore_errors=True)
-
-
+# ---- PostgreSQL: the tests' own server (conftest.postgres) ------------------------------------------
 @pytest.mark.parametrize("seed", range(6))
 def test_postgresql_counts_every_marginal_as_the_silo_does(postgres, seed):
+    con = postgres.connect()
     rng = np.random.default_rng(100 + seed)
     (c1, v1), (c2, v2) = _numeric(rng, "x"), _numeric(rng, "y")
     n = min(len(v1), len(v2))
@@ -180,11 +142,13 @@ def test_postgresql_counts_every_marginal_as_the_silo_does(postgres, seed):
     schema = pf.Schema.from_dict({"columns": [c1, c2, c3]})
     df = pd.DataFrame({"x": v1[:n], "y": v2[:n], "g": v3})
     table = f"t{seed}"
-    postgres.execute(f"CREATE TABLE {table} (x double precision, y double precision, g text)")
-    with postgres.cursor().copy(f"COPY {table} (x, y, g) FROM STDIN") as copy:
+    con.execute(f"DROP TABLE IF EXISTS {table}")
+    con.execute(f"CREATE TABLE {table} (x double precision, y double precision, g text)")
+    with con.cursor().copy(f"COPY {table} (x, y, g) FROM STDIN") as copy:
         for x, y, g in df.itertuples(index=False):
             copy.write_row((None if np.isnan(x) else x, None if np.isnan(y) else y, g))
     silo = pf.Silo.from_frame(df, schema, "s")
     for clique in [(0,), (1,), (2,), (0, 1), (0, 1, 2)]:
-        rows = postgres.execute(marginal_sql(schema, clique, table, POSTGRES)).fetchall()
+        rows = con.execute(marginal_sql(schema, clique, table, POSTGRES)).fetchall()
         assert np.array_equal(counts_from_rows(schema, clique, rows), silo.marginal(clique)), (seed, clique)
+    con.close()
