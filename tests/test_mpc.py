@@ -560,6 +560,8 @@ def test_a_party_killed_while_the_parties_draw_noise_leaves_no_csv_and_a_failed_
         (["--method", "distaim", "--mpc", "--rendezvous", "tcp://127.0.0.1:1"], "replaced by --federation FILE"),
         (["--method", "distaim", "--federation", "f.json"], "belong to --mpc"),
         (["--method", "distaim", "--collusion", "1"], "belong to --mpc"),
+        (["--method", "distaim", "--superlink", "127.0.0.1:7005"], "--superlink belongs to --mpc"),
+        (["--method", "distaim", "--mpc", "--superlink", "127.0.0.1:7005"], "--superlink goes with --federation"),
         (["--method", "distaim", "--mpc", "--collusion", "2"], "with 2 parties the threshold lies in 1..1"),
         (["--method", "fedtda", "--mpc", "--collusion", "0"], "threshold lies in 1..1"),
     ],

@@ -243,15 +243,19 @@ def check_mpc_args(args: argparse.Namespace, silos: list, option: str) -> None:
     ``option``); ``InputError`` naming the first that does not."""
     from ..common import InputError, require_mpc
 
-    servers = getattr(args, "servers", None)
+    servers, superlink = getattr(args, "servers", None), getattr(args, "superlink", None)
     if not args.mpc:
         if args.federation or args.cert or args.key or args.parties or args.collusion is not None or servers:
             raise InputError("--federation, --cert, --key, --parties, --servers and --collusion belong to --mpc")
+        if superlink:
+            raise InputError("--superlink belongs to --mpc with --federation (a federation file that lists the sites)")
         return
     require_mpc("--mpc")  # before any file is read or written
     if servers_layout(args):
         _check_servers_args(args, silos, option)
         return
+    if superlink:
+        raise InputError("--superlink goes with --federation (a federation file that lists the sites)")
     if args.federation:
         if len(silos) != 1:
             raise InputError(

@@ -218,8 +218,8 @@ def _check_distinct(silos, schema, allow_identical: bool) -> None:
         if twin is not None and not allow_identical:
             raise InputError(
                 f"{s.name} and {twin} hold the same rows: every record would count twice while the "
-                "ledger charges once (allow_identical_silos=True if they really are different "
-                "people's rows)"
+                "ledger charges once (--allow-identical-silos, or allow_identical_silos=True in Python, if they "
+                "really are different people's rows)"
             )
         seen[s.fingerprint()] = s.name
 
