@@ -176,7 +176,6 @@ def run_evaluate(args: argparse.Namespace) -> int:
         Named,
         Progress,
         check_distinct,
-        check_distinct_urls,
         check_files,
         named_files,
         read_table,
@@ -191,9 +190,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
     real_names = [name for name, _ in named]
     reals = [("--real", table_source(p)) for _, p in named]  # files, or engines' tables by URL
     holdouts = [("--holdout", table_source(p)) for p in args.holdout or []]
-    real_files, holdout_files = named_files(reals), named_files(holdouts)
-    inputs = [*real_files, Named("--synthetic", Path(args.synthetic)), Named("--schema", Path(args.schema))]
-    inputs += holdout_files
+    tables = named_files(reals + holdouts)  # the files among them
+    inputs = [t for t in tables if t.option == "--real"] + [Named("--synthetic", Path(args.synthetic))]
+    inputs += [Named("--schema", Path(args.schema))] + [t for t in tables if t.option == "--holdout"]
     inputs += [Named(opt, Path(v)) for opt, v in (("--model", args.model), ("--baseline", args.baseline)) if v]
     outputs = [(Named("--json", Path(args.json)), "evaluation JSON")] if args.json else []
     if args.report:
@@ -202,8 +201,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         check_report_path(args.report, "--report")
         outputs.append((Named("--report", Path(args.report)), "quality report"))
     check_files(inputs, outputs, force=args.force)
-    check_distinct(real_files + holdout_files)  # a file counted twice, or both fitted on and held out
-    check_distinct_urls([str(p) for _, p in reals + holdouts], "--real or --holdout")
+    check_distinct(tables)  # a file counted twice, or both fitted on and held out
     schema = Schema.load(args.schema)
     if args.workload_size < 0:
         raise InputError(f"--workload-size must be 0 (all) or positive, not {args.workload_size}")

@@ -233,7 +233,7 @@ def run_draft_dp(args: argparse.Namespace) -> int:
     """A DP draft: every public check and the plan first, then reserve, read, release, write (under
     ``--mpc`` the parties first check the request against their own policies)."""
     from .. import draft_dp
-    from ..common import Named, check_distinct, check_distinct_urls, check_files, named_files, read_chunks, table_source
+    from ..common import Named, check_distinct, check_files, named_files, read_chunks, table_source
     from ..draft_dp import replay as draft_replay
     from ..schema import check_options
     from .ledger_target import ledger_output
@@ -251,7 +251,6 @@ def run_draft_dp(args: argparse.Namespace) -> int:
     inputs = named_files(("DATA", p) for p in args.data)
     check_files(inputs + federation_inputs(args), outputs, force=args.force, stores=stores)
     check_distinct(inputs)
-    check_distinct_urls(args.data, "DATA")
     names = _common_header(tables)  # headers are public; no row is read
     exclude, include = list(args.exclude or []), list(args.include or [])
     unknown = [c for c in [*exclude, *include] if c not in names]

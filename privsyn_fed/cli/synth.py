@@ -15,7 +15,6 @@ from ..common import (
     InputError,
     Named,
     check_distinct,
-    check_distinct_urls,
     check_files,
     check_identical_contents,
     named_files,
@@ -111,7 +110,6 @@ def _checked(args: argparse.Namespace) -> Request:
     quality.check_args(args)
     check_budget_options(args, "release")
     silo_files = named_files(("--silo", p) for p in args.silo)
-    check_distinct_urls(args.silo)
     outputs = [(Named("--out", out), "synthetic CSV"), *ledger_output(args, ledger)]
     if args.model_out:
         outputs.append((Named("--model-out", Path(args.model_out)), "model"))

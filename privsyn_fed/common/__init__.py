@@ -8,7 +8,6 @@ from . import settings
 from .engines import (
     EngineTable,
     beside,
-    check_distinct_urls,
     check_engine_url,
     is_engine_url,
     named_files,
@@ -119,7 +118,6 @@ __all__ = [
     "check_engine_url",
     "beside",
     "table_source",
-    "check_distinct_urls",
     "named_files",
     "parse_engine_url",
     "terminal_text",

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
-from .errors import InputError
+from .errors import InputError, one_line
 from .extras import require_engines
 from .interrupt import checkpoint
 from .paths import Named
@@ -107,11 +107,9 @@ def _without_password(text: str) -> str:
     user_part, at, host = netloc.rpartition("@")  # the last @ ends the user part, as urlsplit reads it
     if at and ":" in user_part:
         base = user_part.split(":", 1)[0] + ":***@" + host + slash + path
-    rest = base + ("?" + params if params else "")
-    if params:
-        pairs = parse_qsl(params, keep_blank_values=True)
-        rest = base + "?" + "&".join(f"{k}={'***' if k == 'password' else quote(v)}" for k, v in pairs)
-    return f"{scheme}://{rest}"
+    pairs = parse_qsl(params, keep_blank_values=True)
+    masked = "&".join(f"{k}={'***' if k == 'password' else quote(v)}" for k, v in pairs)
+    return f"{scheme}://{base}" + (f"?{masked}" if masked else "")
 
 
 @contextmanager
@@ -126,7 +124,7 @@ def _connection(t: EngineTable) -> Iterator[Any]:
         try:
             con = duckdb.connect(t.target or ":memory:", read_only=bool(t.target))
         except duckdb.Error as exc:
-            raise InputError(f"{t}: cannot open the DuckDB database ({_one_line(exc)})") from None
+            raise InputError(f"{t}: cannot open the DuckDB database ({one_line(exc)})") from None
         try:
             yield con
         finally:
@@ -138,7 +136,7 @@ def _connection(t: EngineTable) -> Iterator[Any]:
     try:
         pg: Any = psycopg.connect(t.target, connect_timeout=timeout)
     except psycopg.Error as exc:
-        raise InputError(f"{t}: cannot connect to PostgreSQL ({_one_line(exc)})") from None
+        raise InputError(f"{t}: cannot connect to PostgreSQL ({one_line(exc)})") from None
     try:
         pg.read_only = True
         pg.execute("SET synchronize_seqscans = off")
@@ -171,7 +169,7 @@ def engine_types(t: EngineTable) -> dict[str, str]:
                 cur = con.execute(f"SELECT * FROM {t.source} LIMIT 0")
                 fields = [(d.name, _pg_type(con, d.type_code)) for d in cur.description or []]
         except _engine_errors(t) as exc:
-            raise InputError(f"{t}: the engine cannot read the rows ({_one_line(exc)})") from None
+            raise InputError(f"{t}: the engine cannot read the rows ({one_line(exc)})") from None
     names = [n for n, _ in fields]
     repeated = next((n for i, n in enumerate(names) if n in names[:i]), None)
     if repeated is not None:
@@ -215,7 +213,7 @@ def engine_batches(t: EngineTable, chunk_rows: int, columns: Sequence[str] | Non
                     yield pa.RecordBatch.from_arrays(arrays, names=names), row
                     row += len(rows)
         except _engine_errors(t) as exc:
-            raise InputError(f"{t}: the engine failed near row {row} ({_one_line(exc)})") from None
+            raise InputError(f"{t}: the engine failed near row {row} ({one_line(exc)})") from None
 
 
 def _pg_array(values: Sequence, kind: str):
@@ -230,10 +228,6 @@ def _pg_array(values: Sequence, kind: str):
     return pa.array([None if v is None else str(v) for v in values], pa.string())
 
 
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
-
-
 def check_engine_url(text: str) -> EngineTable:
     """The table ``text`` names, its URL checked and its engine's extra installed (``InputError``
     otherwise); nothing is opened."""
@@ -244,23 +238,18 @@ def check_engine_url(text: str) -> EngineTable:
 
 def named_files(given: Iterable[tuple[str, str | Path]]) -> list[Named]:
     """The files among ``(option, value)`` pairs as ``Named`` inputs; an engine's URL among them is
-    checked (``check_engine_url``) and left out, since it names no file."""
-    files = []
+    checked (``check_engine_url``) and left out, since it names no file, and refused when given twice
+    (its rows would count twice while the ledger charges once; files are compared by ``check_distinct``)."""
+    files, urls = [], set()
     for option, value in given:
         if is_engine_url(value):
             check_engine_url(str(value))
+            if value in urls:
+                raise InputError(f"{value}: given twice as {option}; give each silo once")
+            urls.add(value)
         else:
             files.append(Named(option, Path(value)))
     return files
-
-
-def check_distinct_urls(values: Iterable[str], option: str = "--silo") -> None:
-    """No engine table is named twice (its rows would count twice while the ledger charges once)."""
-    seen: set[str] = set()
-    for value in values:
-        if is_engine_url(value) and value in seen:
-            raise InputError(f"{value}: given twice as {option}; give each silo once")
-        seen.add(value)
 
 
 def beside(silo: str | Path, suffix: str) -> Path:

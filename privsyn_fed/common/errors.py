@@ -52,6 +52,12 @@ class MPCError(RuntimeError):
     """A secure computation cannot go on (a party stopped, the rendezvous failed); one-line message."""
 
 
+def one_line(exc: BaseException) -> str:
+    """An exception's whole message on one line (white space collapsed): for a library's errors whose
+    later lines carry the hint (DuckDB's "Did you mean", libpq's "Is the server running")."""
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
 def first_line(exc: BaseException, limit: int = 300) -> str:
     """An exception's first non-empty line, white space collapsed, at most ``limit`` characters.
 

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from .engines import engine_batches, engine_types, is_engine_url, parse_engine_url
-from .errors import InputError
+from .errors import InputError, one_line
 from .interrupt import checkpoint
 from .paths import check_regular
 
@@ -254,14 +254,14 @@ def _csv_chunks(
         raise InputError(f"{path}: the file is empty (no header, no rows)") from None
     except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
         raise InputError(
-            f"{path}: the gzip data is truncated or corrupt after line {line - 1} ({_one_line(exc)}); "
+            f"{path}: the gzip data is truncated or corrupt after line {line - 1} ({one_line(exc)}); "
             "compress the file again"
         ) from None
     except UnicodeDecodeError:
         raise InputError(f"{path}: {what} is not UTF-8 text near line {line}; save it as UTF-8") from None
     except (pd.errors.ParserError, OSError) as exc:
         raise InputError(
-            f"{path}: cannot parse as {what} ({_one_line(exc)})" + delimiter_hint(_first_line(path, compression))
+            f"{path}: cannot parse as {what} ({one_line(exc)})" + delimiter_hint(_first_line(path, compression))
         ) from None
 
 
@@ -282,7 +282,7 @@ def _parquet_file(path: Path):
     try:
         return pq.ParquetFile(path)
     except (pyarrow.ArrowException, OSError) as exc:
-        raise InputError(f"{path}: cannot read as Parquet ({_one_line(exc)})") from None
+        raise InputError(f"{path}: cannot read as Parquet ({one_line(exc)})") from None
 
 
 def stored_types(path: str | Path) -> dict[str, str]:
@@ -349,7 +349,7 @@ def _parquet_batches(path: Path, chunk_rows: int, columns: Sequence[str] | None)
             row += batch.num_rows
             checkpoint()
     except (pyarrow.ArrowException, OSError) as exc:
-        raise InputError(f"{path}: the Parquet data is corrupt near row {row} ({_one_line(exc)})") from None
+        raise InputError(f"{path}: the Parquet data is corrupt near row {row} ({one_line(exc)})") from None
 
 
 def arrow_cells(array) -> np.ndarray:
@@ -464,8 +464,4 @@ def _csv_batches(path: Path, columns: Sequence[str] | None) -> Iterator[ArrowChu
                 yield ArrowChunk(pa.RecordBatch.from_arrays(batch.columns, names=[names[i] for i in keep]), line)
                 line += batch.num_rows
     except (pa.ArrowException, InputError, OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
-        raise NotArrowReadable(f"{path}: {_one_line(exc)}") from None
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
+        raise NotArrowReadable(f"{path}: {one_line(exc)}") from None
