@@ -14,7 +14,7 @@ PY_SOURCES := privsyn_fed tests examples benchmarks
 install: $(STAMP)
 
 # Everything: the package with its extras dev (tests, linters), mpc (torch, onnx, omegaconf), agent
-# (Flower) and engines (DuckDB, psycopg), then CrypTen. CrypTen comes last and with --no-deps: its
+# (Flower), engines (DuckDB, psycopg) and spark (pyspark), then CrypTen. CrypTen comes last and with --no-deps: its
 # metadata requires the retired `sklearn` package (and torchvision and tensorboard, which secure computation does not use), so pip
 # would report those as broken requirements after any later step; for the same reason, on a re-run
 # (CrypTen already there) the package's step does not list them (--no-warn-conflicts).
@@ -25,8 +25,8 @@ $(STAMP): pyproject.toml Makefile
 	$(PIP) install --quiet --upgrade pip
 	@echo "make install: installing $(TORCH_SPEC) (a CPU build where /opt/wheels has one) ..."
 	$(PIP) install --progress-bar on '$(TORCH_SPEC)'
-	@echo "make install: installing privsyn-fed (editable) with the extras dev, mpc, agent and engines ..."
-	$(PIP) install --progress-bar on --no-warn-conflicts -e '.[dev,mpc,agent,engines]'
+	@echo "make install: installing privsyn-fed (editable) with the extras dev, mpc, agent, engines and spark ..."
+	$(PIP) install --progress-bar on --no-warn-conflicts -e '.[dev,mpc,agent,engines,spark]'
 	@echo "make install: installing crypten==0.4.1 without its declared dependencies ..."
 	$(PIP) install --quiet --no-deps 'crypten==0.4.1'
 	touch $(STAMP)

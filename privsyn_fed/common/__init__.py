@@ -37,6 +37,7 @@ from .paths import (
 )
 from .progress import Progress, ProgressCallback, Silent, notes_on_stderr
 from .settings import JAX_CACHE_ENV, SOURCE_VERSION, jax_cache_setting, package_version
+from .spark import frames_as_tables, is_spark_frame
 from .tables import (
     CHUNK_ROWS,
     TYPED_FORMATS,
@@ -107,6 +108,8 @@ __all__ = [
     "require_agent",
     "require_mpc",
     "require_engines",
+    "frames_as_tables",
+    "is_spark_frame",
     "same_file",
     "settings",
     "special_kind",

@@ -1,4 +1,4 @@
-"""Tables that live in an engine: a DuckDB database or a PostgreSQL server, named by URL.
+"""Tables that live in an engine: a DuckDB database, a PostgreSQL server or Spark, named by URL.
 
 * ``duckdb://PATH?table=T`` or ``duckdb://PATH?query=SQL``: the database file at ``PATH`` (what
   follows ``duckdb://``, so ``duckdb:///data/x.duckdb`` is absolute and ``duckdb://x.duckdb``
@@ -8,6 +8,9 @@
   URI, every parameter of it passed on (``host=/socket/folder``, ``sslmode``, ...), in a read-only
   transaction. The password comes from ``PGPASSWORD`` or ``~/.pgpass`` (libpq reads them); one in
   the URL is refused, so it never reaches a process list, a ledger, a log or a message.
+* ``spark://MASTER?table=T`` (or ``?query=SQL``): a table or query of Spark SQL, ``MASTER`` being
+  ``local[N]`` or a standalone cluster's ``HOST:PORT``, the other parameters Spark settings
+  (``spark``; a setting named like a secret is refused, as a password is).
 
 ``T`` may be ``schema.table``; each part is quoted. Rows come back as Arrow record batches of typed
 cells, as a Parquet file's do, numbered from 1 in the order the engine returns them: a table's
@@ -26,19 +29,22 @@ from typing import Any, Iterable, Iterator, Sequence
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
 from .errors import InputError, one_line
-from .extras import require_engines
+from .extras import require_engines, require_spark
 from .interrupt import checkpoint
 from .paths import Named
+from .spark import spark_batches, spark_master, spark_source, spark_types
 
 #: URL schemes of engine tables, by engine.
-SCHEMES = {"duckdb": "duckdb", "postgresql": "postgresql", "postgres": "postgresql"}
+SCHEMES = {"duckdb": "duckdb", "postgresql": "postgresql", "postgres": "postgresql", "spark": "spark"}
+#: Words that mark a Spark setting as a secret, refused in a URL.
+SECRET_WORDS = ("password", "secret", "token", "credential")
 #: PostgreSQL types read as numbers, as Arrow names them (the others are read as text).
 PG_NUMBERS = {"int2": "int16", "int4": "int32", "int8": "int64", "float4": "float", "float8": "double"}
 PG_TEXT = {"text": "string", "varchar": "string", "bpchar": "string", "name": "string", "bool": "bool"}
 
 
 def is_engine_url(text: object) -> bool:
-    """Whether ``text`` names an engine's table (a ``duckdb:`` or ``postgresql:`` URL), not a file."""
+    """Whether ``text`` names an engine's table (a ``duckdb:``, ``postgresql:`` or ``spark:`` URL), not a file."""
     return isinstance(text, str) and text.split(":", 1)[0].lower() in SCHEMES and "://" in text
 
 
@@ -47,10 +53,13 @@ class EngineTable:
     """A table or query in an engine (module docstring). ``shown`` is its URL as given (no password)."""
 
     engine: str
-    target: str  # DuckDB: the database file ("" in memory); PostgreSQL: libpq's URI without table/query
+    target: (
+        str  # DuckDB: the database file ("" in memory); PostgreSQL: libpq's URI without table/query; Spark: the master
+    )
     table: str | None
     query: str | None
     shown: str
+    options: tuple[tuple[str, str], ...] = ()  # Spark's settings
 
     def __str__(self) -> str:
         return self.shown
@@ -58,6 +67,8 @@ class EngineTable:
     @property
     def source(self) -> str:
         """The rows' SQL source: the quoted table, or the query in parentheses."""
+        if self.engine == "spark":
+            return spark_source(self)
         if self.table is not None:
             return ".".join('"' + part.replace('"', '""') + '"' for part in self.table.split("."))
         return f"({self.query}) AS privsyn_fed_rows"
@@ -69,6 +80,8 @@ class EngineTable:
             return self.table.rsplit(".", 1)[-1]
         if self.engine == "duckdb":
             return os.path.basename(self.target).rsplit(".", 1)[0] or "duckdb"
+        if self.engine == "spark":
+            return "spark"
         return urlsplit(self.target).path.strip("/") or "postgresql"
 
 
@@ -83,6 +96,8 @@ def parse_engine_url(text: str) -> EngineTable:
     table, query = given.pop("table", None), given.pop("query", None)
     if (table is None) == (query is None) or not (table or query):
         raise InputError(f"{text}: name the rows with exactly one of ?table=NAME or ?query=SQL")
+    if engine == "spark":
+        return _spark_table(text, unquote(base), table, query, given)
     if engine == "duckdb":
         if given:
             raise InputError(f"{text}: a DuckDB URL takes only ?table= or ?query=, not ?{next(iter(given))}=")
@@ -97,6 +112,20 @@ def parse_engine_url(text: str) -> EngineTable:
         )
     target = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(list(given.items()), quote_via=quote), ""))
     return EngineTable(engine, target, table, query, text)
+
+
+def _spark_table(text: str, master: str, table: str | None, query: str | None, given: dict) -> EngineTable:
+    """A Spark URL's table: its master checked, every other parameter a Spark setting (``spark.``),
+    none named like a secret."""
+    for key in given:
+        if not key.startswith("spark."):
+            raise InputError(f"{text}: a Spark URL takes ?table=, ?query= and Spark settings (spark.*), not ?{key}=")
+        if any(word in key.lower() for word in SECRET_WORDS):
+            raise InputError(
+                f"{text.split('?', 1)[0]}?...: the URL holds the secret setting {key}; put it in Spark's own "
+                "configuration (spark-defaults.conf under SPARK_CONF_DIR) or the environment instead"
+            )
+    return EngineTable("spark", spark_master(master, text), table, query, text, tuple(given.items()))
 
 
 def _without_password(text: str) -> str:
@@ -160,6 +189,8 @@ def engine_types(t: EngineTable) -> dict[str, str]:
     """Each column of ``t``'s rows and its type, as Arrow names it (``int64``, ``double``,
     ``string``, ...; a PostgreSQL type not read as a number or text keeps its own name), in order;
     ``InputError`` for a column named twice or a table or query the engine refuses."""
+    if t.engine == "spark":
+        return _distinct(t, spark_types(t))
     with _connection(t) as con:
         try:
             if t.engine == "duckdb":
@@ -170,6 +201,11 @@ def engine_types(t: EngineTable) -> dict[str, str]:
                 fields = [(d.name, _pg_type(con, d.type_code)) for d in cur.description or []]
         except _engine_errors(t) as exc:
             raise InputError(f"{t}: the engine cannot read the rows ({one_line(exc)})") from None
+    return _distinct(t, fields)
+
+
+def _distinct(t: EngineTable, fields: list[tuple[str, str]]) -> dict[str, str]:
+    """``fields`` as a dict; ``InputError`` naming a column that appears twice."""
     names = [n for n, _ in fields]
     repeated = next((n for i, n in enumerate(names) if n in names[:i]), None)
     if repeated is not None:
@@ -190,6 +226,10 @@ def engine_batches(t: EngineTable, chunk_rows: int, columns: Sequence[str] | Non
     ``columns`` only (all when None), in the rows' own column order; a safe point between batches."""
     import pyarrow as pa
 
+    if t.engine == "spark":
+        engine_types(t)  # a column named twice is refused first, as from the other engines
+        yield from spark_batches(t, chunk_rows, columns)
+        return
     types = engine_types(t)
     names = [n for n in types if columns is None or n in columns]
     select = ", ".join('"' + n.replace('"', '""') + '"' for n in names) or "1"
@@ -232,7 +272,7 @@ def check_engine_url(text: str) -> EngineTable:
     """The table ``text`` names, its URL checked and its engine's extra installed (``InputError``
     otherwise); nothing is opened."""
     t = parse_engine_url(text)
-    require_engines(f"silo {t}")
+    (require_spark if t.engine == "spark" else require_engines)(f"silo {t}")
     return t
 
 

@@ -4,8 +4,9 @@
 evaluates. Secure computation needs the ``mpc`` extra (torch, onnx, omegaconf) and CrypTen, which
 is installed apart with ``--no-deps`` (its metadata requires the retired ``sklearn`` package);
 site agents on Flower need the ``agent`` extra; silos in DuckDB or PostgreSQL the ``engines``
-extra. ``require_mpc``, ``require_agent`` and ``require_engines`` look the modules up without
-importing them and raise ``InputError`` with the command that installs them.
+extra, silos in Spark the ``spark`` extra (and Java). ``require_mpc``, ``require_agent``,
+``require_engines`` and ``require_spark`` look the modules up without importing them and raise
+``InputError`` with the command that installs them.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ MPC_MODULES = ("torch", "crypten", "onnx", "omegaconf")
 AGENT_MODULES = ("flwr",)
 #: The modules of the ``engines`` extra: silos in DuckDB and PostgreSQL.
 ENGINE_MODULES = ("duckdb", "psycopg")
+#: The module of the ``spark`` extra: silos in Spark.
+SPARK_MODULES = ("pyspark",)
 
 MPC_INSTALL = (
     "pip install 'privsyn-fed[mpc]' && pip install --no-deps crypten==0.4.1 "
@@ -27,6 +30,7 @@ MPC_INSTALL = (
 )
 AGENT_INSTALL = "pip install 'privsyn-fed[agent]'"
 ENGINES_INSTALL = "pip install 'privsyn-fed[engines]'"
+SPARK_INSTALL = "pip install 'privsyn-fed[spark]'"
 
 
 def missing(modules: tuple[str, ...]) -> list[str]:
@@ -71,4 +75,15 @@ def require_engines(what: str) -> None:
         raise InputError(
             f"{what} needs the engines extra, not installed here (no {', '.join(absent)}); install it with: "
             f"{ENGINES_INSTALL}"
+        )
+
+
+def require_spark(what: str) -> None:
+    """``InputError`` naming ``what`` (a silo's URL) and how to install the spark extra, unless
+    pyspark is installed (Java is checked when Spark starts)."""
+    absent = missing(SPARK_MODULES)
+    if absent:
+        raise InputError(
+            f"{what} needs the spark extra, not installed here (no {', '.join(absent)}); install it with: "
+            f"{SPARK_INSTALL} (Spark also needs Java 17 or newer)"
         )

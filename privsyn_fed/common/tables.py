@@ -43,7 +43,7 @@ PARQUET_SUFFIXES = (".parquet", ".pq")
 GZIP_MAGIC = b"\x1f\x8b"
 PARQUET_MAGIC = b"PAR1"
 #: Formats whose cells are typed (numbers as numbers), their types checked against the schema's columns.
-TYPED_FORMATS = ("parquet", "duckdb", "postgresql")
+TYPED_FORMATS = ("parquet", "duckdb", "postgresql", "spark")
 
 
 @dataclass
@@ -61,7 +61,7 @@ def table_name(path: str | Path) -> str:
 
 def table_format(path: str | Path) -> str:
     """``"parquet"``, ``"gzip"`` (a gzip-compressed CSV) or ``"csv"``: by the file's first bytes, and
-    for a file too short to tell, by its name; an engine's URL: ``"duckdb"`` or ``"postgresql"``."""
+    for a file too short to tell, by its name; an engine's URL: ``"duckdb"``, ``"postgresql"`` or ``"spark"``."""
     if is_engine_url(path):
         return parse_engine_url(str(path)).engine
     path = Path(path)

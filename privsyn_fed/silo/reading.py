@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, Sequence, TypeAlias, cast
 
 import pandas as pd
 
-from ..common import InputError, OptionError
+from ..common import InputError, OptionError, frames_as_tables, is_spark_frame
 from ..schema import Schema
 from . import units
 from .silo import Silo, unit_hashes_of
@@ -18,8 +18,9 @@ from .silo import Silo, unit_hashes_of
 if TYPE_CHECKING:
     from ..accounting import PrivacyUnit
 
-#: What a release takes as a silo: one already read, a pandas data frame, or a table's path.
-SiloLike: TypeAlias = "Silo | pd.DataFrame | str | Path"
+#: What a release takes as a silo: one already read, a pandas or Spark data frame, or a table's path
+#: or engine URL (a Spark data frame is typed ``Any``: Spark is an optional extra).
+SiloLike: TypeAlias = "Silo | pd.DataFrame | str | Path | Any"
 
 
 def read_silos(
@@ -29,24 +30,40 @@ def read_silos(
     seed: int | None = None,
     sites: Sequence[tuple[str, str]] | None = None,
 ) -> list[Silo]:
-    """Each silo read on ``schema``: frames by ``Silo.from_frame`` (named ``frame 1``, ``frame 2``, ...
-    by position), paths by ``Silo.load``; a ``Silo`` as it is, if it was read with ``unit``'s column
-    and K (or without a unit when ``unit`` is None) and with its ``sites`` entry.
+    """Each silo read on ``schema``: pandas frames by ``Silo.from_frame`` (named ``frame 1``, ``frame 2``,
+    ... by position), paths and URLs by ``Silo.load``, Spark frames as Spark tables (a temporary view
+    each, ``frames_as_tables``, named as pandas frames are); a ``Silo`` as it is, if it was read with
+    ``unit``'s column and K (or without a unit when ``unit`` is None) and with its ``sites`` entry.
 
     With a unit, one key is drawn for the release (derived from ``seed`` in a seeded run) and every
     silo's unit column is hashed with it first (``unit_hashes_of``); each silo then keeps at most K
     rows per unit (``units.keep_mask``) and, where the unit's M is enforced (in process), a unit
     found in more than M silos keeps its rows in M of them (``units.silo_masks``). A ``Silo`` read
     before holds no identifiers, so it is refused where another silo could share its units."""
-    column, max_rows = (None, 1) if unit is None else (unit.column, unit.max_rows)
-    want = None if column is None else (column, max_rows)
     names = [f"frame {i + 1}" if sites is None else f"silo {sites[i][1]!r}" for i in range(len(silos))]
     for i, s in enumerate(silos):
-        site = None if sites is None else sites[i]
         if isinstance(s, Silo):
-            _check_read(s, site, want)
-        elif not isinstance(s, (pd.DataFrame, str, Path)):
-            raise InputError(f"silo {i + 1}: a Silo, a pandas DataFrame or a path, not {type(s).__name__}")
+            _check_read(s, None if sites is None else sites[i], None if unit is None else (unit.column, unit.max_rows))
+        elif not isinstance(s, (pd.DataFrame, str, Path)) and not is_spark_frame(s):
+            raise InputError(f"silo {i + 1}: a Silo, a pandas or Spark DataFrame or a path, not {type(s).__name__}")
+    with frames_as_tables(silos) as tables:
+        out = _read_checked(tables, schema, unit, seed, sites, names)
+    for i, s in enumerate(silos):
+        if is_spark_frame(s):
+            out[i].name = names[i]
+    return out
+
+
+def _read_checked(
+    silos: Sequence[SiloLike],
+    schema: Schema,
+    unit: PrivacyUnit | None,
+    seed: int | None,
+    sites: Sequence[tuple[str, str]] | None,
+    names: list[str],
+) -> list[Silo]:
+    """``read_silos`` on silos whose kinds are checked and with no Spark frame left."""
+    column, max_rows = (None, 1) if unit is None else (unit.column, unit.max_rows)
     keeps: list = [None] * len(silos)
     across = unit is not None and unit.silos_enforced and unit.max_silos < len(silos)
     if across and _read_together(silos, cast("PrivacyUnit", unit).max_silos):

@@ -448,7 +448,7 @@ def check_unit_column(columns: Sequence[str], schema: Schema, unit: str | None, 
 
 
 #: How messages name the formats whose cells are typed.
-TYPED_NAMES = {"parquet": "Parquet", "duckdb": "DuckDB", "postgresql": "PostgreSQL"}
+TYPED_NAMES = {"parquet": "Parquet", "duckdb": "DuckDB", "postgresql": "PostgreSQL", "spark": "Spark"}
 
 
 def check_stored_types(types: dict[str, str], schema: Schema, source: str, fmt: str = "parquet") -> None:

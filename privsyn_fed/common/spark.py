@@ -1,0 +1,230 @@
+"""Tables in Spark: a session, the rows' column types, and the rows as Arrow record batches.
+
+A Spark silo is ``spark://MASTER?table=T`` or ``spark://MASTER?query=SQL`` (``engines``), where
+``MASTER`` is ``local``, ``local[N]`` or ``local[*]`` (Spark in this process's machine), or
+``HOST:PORT`` (a standalone cluster's master, ``spark://HOST:PORT``), and the URL's other
+parameters are Spark settings (``spark.sql.warehouse.dir=...``). A Spark session already running
+in the process (the caller's, or one a data frame belongs to) is used as it is; otherwise one is
+started with ``MASTER`` and the settings and kept until the process ends.
+
+The rows come back one partition at a time (``toLocalIterator``), each as Arrow record batches
+serialised by Spark's own Python workers (``mapInArrow``), so the driver holds one partition and no
+row passes through Python objects. Columns stored as numbers, text or booleans keep their types;
+decimals are read as doubles (named ``decimal128``, as PostgreSQL's are) and any other type as its
+text. Errors are ``InputError``s of one line that name the table by its URL.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import re
+import secrets
+import shutil
+import sys
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
+
+from .errors import InputError, one_line
+from .interrupt import checkpoint
+
+if TYPE_CHECKING:
+    from .engines import EngineTable
+
+#: A master as a URL names it: local mode with all, N or one core(s), or a standalone cluster's HOST:PORT.
+MASTER = re.compile(r"(local(\[(\*|[1-9][0-9]*)\])?|[A-Za-z0-9.-]+:[0-9]+)?")
+#: Spark's types read as they are, as Arrow names them.
+SPARK_TYPES = {
+    "tinyint": "int8",
+    "smallint": "int16",
+    "int": "int32",
+    "bigint": "int64",
+    "float": "float",
+    "double": "double",
+    "string": "string",
+    "boolean": "bool",
+}
+
+
+def spark_master(text: str, shown: str) -> str:
+    """Spark's master for a URL's ``MASTER`` (``local[*]`` when empty); ``InputError`` otherwise."""
+    if not MASTER.fullmatch(text):
+        raise InputError(
+            f"{shown}: {text!r} is not a Spark master; use spark://local[N]?... for Spark on this machine "
+            "or spark://HOST:PORT?... for a standalone cluster"
+        )
+    if not text:
+        return "local[*]"
+    return text if text.startswith("local") else f"spark://{text}"
+
+
+def spark_session(t: EngineTable) -> Any:
+    """The running Spark session, or one started with ``t``'s master and settings (module docstring);
+    ``InputError`` naming ``t`` where Spark cannot start (no Java, a bad setting, an unreachable master)."""
+    from pyspark.sql import SparkSession
+
+    running = SparkSession.getActiveSession()
+    if running is not None:
+        return running
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Spark's Python workers run this Python
+    builder = SparkSession.builder.master(t.target).appName("privsyn-fed")
+    for key, value in {**_defaults(t.target), **dict(t.options)}.items():
+        builder = builder.config(key, value)
+    try:
+        session = builder.getOrCreate()
+    except Exception as exc:  # Spark raises its own runtime errors and Java's, by name only
+        raise InputError(
+            f"{t}: Spark did not start ({one_line(exc)}); it needs Java 17 or newer (java on PATH, or JAVA_HOME)"
+        ) from None
+    session.sparkContext.setLogLevel("ERROR")
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):  # each error is told once, as ours
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    return session
+
+
+def _defaults(master: str) -> dict[str, str]:
+    """The settings a session started here has unless the URL sets them: no web UI or progress bar,
+    Spark's log quiet (``spark-log4j2.properties``), a warehouse in a private temporary folder
+    rather than the current one; in local mode, the driver on loopback."""
+    log = Path(__file__).with_name("spark-log4j2.properties")
+    warehouse = tempfile.mkdtemp(prefix="privsyn-spark-")  # not ./spark-warehouse; removed at exit
+    atexit.register(shutil.rmtree, warehouse, True)
+    out = {
+        "spark.sql.warehouse.dir": warehouse,
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={log.as_uri()}",
+    }
+    if master.startswith("local"):
+        out |= {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
+    return out
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def spark_source(t: EngineTable) -> str:
+    """The rows' Spark SQL source: the quoted table (``db.table`` quoted by part), or the query."""
+    if t.table is not None:
+        return ".".join(_quoted(part) for part in t.table.split("."))
+    return f"({t.query}) AS privsyn_fed_rows"
+
+
+def _errors() -> tuple[type[Exception], ...]:
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkException
+
+    return (PySparkException, Py4JError)
+
+
+def spark_error(exc: BaseException) -> str:
+    """The cause of a Spark error in one short line: the last Python exception line of a worker's
+    traceback, else the first line of Spark's message (Java's stack left out); for a worker
+    without pyarrow, what to set."""
+    text = str(exc)
+    if "No module named 'pyarrow'" in text:
+        return (
+            "Spark's Python workers cannot import pyarrow; set PYSPARK_PYTHON (or spark.pyspark.python) "
+            f"to a Python that has it, such as {sys.executable}, before the Spark session starts"
+        )
+    raised = re.findall(r"^(?:\w+\.)*\w+(?:Error|Exception): .*$", text, re.MULTILINE)
+    line = raised[-1] if raised and "Traceback" in text else text.strip().split("\n", 1)[0]
+    line = re.sub(r"\s*SQLSTATE: \w+.*$", "", one_line(line))
+    return line if len(line) <= 300 else line[:297] + "..."
+
+
+def _fields(session: Any, t: EngineTable) -> list[tuple[str, str]]:
+    """Each column of ``t``'s rows and its Spark type's simple name, in order."""
+    try:
+        schema = session.sql(f"SELECT * FROM {spark_source(t)} LIMIT 0").schema
+    except _errors() as exc:
+        raise InputError(f"{t}: Spark cannot read the rows ({spark_error(exc)})") from None
+    return [(f.name, f.dataType.simpleString()) for f in schema.fields]
+
+
+def spark_types(t: EngineTable) -> list[tuple[str, str]]:
+    """Each column of ``t``'s rows and its type as the rows come back, as Arrow names it
+    (``SPARK_TYPES``; decimals ``decimal128``; any other type ``string``, read as its text), in order."""
+    fields = _fields(spark_session(t), t)
+    return [(name, _arrow_name(kind)) for name, kind in fields]
+
+
+def _arrow_name(kind: str) -> str:
+    if kind.startswith("decimal"):
+        return "decimal128"
+    return SPARK_TYPES.get(kind, "string")
+
+
+def _column(name: str, kind: str) -> str:
+    """The select expression of one column: as stored, decimals as doubles, any other type as text."""
+    if kind in SPARK_TYPES:
+        return _quoted(name)
+    return f"CAST({_quoted(name)} AS {'DOUBLE' if kind.startswith('decimal') else 'STRING'}) AS {_quoted(name)}"
+
+
+def spark_batches(t: EngineTable, chunk_rows: int, columns: Sequence[str] | None) -> Iterator:
+    """``(record batch, first row)`` of ``t``'s rows with ``columns`` only (all when None), at most
+    ``chunk_rows`` rows a batch, in partition order; a safe point between batches."""
+    import pyarrow as pa
+
+    def serialised(batches: Iterator) -> Iterator:
+        """Each Arrow record batch of a partition as one row of one binary cell, its IPC stream;
+        run by Spark's Python workers, which need only pyarrow (a nested function travels by value)."""
+        import pyarrow as pa
+
+        for batch in batches:
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_stream(sink, batch.schema) as writer:
+                writer.write_batch(batch)
+            yield pa.RecordBatch.from_arrays([pa.array([sink.getvalue().to_pybytes()], pa.binary())], names=["ipc"])
+
+    session = spark_session(t)
+    fields = [(n, k) for n, k in _fields(session, t) if columns is None or n in columns]
+    select = ", ".join(_column(n, k) for n, k in fields) or "1 AS privsyn_fed_none"
+    frame = session.sql(f"SELECT {select} FROM {spark_source(t)}")
+    setting = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    before = session.conf.get(setting, None)
+    session.conf.set(setting, str(chunk_rows))
+    row = 1
+    try:
+        for packed in frame.mapInArrow(serialised, "ipc binary").toLocalIterator():
+            checkpoint()
+            for batch in pa.ipc.open_stream(packed[0]).read_all().to_batches():
+                yield (batch if fields else batch.select([])), row
+                row += batch.num_rows
+    except _errors() as exc:
+        raise InputError(f"{t}: Spark failed near row {row} ({spark_error(exc)})") from None
+    finally:
+        if before is None:
+            session.conf.unset(setting)
+        else:
+            session.conf.set(setting, before)
+
+
+def is_spark_frame(obj: object) -> bool:
+    """Whether ``obj`` is a Spark data frame (classic or Spark Connect), told without importing Spark."""
+    return type(obj).__module__.startswith("pyspark.sql") and hasattr(obj, "createOrReplaceTempView")
+
+
+@contextmanager
+def frames_as_tables(silos: Sequence[Any]) -> Iterator[list[Any]]:
+    """``silos`` with each Spark data frame replaced by the URL of a temporary view of it in its own
+    session (``spark://?table=privsyn_fed_frameI_HEX``), read as any Spark table; the views are
+    dropped afterwards."""
+    made, out = [], []
+    try:
+        for i, s in enumerate(silos):
+            if is_spark_frame(s):
+                view = f"privsyn_fed_frame{i + 1}_{secrets.token_hex(4)}"
+                s.createOrReplaceTempView(view)
+                made.append((s.sparkSession, view))
+                s = f"spark://?table={view}"
+            out.append(s)
+        yield out
+    finally:
+        for session, view in made:
+            session.catalog.dropTempView(view)
