@@ -379,3 +379,23 @@ def postgres():
     finally:
         run(bin_ / "pg_ctl", "-D", data, "-m", "immediate", "stop")
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """Spark in local mode (two cores) in this process, started as a Spark silo starts it
+    (``common.spark.spark_session``: its JVM's output in a private folder, the driver on loopback);
+    stopped afterwards. Skipped, with one line, where pyspark or Java is missing."""
+    import shutil
+
+    pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'privsyn-fed[spark]')")
+    if not os.environ.get("JAVA_HOME") and shutil.which("java") is None:
+        pytest.skip("no Java on PATH (Spark needs Java 17 or newer)")
+    from privsyn_fed.common.engines import parse_engine_url
+    from privsyn_fed.common.spark import spark_session
+
+    session = spark_session(parse_engine_url("spark://local[2]?query=SELECT 1"))
+    try:
+        yield session
+    finally:
+        session.stop()

@@ -1,8 +1,8 @@
-"""The MPC stack, Flower and the engines are extras: without them every in-process command works and
+"""The MPC stack, Flower, the engines and Spark are extras: without them every in-process command works and
 never imports them, and a command that needs one stops with one line saying how to install it.
 
 Each command runs in a child process of this Python whose import system answers, for torch,
-CrypTen, onnx, omegaconf, Flower, DuckDB and psycopg (or the ones a test names), as if they were not installed
+CrypTen, onnx, omegaconf, Flower, DuckDB, psycopg and pyspark (or the ones a test names), as if they were not installed
 (a ``sys.meta_path`` finder that raises ``ModuleNotFoundError`` and notes every name asked for).
 """
 
@@ -20,7 +20,7 @@ import pytest
 from .conftest import SCHEMA, assert_one_line_error, make_frame
 
 ROOT = Path(__file__).resolve().parents[1]
-EXTRAS = ("torch", "crypten", "onnx", "omegaconf", "flwr", "duckdb", "psycopg")
+EXTRAS = ("torch", "crypten", "onnx", "omegaconf", "flwr", "duckdb", "psycopg", "pyspark")
 
 NOT_INSTALLED = """
 import json, sys
@@ -167,10 +167,20 @@ def test_a_silo_in_an_engine_says_how_to_install_the_engines_extra(work, silo):
     assert sorted(work.rglob("*")) == before
 
 
-def test_the_extras_are_found_where_make_install_installed_them():
-    from privsyn_fed.common.extras import AGENT_MODULES, ENGINE_MODULES, MPC_MODULES, missing
+def test_a_silo_in_spark_says_how_to_install_the_spark_extra(work):
+    before = sorted(work.rglob("*"))
+    argv = ["synth", "--method", "aim", "--schema", "schema.json", "--silo", "spark://local[2]?table=north",
+            "--epsilon", "1", "--delta", "1e-9", "--out", "spark.csv"]  # fmt: skip
+    proc, tried = without(["pyspark"], *argv, cwd=work)
+    assert_one_line_error(proc, "needs the spark extra", "pip install 'privsyn-fed[spark]'", "Java 17")
+    assert tried == ["pyspark"]
+    assert sorted(work.rglob("*")) == before
 
-    assert missing(MPC_MODULES + AGENT_MODULES + ENGINE_MODULES) == []
+
+def test_the_extras_are_found_where_make_install_installed_them():
+    from privsyn_fed.common.extras import AGENT_MODULES, ENGINE_MODULES, MPC_MODULES, SPARK_MODULES, missing
+
+    assert missing(MPC_MODULES + AGENT_MODULES + ENGINE_MODULES + SPARK_MODULES) == []
 
 
 def test_core_dependencies_leave_out_the_mpc_stack_and_flower():
@@ -180,11 +190,12 @@ def test_core_dependencies_leave_out_the_mpc_stack_and_flower():
         return {re.match(r"[A-Za-z0-9._-]+", req).group().lower() for req in requirements}
 
     core, extras = names(project["dependencies"]), project["optional-dependencies"]
-    assert not core & {"torch", "crypten", "onnx", "omegaconf", "flwr", "duckdb", "psycopg"}, core
+    assert not core & {"torch", "crypten", "onnx", "omegaconf", "flwr", "duckdb", "psycopg", "pyspark"}, core
     assert "scikit-learn" in core  # evaluate and partition
     assert {"torch", "onnx", "omegaconf"} <= names(extras["mpc"])
     assert names(extras["agent"]) == {"flwr"} and "flwr==1.42.0" in extras["agent"]
     assert names(extras["engines"]) == {"duckdb", "psycopg"}
+    assert names(extras["spark"]) == {"pyspark"}
 
 
 def test_help_lists_the_mpc_commands_without_the_extras(tmp_path):

@@ -22,17 +22,36 @@ import os
 import re
 import secrets
 import shutil
+import socket
 import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import Any, Iterator, Protocol, Sequence
 
-from .errors import InputError, one_line
+from .errors import InputError, first_line
 from .interrupt import checkpoint
 
-if TYPE_CHECKING:
-    from .engines import EngineTable
+
+class EngineTable(Protocol):
+    """What Spark's functions read of ``engines.EngineTable`` (a Protocol: ``engines`` imports this module)."""
+
+    @property
+    def target(self) -> str:
+        """The master: "" (the running session's, else ``local[*]``), ``local[N]`` or ``spark://HOST:PORT``."""
+
+    @property
+    def table(self) -> str | None:
+        """The table's name, or None for a query."""
+
+    @property
+    def query(self) -> str | None:
+        """The query, or None for a table."""
+
+    @property
+    def options(self) -> tuple[tuple[str, str], ...]:
+        """The URL's Spark settings."""
+
 
 #: A master as a URL names it: local mode with all, N or one core(s), or a standalone cluster's HOST:PORT.
 MASTER = re.compile(r"(local(\[(\*|[1-9][0-9]*)\])?|[A-Za-z0-9.-]+:[0-9]+)?")
@@ -50,57 +69,97 @@ SPARK_TYPES = {
 
 
 def spark_master(text: str, shown: str) -> str:
-    """Spark's master for a URL's ``MASTER`` (``local[*]`` when empty); ``InputError`` otherwise."""
+    """Spark's master for a URL's ``MASTER`` ("" when empty: the running session's, else ``local[*]``);
+    ``InputError`` for text that names no master."""
     if not MASTER.fullmatch(text):
         raise InputError(
             f"{shown}: {text!r} is not a Spark master; use spark://local[N]?... for Spark on this machine "
             "or spark://HOST:PORT?... for a standalone cluster"
         )
     if not text:
-        return "local[*]"
+        return ""
     return text if text.startswith("local") else f"spark://{text}"
 
 
 def spark_session(t: EngineTable) -> Any:
     """The running Spark session, or one started with ``t``'s master and settings (module docstring);
-    ``InputError`` naming ``t`` where Spark cannot start (no Java, a bad setting, an unreachable master)."""
+    ``InputError`` naming ``t`` where Spark cannot start (no Java, a bad setting, an unreachable master).
+
+    A session started here runs its JVM with its output in ``spark.log`` of a private temporary
+    folder (a failure's last line is told in the error), its warehouse in that folder rather than
+    the current one, no web UI or progress bar and, in local mode, the driver on loopback; the
+    folder is removed when the process ends."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession
 
+    if t.target and not t.target.startswith("local"):
+        _reach(t)
     running = SparkSession.getActiveSession()
     if running is not None:
+        _check_running(t, running)
         return running
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    if not java or not os.access(java, os.X_OK):
+        where = f"JAVA_HOME={home} holds no bin/java" if home else "no java on PATH"
+        raise InputError(f"{t}: Spark needs Java 17 or newer, and {where}; install Java or set JAVA_HOME")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Spark's Python workers run this Python
-    builder = SparkSession.builder.master(t.target).appName("privsyn-fed")
-    for key, value in {**_defaults(t.target), **dict(t.options)}.items():
-        builder = builder.config(key, value)
+    folder = Path(tempfile.mkdtemp(prefix="privsyn-spark-"))
+    atexit.register(shutil.rmtree, folder, True)
+    settings = {
+        "spark.sql.warehouse.dir": str(folder / "warehouse"),
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+    }
+    if not t.target or t.target.startswith("local"):
+        settings |= {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
+    conf = (
+        SparkConf().setMaster(t.target or "local[*]").setAppName("privsyn-fed").setAll([*settings.items(), *t.options])
+    )
     try:
-        session = builder.getOrCreate()
+        with open(folder / "spark.log", "ab") as log:
+            gateway = launch_gateway(conf, popen_kwargs={"stdout": log, "stderr": log})
+        session = SparkSession(SparkContext(conf=conf, gateway=gateway))
     except Exception as exc:  # Spark raises its own runtime errors and Java's, by name only
-        raise InputError(
-            f"{t}: Spark did not start ({one_line(exc)}); it needs Java 17 or newer (java on PATH, or JAVA_HOME)"
-        ) from None
-    session.sparkContext.setLogLevel("ERROR")
+        said = [
+            ln.split(" ERROR ", 1)[1]
+            for ln in (folder / "spark.log").read_text(errors="replace").splitlines()
+            if " ERROR " in ln
+        ]
+        cause = first_line(RuntimeError(said[-1])) if said else spark_error(exc)
+        raise InputError(f"{t}: Spark did not start ({cause})") from None
     for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):  # each error is told once, as ours
         logging.getLogger(name).setLevel(logging.CRITICAL)
     return session
 
 
-def _defaults(master: str) -> dict[str, str]:
-    """The settings a session started here has unless the URL sets them: no web UI or progress bar,
-    Spark's log quiet (``spark-log4j2.properties``), a warehouse in a private temporary folder
-    rather than the current one; in local mode, the driver on loopback."""
-    log = Path(__file__).with_name("spark-log4j2.properties")
-    warehouse = tempfile.mkdtemp(prefix="privsyn-spark-")  # not ./spark-warehouse; removed at exit
-    atexit.register(shutil.rmtree, warehouse, True)
-    out = {
-        "spark.sql.warehouse.dir": warehouse,
-        "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "false",
-        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={log.as_uri()}",
-    }
-    if master.startswith("local"):
-        out |= {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
-    return out
+def _check_running(t: EngineTable, running: Any) -> None:
+    """``InputError`` where ``t`` names a master or a setting other than the running session's: one
+    process reads through one session, and the rows of another cluster must not be read from this one."""
+    master = running.sparkContext.master
+    if t.target and t.target != master:
+        raise InputError(
+            f"{t}: this process already runs Spark with master {master}, and one process reads Spark silos "
+            "through one session; give the silos of one master (or spark://?table=... for the running session)"
+        )
+    for key, value in t.options:
+        try:
+            held = running.conf.get(key)  # the setting's default where it is not set
+        except _errors():
+            held = None  # a setting Spark does not know, never set
+        if held != value:
+            raise InputError(f"{t}: the running Spark session has {key}={held}, not {value}")
+
+
+def _reach(t: EngineTable, timeout: float = 10.0) -> None:
+    """``InputError`` naming ``t`` unless its standalone master accepts a connection within
+    ``timeout`` seconds (Spark itself retries for a minute before it gives up)."""
+    host, _, port = t.target.removeprefix("spark://").rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise InputError(f"{t}: no Spark master answers at {host}:{port} ({exc.strerror or exc})") from None
 
 
 def _quoted(name: str) -> str:
@@ -132,9 +191,8 @@ def spark_error(exc: BaseException) -> str:
             f"to a Python that has it, such as {sys.executable}, before the Spark session starts"
         )
     raised = re.findall(r"^(?:\w+\.)*\w+(?:Error|Exception): .*$", text, re.MULTILINE)
-    line = raised[-1] if raised and "Traceback" in text else text.strip().split("\n", 1)[0]
-    line = re.sub(r"\s*SQLSTATE: \w+.*$", "", one_line(line))
-    return line if len(line) <= 300 else line[:297] + "..."
+    cause = RuntimeError(raised[-1]) if raised and "Traceback" in text else exc
+    return re.sub(r"\s*SQLSTATE: \w+.*$", "", first_line(cause))
 
 
 def _fields(session: Any, t: EngineTable) -> list[tuple[str, str]]:

@@ -1,0 +1,183 @@
+"""Silos in Spark (``spark://MASTER?table=T|query=SQL``, and Spark data frames in the API), read by
+a real Spark in local mode: for random tables and schemas the silo read through Spark equals the one
+read from the same rows' CSV and Parquet exports; bad rows, bad URLs, a failing query and a missing
+Java give one-line errors naming the table; a release over Spark silos equals the release over their
+CSV exports, and leaves nothing of Spark's behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from decimal import Decimal
+
+import pandas as pd
+import pytest
+
+import privsyn_fed as pf
+from privsyn_fed.common import InputError
+from privsyn_fed.silo import Silo
+from tests.conftest import assert_one_line_error, run_cli, synth_argv
+from tests.test_engine_silos import BAD, BAD_SCHEMA, KEY, _bad_errors, _random_table, _same_silo
+
+pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'privsyn-fed[spark]')")
+
+
+def _over(path) -> str:
+    """A Spark silo: a query over a Parquet file."""
+    return f"spark://local[2]?query=SELECT * FROM parquet.`{path}`"
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_silo_in_spark_is_the_silo_of_its_csv_and_parquet_exports(tmp_path, spark, seed):
+    spec, df = _random_table(300 + seed)
+    schema = pf.Schema.from_dict(spec)
+    df.to_csv(tmp_path / "t.csv", index=False)
+    df.to_parquet(tmp_path / "t.parquet", index=False)
+    spark.read.parquet(str(tmp_path / "t.parquet")).createOrReplaceTempView(f"rows_{seed}")
+    read = dict(unit="pid", max_rows=2, unit_key=KEY, site=("site", "north"))
+    from_csv = Silo.load(tmp_path / "t.csv", schema, **read)
+    for other in (f"spark://local[2]?table=rows_{seed}", _over(tmp_path / "t.parquet")):
+        _same_silo(from_csv, Silo.load(other, schema, **read))
+    held = df.assign(site="north")  # the silo column held by the table
+    spark.createDataFrame(held).createOrReplaceTempView(f"held_{seed}")
+    site = ("site", "north")
+    _same_silo(
+        Silo.load(tmp_path / "t.csv", schema, site=site), Silo.load(f"spark://?table=held_{seed}", schema, site=site)
+    )
+
+
+def test_spark_types_are_read_as_numbers_or_as_their_text(tmp_path, spark):
+    """Decimals are numbers (read as doubles); a date, a type neither number nor text, is its text."""
+    rows = [(Decimal("1.50"), "2024-01-05"), (Decimal("7.25"), "2024-02-29"), (None, "2024-01-05")]
+    spark.createDataFrame(rows, "x decimal(6,2), d string").selectExpr("x", "to_date(d) AS d").createOrReplaceTempView(
+        "typed"
+    )
+    schema = pf.Schema.from_dict(
+        {
+            "columns": [
+                {"name": "x", "type": "numeric", "lower": 0, "upper": 10, "bins": 5, "missing": True},
+                {"name": "d", "type": "categorical", "categories": ["2024-01-05", "2024-02-29"]},
+            ]
+        }
+    )
+    pd.DataFrame({"x": [1.5, 7.25, None], "d": ["2024-01-05", "2024-02-29", "2024-01-05"]}).to_csv(
+        tmp_path / "t.csv", index=False
+    )
+    _same_silo(Silo.load(tmp_path / "t.csv", schema), Silo.load("spark://?table=typed", schema))
+
+
+def test_bad_rows_in_spark_give_the_errors_of_its_parquet_export(tmp_path, spark):
+    def url_of(frame, name):
+        frame.to_parquet(tmp_path / f"{name}.spark.parquet", index=False)
+        return _over(tmp_path / f"{name}.spark.parquet")
+
+    _bad_errors(tmp_path, url_of)
+
+
+def test_a_query_that_fails_in_spark_is_one_line_naming_the_table(tmp_path, spark):
+    BAD.assign(g="a").to_parquet(tmp_path / "t.parquet", index=False)
+    source = f"parquet.`{tmp_path / 't.parquet'}`"
+    url = f"spark://local[2]?query=SELECT g, IF(x > 3, raise_error('x is past the limit'), x) AS x FROM {source}"
+    with pytest.raises(InputError) as caught:
+        Silo.load(url, pf.Schema.from_dict(BAD_SCHEMA))
+    message = str(caught.value)
+    assert message.startswith(f"{url}: Spark failed near row 1 (") and "x is past the limit" in message, message
+    assert "\n" not in message and " at org." not in message and len(message) < 600, message
+    with pytest.raises(InputError, match="cannot be found"):
+        Silo.load("spark://local[2]?table=no_such_rows", pf.Schema.from_dict(BAD_SCHEMA))
+
+
+def test_a_silo_of_another_master_or_setting_is_refused_while_a_session_runs(spark):
+    """One process reads through one session: a silo naming another master must not be read from
+    this one (the rows would be another cluster's), nor one whose settings the session lacks."""
+    spark.createDataFrame(BAD.assign(g="a")).createOrReplaceTempView("t")
+    for url, fragment in (
+        ("spark://local[1]?table=t", "already runs Spark with master local[2]"),
+        ("spark://local[2]?table=t&spark.sql.shuffle.partitions=7", "has spark.sql.shuffle.partitions=200, not 7"),
+    ):
+        with pytest.raises(InputError, match=None) as caught:
+            Silo.load(url, pf.Schema.from_dict(BAD_SCHEMA))
+        assert fragment in str(caught.value), str(caught.value)
+    assert Silo.load("spark://?table=t", pf.Schema.from_dict(BAD_SCHEMA)).true_size() == 5
+
+
+@pytest.mark.parametrize(
+    "url, fragment",
+    [
+        ("spark://local[0]?table=t", "is not a Spark master"),
+        ("spark://yarn?table=t", "is not a Spark master"),
+        ("spark://local[2]", "exactly one of ?table=NAME or ?query=SQL"),
+        ("spark://local[2]?table=t&threads=4", "Spark settings (spark.*), not ?threads="),
+        ("spark://127.0.0.1:1?table=t", "no Spark master answers at 127.0.0.1:1"),
+    ],
+)
+def test_a_bad_spark_url_is_refused_in_one_line_before_spark_starts(url, fragment):
+    started = time.monotonic()
+    with pytest.raises(InputError) as caught:
+        Silo.load(url, pf.Schema.from_dict(BAD_SCHEMA))
+    assert fragment in str(caught.value) and "\n" not in str(caught.value)
+    assert time.monotonic() - started < 15
+
+
+def test_a_secret_setting_in_a_spark_url_is_refused_and_never_repeated(tmp_path):
+    (tmp_path / "s.json").write_text(json.dumps(BAD_SCHEMA))
+    url = "spark://local[2]?table=t&spark.hadoop.fs.s3a.secret.key=Sesame-42"
+    proc = run_cli(*synth_argv(schema=tmp_path / "s.json", silos=[url], out=tmp_path / "o.csv"))
+    assert_one_line_error(proc, "secret setting spark.hadoop.fs.s3a.secret.key", "spark-defaults.conf")
+    assert "Sesame" not in proc.stdout + proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.json"]
+
+
+def test_without_java_a_spark_silo_stops_in_one_line_and_writes_nothing(tmp_path):
+    (tmp_path / "s.json").write_text(json.dumps(BAD_SCHEMA))
+    BAD.assign(g="a").to_parquet(tmp_path / "t.parquet", index=False)
+    argv = synth_argv(schema=tmp_path / "s.json", silos=[_over(tmp_path / "t.parquet")], out=tmp_path / "o.csv")
+    proc = run_cli(*argv, env={**os.environ, "JAVA_HOME": str(tmp_path / "no-java")}, cwd=tmp_path)
+    assert_one_line_error(proc, "Spark needs Java 17 or newer", "holds no bin/java")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.json", "t.parquet"]
+
+
+# ---- releases -------------------------------------------------------------------------------------
+def test_a_release_over_spark_silos_equals_the_release_over_their_csv_exports(tmp_path):
+    """In a child process, as a user runs it: Spark starts there, writes nothing in the current
+    folder (no spark-warehouse) and nothing of its own on stderr but the JVM's one notice."""
+    spec, df = _random_table(11, n=900)
+    spec["columns"] = spec["columns"][:-1]  # no silo column
+    (tmp_path / "s.json").write_text(json.dumps(spec))
+    north, south = df.iloc[:500], df.iloc[500:]
+    for name, part in (("north", north), ("south", south)):
+        part.to_csv(tmp_path / f"{name}.csv", index=False)
+        part.to_parquet(tmp_path / f"{name}.parquet", index=False)
+    sparks = [f"{n}={_over(tmp_path / f'{n}.parquet')}" for n in ("north", "south")]
+    files = [f"{n}={tmp_path / f'{n}.csv'}" for n in ("north", "south")]
+    ledgers = []
+    for name, silos in (("spark", sparks), ("files", files)):
+        argv = synth_argv(schema=tmp_path / "s.json", silos=silos, out=tmp_path / f"{name}.csv", seed=5)
+        proc = run_cli(*argv, "--privacy-unit", "pid", "--max-rows-per-unit", "2", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        if name == "spark":
+            assert not [ln for ln in proc.stderr.splitlines() if "WARN " in ln or "log4j" in ln], proc.stderr
+        ledger = json.loads((tmp_path / f"{name}.ledger.json").read_text())
+        ledgers.append({k: v for k, v in ledger.items() if k not in ("created", "updated")})
+    assert (tmp_path / "spark.csv").read_bytes() == (tmp_path / "files.csv").read_bytes()
+    assert ledgers[0] == ledgers[1]
+    assert not (tmp_path / "spark-warehouse").exists() and not (tmp_path / "metastore_db").exists()
+
+
+def test_spark_data_frames_in_the_api_release_as_their_pandas_frames(tmp_path, spark):
+    spec, df = _random_table(12, n=600)
+    spec["columns"] = spec["columns"][:-1]
+    schema = pf.Schema.from_dict(spec)
+    parts = [df.iloc[:350].reset_index(drop=True), df.iloc[350:].reset_index(drop=True)]
+    given = dict(schema=schema, seed=9, privacy_unit="pid", max_rows_per_unit=2)
+    from_pandas = pf.synthesize(parts, "aim", 1.0, **given)
+    from_spark = pf.synthesize([spark.createDataFrame(p) for p in parts], "aim", 1.0, **given)
+    assert from_spark.data.equals(from_pandas.data)
+    assert {k: v for k, v in from_spark.ledger.items() if k not in ("created", "updated")} == {
+        k: v for k, v in from_pandas.ledger.items() if k not in ("created", "updated")
+    }
+    assert not [t.name for t in spark.catalog.listTables() if t.name.startswith("privsyn_fed_frame")]
+    with pytest.raises(InputError, match="not in the schema"):  # an error still drops the views
+        pf.synthesize([spark.createDataFrame(BAD.drop(columns="pid"))], schema=pf.Schema.from_dict(BAD_SCHEMA))
+    assert not [t.name for t in spark.catalog.listTables() if t.name.startswith("privsyn_fed_frame")]
