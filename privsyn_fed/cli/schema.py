@@ -67,7 +67,7 @@ def add_parsers(sub) -> None:
         "data",
         metavar="DATA",
         nargs="+",
-        help="the table: CSV, gzip-compressed CSV or Parquet, or a DuckDB or PostgreSQL table by URL; with --dp "
+        help="the table: CSV, gzip-compressed CSV or Parquet, or a DuckDB, PostgreSQL or Spark table by URL; with --dp "
         "several (silos with the same columns), drafted as their union",
     )
     dr.add_argument("--out", required=True, metavar="SCHEMA.json", help="where to write the draft schema")

@@ -1,5 +1,5 @@
 """Reading tables in bounded chunks: CSV (plain or gzip) and Parquet files, and tables in an engine
-named by URL (``engines``: DuckDB, PostgreSQL), whose cells are typed as a Parquet file's.
+named by URL (``engines``: DuckDB, PostgreSQL, Spark), whose cells are typed as a Parquet file's.
 
 Every reader yields ``Chunk``s: a data frame of at most ``chunk_rows`` rows and the number by
 which errors call its first row (CSV: the file's line number, the header being line 1; Parquet:
