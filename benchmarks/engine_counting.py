@@ -9,7 +9,10 @@ Every mode reads the silo and counts every 3-way marginal of its six columns; th
 checked equal across modes. Modes: ``reader`` (the Parquet file), ``duckdb-file`` (the rows in a
 DuckDB database file, ``duckdb://silo.duckdb?table=silo``; writing that file is timed apart, as the
 export a bank would already have), ``duckdb-parquet`` (DuckDB reading the Parquet file itself,
-``duckdb://?query=SELECT * FROM read_parquet(...)``). Needs the engines extra.
+``duckdb://?query=SELECT * FROM read_parquet(...)``), ``spark-parquet`` (Spark in local mode on
+every core reading the Parquet file, ``spark://local[*]?query=SELECT * FROM parquet.`...```: the rows
+come back a partition at a time and are counted by the silo, as the reader's are; its peak is the
+Python process's, Spark's JVM apart). Needs the engines extra (and the spark extra for Spark).
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ SCHEMA = {
         {"name": "plan", "type": "categorical", "categories": ["a", "b", "c", "other"], "unknown": "other"},
     ]
 }
-MODES = ("reader", "duckdb-file", "duckdb-parquet")
+MODES = ("reader", "duckdb-file", "duckdb-parquet", "spark-parquet")
 
 
 def generate(path: Path, rows: int, seed: int = 0, chunk: int = 2_000_000) -> None:
@@ -78,6 +81,8 @@ def source(mode: str, folder: Path) -> str:
         return str(parquet)
     if mode == "duckdb-file":
         return f"duckdb://{folder / 'silo.duckdb'}?table=silo"
+    if mode == "spark-parquet":
+        return f"spark://local[*]?query=SELECT * FROM parquet.`{parquet}`"
     return f"duckdb://?query=SELECT * FROM read_parquet('{parquet}')"
 
 

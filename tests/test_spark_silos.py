@@ -138,6 +138,16 @@ def test_without_java_a_spark_silo_stops_in_one_line_and_writes_nothing(tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.json", "t.parquet"]
 
 
+def test_spark_that_cannot_start_says_why_in_one_line_and_writes_nothing(tmp_path):
+    """Too small a heap for Spark's driver: its JVM stops at start, and the cause it logged is the message."""
+    (tmp_path / "s.json").write_text(json.dumps(BAD_SCHEMA))
+    BAD.assign(g="a").to_parquet(tmp_path / "t.parquet", index=False)
+    url = _over(tmp_path / "t.parquet") + "&spark.driver.memory=64m"
+    proc = run_cli(*synth_argv(schema=tmp_path / "s.json", silos=[url], out=tmp_path / "o.csv"), cwd=tmp_path)
+    assert_one_line_error(proc, url, "Spark did not start", "INVALID_DRIVER_MEMORY")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.json", "t.parquet"]
+
+
 # ---- releases -------------------------------------------------------------------------------------
 def test_a_release_over_spark_silos_equals_the_release_over_their_csv_exports(tmp_path):
     """In a child process, as a user runs it: Spark starts there, writes nothing in the current

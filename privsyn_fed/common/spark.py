@@ -25,7 +25,7 @@ import shutil
 import socket
 import sys
 import tempfile
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Iterator, Protocol, Sequence
 
@@ -55,6 +55,8 @@ class EngineTable(Protocol):
 
 #: A master as a URL names it: local mode with all, N or one core(s), or a standalone cluster's HOST:PORT.
 MASTER = re.compile(r"(local(\[(\*|[1-9][0-9]*)\])?|[A-Za-z0-9.-]+:[0-9]+)?")
+#: The JVM logs of the Spark sessions started by this process, the last one running.
+LOGS: list[Path] = []
 #: Spark's types read as they are, as Arrow names them.
 SPARK_TYPES = {
     "tinyint": "int8",
@@ -107,10 +109,13 @@ def spark_session(t: EngineTable) -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Spark's Python workers run this Python
     folder = Path(tempfile.mkdtemp(prefix="privsyn-spark-"))
     atexit.register(shutil.rmtree, folder, True)
+    LOGS.append(folder / "spark.log")
     settings = {
         "spark.sql.warehouse.dir": str(folder / "warehouse"),
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
+        # a partition comes back whole (toLocalIterator): small ones keep within the driver's default heap
+        "spark.sql.files.maxPartitionBytes": "32m",
     }
     if not t.target or t.target.startswith("local"):
         settings |= {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
@@ -122,13 +127,7 @@ def spark_session(t: EngineTable) -> Any:
             gateway = launch_gateway(conf, popen_kwargs={"stdout": log, "stderr": log})
         session = SparkSession(SparkContext(conf=conf, gateway=gateway))
     except Exception as exc:  # Spark raises its own runtime errors and Java's, by name only
-        said = [
-            ln.split(" ERROR ", 1)[1]
-            for ln in (folder / "spark.log").read_text(errors="replace").splitlines()
-            if " ERROR " in ln
-        ]
-        cause = first_line(RuntimeError(said[-1])) if said else spark_error(exc)
-        raise InputError(f"{t}: Spark did not start ({cause})") from None
+        raise InputError(f"{t}: Spark did not start ({spark_error(exc)})") from None
     for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):  # each error is told once, as ours
         logging.getLogger(name).setLevel(logging.CRITICAL)
     return session
@@ -177,7 +176,7 @@ def _errors() -> tuple[type[Exception], ...]:
     from py4j.protocol import Py4JError
     from pyspark.errors import PySparkException
 
-    return (PySparkException, Py4JError)
+    return (PySparkException, Py4JError, OSError)  # OSError: Spark's JVM gone (its log says why)
 
 
 def spark_error(exc: BaseException) -> str:
@@ -185,13 +184,23 @@ def spark_error(exc: BaseException) -> str:
     traceback, else the first line of Spark's message (Java's stack left out); for a worker
     without pyarrow, what to set."""
     text = str(exc)
+    log = LOGS[-1].read_text(errors="replace") if LOGS and LOGS[-1].exists() else ""
+    thrown = re.findall(r"^(?:Caused by: )?((?:[\w$]+\.)+[\w$]+(?:Exception|Error): .+)$", log, re.MULTILINE)
+    logged = thrown[-1] if thrown else None  # the last exception Spark's JVM logged
+    if "OutOfMemoryError" in text + log:
+        return (
+            "Spark ran out of memory; give it more with &spark.driver.memory=4g in the URL (local mode: set "
+            "before Spark starts), or smaller partitions with &spark.sql.files.maxPartitionBytes=8m"
+        )
     if "No module named 'pyarrow'" in text:
         return (
             "Spark's Python workers cannot import pyarrow; set PYSPARK_PYTHON (or spark.pyspark.python) "
             f"to a Python that has it, such as {sys.executable}, before the Spark session starts"
         )
     raised = re.findall(r"^(?:\w+\.)*\w+(?:Error|Exception): .*$", text, re.MULTILINE)
-    cause = RuntimeError(raised[-1]) if raised and "Traceback" in text else exc
+    cause: BaseException = RuntimeError(raised[-1]) if raised and "Traceback" in text else exc
+    if logged is not None and (isinstance(exc, OSError) or "An error occurred while calling" in text):
+        cause = RuntimeError(logged)  # py4j says only which call failed; Spark's log says why
     return re.sub(r"\s*SQLSTATE: \w+.*$", "", first_line(cause))
 
 
@@ -257,10 +266,11 @@ def spark_batches(t: EngineTable, chunk_rows: int, columns: Sequence[str] | None
     except _errors() as exc:
         raise InputError(f"{t}: Spark failed near row {row} ({spark_error(exc)})") from None
     finally:
-        if before is None:
-            session.conf.unset(setting)
-        else:
-            session.conf.set(setting, before)
+        with suppress(*_errors()):  # a session that failed may be gone
+            if before is None:
+                session.conf.unset(setting)
+            else:
+                session.conf.set(setting, before)
 
 
 def is_spark_frame(obj: object) -> bool:
