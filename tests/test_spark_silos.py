@@ -6,11 +6,13 @@ CSV exports, and leaves nothing of Spark's behind."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import time
 from decimal import Decimal
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -45,6 +47,50 @@ def test_a_silo_in_spark_is_the_silo_of_its_csv_and_parquet_exports(tmp_path, sp
     _same_silo(
         Silo.load(tmp_path / "t.csv", schema, site=site), Silo.load(f"spark://?table=held_{seed}", schema, site=site)
     )
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_silo_counted_in_spark_is_the_silo_of_its_csv_export(tmp_path, spark, seed):
+    """Without a privacy unit a Spark silo's rows are encoded by Spark's workers and counted by Spark
+    (``SparkStore``); its summaries, merged, answer as the CSV's silo, whose rows the reader encoded."""
+    spec, df = _random_table(400 + seed, n=3000)
+    schema = pf.Schema.from_dict(spec)
+    held = df.assign(site="north") if seed % 2 else df  # the silo column held by the table, or not
+    held.to_csv(tmp_path / "t.csv", index=False)
+    spark.createDataFrame(held).repartition(3).createOrReplaceTempView(f"counted_{seed}")  # several partitions
+    site = ("site", "north")
+    from_csv = Silo.load(tmp_path / "t.csv", schema, site=site)
+    counted = Silo.load(f"spark://?table=counted_{seed}", schema, site=site)
+    assert [type(s).__name__ for s in counted._stores] == ["SparkStore"]
+    _same_silo(from_csv, counted)
+    a, b = from_csv.rows(), counted.rows()  # the same rows, in another order (three partitions)
+    assert np.array_equal(a[np.lexsort(a.T)], b[np.lexsort(b.T)])
+    d = len(schema.columns)
+    every = list(itertools.chain.from_iterable(itertools.combinations(range(d), k) for k in range(d + 1)))
+    shuffled = [tuple(np.random.default_rng(seed).permutation(c)) for c in every]
+    for clique, counts in counted.marginals(shuffled).items():
+        assert np.array_equal(counts, from_csv.marginal(clique)), clique
+    view = counted._stores[0].cells
+    assert view in [t.name for t in spark.catalog.listTables()]
+    counted._stores[0].close()
+    assert view not in [t.name for t in spark.catalog.listTables()]
+
+
+def test_spark_partitions_merge_into_the_identifier_scan_of_their_rows_in_order(spark, monkeypatch):
+    """Each partition sends its first present cells; merged in partition order, they sample the
+    silo's first cells as one pass over its rows in that order does (the sample cut short here)."""
+    from privsyn_fed.silo import identifier_scan
+
+    spec, df = _random_table(77, n=2000)
+    schema = pf.Schema.from_dict(spec)
+    spark.createDataFrame(df).repartition(4).createOrReplaceTempView("scanned")
+    monkeypatch.setattr(identifier_scan, "IDENTIFIER_SAMPLE", 150)  # where the partitions are merged
+    counted = Silo.load("spark://?table=scanned", schema, site=("site", "north"))
+    one_pass = identifier_scan.IdentifierScan(schema, "site")
+    for codes, values in counted._parts(with_values=True):  # the rows in Spark's partition order
+        one_pass.add(codes, values)
+    assert counted.identifiers == one_pass.reasons()
+    assert one_pass.sampled == {j: 150 for j in one_pass.columns}
 
 
 def test_spark_types_are_read_as_numbers_or_as_their_text(tmp_path, spark):

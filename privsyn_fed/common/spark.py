@@ -145,7 +145,7 @@ def _check_running(t: EngineTable, running: Any) -> None:
     for key, value in t.options:
         try:
             held = running.conf.get(key)  # the setting's default where it is not set
-        except _errors():
+        except spark_errors():
             held = None  # a setting Spark does not know, never set
         if held != value:
             raise InputError(f"{t}: the running Spark session has {key}={held}, not {value}")
@@ -172,7 +172,8 @@ def spark_source(t: EngineTable) -> str:
     return f"({t.query}) AS privsyn_fed_rows"
 
 
-def _errors() -> tuple[type[Exception], ...]:
+def spark_errors() -> tuple[type[Exception], ...]:
+    """Spark's and py4j's errors, and ``OSError`` for a JVM that is gone."""
     from py4j.protocol import Py4JError
     from pyspark.errors import PySparkException
 
@@ -208,7 +209,7 @@ def _fields(session: Any, t: EngineTable) -> list[tuple[str, str]]:
     """Each column of ``t``'s rows and its Spark type's simple name, in order."""
     try:
         schema = session.sql(f"SELECT * FROM {spark_source(t)} LIMIT 0").schema
-    except _errors() as exc:
+    except spark_errors() as exc:
         raise InputError(f"{t}: Spark cannot read the rows ({spark_error(exc)})") from None
     return [(f.name, f.dataType.simpleString()) for f in schema.fields]
 
@@ -233,9 +234,21 @@ def _column(name: str, kind: str) -> str:
     return f"CAST({_quoted(name)} AS {'DOUBLE' if kind.startswith('decimal') else 'STRING'}) AS {_quoted(name)}"
 
 
-def spark_batches(t: EngineTable, chunk_rows: int, columns: Sequence[str] | None) -> Iterator:
-    """``(record batch, first row)`` of ``t``'s rows with ``columns`` only (all when None), at most
-    ``chunk_rows`` rows a batch, in partition order; a safe point between batches."""
+def spark_frame(t: EngineTable, columns: Sequence[str] | None = None) -> Any:
+    """The Spark data frame of ``t``'s rows with ``columns`` only (all when None), each typed as
+    ``spark_types`` names it (decimals cast to doubles, other types to text)."""
+    session = spark_session(t)
+    fields = [(n, k) for n, k in _fields(session, t) if columns is None or n in columns]
+    select = ", ".join(_column(n, k) for n, k in fields)
+    if not select:
+        raise InputError(f"{t}: none of the columns asked for is among the rows' columns")
+    return session.sql(f"SELECT {select} FROM {spark_source(t)}")
+
+
+def collected(frame: Any, chunk_rows: int = 100_000) -> Iterator:
+    """The rows of a Spark data frame here, as Arrow record batches of at most ``chunk_rows`` rows in
+    partition order: one partition at a time (``toLocalIterator``), each serialised by Spark's Python
+    workers (``mapInArrow``), never row by row; a safe point between batches. Spark's errors as they are."""
     import pyarrow as pa
 
     def serialised(batches: Iterator) -> Iterator:
@@ -249,28 +262,32 @@ def spark_batches(t: EngineTable, chunk_rows: int, columns: Sequence[str] | None
                 writer.write_batch(batch)
             yield pa.RecordBatch.from_arrays([pa.array([sink.getvalue().to_pybytes()], pa.binary())], names=["ipc"])
 
-    session = spark_session(t)
-    fields = [(n, k) for n, k in _fields(session, t) if columns is None or n in columns]
-    select = ", ".join(_column(n, k) for n, k in fields) or "1 AS privsyn_fed_none"
-    frame = session.sql(f"SELECT {select} FROM {spark_source(t)}")
+    session = frame.sparkSession
     setting = "spark.sql.execution.arrow.maxRecordsPerBatch"
     before = session.conf.get(setting, None)
     session.conf.set(setting, str(chunk_rows))
-    row = 1
     try:
         for packed in frame.mapInArrow(serialised, "ipc binary").toLocalIterator():
             checkpoint()
-            for batch in pa.ipc.open_stream(packed[0]).read_all().to_batches():
-                yield (batch if fields else batch.select([])), row
-                row += batch.num_rows
-    except _errors() as exc:
-        raise InputError(f"{t}: Spark failed near row {row} ({spark_error(exc)})") from None
+            yield from pa.ipc.open_stream(packed[0]).read_all().to_batches()
     finally:
-        with suppress(*_errors()):  # a session that failed may be gone
+        with suppress(*spark_errors()):  # a session that failed may be gone
             if before is None:
                 session.conf.unset(setting)
             else:
                 session.conf.set(setting, before)
+
+
+def spark_batches(t: EngineTable, chunk_rows: int, columns: Sequence[str] | None) -> Iterator:
+    """``(record batch, first row)`` of ``t``'s rows with ``columns`` only (all when None), at most
+    ``chunk_rows`` rows a batch, in partition order (``collected``)."""
+    row = 1
+    try:
+        for batch in collected(spark_frame(t, columns), chunk_rows):
+            yield batch, row
+            row += batch.num_rows
+    except spark_errors() as exc:
+        raise InputError(f"{t}: Spark failed near row {row} ({spark_error(exc)})") from None
 
 
 def is_spark_frame(obj: object) -> bool:

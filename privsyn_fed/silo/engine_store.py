@@ -22,12 +22,13 @@ from __future__ import annotations
 import shutil
 import tempfile
 import weakref
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterator
 
 import numpy as np
 
 from ..common import EngineTable, InputError, first_line, settings
 from ..schema import CategoricalColumn, NumericColumn, Schema
+from .grouped_counts import GroupedCounts
 from .rowstore import code_dtype
 from .sql_cells import cell_sql, clipped_sql, literal, quoted, value_sql
 
@@ -37,15 +38,18 @@ CODE_TYPES = {"uint8": "UTINYINT", "uint16": "USMALLINT", "uint32": "UINTEGER", 
 PART_ROWS = 1_000_000
 
 
-class EngineStore:
+class EngineStore(GroupedCounts):
     """A silo's rows encoded in DuckDB (module docstring)."""
 
+    cells = "memory.main.privsyn_cells"
+    grouping = "GROUPING"
+
     def __init__(self, con: Any, schema: Schema, folder: str):
+        super().__init__()
         self._con, self.schema = con, schema
         self.numeric = [j for j, c in enumerate(schema.columns) if isinstance(c, NumericColumn)]
         self.dtype = code_dtype(schema.shape)
         self.count = int(self._one("SELECT count(*) FROM memory.main.privsyn_cells")[0])
-        self._counted: dict[tuple[int, ...], np.ndarray] = {}
         self._closer = weakref.finalize(self, _close, con, folder)
 
     @classmethod
@@ -117,50 +121,9 @@ class EngineStore:
                     values[:, j] = batch.column(d + k).to_numpy(zero_copy_only=False)
             yield codes, values
 
-    def marginals(self, shape: Sequence[int], cliques: Iterable[Sequence[int]]) -> dict[tuple[int, ...], np.ndarray]:
-        """The count vector of each clique (row-major over its cells, in its own column order): those
-        inside a column set counted before summed from it, the others in one ``GROUPING SETS`` scan."""
-        wanted = {tuple(c) for c in cliques}
-        missing = sorted({tuple(sorted(c)) for c in wanted if c and self._inside(tuple(sorted(c))) is None})
-        if missing:
-            self._count(shape, missing)
-        return {c: self._answer(shape, c) for c in wanted}
-
-    def _inside(self, columns: tuple[int, ...]) -> tuple[int, ...] | None:
-        if columns in self._counted:
-            return columns
-        return next((k for k in self._counted if set(columns) <= set(k)), None)
-
-    def _count(self, shape: Sequence[int], sets: list[tuple[int, ...]]) -> None:
-        used = sorted({j for s in sets for j in s})
-        grouping = ", ".join("(" + ", ".join(f"c{j}" for j in s) + ")" for s in sets)
-        keys = ", ".join(f"c{j}" for j in used)
-        sql = (
-            f"SELECT {keys}, GROUPING({keys}) AS g, count(*) AS n FROM memory.main.privsyn_cells "
-            f"GROUP BY GROUPING SETS ({grouping})"
-        )
+    def _table(self, sql: str) -> Any:
         with self._con.cursor() as cur:
-            result = cur.sql(sql).to_arrow_table()
-        g = result.column("g").to_numpy()
-        n = result.column("n").to_numpy().astype(np.int64)
-        columns = {j: result.column(f"c{j}").fill_null(0).to_numpy().astype(np.int64) for j in used}
-        for s in sets:  # GROUPING's bit for a column is 1 where the set leaves it out, first column highest
-            mask = sum(1 << (len(used) - 1 - used.index(j)) for j in used if j not in s)
-            rows = g == mask
-            dims = [shape[j] for j in s]
-            out = np.zeros(int(np.prod(dims)), dtype=np.int64)
-            np.add.at(out, np.ravel_multi_index(tuple(columns[j][rows] for j in s), dims), n[rows])
-            self._counted[s] = out
-
-    def _answer(self, shape: Sequence[int], clique: tuple[int, ...]) -> np.ndarray:
-        if not clique:
-            return np.array([self.count], dtype=np.int64)
-        columns = tuple(sorted(clique))
-        source = self._inside(columns)
-        assert source is not None
-        table = self._counted[source].reshape([shape[j] for j in source])
-        table = table.sum(axis=tuple(i for i, j in enumerate(source) if j not in columns))
-        return table.transpose([columns.index(j) for j in clique]).ravel().copy()
+            return cur.sql(sql).to_arrow_table()
 
     def _one(self, sql: str) -> tuple:
         with self._con.cursor() as cur:

@@ -41,26 +41,39 @@ class IdentifierScan:
     def add(self, codes: np.ndarray, values: np.ndarray | None) -> None:
         """Add a chunk's encoded ``codes`` ``(n, d)`` and numeric ``values`` ``(n, d)`` (NaN where missing)."""
         for j in self.columns:
-            col = self.schema.columns[j]
-            if isinstance(col, CategoricalColumn):
-                cells = codes[:, j]
-                cells = cells[cells < len(col.categories)]  # present: not the missing cell
-            elif values is None:
-                continue
-            else:
-                cells = values[:, j][~np.isnan(values[:, j])]
-                self.whole[j] = self.whole[j] and bool(np.all(np.floor(cells) == cells))
-            room = IDENTIFIER_SAMPLE - self.sampled[j]
-            if room <= 0 or not len(cells):
-                continue
-            cells = cells[:room]
-            self.sampled[j] += len(cells)
-            if isinstance(col, CategoricalColumn):
-                self._seen[j][cells] = True
-            else:
-                self._seen[j] = np.union1d(self._seen[j], cells)
-                self.lo[j] = min(self.lo[j], float(cells.min()))
-                self.hi[j] = max(self.hi[j], float(cells.max()))
+            present = self.present(j, codes, values)
+            if present is not None:
+                self.add_cells(j, *present)
+
+    def present(self, j: int, codes: np.ndarray, values: np.ndarray | None) -> tuple[np.ndarray, bool] | None:
+        """Column ``j``'s present cells of a chunk, in order (a category's code, a number's value), and
+        whether every one of them is whole (numbers; True for text); None for numbers without values."""
+        col = self.schema.columns[j]
+        if isinstance(col, CategoricalColumn):
+            cells = codes[:, j]
+            return cells[cells < len(col.categories)], True  # present: not the missing cell
+        if values is None:
+            return None
+        cells = values[:, j][~np.isnan(values[:, j])]
+        return cells, bool(np.all(np.floor(cells) == cells))
+
+    def add_cells(self, j: int, cells: np.ndarray, whole: bool) -> None:
+        """Add column ``j``'s next present cells (``present``), the rows in order: the first
+        ``IDENTIFIER_SAMPLE`` of the silo are sampled; ``whole`` covers every cell, sampled or not."""
+        col = self.schema.columns[j]
+        if not isinstance(col, CategoricalColumn):
+            self.whole[j] = self.whole[j] and whole
+        room = IDENTIFIER_SAMPLE - self.sampled[j]
+        if room <= 0 or not len(cells):
+            return
+        cells = cells[:room]
+        self.sampled[j] += len(cells)
+        if isinstance(col, CategoricalColumn):
+            self._seen[j][cells] = True
+        else:
+            self._seen[j] = np.union1d(self._seen[j], cells)
+            self.lo[j] = min(self.lo[j], float(cells.min()))
+            self.hi[j] = max(self.hi[j], float(cells.max()))
 
     def reasons(self) -> dict[str, str]:
         """Per schema column that looks like an identifier, why (``identifier_reason``), in schema order."""

@@ -38,7 +38,6 @@ from ..schema import (
     NumericColumn,
     Schema,
     bin_midpoints,
-    cell_error,
     check_columns,
     constant_column,
     encode_batch,
@@ -48,7 +47,9 @@ from ..schema import (
 from .content import ContentSums
 from .engine_store import EngineStore
 from .identifier_scan import IdentifierScan
+from .row_checks import check_site_codes, row_multiset_hash
 from .rowstore import RowStore
+from .spark_store import SparkStore
 from .units import keep_mask, new_key, unit_hashes
 
 #: Notes on reading silos (columns not in the schema), for the silo's operator.
@@ -148,8 +149,17 @@ def _counted_in_engine(path: str | Path, schema: Schema, source: str, site) -> "
     """The silo of an engine's table whose rows stay in the engine and are counted there
     (``EngineStore``), or None where the engine cannot keep them (``EngineStore.open``), or holds no
     row, or a row holds a value the schema refuses: the reader then reads the table, to the same
-    silo or its one-line error. Content sums and the identifier scan read the encoded rows once."""
-    store = EngineStore.open(parse_engine_url(str(path)), schema, stored_types(path), site)
+    silo or its one-line error. Content sums and the identifier scan read the encoded rows once;
+    a Spark table's (``SparkStore``) are summed by Spark's workers."""
+    table = parse_engine_url(str(path))
+    if table.engine == "spark":
+        counted = SparkStore.open(table, schema, site, source)
+        if counted is None:
+            return None
+        silo = Silo(source, None, schema, counted.clipped, stores=[counted])
+        silo.content, silo.identifiers, silo.site = counted.content, counted.identifiers, site
+        return silo
+    store = EngineStore.open(table, schema, stored_types(path), site)
     if store is None:
         return None
     try:
@@ -186,7 +196,7 @@ class Silo:
         schema: Schema,
         clipped: dict[str, int] | None = None,
         values: np.ndarray | None = None,
-        stores: Sequence[RowStore] | None = None,
+        stores: Sequence[RowStore | EngineStore | SparkStore] | None = None,
     ):
         if stores is None:
             codes = np.asarray(codes, dtype=np.int64)
@@ -378,12 +388,19 @@ class Silo:
         """``(rows, h)``: ``h`` is the sum of a mixed 64-bit hash of every encoded row, so two silos
         holding the same rows in any order have the same fingerprint. Private: compared inside
         this process to refuse one table given twice, never released."""
-        h = sum(row_multiset_hash(c) for c, _ in self._parts()) % 2**64
+        h = sum(_rows_hash(st) for st in self._stores) % 2**64
         return self.true_size(), h
 
     def with_rows(self, codes: np.ndarray, name: str | None = None) -> "Silo":
         """A silo over other rows of the same schema (used to build neighbouring datasets in tests)."""
         return Silo(name or self.name, codes, self.schema)
+
+
+def _rows_hash(store) -> int:
+    """The sum of the row hashes of one store's rows (a Spark store's, summed by Spark's workers)."""
+    if isinstance(store, SparkStore):
+        return store.row_hash
+    return sum(row_multiset_hash(c) for c, _ in store.parts())
 
 
 def numeric_columns(schema: Schema) -> list[int]:
@@ -410,25 +427,6 @@ def check_table_header(
             types[site_column] = "string"
         check_stored_types(types, schema, source, table_format(path))
     return ignored
-
-
-def check_site_codes(codes: np.ndarray, schema: Schema, site: tuple[str, str], source: str, first_row: int) -> None:
-    """Every row's code in the site's column is the silo's name's (``site`` is ``(column, name)``);
-    ``InputError`` naming the first row that holds another value."""
-    j = schema.names.index(site[0])
-    col = schema.columns[j]
-    assert isinstance(col, CategoricalColumn)
-    wrong = np.flatnonzero(codes[:, j] != col.categories.index(site[1]))
-    if len(wrong):
-        row = int(wrong[0])
-        raise cell_error(
-            source,
-            row + first_row,
-            site[0],
-            f"holds {col.categories[codes[row, j]]!r}",
-            "holds another silo's name",
-            f"every row of silo {site[1]!r} holds its name in the silo column; or leave the column out",
-        )
 
 
 def check_unit_column(columns: Sequence[str], schema: Schema, unit: str | None, source: str) -> None:
@@ -468,22 +466,6 @@ def check_stored_types(types: dict[str, str], schema: Schema, source: str, fmt: 
                 f"{source}: column '{col.name}' is stored as {kind} in {where}, but the schema declares it "
                 "categorical; store it as text or whole numbers, or declare it numeric"
             )
-
-
-def _mix(x: np.ndarray) -> np.ndarray:
-    """The splitmix64 finaliser on uint64 (wrapping arithmetic)."""
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
-
-
-def row_multiset_hash(codes: np.ndarray) -> int:
-    """Order-insensitive hash of the rows of a code array: the sum of one mixed hash per row."""
-    with np.errstate(over="ignore"):
-        h = np.zeros(len(codes), dtype=np.uint64)
-        for j in range(codes.shape[1]):
-            h = _mix(h ^ (codes[:, j].astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15 * (j + 1) % 2**64)))
-        return int(h.sum(dtype=np.uint64))
 
 
 def read_csv(path: str | Path) -> pd.DataFrame:

@@ -1,0 +1,198 @@
+"""A silo's encoded rows kept in Spark, where its table lives, and counted there.
+
+For a Spark silo (``spark://``, or a Spark data frame) read without a privacy unit, Spark's Python
+workers encode every row with the reader's own code (``encode_batch`` on the same Arrow batches,
+so the cells are the reader's by construction) into a persisted data frame of cells: each
+column's code ``c{j}`` and each numeric column's clipped value ``v{j}``. After its cells each
+partition adds one row ``s``, its summary: its rows, content sums, clipped counts, the sum of its
+rows' hashes, and each column's first ``IDENTIFIER_SAMPLE`` present cells; merged here in
+partition order, they are what one pass over every row in that order gives. Marginals are counted
+by Spark (``GroupedCounts``: ``GROUPING SETS``, ``grouping_id``); only count vectors and the
+summaries come back.
+
+A row the schema refuses (or a silo column holding another silo's name) stops Spark's job:
+``open`` then declines (None), and the reader reads the table, to the one-line error that names
+the row. ``parts`` reads the encoded rows back, for methods that need every row's values."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import weakref
+from contextlib import suppress
+from typing import Any, Iterator
+
+import numpy as np
+
+from ..common import EngineTable, InputError, collected, spark_errors, spark_frame
+from ..schema import IDENTIFIER_SAMPLE, CategoricalColumn, NumericColumn, Schema, constant_column, encode_batch
+from .content import ContentSums
+from .grouped_counts import GroupedCounts
+from .identifier_scan import IdentifierScan
+from .row_checks import check_site_codes, row_multiset_hash
+from .rowstore import code_dtype
+
+
+class SparkStore(GroupedCounts):
+    """A silo's rows encoded and counted in Spark (module docstring)."""
+
+    grouping = "grouping_id"
+
+    def __init__(self, encoded: Any, schema: Schema, summary: dict):
+        super().__init__()
+        self.encoded, self.frame, self.schema = encoded, encoded.where("s IS NULL").drop("s"), schema
+        self.numeric = [j for j, c in enumerate(schema.columns) if isinstance(c, NumericColumn)]
+        self.dtype = code_dtype(schema.shape)
+        self.count = summary["rows"]
+        self.clipped: dict[str, int] = summary["clipped"]
+        self.content: ContentSums = summary["content"]
+        self.identifiers: dict[str, str] = summary["identifiers"]
+        self.row_hash: int = summary["hash"]
+        self.cells = f"privsyn_fed_cells_{secrets.token_hex(6)}"
+        self.frame.createOrReplaceTempView(self.cells)
+        self._closer = weakref.finalize(self, _drop, encoded, self.cells)
+
+    @classmethod
+    def open(cls, table: EngineTable, schema: Schema, site: tuple[str, str] | None, source: str) -> SparkStore | None:
+        """The store of a Spark table's rows, or None where a row stops the encoding (module docstring)
+        or the table holds none. ``site``: the silo column and the silo's name, as ``Silo.load``'s."""
+        from pyspark import StorageLevel
+
+        frame = spark_frame(table, schema.names)
+        numeric = [j for j, c in enumerate(schema.columns) if isinstance(c, NumericColumn)]
+        ddl = ", ".join([f"c{j} int" for j in range(len(schema.columns))] + [f"v{j} double" for j in numeric])
+        encoded = frame.mapInArrow(_encoder(schema, site, source), f"{ddl}, s string")
+        encoded = encoded.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            parts = [json.loads(r.s) for r in encoded.where("s IS NOT NULL").select("s").collect()]
+        except spark_errors():
+            encoded.unpersist()
+            return None  # the reader reads the table and names what stopped it
+        summary = _merged(schema, site, sorted(parts, key=lambda p: p["part"]))
+        if summary["rows"] == 0:
+            encoded.unpersist()
+            return None
+        return cls(encoded, schema, summary)
+
+    def _table(self, sql: str) -> Any:
+        return self.frame.sparkSession.sql(sql).toArrow()
+
+    def parts(self, with_values: bool = False) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
+        """As ``RowStore.parts``: codes ``(n, d)`` and, ``with_values``, values ``(n, d)`` (NaN in the
+        categorical columns), in partition order, read back from Spark."""
+        d = len(self.schema.columns)
+        names = [f"c{j}" for j in range(d)] + ([f"v{j}" for j in self.numeric] if with_values else [])
+        try:
+            for batch in collected(self.frame.select(*names), 1_000_000):
+                codes, values = _arrays(batch, d, self.numeric, with_values)
+                yield codes.astype(self.dtype, copy=False), values
+        except spark_errors() as exc:
+            raise InputError(f"the Spark silo's cells could not be read back ({exc.__class__.__name__})") from None
+
+    def close(self) -> None:
+        """Drop the cells' view and let Spark free them (also when the store is collected)."""
+        self._closer()
+
+
+def _drop(encoded: Any, view: str) -> None:
+    with suppress(*spark_errors()):  # Spark may have stopped first
+        encoded.sparkSession.catalog.dropTempView(view)
+        encoded.unpersist()
+
+
+def _arrays(batch: Any, d: int, numeric: list[int], with_values: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """A batch of cells as codes ``(n, d)`` and (``with_values``) values ``(n, d)``, NaN where categorical."""
+    codes = np.column_stack([batch.column(f"c{j}").to_numpy(zero_copy_only=False) for j in range(d)])
+    if not with_values:
+        return codes, None
+    values = np.full((batch.num_rows, d), np.nan)
+    for j in numeric:
+        values[:, j] = batch.column(f"v{j}").to_numpy(zero_copy_only=False)
+    return codes, values
+
+
+def _encoder(schema: Schema, site: tuple[str, str] | None, source: str):
+    """The function Spark's workers run on each partition's Arrow batches: the reader's encoding
+    (``encode_batch``; a silo column the table lacks holds the silo's name) as batches of cells
+    (``s`` null), then one row of the partition's summary in JSON (``s``; module docstring)."""
+    d = len(schema.columns)
+    numeric = [j for j, c in enumerate(schema.columns) if isinstance(c, NumericColumn)]
+    skip = None if site is None else site[0]
+    kinds = [("c", j, "int32") for j in range(d)] + [("v", j, "float64") for j in numeric]
+
+    def encode(batches: Iterator) -> Iterator:
+        import pyarrow as pa
+        from pyspark import TaskContext
+
+        content, scan = ContentSums(schema, skip), IdentifierScan(schema, skip)
+        firsts: dict[int, list] = {j: [] for j in scan.columns}
+        whole = dict.fromkeys(scan.columns, True)
+        clipped = {schema.columns[j].name: 0 for j in numeric}
+        row_hash = 0
+        for batch in batches:
+            n = batch.num_rows
+            if n == 0:
+                continue
+            if site is not None and site[0] not in batch.schema.names:
+                batch = batch.append_column(site[0], constant_column(site[1], n))
+            codes, batch_clipped, values = encode_batch(batch, schema, source, 1)
+            if site is not None:
+                check_site_codes(codes, schema, site, source, 1)
+            content.add(codes, values)
+            row_hash = (row_hash + row_multiset_hash(codes)) % 2**64
+            for name, k in batch_clipped.items():
+                clipped[name] += int(k)
+            for j in scan.columns:
+                present = scan.present(j, codes, values)
+                if present is not None:
+                    whole[j] = whole[j] and present[1]
+                    room = IDENTIFIER_SAMPLE - sum(len(c) for c in firsts[j])
+                    if room > 0:
+                        firsts[j].append(present[0][:room].tolist())
+            arrays = [pa.array((codes if kind == "c" else values)[:, j].astype(t)) for kind, j, t in kinds]
+            yield pa.RecordBatch.from_arrays([*arrays, pa.nulls(n, pa.string())], names=[*_names(kinds), "s"])
+        summary = {
+            "part": TaskContext.get().partitionId(),
+            "rows": content.rows,
+            "sums": content.sums,
+            "clipped": clipped,
+            "hash": row_hash,
+            "firsts": {j: [x for c in firsts[j] for x in c] for j in scan.columns},
+            "whole": whole,
+        }
+        empty = [pa.nulls(1, pa.int32() if kind == "c" else pa.float64()) for kind, _, _ in kinds]
+        yield pa.RecordBatch.from_arrays([*empty, pa.array([json.dumps(summary)])], names=[*_names(kinds), "s"])
+
+    return encode
+
+
+def _names(kinds: list[tuple[str, int, str]]) -> list[str]:
+    """The cells' column names: ``c{j}`` (codes) and ``v{j}`` (numeric values)."""
+    return [f"{kind}{j}" for kind, j, _ in kinds]
+
+
+def _merged(schema: Schema, site: tuple[str, str] | None, parts: list[dict]) -> dict:
+    """The partitions' summaries (in partition order) as the silo's: rows, clipped counts, content
+    sums, row hash and identifier reasons, as one pass over the rows in that order gives them."""
+    skip = None if site is None else site[0]
+    content, scan = ContentSums(schema, skip), IdentifierScan(schema, skip)
+    clipped = {c.name: 0 for c in schema.columns if isinstance(c, NumericColumn)}
+    row_hash = 0
+    for part in parts:
+        content.rows += part["rows"]
+        for name, value in part["sums"].items():
+            content.sums[name] = (content.sums[name] + value) % 2**64
+        for name, n in part["clipped"].items():
+            clipped[name] += n
+        row_hash = (row_hash + part["hash"]) % 2**64
+        for j in scan.columns:
+            text = isinstance(schema.columns[j], CategoricalColumn)
+            cells = np.array(part["firsts"][str(j)], dtype=np.int64 if text else np.float64)
+            scan.add_cells(j, cells, part["whole"][str(j)])
+    return {
+        "rows": content.rows,
+        "clipped": clipped,
+        "content": content,
+        "identifiers": scan.reasons(),
+        "hash": row_hash,
+    }
