@@ -97,7 +97,10 @@ def spark_session(t: EngineTable) -> Any:
 
     if t.target and not t.target.startswith("local"):
         _reach(t)
-    running = SparkSession.getActiveSession()
+    try:
+        running = SparkSession.getActiveSession()
+    except spark_errors() as exc:  # a session whose JVM is gone
+        raise InputError(f"{t}: Spark stopped ({spark_error(exc)})") from None
     if running is not None:
         _check_running(t, running)
         return running
@@ -119,6 +122,7 @@ def spark_session(t: EngineTable) -> Any:
     }
     if not t.target or t.target.startswith("local"):
         settings |= {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
+        settings["spark.driver.memory"] = _local_memory()  # the driver is the executor: Spark's 1g is too little
     conf = (
         SparkConf().setMaster(t.target or "local[*]").setAppName("privsyn-fed").setAll([*settings.items(), *t.options])
     )
@@ -131,6 +135,13 @@ def spark_session(t: EngineTable) -> Any:
     for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):  # each error is told once, as ours
         logging.getLogger(name).setLevel(logging.CRITICAL)
     return session
+
+
+def _local_memory() -> str:
+    """The heap of a local Spark's JVM: a quarter of this machine's memory, from 1 to 8 GiB (the
+    JVM takes it as it needs it)."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return f"{max(1024, min(8192, total // 4 // 2**20))}m"
 
 
 def _check_running(t: EngineTable, running: Any) -> None:
@@ -242,7 +253,10 @@ def spark_frame(t: EngineTable, columns: Sequence[str] | None = None) -> Any:
     select = ", ".join(_column(n, k) for n, k in fields)
     if not select:
         raise InputError(f"{t}: none of the columns asked for is among the rows' columns")
-    return session.sql(f"SELECT {select} FROM {spark_source(t)}")
+    try:
+        return session.sql(f"SELECT {select} FROM {spark_source(t)}")
+    except spark_errors() as exc:
+        raise InputError(f"{t}: Spark cannot read the rows ({spark_error(exc)})") from None
 
 
 def collected(frame: Any, chunk_rows: int = 100_000) -> Iterator:

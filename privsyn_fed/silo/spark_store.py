@@ -66,7 +66,8 @@ class SparkStore(GroupedCounts):
         try:
             parts = [json.loads(r.s) for r in encoded.where("s IS NOT NULL").select("s").collect()]
         except spark_errors():
-            encoded.unpersist()
+            with suppress(*spark_errors()):  # Spark may be gone
+                encoded.unpersist()
             return None  # the reader reads the table and names what stopped it
         summary = _merged(schema, site, sorted(parts, key=lambda p: p["part"]))
         if summary["rows"] == 0:
