@@ -37,7 +37,7 @@ from .paths import (
 )
 from .progress import Progress, ProgressCallback, Silent, notes_on_stderr
 from .settings import JAX_CACHE_ENV, SOURCE_VERSION, jax_cache_setting, package_version
-from .spark import collected, frames_as_tables, is_spark_frame, spark_errors, spark_frame
+from .spark import collected, frames_as_tables, is_spark_frame, spark_error, spark_errors, spark_frame
 from .tables import (
     CHUNK_ROWS,
     TYPED_FORMATS,
@@ -110,6 +110,7 @@ __all__ = [
     "require_engines",
     "frames_as_tables",
     "collected",
+    "spark_error",
     "spark_errors",
     "spark_frame",
     "is_spark_frame",

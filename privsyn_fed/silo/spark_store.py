@@ -24,7 +24,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from ..common import EngineTable, InputError, collected, spark_errors, spark_frame
+from ..common import EngineTable, InputError, collected, parse_json, spark_error, spark_errors, spark_frame
 from ..schema import IDENTIFIER_SAMPLE, CategoricalColumn, NumericColumn, Schema, constant_column, encode_batch
 from .content import ContentSums
 from .grouped_counts import GroupedCounts
@@ -38,9 +38,10 @@ class SparkStore(GroupedCounts):
 
     grouping = "grouping_id"
 
-    def __init__(self, encoded: Any, schema: Schema, summary: dict):
+    def __init__(self, encoded: Any, schema: Schema, summary: dict, source: str):
         super().__init__()
         self.encoded, self.frame, self.schema = encoded, encoded.where("s IS NULL").drop("s"), schema
+        self.source = source
         self.numeric = [j for j, c in enumerate(schema.columns) if isinstance(c, NumericColumn)]
         self.dtype = code_dtype(schema.shape)
         self.count = summary["rows"]
@@ -64,19 +65,23 @@ class SparkStore(GroupedCounts):
         encoded = frame.mapInArrow(_encoder(schema, site, source), f"{ddl}, s string")
         encoded = encoded.persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            parts = [json.loads(r.s) for r in encoded.where("s IS NOT NULL").select("s").collect()]
+            summaries = encoded.where("s IS NOT NULL").select("s").collect()
         except spark_errors():
             with suppress(*spark_errors()):  # Spark may be gone
                 encoded.unpersist()
             return None  # the reader reads the table and names what stopped it
+        parts = [parse_json(r.s, source, "a Spark partition's summary") for r in summaries]
         summary = _merged(schema, site, sorted(parts, key=lambda p: p["part"]))
         if summary["rows"] == 0:
             encoded.unpersist()
             return None
-        return cls(encoded, schema, summary)
+        return cls(encoded, schema, summary, source)
 
     def _table(self, sql: str) -> Any:
-        return self.frame.sparkSession.sql(sql).toArrow()
+        try:
+            return self.frame.sparkSession.sql(sql).toArrow()
+        except spark_errors() as exc:
+            raise InputError(f"{self.source}: Spark failed counting the silo ({spark_error(exc)})") from None
 
     def parts(self, with_values: bool = False) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
         """As ``RowStore.parts``: codes ``(n, d)`` and, ``with_values``, values ``(n, d)`` (NaN in the
@@ -88,7 +93,9 @@ class SparkStore(GroupedCounts):
                 codes, values = _arrays(batch, d, self.numeric, with_values)
                 yield codes.astype(self.dtype, copy=False), values
         except spark_errors() as exc:
-            raise InputError(f"the Spark silo's cells could not be read back ({exc.__class__.__name__})") from None
+            raise InputError(
+                f"{self.source}: Spark failed reading the silo's cells back ({spark_error(exc)})"
+            ) from None
 
     def close(self) -> None:
         """Drop the cells' view and let Spark free them (also when the store is collected)."""
