@@ -19,7 +19,7 @@ import pytest
 import privsyn_fed as pf
 from privsyn_fed.common import InputError
 from privsyn_fed.silo import Silo
-from tests.conftest import assert_one_line_error, run_cli, synth_argv
+from tests.conftest import assert_one_line_error, make_frame, run_cli, synth_argv
 from tests.test_engine_silos import BAD, BAD_SCHEMA, KEY, _bad_errors, _random_table, _same_silo
 
 pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'privsyn-fed[spark]')")
@@ -237,3 +237,25 @@ def test_spark_data_frames_in_the_api_release_as_their_pandas_frames(tmp_path, s
     with pytest.raises(InputError, match="not in the schema"):  # an error still drops the views
         pf.synthesize([spark.createDataFrame(BAD.drop(columns="pid"))], schema=pf.Schema.from_dict(BAD_SCHEMA))
     assert not [t.name for t in spark.catalog.listTables() if t.name.startswith("privsyn_fed_frame")]
+
+
+def test_a_schema_is_drafted_from_a_spark_table_as_from_its_export(tmp_path, spark, capsys):
+    """``schema draft URL`` (in the clear) drafts what the CSV export gives; ``--dp`` drafts from two
+    Spark tables and its ledger audits (in this process, through the running session)."""
+    spec, df = _random_table(22, n=500)
+    df = df.drop(columns="pid")
+    df.to_csv(tmp_path / "t.csv", index=False)
+    spark.createDataFrame(df).createOrReplaceTempView("drafted")
+    drafts = []
+    for name, source in (("engine", "spark://?table=drafted"), ("file", tmp_path / "t.csv")):
+        proc = run_cli("schema", "draft", source, "--out", tmp_path / f"{name}.json", capsys=capsys)
+        assert proc.returncode == 0, proc.stderr
+        drafts.append(json.loads((tmp_path / f"{name}.json").read_text())["columns"])
+    assert drafts[0] == drafts[1]
+    frame = make_frame(800, seed=4)
+    spark.createDataFrame(frame.iloc[:400]).createOrReplaceTempView("north")
+    spark.createDataFrame(frame.iloc[400:]).createOrReplaceTempView("south")
+    dp = ["--dp", "8", "--delta", "1e-9", "--leave-unfound", "--out", tmp_path / "dp.json"]
+    proc = run_cli("schema", "draft", "spark://?table=north", "spark://?table=south", *dp, capsys=capsys)
+    assert proc.returncode == 0, proc.stderr
+    assert run_cli("audit", tmp_path / "dp.ledger.json", capsys=capsys).returncode == 0

@@ -4,8 +4,9 @@ A Spark silo is ``spark://MASTER?table=T`` or ``spark://MASTER?query=SQL`` (``en
 ``MASTER`` is ``local``, ``local[N]`` or ``local[*]`` (Spark in this process's machine), or
 ``HOST:PORT`` (a standalone cluster's master, ``spark://HOST:PORT``), and the URL's other
 parameters are Spark settings (``spark.sql.warehouse.dir=...``). A Spark session already running
-in the process (the caller's, or one a data frame belongs to) is used as it is; otherwise one is
-started with ``MASTER`` and the settings and kept until the process ends.
+in the process (the caller's, or one a data frame belongs to) is used as it is, and a URL naming
+another master or setting is refused; otherwise one is started with ``MASTER`` and the settings
+(``spark_session``) and kept until the process ends.
 
 The rows come back one partition at a time (``toLocalIterator``), each as Arrow record batches
 serialised by Spark's own Python workers (``mapInArrow``), so the driver holds one partition and no
