@@ -46,44 +46,31 @@ def missing(modules: tuple[str, ...]) -> list[str]:
     return absent
 
 
-def require_mpc(what: str) -> None:
-    """``InputError`` naming ``what`` (``--mpc``, ``mpc-party``) and how to install the MPC extra,
-    unless torch, CrypTen and CrypTen's dependencies are installed."""
-    absent = missing(MPC_MODULES)
+def _require(what: str, extra: str, modules: tuple[str, ...], install: str) -> None:
+    """``InputError`` naming ``what`` and the ``extra`` it needs, with ``install`` (the command that
+    installs it), unless every one of ``modules`` is installed."""
+    absent = missing(modules)
     if absent:
         raise InputError(
-            f"{what} needs the MPC extra, not installed here (no {', '.join(absent)}); install it with: {MPC_INSTALL}"
+            f"{what} needs the {extra}, not installed here (no {', '.join(absent)}); install it with: {install}"
         )
+
+
+def require_mpc(what: str) -> None:
+    """``_require`` for ``--mpc``, ``mpc-party``: torch, CrypTen and CrypTen's dependencies."""
+    _require(what, "MPC extra", MPC_MODULES, MPC_INSTALL)
 
 
 def require_agent(what: str) -> None:
-    """``InputError`` naming ``what`` (``--superlink``) and how to install the agent extra, unless
-    Flower is installed."""
-    absent = missing(AGENT_MODULES)
-    if absent:
-        raise InputError(
-            f"{what} needs the agent extra (Flower), not installed here (no {', '.join(absent)}); install it "
-            f"with: {AGENT_INSTALL}"
-        )
+    """``_require`` for ``--superlink``: Flower."""
+    _require(what, "agent extra (Flower)", AGENT_MODULES, AGENT_INSTALL)
 
 
 def require_engines(what: str) -> None:
-    """``InputError`` naming ``what`` (a silo's URL) and how to install the engines extra, unless
-    DuckDB and psycopg are installed."""
-    absent = missing(ENGINE_MODULES)
-    if absent:
-        raise InputError(
-            f"{what} needs the engines extra, not installed here (no {', '.join(absent)}); install it with: "
-            f"{ENGINES_INSTALL}"
-        )
+    """``_require`` for a silo's DuckDB or PostgreSQL URL: DuckDB and psycopg."""
+    _require(what, "engines extra", ENGINE_MODULES, ENGINES_INSTALL)
 
 
 def require_spark(what: str) -> None:
-    """``InputError`` naming ``what`` (a silo's URL) and how to install the spark extra, unless
-    pyspark is installed (Java is checked when Spark starts)."""
-    absent = missing(SPARK_MODULES)
-    if absent:
-        raise InputError(
-            f"{what} needs the spark extra, not installed here (no {', '.join(absent)}); install it with: "
-            f"{SPARK_INSTALL} (Spark also needs Java 17 or newer)"
-        )
+    """``_require`` for a silo's Spark URL: pyspark (Java is checked when Spark starts)."""
+    _require(what, "spark extra", SPARK_MODULES, f"{SPARK_INSTALL} (Spark also needs Java 17 or newer)")
