@@ -10,7 +10,9 @@ import itertools
 import json
 import os
 import time
+from contextlib import suppress
 from decimal import Decimal
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -259,3 +261,31 @@ def test_a_schema_is_drafted_from_a_spark_table_as_from_its_export(tmp_path, spa
     proc = run_cli("schema", "draft", "spark://?table=north", "spark://?table=south", *dp, capsys=capsys)
     assert proc.returncode == 0, proc.stderr
     assert run_cli("audit", tmp_path / "dp.ledger.json", capsys=capsys).returncode == 0
+
+
+def _listening(pid: int) -> list[str]:
+    """The local addresses of the TCP sockets process ``pid`` listens on (``/proc``: state 0A)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    out = []
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:
+                out.append(fields[1])
+    return out
+
+
+def test_a_local_spark_listens_on_loopback_only_and_authenticates_its_connections(spark):
+    """The session a Spark silo starts: every port its JVM listens on is on 127.0.0.1 (IPv4, or
+    IPv4-mapped IPv6), and its RPC and block transfers need the secret Spark drew for it."""
+    addresses = _listening(spark.sparkContext._gateway.proc.pid)
+    assert addresses, "the JVM listens on nothing"
+    loopback = ("0100007F:", "0000000000000000FFFF00000100007F:")  # 127.0.0.1 as /proc writes it
+    assert all(a.startswith(loopback) for a in addresses), addresses
+    assert spark.conf.get("spark.authenticate") == "true"
+    assert spark.sparkContext.getConf().get("spark.authenticate.secret") is None  # drawn in the JVM, not passed

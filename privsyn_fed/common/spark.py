@@ -89,9 +89,10 @@ def spark_session(t: EngineTable) -> Any:
     ``InputError`` naming ``t`` where Spark cannot start (no Java, a bad setting, an unreachable master).
 
     A session started here runs its JVM with its output in ``spark.log`` of a private temporary
-    folder (a failure's last line is told in the error), its warehouse in that folder rather than
-    the current one, no web UI or progress bar and, in local mode, the driver on loopback; the
-    folder is removed when the process ends."""
+    folder (the exception it logged is told in the error), its warehouse in that folder rather than
+    the current one, no web UI or progress bar and, in local mode, the driver on loopback with its
+    connections authenticated (a secret Spark draws, never on a command line); the folder is
+    removed when the process ends."""
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession
@@ -123,6 +124,7 @@ def spark_session(t: EngineTable) -> Any:
     }
     if not t.target or t.target.startswith("local"):
         settings |= {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
+        settings["spark.authenticate"] = "true"  # its RPC and block transfers take a secret Spark draws itself
         settings["spark.driver.memory"] = _local_memory()  # the driver is the executor: Spark's 1g is too little
     conf = (
         SparkConf().setMaster(t.target or "local[*]").setAppName("privsyn-fed").setAll([*settings.items(), *t.options])
@@ -314,11 +316,13 @@ def is_spark_frame(obj: object) -> bool:
 def frames_as_tables(silos: Sequence[Any]) -> Iterator[list[Any]]:
     """``silos`` with each Spark data frame replaced by the URL of a temporary view of it in its own
     session (``spark://?table=privsyn_fed_frameI_HEX``), read as any Spark table; the views are
-    dropped afterwards."""
+    dropped afterwards. A Spark Connect frame is refused: its session is not one this process runs."""
     made, out = [], []
     try:
         for i, s in enumerate(silos):
             if is_spark_frame(s):
+                if type(s).__module__.startswith("pyspark.sql.connect"):
+                    raise InputError(f"silo {i + 1}: a Spark Connect data frame; Spark Connect is not supported")
                 view = f"privsyn_fed_frame{i + 1}_{secrets.token_hex(4)}"
                 s.createOrReplaceTempView(view)
                 made.append((s.sparkSession, view))
