@@ -96,8 +96,9 @@ class AIMOptions(DependenceOptions, TargetOptions):
         group="aim",
     )
     pgm_iters: int = option(
-        1000,
-        "most mirror-descent iterations per model refit (default {default})",
+        300,
+        "most mirror-descent iterations per model refit (default {default}; each refit starts at "
+        "the step size the previous one reached)",
         flag="--pgm-iters",
         metavar="N",
         group="aim",

@@ -117,12 +117,18 @@ class CarriedMirrorDescent(estimation.MirrorDescent):
     rejected). Carrying it gives the same iterates with one oracle call per step, and a compiled
     step that contains a single oracle. The first step only computes ``mu`` for the starting
     potentials (a step of size zero that is always accepted), so a fit of ``k`` steps makes
-    ``k - 1`` of mbi's.
+    ``k - 1`` of mbi's. ``growth`` multiplies mbi's first step size (``mirror``'s carried growth);
+    neither it nor ``ended`` (where the last fit's step size is left) is part of the compiled
+    program's key, so refits started at other step sizes share one program.
     """
+
+    growth: float = dataclasses.field(default=1.0, compare=False)
+    ended: dict = dataclasses.field(default_factory=dict, compare=False)
 
     def _init(self, domain, loss_fn, known_total, *, warm_start=None, constraints=()):
         potentials = expand_potentials(_tables(warm_start), ours(domain), loss_fn.cliques)
-        alpha = jnp.asarray(2.0 / (loss_fn.lipschitz * known_total), dtype=jnp.float64)
+        self.ended["first"] = 2.0 / (loss_fn.lipschitz * known_total)
+        alpha = jnp.asarray(self.growth * self.ended["first"], dtype=jnp.float64)
         mu = CliqueVector.zeros(domain, loss_fn.cliques)
         # Concrete dtypes (not Python scalars) so that the state after a step has the same types
         # as the state before it and the compiled step is reused rather than compiled twice.
@@ -149,6 +155,7 @@ class CarriedMirrorDescent(estimation.MirrorDescent):
         return None  # the callback is only a safe point for signals: nothing to compute
 
     def _finalize(self, state, known_total, constraints=()):
+        self.ended["growth"] = float(state.alpha) / self.ended["first"]
         return MarkovRandomField(
             potentials=state.potentials, marginals=state.mu, total=known_total, constraints=constraints
         )
@@ -203,13 +210,15 @@ def estimate(
     tol: float | None,
     known_total: float | None,
     callback_fn: Callable,
-) -> FittedModel:
+    growth: float = 1.0,
+) -> tuple[FittedModel, float]:
     """Fit with ``CarriedMirrorDescent`` (mbi's ``estimate``: blocks of 50 steps, its stopping
-    rule), clearing JAX's caches first when the process holds more than ``MAP_COUNT_LIMIT``
-    mappings."""
+    rule) from ``growth`` times mbi's first step, clearing JAX's caches first when the process
+    holds more than ``MAP_COUNT_LIMIT`` mappings: the model and the growth its last step reached."""
     if map_count() > MAP_COUNT_LIMIT:
         jax.clear_caches()
-    model = CarriedMirrorDescent().estimate(
+    estimator = CarriedMirrorDescent(growth=growth)
+    model = estimator.estimate(
         mbi_domain(domain),
         mbi_measurements(measurements, domain),
         iters=iters,
@@ -218,4 +227,4 @@ def estimate(
         known_total=known_total,
         callback_fn=callback_fn,
     )
-    return fitted(model)
+    return fitted(model), estimator.ended.get("growth", growth)

@@ -389,7 +389,7 @@ class FLAIMRun:
                 tol=self.opts.pgm_tol or None,
                 known_total=self.totals.population,
             )
-            fitter.model = self.fitter.model
+            fitter.model, fitter.growth = self.fitter.model, self.fitter.growth
             reader = pgm.MarginalReader(
                 fitter.fit(self.measurements + [rescale(q, y, self.sigma, n_hat, self.totals.population)])
             )

@@ -4,6 +4,10 @@ for the models most releases fit, by mbi's compiled program for the largest.
 ``ModelFitter`` keeps mbi's semantics (mirror descent with Armijo line search on the Gaussian
 log-likelihood ``sum_i ||M_{r_i}(p) - y_i||^2 / (2 sigma_i^2)``, warm-started from the previous
 potentials) and adds what long runs need:
+  * the step size carried too: a refit starts at the step size the previous one ended at (as a
+    multiple of mbi's first step ``2 / (L total)``, at least 1), where mbi starts every refit at
+    its first step and spends hundreds of steps growing it back (benchmarks/README.md, "Carried
+    step sizes");
   * models up to ``NUMPY_CELLS`` junction-tree cells fitted in numpy (``mirror``: the same
     iterates, nothing compiled, and neither JAX nor mbi imported); larger ones by mbi's compiled
     program (``compiled``, imported then);
@@ -96,6 +100,9 @@ class ModelFitter:
         #: The model's total; None estimates it from the measurements (mbi's minimum variance).
         self.known_total = known_total
         self.model: FittedModel | None = None
+        #: Where the last refit's step size ended, as a multiple of mbi's first step (``mirror``):
+        #: the next refit starts there (at least at mbi's step).
+        self.growth = 1.0
 
     def fit(self, measurements: Sequence[tuple], iters: int | None = None) -> FittedModel:
         """Fit the model to ``measurements`` (``(clique, y, sigma)`` or, merged bins, ``(clique, y,
@@ -104,15 +111,25 @@ class ModelFitter:
         merged = merge_measurements(measurements)
         total = minimum_variance_total(merged) if self.known_total is None else self.known_total
         steps, safe_point = iters or self.iters, lambda _: checkpoint()
+        growth = max(1.0, self.growth)
         if junction_tree_cells(self.domain, [m.clique for m in merged]) <= self.numpy_cells:
-            self.model = NumpyMirrorDescent().estimate(
-                self.domain, merged, total, steps, safe_point, warm_start=self.model, tol=self.tol
+            estimator = NumpyMirrorDescent()
+            self.model = estimator.estimate(
+                self.domain, merged, total, steps, safe_point, warm_start=self.model, tol=self.tol, growth=growth
             )
+            self.growth = estimator.last_growth
         else:
             from . import compiled
 
-            self.model = compiled.estimate(
-                self.domain, merged, self.model, iters=steps, tol=self.tol, known_total=total, callback_fn=safe_point
+            self.model, self.growth = compiled.estimate(
+                self.domain,
+                merged,
+                self.model,
+                iters=steps,
+                tol=self.tol,
+                known_total=total,
+                callback_fn=safe_point,
+                growth=growth,
             )
         return self.model
 
