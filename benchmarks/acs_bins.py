@@ -21,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,7 +34,9 @@ SHAPED = ("DENSITY", "PINCP", "POVPIP", "PWGTP", "WGTP")
 
 
 def dictionary_schema(folder: Path, state: str) -> dict:
-    """The schema from the public data dictionary alone: its codes, its bounds, 'N' as missing."""
+    """The schema from the public data dictionary alone: its codes, its bounds, 'N' as missing; a
+    numeric column's coded values beside its range (POVPIP's 501, "income above 5 x poverty line";
+    WGTP's 0, "group quarters"; NOC's 0) are atoms, reproduced exactly."""
     d = json.loads((folder / "data_dictionary.json").read_text())
     prefix = {"ma": "25-", "tx": "48-"}[state]
     columns = []
@@ -48,6 +51,8 @@ def dictionary_schema(folder: Path, state: str) -> dict:
             lo = min([lo] + [float(k) for k in values if k not in ("min", "max", "N")])
             hi = max([hi] + [float(k) for k in values if k not in ("min", "max", "N")])
             whole = name != "DENSITY"
+            coded = sorted(float(k) for k in values if k not in ("min", "max", "N"))
+            extra |= {"atoms": coded} if coded else {}
             columns.append({"name": name, "type": "numeric", "lower": lo, "upper": hi, "integer": whole, **extra})
         else:
             codes = [k for k in values if k != "N"]
@@ -57,6 +62,55 @@ def dictionary_schema(folder: Path, state: str) -> dict:
     return {"columns": columns}
 
 
+def _if_then(group: str, name: str, when: dict, then: dict) -> tuple[str, bool, dict]:
+    return group, True, {"name": name, "if": when, "then": then}
+
+
+def _forbid(group: str, name: str, cells: dict, declared: bool = True) -> tuple[str, bool, dict]:
+    return group, declared, {"name": name, "forbid": cells}
+
+
+#: SDNist v2.3's consistency rules (``sdnist/metrics/inconsistency.py``) as public constraints, each
+#: with its group (``age`` or ``housing``) and whether a release declares it: all but ``child_NOC``
+#: (children under 10 have no NOC), which a tenth of the excerpts' own rows break. The number of
+#: children must stay below the family's size (``too_many_children``) is one constraint per size.
+#: SDNist's work rules test INDP (left out here) and incomes above 3,000,000 (beyond the dictionary's
+#: largest, 1,341,000), so none of them can fire.
+RULES = [
+    *[_if_then("age", f"child_{c}", {"AGEP": "..14"}, {c: None}) for c in ("DVET", "MSP", "PINCP", "PINCP_DECILE")],
+    _if_then("age", "child_INDP_CAT", {"AGEP": "..14"}, {"INDP_CAT": None}),
+    _forbid("age", "child_phd", {"AGEP": "..14", "EDU": ["12"]}),
+    _forbid("age", "child_NOC", {"AGEP": "..9", "NOC": "0.."}, declared=False),
+    _if_then("age", "toddler_DPHY", {"AGEP": "..4"}, {"DPHY": None}),
+    _if_then("age", "toddler_DREM", {"AGEP": "..4"}, {"DREM": None}),
+    _forbid("age", "toddler_diploma", {"AGEP": "..4", "EDU": [str(k) for k in range(5, 13)]}),
+    _if_then("age", "infant_EDU", {"AGEP": "..2"}, {"EDU": None}),
+    *[_forbid("housing", f"too_many_children_{k}", {"NPF": k, "NOC": f"{k}.."}) for k in range(2, 20)],
+    _if_then("housing", "gq_family", {"HOUSING_TYPE": ["2", "3"]}, {"NOC": None, "NPF": None}),
+    _if_then("housing", "gq_own", {"HOUSING_TYPE": ["2", "3"]}, {"OWN_RENT": "0"}),
+    _forbid("housing", "house_OWN_RENT", {"HOUSING_TYPE": "1", "OWN_RENT": "0"}),
+    _forbid("housing", "house_NOC", {"HOUSING_TYPE": "1", "NOC": None}),
+]
+
+
+def with_rules(schema: dict, declared_only: bool = True) -> dict:
+    """``schema`` with SDNist's consistency rules (``RULES``) as its constraints: those a release
+    declares, or all of them (to measure a table with)."""
+    rules = [rule for _, declared, rule in RULES if declared or not declared_only]
+    return {**schema, "constraints": rules}
+
+
+def inconsistency_rates(schema: dict, frame: pd.DataFrame) -> dict[str, float]:
+    """Per group of ``RULES`` (every rule, declared or not), the share of ``frame``'s rows that
+    break at least one of its rules, as SDNist reports them."""
+    import privsyn_fed as pf
+    from privsyn_fed.schema import violations
+
+    broken = violations(pf.Schema.from_dict(with_rules(schema, declared_only=False)), frame)
+    groups = np.array([group for group, _, _ in RULES])
+    return {g: float(broken[:, groups == g].any(axis=1).mean()) for g in ("age", "housing")}
+
+
 def run(*args: str) -> str:
     proc = subprocess.run([sys.executable, "-m", "privsyn_fed", *args], capture_output=True, text=True)
     if proc.returncode != 0:
@@ -64,12 +118,17 @@ def run(*args: str) -> str:
     return proc.stdout
 
 
-def kmarginal(real: Path, syn: Path, schema: Path, out: Path) -> float:
+def evaluated(real: Path, syn: Path, schema: Path, out: Path) -> dict:
+    """``evaluate --kmarginal``'s JSON: the k-marginal score, pMSE and unique exact matches among it."""
     run(
         "evaluate", "--real", str(real), "--synthetic", str(syn), "--schema", str(schema), "--kmarginal",
         "--json", str(out), "--force",
     )  # fmt: skip
-    return float(json.loads(out.read_text())["kmarginal"]["score"])
+    return json.loads(out.read_text())
+
+
+def kmarginal(real: Path, syn: Path, schema: Path, out: Path) -> float:
+    return float(evaluated(real, syn, schema, out)["kmarginal"]["score"])
 
 
 def main() -> int:

@@ -1,11 +1,16 @@
 """Our methods beside the NIST CRC Data and Metrics Archive's published entries on NIST's ACS
 excerpts (MA and TX 2019): SDNist v2.3's k-marginal score (``evaluate --kmarginal``, 0 to 1000,
-higher is better) and the train-on-synthetic, test-on-real ROC-AUC of a rare label.
+higher is better) with its pMSE and unique exact matches, the share of rows that break its age and
+housing consistency rules (``acs_bins.RULES``), and the train-on-synthetic, test-on-real ROC-AUC of
+a rare label. The same measures of a random 10% of the real rows (three draws) are the reference.
 
 Every release spends ``epsilon`` in all, as the archive's entries state theirs: ``--draft-share`` of
 it (default 0.1) on a DP schema draft of the silos' skewed numeric columns (``schema draft --dp
 --edges quantiles --exclude`` every other column: their cut points), the rest on the release, each at half of ``delta``
-(basic composition). Categories and bounds come from the public data dictionary. The silos are the
+(basic composition). Categories, bounds and coded values (atoms: POVPIP's 501, WGTP's and NOC's 0)
+come from the public data dictionary, with the atoms the draft finds (DENSITY's, one per PUMA); a
+skewed column whose bounds the draft does not find gets 32 bins on a log scale. SDNist's consistency
+rules are declared as public constraints (``--no-rules`` leaves them out). The silos are the
 excerpt's PUMAs: one file per PUMA, named after it and without the PUMA column, which the federated
 methods restore with ``--silo-column PUMA`` (each silo's name is its rows' PUMA); central AIM pools
 the rows with their PUMA. AIM, DistAIM and FLAIM declare the
@@ -34,7 +39,16 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from acs_bins import EXCERPTS, SHAPED, SKIP, dictionary_schema, kmarginal, run  # noqa: E402
+from acs_bins import (  # noqa: E402
+    EXCERPTS,
+    SHAPED,
+    SKIP,
+    dictionary_schema,
+    evaluated,
+    inconsistency_rates,
+    run,
+    with_rules,
+)
 
 import privsyn_fed as pf  # noqa: E402
 from privsyn_fed.evaluation import encode, tstr_auc  # noqa: E402
@@ -65,11 +79,17 @@ def shaped_schema(folder: Path, state: str, silos: list[Path], epsilon: float, d
     for c in schema["columns"]:
         if c["type"] != "numeric":
             continue
-        cuts = drafted.get(c["name"], {}).get("edges")
+        found = drafted.get(c["name"], {})
+        cuts = found.get("edges")
         if c["name"] in SHAPED and cuts:
             c["edges"] = [e for e in cuts if c["lower"] < e < c["upper"] or c.get("integer") and e == c["upper"]]
         else:
             c["bins"] = 32
+            if c["name"] in SHAPED:  # bounds not found: equal widths on a log scale, a public choice
+                c["scale"] = "log"
+        atoms = set(c.get("atoms", [])) | {a for a in found.get("atoms", []) if c["lower"] <= a <= c["upper"]}
+        if atoms:
+            c["atoms"] = sorted(atoms)
     return schema
 
 
@@ -89,6 +109,33 @@ def release(method: str, schema: Path, silos: list[Path], pooled: Path, epsilon:
     return time.monotonic() - start
 
 
+def measured(pooled: Path, out: Path, schema_path: Path, schema_dict: dict, codes_test, schema, label: str) -> dict:
+    """One table's measures against the real rows: k-marginal, pMSE, unique exact matches (share of
+    the unique real rows), inconsistency rates and TSTR AUC."""
+    ev = evaluated(pooled, out, schema_path, out.with_suffix(".json"))
+    syn = pd.read_csv(out, dtype=str, keep_default_na=False)
+    rates = inconsistency_rates(schema_dict, syn)
+    auc = tstr_auc(encode(syn, schema, "synthetic"), codes_test, schema, label)
+    return {
+        "kmarginal": ev["kmarginal"]["score"], "pmse": ev["pmse"]["score"],
+        "exact": ev["unique_exact_matches"]["matched_share"], "age": rates["age"], "housing": rates["housing"],
+        "auc": float("nan") if auc is None else auc,
+    }  # fmt: skip
+
+
+def summary(name: str, rows: list[dict], seconds: list[float] | None) -> str:
+    """One line: each measure's mean (and standard deviation across the rows)."""
+    sd = lambda v: statistics.stdev(v) if len(v) > 1 else 0.0  # noqa: E731
+    col = lambda k: [r[k] for r in rows]  # noqa: E731
+    return (
+        f"  {name:12s} k-marginal {statistics.mean(col('kmarginal')):6.1f} +- {sd(col('kmarginal')):4.1f}  "
+        f"age {statistics.mean(col('age')):6.2%}  housing {statistics.mean(col('housing')):6.2%}  "
+        f"pMSE {statistics.mean(col('pmse')):.4f}  exact {statistics.mean(col('exact')):6.2%}  "
+        f"AUC {statistics.mean(col('auc')):.3f} +- {sd(col('auc')):.3f}"
+        + ("" if seconds is None else f"  {statistics.mean(seconds):5.0f} s")
+    )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--states", nargs="+", choices=("ma", "tx"), default=["ma", "tx"])
@@ -98,6 +145,7 @@ def main() -> int:
     ap.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated, of {', '.join(METHODS)}")
     ap.add_argument("--label", default="DEAR", help="the rare label of the TSTR AUC (and of aim+target)")
     ap.add_argument("--seeds", type=int, default=3, help="releases per method (unseeded noise; mean and sd reported)")
+    ap.add_argument("--no-rules", action="store_true", help="leave SDNist's consistency rules out of the schema")
     ap.add_argument("--excerpts", type=Path, default=EXCERPTS)
     args = ap.parse_args()
     methods = [m for m in args.methods.split(",") if m]
@@ -120,6 +168,8 @@ def main() -> int:
             for epsilon in args.epsilons:
                 draft_eps, release_eps = epsilon * args.draft_share, epsilon * (1 - args.draft_share)
                 schema_dict = shaped_schema(args.excerpts, state, silos, draft_eps, args.delta / 2, work)
+                if not args.no_rules:
+                    schema_dict = with_rules(schema_dict)
                 schema_path = work / "schema.json"
                 schema_path.write_text(json.dumps(schema_dict))
                 schema = pf.Schema.from_dict(schema_dict)
@@ -127,8 +177,15 @@ def main() -> int:
                 real_auc = tstr_auc(codes[~test], codes[test], schema, args.label)
                 print(f"{state.upper()} epsilon {epsilon:g}: {len(real)} rows, {len(silos)} PUMA silos; "
                       f"real-data AUC ({args.label}) {real_auc:.3f}", flush=True)  # fmt: skip
+                tenth = []
+                for s in range(3):  # the reference: a random 10% of the real rows
+                    out = work / f"subsample-{s}.csv"
+                    real.sample(frac=0.1, random_state=s).to_csv(out, index=False)
+                    tenth.append(measured(pooled, out, schema_path, schema_dict, codes[test], schema, args.label))
+                print(summary("10% of rows", tenth, None), flush=True)
+                rows.append({"state": state, "epsilon": epsilon, "method": "subsample", "measures": tenth})
                 for method in methods:
-                    scores, aucs, seconds = [], [], []
+                    measures, seconds = [], []
                     for s in range(args.seeds):
                         out = work / f"{method}-{s}.csv"
                         seconds.append(
@@ -144,20 +201,14 @@ def main() -> int:
                                 out,
                             )  # fmt: skip
                         )
-                        scores.append(kmarginal(pooled, out, schema_path, work / f"{method}-{s}.json"))
-                        syn = encode(pd.read_csv(out, dtype=str, keep_default_na=False), schema, "synthetic")
-                        aucs.append(tstr_auc(syn, codes[test], schema, args.label) or float("nan"))
-                    row = {
-                        "state": state, "epsilon": epsilon, "method": method, "kmarginal": scores, "auc": aucs,
+                        measures.append(
+                            measured(pooled, out, schema_path, schema_dict, codes[test], schema, args.label)
+                        )
+                    rows.append({
+                        "state": state, "epsilon": epsilon, "method": method, "measures": measures,
                         "seconds": seconds, "real_auc": real_auc, "published": PUBLISHED.get((state, epsilon), ""),
-                    }  # fmt: skip
-                    rows.append(row)
-                    sd = lambda v: statistics.stdev(v) if len(v) > 1 else 0.0  # noqa: E731
-                    print(
-                        f"  {method:12s} k-marginal {statistics.mean(scores):6.1f} +- {sd(scores):4.1f}  "
-                        f"AUC {statistics.mean(aucs):.3f} +- {sd(aucs):.3f}  {statistics.mean(seconds):5.0f} s",
-                        flush=True,
-                    )
+                    })  # fmt: skip
+                    print(summary(method, measures, seconds), flush=True)
     print(json.dumps(rows))
     return 0
 

@@ -131,7 +131,10 @@ def add_parsers(sub) -> None:
         action="store_true",
         help="also report SDNist v2.3's k-marginal score (the NIST CRC benchmark's headline measure, 0 to "
         "1000, higher is better): every pair of columns (less PUMA and INDP), joined with PUMA when the "
-        "tables have it, with a score per PUMA in the JSON. Always reported when the schema has a PUMA column",
+        "tables have it, with a score per PUMA in the JSON; and two more SDNist measures: pMSE (how well a "
+        "depth-5 tree tells real from synthetic rows, 0 is best) and unique exact matches (real rows unique "
+        "in the real table that the synthetic rows repeat exactly). Always reported when the schema has a "
+        "PUMA column",
     )
     ev.add_argument("--json", action=Once, metavar="OUT.json", help="also write the full result as JSON")
     ev.add_argument(
@@ -276,6 +279,14 @@ def run_evaluate(args: argparse.Namespace) -> int:
         print(
             f"k-marginal score: {k['score']:.1f} ({k['definition']} definition; 0-1000, higher is better)"
             + ("" if other is None else f" (baseline {other:.1f})")
+        )
+        pm, um = report["pmse"], report["unique_exact_matches"]
+        share = um["matched_share"]
+        print(
+            f"pMSE {pm['score']:.4f} (0: a depth-{pm['depth']} tree cannot tell the tables apart; "
+            f"{pm['largest']:.4f}: it tells every row); unique exact matches: {um['matched']:,} of the "
+            f"{um['unique_real']:,} real rows unique in the real table"
+            + ("" if share is None else f" ({share:.1%}; lower is better)")
         )
     if "per_silo" in report:
         column = terminal_text(report["per_silo"]["column"])

@@ -18,7 +18,8 @@ whoever may see the real data, e.g. on a benchmark's public table).
 * ``constraints`` (a schema with public constraints): per constraint, the real and the synthetic
   rows that break it (``schema.constraints.violation_report``);
 * ``kmarginal`` (asked for, or a schema with a ``PUMA`` column): SDNist v2.3's k-marginal score,
-  0 to 1000, overall and per PUMA (``kmarginal.kmarginal_score``);
+  0 to 1000, overall and per PUMA (``kmarginal.kmarginal_score``), with two more of its measures,
+  ``pmse`` and ``unique_exact_matches`` (``sdnist_measures``);
 * ``numeric``: per numeric column, the mean, quantiles and point-mass shares, real against
   synthetic (``numeric_summary.numeric_summary``);
 * ``per_silo`` (with a silo column): each silo's share of the rows, mean total variation and
@@ -403,8 +404,11 @@ def evaluate(
         report["per_silo"] = {"column": silo_column, "silos": per_silo(real, syn, schema, silo_column, within)}
     if kmarginal or (kmarginal is None and "PUMA" in schema.names):
         from .kmarginal import kmarginal_score
+        from .sdnist_measures import pmse, unique_exact_matches
 
         report["kmarginal"] = kmarginal_score(real_df[schema.names], syn_df[schema.names])
+        report["pmse"] = pmse(real_df[schema.names], syn_df[schema.names], seed)
+        report["unique_exact_matches"] = unique_exact_matches(real_df[schema.names], syn_df[schema.names])
     if holdout_df is not None:
         hold = encode(holdout_df, schema, "holdout")
         report["rows"]["holdout"] = int(len(hold))
