@@ -38,6 +38,7 @@ from .dependence import (
 from .distaim import DISTAIM
 from .federated import FederatedOptions
 from .fedtda import FEDTDA, TARGET_QUERY, FedTDAOptions
+from .fit_check import fit_warning
 from .flaim import FLAIM, FLAIMOptions
 from .independent import INDEPENDENT, IndependentOptions, expected_oneway_error
 from .target import TARGET_SHARE, target_query, target_sigma
@@ -88,6 +89,7 @@ __all__ = [
     "auto_rule",
     "downward_closure",
     "expected_oneway_error",
+    "fit_warning",
     "measure_query",
     "sample_workload",
     "screen_query",

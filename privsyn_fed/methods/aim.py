@@ -32,7 +32,7 @@ from ..common import OptionError, Progress, Silent
 from ..mechanisms import exponential_mechanism, gaussian_mechanism
 from ..noise import NoiseSource
 from ..silo import Silo
-from . import allocation, core
+from . import allocation, core, fit_check
 from .base import MethodRun, option
 from .coarse import coarsen
 from .dependence import DependenceOptions, measure_dependence
@@ -369,7 +369,10 @@ def run_aim(
         if not terminate and core.should_anneal(before, estimate(pick), params.sigma):
             params = params.annealed()
     progress.log(f"{t} rounds, {len(measurements)} measurements")
-    info = {"oneway_sigmas": core.oneway_sigmas(measurements, names, prob.shape)}
+    info = {
+        "oneway_sigmas": core.oneway_sigmas(measurements, names, prob.shape),
+        "fit": fit_check.fit_against_independent(estimate, measurements, names),
+    }
     return core.MethodResult(core.graphical_sampler(model, silo.schema), model, t, prob.workload, info)
 
 

@@ -48,7 +48,7 @@ from ..aggregation import Aggregator
 from ..common import Progress, Silent
 from ..mechanisms import pooled_exponential_mechanism, pooled_gaussian_mechanism
 from ..noise import NoiseSource
-from . import allocation, core
+from . import allocation, core, fit_check
 from .aim import problem_for, workload_details
 from .base import FederatedMethod
 from .federated import (
@@ -196,6 +196,7 @@ def run_distaim(
         "sample_rate": rate,
         "pooled_silos": len(pool.seen),
         "oneway_sigmas": core.oneway_sigmas(measurements, names, prob.shape),
+        "fit": fit_check.fit_against_independent(pgm.MarginalReader(model), measurements, names),
         "traffic": agg.traffic_summary(),
     }
     return core.MethodResult(core.graphical_sampler(model, schema), model, t, prob.workload, info)

@@ -1,0 +1,116 @@
+"""How far a release's model is from its own measurements (``methods.fit_check``): the noise's
+expectation at the truth (seeded), both warnings, and a FLAIM release over silos that differ,
+which ``synth`` warns about, against DistAIM and AIM on the same rows, which it does not."""
+
+import logging
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import privsyn_fed as pf
+from privsyn_fed.cli import main
+from privsyn_fed.methods.fit_check import FIT_ALARM, fit_against_independent, fit_warning
+
+NAMES = ["a", "b", "c"]
+SHAPE = {"a": 4, "b": 5, "c": 6}
+
+
+def joint(rng) -> np.ndarray:
+    """A dependent joint table of counts over a, b, c (about 30,000 rows)."""
+    p = rng.dirichlet(np.full(4 * 5 * 6, 0.5)).reshape(4, 5, 6)
+    return 30_000 * p
+
+
+def reader(table: np.ndarray):
+    """Marginals of ``table`` by column names, as a release's estimate gives them."""
+
+    def estimate(clique):
+        axes = tuple(i for i, n in enumerate(NAMES) if n not in clique)
+        out = table.sum(axis=axes)
+        order = [c for c in NAMES if c in clique]
+        return np.transpose(out, [order.index(c) for c in clique])
+
+    return estimate
+
+
+def test_the_truth_is_as_far_from_noisy_measurements_as_the_noise_says():
+    """Seeded: 200 noisy measurements of the true marginals; the truth's squared standardised
+    distance to them is a chi-square with ``noise`` degrees of freedom (mean ``noise``, sd
+    ``sqrt(2 noise)``), and the independent product is far further."""
+    rng = np.random.default_rng(0)
+    truth = joint(rng)
+    estimate, measurements = reader(truth), []
+    for k in range(200):
+        clique = [("a", "b"), ("b", "c"), ("a", "b", "c"), ("c", "a")][k % 4]
+        sigma = float(rng.uniform(2, 20))
+        y = estimate(clique).ravel() + rng.normal(0, sigma, estimate(clique).size)
+        measurements.append((clique, y, sigma))
+    fit = fit_against_independent(estimate, measurements, NAMES)
+    assert fit["measurements"] == 200 and fit["noise"] == 50 * (20 + 30 + 120 + 24)
+    assert abs(fit["model"] - fit["noise"]) < 4 * np.sqrt(2 * fit["noise"])
+    assert fit["independent"] > 10 * fit["noise"]
+    assert fit_warning(fit) is None
+
+
+def test_measurements_that_disagree_and_a_fit_worse_than_independent_are_warned_about():
+    rng = np.random.default_rng(1)
+    truth = joint(rng)
+    estimate = reader(truth)
+    other = reader(joint(rng))  # another table's marginals: they contradict the truth's
+    measurements = [(("a", "b"), estimate(("a", "b")).ravel(), 1.0), (("a", "b"), other(("a", "b")).ravel(), 1.0)]
+    fit = fit_against_independent(estimate, measurements, NAMES)
+    assert fit["model"] >= FIT_ALARM * fit["noise"]
+    assert "times further from the release's own 2 multi-way measurements" in fit_warning(fit)
+    # the truth's 1-ways, with the pair's dependence reflected: twice as far as the independent product
+    bc = estimate(("b", "c"))
+    product = np.multiply.outer(bc.sum(axis=1), bc.sum(axis=0)) / bc.sum()
+
+    def reflected(clique):
+        return 2 * product - bc if clique == ("b", "c") else estimate(clique)
+
+    worse = fit_against_independent(reflected, [(("b", "c"), bc.ravel(), 1000.0)], NAMES)
+    assert worse["model"] == pytest.approx(4 * worse["independent"])
+    assert worse["model"] < FIT_ALARM * worse["noise"]
+    assert "worse than the independent method would" in fit_warning(worse)
+    assert fit_warning({"measurements": 0, "model": 0.0, "independent": 0.0, "noise": 0.0}) is None
+
+
+def federation(seed: int = 0) -> tuple[dict[str, pd.DataFrame], pf.Schema]:
+    """Four silos whose columns relate differently (b follows a in two of them, not in the others)."""
+    rng = np.random.default_rng(seed)
+    frames = {}
+    for k in range(4):
+        n = 1500
+        a = rng.integers(0, 4, n)
+        b = (a + k) % 4 if k % 2 == 0 else rng.integers(0, 4, n)
+        c = np.where(rng.random(n) < 0.8, (b + a) % 3, rng.integers(0, 3, n))
+        frames[f"s{k}"] = pd.DataFrame({"a": a, "b": b, "c": c, "d": rng.integers(0, 5, n)}).astype(str)
+    columns = [{"name": n, "type": "categorical", "categories": [str(v) for v in range(m)]} for n, m in
+               [("a", 4), ("b", 4), ("c", 3), ("d", 5)]]  # fmt: skip
+    columns.append({"name": "site", "type": "categorical", "categories": list(frames)})
+    return frames, pf.Schema.from_dict({"columns": columns})
+
+
+@pytest.mark.parametrize("method", ["distaim", "aim"])
+def test_releases_over_the_union_fit_their_measurements(method, caplog):
+    frames, schema = federation()
+    with caplog.at_level(logging.WARNING, logger="privsyn_fed"):
+        result = pf.synthesize(frames, method, 1.0, 1e-9, schema=schema, seed=0, silo_column="site")
+    fit = result.info["fit"]
+    assert fit["measurements"] > 0 and fit["model"] < 1.5 * fit["noise"]
+    assert not any("times further" in r.getMessage() for r in caplog.records)
+
+
+def test_synth_warns_about_flaim_over_silos_that_differ(tmp_path, capsys):
+    frames, schema = federation()
+    schema.save(tmp_path / "schema.json")
+    silos = []
+    for name, frame in frames.items():
+        frame.to_csv(tmp_path / f"{name}.csv", index=False)
+        silos += ["--silo", str(tmp_path / f"{name}.csv")]
+    args = ["synth", "--method", "flaim", "--schema", str(tmp_path / "schema.json"), *silos, "--silo-column", "site"]
+    code = main([*args, "--epsilon", "1", "--delta", "1e-9", "--seed", "0", "--out", str(tmp_path / "out.csv")])
+    err = capsys.readouterr().err
+    assert code == 0 and (tmp_path / "out.csv").exists()
+    assert "times further from the release's own" in err and "try --method distaim" in err
