@@ -69,10 +69,13 @@ def test_measurements_that_disagree_and_a_fit_worse_than_independent_are_warned_
     def reflected(clique):
         return 2 * product - bc if clique == ("b", "c") else estimate(clique)
 
-    worse = fit_against_independent(reflected, [(("b", "c"), bc.ravel(), 1000.0)], NAMES)
-    assert worse["model"] == pytest.approx(4 * worse["independent"])
-    assert worse["model"] < FIT_ALARM * worse["noise"]
+    sigma = float(np.sqrt(((product - bc) ** 2).sum() / 10))  # the independent product at 10, the model at 40
+    worse = fit_against_independent(reflected, [(("b", "c"), bc.ravel(), sigma)], NAMES)
+    assert worse["noise"] == 30 and worse["independent"] == pytest.approx(10)
+    assert worse["model"] == pytest.approx(40) and worse["model"] < FIT_ALARM * worse["noise"]
     assert "worse than the independent method would" in fit_warning(worse)
+    # within the sums' standard deviation (sqrt(60)) of the independent product: no warning
+    assert fit_warning({**worse, "model": worse["independent"] + 7.0}) is None
     assert fit_warning({"measurements": 0, "model": 0.0, "independent": 0.0, "noise": 0.0}) is None
 
 

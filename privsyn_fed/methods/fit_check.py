@@ -11,8 +11,10 @@ model's own 1-way marginals (what ``--method independent`` would answer, scaled 
 A model fitted to its measurements has ``model <= independent`` (the independent product is one of
 the models it could have been) and ``model`` about ``noise`` or below. ``FIT_ALARM`` times ``noise``
 or more means the measurements disagree with each other, or the fit stopped far from them; more
-than ``independent`` means it fits them worse than the independent method would. Either way the
-synthetic rows may be no better than the independent method's.
+than ``independent`` by over ``sqrt(2 noise)`` (the sums' standard deviation: columns nearly
+independent leave the two within a hair of each other) means it fits them worse than the
+independent method would. Either way the synthetic rows may be no better than the independent
+method's.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ def fit_warning(fit: dict[str, Any] | None) -> str | None:
     if not fit or not fit["measurements"]:
         return None
     far = fit["model"] >= FIT_ALARM * fit["noise"]
-    worse = fit["model"] > fit["independent"]
+    worse = fit["model"] > fit["independent"] + (2 * fit["noise"]) ** 0.5
     if not (far or worse):
         return None
     what = (
