@@ -12,7 +12,9 @@ export a bank would already have), ``duckdb-parquet`` (DuckDB reading the Parque
 ``duckdb://?query=SELECT * FROM read_parquet(...)``), ``spark-parquet`` (Spark in local mode on
 every core reading the Parquet file, ``spark://local[*]?query=SELECT * FROM parquet.`...```: the rows
 come back a partition at a time and are counted by the silo, as the reader's are; its peak is the
-Python process's, Spark's JVM apart). Needs the engines extra (and the spark extra for Spark).
+Python process's, Spark's JVM apart), ``sqlite-file`` (the rows in a SQLite file,
+``sqlite://silo.db?table=silo``, read by Python's ``sqlite3`` and counted by the silo; writing the
+file is timed apart). Needs the engines extra (and the spark extra for Spark).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ SCHEMA = {
         {"name": "plan", "type": "categorical", "categories": ["a", "b", "c", "other"], "unknown": "other"},
     ]
 }
-MODES = ("reader", "duckdb-file", "duckdb-parquet", "spark-parquet")
+MODES = ("reader", "duckdb-file", "duckdb-parquet", "spark-parquet", "sqlite-file")
 
 
 def generate(path: Path, rows: int, seed: int = 0, chunk: int = 2_000_000) -> None:
@@ -74,6 +76,20 @@ def generate(path: Path, rows: int, seed: int = 0, chunk: int = 2_000_000) -> No
     writer.close()
 
 
+def write_sqlite(parquet: Path, path: Path) -> None:
+    """The Parquet file's rows as table ``silo`` of a SQLite file, a batch at a time."""
+    import sqlite3
+
+    import pyarrow.parquet as pq
+
+    with sqlite3.connect(path) as con:
+        con.execute("CREATE TABLE silo (age INTEGER, income REAL, hours REAL, score REAL, region TEXT, plan TEXT)")
+        for batch in pq.ParquetFile(parquet).iter_batches(batch_size=500_000):
+            rows = zip(*(batch.column(i).to_pylist() for i in range(batch.num_columns)))
+            con.executemany("INSERT INTO silo VALUES (?, ?, ?, ?, ?, ?)", rows)
+    con.close()
+
+
 def source(mode: str, folder: Path) -> str:
     """The silo as ``Silo.load`` takes it in ``mode``."""
     parquet = folder / "silo.parquet"
@@ -83,6 +99,8 @@ def source(mode: str, folder: Path) -> str:
         return f"duckdb://{folder / 'silo.duckdb'}?table=silo"
     if mode == "spark-parquet":
         return f"spark://local[*]?query=SELECT * FROM parquet.`{parquet}`"
+    if mode == "sqlite-file":
+        return f"sqlite://{folder / 'silo.db'}?table=silo"
     return f"duckdb://?query=SELECT * FROM read_parquet('{parquet}')"
 
 
@@ -124,6 +142,11 @@ def main() -> int:
                 con.execute(f"CREATE TABLE silo AS SELECT * FROM read_parquet('{folder / 'silo.parquet'}')")
             size = (folder / "silo.duckdb").stat().st_size / 1e6
             print(f"wrote the DuckDB file ({size:.0f} MB) in {time.monotonic() - start:.1f} s (not counted below)")
+        if "sqlite-file" in args.modes:
+            start = time.monotonic()
+            write_sqlite(folder / "silo.parquet", folder / "silo.db")
+            size = (folder / "silo.db").stat().st_size / 1e6
+            print(f"wrote the SQLite file ({size:.0f} MB) in {time.monotonic() - start:.1f} s (not counted below)")
         results = []
         for mode in args.modes.split(","):
             proc = subprocess.run(

@@ -223,7 +223,7 @@ def test_bad_rows_in_postgresql_give_the_errors_of_its_parquet_export(tmp_path, 
         ("duckdb://x.duckdb", "exactly one of ?table=NAME or ?query=SQL"),
         ("duckdb://x.duckdb?table=t&query=SELECT%201", "exactly one of ?table=NAME or ?query=SQL"),
         ("duckdb://x.duckdb?table=t&threads=4", "takes only ?table= or ?query=, not ?threads="),
-        ("duckdb://?table=t", "?table= needs a database file"),
+        ("duckdb://?table=t", "name a database file (duckdb://PATH?table=NAME)"),
         ("postgresql://ann@db.example/prod", "exactly one of ?table=NAME or ?query=SQL"),
     ],
 )

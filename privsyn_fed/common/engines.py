@@ -1,9 +1,12 @@
-"""Tables that live in an engine: a DuckDB database, a PostgreSQL server or Spark, named by URL.
+"""Tables that live in an engine: a DuckDB or SQLite database, a PostgreSQL server or Spark, named by URL.
 
 * ``duckdb://PATH?table=T`` or ``duckdb://PATH?query=SQL``: the database file at ``PATH`` (what
   follows ``duckdb://``, so ``duckdb:///data/x.duckdb`` is absolute and ``duckdb://x.duckdb``
   relative), opened read-only; with no ``PATH`` (``duckdb://?query=...``) an empty in-memory
   database, for a query over files DuckDB reads itself (``read_parquet('...')``).
+* ``sqlite://PATH?table=T`` or ``sqlite://PATH?query=SQL``: the SQLite database file at ``PATH``
+  (read as DuckDB's is named), opened read-only with Python's own ``sqlite3`` (``sqlite``); its
+  values are typed one by one, so its cells are checked as a CSV's are.
 * ``postgresql://USER@HOST:PORT/DB?table=T`` (or ``?query=SQL``; ``postgres://`` too): libpq's own
   URI, every parameter of it passed on (``host=/socket/folder``, ``sslmode``, ...), in a read-only
   transaction. The password comes from ``PGPASSWORD`` or ``~/.pgpass`` (libpq reads them); one in
@@ -33,18 +36,28 @@ from .extras import require_engines, require_spark
 from .interrupt import checkpoint
 from .paths import Named
 from .spark import spark_batches, spark_master, spark_source, spark_types
+from .sqlite import sqlite_batches, sqlite_names
 
 #: URL schemes of engine tables, by engine.
-SCHEMES = {"duckdb": "duckdb", "postgresql": "postgresql", "postgres": "postgresql", "spark": "spark"}
+SCHEMES = {
+    "duckdb": "duckdb",
+    "sqlite": "sqlite",
+    "postgresql": "postgresql",
+    "postgres": "postgresql",
+    "spark": "spark",
+}
 #: Words that mark a Spark setting as a secret, refused in a URL.
 SECRET_WORDS = ("password", "secret", "token", "credential")
 #: PostgreSQL types read as numbers, as Arrow names them (the others are read as text).
 PG_NUMBERS = {"int2": "int16", "int4": "int32", "int8": "int64", "float4": "float", "float8": "double"}
+#: SQLite's columns' type: none, each value has its own (``sqlite``); the cells are checked as a CSV's.
+SQLITE_TYPE = "any"
 PG_TEXT = {"text": "string", "varchar": "string", "bpchar": "string", "name": "string", "bool": "bool"}
 
 
 def is_engine_url(text: object) -> bool:
-    """Whether ``text`` names an engine's table (a ``duckdb:``, ``postgresql:`` or ``spark:`` URL), not a file."""
+    """Whether ``text`` names an engine's table (a ``duckdb:``, ``sqlite:``, ``postgresql:`` or ``spark:``
+    URL), not a file."""
     return isinstance(text, str) and text.split(":", 1)[0].lower() in SCHEMES and "://" in text
 
 
@@ -53,9 +66,7 @@ class EngineTable:
     """A table or query in an engine (module docstring). ``shown`` is its URL as given (no password)."""
 
     engine: str
-    target: (
-        str  # DuckDB: the database file ("" in memory); PostgreSQL: libpq's URI without table/query; Spark: the master
-    )
+    target: str  # DuckDB: the file ("" in memory); SQLite: the file; PostgreSQL: libpq's URI; Spark: the master
     table: str | None
     query: str | None
     shown: str
@@ -78,8 +89,8 @@ class EngineTable:
         """A silo's default name: the table's (without its schema), else the database's."""
         if self.table is not None:
             return self.table.rsplit(".", 1)[-1]
-        if self.engine == "duckdb":
-            return os.path.basename(self.target).rsplit(".", 1)[0] or "duckdb"
+        if self.engine in ("duckdb", "sqlite"):
+            return os.path.basename(self.target).rsplit(".", 1)[0] or self.engine
         if self.engine == "spark":
             return "spark"
         return urlsplit(self.target).path.strip("/") or "postgresql"
@@ -87,7 +98,7 @@ class EngineTable:
 
 def parse_engine_url(text: str) -> EngineTable:
     """The ``EngineTable`` a URL names; ``InputError`` of one line for a URL without exactly one of
-    ``table``/``query``, with a parameter DuckDB does not take, or with a password."""
+    ``table``/``query``, with a parameter DuckDB or SQLite does not take, or with a password."""
     scheme, _, rest = text.partition("://")
     engine = SCHEMES[scheme.lower()]
     base, _, params = rest.partition("?")
@@ -98,11 +109,12 @@ def parse_engine_url(text: str) -> EngineTable:
         raise InputError(f"{text}: name the rows with exactly one of ?table=NAME or ?query=SQL")
     if engine == "spark":
         return _spark_table(text, unquote(base), table, query, given)
-    if engine == "duckdb":
+    if engine in ("duckdb", "sqlite"):
+        shown = {"duckdb": "DuckDB", "sqlite": "SQLite"}[engine]
         if given:
-            raise InputError(f"{text}: a DuckDB URL takes only ?table= or ?query=, not ?{next(iter(given))}=")
-        if not base and table is not None:
-            raise InputError(f"{text}: ?table= needs a database file (duckdb://PATH?table=NAME)")
+            raise InputError(f"{text}: a {shown} URL takes only ?table= or ?query=, not ?{next(iter(given))}=")
+        if not base and (table is not None or engine == "sqlite"):
+            raise InputError(f"{text}: name a database file ({engine}://PATH?table=NAME)")
         return EngineTable(engine, unquote(base), table, query, text)
     parts = urlsplit(f"{scheme}://{base}")
     if parts.password is not None or "password" in given:
@@ -187,10 +199,13 @@ def _engine_errors(t: EngineTable) -> tuple[type[Exception], ...]:
 
 def engine_types(t: EngineTable) -> dict[str, str]:
     """Each column of ``t``'s rows and its type, as Arrow names it (``int64``, ``double``,
-    ``string``, ...; a PostgreSQL type not read as a number or text keeps its own name), in order;
-    ``InputError`` for a column named twice or a table or query the engine refuses."""
+    ``string``, ...; a PostgreSQL type not read as a number or text keeps its own name; SQLite's
+    ``SQLITE_TYPE``), in order; ``InputError`` for a column named twice or a table or query the
+    engine refuses."""
     if t.engine == "spark":
         return _distinct(t, spark_types(t))
+    if t.engine == "sqlite":
+        return _distinct(t, [(name, SQLITE_TYPE) for name in sqlite_names(t)])
     with _connection(t) as con:
         try:
             if t.engine == "duckdb":
@@ -232,6 +247,9 @@ def engine_batches(t: EngineTable, chunk_rows: int, columns: Sequence[str] | Non
         return
     types = engine_types(t)
     names = [n for n in types if columns is None or n in columns]
+    if t.engine == "sqlite":
+        yield from sqlite_batches(t, chunk_rows, names)
+        return
     select = ", ".join('"' + n.replace('"', '""') + '"' for n in names) or "1"
     sql = f"SELECT {select} FROM {t.source}"
     row = 1
@@ -272,7 +290,8 @@ def check_engine_url(text: str) -> EngineTable:
     """The table ``text`` names, its URL checked and its engine's extra installed (``InputError``
     otherwise); nothing is opened."""
     t = parse_engine_url(text)
-    (require_spark if t.engine == "spark" else require_engines)(f"silo {t}")
+    if t.engine != "sqlite":  # Python's own sqlite3 reads SQLite
+        (require_spark if t.engine == "spark" else require_engines)(f"silo {t}")
     return t
 
 
@@ -294,10 +313,10 @@ def named_files(given: Iterable[tuple[str, str | Path]]) -> list[Named]:
 
 def beside(silo: str | Path, suffix: str) -> Path:
     """A path named after a silo with ``suffix`` added (``north.csv.ledgers``): beside its file; for
-    an engine's table beside its DuckDB file, or in the current folder named after the table."""
+    an engine's table beside its DuckDB or SQLite file, or in the current folder named after the table."""
     if is_engine_url(silo):
         t = parse_engine_url(str(silo))
-        p = Path(t.target if t.engine == "duckdb" and t.target else t.name)
+        p = Path(t.target if t.engine in ("duckdb", "sqlite") and t.target else t.name)
     else:
         p = Path(silo)
     return p.with_name(p.name + suffix)

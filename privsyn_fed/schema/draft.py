@@ -48,7 +48,7 @@ from typing import Any, Iterable, Sequence
 
 import pandas as pd
 
-from ..common import InputError, OptionError, is_number_type, is_text_type
+from ..common import InputError, OptionError, is_engine_url, is_number_type, is_text_type
 from .cells import (
     DEFAULT_BINS,
     MAX_COLUMN_CELLS,
@@ -414,10 +414,11 @@ def draft_document(columns: list[dict[str, Any]], note: dict[str, Any]) -> dict[
 def plain_note(source: str, dropped: Sequence[str], identifiers: Sequence[str] = ()) -> dict[str, Any]:
     """The ``"_draft"`` note of a schema read off private rows: the columns left out, and those of
     them that look like identifiers (``identifiers.identifier_reason``)."""
+    shown = source if is_engine_url(source) else Path(source).name  # a URL whole: it holds no password
     note: dict[str, Any] = {
-        "warning": PRIVATE_WARNING.format(source=Path(source).name),
+        "warning": PRIVATE_WARNING.format(source=shown),
         "privacy": "none: read off private rows",
-        "drafted_from": Path(source).name,
+        "drafted_from": shown,
     }
     if dropped:
         note["left_out"] = list(dropped)

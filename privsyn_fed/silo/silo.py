@@ -152,6 +152,8 @@ def _counted_in_engine(path: str | Path, schema: Schema, source: str, site) -> "
     silo or its one-line error. Content sums and the identifier scan read the encoded rows once;
     a Spark table's (``SparkStore``) are summed by Spark's workers."""
     table = parse_engine_url(str(path))
+    if table.engine not in ("duckdb", "spark"):  # PostgreSQL's and SQLite's rows are read and counted here
+        return None
     if table.engine == "spark":
         counted = SparkStore.open(table, schema, site, source)
         if counted is None:
