@@ -381,6 +381,90 @@ def postgres():
         shutil.rmtree(root, ignore_errors=True)
 
 
+# ---- MySQL (MariaDB): a server of the tests' own -----------------------------------------------------
+class MySQL:
+    """A running test server: its socket file, a database ``privsyn``, a user with SELECT on it and
+    its password (given through ``MYSQL_PWD`` or ``~/.my.cnf``, never the URL)."""
+
+    def __init__(self, socket: Path, user: str, password: str):
+        self.socket, self.user, self.password = socket, user, password
+
+    def connect(self):
+        """A connection of the tests' own (the server's root, autocommit), to load tables."""
+        import pymysql
+
+        return pymysql.connect(
+            unix_socket=str(self.socket), user="root", database="privsyn", autocommit=True, charset="utf8mb4"
+        )
+
+    def url(self, table: str | None = None, query: str | None = None) -> str:
+        """``mysql://USER@localhost/privsyn?unix_socket=SOCKET&table=T`` (or ``query=``)."""
+        from urllib.parse import quote
+
+        rows = f"table={quote(table)}" if table is not None else f"query={quote(str(query))}"
+        return f"mysql://{self.user}@localhost/privsyn?unix_socket={quote(str(self.socket))}&{rows}"
+
+
+@pytest.fixture(scope="session")
+def mysql():
+    """A MariaDB server (MySQL's protocol) started for the tests: a socket file only (no TCP port),
+    a user with a password and SELECT on one database; stopped and removed afterwards. Skipped,
+    with one line, where it cannot start."""
+    import secrets
+    import shutil
+    import tempfile
+    import time
+
+    pymysql = pytest.importorskip("pymysql", reason="PyMySQL is not installed (pip install 'privsyn-fed[engines]')")
+    server = shutil.which("mariadbd", path="/usr/sbin:/usr/bin") or shutil.which("mysqld", path="/usr/sbin:/usr/bin")
+    install = shutil.which("mariadb-install-db") or shutil.which("mysql_install_db")
+    if server is None or install is None:
+        pytest.skip("no MariaDB or MySQL server binaries (apt-get install mariadb-server)")
+    root = Path(tempfile.mkdtemp(prefix="privsyn-my-"))
+    user = ["--user=root"] if os.geteuid() == 0 else []
+    made = subprocess.run(
+        [install, "--no-defaults", f"--datadir={root / 'data'}", "--auth-root-authentication-method=normal",
+         "--skip-test-db", *user],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    if made.returncode:
+        shutil.rmtree(root, ignore_errors=True)
+        pytest.skip(f"{Path(install).name} failed: {(made.stderr.strip().splitlines() or ['?'])[-1]}")
+    socket = root / "sock"
+    proc = subprocess.Popen(
+        [server, "--no-defaults", f"--datadir={root / 'data'}", f"--socket={socket}", "--skip-networking",
+         f"--pid-file={root / 'pid'}", f"--log-error={root / 'log'}", "--innodb-buffer-pool-size=32M",
+         "--skip-log-bin", *user],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    password = secrets.token_hex(12)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                con = pymysql.connect(unix_socket=str(socket), user="root", autocommit=True)
+                break
+            except pymysql.Error:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    log = (root / "log").read_text()[-200:] if (root / "log").exists() else "no log"
+                    pytest.skip(f"MariaDB did not start: {' '.join(log.split())}")
+                time.sleep(0.2)
+        with con.cursor() as cur:
+            cur.execute("CREATE DATABASE privsyn CHARACTER SET utf8mb4")
+            cur.execute(f"CREATE USER 'analyst'@'localhost' IDENTIFIED BY '{password}'")
+            cur.execute("GRANT SELECT ON privsyn.* TO 'analyst'@'localhost'")
+        con.close()
+        yield MySQL(socket, "analyst", password)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(root, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def spark():
     """Spark in local mode (two cores) in this process, started as a Spark silo starts it

@@ -201,7 +201,9 @@ def _bad_errors(tmp_path, url_of) -> None:
         url = url_of(frame, name)
         got = _error(url, **read)
         where = "in Parquet" if name == "type" else ""
-        engine = {"duckdb": "in DuckDB", "postgresql": "in PostgreSQL", "spark": "in Spark"}[url.split(":", 1)[0]]
+        engine = {"duckdb": "in DuckDB", "postgresql": "in PostgreSQL", "mysql": "in MySQL", "spark": "in Spark"}[
+            url.split(":", 1)[0]
+        ]
         assert got.replace(url, "SOURCE") == want.replace(str(tmp_path / f"{name}.parquet"), "SOURCE").replace(
             "in Parquet", where and engine
         ), name

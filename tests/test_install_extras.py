@@ -20,7 +20,7 @@ import pytest
 from .conftest import SCHEMA, assert_one_line_error, make_frame
 
 ROOT = Path(__file__).resolve().parents[1]
-EXTRAS = ("torch", "crypten", "onnx", "omegaconf", "flwr", "duckdb", "psycopg", "pyspark")
+EXTRAS = ("torch", "crypten", "onnx", "omegaconf", "flwr", "duckdb", "psycopg", "pymysql", "pyspark")
 
 NOT_INSTALLED = """
 import json, sys
@@ -155,16 +155,36 @@ def test_a_site_and_the_mpc_modules_load_without_the_extras(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "silo", ["duckdb://silos.duckdb?table=north", "north=postgresql://analyst@127.0.0.1:5432/clinic?table=visits"]
+    "silo",
+    [
+        "duckdb://silos.duckdb?table=north",
+        "north=postgresql://analyst@127.0.0.1:5432/clinic?table=visits",
+        "north=mysql://analyst@127.0.0.1:3306/clinic?table=visits",
+    ],
 )
 def test_a_silo_in_an_engine_says_how_to_install_the_engines_extra(work, silo):
     before = sorted(work.rglob("*"))
     argv = ["synth", "--method", "aim", "--schema", "schema.json", "--silo", silo, "--silo", "silo1.csv",
             "--epsilon", "1", "--delta", "1e-9", "--out", "engine.csv"]  # fmt: skip
-    proc, tried = without(["duckdb", "psycopg"], *argv, cwd=work)
+    proc, tried = without(["duckdb", "psycopg", "pymysql"], *argv, cwd=work)
     assert_one_line_error(proc, "needs the engines extra", "pip install 'privsyn-fed[engines]'")
-    assert set(tried) == {"duckdb", "psycopg"}  # looked up, not imported: nothing below them was asked for
+    assert set(tried) == {"duckdb", "psycopg", "pymysql"}  # looked up, not imported: nothing below them was asked for
     assert sorted(work.rglob("*")) == before
+
+
+def test_a_silo_in_sqlite_needs_no_extra(work):
+    import sqlite3
+
+    import pandas as pd
+
+    with sqlite3.connect(work / "silos.db") as con:
+        pd.read_csv(work / "silo0.csv").to_sql("north", con, index=False, if_exists="replace")
+    con.close()
+    argv = ["synth", "--method", "aim", "--schema", "schema.json", "--silo", "sqlite://silos.db?table=north",
+            "--silo", "silo1.csv", "--epsilon", "1", "--delta", "1e-9", "--out", "sqlite.csv"]  # fmt: skip
+    proc, tried = without(EXTRAS, *argv, cwd=work)
+    assert proc.returncode == 0, proc.stderr
+    assert tried == [] and (work / "sqlite.csv").exists()
 
 
 def test_a_silo_in_spark_says_how_to_install_the_spark_extra(work):
@@ -190,11 +210,11 @@ def test_core_dependencies_leave_out_the_mpc_stack_and_flower():
         return {re.match(r"[A-Za-z0-9._-]+", req).group().lower() for req in requirements}
 
     core, extras = names(project["dependencies"]), project["optional-dependencies"]
-    assert not core & {"torch", "crypten", "onnx", "omegaconf", "flwr", "duckdb", "psycopg", "pyspark"}, core
+    assert not core & {"torch", "crypten", "onnx", "omegaconf", "flwr", "duckdb", "psycopg", "pymysql", "pyspark"}, core
     assert "scikit-learn" in core  # evaluate and partition
     assert {"torch", "onnx", "omegaconf"} <= names(extras["mpc"])
     assert names(extras["agent"]) == {"flwr"} and "flwr==1.42.0" in extras["agent"]
-    assert names(extras["engines"]) == {"duckdb", "psycopg"}
+    assert names(extras["engines"]) == {"duckdb", "psycopg", "pymysql"}
     assert names(extras["spark"]) == {"pyspark"}
 
 

@@ -82,7 +82,7 @@ def add_parsers(sub) -> None:
         action="append",
         metavar="REAL",
         help="the real rows the release was made from (CSV, gzip-compressed CSV or Parquet, or a DuckDB, "
-        "SQLite, PostgreSQL or Spark table by URL); repeat it for "
+        "SQLite, PostgreSQL, MySQL or Spark table by URL); repeat it for "
         "several files, e.g. one per silo: their rows are compared as one table (the union). NAME=REAL names "
         "a silo for --silo-column (default: the file's name without its extensions)",
     )

@@ -53,8 +53,9 @@ def add_parsers(sub) -> None:
         "--silo",
         required=True,
         metavar="TABLE",
-        help="this party's table: CSV, gzip CSV or Parquet, or a DuckDB, SQLite, PostgreSQL or Spark table by URL; "
-        "NAME=TABLE names the silo for a release with a silo column (default: the file's name without its extensions)",
+        help="this party's table: CSV, gzip CSV or Parquet, or a DuckDB, SQLite, PostgreSQL, MySQL or Spark table "
+        "by URL; NAME=TABLE names the silo for a release with a silo column (default: the file's name without its "
+        "extensions)",
     )
     mp.add_argument(
         "--seed",

@@ -67,8 +67,8 @@ def add_parsers(sub) -> None:
         "data",
         metavar="DATA",
         nargs="+",
-        help="the table: CSV, gzip-compressed CSV or Parquet, or a DuckDB, SQLite, PostgreSQL or Spark table by URL; "
-        "with --dp several (silos with the same columns), drafted as their union",
+        help="the table: CSV, gzip-compressed CSV or Parquet, or a DuckDB, SQLite, PostgreSQL, MySQL or Spark table "
+        "by URL; with --dp several (silos with the same columns), drafted as their union",
     )
     dr.add_argument("--out", required=True, metavar="SCHEMA.json", help="where to write the draft schema")
     dr.add_argument(

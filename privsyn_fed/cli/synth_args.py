@@ -105,9 +105,9 @@ def add_parser(sub) -> None:
         default=[],
         metavar="TABLE",
         help="one silo's table with the schema's columns: CSV, gzip-compressed CSV or Parquet, read in "
-        "chunks (a silo larger than memory is fine), or a table or query in DuckDB, SQLite, PostgreSQL or Spark "
-        "by URL (duckdb://PATH?table=T, sqlite://PATH?table=T, postgresql://USER@HOST/DB?table=T, "
-        "spark://local[N]?table=T); repeat "
+        "chunks (a silo larger than memory is fine), or a table or query in DuckDB, SQLite, PostgreSQL, MySQL or "
+        "Spark by URL (duckdb://PATH?table=T, sqlite://PATH?table=T, postgresql://USER@HOST/DB?table=T, "
+        "mysql://USER@HOST/DB?table=T, spark://local[N]?table=T); repeat "
         "for each silo. NAME=TABLE names "
         "the silo (default: the file's name without its extensions, or the table's). Needed, except as "
         "party 0 of a federation file that lists sites (party 0 is then a compute server and holds no silo)",

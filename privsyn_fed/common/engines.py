@@ -1,4 +1,5 @@
-"""Tables that live in an engine: a DuckDB or SQLite database, a PostgreSQL server or Spark, named by URL.
+"""Tables that live in an engine: a DuckDB or SQLite database, a PostgreSQL or MySQL server or Spark,
+named by URL.
 
 * ``duckdb://PATH?table=T`` or ``duckdb://PATH?query=SQL``: the database file at ``PATH`` (what
   follows ``duckdb://``, so ``duckdb:///data/x.duckdb`` is absolute and ``duckdb://x.duckdb``
@@ -11,15 +12,19 @@
   URI, every parameter of it passed on (``host=/socket/folder``, ``sslmode``, ...), in a read-only
   transaction. The password comes from ``PGPASSWORD`` or ``~/.pgpass`` (libpq reads them); one in
   the URL is refused, so it never reaches a process list, a ledger, a log or a message.
+* ``mysql://USER@HOST:PORT/DB?table=T`` (or ``?query=SQL``; ``mariadb://`` too): a MySQL or MariaDB
+  server, read with PyMySQL in a read-only transaction (``mysql``: its parameters, types and
+  password, which comes from ``MYSQL_PWD`` or ``~/.my.cnf`` and is refused in the URL).
 * ``spark://MASTER?table=T`` (or ``?query=SQL``): a table or query of Spark SQL, ``MASTER`` being
   ``local[N]`` or a standalone cluster's ``HOST:PORT``, the other parameters Spark settings
   (``spark``; a setting named like a secret is refused, as a password is).
 
-``T`` may be ``schema.table``; each part is quoted. Rows come back as Arrow record batches of typed
-cells, as a Parquet file's do, numbered from 1 in the order the engine returns them: a table's
-stored order (DuckDB keeps insertion order; PostgreSQL's synchronised scans are turned off so that
-two reads see the same order), a query's own order. Failures are ``InputError``s of one line that
-name the table by its URL, which holds no password.
+``T`` may be ``schema.table`` (MySQL: ``database.table``); each part is quoted. Rows come back as
+Arrow record batches of typed cells, as a Parquet file's do (SQLite's: typed value by value),
+numbered from 1 in the order the engine returns them: a table's stored order (DuckDB keeps
+insertion order; PostgreSQL's synchronised scans are turned off so that two reads see the same
+order), a query's own order. Failures are ``InputError``s of one line that name the table by its
+URL, which holds no password.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsp
 from .errors import InputError, one_line
 from .extras import require_engines, require_spark
 from .interrupt import checkpoint
+from .mysql import check_mysql_url, mysql_batches, mysql_types
 from .paths import Named
 from .spark import spark_batches, spark_master, spark_source, spark_types
 from .sqlite import sqlite_batches, sqlite_names
@@ -44,6 +50,8 @@ SCHEMES = {
     "sqlite": "sqlite",
     "postgresql": "postgresql",
     "postgres": "postgresql",
+    "mysql": "mysql",
+    "mariadb": "mysql",
     "spark": "spark",
 }
 #: Words that mark a Spark setting as a secret, refused in a URL.
@@ -56,8 +64,8 @@ PG_TEXT = {"text": "string", "varchar": "string", "bpchar": "string", "name": "s
 
 
 def is_engine_url(text: object) -> bool:
-    """Whether ``text`` names an engine's table (a ``duckdb:``, ``sqlite:``, ``postgresql:`` or ``spark:``
-    URL), not a file."""
+    """Whether ``text`` names an engine's table (a ``duckdb:``, ``sqlite:``, ``postgresql:``, ``mysql:``
+    or ``spark:`` URL), not a file."""
     return isinstance(text, str) and text.split(":", 1)[0].lower() in SCHEMES and "://" in text
 
 
@@ -66,7 +74,7 @@ class EngineTable:
     """A table or query in an engine (module docstring). ``shown`` is its URL as given (no password)."""
 
     engine: str
-    target: str  # DuckDB: the file ("" in memory); SQLite: the file; PostgreSQL: libpq's URI; Spark: the master
+    target: str  # DuckDB, SQLite: the file ("" in memory); PostgreSQL, MySQL: the URL's server part; Spark: the master
     table: str | None
     query: str | None
     shown: str
@@ -80,8 +88,9 @@ class EngineTable:
         """The rows' SQL source: the quoted table, or the query in parentheses."""
         if self.engine == "spark":
             return spark_source(self)
+        mark = "`" if self.engine == "mysql" else '"'  # MySQL reads "..." as text
         if self.table is not None:
-            return ".".join('"' + part.replace('"', '""') + '"' for part in self.table.split("."))
+            return ".".join(mark + part.replace(mark, mark * 2) + mark for part in self.table.split("."))
         return f"({self.query}) AS privsyn_fed_rows"
 
     @property
@@ -93,7 +102,7 @@ class EngineTable:
             return os.path.basename(self.target).rsplit(".", 1)[0] or self.engine
         if self.engine == "spark":
             return "spark"
-        return urlsplit(self.target).path.strip("/") or "postgresql"
+        return urlsplit(self.target).path.strip("/") or self.engine
 
 
 def parse_engine_url(text: str) -> EngineTable:
@@ -118,10 +127,13 @@ def parse_engine_url(text: str) -> EngineTable:
         return EngineTable(engine, unquote(base), table, query, text)
     parts = urlsplit(f"{scheme}://{base}")
     if parts.password is not None or "password" in given:
+        places = "MYSQL_PWD or ~/.my.cnf" if engine == "mysql" else "PGPASSWORD or ~/.pgpass"
         raise InputError(
-            f"{_without_password(text)}: the URL holds a password; put it in PGPASSWORD or ~/.pgpass instead "
+            f"{_without_password(text)}: the URL holds a password; put it in {places} instead "
             "(a URL shows in process lists and shell histories)"
         )
+    if engine == "mysql":
+        check_mysql_url(_without_password(text), given)
     target = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(list(given.items()), quote_via=quote), ""))
     return EngineTable(engine, target, table, query, text)
 
@@ -206,6 +218,8 @@ def engine_types(t: EngineTable) -> dict[str, str]:
         return _distinct(t, spark_types(t))
     if t.engine == "sqlite":
         return _distinct(t, [(name, SQLITE_TYPE) for name in sqlite_names(t)])
+    if t.engine == "mysql":
+        return _distinct(t, mysql_types(t))
     with _connection(t) as con:
         try:
             if t.engine == "duckdb":
@@ -249,6 +263,9 @@ def engine_batches(t: EngineTable, chunk_rows: int, columns: Sequence[str] | Non
     names = [n for n in types if columns is None or n in columns]
     if t.engine == "sqlite":
         yield from sqlite_batches(t, chunk_rows, names)
+        return
+    if t.engine == "mysql":
+        yield from mysql_batches(t, chunk_rows, types, names)
         return
     select = ", ".join('"' + n.replace('"', '""') + '"' for n in names) or "1"
     sql = f"SELECT {select} FROM {t.source}"

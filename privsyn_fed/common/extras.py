@@ -3,7 +3,7 @@
 ``pip install privsyn-fed`` runs every method in process, drafts schemas, audits, samples and
 evaluates. Secure computation needs the ``mpc`` extra (torch, onnx, omegaconf) and CrypTen, which
 is installed apart with ``--no-deps`` (its metadata requires the retired ``sklearn`` package);
-site agents on Flower need the ``agent`` extra; silos in DuckDB or PostgreSQL the ``engines``
+site agents on Flower need the ``agent`` extra; silos in DuckDB, PostgreSQL or MySQL the ``engines``
 extra, silos in Spark the ``spark`` extra (and Java). ``require_mpc``, ``require_agent``,
 ``require_engines`` and ``require_spark`` look the modules up without importing them and raise
 ``InputError`` with the command that installs them.
@@ -19,8 +19,8 @@ from .errors import InputError
 MPC_MODULES = ("torch", "crypten", "onnx", "omegaconf")
 #: The module of the ``agent`` extra.
 AGENT_MODULES = ("flwr",)
-#: The modules of the ``engines`` extra: silos in DuckDB and PostgreSQL.
-ENGINE_MODULES = ("duckdb", "psycopg")
+#: The modules of the ``engines`` extra: silos in DuckDB, PostgreSQL and MySQL.
+ENGINE_MODULES = ("duckdb", "psycopg", "pymysql")
 #: The module of the ``spark`` extra: silos in Spark.
 SPARK_MODULES = ("pyspark",)
 
@@ -67,7 +67,7 @@ def require_agent(what: str) -> None:
 
 
 def require_engines(what: str) -> None:
-    """``_require`` for a silo's DuckDB or PostgreSQL URL: DuckDB and psycopg."""
+    """``_require`` for a silo's DuckDB, PostgreSQL or MySQL URL: DuckDB, psycopg and PyMySQL."""
     _require(what, "engines extra", ENGINE_MODULES, ENGINES_INSTALL)
 
 

@@ -1,5 +1,5 @@
 """Reading tables in bounded chunks: CSV (plain or gzip) and Parquet files, and tables in an engine
-named by URL (``engines``: DuckDB, PostgreSQL, Spark, whose cells are typed as a Parquet file's,
+named by URL (``engines``: DuckDB, PostgreSQL, MySQL, Spark, whose cells are typed as a Parquet file's,
 and SQLite, whose values are typed one by one and checked as a CSV's cells are).
 
 Every reader yields ``Chunk``s: a data frame of at most ``chunk_rows`` rows and the number by
@@ -44,7 +44,7 @@ PARQUET_SUFFIXES = (".parquet", ".pq")
 GZIP_MAGIC = b"\x1f\x8b"
 PARQUET_MAGIC = b"PAR1"
 #: Formats whose cells are typed (numbers as numbers), their types checked against the schema's columns.
-TYPED_FORMATS = ("parquet", "duckdb", "postgresql", "spark")
+TYPED_FORMATS = ("parquet", "duckdb", "postgresql", "mysql", "spark")
 
 
 @dataclass
@@ -62,8 +62,8 @@ def table_name(path: str | Path) -> str:
 
 def table_format(path: str | Path) -> str:
     """``"parquet"``, ``"gzip"`` (a gzip-compressed CSV) or ``"csv"``: by the file's first bytes, and
-    for a file too short to tell, by its name; an engine's URL: ``"duckdb"``, ``"sqlite"``, ``"postgresql"``
-    or ``"spark"``."""
+    for a file too short to tell, by its name; an engine's URL: ``"duckdb"``, ``"sqlite"``, ``"postgresql"``,
+    ``"mysql"`` or ``"spark"``."""
     if is_engine_url(path):
         return parse_engine_url(str(path)).engine
     path = Path(path)

@@ -152,7 +152,7 @@ def _counted_in_engine(path: str | Path, schema: Schema, source: str, site) -> "
     silo or its one-line error. Content sums and the identifier scan read the encoded rows once;
     a Spark table's (``SparkStore``) are summed by Spark's workers."""
     table = parse_engine_url(str(path))
-    if table.engine not in ("duckdb", "spark"):  # PostgreSQL's and SQLite's rows are read and counted here
+    if table.engine not in ("duckdb", "spark"):  # the rows of PostgreSQL, MySQL and SQLite are read and counted here
         return None
     if table.engine == "spark":
         counted = SparkStore.open(table, schema, site, source)
@@ -448,7 +448,7 @@ def check_unit_column(columns: Sequence[str], schema: Schema, unit: str | None, 
 
 
 #: How messages name the formats whose cells are typed.
-TYPED_NAMES = {"parquet": "Parquet", "duckdb": "DuckDB", "postgresql": "PostgreSQL", "spark": "Spark"}
+TYPED_NAMES = {"parquet": "Parquet", "duckdb": "DuckDB", "postgresql": "PostgreSQL", "mysql": "MySQL", "spark": "Spark"}
 
 
 def check_stored_types(types: dict[str, str], schema: Schema, source: str, fmt: str = "parquet") -> None:
