@@ -465,6 +465,91 @@ def mysql():
         shutil.rmtree(root, ignore_errors=True)
 
 
+# ---- Spark Connect: a server of the tests' own --------------------------------------------------------
+CONNECT_SERVER = """
+import sys
+from pyspark.sql import SparkSession
+
+port, token = sys.argv[1], sys.argv[2]
+session = (
+    SparkSession.builder.master("local[2]").appName("privsyn-fed tests: Spark Connect")
+    .config("spark.plugins", "org.apache.spark.sql.connect.SparkConnectPlugin")
+    .config("spark.connect.grpc.binding.address", "127.0.0.1").config("spark.connect.grpc.binding.port", port)
+    .config("spark.connect.authenticate.token", token)
+    .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
+    .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+    .getOrCreate()
+)
+print("ready", flush=True)
+sys.stdin.read()  # until the tests close it
+session.stop()
+"""
+
+
+class SparkConnect:
+    """A running Spark Connect server: its ``host:port`` and the token it asks for."""
+
+    def __init__(self, address: str, token: str):
+        self.address, self.token = address, token
+
+    def url(self, table: str | None = None, query: str | None = None) -> str:
+        """``sc://HOST:PORT?table=T`` (or ``query=``), the token not in it."""
+        from urllib.parse import quote
+
+        rows = f"table={quote(table)}" if table is not None else f"query={quote(str(query))}"
+        return f"sc://{self.address}?{rows}"
+
+
+@pytest.fixture(scope="session")
+def spark_connect(tmp_path_factory):
+    """A Spark Connect server (local Spark with the Connect plugin, two cores) started for the tests
+    in a process of its own, on a free loopback port, asking for a token; stopped afterwards.
+    Skipped, with one line, where pyspark's Connect modules or Java are missing or it does not start."""
+    import secrets
+    import shutil
+    import socket
+    import time
+
+    pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'privsyn-fed[spark]')")
+    pytest.importorskip(
+        "grpc_status", reason="Spark Connect's client is not installed (pip install 'privsyn-fed[spark]')"
+    )
+    if not os.environ.get("JAVA_HOME") and shutil.which("java") is None:
+        pytest.skip("no Java on PATH (Spark needs Java 17 or newer)")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    token = secrets.token_hex(16)
+    folder = tmp_path_factory.mktemp("spark-connect")
+    log = open(folder / "server.log", "w")
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CONNECT_SERVER, str(port), token],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, env=env, cwd=folder,
+    )  # fmt: skip
+    try:
+        ready = proc.stdout.readline().strip() if proc.stdout else ""
+        if ready != "ready":
+            tail = " ".join((folder / "server.log").read_text()[-300:].split())
+            pytest.skip(f"the Spark Connect server did not start: {tail}")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.2)
+        yield SparkConnect(f"localhost:{port}", token)
+    finally:
+        if proc.stdin:
+            proc.stdin.close()
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
 @pytest.fixture(scope="session")
 def spark():
     """Spark in local mode (two cores) in this process, started as a Spark silo starts it

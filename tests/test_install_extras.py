@@ -197,10 +197,26 @@ def test_a_silo_in_spark_says_how_to_install_the_spark_extra(work):
     assert sorted(work.rglob("*")) == before
 
 
-def test_the_extras_are_found_where_make_install_installed_them():
-    from privsyn_fed.common.extras import AGENT_MODULES, ENGINE_MODULES, MPC_MODULES, SPARK_MODULES, missing
+def test_a_silo_through_spark_connect_says_how_to_install_its_client(work):
+    argv = ["synth", "--method", "aim", "--schema", "schema.json", "--silo", "sc://localhost:15002?table=north",
+            "--epsilon", "1", "--delta", "1e-9", "--out", "connect.csv"]  # fmt: skip
+    proc, tried = without(["grpc_status"], *argv, cwd=work)
+    assert_one_line_error(proc, "needs the spark extra", "(no grpc_status)", "pip install 'privsyn-fed[spark]'")
+    assert "Java" not in proc.stderr  # a Spark Connect client needs no Java
+    assert tried == ["grpc_status"]
 
-    assert missing(MPC_MODULES + AGENT_MODULES + ENGINE_MODULES + SPARK_MODULES) == []
+
+def test_the_extras_are_found_where_make_install_installed_them():
+    from privsyn_fed.common.extras import (
+        AGENT_MODULES,
+        CONNECT_MODULES,
+        ENGINE_MODULES,
+        MPC_MODULES,
+        SPARK_MODULES,
+        missing,
+    )
+
+    assert missing(MPC_MODULES + AGENT_MODULES + ENGINE_MODULES + SPARK_MODULES + CONNECT_MODULES) == []
 
 
 def test_core_dependencies_leave_out_the_mpc_stack_and_flower():

@@ -17,7 +17,9 @@ named by URL.
   password, which comes from ``MYSQL_PWD`` or ``~/.my.cnf`` and is refused in the URL).
 * ``spark://MASTER?table=T`` (or ``?query=SQL``): a table or query of Spark SQL, ``MASTER`` being
   ``local[N]`` or a standalone cluster's ``HOST:PORT``, the other parameters Spark settings
-  (``spark``; a setting named like a secret is refused, as a password is).
+  (``spark``; a setting named like a secret is refused, as a password is); ``sc://HOST:PORT?...``
+  the same through a Spark Connect server (``spark_connect``; its token from
+  ``SPARK_CONNECT_AUTHENTICATE_TOKEN``, refused in the URL).
 
 ``T`` may be ``schema.table`` (MySQL: ``database.table``); each part is quoted. Rows come back as
 Arrow record batches of typed cells, as a Parquet file's do (SQLite's: typed value by value),
@@ -42,6 +44,7 @@ from .interrupt import checkpoint
 from .mysql import check_mysql_url, mysql_batches, mysql_types
 from .paths import Named
 from .spark import spark_batches, spark_master, spark_source, spark_types
+from .spark_connect import connect_target
 from .sqlite import sqlite_batches, sqlite_names
 
 #: URL schemes of engine tables, by engine.
@@ -53,6 +56,7 @@ SCHEMES = {
     "mysql": "mysql",
     "mariadb": "mysql",
     "spark": "spark",
+    "sc": "spark",  # Spark Connect
 }
 #: Words that mark a Spark setting as a secret, refused in a URL.
 SECRET_WORDS = ("password", "secret", "token", "credential")
@@ -116,6 +120,8 @@ def parse_engine_url(text: str) -> EngineTable:
     table, query = given.pop("table", None), given.pop("query", None)
     if (table is None) == (query is None) or not (table or query):
         raise InputError(f"{text}: name the rows with exactly one of ?table=NAME or ?query=SQL")
+    if scheme.lower() == "sc":
+        return EngineTable("spark", connect_target(text, unquote(base), given), table, query, text)
     if engine == "spark":
         return _spark_table(text, unquote(base), table, query, given)
     if engine in ("duckdb", "sqlite"):
@@ -307,8 +313,10 @@ def check_engine_url(text: str) -> EngineTable:
     """The table ``text`` names, its URL checked and its engine's extra installed (``InputError``
     otherwise); nothing is opened."""
     t = parse_engine_url(text)
-    if t.engine != "sqlite":  # Python's own sqlite3 reads SQLite
-        (require_spark if t.engine == "spark" else require_engines)(f"silo {t}")
+    if t.engine == "spark":
+        require_spark(f"silo {t}", connect=t.target.startswith("sc:"))
+    elif t.engine != "sqlite":  # Python's own sqlite3 reads SQLite
+        require_engines(f"silo {t}")
     return t
 
 

@@ -23,6 +23,8 @@ AGENT_MODULES = ("flwr",)
 ENGINE_MODULES = ("duckdb", "psycopg", "pymysql")
 #: The module of the ``spark`` extra: silos in Spark.
 SPARK_MODULES = ("pyspark",)
+#: The modules Spark Connect's client needs besides pyspark (the ``spark`` extra's ``pyspark[connect]``).
+CONNECT_MODULES = ("grpc", "grpc_status")
 
 MPC_INSTALL = (
     "pip install 'privsyn-fed[mpc]' && pip install --no-deps crypten==0.4.1 "
@@ -71,6 +73,10 @@ def require_engines(what: str) -> None:
     _require(what, "engines extra", ENGINE_MODULES, ENGINES_INSTALL)
 
 
-def require_spark(what: str) -> None:
-    """``_require`` for a silo's Spark URL: pyspark (Java is checked when Spark starts)."""
-    _require(what, "spark extra", SPARK_MODULES, f"{SPARK_INSTALL} (Spark also needs Java 17 or newer)")
+def require_spark(what: str, connect: bool = False) -> None:
+    """``_require`` for a silo's Spark URL: pyspark (Java is checked when Spark starts); for Spark
+    Connect (``connect``) also its gRPC modules, and no Java."""
+    if connect:
+        _require(what, "spark extra", SPARK_MODULES + CONNECT_MODULES, SPARK_INSTALL)
+    else:
+        _require(what, "spark extra", SPARK_MODULES, f"{SPARK_INSTALL} (Spark also needs Java 17 or newer)")

@@ -12,7 +12,8 @@ The rows come back one partition at a time (``toLocalIterator``), each as Arrow 
 serialised by Spark's own Python workers (``mapInArrow``), so the driver holds one partition and no
 row passes through Python objects. Columns stored as numbers, text or booleans keep their types;
 decimals are read as doubles (named ``decimal128``, as PostgreSQL's are) and any other type as its
-text. Errors are ``InputError``s of one line that name the table by its URL.
+text. Errors are ``InputError``s of one line that name the table by its URL. A Spark Connect server
+(``sc://HOST:PORT?...``) is reached as a client instead (``spark_connect``); the rest is the same.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from typing import Any, Iterator, Protocol, Sequence
 
 from .errors import InputError, first_line
 from .interrupt import checkpoint
+from .spark_connect import connect_error, connect_session, forget_frames_session, register_frames_session
 
 
 class EngineTable(Protocol):
@@ -93,6 +95,8 @@ def spark_session(t: EngineTable) -> Any:
     the current one, no web UI or progress bar and, in local mode, the driver on loopback with its
     connections authenticated (a secret Spark draws, never on a command line); the folder is
     removed when the process ends."""
+    if t.target.startswith("sc:"):
+        return connect_session(t, str(t))
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession
@@ -198,6 +202,8 @@ def spark_error(exc: BaseException) -> str:
     """The cause of a Spark error in one short line: the last Python exception line of a worker's
     traceback, else the first line of Spark's message (Java's stack left out); for a worker
     without pyarrow, what to set."""
+    if type(exc).__module__.startswith("pyspark.errors.exceptions.connect"):
+        return connect_error(exc)
     text = str(exc)
     log = LOGS[-1].read_text(errors="replace") if LOGS and LOGS[-1].exists() else ""
     thrown = re.findall(r"^(?:Caused by: )?((?:[\w$]+\.)+[\w$]+(?:Exception|Error): .+)$", log, re.MULTILINE)
@@ -315,20 +321,23 @@ def is_spark_frame(obj: object) -> bool:
 @contextmanager
 def frames_as_tables(silos: Sequence[Any]) -> Iterator[list[Any]]:
     """``silos`` with each Spark data frame replaced by the URL of a temporary view of it in its own
-    session (``spark://?table=privsyn_fed_frameI_HEX``), read as any Spark table; the views are
-    dropped afterwards. A Spark Connect frame is refused: its session is not one this process runs."""
+    session (``spark://?table=privsyn_fed_frameI_HEX``; a Spark Connect frame's: ``sc://?table=...``,
+    its session registered for them), read as any Spark table; the views are dropped afterwards."""
     made, out = [], []
     try:
         for i, s in enumerate(silos):
             if is_spark_frame(s):
-                if type(s).__module__.startswith("pyspark.sql.connect"):
-                    raise InputError(f"silo {i + 1}: a Spark Connect data frame; Spark Connect is not supported")
+                connect = type(s).__module__.startswith("pyspark.sql.connect")
+                if connect:
+                    register_frames_session(s.sparkSession, f"silo {i + 1}")
                 view = f"privsyn_fed_frame{i + 1}_{secrets.token_hex(4)}"
                 s.createOrReplaceTempView(view)
                 made.append((s.sparkSession, view))
-                s = f"spark://?table={view}"
+                s = f"{'sc' if connect else 'spark'}://?table={view}"
             out.append(s)
         yield out
     finally:
+        forget_frames_session()
         for session, view in made:
-            session.catalog.dropTempView(view)
+            with suppress(*spark_errors()):  # a session that failed may be gone
+                session.catalog.dropTempView(view)

@@ -23,6 +23,9 @@ class GroupedCounts:
     cells: str
     grouping: str
     count: int
+    #: Whether ``GROUP BY`` names its columns before ``GROUPING SETS`` (Spark: the grouping function's
+    #: arguments must then list the grouping columns in the order it takes them from there).
+    keys_first: bool = False
 
     def __init__(self) -> None:
         self._counted: dict[tuple[int, ...], np.ndarray] = {}
@@ -51,9 +54,10 @@ class GroupedCounts:
             sets = [tuple(used)]  # one GROUP BY of every column used; each set is summed from it
         grouping = ", ".join("(" + ", ".join(f"c{j}" for j in s) + ")" for s in sets)
         keys = ", ".join(f"c{j}" for j in used)
+        group_by = f"{keys} GROUPING SETS" if self.keys_first else "GROUPING SETS"
         sql = (
             f"SELECT {keys}, {self.grouping}({keys}) AS g, count(*) AS n FROM {self.cells} "
-            f"GROUP BY GROUPING SETS ({grouping})"
+            f"GROUP BY {group_by} ({grouping})"
         )
         result = self._table(sql)
         g = result.column("g").to_numpy()

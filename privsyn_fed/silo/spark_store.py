@@ -37,6 +37,7 @@ class SparkStore(GroupedCounts):
     """A silo's rows encoded and counted in Spark (module docstring)."""
 
     grouping = "grouping_id"
+    keys_first = True
 
     def __init__(self, encoded: Any, schema: Schema, summary: dict, source: str):
         super().__init__()
