@@ -275,6 +275,20 @@ def test_the_password_comes_from_pgpassword_and_never_shows(tmp_path, postgres, 
 
 
 # ---- a release ------------------------------------------------------------------------------------
+def assert_same_release(tmp_path, engines: list[str], files: list[str]) -> None:
+    """A seeded ``synth`` with a privacy unit over ``engines`` writes the CSV, byte for byte, and the
+    ledger (but its times) that it writes over ``files``, their exports (schema ``tmp_path/s.json``)."""
+    ledgers = []
+    for name, silos in (("engines", engines), ("files", files)):
+        argv = synth_argv(schema=tmp_path / "s.json", silos=silos, out=tmp_path / f"{name}.csv", seed=5)
+        proc = run_cli(*argv, "--privacy-unit", "pid", "--max-rows-per-unit", "2")
+        assert proc.returncode == 0, proc.stderr
+        ledger = json.loads((tmp_path / f"{name}.ledger.json").read_text())
+        ledgers.append({k: v for k, v in ledger.items() if k not in ("created", "updated")})
+    assert (tmp_path / "engines.csv").read_bytes() == (tmp_path / "files.csv").read_bytes()
+    assert ledgers[0] == ledgers[1]
+
+
 def test_a_release_over_engine_silos_equals_the_release_over_their_csv_exports(tmp_path, postgres, monkeypatch):
     monkeypatch.setenv("PGPASSWORD", postgres.password)
     spec, df = _random_table(7, n=900)
@@ -285,15 +299,7 @@ def test_a_release_over_engine_silos_equals_the_release_over_their_csv_exports(t
     south.to_csv(tmp_path / "south.csv", index=False)
     engines = [f"north={_duckdb_file(tmp_path / 'n.duckdb', north)}", f"south={_pg_table(postgres, south, 'south')}"]
     files = [f"north={tmp_path / 'north.csv'}", f"south={tmp_path / 'south.csv'}"]
-    ledgers = []
-    for name, silos in (("engines", engines), ("files", files)):
-        argv = synth_argv(schema=tmp_path / "s.json", silos=silos, out=tmp_path / f"{name}.csv", seed=5)
-        proc = run_cli(*argv, "--privacy-unit", "pid", "--max-rows-per-unit", "2")
-        assert proc.returncode == 0, proc.stderr
-        ledger = json.loads((tmp_path / f"{name}.ledger.json").read_text())
-        ledgers.append({k: v for k, v in ledger.items() if k not in ("created", "updated")})
-    assert (tmp_path / "engines.csv").read_bytes() == (tmp_path / "files.csv").read_bytes()
-    assert ledgers[0] == ledgers[1]
+    assert_same_release(tmp_path, engines, files)
 
 
 def test_the_same_engine_table_given_twice_is_refused(tmp_path):

@@ -19,7 +19,7 @@ import privsyn_fed as pf
 from privsyn_fed.common import InputError
 from privsyn_fed.silo import Silo
 from tests.conftest import assert_one_line_error, run_cli, synth_argv
-from tests.test_engine_silos import BAD, BAD_SCHEMA, KEY, _bad_errors, _random_table, _same_silo
+from tests.test_engine_silos import BAD, BAD_SCHEMA, KEY, _bad_errors, _random_table, _same_silo, assert_same_release
 
 
 def _mysql_table(mysql, df: pd.DataFrame, table: str, kinds: dict[str, str] | None = None) -> str:
@@ -143,15 +143,7 @@ def test_a_release_over_a_mysql_silo_equals_the_release_over_its_csv_export(tmp_
     south.to_csv(tmp_path / "south.csv", index=False)
     engines = [_mysql_table(pwd, north, "north"), str(tmp_path / "south.csv")]
     files = [str(tmp_path / "north.csv"), str(tmp_path / "south.csv")]
-    ledgers = []
-    for name, silos in (("engines", engines), ("files", files)):
-        argv = synth_argv(schema=tmp_path / "s.json", silos=silos, out=tmp_path / f"{name}.csv", seed=5)
-        proc = run_cli(*argv, "--privacy-unit", "pid", "--max-rows-per-unit", "2")
-        assert proc.returncode == 0, proc.stderr
-        ledger = json.loads((tmp_path / f"{name}.ledger.json").read_text())
-        ledgers.append({k: v for k, v in ledger.items() if k not in ("created", "updated")})
-    assert (tmp_path / "engines.csv").read_bytes() == (tmp_path / "files.csv").read_bytes()
-    assert ledgers[0] == ledgers[1]
+    assert_same_release(tmp_path, engines, files)
 
 
 def test_a_read_stopped_early_leaves_the_unread_rows_with_the_connection(tmp_path, pwd):

@@ -20,7 +20,7 @@ from privsyn_fed.common import InputError, beside
 from privsyn_fed.silo import Silo
 from privsyn_fed.silo.site import default_silo_name
 from tests.conftest import assert_one_line_error, run_cli, synth_argv
-from tests.test_engine_silos import BAD, BAD_SCHEMA, KEY, _error, _random_table, _same_silo
+from tests.test_engine_silos import BAD, BAD_SCHEMA, KEY, _error, _random_table, _same_silo, assert_same_release
 
 
 def _sqlite_file(path, df: pd.DataFrame, table: str = "t") -> str:
@@ -172,15 +172,7 @@ def test_a_release_over_sqlite_silos_equals_the_release_over_their_csv_exports(t
     _sqlite_file(tmp_path / "regions.db", south, "south")
     engines = [f"sqlite://{tmp_path / 'regions.db'}?table={t}" for t in ("north", "south")]
     files = [str(tmp_path / "north.csv"), str(tmp_path / "south.csv")]
-    ledgers = []
-    for name, silos in (("engines", engines), ("files", files)):
-        argv = synth_argv(schema=tmp_path / "s.json", silos=silos, out=tmp_path / f"{name}.csv", seed=5)
-        proc = run_cli(*argv, "--privacy-unit", "pid", "--max-rows-per-unit", "2")
-        assert proc.returncode == 0, proc.stderr
-        ledger = json.loads((tmp_path / f"{name}.ledger.json").read_text())
-        ledgers.append({k: v for k, v in ledger.items() if k not in ("created", "updated")})
-    assert (tmp_path / "engines.csv").read_bytes() == (tmp_path / "files.csv").read_bytes()
-    assert ledgers[0] == ledgers[1]
+    assert_same_release(tmp_path, engines, files)
     assert [default_silo_name(u) for u in engines] == ["north", "south"]  # named after their tables
     assert beside(engines[0], ".ledgers") == tmp_path / "regions.db.ledgers"  # an MPC party's copies
     schema = pf.Schema.from_dict(spec)
