@@ -6,8 +6,8 @@ named by URL.
   relative), opened read-only; with no ``PATH`` (``duckdb://?query=...``) an empty in-memory
   database, for a query over files DuckDB reads itself (``read_parquet('...')``).
 * ``sqlite://PATH?table=T`` or ``sqlite://PATH?query=SQL``: the SQLite database file at ``PATH``
-  (read as DuckDB's is named), opened read-only with Python's own ``sqlite3`` (``sqlite``); its
-  values are typed one by one, so its cells are checked as a CSV's are.
+  (named as DuckDB's is), opened read-only with Python's own ``sqlite3`` (``sqlite``); its values
+  are typed one by one, so its cells are checked as a CSV's are.
 * ``postgresql://USER@HOST:PORT/DB?table=T`` (or ``?query=SQL``; ``postgres://`` too): libpq's own
   URI, every parameter of it passed on (``host=/socket/folder``, ``sslmode``, ...), in a read-only
   transaction. The password comes from ``PGPASSWORD`` or ``~/.pgpass`` (libpq reads them); one in
@@ -62,9 +62,9 @@ SCHEMES = {
 SECRET_WORDS = ("password", "secret", "token", "credential")
 #: PostgreSQL types read as numbers, as Arrow names them (the others are read as text).
 PG_NUMBERS = {"int2": "int16", "int4": "int32", "int8": "int64", "float4": "float", "float8": "double"}
+PG_TEXT = {"text": "string", "varchar": "string", "bpchar": "string", "name": "string", "bool": "bool"}
 #: SQLite's columns' type: none, each value has its own (``sqlite``); the cells are checked as a CSV's.
 SQLITE_TYPE = "any"
-PG_TEXT = {"text": "string", "varchar": "string", "bpchar": "string", "name": "string", "bool": "bool"}
 
 
 def is_engine_url(text: object) -> bool:
