@@ -500,11 +500,10 @@ class SparkConnect:
         return f"sc://{self.address}?{rows}"
 
 
-@pytest.fixture(scope="session")
-def spark_connect(tmp_path_factory):
-    """A Spark Connect server (local Spark with the Connect plugin, two cores) started for the tests
-    in a process of its own, on a free loopback port, asking for a token; stopped afterwards.
-    Skipped, with one line, where pyspark's Connect modules or Java are missing or it does not start."""
+def start_connect_server(folder: Path) -> tuple[subprocess.Popen, SparkConnect]:
+    """A Spark Connect server (local Spark with the Connect plugin, two cores) in a process of its
+    own, on a free loopback port, asking for a random token; it stops when its stdin is closed.
+    Skips, with one line, where pyspark's Connect modules or Java are missing or it does not start."""
     import secrets
     import shutil
     import socket
@@ -520,34 +519,45 @@ def spark_connect(tmp_path_factory):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     token = secrets.token_hex(16)
-    folder = tmp_path_factory.mktemp("spark-connect")
-    log = open(folder / "server.log", "w")
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", CONNECT_SERVER, str(port), token],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, env=env, cwd=folder,
-    )  # fmt: skip
+    with open(folder / "server.log", "w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", CONNECT_SERVER, str(port), token],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, env=env, cwd=folder,
+        )  # fmt: skip
+    ready = proc.stdout.readline().strip() if proc.stdout else ""
+    if ready != "ready":
+        stop_connect_server(proc)
+        tail = " ".join((folder / "server.log").read_text()[-300:].split())
+        pytest.skip(f"the Spark Connect server did not start: {tail}")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.2)
+    return proc, SparkConnect(f"localhost:{port}", token)
+
+
+def stop_connect_server(proc: subprocess.Popen) -> None:
+    """Stop a server of ``start_connect_server``: its stdin closed, killed after 60 s."""
+    if proc.stdin:
+        proc.stdin.close()
     try:
-        ready = proc.stdout.readline().strip() if proc.stdout else ""
-        if ready != "ready":
-            tail = " ".join((folder / "server.log").read_text()[-300:].split())
-            pytest.skip(f"the Spark Connect server did not start: {tail}")
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.2)
-        yield SparkConnect(f"localhost:{port}", token)
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture(scope="session")
+def spark_connect(tmp_path_factory):
+    """A Spark Connect server for the tests (``start_connect_server``), stopped afterwards."""
+    proc, server = start_connect_server(tmp_path_factory.mktemp("spark-connect"))
+    try:
+        yield server
     finally:
-        if proc.stdin:
-            proc.stdin.close()
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+        stop_connect_server(proc)
 
 
 @pytest.fixture(scope="session")

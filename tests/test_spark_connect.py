@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 
 import pandas as pd
@@ -16,7 +18,7 @@ import pytest
 import privsyn_fed as pf
 from privsyn_fed.common import InputError
 from privsyn_fed.silo import Silo
-from tests.conftest import assert_one_line_error, run_cli, synth_argv
+from tests.conftest import assert_one_line_error, run_cli, start_connect_server, stop_connect_server, synth_argv
 from tests.test_engine_silos import KEY, _random_table, _same_silo
 
 ONE_COLUMN = {"columns": [{"name": "g", "type": "categorical", "categories": ["a"]}]}
@@ -140,3 +142,35 @@ def test_a_spark_connect_server_that_does_not_answer_stops_in_one_line(tmp_path)
     proc = run_cli(*synth_argv(schema=tmp_path / "s.json", silos=[url], out=tmp_path / "o.csv"))
     assert_one_line_error(proc, url, f"no Spark Connect server answers at localhost:{port}")
     assert time.monotonic() - start < 30
+
+
+def test_a_process_whose_spark_connect_server_is_gone_exits_without_waiting_for_it(tmp_path):
+    """The session is released at exit once, without retries: a process that read a silo through a
+    server that stopped since exits at once rather than after Spark's ten minutes of retries."""
+    proc, server = start_connect_server(tmp_path)
+    try:
+        pd.DataFrame({"g": ["a"] * 30}).to_parquet(tmp_path / "t.parquet", index=False)
+        code = (
+            "import sys, privsyn_fed as pf\n"
+            "from privsyn_fed.silo import Silo\n"
+            f"Silo.load({_parquet_query(server, tmp_path / 't.parquet')!r}, pf.Schema.from_dict({ONE_COLUMN!r}))\n"
+            "print('read', flush=True)\n"
+            "sys.stdin.read()\n"
+        )
+        env = {**os.environ, "SPARK_CONNECT_AUTHENTICATE_TOKEN": server.token}
+        reader = subprocess.Popen(
+            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+        )
+        assert reader.stdout is not None and reader.stdout.readline().strip() == "read"
+    finally:
+        stop_connect_server(proc)
+    start = time.monotonic()
+    assert reader.stdin is not None
+    reader.stdin.close()
+    try:
+        assert reader.wait(120) == 0
+    finally:
+        if reader.poll() is None:  # still waiting for the server: not left behind
+            reader.kill()
+            reader.wait()
+    assert time.monotonic() - start < 15

@@ -8,7 +8,9 @@ gRPC's local credentials (the token travels only over loopback), elsewhere TLS. 
 names a view in the session of the Spark Connect data frames given to ``pf.synthesize``
 (``frames_as_tables`` registers it).
 
-This process opens one session per server (``connect_session``), kept until the process ends; the
+This process opens one session per server (``connect_session``), kept until the process ends (a
+call the server does not answer is retried for about 17 s, and at exit the session is released
+once, without retries, so a server already gone does not hold the process); the
 rows and counts are computed by the server's Spark, its Python workers running the same
 ``mapInArrow`` code as a classic session's (so they need pyarrow and privsyn-fed installed).
 """
@@ -28,6 +30,9 @@ CONNECT_PARAMETERS = ("use_ssl",)
 SESSIONS: dict[str, Any] = {}
 #: The target of the Spark Connect data frames' session (``sc://?table=V``).
 FRAMES = "sc:"
+#: Retries of a call the server did not answer (Spark's policy, backing off 4x from 50 ms): about
+#: 17 s before the call fails, rather than Spark's 10 minutes.
+RETRIES = 5
 
 
 class EngineTable(Protocol):
@@ -68,6 +73,7 @@ def connect_session(t: EngineTable, shown: str, timeout: float = 10.0) -> Any:
     if t.target == FRAMES:
         raise InputError(f"{shown}: no Spark Connect data frames were given; name the server as sc://HOST:PORT?...")
     from pyspark.errors import PySparkException
+    from pyspark.sql.connect.client.retries import DefaultPolicy
     from pyspark.sql.connect.session import SparkSession  # not pyspark.sql's: that one turns the process to Connect
 
     address = t.target.removeprefix("sc://").split("/", 1)[0]
@@ -78,6 +84,7 @@ def connect_session(t: EngineTable, shown: str, timeout: float = 10.0) -> Any:
         raise InputError(f"{shown}: no Spark Connect server answers at {address} ({exc.strerror or exc})") from None
     try:
         session = SparkSession.builder.remote(t.target).create()
+        session.client.set_retry_policies([DefaultPolicy(max_retries=RETRIES)])
         session.sql("SELECT 1").collect()
     except (PySparkException, OSError, ValueError) as exc:
         raise InputError(f"{shown}: Spark Connect refused the session ({connect_error(exc)})") from None
@@ -112,5 +119,7 @@ def forget_frames_session() -> None:
 
 
 def _stop(session: Any) -> None:
-    with suppress(Exception):  # the server may be gone
+    """Release the session on its server at exit, once: a server already gone is not waited for."""
+    with suppress(Exception):
+        session.client.set_retry_policies([])
         session.stop()
