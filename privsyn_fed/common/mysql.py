@@ -38,6 +38,10 @@ MYSQL_TYPES = {
 }
 
 
+#: The types PyMySQL returns as Python numbers (``int``, ``float``, ``Decimal``), never as bytes.
+NUMBER_KINDS = ("int64", "double", "decimal128")
+
+
 class EngineTable(Protocol):
     """What this module reads of ``engines.EngineTable`` (a Protocol: ``engines`` imports this module)."""
 
@@ -160,10 +164,11 @@ def _array(values: Sequence, kind: str, t: EngineTable, name: str, first_row: in
     """One column of a batch's values as an Arrow array of ``kind`` (module docstring)."""
     import pyarrow as pa
 
-    blob = next((i for i, v in enumerate(values) if isinstance(v, (bytes, bytearray))), None)
-    if blob is not None:
-        where = f"{t}: row {first_row + blob}, column '{name}'"
-        raise InputError(f"{where}: holds binary data (a binary string or BLOB); store it as text or as a number")
+    if kind not in NUMBER_KINDS:  # only text-like columns (and BIT) come back as bytes
+        blob = next((i for i, v in enumerate(values) if isinstance(v, (bytes, bytearray))), None)
+        if blob is not None:
+            where = f"{t}: row {first_row + blob}, column '{name}'"
+            raise InputError(f"{where}: holds binary data (a binary string or BLOB); store it as text or as a number")
     if kind == "int64":
         try:
             return pa.array(values, pa.int64())
