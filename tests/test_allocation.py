@@ -47,7 +47,7 @@ def test_the_rule_plans_more_rounds_only_with_more_rows_or_budget(n_hat, rho, d,
     plans = [
         lambda n, r: allocation.plan_aim(n, r, 0.9, d, candidate_cells),
         lambda n, r: allocation.plan_distaim(n, r, 0.9, d, candidate_cells, 10),
-        lambda n, r: allocation.plan_flaim(n, r, 0.9, d, candidate_cells, 10, 1, "private", silos),
+        lambda n, r: allocation.plan_flaim(n, r, 0.9, d, candidate_cells, 10, 1, "private", silos, 1.0),
     ]
     for plan in plans:
         assert plan(n_hat, rho) <= plan(2 * n_hat, rho)

@@ -6,6 +6,7 @@ import io
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,7 +20,7 @@ from privsyn_fed.methods.distaim import distaim_params
 from privsyn_fed.methods.federated import ClientSampler, TotalEstimator, default_sample_rate
 from privsyn_fed.methods.flaim import score_sensitivity
 from privsyn_fed.methods.workload import downward_closure
-from privsyn_fed.silo import MarginalsQuery
+from privsyn_fed.silo import LocalScoresQuery, MarginalsQuery
 from privsyn_fed.silo.scores import heterogeneity_gap, local_score
 
 from .conftest import assert_audit_objects_only_to_the_seed, make_frame
@@ -103,6 +104,79 @@ def test_flaim_local_score_sensitivity_holds(seed, sigma, weight, variant, data)
     assert abs(after - before) <= score_sensitivity(weight, variant) + 1e-9
 
 
+def _site_case(seed: int):
+    """A schema with a silo column ``site`` (3 silos) and two other columns, and silo ``s1``'s rows."""
+    rng = np.random.default_rng(seed)
+    schema = pf.Schema.from_dict(
+        {
+            "columns": [
+                {"name": "a", "type": "categorical", "categories": ["0", "1", "2"]},
+                {"name": "site", "type": "categorical", "categories": ["s0", "s1", "s2"]},
+                {"name": "b", "type": "categorical", "categories": ["0", "1"]},
+            ]
+        }
+    )
+    n = int(rng.integers(1, 40))
+    frame = pd.DataFrame({"a": rng.integers(0, 3, n).astype(str), "site": "s1", "b": rng.integers(0, 2, n).astype(str)})
+    return schema, frame
+
+
+def _site_scores(schema, frame, probs, proxy, variant):
+    silo = pf.Silo.from_frame(frame, schema, name="s1", site=("site", "s1"))
+    cliques = ((0, 1), (1, 2), (0, 1, 2), (0, 2))
+    query = LocalScoresQuery(
+        cliques,
+        (1.0, 2.0, 3.0, 1.0),
+        tuple(probs[c] for c in cliques),
+        7.0,
+        proxy if variant == "private" else None,
+    )
+    return query(silo)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**31), st.sampled_from(["naive", "private"]))
+def test_flaim_scores_with_a_silo_column_keep_their_sensitivity(seed, variant):
+    """Scored against the model's slice of the silo's own value (and with that column's gap 0), a
+    record added to the silo moves each score by at most its sensitivity (2w naive, 4w private)."""
+    rng = np.random.default_rng(seed)
+    schema, frame = _site_case(seed)
+    shape = schema.shape
+    probs = {
+        c: rng.dirichlet(np.ones(int(np.prod([shape[i] for i in c])))) for c in ((0, 1), (1, 2), (0, 1, 2), (0, 2))
+    }
+    proxy = tuple(rng.dirichlet(np.ones(k)) for k in shape)
+    added = pd.concat(
+        [frame, pd.DataFrame({"a": [str(rng.integers(0, 3))], "site": ["s1"], "b": [str(rng.integers(0, 2))]})]
+    )
+    before = _site_scores(schema, frame, probs, proxy, variant)
+    after = _site_scores(schema, added, probs, proxy, variant)
+    assert np.all(np.abs(after - before) <= np.array([1.0, 2.0, 3.0, 1.0]) * score_sensitivity(1.0, variant) + 1e-9)
+
+
+def test_a_silo_is_scored_against_its_own_slice_of_the_silo_column():
+    """A silo whose rows follow the model's distribution given its own site value has no error on a
+    marginal with the silo column, however the model spreads the other sites' mass: only the noise
+    term is left. Without the slice its own site would count as an error of 2 n (1 - p(site))."""
+    schema, _ = _site_case(0)
+    frame = pd.DataFrame({"a": ["0"] * 30 + ["1"] * 10, "site": "s1", "b": "0"})
+    joint = np.zeros((3, 3))
+    joint[:, 1] = [0.75, 0.25, 0.0]
+    joint = 0.3 * joint + 0.7 * np.full((3, 3), 1 / 9) * np.array([1, 0, 1])  # other sites' mass
+    joint /= joint.sum()
+    probs = {
+        (0, 1): joint.ravel(),
+        (1, 2): np.full(6, 1 / 6),
+        (0, 1, 2): np.full(18, 1 / 18),
+        (0, 2): np.full(6, 1 / 6),
+    }
+    scores = _site_scores(schema, frame, probs, None, "naive")
+    noise = math.sqrt(2 / math.pi) * 7.0 * 9
+    assert scores[0] == pytest.approx(-noise)
+    unsliced = local_score(1.0, np.bincount([1, 1, 1] * 10 + [4] * 10, minlength=9), joint.ravel(), 7.0)
+    assert unsliced > scores[0] + 40
+
+
 def test_flaim_private_score_really_needs_4w():
     """A concrete neighbour pair where the private score moves by more than 2w (so 2w, the
     research code's claim scaled to counts, would be unsound)."""
@@ -150,26 +224,40 @@ def flaim_runs(module_schema):
     out["naive-s2"] = pf.synthesize(
         silos, "flaim", 1.0, 1e-6, seed=4, variant="naive", rounds=2, local_steps=2, workload_size=4
     )
+    out["private-sampled"] = pf.synthesize(
+        silos, "flaim", 1.0, 1e-6, seed=3, variant="private", rounds=3, workload_size=4, sample_rate=0.75
+    )
     return out
 
 
-@pytest.mark.parametrize("variant,T,s", [("naive", 3, 1), ("private", 3, 1), ("naive-s2", 2, 2)])
+@pytest.mark.parametrize(
+    "variant,T,s", [("naive", 3, 1), ("private", 3, 1), ("naive-s2", 2, 2), ("private-sampled", 3, 1)]
+)
 def test_flaim_ledger_equals_the_closed_form(flaim_runs, variant, T, s):
+    """G unit releases: T (2s - 1) + d, and T d for the 1-ways only where private FLAIM samples its
+    silos (the proxy's rounds); private FLAIM's sums of c marginals have sensitivity sqrt(c) and
+    sigma sqrt(c / s), every other Gaussian sigma."""
     result = flaim_runs[variant]
     led = result.ledger
     d, alpha, rho = 5, 0.9, led["rho_budget"]
-    private = variant == "private"
-    gaussians = T * (2 * s - 1) + (T * d if private else d)  # FLAIM with the 2s-1 rule
+    private = variant.startswith("private")
+    gaussians = T * (2 * s - 1) + (T * d if variant == "private-sampled" else d)  # FLAIM with the 2s-1 rule
     sigma = math.sqrt(gaussians / (2 * alpha * rho))
     eps = math.sqrt(8 * (1 - alpha) * rho / (T * s))
     assert led["rho_spent"] == pytest.approx(gaussians / (2 * sigma**2) + T * s * eps**2 / 8, rel=1e-12)
     assert led["rho_spent"] == pytest.approx(rho, rel=1e-12)
     gauss = [e for e in led["entries"] if e["mechanism"] == "gaussian"]
     ems = [e for e in led["entries"] if e["mechanism"] == "exponential"]
-    assert all(e["sigma"] == pytest.approx(sigma) for e in gauss)
+    proxies = [e for e in gauss if "(proxy)" in e["query"]]
+    assert len(proxies) == (T - 1 if variant == "private-sampled" else 0)
+    for e in gauss:
+        sums = private and "sums of the chosen marginals" in e["query"]
+        chosen = e["query"].count("; ") + 1 if sums else s
+        assert e["sensitivity_l2"] == pytest.approx(math.sqrt(chosen) if sums else e["sensitivity_l2"])
+        assert e["sigma"] == pytest.approx(sigma * math.sqrt(chosen / s) if sums else sigma)
     assert all(e["epsilon"] == pytest.approx(eps) for e in ems)
     assert len(ems) == T * s
-    assert sum(e["sensitivity_l2"] ** 2 for e in gauss) == pytest.approx(gaussians)
+    assert sum((e["sensitivity_l2"] / e["sigma"]) ** 2 for e in gauss) == pytest.approx(gaussians / sigma**2)
     assert all(e["sensitivity"] == (4 if private else 2) * max_weight(result) for e in ems)
     assert_audit_objects_only_to_the_seed(led)
 

@@ -95,8 +95,9 @@ def federation(seed: int = 0) -> tuple[dict[str, pd.DataFrame], pf.Schema]:
     return frames, pf.Schema.from_dict({"columns": columns})
 
 
-@pytest.mark.parametrize("method", ["distaim", "aim"])
+@pytest.mark.parametrize("method", ["distaim", "aim", "flaim"])
 def test_releases_over_the_union_fit_their_measurements(method, caplog):
+    """Private FLAIM sums each chosen marginal over every silo that chose, so it fits too."""
     frames, schema = federation()
     with caplog.at_level(logging.WARNING, logger="privsyn_fed"):
         result = pf.synthesize(frames, method, 1.0, 1e-9, schema=schema, seed=0, silo_column="site")
@@ -105,14 +106,16 @@ def test_releases_over_the_union_fit_their_measurements(method, caplog):
     assert not any("times further" in r.getMessage() for r in caplog.records)
 
 
-def test_synth_warns_about_flaim_over_silos_that_differ(tmp_path, capsys):
+def test_synth_warns_about_naive_flaim_over_silos_that_differ(tmp_path, capsys):
+    """Naive FLAIM sums a marginal over the silos that chose it, scaled to the union: biased here."""
     frames, schema = federation()
     schema.save(tmp_path / "schema.json")
     silos = []
     for name, frame in frames.items():
         frame.to_csv(tmp_path / f"{name}.csv", index=False)
         silos += ["--silo", str(tmp_path / f"{name}.csv")]
-    args = ["synth", "--method", "flaim", "--schema", str(tmp_path / "schema.json"), *silos, "--silo-column", "site"]
+    args = ["synth", "--method", "flaim", "--variant", "naive", "--schema", str(tmp_path / "schema.json"), *silos]
+    args += ["--silo-column", "site", "--rounds", "7"]
     code = main([*args, "--epsilon", "1", "--delta", "1e-9", "--seed", "0", "--out", str(tmp_path / "out.csv")])
     err = capsys.readouterr().err
     assert code == 0 and (tmp_path / "out.csv").exists()

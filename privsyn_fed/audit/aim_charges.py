@@ -114,10 +114,14 @@ def _read(e: dict[str, Any], r: Charge, run: AimRun) -> Found | None:
     return None if chosen is None or len(set(chosen)) != len(chosen) else Found(r, chosen)
 
 
-def _sensitivity(r: Charge, run: AimRun) -> tuple[float, str]:
+def _sensitivity(found: Found, run: AimRun) -> tuple[float, str]:
     """The L2 sensitivity of a Gaussian release, and why."""
+    r = found.charge
     if r.kind == PROXY:
         return math.sqrt(len(run.columns)), f"one record is in each of the {len(run.columns)} 1-ways"
+    if r.kind == SUMS and run.pooled_sums:
+        n = len(found.cliques)
+        return math.sqrt(n), f"private flaim sums each of its {n} chosen marginals over every silo that chose"
     if r.kind == SUMS:
         return math.sqrt(run.steps), f"one record is in at most {run.steps} of the sums (one per local step)"
     if r.kind == GROUPING:
@@ -146,7 +150,7 @@ def _check_fields(e: dict[str, Any], found: Found, run: AimRun, label: str, rep:
                 f"{label}: it records {e.get('candidates')} candidates, but its query {found.candidates}"
             )
         return
-    want, why = _sensitivity(r, run)
+    want, why = _sensitivity(found, run)
     if not _close(float(e["sensitivity_l2"]), want):
         rep.problems.append(f"{label}: L2 sensitivity {e['sensitivity_l2']:g}, but {why}: exactly {want:g}")
     if r.kind in (SCREEN, PAIR):

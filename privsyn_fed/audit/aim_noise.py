@@ -10,7 +10,8 @@ given or as planned; ``s`` local steps; the variant) and the entries before it:
   ``eps = sqrt(8 (1 - alpha) rho / T)``; its round ``T`` spends what is left, as AIM's last does;
   an annealing DistAIM (``details.schedule.anneals``) has AIM's noise, rounds and last round;
 * FLAIM: ``sigma = sqrt(G / (2 alpha rho))`` for its ``G`` unit Gaussian releases and
-  ``eps = sqrt(8 (1 - alpha) rho / (T s))`` throughout.
+  ``eps = sqrt(8 (1 - alpha) rho / (T s))`` throughout; private FLAIM's sums of ``c`` chosen
+  marginals have ``sigma sqrt(c / s)`` (``flaim.pooled_sums_noise``).
 
 Every 1-way and measurement has that sigma (noise the parties drew: at least it), every
 selection that epsilon. A target's ``d - 1`` 2-ways, before all of these, spend its share ``s`` of
@@ -24,9 +25,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..methods import GROUPING_SHARE, allocation, share_sigma, target_sigma
+from ..methods import GROUPING_SHARE, allocation, pooled_sums_noise, share_sigma, target_sigma
 from .aim_charges import Found
-from .aim_run import GROUPING, ONEWAY, PAIR, SCREEN, SELECT, TARGET, TOTAL, AimRun
+from .aim_run import GROUPING, ONEWAY, PAIR, SCREEN, SELECT, SUMS, TARGET, TOTAL, AimRun
 from .arithmetic import _close, _cost, _effective_sigma
 from .findings import AuditReport
 
@@ -53,7 +54,7 @@ def _start(run: AimRun, alpha: float, rho: float, units: float) -> tuple[float, 
         eps = math.sqrt(8.0 * (1.0 - alpha) * rho / T) if T else 0.0
         return allocation.distaim_sigma(rho, T, d, alpha), eps
     eps = math.sqrt(8.0 * (1.0 - alpha) * rho / (T * s)) if T else 0.0
-    return allocation.flaim_sigma(rho, T, s, d, alpha, run.variant), eps
+    return allocation.flaim_sigma(rho, T, s, d, alpha, run.proxy_rounds), eps
 
 
 def _has_noise(e: dict[str, Any], sigma: float, tol: float = 1e-9) -> bool:
@@ -165,6 +166,9 @@ def _check_noise(
             ok = _matches(entries, i, params, tol)
         elif kind == SELECT:
             ok = _close(float(entries[i]["epsilon"]), params[1], tol)
+        elif kind == SUMS and run.pooled_sums:
+            params = (pooled_sums_noise(len(f.cliques), run.steps, params[0])[1], params[1])
+            ok = _has_noise(entries[i], params[0], tol)
         else:
             ok = _has_noise(entries[i], params[0], tol)
         if not ok:

@@ -4,8 +4,8 @@ imply (ledger entries), in order: the planning total when the schedule was plann
 pair on merged bins (``methods.dependence``); the 1-way marginal of every column; then per round:
 AIM and DistAIM a selection and the measurement of the marginal it picked;
 FLAIM, per local step ``k`` of ``s``, a selection in each silo and (``k < s``) each silo's local
-measurement of its choice, then (variant private, all rounds but the last) every column's 1-way
-over the sampled silos, then the sums of the chosen marginals. Candidates are the workload's
+measurement of its choice, then (variant private with sampled silos, all rounds but the last)
+every column's 1-way over the sampled silos, then the sums of the chosen marginals. Candidates are the workload's
 downward closure with AIM's weights ``w_r = sum_s |r & s|``.
 """
 
@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from typing import NamedTuple
+
+from ..methods import allocation
 
 #: The charges of a run, by kind.
 TOTAL, ONEWAY, SELECT, MEASURE, LOCAL, PROXY, SUMS = "total", "oneway", "select", "measure", "local", "proxy", "sums"
@@ -55,6 +57,8 @@ class AimRun:
     groups: list[tuple[list[int], list[int]]] | None = None
     #: Its share of the budget for the screen and the chosen pairs (``details.options.dependence_share``).
     dependence_share: float = 0.0
+    #: FLAIM's sample rate (``details.options.sample_rate``, else the default for its silos).
+    sample_rate: float = 1.0
     #: A DistAIM that ran AIM's annealing schedule (``details.schedule.anneals``).
     anneals: bool = False
 
@@ -76,6 +80,17 @@ class AimRun:
     def cells(self, clique: tuple[int, ...]) -> int:
         """The marginal's cells: the product of its columns' sizes."""
         return math.prod(int(self.shape[i]) for i in clique)
+
+    @property
+    def proxy_rounds(self) -> bool:
+        """Whether the run measures every 1-way again in rounds 1..T-1 (``allocation.flaim_proxy_rounds``)."""
+        return self.method == "flaim" and allocation.flaim_proxy_rounds(self.variant, self.sample_rate)
+
+    @property
+    def pooled_sums(self) -> bool:
+        """Whether a round's chosen marginals are each summed over every silo that chose (private
+        FLAIM), not over the silos that chose it (``methods.flaim``)."""
+        return self.method == "flaim" and self.variant == "private"
 
     def candidates(self) -> dict[tuple[int, ...], float]:
         """What a selection chooses among, before the model-size filter: the closure (private FLAIM:
@@ -102,7 +117,7 @@ class AimRun:
                 out.append(Charge(SELECT, t, k))
                 if k < self.steps:
                     out.append(Charge(LOCAL, t, k))
-            if self.variant == "private" and t < self.rounds:
+            if self.proxy_rounds and t < self.rounds:
                 out.append(Charge(PROXY, t))
             out.append(Charge(SUMS, t))
         return out

@@ -117,8 +117,10 @@ def _check_aim_family_schedule(
     elif method == "distaim":
         planned = allocation.plan_distaim(n_hat, rest, alpha, n_cols, cells, allocation.FEDERATED_ROUNDS)
     else:
+        silos = int(d.get("silos") or 1)
+        rate = float(options.get("sample_rate") or allocation.default_sample_rate(silos))
         planned = allocation.plan_flaim(
-            n_hat, rest, alpha, n_cols, cells, allocation.FEDERATED_ROUNDS, steps, variant, int(d.get("silos") or 1)
+            n_hat, rest, alpha, n_cols, cells, allocation.FEDERATED_ROUNDS, steps, variant, silos, rate
         )
     if schedule.get("rounds") != planned:
         rep.problems.append(

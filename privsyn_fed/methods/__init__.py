@@ -39,7 +39,7 @@ from .distaim import DISTAIM
 from .federated import FederatedOptions
 from .fedtda import FEDTDA, TARGET_QUERY, FedTDAOptions
 from .fit_check import fit_warning
-from .flaim import FLAIM, FLAIMOptions
+from .flaim import FLAIM, FLAIMOptions, pooled_sums_noise
 from .independent import INDEPENDENT, IndependentOptions, expected_oneway_error
 from .target import TARGET_SHARE, target_query, target_sigma
 from .workload import (
@@ -68,6 +68,7 @@ __all__ = [
     "DEFAULT_WORKLOAD_SEED",
     "DEPENDENCE_SHARE",
     "FLAIMOptions",
+    "pooled_sums_noise",
     "FedTDAOptions",
     "FederatedOptions",
     "GROUPING_QUERY",

@@ -131,18 +131,26 @@ def plan_distaim(
     return planned_rounds(n_hat, candidate_cells, lambda r: distaim_sigma(rho, r, n_columns, alpha), max_rounds)
 
 
-def flaim_gaussians(rounds: int, local_steps: int, n_columns: int, variant: str) -> int:
-    """Unit-sensitivity Gaussian releases of a FLAIM run: ``T (2s - 1) + d`` (naive, oracle) or
-    ``T (2s - 1) + max(T, 1) d`` (private: the initial 1-ways and the proxy's in rounds 1..T-1)."""
-    proxies = max(rounds, 1) * n_columns if variant == "private" else n_columns
+def flaim_proxy_rounds(variant: str, sample_rate: float) -> bool:
+    """Whether a FLAIM run measures every 1-way again in rounds 1..T-1 for its proxy: private with
+    sampled silos (``p < 1``). With every silo in every round the initial 1-ways already are the
+    round's silos' (the proxy), and measuring them again would spend ``d`` of every round's
+    ``d + 2s - 1`` unit releases on them."""
+    return variant == "private" and sample_rate < 1
+
+
+def flaim_gaussians(rounds: int, local_steps: int, n_columns: int, proxy_rounds: bool) -> int:
+    """Unit-sensitivity Gaussian releases of a FLAIM run: ``T (2s - 1) + d``, or
+    ``T (2s - 1) + max(T, 1) d`` with the proxy's 1-ways in rounds 1..T-1 (``flaim_proxy_rounds``)."""
+    proxies = max(rounds, 1) * n_columns if proxy_rounds else n_columns
     return rounds * (2 * local_steps - 1) + proxies
 
 
-def flaim_sigma(rho: float, rounds: int, local_steps: int, n_columns: int, alpha: float, variant: str) -> float:
+def flaim_sigma(rho: float, rounds: int, local_steps: int, n_columns: int, alpha: float, proxy_rounds: bool) -> float:
     """``sqrt(G / (2 alpha rho))``; ``sqrt(d / (2 rho))`` without rounds (no selection to pay for)."""
     if rounds == 0:
         return oneway_only_sigma(rho, n_columns)
-    return math.sqrt(flaim_gaussians(rounds, local_steps, n_columns, variant) / (2.0 * alpha * rho))
+    return math.sqrt(flaim_gaussians(rounds, local_steps, n_columns, proxy_rounds) / (2.0 * alpha * rho))
 
 
 def plan_flaim(
@@ -155,13 +163,18 @@ def plan_flaim(
     local_steps: int,
     variant: str,
     n_silos: int,
+    sample_rate: float,
 ) -> int:
-    """Planned FLAIM rounds. A chosen marginal is summed over the silos that chose it, which may be
-    a single one: the rows behind a measurement are taken as one silo's share, ``N_hat / K``."""
+    """Planned FLAIM rounds. Naive and oracle sum a chosen marginal over the silos that chose it,
+    which may be a single one: the rows behind a measurement are taken as one silo's share,
+    ``N_hat / K``. Private sums it over the ``m = max(1, p K)`` silos expected in a round, with
+    ``sigma sqrt(m)`` at most (``flaim.pooled_sums_noise``): as ``N_hat sqrt(m) / K`` rows with
+    ``sigma``."""
+    sampled = max(1.0, sample_rate * n_silos)
     return planned_rounds(
-        n_hat / n_silos,
+        n_hat * (math.sqrt(sampled) if variant == "private" else 1.0) / n_silos,
         candidate_cells,
-        lambda r: flaim_sigma(rho, r, local_steps, n_columns, alpha, variant),
+        lambda r: flaim_sigma(rho, r, local_steps, n_columns, alpha, flaim_proxy_rounds(variant, sample_rate)),
         max_rounds,
     )
 

@@ -1,8 +1,9 @@
 """FLAIM (Maddock, Cormode, Maple, KDD 2024): AIM where each sampled silo selects locally.
 
 With budget ``rho``, ``T`` global rounds, ``s`` local steps, ``d`` columns and ``alpha``:
-  * ``sigma = sqrt(G / (2 alpha rho))`` with ``G = T (2s - 1) + d`` Gaussian releases (naive,
-    oracle) or ``G = T (2s - 1 + d)`` (private: the proxy's 1-ways in rounds 1..T-1 as well);
+  * ``sigma = sqrt(G / (2 alpha rho))`` with ``G = T (2s - 1) + d`` Gaussian releases, or
+    ``G = T (2s - 1 + d)`` for private with sampled silos (``p < 1``: the proxy's 1-ways in rounds
+    1..T-1 as well);
     ``eps = sqrt(8 (1 - alpha) rho / (T s))``. ``s > 1`` costs ``2s - 1`` Gaussians a round: the
     ``s - 1`` local measurements that steer later local selections are releases too.
   0. unless ``T`` is given, the row total is released with 1% of ``rho`` and ``T`` (at most 10)
@@ -16,16 +17,24 @@ With budget ``rho``, ``T`` global rounds, ``s`` local steps, ``d`` columns and `
   2. each round ``t``: silos are Poisson-sampled at rate ``p``; each sampled silo ``k`` runs the
      exponential mechanism on its own rows with the score
         ``u_k(q) = w_q (||M_q(D_k) - n_k p_q||_1 - sqrt(2/pi) sigma n_q - n_k tau_k(q))``
-     (``p_q`` the model's normalised marginal). Adding a record moves the first term by at most
-     2 (the cell, and ``n_k``), so the sensitivity is ``2 max w`` (naive); the heterogeneity term
+     (``p_q`` the model's normalised marginal; with a silo column, its slice of the silo's own
+     value: ``silo.LocalScoresQuery``). Adding a record moves the first term by at most 2 (the
+     cell, and ``n_k``), so the sensitivity is ``2 max w`` (naive); the heterogeneity term
      ``n_k tau_k(q) = (1/|q|) sum_{i in q} ||M_i(D_k) - n_k s_i||_1`` (``s_i`` the server's noisy
      proxy of column ``i``) moves by at most 2 more: ``4 max w`` (private);
-  3. the aggregator sums, for each chosen marginal, the counts of the silos that chose it; each
-     record is in at most ``s`` of those sums, so their concatenation has L2 sensitivity
-     ``sqrt(s)`` and gets ``N(0, sigma^2)`` per cell;
-  4. private: sampled silos also send every 1-way (rounds 1..T-1); their noisy sums are added to
-     the model ("combine") and update the proxy as a running mean; 1-way candidates are dropped
-     ("filter"); every measurement is weighted by its noisy row count (``sigma N_hat / n_hat``).
+  3. naive and oracle (the paper's aggregation): the aggregator sums, for each chosen marginal,
+     the counts of the silos that chose it; each record is in at most ``s`` of those sums, so
+     their concatenation has L2 sensitivity ``sqrt(s)`` and gets ``N(0, sigma^2)`` per cell.
+     Private: each of the ``c`` chosen marginals is summed over every sampled silo that chose
+     (unbiased where silos differ, and over more rows); a record is in all ``c`` sums, L2
+     sensitivity ``sqrt(c)``, measured with ``sigma sqrt(c / s)``: the same round cost
+     ``s / (2 sigma^2)``, and at most ``sigma sqrt(m)`` on the rows of ``m`` silos where a sum
+     over one silo's rows had ``sigma``;
+  4. private: with ``p < 1`` sampled silos also send every 1-way (rounds 1..T-1); their noisy
+     sums are added to the model ("combine") and update the proxy as a running mean (with
+     ``p = 1`` the initial 1-ways, over every silo, are the proxy throughout); 1-way candidates
+     are dropped ("filter"); every measurement is weighted by its noisy row count
+     (``sigma N_hat / n_hat``).
 
 Variants: ``naive`` (no heterogeneity term, unweighted measurements), ``private`` (AugFLAIM
 (Private): all of the above), and ``oracle``, a research baseline with naive's budget split and
@@ -132,22 +141,30 @@ def threat_model(agg: Aggregator) -> str:
 
 
 def flaim_params(
-    rho: float, rounds: int, local_steps: int, n_columns: int, alpha: float, variant: str
+    rho: float, rounds: int, local_steps: int, n_columns: int, alpha: float, proxy_rounds: bool
 ) -> tuple[float, float, int]:
     """``(sigma, eps, G)``: ``G`` Gaussians of sensitivity 1 and ``T s`` exponential
     mechanisms (parallel over silos) spend exactly ``rho`` (``T = 0``: the 1-ways alone)."""
     T, s = rounds, local_steps
     eps = math.sqrt(8.0 * (1.0 - alpha) * rho / (T * s)) if T else 0.0
     return (
-        allocation.flaim_sigma(rho, T, s, n_columns, alpha, variant),
+        allocation.flaim_sigma(rho, T, s, n_columns, alpha, proxy_rounds),
         eps,
-        allocation.flaim_gaussians(T, s, n_columns, variant),
+        allocation.flaim_gaussians(T, s, n_columns, proxy_rounds),
     )
 
 
 def score_sensitivity(max_weight: float, variant: str) -> float:
     """``2 max w`` without the heterogeneity term, ``4 max w`` with it."""
     return (2.0 if variant == "naive" else 4.0) * max_weight
+
+
+def pooled_sums_noise(chosen: int, local_steps: int, sigma: float) -> tuple[float, float]:
+    """``(sqrt(c), sigma sqrt(c / s))`` for the sums of ``c`` chosen marginals, each over every silo
+    that chose: a record is in all ``c``, which together cost ``c / (2 sigma^2 c / s) = s / (2
+    sigma^2)``, the round's planned ``s`` unit releases."""
+    c = max(1, chosen)
+    return math.sqrt(c), sigma * math.sqrt(c / local_steps)
 
 
 def selection_sensitivity(max_weight: float, opts: FLAIMOptions) -> float:
@@ -183,10 +200,12 @@ class FLAIMRun:
         self.agg, self.acc, self.noise, self.opts, self.progress = agg, acc, noise, opts, progress
         self.variant = opts.variant
         self.weighted = opts.variant != "naive"
+        self.pooled_sums = opts.variant == "private"
         self.schema = agg.schema
         self.prob = problem_for(self.schema, opts)
         self.delta_u = score_sensitivity(max(self.prob.candidates.values()), self.variant)
         self.rate = opts.sample_rate or default_sample_rate(len(agg.silo_names))
+        self.proxy_rounds = allocation.flaim_proxy_rounds(opts.variant, self.rate)
         self.rounds = opts.rounds
         self.sigma = self.eps = 0.0
         self.sampler = ClientSampler(agg.silo_names, self.rate, np.random.default_rng(sampling_seed))
@@ -214,10 +233,11 @@ class FLAIMRun:
                 opts.local_steps,
                 self.variant,
                 len(self.agg.silo_names),
+                self.rate,
             )
             acc.note(schedule=allocation.schedule_record(n_hat, rounds=self.rounds))
         self.sigma, self.eps, _ = flaim_params(
-            acc.remaining, self.rounds, opts.local_steps, d, opts.alpha, self.variant
+            acc.remaining, self.rounds, opts.local_steps, d, opts.alpha, self.proxy_rounds
         )
 
     def run(self) -> core.MethodResult:
@@ -262,7 +282,7 @@ class FLAIMRun:
         from . import pgm
 
         prob, opts, acc, s, d = self.prob, self.opts, self.acc, self.opts.local_steps, len(self.prob.names)
-        proxy_round = self.variant == "private" and t < self.rounds
+        proxy_round = self.proxy_rounds and t < self.rounds
         round_rho = s * self.eps**2 / 8 + ((2 * s - 1) + (d if proxy_round else 0)) / (2 * self.sigma**2)
         limit = fit_limit(acc.rho_budget, acc.rho_spent + round_rho, opts.max_model_size)
         cands = core.filter_candidates(prob.candidates, pgm.model_cliques(model), prob.domain, limit)
@@ -301,21 +321,27 @@ class FLAIMRun:
             self.proxy_updates += 1
         kept, dropped = keep_within_size(_by_popularity(picks), pgm.model_cliques(model), prob.domain, limit)
         self.dropped += len(dropped)
-        contributors = {q: [k for k in sampled if q in picks[k]] for q in kept}
+        if self.pooled_sums:  # every silo that made a choice is in every sum
+            answered = [k for k in sampled if picks[k]]
+            contributors = {q: answered for q in kept}
+            sensitivity, sigma = pooled_sums_noise(len(kept), s, self.sigma)
+        else:
+            contributors = {q: [k for k in sampled if q in picks[k]] for q in kept}
+            sensitivity, sigma = math.sqrt(s), self.sigma
         sums = measure_sums(
             self.agg,
             self.acc,
             self.noise,
             [(q, contributors[q]) for q in kept],
             prob,
-            self.sigma,
+            sigma,
             t,
             f"round {t}: sums of the chosen marginals " + "; ".join("(" + ", ".join(q) + ")" for q in kept),
-            sensitivity_l2=math.sqrt(s),
+            sensitivity_l2=sensitivity,
         )
         for q, y in zip(kept, sums):
-            n_hat = self.totals.estimate(float(y.sum()), y.size, self.sigma, len(contributors[q]), per_silo)
-            new.append(rescale(q, y, self.sigma, n_hat, self.totals.population, self.weighted))
+            n_hat = self.totals.estimate(float(y.sum()), y.size, sigma, len(contributors[q]), per_silo)
+            new.append(rescale(q, y, sigma, n_hat, self.totals.population, self.weighted))
         self.measurements += new
         model = self.fitter.fit(self.measurements)
         self.progress.update(

@@ -25,7 +25,7 @@ import numpy as np
 from ..schema import numeric_histogram, refined
 from .copula import upper
 from .copula_encoding import Encoding
-from .scores import heterogeneity_gap, local_score
+from .scores import heterogeneity_gap, local_score, site_slice
 
 
 @runtime_checkable
@@ -238,21 +238,32 @@ class LocalScoresQuery:
 
     def __call__(self, silo) -> np.ndarray:
         """``u_k(q)`` for each clique on the silo's rows (``scores.local_score``); the gap is the mean of
-        the columns' gaps against the proxy, ``||M_q(D_k) - n_k oracle_q||_1``, or 0."""
+        the columns' gaps against the proxy, ``||M_q(D_k) - n_k oracle_q||_1``, or 0. Where the silo's
+        name is a column (``silo.site``), a clique with it is scored against the model's (and the
+        oracle's) slice of the silo's own value (``scores.site_slice``), and that column's gap is 0:
+        the silo differs from the others there by construction, not by heterogeneity."""
+        site = _site_code(silo)
         column_gaps = None
         if self.proxy is not None:  # the gap of q is the mean of its columns' gaps
             oneways = [silo.marginal([i]) for i in range(len(self.proxy))]
             column_gaps = [heterogeneity_gap(oneways, self.proxy, [i]) for i in range(len(oneways))]
+            if site is not None:
+                column_gaps[site[0]] = 0.0
         out = []
         for r, cols in enumerate(self.cliques):
             counts = silo.marginal(cols)
+            probs, oracle = self.probs[r], None if self.oracle is None else self.oracle[r]
+            if site is not None and site[0] in cols:
+                shape, axis = [silo.schema.shape[i] for i in cols], list(cols).index(site[0])
+                probs = site_slice(probs, shape, axis, site[1])
+                oracle = None if oracle is None else site_slice(oracle, shape, axis, site[1])
             if column_gaps is not None:
                 gap = float(np.mean([column_gaps[i] for i in cols]))
-            elif self.oracle is not None:
-                gap = float(np.abs(counts - counts.sum() * np.ravel(self.oracle[r])).sum())
+            elif oracle is not None:
+                gap = float(np.abs(counts - counts.sum() * np.ravel(oracle)).sum())
             else:
                 gap = 0.0
-            out.append(local_score(self.weights[r], counts, self.probs[r], self.sigma, gap))
+            out.append(local_score(self.weights[r], counts, probs, self.sigma, gap))
         return np.array(out)
 
     def size(self, schema) -> int:
@@ -286,3 +297,12 @@ class LocalScoresQuery:
             float(header["sigma"]),
             None if n_proxy is None else tuple(arrays[f"proxy{i}"] for i in range(int(n_proxy))),
         )
+
+
+def _site_code(silo) -> tuple[int, int] | None:
+    """``(column index, code)`` of the silo's own value of the silo column, or None without one."""
+    site = getattr(silo, "site", None)
+    if site is None:
+        return None
+    j = silo.schema.names.index(site[0])
+    return j, silo.schema.columns[j].categories.index(site[1])

@@ -3,6 +3,7 @@
 * ``aim_score``: AIM's ``u_r = w_r (||M_r(D) - M_r(p)||_1 - sqrt(2/pi) sigma n_r)``.
 * ``heterogeneity_gap`` and ``local_score``: FLAIM's score of a marginal on one silo's rows,
   ``u_k(q) = w_q (||M_q(D_k) - n_k p_q||_1 - sqrt(2/pi) sigma n_q - n_k tau_k(q))``.
+* ``site_slice``: ``p_q`` given the silo's own value of the silo column, for a marginal with it.
 Their sensitivities are stated where a mechanism uses them (``methods.aim``, ``methods.flaim``).
 """
 
@@ -41,3 +42,17 @@ def local_score(
     """``u_k(q) = w_q (||M_q(D_k) - n_k p_q||_1 - sqrt(2/pi) sigma n_q - gap)``."""
     n_k = float(np.sum(local_counts))
     return aim_score(weight, local_counts, n_k * np.asarray(model_probs), sigma) - weight * gap
+
+
+def site_slice(probs: np.ndarray, shape: Sequence[int], axis: int, code: int) -> np.ndarray:
+    """The model's marginal over ``shape`` given that the silo column (``axis``) holds the silo's
+    own ``code``: the other values' cells are 0 and the silo's slice sums to one. A silo's rows all
+    hold its code, so it compares them with that slice, not with every silo's (public: the model
+    and the silo's name). ``n_k`` times it still sums to ``n_k``: the sensitivity is unchanged."""
+    table = np.asarray(probs, dtype=float).reshape(tuple(shape))
+    out = np.zeros_like(table)
+    index: tuple = tuple(code if i == axis else slice(None) for i in range(table.ndim))
+    part = np.clip(table[index], 0.0, None)
+    total = part.sum()
+    out[index] = part / total if total > 0 else 1.0 / max(1, part.size)
+    return out.ravel()
