@@ -69,8 +69,9 @@ def fit_warning(fit: dict[str, Any] | None) -> str | None:
     )
     than = "; it fits them worse than the independent method would" if worse else ""
     return (
-        f"{what}{than}: its statistics disagree with each other (flaim's sums over only the silos that "
-        "chose a marginal, scaled to them all, do when silos differ; try --method distaim) or the fit "
+        f"{what}{than}: its statistics disagree with each other (naive flaim's sums over only the silos "
+        "that chose a marginal, scaled to them all, do when silos differ; try --variant private or "
+        "--method distaim) or the fit "
         "stopped short (raise --pgm-iters). The synthetic rows may be no better than --method "
         "independent's: compare them with `privsyn-fed evaluate --baseline`"
     )
