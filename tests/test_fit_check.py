@@ -119,4 +119,4 @@ def test_synth_warns_about_naive_flaim_over_silos_that_differ(tmp_path, capsys):
     code = main([*args, "--epsilon", "1", "--delta", "1e-9", "--seed", "0", "--out", str(tmp_path / "out.csv")])
     err = capsys.readouterr().err
     assert code == 0 and (tmp_path / "out.csv").exists()
-    assert "times further from the release's own" in err and "try --method distaim" in err
+    assert "times further from the release's own" in err and "try --variant private or --method distaim" in err
