@@ -54,6 +54,21 @@ def test_the_rule_plans_more_rounds_only_with_more_rows_or_budget(n_hat, rho, d,
         assert plan(n_hat, rho) <= plan(n_hat, 2 * rho)
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.floats(1, 1e7), st.floats(1e-5, 10), st.integers(1, 30), cells, st.integers(2, 200))
+def test_private_flaim_plans_on_the_rows_of_every_silo_of_a_round(n_hat, rho, d, candidate_cells, silos):
+    """With every silo in every round, private FLAIM's sums cover all of them (at noise up to
+    sigma sqrt(K)) and it measures no proxy rounds: never fewer rounds than naive FLAIM, whose sum
+    may cover one silo; with sampled silos its proxy's 1-ways cost every round, and it plans as
+    ``sqrt(p K)`` silos' rows at that noise."""
+    plan = lambda variant, rate: allocation.plan_flaim(n_hat, rho, 0.9, d, candidate_cells, 10, 1, variant, silos, rate)  # noqa: E731
+    assert plan("private", 1.0) >= plan("naive", 1.0)
+    sampled = max(1.0, 0.1 * silos)
+    sigma = lambda r: allocation.flaim_sigma(rho, r, 1, d, 0.9, True)  # noqa: E731
+    rows = n_hat * math.sqrt(sampled) / silos
+    assert plan("private", 0.1) == allocation.planned_rounds(rows, candidate_cells, sigma, 10)
+
+
 def test_a_round_is_planned_only_while_its_marginal_is_worth_measuring():
     """With one candidate of 10 cells: measurable (expected L1 noise at most a tenth of the rows)
     at R rounds and not at R + 1 for the R the rule returns."""
