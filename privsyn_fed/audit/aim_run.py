@@ -5,8 +5,8 @@ pair on merged bins (``methods.dependence``); the 1-way marginal of every column
 AIM and DistAIM a selection and the measurement of the marginal it picked;
 FLAIM, per local step ``k`` of ``s``, a selection in each silo and (``k < s``) each silo's local
 measurement of its choice, then (variant private with sampled silos, all rounds but the last)
-every column's 1-way over the sampled silos, then the sums of the chosen marginals. Candidates are the workload's
-downward closure with AIM's weights ``w_r = sum_s |r & s|``.
+every column's 1-way over the sampled silos, then the sums of the chosen marginals. Candidates
+are the workload's downward closure with AIM's weights ``w_r = sum_s |r & s|``.
 """
 
 from __future__ import annotations
