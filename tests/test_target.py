@@ -9,12 +9,15 @@ import json
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import privsyn_fed as pf
 from privsyn_fed.audit import audit_ledger, load_ledger
 from privsyn_fed.common import OptionError
 from privsyn_fed.evaluation.utility import encode, marginal_errors
+from privsyn_fed.methods import TARGET_GROUPS, target_starts
+from privsyn_fed.methods.coarse import MergedMarginalQuery
 from privsyn_fed.methods.workload import with_target
 
 from .conftest import SCHEMA, assert_one_line_error, make_frame, run_cli
@@ -51,8 +54,36 @@ def test_a_release_measures_the_targets_two_ways_first_at_its_share_and_audits(m
     assert math.isclose(sum(e["rho"] for e in pairs), 0.2 * before, rel_tol=1e-9)
     assert all([NAMES[a], NAMES[b]] in led["details"]["workload"] for a, b in PAIRS)
     assert led["details"]["options"]["target"] == "label" and led["details"]["options"]["target_share"] == 0.2
+    # age (8 cells) and income (6) on 4 merged groups with the label's 2; sex and region whole
+    assert [e["cells"] for e in pairs] == [8, 8, 4, 8] and led["details"]["target_groups"] == 4
     report = audit_ledger(led)
     assert report.ok, report.problems
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_targets_merged_two_way_moves_by_one_cell_when_a_record_is_added(seed):
+    """Sensitivity 1 on merged bins: one added record moves exactly one cell of the target's 2-way
+    by one (``target_starts``, ``coarse.MergedMarginalQuery``), on any rows."""
+    schema = pf.Schema.from_dict(SCHEMA)
+    frame = make_frame(30 + seed, seed)
+    pair, cells = ("age", "label"), [schema.shape[0], schema.shape[4]]
+    starts = target_starts(pair, cells, "label", TARGET_GROUPS)
+    assert starts is not None and [len(s) for s in starts] == [4, 2]
+    query = MergedMarginalQuery((0, 4), starts)
+    before = query(pf.Silo.from_frame(frame, schema))
+    after = query(pf.Silo.from_frame(pd.concat([frame, make_frame(1, seed + 100)]), schema))
+    assert np.abs(after - before).sum() == 1 and after.sum() == before.sum() + 1
+    assert target_starts(("sex", "label"), [2, 2], "label", TARGET_GROUPS) is None  # nothing to merge
+
+
+def test_the_audit_checks_the_targets_merged_cells():
+    led = release("aim", seed=0).ledger
+    wider = copy.deepcopy(led)
+    wider["details"]["target_groups"] = 8
+    assert "has 16" in _problems(wider) and "details.target_groups 8" in _problems(wider)
+    old = copy.deepcopy(led)  # a ledger from before the groups: every cell
+    del old["details"]["target_groups"]
+    assert "the target's 2-way on its merged bins (details.target_groups None) has 16" in _problems(old)
 
 
 def _problems(led: dict) -> str:

@@ -160,6 +160,13 @@ def _check_fields(e: dict[str, Any], found: Found, run: AimRun, label: str, rep:
                 f"{label}: cells {e.get('cells')!r}, but the pair on its recorded groups (details.dependence.groups) "
                 f"has {cells}"
             )
+    elif r.kind == TARGET:
+        cells = run.target_cells(found.cliques[0])
+        if e.get("cells") != cells:
+            rep.problems.append(
+                f"{label}: cells {e.get('cells')!r}, but the target's 2-way on its merged bins "
+                f"(details.target_groups {run.target_groups}) has {cells}"
+            )
     elif r.kind != LOCAL:
         cells = sum(run.cells(c) for c in found.cliques)
         if e.get("cells") != cells:

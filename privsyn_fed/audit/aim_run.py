@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from ..methods import allocation
+from ..methods import allocation, target_starts
 
 #: The charges of a run, by kind.
 TOTAL, ONEWAY, SELECT, MEASURE, LOCAL, PROXY, SUMS = "total", "oneway", "select", "measure", "local", "proxy", "sums"
@@ -50,6 +50,9 @@ class AimRun:
     target: int | None = None
     #: The share of the budget (after the planning total) its 2-ways spend.
     target_share: float = 0.0
+    #: The groups a column's cells merge into in its 2-way with the target (``details.target_groups``),
+    #: or None: every cell.
+    target_groups: int | None = None
     #: With ``--find-dependence``: the screened pairs, the chosen ones (column indices) and each
     #: column's groups (screen, measurement), from ``details.dependence``.
     screened: list[tuple[int, ...]] | None = None
@@ -72,6 +75,15 @@ class AimRun:
         """The target's 2-way with ``column``, in schema order."""
         assert self.target is not None
         return tuple(sorted((column, self.target)))
+
+    def target_cells(self, pair: tuple[int, ...]) -> int:
+        """Cells of the target's 2-way with the column of ``pair``: on its merged bins
+        (``target.target_starts``), or every cell."""
+        names = [self.columns[i] for i in pair]
+        starts = target_starts(
+            names, [int(self.shape[i]) for i in pair], names[pair.index(self.target)], self.target_groups
+        )
+        return self.cells(pair) if starts is None else math.prod(len(s) for s in starts)
 
     def name(self, clique: tuple[int, ...]) -> str:
         """A marginal as a query names it: its columns, in schema order, joined by ', '."""

@@ -81,6 +81,7 @@ DETAILS_OPTIONAL = {
     "schedule": dict,
     "dependence": dict,
     "dependence_rule": dict,
+    "target_groups": INTEGER,
     "expected_oneway_tvd": NUMBER,
     "expected_oneway_tvd_independent": NUMBER,
     "model_sha256": str,

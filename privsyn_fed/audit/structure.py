@@ -189,6 +189,7 @@ def _check_aim_family(ledger: dict[str, Any], d: dict[str, Any], rep: AuditRepor
         schedule is not None,
         None if target is None else columns.index(target),
         float(options.get("target_share") or 0.0),
+        target_groups=d.get("target_groups"),
         screened=declared[0] if declared else None,
         chosen=declared[1] if declared else None,
         groups=declared[2] if declared else None,

@@ -41,7 +41,7 @@ from .fedtda import FEDTDA, TARGET_QUERY, FedTDAOptions
 from .fit_check import fit_warning
 from .flaim import FLAIM, FLAIMOptions, pooled_sums_noise
 from .independent import INDEPENDENT, IndependentOptions, expected_oneway_error
-from .target import TARGET_SHARE, target_query, target_sigma
+from .target import TARGET_GROUPS, TARGET_SHARE, target_query, target_sigma, target_starts
 from .workload import (
     DEFAULT_DEGREE,
     DEFAULT_SIZE,
@@ -98,6 +98,8 @@ __all__ = [
     "share_sigma",
     "spanning_forest",
     "target_query",
+    "target_starts",
+    "TARGET_GROUPS",
     "target_sigma",
     "valid_starts",
     "with_target",

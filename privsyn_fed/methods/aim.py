@@ -5,7 +5,8 @@ One curator holds the pooled rows of every silo. With budget ``rho``, ``T`` and 
      (``allocation.plan_aim``): ``T = R + alpha d`` units of the rest;
   0b. with a target column (``--target Y``, a public choice), its 2-way marginal with each of the
      other ``d - 1`` columns is measured first with ``sigma = sqrt((d - 1) / (2 s rho))``, a share ``s``
-     (default 0.2) of ``rho``; the rest plans the rounds as below (``target.measure_target``);
+     (default 0.2) of ``rho``, a column of more than 4 cells on 4 merged groups; the rest plans the
+     rounds as below (``target.measure_target``);
   0c. with ``--find-dependence`` (by default, where a rule on the noisy total says it pays), after
      the target's 2-ways: the pairs of columns that depend on each other are found and measured on
      merged bins (``dependence``); the rounds are then planned, as in step 0, on the budget left;
@@ -36,7 +37,7 @@ from . import allocation, core, fit_check
 from .base import MethodRun, option
 from .coarse import coarsen
 from .dependence import DependenceOptions, measure_dependence
-from .target import TargetOptions, measure_target
+from .target import TARGET_GROUPS, TargetOptions, measure_target
 from .workload import (
     DEFAULT_DEGREE,
     DEFAULT_SIZE,
@@ -289,14 +290,15 @@ def run_aim(
             query="total number of rows (plans the schedule)",
             where="curator",
         )
-    target = measure_target(
-        names,
-        opts,
-        acc.remaining,
-        lambda pair, sigma, query: gaussian_mechanism(
-            acc, noise, true_marginal(pair), sigma=sigma, query=query, where="curator"
-        ),
-    )
+
+    def measure_target_pair(pair: tuple[str, ...], starts, sigma: float, query: str) -> np.ndarray:
+        counts = true_marginal(pair)
+        merged = counts if starts is None else coarsen(counts.reshape(prob.cells_of(pair)), starts).ravel()
+        return gaussian_mechanism(acc, noise, merged, sigma=sigma, query=query, where="curator")
+
+    target = measure_target(names, prob.shape, opts, acc.remaining, measure_target_pair)
+    if opts.target is not None:
+        acc.note(target_groups=TARGET_GROUPS)
 
     def measure_oneways(sigma: float, query: str) -> np.ndarray:
         values = np.concatenate([true_marginal((name,)) for name in names])

@@ -39,7 +39,7 @@ from .allocation import FEDERATED_ROUNDS, default_sample_rate  # noqa: F401  (sh
 from .base import option
 from .coarse import MergedMarginalQuery
 from .dependence import Found, measure_dependence
-from .target import measure_target
+from .target import TARGET_GROUPS, measure_target
 
 Measurement = tuple[tuple[str, ...], np.ndarray, float]
 
@@ -161,13 +161,18 @@ def measure_target_twoways(
     agg: Aggregator, acc: Accountant, noise: NoiseSource, prob, opts: AIMOptions
 ) -> list[Measurement]:
     """With a target: each of its 2-ways summed over every silo plus ``N(0, sigma^2)``
-    (``target.measure_target``; sensitivity 1 each), at the population's scale; else nothing."""
+    (``target.measure_target``; sensitivity 1 each, on merged bins unless ``agg.secure``), at the
+    population's scale; else nothing."""
 
-    def measure(pair: tuple[str, ...], sigma: float, query: str) -> np.ndarray:
-        request = MarginalsQuery((tuple(prob.columns(pair)),))
+    def measure(pair: tuple[str, ...], starts, sigma: float, query: str) -> np.ndarray:
+        columns = tuple(prob.columns(pair))
+        request = MarginalsQuery((columns,)) if starts is None else MergedMarginalQuery(columns, starts)
         return noisy_sum(agg, acc, noise, request, agg.silo_names, sigma=sigma, query=query, round_index=0)
 
-    return measure_target(prob.names, opts, acc.remaining, measure)
+    groups = None if agg.secure else TARGET_GROUPS
+    if opts.target is not None and groups is not None:
+        acc.note(target_groups=groups)
+    return measure_target(prob.names, prob.shape, opts, acc.remaining, measure, groups)
 
 
 def measure_dependence_sums(

@@ -8,6 +8,13 @@ together they are one Gaussian of L2 sensitivity ``sqrt(d - 1)`` at that sigma, 
 The AIM family fits them with its other measurements (and adds them to its workload,
 ``workload.with_target``); Fed-TDA draws each synthetic row's label from them given the row's
 other columns (``model.LabelTables``).
+
+In the AIM family a column of more than ``TARGET_GROUPS`` cells enters its 2-way with the target
+on merged bins (``coarse``): its cells in ``TARGET_GROUPS`` contiguous groups, the target's cells
+kept. A record is still in one cell (sensitivity 1), and the noise is spread over fewer cells, so
+a rare label's dependence on a many-celled column shows above it. The groups follow from the
+schema alone; the ledger records ``details.target_groups``. Over secure computation the 2-ways
+keep every cell (a party answers only declared count marginals).
 """
 
 from __future__ import annotations
@@ -18,9 +25,12 @@ from typing import Any, Callable, Sequence
 
 from ..common import OptionError
 from .base import option
+from .coarse import Starts, group_starts
 
 #: The default share of the budget (after the planning total) for the target's 2-ways.
 TARGET_SHARE = 0.2
+#: The AIM family merges a column's cells into this many groups in its 2-way with the target.
+TARGET_GROUPS = 4
 
 
 @dataclass
@@ -30,9 +40,9 @@ class TargetOptions:
     target: str | None = option(
         None,
         "a column the release should predict well (a label): its 2-way marginal with every other column is "
-        "measured first with --target-share of the budget (aim, distaim and flaim also add them to the workload; "
-        "fedtda, whose target must be categorical, draws each row's label from them given its other columns); "
-        "public, recorded in the ledger",
+        "measured first with --target-share of the budget (aim, distaim and flaim also add them to the workload "
+        "and measure a column of more than 4 cells in 4 merged groups there; fedtda, whose target must be "
+        "categorical, draws each row's label from them given its other columns); public, recorded in the ledger",
         flag="--target",
         metavar="COLUMN",
         group="target",
@@ -84,13 +94,34 @@ def target_query(pair: Sequence[str]) -> str:
     return f"marginal({', '.join(pair)}) with the target"
 
 
+def target_starts(pair: Sequence[str], cells: Sequence[int], target: str, groups: int | None) -> Starts | None:
+    """The groups of a target's 2-way (``coarse.group_starts``): the other column's cells in
+    ``groups`` groups, the target's all kept; None (every cell) when nothing merges or ``groups``
+    is None."""
+    if groups is None or all(c <= groups for name, c in zip(pair, cells) if name != target):
+        return None
+    return tuple(tuple(range(c)) if name == target else group_starts(c, groups) for name, c in zip(pair, cells))
+
+
 def measure_target(
-    names: Sequence[str], opts: TargetOptions, rho: float, measure: Callable[[tuple[str, ...], float, str], Any]
-) -> list[tuple[tuple[str, ...], Any, float]]:
+    names: Sequence[str],
+    shape: Sequence[int],
+    opts: TargetOptions,
+    rho: float,
+    measure: Callable[[tuple[str, ...], Starts | None, float, str], Any],
+    groups: int | None = TARGET_GROUPS,
+) -> list[tuple]:
     """With ``opts.target``: each of its 2-ways (``target_pairs``) measured by the caller's charged
-    ``measure(pair, sigma, query)`` at ``target_sigma`` of ``rho`` (the budget before them);
-    without a target, nothing."""
+    ``measure(pair, starts, sigma, query)`` at ``target_sigma`` of ``rho`` (the budget before
+    them), on the merged bins ``target_starts`` gives (``(pair, y, sigma)``, or ``(pair, y, sigma,
+    starts)`` when merged); without a target, nothing."""
     if opts.target is None:
         return []
     sigma = target_sigma(rho, opts.target_share, len(names))
-    return [(pair, measure(pair, sigma, target_query(pair)), sigma) for pair in target_pairs(names, opts.target)]
+    cells = dict(zip(names, shape))
+    out: list[tuple] = []
+    for pair in target_pairs(names, opts.target):
+        starts = target_starts(pair, [cells[c] for c in pair], opts.target, groups)
+        y = measure(pair, starts, sigma, target_query(pair))
+        out.append((pair, y, sigma) if starts is None else (pair, y, sigma, starts))
+    return out
