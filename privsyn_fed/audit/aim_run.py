@@ -76,6 +76,13 @@ class AimRun:
         assert self.target is not None
         return tuple(sorted((column, self.target)))
 
+    @staticmethod
+    def recorded_sample_rate(details: dict) -> float:
+        """FLAIM's sample rate as its ledger records it: ``details.options.sample_rate``, else the
+        default for its number of silos (``details.silos``)."""
+        rate = (details.get("options") or {}).get("sample_rate")
+        return float(rate or allocation.default_sample_rate(int(details.get("silos") or 1)))
+
     def target_cells(self, pair: tuple[int, ...]) -> int:
         """Cells of the target's 2-way with the column of ``pair``: on its merged bins
         (``target.target_starts``), or every cell."""
@@ -102,7 +109,7 @@ class AimRun:
     def pooled_sums(self) -> bool:
         """Whether a round's chosen marginals are each summed over every silo that chose (private
         FLAIM), not over the silos that chose it (``methods.flaim``)."""
-        return self.method == "flaim" and self.variant == "private"
+        return self.method == "flaim" and allocation.flaim_pooled_sums(self.variant)
 
     def candidates(self) -> dict[tuple[int, ...], float]:
         """What a selection chooses among, before the model-size filter: the closure (private FLAIM:

@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 from ..methods import allocation
+from .aim_run import AimRun
 from .arithmetic import _close, _cost, _planned_noise
 from .findings import AuditReport
 
@@ -117,8 +118,7 @@ def _check_aim_family_schedule(
     elif method == "distaim":
         planned = allocation.plan_distaim(n_hat, rest, alpha, n_cols, cells, allocation.FEDERATED_ROUNDS)
     else:
-        silos = int(d.get("silos") or 1)
-        rate = float(options.get("sample_rate") or allocation.default_sample_rate(silos))
+        silos, rate = int(d.get("silos") or 1), AimRun.recorded_sample_rate(d)
         planned = allocation.plan_flaim(
             n_hat, rest, alpha, n_cols, cells, allocation.FEDERATED_ROUNDS, steps, variant, silos, rate
         )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..methods import MAX_CANDIDATE_WEIGHT, allocation, downward_closure
+from ..methods import MAX_CANDIDATE_WEIGHT, downward_closure
 from .aim_charges import _check_charges
 from .aim_noise import _check_noise
 from .aim_run import AimRun
@@ -194,7 +194,7 @@ def _check_aim_family(ledger: dict[str, Any], d: dict[str, Any], rep: AuditRepor
         chosen=declared[1] if declared else None,
         groups=declared[2] if declared else None,
         dependence_share=float(options.get("dependence_share") or 0.0),
-        sample_rate=float(options.get("sample_rate") or allocation.default_sample_rate(int(d.get("silos") or 1))),
+        sample_rate=AimRun.recorded_sample_rate(d),
         anneals=anneals,
     )
     found = _check_charges(ledger, run, rep)

@@ -291,22 +291,19 @@ def run_aim(
             where="curator",
         )
 
-    def measure_target_pair(pair: tuple[str, ...], starts, sigma: float, query: str) -> np.ndarray:
+    def measure_pair(pair: tuple[str, ...], starts, sigma: float, query: str) -> np.ndarray:
+        """A pair's marginal, on merged bins where ``starts`` gives them, plus ``N(0, sigma^2)``."""
         counts = true_marginal(pair)
         merged = counts if starts is None else coarsen(counts.reshape(prob.cells_of(pair)), starts).ravel()
         return gaussian_mechanism(acc, noise, merged, sigma=sigma, query=query, where="curator")
 
-    target = measure_target(names, prob.shape, opts, acc.remaining, measure_target_pair)
+    target = measure_target(names, prob.shape, opts, acc.remaining, measure_pair)
     if opts.target is not None:
         acc.note(target_groups=TARGET_GROUPS)
 
     def measure_oneways(sigma: float, query: str) -> np.ndarray:
         values = np.concatenate([true_marginal((name,)) for name in names])
         return gaussian_mechanism(acc, noise, values, sigma=sigma, query=query, where="curator", sensitivity_l2=d**0.5)
-
-    def measure_pair(pair: tuple[str, ...], starts, sigma: float, query: str) -> np.ndarray:
-        merged = coarsen(true_marginal(pair).reshape(prob.cells_of(pair)), starts).ravel()
-        return gaussian_mechanism(acc, noise, merged, sigma=sigma, query=query, where="curator")
 
     n_hat = float(total[0]) if T is None else None  # the noisy total the schedule is planned from
     found = measure_dependence(prob, opts, acc, n_hat, measure_oneways, measure_pair)

@@ -139,6 +139,12 @@ def flaim_proxy_rounds(variant: str, sample_rate: float) -> bool:
     return variant == "private" and sample_rate < 1
 
 
+def flaim_pooled_sums(variant: str) -> bool:
+    """Whether a FLAIM run sums each chosen marginal over every silo of the round (private), not
+    over the silos that chose it (naive and oracle, the paper's aggregation)."""
+    return variant == "private"
+
+
 def flaim_gaussians(rounds: int, local_steps: int, n_columns: int, proxy_rounds: bool) -> int:
     """Unit-sensitivity Gaussian releases of a FLAIM run: ``T (2s - 1) + d``, or
     ``T (2s - 1) + max(T, 1) d`` with the proxy's 1-ways in rounds 1..T-1 (``flaim_proxy_rounds``)."""
@@ -172,7 +178,7 @@ def plan_flaim(
     ``sigma``."""
     sampled = max(1.0, sample_rate * n_silos)
     return planned_rounds(
-        n_hat * (math.sqrt(sampled) if variant == "private" else 1.0) / n_silos,
+        n_hat * (math.sqrt(sampled) if flaim_pooled_sums(variant) else 1.0) / n_silos,
         candidate_cells,
         lambda r: flaim_sigma(rho, r, local_steps, n_columns, alpha, flaim_proxy_rounds(variant, sample_rate)),
         max_rounds,

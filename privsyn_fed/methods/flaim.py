@@ -200,7 +200,7 @@ class FLAIMRun:
         self.agg, self.acc, self.noise, self.opts, self.progress = agg, acc, noise, opts, progress
         self.variant = opts.variant
         self.weighted = opts.variant != "naive"
-        self.pooled_sums = opts.variant == "private"
+        self.pooled_sums = allocation.flaim_pooled_sums(opts.variant)
         self.schema = agg.schema
         self.prob = problem_for(self.schema, opts)
         self.delta_u = score_sensitivity(max(self.prob.candidates.values()), self.variant)
