@@ -130,8 +130,6 @@ def _check_options(ledger: dict[str, Any], options: dict[str, Any], rep: AuditRe
             f"details.options.dependence_share is {share!r} with find_dependence false, "
             f"where a run keeps the default {DEPENDENCE_SHARE:g}"
         )
-    if method == "flaim" and options.get("find_dependence"):
-        rep.problems.append("details.options.find_dependence is set, but flaim does not take it")
     if method == "fedtda" and options.get("non_private") is True and not ledger.get("non_private"):
         rep.problems.append("details.options.non_private is true, but the ledger does not declare the run non-private")
     return valid

@@ -41,16 +41,19 @@ def _pairs(value: Any, index: dict[str, int]) -> list[tuple[int, ...]] | None:
 
 def step_ran(ledger: dict[str, Any], d: dict[str, Any], rep: AuditReport) -> bool | None:
     """Whether the run's dependence step ran (module docstring); None on a problem. The rule decides
-    only an aim or distaim run with a planned schedule and ``find_dependence`` null; its record must
+    only a run of the AIM family with a planned schedule and ``find_dependence`` null; its record must
     be ``methods.dependence.auto_rule`` of the recorded noisy total, the budget (``rho_budget``, in
     row units) and whether the run was over MPC (``details.mpc``). A ledger whose options do not
-    name ``find_dependence`` ran without the step (versions before it)."""
+    name ``find_dependence``, or a flaim ledger without a rule's record, ran without the step
+    (versions before it)."""
     options, rule, schedule = d.get("options") or {}, d.get("dependence_rule"), d.get("schedule")
     choice = options.get("find_dependence", False)
-    if choice is not None or schedule is None or ledger["method"] not in ("aim", "distaim"):
+    if ledger["method"] == "flaim" and choice is None and rule is None:
+        return False
+    if choice is not None or schedule is None or ledger["method"] not in ("aim", "distaim", "flaim"):
         if rule is not None:
             rep.problems.append(
-                "details.dependence_rule is recorded, but the rule decides only a planned aim or distaim run "
+                "details.dependence_rule is recorded, but the rule decides only a planned aim, distaim or flaim run "
                 "with find_dependence unset"
             )
             return None

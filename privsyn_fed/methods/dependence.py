@@ -82,11 +82,11 @@ AUTO_BAND = (300.0, 1500.0)
 
 @dataclass
 class DependenceOptions:
-    """The options of a release that finds dependence (AIM and DistAIM)."""
+    """The options of a release that finds dependence (AIM, DistAIM and FLAIM)."""
 
     find_dependence: bool | None = option(
         None,
-        "aim and distaim: spend --dependence-share of the budget (and a tenth on 1-ways) finding which pairs of "
+        "aim, distaim and flaim: spend --dependence-share of the budget (and a tenth on 1-ways) finding which pairs of "
         "columns depend on each other, on merged bins: every pair of the workload screened, the most dependent "
         "ones (a forest) measured, then the rounds planned on the rest. By default a rule decides from the noisy "
         "row total: on where it pays, rows x epsilon about 2,500 to 12,000 at delta 1e-9 (noisy rows x sqrt(rho) in "

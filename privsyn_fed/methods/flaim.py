@@ -13,6 +13,9 @@ With budget ``rho``, ``T`` global rounds, ``s`` local steps, ``d`` columns and `
      other ``d - 1`` columns is summed over every silo and measured first with
      ``sigma = sqrt((d - 1) / (2 s rho))``, a share ``s`` (default 0.2) of ``rho``; the rest plans
      the rounds as below (``target.measure_target``);
+  0c. with ``--find-dependence`` (by default where the rule on the noisy total says it pays, as
+     for DistAIM; never over MPC) the most dependent pairs are found and measured on merged bins,
+     summed over every silo (``dependence``), and ``T`` is planned on the budget left;
   1. every column's 1-way marginal over a fresh client sample is measured; a model is fitted;
   2. each round ``t``: silos are Poisson-sampled at rate ``p``; each sampled silo ``k`` runs the
      exponential mechanism on its own rows with the score
@@ -69,6 +72,7 @@ from .federated import (
     default_sample_rate,
     fit_limit,
     keep_within_size,
+    measure_dependence_sums,
     measure_initial_oneways,
     measure_sums,
     measure_target_twoways,
@@ -117,11 +121,11 @@ class FLAIMOptions(FederatedOptions):
             raise OptionError(f"variant must be one of {', '.join(VARIANTS)}, not {self.variant!r}", "variant")
         if self.local_steps < 1:
             raise OptionError(f"local_steps must be a positive integer, not {self.local_steps}", "local_steps")
-        if self.find_dependence:
-            raise OptionError("find_dependence is an option of aim and distaim, not of flaim", "find_dependence")
 
     def check_mpc(self) -> None:
-        """Over MPC a silo's process only answers declared queries: one local step, a private variant."""
+        """Over MPC a silo's process only answers declared queries: one local step, a private variant,
+        no dependence step (``AIMOptions.check_mpc``)."""
+        super().check_mpc()
         if self.local_steps > 1 or self.variant == "oracle":
             raise OptionError(
                 "flaim over MPC runs one local step with variant naive or private "
@@ -211,7 +215,7 @@ class FLAIMRun:
         self.sampler = ClientSampler(agg.silo_names, self.rate, np.random.default_rng(sampling_seed))
         self.totals = TotalEstimator(len(agg.silo_names))
         self.measurements: list[Measurement] = []
-        self.target: list[Measurement] = []
+        self.before_rounds: list[Measurement] = []
         self.proxy: list[np.ndarray] = []
         self.proxy_updates = 0
         self.dropped = 0
@@ -221,8 +225,9 @@ class FLAIMRun:
         from the budget left."""
         opts, acc, d = self.opts, self.acc, len(self.prob.names)
         n_hat = planning_total(self.agg, acc, self.noise) if self.rounds is None else None
-        self.target = measure_target_twoways(self.agg, acc, self.noise, self.prob, opts)
-        if n_hat is not None:
+        self.before_rounds = measure_target_twoways(self.agg, acc, self.noise, self.prob, opts)
+        self.before_rounds += measure_dependence_sums(self.agg, acc, self.noise, self.prob, opts, n_hat).measurements
+        if n_hat is not None:  # planned on what the target's 2-ways and the dependence step leave
             self.rounds = allocation.plan_flaim(
                 n_hat,
                 acc.remaining,
@@ -254,7 +259,7 @@ class FLAIMRun:
             self.agg, acc, self.noise, self.sampler, prob.names, prob.shape, self.sigma, self.totals, self.weighted
         )
         self.proxy = [normalised(y) for _, y, _ in self.measurements]
-        self.measurements += self.target
+        self.measurements += self.before_rounds
         self.fitter = pgm.ModelFitter(
             prob.domain, iters=opts.pgm_iters, tol=opts.pgm_tol or None, known_total=self.totals.population
         )
