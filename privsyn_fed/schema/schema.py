@@ -19,6 +19,7 @@ cells (plus one when ``missing`` is allowed). The missing cell, when present, is
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,10 +90,11 @@ class NumericColumn:
             cuts = cuts[(cuts > self.lower) & (cuts <= self.upper)]
         return cuts
 
-    @property
+    @functools.cached_property
     def n_bins(self) -> int:
         """Bins of the encoded domain: one more than the cut points where bins are not uniform;
-        ``min(bins, m)`` for an integer column, else 1 when ``lower == upper`` and ``bins`` otherwise."""
+        ``min(bins, m)`` for an integer column, else 1 when ``lower == upper`` and ``bins`` otherwise
+        (kept once computed: the column is frozen, and every marginal's shape reads it)."""
         cuts = self.cuts
         if cuts is not None:
             return len(cuts) + 1

@@ -249,12 +249,12 @@ class LocalScoresQuery:
             column_gaps = [heterogeneity_gap(oneways, self.proxy, [i]) for i in range(len(oneways))]
             if site is not None:
                 column_gaps[site[0]] = 0.0
-        out = []
+        out, cells = [], silo.schema.shape
         for r, cols in enumerate(self.cliques):
             counts = silo.marginal(cols)
             probs, oracle = self.probs[r], None if self.oracle is None else self.oracle[r]
             if site is not None and site[0] in cols:
-                shape, axis = [silo.schema.shape[i] for i in cols], list(cols).index(site[0])
+                shape, axis = [cells[i] for i in cols], list(cols).index(site[0])
                 probs = site_slice(probs, shape, axis, site[1])
                 oracle = None if oracle is None else site_slice(oracle, shape, axis, site[1])
             if column_gaps is not None:
