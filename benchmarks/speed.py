@@ -7,7 +7,8 @@ Each table (Adult: 48,842 rows, 15 columns; CPS1988: 28,155 rows, 7 columns; adu
 Adult's rows and 10 of its columns, seed 0) is split IID into 5 silo CSVs. Every release is one
 `privsyn-fed synth` process at epsilon 1, delta 1e-9, with its default (planned) schedule, except
 DistAIM and FLAIM, which run T = 10 global rounds; its wall time and peak memory are that process's
-own, so they include start-up (imports, reading the silos) and writing the CSV. Workload error: 64
+own, so they include start-up (imports, reading the silos) and writing the CSV; repetition ``k`` runs
+with ``--seed k`` (from 1), so two versions meet the same noise where they make the same calls. Workload error: 64
 seeded three-way marginals, ``||M_r(D)/|D| - M_r(S)/|S|||_1`` averaged (between 0 and 2), on the
 encoded bins.
 
@@ -89,7 +90,7 @@ def release(table: str, method: str, rep: int, paths: list[Path], schema_path: P
     out = OUT / table / f"{method}-{rep}.csv"
     cmd = [sys.executable, "-m", "privsyn_fed", "synth", "--method", method, "--schema", str(schema_path)]
     cmd += [arg for p in paths for arg in ("--silo", str(p))]
-    cmd += ["--epsilon", "1", "--delta", "1e-9", "--out", str(out), "--force", "--quiet"]
+    cmd += ["--epsilon", "1", "--delta", "1e-9", "--out", str(out), "--force", "--quiet", "--seed", str(rep + 1)]
     if method in ("distaim", "flaim"):
         cmd += ["--rounds", str(FEDERATED_ROUNDS)]
     wall, peak, rc = timed(cmd, out.with_suffix(".log"), timeout)

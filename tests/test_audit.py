@@ -557,6 +557,7 @@ UNCHECKED = {
     ("*", "details.options.find_dependence"): {"deleted"},  # as the target's: may predate the option
     ("*", "details.options.dependence_share"): {"deleted", "x1.5"},  # the rule may give it, unused when off
     ("*", "details.options.pgm_tol"): {"x1.5", "zero", "null"},
+    ("*", "details.options.final_iters"): {"x1.5", "zero", "deleted"},  # may predate the option
     ("*", "details.options.icdm_lambda"): {"x1.5"},
     ("*", "details.options.threshold"): {"x1.5", "zero", "negative"},
     ("aim explicit", "details.options.workload_seed"): {"x1.5", "huge"},  # sampling options of no sample

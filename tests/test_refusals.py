@@ -20,6 +20,7 @@ from .conftest import assert_one_line_error, parquet_table, run_cli, synth
         ("aim", {"seed": "-1"}, "--seed must be a whole number"),
         ("aim", {"alpha": "1"}, "--alpha must lie in (0, 1)"),
         ("aim", {"pgm_tol": "nan"}, "--pgm-tol must be 0 or positive"),
+        ("distaim", {"final_iters": "-1"}, "--final-iters must be 0 or positive"),
         ("aim", {"max_model_size": "1e12"}, "does not fit this machine"),
         ("aim", {"workload_seed": "-1"}, "--workload-seed must be 0 or a positive whole number"),
         ("fedtda", {"split": "0.1,0.2,inf,0.3"}, "--split needs four non-negative shares"),

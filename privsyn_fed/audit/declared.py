@@ -52,6 +52,10 @@ DEPENDENCE_OPTIONS: dict[str, Rule] = {
         lambda v: _number(v) and 0 < v < 1 - GROUPING_SHARE,
     ),
 }
+#: Options added after the first ledgers were written: a complete ledger without one predates it.
+LATER_OPTIONS: dict[str, Rule] = {
+    "final_iters": ("a whole number of at least 0", lambda v: _whole(v) and v >= 0),
+}
 AIM_OPTIONS: dict[str, Rule] = {
     "rounds": (
         f"null or a whole number from 1 to {MAX_ROUNDS}",
@@ -66,6 +70,7 @@ AIM_OPTIONS: dict[str, Rule] = {
     "workload_seed": ("a whole number of at least 0", lambda v: _whole(v) and v >= 0),
     **TARGET_OPTIONS,
     **DEPENDENCE_OPTIONS,
+    **LATER_OPTIONS,
 }
 FEDERATED_OPTIONS: dict[str, Rule] = {
     **AIM_OPTIONS,
@@ -105,7 +110,7 @@ def _check_options(ledger: dict[str, Any], options: dict[str, Any], rep: AuditRe
     complete = ledger["status"] == "complete"
     for key, (text, ok) in rules.items():
         if key not in options:
-            if complete and key not in TARGET_OPTIONS and key not in DEPENDENCE_OPTIONS:  # may predate them
+            if complete and not any(key in group for group in (TARGET_OPTIONS, DEPENDENCE_OPTIONS, LATER_OPTIONS)):
                 rep.problems.append(f"details.options does not record {key}, an option of every {method} run")
         elif not ok(options[key]):
             rep.problems.append(f"details.options.{key} must be {text}, not {options[key]!r}")

@@ -95,6 +95,7 @@ OPTION_TYPES = {
     "max_model_size": NUMBER,
     "pgm_iters": INTEGER,
     "pgm_tol": NUMBER,
+    "final_iters": INTEGER,
     "workload_degree": INTEGER,
     "workload_size": INTEGER,
     "workload": str,

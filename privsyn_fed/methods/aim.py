@@ -17,6 +17,8 @@ One curator holds the pooled rows of every silo. With budget ``rho``, ``T`` and 
      exponential mechanism on ``u_r = w_r (||M_r(D) - M_r(p)||_1 - sqrt(2/pi) sigma n_r)``
      (sensitivity ``max w_r``); measure it with ``N(0, sigma^2)``; refit; halve ``sigma`` and
      double ``eps`` when the model's marginal moved less than the expected noise;
+  2b. where the last refit ended at least ``FIT_ALARM`` times further from the measurements than
+     their noise explains (millions of rows), fit on, up to ``final_iters`` steps (``core.final_fit``);
   3. sample rows from the model (its noisy total unless a row count is given).
 """
 
@@ -33,7 +35,7 @@ from ..common import OptionError, Progress, Silent
 from ..mechanisms import exponential_mechanism, gaussian_mechanism
 from ..noise import NoiseSource
 from ..silo import Silo
-from . import allocation, core, fit_check
+from . import allocation, core
 from .base import MethodRun, option
 from .coarse import coarsen
 from .dependence import DependenceOptions, measure_dependence
@@ -89,9 +91,10 @@ class AIMOptions(DependenceOptions, TargetOptions):
         group="aim",
     )
     max_model_size: float = option(
-        80.0,
-        "cap on the graphical model's junction-tree size in MB (default {default}); a refit's time "
-        "grows with it, so a lower cap speeds up releases on large tables",
+        16.0,
+        "cap on the graphical model's junction-tree size in MB (default {default}; AIM's paper uses 80); "
+        "a refit's time grows with it, and on millions of rows a larger model fits its measurements less "
+        "closely in --pgm-iters steps",
         flag="--max-model-size",
         metavar="MB",
         group="aim",
@@ -111,6 +114,15 @@ class AIMOptions(DependenceOptions, TargetOptions):
         "(default {default}; 0 always runs --pgm-iters)",
         flag="--pgm-tol",
         metavar="TOL",
+        group="aim",
+    )
+    final_iters: int = option(
+        1000,
+        "most mirror-descent iterations of the final fit, which runs only where the last refit ended "
+        "at least 4 times further from the release's measurements than their noise explains (on millions "
+        "of rows; default {default}; 0 never runs it)",
+        flag="--final-iters",
+        metavar="N",
         group="aim",
     )
     workload_degree: int | None = option(
@@ -160,7 +172,7 @@ class AIMOptions(DependenceOptions, TargetOptions):
     def validate(self) -> None:
         """Refuse (``OptionError``) ``rounds`` below 1 or above ``MAX_ROUNDS``, ``alpha`` outside (0, 1),
         a ``max_model_size`` not positive or above an eighth of this machine's memory, ``pgm_iters``
-        below 1, a negative ``pgm_tol``, ``workload_degree`` below 1, and a negative
+        below 1, a negative ``pgm_tol`` or ``final_iters``, ``workload_degree`` below 1, and a negative
         ``workload_seed`` or ``workload_size``."""
         if self.rounds is not None and self.rounds < 1:
             raise OptionError(f"rounds must be a positive integer, not {self.rounds}", "rounds")
@@ -170,6 +182,8 @@ class AIMOptions(DependenceOptions, TargetOptions):
             raise OptionError(f"max_model_size must be positive, not {self.max_model_size}", "max_model_size")
         if self.pgm_iters < 1:
             raise OptionError(f"pgm_iters must be positive, not {self.pgm_iters}", "pgm_iters")
+        if self.final_iters < 0:
+            raise OptionError(f"final_iters must be 0 or positive, not {self.final_iters}", "final_iters")
         if self.pgm_tol is not None and not self.pgm_tol >= 0:
             raise OptionError(f"pgm_tol must be 0 or positive, not {self.pgm_tol}", "pgm_tol")
         if self.workload_degree is not None and self.workload_degree < 1:
@@ -368,10 +382,8 @@ def run_aim(
         if not terminate and core.should_anneal(before, estimate(pick), params.sigma):
             params = params.annealed()
     progress.log(f"{t} rounds, {len(measurements)} measurements")
-    info = {
-        "oneway_sigmas": core.oneway_sigmas(measurements, names, prob.shape),
-        "fit": fit_check.fit_against_independent(estimate, measurements, names),
-    }
+    model, estimate, fit = core.final_fit(fitter, measurements, names, opts.final_iters, progress)
+    info = {"oneway_sigmas": core.oneway_sigmas(measurements, names, prob.shape), "fit": fit}
     return core.MethodResult(core.graphical_sampler(model, silo.schema), model, t, prob.workload, info)
 
 

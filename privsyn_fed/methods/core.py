@@ -170,3 +170,32 @@ def graphical_sampler(model: Any, schema: Any) -> Any:
     from . import pgm
 
     return GraphicalModel(pgm.MarginalReader(model).factorisation(), schema)
+
+
+def final_fit(fitter: Any, measurements: Sequence[tuple], names: Sequence[str], steps: int, progress: Any):
+    """The final mirror descent (ALGORITHMS.md, AIM step 6), run only where the last refit ended far
+    from the release's own measurements: while ``fit_check``'s ``model`` sum is at least ``FIT_ALARM``
+    times the noise's expectation (a model fitted to consistent measurements sits near 1 times), the
+    fit goes on for ``fitter.iters`` more steps from where it ended, at most ``steps`` in all, and stops
+    sooner when a block brings the sum down by less than a fiftieth (measurements that disagree with
+    each other, which more steps cannot fit). Post-processing of released values: it spends nothing.
+    Returns the model, its ``pgm.MarginalReader`` and its fit (``fit_check.fit_against_independent``)."""
+    from . import fit_check, pgm
+
+    model = fitter.model
+    reader = pgm.MarginalReader(model)
+    fit = fit_check.fit_against_independent(reader, measurements, names)
+    done = 0
+    while done < steps and fit["measurements"] and fit["model"] >= fit_check.FIT_ALARM * fit["noise"]:
+        block = min(fitter.iters, steps - done)
+        progress.log(
+            f"final fit: the model is {fit['model'] / fit['noise']:,.1f} times further from its measurements "
+            f"than their noise explains; {block} more steps"
+        )
+        model = fitter.fit(measurements, iters=block)
+        reader, before = pgm.MarginalReader(model), fit["model"]
+        fit = fit_check.fit_against_independent(reader, measurements, names)
+        done += block
+        if fit["model"] > 0.98 * before:
+            break
+    return model, reader, fit

@@ -48,7 +48,7 @@ from ..aggregation import Aggregator
 from ..common import Progress, Silent
 from ..mechanisms import pooled_exponential_mechanism, pooled_gaussian_mechanism
 from ..noise import NoiseSource
-from . import allocation, core, fit_check
+from . import allocation, core
 from .aim import problem_for, workload_details
 from .base import FederatedMethod
 from .federated import (
@@ -192,11 +192,12 @@ def run_distaim(
         if anneals and not terminate and core.should_anneal(before, reader(pick), measured_sigma):
             params = params.annealed()
     progress.log(f"{t} rounds, pool of {len(pool.seen)} of {len(silos)} silos")
+    model, _, fit = core.final_fit(fitter, measurements, names, opts.final_iters, progress)
     info = {
         "sample_rate": rate,
         "pooled_silos": len(pool.seen),
         "oneway_sigmas": core.oneway_sigmas(measurements, names, prob.shape),
-        "fit": fit_check.fit_against_independent(pgm.MarginalReader(model), measurements, names),
+        "fit": fit,
         "traffic": agg.traffic_summary(),
     }
     return core.MethodResult(core.graphical_sampler(model, schema), model, t, prob.workload, info)

@@ -72,6 +72,6 @@ def fit_warning(fit: dict[str, Any] | None) -> str | None:
         f"{what}{than}: its statistics disagree with each other (naive flaim's sums over only the silos "
         "that chose a marginal, scaled to them all, do when silos differ; try --variant private or "
         "--method distaim) or the fit "
-        "stopped short (raise --pgm-iters). The synthetic rows may be no better than --method "
+        "stopped short (raise --final-iters). The synthetic rows may be no better than --method "
         "independent's: compare them with `privsyn-fed evaluate --baseline`"
     )

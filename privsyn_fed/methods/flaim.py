@@ -60,7 +60,7 @@ from ..common import OptionError, Progress, Silent
 from ..mechanisms import exact_sums_in_a_non_private_run, local_exponential_mechanism, local_gaussian_mechanism
 from ..noise import NoiseSource
 from ..silo import LocalScoresQuery, MarginalsQuery
-from . import allocation, core, fit_check
+from . import allocation, core
 from .aim import problem_for, workload_details
 from .base import FederatedMethod, option
 from .federated import (
@@ -269,6 +269,7 @@ class FLAIMRun:
         for t in range(1, self.rounds + 1):
             model = self.global_round(t, model)
         self.progress.log(f"{self.rounds} rounds, {len(self.measurements)} measurements")
+        model, _, fit = core.final_fit(self.fitter, self.measurements, prob.names, opts.final_iters, self.progress)
         info = {
             "variant": self.variant,
             "sample_rate": self.rate,
@@ -277,7 +278,7 @@ class FLAIMRun:
             "score_sensitivity": self.delta_u,
             "dropped_for_size": self.dropped,
             "oneway_sigmas": core.oneway_sigmas(self.measurements, prob.names, prob.shape),
-            "fit": fit_check.fit_against_independent(pgm.MarginalReader(model), self.measurements, prob.names),
+            "fit": fit,
             "traffic": self.agg.traffic_summary(),
         }
         return core.MethodResult(core.graphical_sampler(model, self.schema), model, self.rounds, prob.workload, info)

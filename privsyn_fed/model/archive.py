@@ -39,7 +39,7 @@ MAX_MEMBERS = 65_536
 #: schema of the widest columns the schema allows and a ledger of thousands of rounds take a few MiB
 #: of JSON, and the objects parsed from 16 Mi characters stay within a few hundred MiB.
 MAX_META_BYTES = 64 * 2**20
-#: The most bytes all of a model's arrays may hold together: AIM's default model cap is 80 MB, and
+#: The most bytes all of a model's arrays may hold together: AIM's default model cap is 16 MB, and
 #: a cap raised to 2 GiB needs a machine of 16 GiB; a header claiming more is refused unread.
 MAX_ARRAY_BYTES = 2 * 2**30
 #: The longest ``.npy`` header read (NumPy's own default limit for headers it trusts).
