@@ -18,6 +18,14 @@ def test_epsilon_to_rho_matches_the_reference_value():
     assert epsilon_to_rho(1.0, 1e-9) == pytest.approx(0.014973, abs=1e-6)
 
 
+@settings(max_examples=25, deadline=None)
+@given(st.floats(0.01, 50.0), st.sampled_from([1e-12, 1e-9, 1e-6, 1e-3]))
+def test_epsilon_to_rho_is_the_largest_rho_within_epsilon(epsilon, delta):
+    rho = epsilon_to_rho(epsilon, delta)
+    assert rho_to_epsilon(rho, delta) <= epsilon
+    assert rho_to_epsilon(rho * (1 + 1e-9), delta) > epsilon
+
+
 @pytest.mark.parametrize("rho, delta", [(1e-4, 1e-9), (0.014973, 1e-9), (0.5, 1e-6), (3.0, 1e-5)])
 def test_conversion_agrees_with_independent_cks_bound(rho, delta):
     eps = rho_to_epsilon(rho, delta)
@@ -45,6 +53,17 @@ def test_write_ahead_ledger_is_on_disk_before_release(tmp_path):
     assert on_disk["status"] == "running"
     problems = audit_ledger(on_disk).problems  # the arithmetic adds up; the run has not finished
     assert len(problems) == 1 and "did not complete" in problems[0]
+
+
+def test_the_ledger_file_is_indented_json_of_the_ledger_after_every_change(tmp_path):
+    path = tmp_path / "l.json"
+    acc = Accountant(1.0, 1e-9, "aim", ledger_path=path, details={"note": "a\nb", "nested": {"k": [1, 2]}})
+    acc.note(schedule={"rounds": 3})
+    assert path.read_text() == json.dumps(acc.ledger(), indent=2) + "\n"
+    acc.gaussian("marginal(a,\nb)", 1.0, 50.0, "curator", cells=4, parties={"grid": [1.5, {"x": None}]})
+    acc.exponential("select", 2.0, 0.01, "curator", round=1)
+    acc.finish(rounds=1)
+    assert path.read_text() == json.dumps(acc.ledger(), indent=2) + "\n"
 
 
 def test_charge_over_budget_is_refused_and_not_recorded(tmp_path):

@@ -43,22 +43,47 @@ def rho_to_epsilon(rho: float, delta: float) -> float:
 
 
 def epsilon_to_rho(epsilon: float, delta: float, iterations: int = 80) -> float:
-    """Largest rho whose conversion at ``delta`` does not exceed ``epsilon`` (bisection)."""
+    """Largest rho whose conversion at ``delta`` does not exceed ``epsilon``, to a relative 1e-14.
+
+    A bracket ``lo^2 <= rho < hi^2`` in ``s = sqrt(rho)``, where the conversion is nearly linear,
+    narrowed by regula falsi with the Illinois rule (bisection where a step leaves the bracket):
+    about ten of OpenDP's conversions where bisection takes sixty. It starts from ``s = 0`` and
+    ``s^2 = epsilon + 1``, or from the simple bound's ``s = sqrt(L + epsilon) - sqrt(L)``,
+    ``L = log(1/delta)`` (``rho + 2 sqrt(rho L) = epsilon``), when OpenDP confirms it is below."""
     _check_delta(delta)
     if not epsilon > 0:
         raise ValueError("epsilon must be positive")
     if math.isinf(epsilon):
         return math.inf
-    lo, hi = 0.0, epsilon + 1.0  # rho-zCDP => (rho + 2 sqrt(rho log(1/delta)), delta), so rho < epsilon
+
+    def excess(s: float) -> float:
+        return rho_to_epsilon(s * s, delta) - epsilon
+
+    log_inv = -math.log(delta)
+    lo = math.sqrt(log_inv + epsilon) - math.sqrt(log_inv)
+    f_lo = excess(lo)
+    if f_lo > 0:
+        lo, f_lo = 0.0, -epsilon
+    hi = math.sqrt(epsilon + 1.0)  # rho-zCDP => (rho + 2 sqrt(rho log(1/delta)), delta), so rho < epsilon
+    f_hi, side = excess(hi), 0
     for _ in range(iterations):
-        mid = (lo + hi) / 2
-        if rho_to_epsilon(mid, delta) <= epsilon:
-            lo = mid
+        if hi - lo <= 5e-15 * hi:
+            break
+        s = (lo * f_hi - hi * f_lo) / (f_hi - f_lo) if math.isfinite(f_hi) else math.nan
+        if not lo < s < hi:
+            s = (lo + hi) / 2
+        f_s = excess(s)
+        if f_s <= 0:
+            lo, f_lo = s, f_s
+            f_hi = f_hi / 2 if side == -1 else f_hi
+            side = -1
         else:
-            hi = mid
-    if not math.isclose(rho_to_epsilon(lo, delta), epsilon, rel_tol=1e-2):  # OpenDP's grid at tiny rho
+            hi, f_hi = s, f_s
+            f_lo = f_lo / 2 if side == 1 else f_lo
+            side = 1
+    if not math.isclose(rho_to_epsilon(lo * lo, delta), epsilon, rel_tol=1e-2):  # OpenDP's grid at tiny rho
         raise ValueError(f"no zCDP budget converts to epsilon {epsilon:g} at delta {delta:g}")
-    return lo
+    return lo * lo
 
 
 def cks_delta(rho: float, epsilon: float) -> float:

@@ -67,14 +67,18 @@ def entry_rho(entry: dict[str, Any]) -> float:
     raise ValueError(f"unknown mechanism {mech!r}")
 
 
-def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
-    """Write ``payload`` to ``path`` as indented JSON, atomically (``fileio.write_atomic``)."""
+def encode_entry(entry: dict[str, Any]) -> str:
+    """``entry`` as ``json.dumps(ledger, indent=2)`` writes it inside the ledger's ``entries``."""
+    return json.dumps(entry, indent=2).replace("\n", "\n    ")
 
-    def dump(fh):
-        json.dump(payload, fh, indent=2)
-        fh.write("\n")
 
-    write_atomic(path, dump)
+def ledger_text(ledger: dict[str, Any], encoded: list[str]) -> str:
+    """``json.dumps(ledger, indent=2)`` plus a newline, where ``entries`` is the ledger's last key and
+    ``encoded`` its entries already passed through ``encode_entry``: a ledger rewritten at every
+    charge encodes each entry once (``json``'s indented encoder is pure Python)."""
+    head = json.dumps({k: v for k, v in ledger.items() if k != "entries"}, indent=2)
+    listed = "[\n    " + ",\n    ".join(encoded) + "\n  ]" if encoded else "[]"
+    return f'{head[:-2]},\n  "entries": {listed}\n}}\n'
 
 
 class Accountant:
@@ -108,6 +112,7 @@ class Accountant:
         self.details = dict(details or {})
         self.ledger_path = Path(ledger_path) if ledger_path is not None else None
         self.entries: list[dict[str, Any]] = []
+        self._encoded: list[str] = []  # ``encode_entry`` of each entry, for ``ledger_text``
         self.rho_spent = 0.0
         #: Approximate zCDP: ``delta`` converts rho; the entries' own deltas add up to at most
         #: ``delta_budget - delta`` (None: a plain zCDP accountant, whose entries carry no delta).
@@ -157,6 +162,7 @@ class Accountant:
                 )
         recorded = {"step": len(self.entries) + 1, **entry, "rho": rho}
         self.entries.append(recorded)
+        self._encoded.append(encode_entry(recorded))
         self.rho_spent += rho
         self.delta_spent += extra_delta
         self._persist()
@@ -233,7 +239,8 @@ class Accountant:
     def _persist(self, updated: str | None = None) -> None:
         self.updated = updated or _now()
         if self.ledger_path is not None:
-            write_json_atomic(self.ledger_path, self.ledger())
+            text = ledger_text(self.ledger(), self._encoded)
+            write_atomic(self.ledger_path, lambda fh: fh.write(text))
 
 
 class UnitAccountant:
