@@ -14,7 +14,10 @@ every core reading the Parquet file, ``spark://local[*]?query=SELECT * FROM parq
 come back a partition at a time and are counted by the silo, as the reader's are; its peak is the
 Python process's, Spark's JVM apart), ``sqlite-file`` (the rows in a SQLite file,
 ``sqlite://silo.db?table=silo``, read by Python's ``sqlite3`` and counted by the silo; writing the
-file is timed apart). Needs the engines extra (and the spark extra for Spark).
+file is timed apart), ``postgresql`` (the rows in a PostgreSQL table, read through ``COPY``: with
+``--postgres URL``, a server and database the benchmark may write table ``privsyn_bench_silo`` to,
+the password from ``PGPASSWORD``; loading it is timed apart). Needs the engines extra (and the spark
+extra for Spark).
 """
 
 from __future__ import annotations
@@ -45,7 +48,9 @@ SCHEMA = {
         {"name": "plan", "type": "categorical", "categories": ["a", "b", "c", "other"], "unknown": "other"},
     ]
 }
-MODES = ("reader", "duckdb-file", "duckdb-parquet", "spark-parquet", "sqlite-file")
+MODES = ("reader", "duckdb-file", "duckdb-parquet", "spark-parquet", "sqlite-file", "postgresql")
+#: The table ``--postgres`` loads the silo into.
+PG_TABLE = "privsyn_bench_silo"
 
 
 def generate(path: Path, rows: int, seed: int = 0, chunk: int = 2_000_000) -> None:
@@ -90,9 +95,33 @@ def write_sqlite(parquet: Path, path: Path) -> None:
     con.close()
 
 
+def write_postgres(parquet: Path, url: str) -> None:
+    """The Parquet file's rows as table ``PG_TABLE`` of the database at ``url``, through ``COPY``."""
+    import io
+
+    import psycopg
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    with psycopg.connect(url, autocommit=True) as con:
+        con.execute(f"DROP TABLE IF EXISTS {PG_TABLE}")
+        con.execute(
+            f"CREATE TABLE {PG_TABLE} (age bigint, income double precision, hours double precision, "
+            "score double precision, region text, plan text)"
+        )
+        with con.cursor().copy(f"COPY {PG_TABLE} FROM STDIN (FORMAT csv)") as copy:
+            for batch in pq.ParquetFile(parquet).iter_batches(batch_size=500_000):
+                text = io.BytesIO()
+                pacsv.write_csv(batch, text, pacsv.WriteOptions(include_header=False))
+                copy.write(text.getvalue())
+
+
 def source(mode: str, folder: Path) -> str:
     """The silo as ``Silo.load`` takes it in ``mode``."""
     parquet = folder / "silo.parquet"
+    if mode == "postgresql":
+        url = os.environ["PRIVSYN_BENCH_POSTGRES"]
+        return f"{url}{'&' if '?' in url else '?'}table={PG_TABLE}"
     if mode == "reader":
         return str(parquet)
     if mode == "duckdb-file":
@@ -123,6 +152,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated, of: " + ", ".join(MODES))
+    parser.add_argument("--postgres", help="postgresql://USER@HOST/DB: a database for the postgresql mode")
     parser.add_argument("--run", nargs=2, metavar=("MODE", "FOLDER"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.run:
@@ -147,6 +177,13 @@ def main() -> int:
             write_sqlite(folder / "silo.parquet", folder / "silo.db")
             size = (folder / "silo.db").stat().st_size / 1e6
             print(f"wrote the SQLite file ({size:.0f} MB) in {time.monotonic() - start:.1f} s (not counted below)")
+        if "postgresql" in args.modes:
+            if not args.postgres:
+                parser.error("the postgresql mode needs --postgres URL")
+            os.environ["PRIVSYN_BENCH_POSTGRES"] = args.postgres
+            start = time.monotonic()
+            write_postgres(folder / "silo.parquet", args.postgres)
+            print(f"loaded the PostgreSQL table in {time.monotonic() - start:.1f} s (not counted below)")
         results = []
         for mode in args.modes.split(","):
             proc = subprocess.run(

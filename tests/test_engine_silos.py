@@ -419,3 +419,98 @@ def test_evaluate_and_the_quality_holdout_read_engine_tables_as_their_exports(tm
         assert proc.returncode == 0, proc.stderr
         measures.append({k: v for k, v in json.loads((tmp_path / f"{name}.json").read_text()).items() if k != "files"})
     assert measures[0] == measures[1]
+
+
+# ---- PostgreSQL's rows through COPY -------------------------------------------------------------------
+def _pg_typed_table(postgres, table: str, rows: int, seed: int) -> None:
+    """A table of every column type read through ``COPY``, with the values that text might mangle:
+    NaN and infinities, float4's and float8's extremes, numeric's long decimals, empty text against
+    NULL, commas, quotes, new lines and non-ASCII text."""
+    rng = np.random.default_rng(seed)
+    specials = [
+        (1, 1, 1, "NaN", "NaN", "NaN", True, "", "", "a"),
+        (
+            -32768,
+            -(2**31),
+            -(2**63),
+            "Infinity",
+            "-Infinity",
+            "1234567890123456789.123456789",
+            False,
+            'a,"b"',
+            "x\ny",
+            "ü ",
+        ),
+        (32767, 2**31 - 1, 2**63 - 1, "3.4028235e+38", "1.7976931348623157e308", "-1e-21", None, None, None, None),
+        (None, None, None, "1.17549435e-38", "5e-324", "Infinity", True, " lead", "tail ", "\t"),
+        (0, 0, 0, "-0", "-0", "1" + "0" * 400, None, "NULL", "\\N", ""),
+    ]
+    with postgres.connect() as con:
+        con.execute(f"DROP TABLE IF EXISTS {table}")
+        con.execute(
+            f"CREATE TABLE {table} (i2 smallint, i4 integer, i8 bigint, f4 real, f8 double precision, "
+            "n numeric, b boolean, t text, v varchar(12), c char(3))"
+        )
+        with con.cursor().copy(f"COPY {table} FROM STDIN") as copy:
+            for row in specials:
+                copy.write_row(row)
+            for _ in range(rows):
+                x = float(rng.normal() * 10.0 ** rng.integers(-30, 30))
+                text = "".join(rng.choice(list("ab ,\"\n'é"), rng.integers(0, 6)))
+                copy.write_row(
+                    (
+                        int(rng.integers(-9, 9)),
+                        int(rng.integers(-(2**31), 2**31 - 1)),
+                        int(rng.integers(-(2**62), 2**62)),
+                        x,
+                        x,
+                        f"{rng.normal():.{rng.integers(0, 25)}f}",
+                        bool(rng.integers(2)),
+                        None if rng.random() < 0.1 else text,
+                        text[:12],
+                        text[:3],
+                    )
+                )
+
+
+def _same_columns(a, b) -> None:
+    assert a.schema == b.schema and a.num_rows == b.num_rows
+    for name in a.column_names:
+        x, y = a.column(name), b.column(name)
+        assert x.is_null().to_pylist() == y.is_null().to_pylist(), name
+        if str(x.type).startswith(("float", "double")):
+            xs = x.to_numpy(zero_copy_only=False)
+            ys = y.to_numpy(zero_copy_only=False)
+            assert np.array_equal(xs, ys, equal_nan=True), name
+        else:
+            assert x.to_pylist() == y.to_pylist(), name
+
+
+def test_postgresql_rows_through_copy_are_the_cursors_values(postgres, monkeypatch):
+    import pyarrow as pa
+
+    from privsyn_fed.common import engines
+
+    monkeypatch.setenv("PGPASSWORD", postgres.password)
+    _pg_typed_table(postgres, "typed", 3000, 0)
+    t = engines.parse_engine_url(postgres.url("typed"))
+    copied = {c: list(engines.engine_batches(t, 1000, c and [c])) for c in (None, "t", "b")}
+    assert [first for _, first in copied[None]] == [1, 1001, 2001, 3001]  # batches of chunk_rows, rows numbered
+    monkeypatch.setattr(engines, "copy_readable", lambda types: False)  # the cursor's route
+    for columns, batches in copied.items():  # one column alone: a NULL is an empty line
+        fetched = pa.Table.from_batches([b for b, _ in engines.engine_batches(t, 1000, columns and [columns])])
+        _same_columns(pa.Table.from_batches([b for b, _ in batches]), fetched)
+
+
+def test_rebatched_gives_batches_of_the_rows_asked_for_in_order():
+    import pyarrow as pa
+
+    from privsyn_fed.common.pg_copy import rebatched
+
+    rng = np.random.default_rng(5)
+    sizes = rng.integers(0, 700, 40)
+    values = np.arange(int(sizes.sum()))
+    cuts = np.split(values, np.cumsum(sizes)[:-1])
+    out = list(rebatched((pa.record_batch({"x": c}) for c in cuts), 500))
+    assert [b.num_rows for b in out[:-1]] == [500] * (len(out) - 1) and 0 < out[-1].num_rows <= 500
+    assert np.array_equal(np.concatenate([b.column(0).to_numpy() for b in out]), values)

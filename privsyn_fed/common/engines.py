@@ -43,6 +43,7 @@ from .extras import require_engines, require_spark
 from .interrupt import checkpoint
 from .mysql import check_mysql_url, mysql_batches, mysql_types
 from .paths import Named
+from .pg_copy import copy_batches, copy_readable
 from .spark import spark_batches, spark_master, spark_source, spark_types
 from .spark_connect import connect_target
 from .sqlite import sqlite_batches, sqlite_names
@@ -211,8 +212,9 @@ def _engine_errors(t: EngineTable) -> tuple[type[Exception], ...]:
 
         return (duckdb.Error,)
     import psycopg
+    import pyarrow as pa
 
-    return (psycopg.Error,)
+    return (psycopg.Error, pa.ArrowInvalid)  # Arrow parses what COPY sends (``pg_copy``)
 
 
 def engine_types(t: EngineTable) -> dict[str, str]:
@@ -282,6 +284,12 @@ def engine_batches(t: EngineTable, chunk_rows: int, columns: Sequence[str] | Non
                 for batch in con.sql(sql).to_arrow_reader(chunk_rows):
                     checkpoint()
                     yield pa.RecordBatch.from_arrays(batch.columns, names=names), row
+                    row += batch.num_rows
+                return
+            if copy_readable([types[n] for n in names]):
+                for batch in copy_batches(con, sql, names, [types[n] for n in names], chunk_rows):
+                    checkpoint()
+                    yield batch, row
                     row += batch.num_rows
                 return
             with con.cursor(name="privsyn_fed_rows") as cur:
