@@ -514,3 +514,19 @@ def test_rebatched_gives_batches_of_the_rows_asked_for_in_order():
     out = list(rebatched((pa.record_batch({"x": c}) for c in cuts), 500))
     assert [b.num_rows for b in out[:-1]] == [500] * (len(out) - 1) and 0 < out[-1].num_rows <= 500
     assert np.array_equal(np.concatenate([b.column(0).to_numpy() for b in out]), values)
+
+
+@pytest.mark.parametrize("bad", [6, 249_993])
+def test_a_bad_row_in_a_long_postgresql_copy_is_one_line_and_stops_the_read(tmp_path, postgres, monkeypatch, bad):
+    """Early (the read stops with most of the COPY unread) and late (past the first blocks of text)."""
+    monkeypatch.setenv("PGPASSWORD", postgres.password)
+    rows = 250_000
+    frame = pd.DataFrame({"g": ["a", "b"] * (rows // 2), "x": np.arange(rows) % 10 * 1.0})
+    frame.loc[bad, "g"] = "zz"
+    url = _pg_table(postgres, frame, f"long_bad_{bad}")
+    message = _error(url)
+    assert f"row {bad + 1}" in message and "'g'" in message, message
+    frame.to_parquet(tmp_path / "long_bad.parquet", index=False)
+    assert message.replace(url, "SOURCE") == _error(tmp_path / "long_bad.parquet").replace(
+        str(tmp_path / "long_bad.parquet"), "SOURCE"
+    )
