@@ -273,3 +273,19 @@ def test_an_error_mid_file_leaves_no_arrow_reader_open(schema, tmp_path, monkeyp
     with pytest.raises(InputError, match="row 1502, column 'code'") as caught_too:
         pf.Silo.load(path, schema)
     assert caught_too.tb is not None and _open_csv_readers() == before
+
+
+def test_reading_a_parquet_file_holds_one_batch_not_the_file(tmp_path):
+    """Arrow's memory while a Parquet file of 40 row groups (37 MB) is read a batch at a time stays
+    near one batch's: the reader does not keep the row groups it has read."""
+    path = tmp_path / "groups.parquet"
+    rng = np.random.default_rng(0)
+    with pq.ParquetWriter(path, pa.schema([("x", pa.float64()), ("y", pa.int64())])) as writer:
+        for _ in range(40):
+            writer.write_table(pa.table({"x": rng.normal(size=50_000), "y": rng.integers(0, 2**40, 50_000)}))
+    before = pa.total_allocated_bytes()
+    peak = 0
+    for chunk in read_arrow_chunks(path, 10_000):
+        peak = max(peak, pa.total_allocated_bytes() - before)
+    assert chunk.first_row == 40 * 50_000 - 10_000 + 1
+    assert peak < path.stat().st_size / 4, (peak, path.stat().st_size)
