@@ -33,6 +33,7 @@ def ndtri(u: np.ndarray) -> np.ndarray:
 
     return quantile(u)
 
+
 MIN_WEIGHT = 0.005
 EM_ITERATIONS = 200
 
