@@ -1,7 +1,7 @@
 """A PostgreSQL table's rows through ``COPY ... TO STDOUT (FORMAT csv)``, parsed by Arrow.
 
 A server-side cursor hands every value to Python (about 2.8 us a row of six columns); ``COPY``
-sends the rows as CSV text, which Arrow's CSV reader types in C++ (about 1.5 us a row, most of it
+sends the rows as CSV text, which Arrow's CSV reader types in C++ (about 1.3 us a row, most of it
 psycopg handing over one row's text at a time). The values are the ones the cursor gives:
 PostgreSQL writes numbers in their shortest exact form (``extra_float_digits`` at least 1), so a
 ``float8`` or ``float4`` parses back to the same value, a ``numeric`` to the double nearest its

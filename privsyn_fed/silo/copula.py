@@ -20,8 +20,8 @@ from ..schema import NumericColumn, bin_edges, numeric_bin
 
 
 def ndtr(x: np.ndarray) -> np.ndarray:
-    """The standard normal CDF (scipy's, imported on first use: a release that fits no copula
-    never loads ``scipy.special``, about 0.07 s of start-up)."""
+    """The standard normal CDF (scipy's, imported on first use: importing the package, as ``audit``
+    and ``--help`` do, no longer loads ``scipy.special``, about 0.07 s of start-up)."""
     from scipy.special import ndtr as cdf
 
     return cdf(x)
