@@ -61,6 +61,8 @@ VARIANTS = {
     "distaim-dependence": ("distaim", {"find_dependence": True}),
     "aim-rounds": ("aim", {"find_dependence": False}),
     "distaim-rounds": ("distaim", {"find_dependence": False}),
+    # DistAIM as the FLAIM paper runs it: T = 10 rounds, one noise level, no annealing.
+    "distaim-fixed": ("distaim", {"rounds": 10}),
 }
 #: The methods whose output depends on how the rows are split among 5 silos.
 PARTITIONED = ("flaim",)
@@ -213,6 +215,7 @@ COLUMNS = [
     ("distaim", "any"),
     ("distaim-rounds", "any"),
     ("distaim-dependence", "any"),
+    ("distaim-fixed", "any"),
     ("flaim", "dirichlet"),
     ("flaim", "iid"),
     ("fedtda", "any"),

@@ -48,6 +48,7 @@ def test_the_rule_plans_more_rounds_only_with_more_rows_or_budget(n_hat, rho, d,
         lambda n, r: allocation.plan_aim(n, r, 0.9, d, candidate_cells),
         lambda n, r: allocation.plan_distaim(n, r, 0.9, d, candidate_cells, 10),
         lambda n, r: allocation.plan_flaim(n, r, 0.9, d, candidate_cells, 10, 1, "private", silos, 1.0),
+        lambda n, r: allocation.plan_flaim_annealed(n, r, 0.9, d, candidate_cells, silos),
     ]
     for plan in plans:
         assert plan(n_hat, rho) <= plan(2 * n_hat, rho)
@@ -67,6 +68,22 @@ def test_private_flaim_plans_on_the_rows_of_every_silo_of_a_round(n_hat, rho, d,
     sigma = lambda r: allocation.flaim_sigma(rho, r, 1, d, 0.9, True)  # noqa: E731
     rows = n_hat * math.sqrt(sampled) / silos
     assert plan("private", 0.1) == allocation.planned_rounds(rows, candidate_cells, sigma, 10)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(1, 1e7), st.floats(1e-5, 10), st.integers(1, 30), cells, st.integers(1, 200))
+def test_an_annealing_flaim_plans_no_more_rounds_than_aim_over_the_pool(n_hat, rho, d, candidate_cells, silos):
+    """A round's sums carry up to ``sigma sqrt(K)``: never more rounds than AIM plans for the pooled
+    rows, as many with one silo, and only private FLAIM over every silo with one local step anneals."""
+    planned = allocation.plan_flaim_annealed(n_hat, rho, 0.9, d, candidate_cells, silos)
+    assert planned <= allocation.plan_aim(n_hat, rho, 0.9, d, candidate_cells)
+    if silos == 1:
+        assert planned == allocation.plan_aim(n_hat, rho, 0.9, d, candidate_cells)
+    assert allocation.flaim_anneals(None, 1.0, 1, "private")
+    assert not allocation.flaim_anneals(4, 1.0, 1, "private")  # T given
+    assert not allocation.flaim_anneals(None, 0.5, 1, "private")  # sampled silos
+    assert not allocation.flaim_anneals(None, 1.0, 2, "private")  # local steps refine local copies
+    assert not any(allocation.flaim_anneals(None, 1.0, 1, v) for v in ("naive", "oracle"))
 
 
 def test_a_round_is_planned_only_while_its_marginal_is_worth_measuring():

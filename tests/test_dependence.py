@@ -20,7 +20,6 @@ from privsyn_fed.audit import audit_ledger
 from privsyn_fed.common import OptionError
 from privsyn_fed.methods import allocation, coarse, dependence
 from privsyn_fed.methods.aim import AIMOptions, problem_for
-from privsyn_fed.methods.federated import FEDERATED_ROUNDS
 from privsyn_fed.methods.flaim import FLAIMOptions
 from privsyn_fed.silo import MarginalsQuery
 
@@ -173,8 +172,8 @@ def test_a_release_finds_dependence_at_its_planned_shares_and_audits(method):
     left = rest * (1 - dependence.GROUPING_SHARE - dependence.DEPENDENCE_SHARE)
     cells = problem_for(pf.Schema.from_dict(SCHEMA), AIMOptions()).multiway_cells()
     n_hat = led["details"]["schedule"]["noisy_total"]
-    if method == "flaim":  # private flaim, every silo in every round
-        planned = allocation.plan_flaim(n_hat, left, 0.9, d, cells, FEDERATED_ROUNDS, 1, "private", 2, 1.0)
+    if method == "flaim":  # private flaim, every silo in every round: AIM's schedule on its sums' rows
+        planned = allocation.plan_flaim_annealed(n_hat, left, 0.9, d, cells, 2)
     else:
         planned = allocation.plan_aim(n_hat, left, 0.9, d, cells)
     assert led["details"]["schedule"]["rounds"] == planned and dep["rounds_after"] is True

@@ -371,6 +371,56 @@ def test_a_sampled_or_given_distaim_keeps_its_fixed_rounds(module_schema):
         assert_audit_objects_only_to_the_seed(led)
 
 
+def _annealing_flaim(schema, epsilon: float, **options):
+    silos = silos_from(schema, [2500, 2000, 1500], seed=3)
+    return pf.synthesize(
+        silos, "flaim", epsilon, 1e-9, seed=6, rows=20, pgm_iters=50, find_dependence=False, **options
+    ).ledger
+
+
+@pytest.mark.parametrize("epsilon", [1.0, 10.0])
+def test_a_planned_private_flaim_over_every_silo_runs_aims_schedule(module_schema, epsilon):
+    """Private FLAIM, every silo in every round, one local step, no T given: AIM's plan for
+    ``N_hat / sqrt(K)`` rows and AIM's start; each round's ``c`` sums at ``sigma sqrt(c)``, annealing
+    down to fewer rounds than planned, the last round spending what is left; it audits."""
+    led = _annealing_flaim(module_schema, epsilon)
+    schedule, d, alpha = led["details"]["schedule"], 5, 0.9
+    assert schedule["anneals"] is True and schedule["rounds"] > 0
+    assert schedule["units"] == pytest.approx(schedule["rounds"] + alpha * d)
+    rest = led["rho_budget"] - led["entries"][0]["rho"]
+    cells = [c for c in _closure_cells(led) if c > 0]
+    assert schedule["rounds"] == allocation.plan_flaim_annealed(schedule["noisy_total"], rest, alpha, d, cells, 3)
+    start = core.initial_params(rest, schedule["units"], alpha)
+    assert [e["sigma"] for e in led["entries"][1 : 1 + d]] == pytest.approx([start.sigma] * d)
+    ems = [i for i, e in enumerate(led["entries"]) if e["mechanism"] == "exponential"]
+    assert len(ems) == led["details"]["rounds"] < schedule["rounds"]  # annealed: each round costs more
+    first, sums = led["entries"][ems[0]], led["entries"][ems[0] + 1]
+    assert first["epsilon"] == pytest.approx(start.epsilon)
+    chosen = round(sums["sensitivity_l2"] ** 2)  # a record is in each of the c sums
+    assert 1 <= chosen <= 3 and sums["sigma"] == pytest.approx(start.sigma * math.sqrt(chosen))
+    assert any(led["entries"][i]["epsilon"] == pytest.approx(2 * start.epsilon) for i in ems[1:-1]) or len(ems) <= 2
+    assert led["rho_spent"] == pytest.approx(led["rho_budget"], rel=1e-9)
+    assert_audit_objects_only_to_the_seed(led)
+    quieter = copy.deepcopy(led)  # a round's sums quieter than kept or annealed noise allows
+    quieter["entries"][ems[0] + 1]["sigma"] /= 3
+    quieter["entries"][ems[0] + 1]["rho"] *= 9
+    assert not audit_ledger(quieter).ok
+
+
+def test_a_flaim_that_cannot_anneal_keeps_its_fixed_rounds(module_schema):
+    """Sampled silos, two local steps, the naive variant or ``T`` given: ``T`` rounds, no annealing."""
+    for options in ({"sample_rate": 0.7}, {"local_steps": 2}, {"variant": "naive"}):
+        led = _annealing_flaim(module_schema, 10.0, **options)
+        schedule, steps = led["details"]["schedule"], options.get("local_steps", 1)
+        assert "anneals" not in schedule and "units" not in schedule
+        assert 0 < schedule["rounds"] <= allocation.FEDERATED_ROUNDS and led["details"]["rounds"] == schedule["rounds"]
+        assert sum(e["mechanism"] == "exponential" for e in led["entries"]) == schedule["rounds"] * steps
+        assert_audit_objects_only_to_the_seed(led)
+    given_t = _annealing_flaim(module_schema, 10.0, rounds=4)
+    assert "schedule" not in given_t["details"] and given_t["details"]["rounds"] == 4
+    assert_audit_objects_only_to_the_seed(given_t)
+
+
 def test_the_audit_refutes_an_annealing_schedule_that_was_tampered_with(module_schema):
     led = _annealing_distaim(module_schema, 10.0)
     fixed = copy.deepcopy(led)  # the same releases, claimed as a fixed-round schedule
@@ -383,9 +433,10 @@ def test_the_audit_refutes_an_annealing_schedule_that_was_tampered_with(module_s
     units = copy.deepcopy(led)
     units["details"]["schedule"]["units"] += 1
     assert any("units, but" in p for p in audit_ledger(units).problems)
-    flaim = pf.synthesize(silos_from(module_schema, [300, 300]), "flaim", 1.0, 1e-9, seed=1, rows=10).ledger
-    flaim["details"]["schedule"]["anneals"] = True
-    assert any("only a distaim schedule records it" in p for p in audit_ledger(flaim).problems)
+    for options in ({"local_steps": 2}, {"variant": "naive"}):  # a flaim that does not anneal
+        flaim = pf.synthesize(silos_from(module_schema, [300, 300]), "flaim", 1.0, 1e-9, seed=1, rows=10, **options)
+        flaim.ledger["details"]["schedule"]["anneals"] = True
+        assert any("or a private flaim over every silo" in p for p in audit_ledger(flaim.ledger).problems)
     quieter = copy.deepcopy(led)  # a round quieter than kept or annealed noise allows
     i = next(k for k, e in enumerate(quieter["entries"]) if e["mechanism"] == "exponential") + 1
     quieter["entries"][i]["sigma"] /= 3
@@ -443,3 +494,18 @@ def test_method_needs_two_silos_and_a_valid_sample_rate(module_schema):
         pf.synthesize(two, "distaim", 1.0, 1e-6, seed=0, variant="naive")
     with pytest.raises(pf.InputError, match="given twice"):
         pf.synthesize([two[0], two[0]], "flaim", 1.0, 1e-6, seed=0)
+
+
+def test_a_rounds_sums_anneal_when_they_moved_the_model_less_than_the_rounds_noise():
+    """``sum ||M'_q - M_q||_1 <= sqrt(2/pi) sum_q (sigma_q / sqrt(c)) n_q``: AIM's test for one
+    sum; c sums at ``sigma sqrt(c)`` each are held to the round's ``sigma``; nothing measured, no
+    annealing."""
+    before, sigma = np.full(10, 5.0), 2.0
+    edge = math.sqrt(2 / math.pi) * sigma * 10  # the expected L1 noise on 10 cells
+    for moved, anneals in ((0.99 * edge, True), (1.01 * edge, False)):
+        after = before + moved / 10
+        assert core.should_anneal(before, after, sigma) is anneals
+        assert core.sums_should_anneal([(before, after, sigma)]) is anneals
+        two = [(before, after, sigma * math.sqrt(2)), (before, before, sigma * math.sqrt(2))]
+        assert core.sums_should_anneal(two) is (moved <= 2 * edge)  # 20 cells at sigma
+    assert core.sums_should_anneal([]) is False

@@ -9,6 +9,7 @@ given or as planned; ``s`` local steps; the variant) and the entries before it:
 * DistAIM: ``sigma = sqrt((T + d) / (2 alpha rho))`` (``sqrt(d / (2 rho))`` without rounds) and
   ``eps = sqrt(8 (1 - alpha) rho / T)``; its round ``T`` spends what is left, as AIM's last does;
   an annealing DistAIM (``details.schedule.anneals``) has AIM's noise, rounds and last round;
+  so has an annealing FLAIM, whose round's sums of ``c`` marginals carry ``sigma sqrt(c)``;
 * FLAIM: ``sigma = sqrt(G / (2 alpha rho))`` for its ``G`` unit Gaussian releases and
   ``eps = sqrt(8 (1 - alpha) rho / (T s))`` throughout; private FLAIM's sums of ``c`` chosen
   marginals have ``sigma sqrt(c / s)`` (``flaim.pooled_sums_noise``).
@@ -64,32 +65,44 @@ def _has_noise(e: dict[str, Any], sigma: float, tol: float = 1e-9) -> bool:
     return _close(float(e["sigma"]), sigma, tol)
 
 
-def _matches(entries: list[dict[str, Any]], i: int, params: tuple[float, float], tol: float) -> bool:
-    """Whether the selection at ``i`` and the measurement after it have ``params``."""
-    return _close(float(entries[i]["epsilon"]), params[1], tol) and _has_noise(entries[i + 1], params[0], tol)
+def _matches(
+    entries: list[dict[str, Any]], i: int, params: tuple[float, float], tol: float, scale: float = 1.0
+) -> bool:
+    """Whether the selection at ``i`` and the measurement after it have ``params`` (the
+    measurement's sigma times ``scale``)."""
+    return _close(float(entries[i]["epsilon"]), params[1], tol) and _has_noise(entries[i + 1], params[0] * scale, tol)
+
+
+def _sums_scale(run: AimRun, found: list[Found], i: int) -> float:
+    """How much the round's sigma is multiplied in the measurement at ``i``: ``sqrt(c)`` for an
+    annealing FLAIM's sums of ``c`` chosen marginals (``pooled_sums_noise``), else 1."""
+    if run.pooled_sums and i < len(found) and found[i].charge.kind == SUMS:
+        return pooled_sums_noise(len(found[i].cliques), 1, 1.0)[1]
+    return 1.0
 
 
 def _aim_rounds(
-    ledger: dict[str, Any], found: list[Found], start: tuple[float, float], alpha: float, rep: AuditReport
+    ledger: dict[str, Any], run: AimRun, found: list[Found], start: tuple[float, float], alpha: float, rep: AuditReport
 ) -> None:
     """AIM's rounds: kept or annealed, and the last spends what is left (module docstring)."""
     entries, budget = ledger["entries"], float(ledger["rho_budget"])
     selections = [i for i, f in enumerate(found) if f.charge.kind == SELECT]
     params = start
     for n, i in enumerate(selections):
+        scale = _sums_scale(run, found, i + 1)
         label = f"entry {i + 1} ({entries[i]['query']})"
         left = budget - sum(_cost(e) for e in entries[:i])
         options = [params] if n == 0 else [params, (params[0] / 2.0, params[1] * 2.0)]
         slack = 1e-9 * budget
         if n == len(selections) - 1:
             ends = left > 0 and any(left < 2.0 * _round_rho(p) + slack for p in options)
-            if not (ends and _matches(entries, i, _last(left, alpha), LAST_TOL)):
+            if not (ends and _matches(entries, i, _last(left, alpha), LAST_TOL, scale)):
                 rep.problems.append(
                     f"{label}: AIM's last round spends what is left ({left:.6g}) when less than two rounds' "
                     "cost is left; this round does not"
                 )
             return
-        kept = [p for p in options if left >= 2.0 * _round_rho(p) - slack and _matches(entries, i, p, 1e-9)]
+        kept = [p for p in options if left >= 2.0 * _round_rho(p) - slack and _matches(entries, i, p, 1e-9, scale)]
         if not kept:
             rep.problems.append(
                 f"{label}: its noise (sigma {entries[i + 1]['sigma']:.6g}, epsilon {entries[i]['epsilon']:.6g}) is "
@@ -150,7 +163,7 @@ def _check_noise(
                 "options give every 1-way"
             )
     if run.method == "aim" or run.anneals:
-        _aim_rounds(ledger, found, start, alpha, rep)
+        _aim_rounds(ledger, run, found, start, alpha, rep)
         return
     budget = float(ledger["rho_budget"])
     for i, f in enumerate(found):

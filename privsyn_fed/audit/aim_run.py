@@ -62,7 +62,7 @@ class AimRun:
     dependence_share: float = 0.0
     #: FLAIM's sample rate (``details.options.sample_rate``, else the default for its silos).
     sample_rate: float = 1.0
-    #: A DistAIM that ran AIM's annealing schedule (``details.schedule.anneals``).
+    #: A DistAIM or FLAIM that ran AIM's annealing schedule (``details.schedule.anneals``).
     anneals: bool = False
 
     def merged_cells(self, pair: tuple[int, ...], measured: bool) -> int:

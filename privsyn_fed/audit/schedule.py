@@ -91,7 +91,8 @@ def _check_aim_family_schedule(
     (an annealing DistAIM's too: ``details.schedule.anneals``, planned as AIM's). With
     ``--find-dependence`` they are planned on the budget the step leaves. Returns the planned
     rounds, the budget left after the total (and a target's 2-ways and the dependence step) and
-    AIM's units (None on a problem)."""
+    AIM's units (None on a problem). An annealing FLAIM (``allocation.flaim_anneals``) plans with
+    ``allocation.plan_flaim_annealed`` and AIM's units."""
     schedule, options, method = d["schedule"], d.get("options") or {}, ledger["method"]
     shape, columns = d.get("shape"), d.get("columns") or []
     rest = _planning_total(ledger, d, len(columns), rep)
@@ -107,18 +108,21 @@ def _check_aim_family_schedule(
     cells = [math.prod(shape[i] for i in cl) for cl in closure if len(cl) > 1]
     steps = int(options.get("local_steps") or 1)
     anneals = schedule.get("anneals", False)
-    if anneals not in (True, False) or anneals and method != "distaim":
+    silos, rate = int(d.get("silos") or 1), AimRun.recorded_sample_rate(d)
+    flaim_anneals = method == "flaim" and allocation.flaim_anneals(None, rate, steps, variant)
+    if anneals not in (True, False) or anneals and method != "distaim" and not flaim_anneals:
         rep.problems.append(
-            f"details.schedule.anneals is {anneals!r}: only a distaim schedule records it, as true (aim always "
-            "anneals, flaim never)"
+            f"details.schedule.anneals is {anneals!r}: only a distaim schedule records it, or a private flaim "
+            "over every silo in every round with one local step, as true (aim always anneals)"
         )
         return None
-    if method == "aim" or anneals:  # an annealing DistAIM plans as AIM does
+    if method == "aim" or anneals and method == "distaim":  # an annealing DistAIM plans as AIM does
         planned = allocation.plan_aim(n_hat, rest, alpha, n_cols, cells)
+    elif anneals:
+        planned = allocation.plan_flaim_annealed(n_hat, rest, alpha, n_cols, cells, silos)
     elif method == "distaim":
         planned = allocation.plan_distaim(n_hat, rest, alpha, n_cols, cells, allocation.FEDERATED_ROUNDS)
     else:
-        silos, rate = int(d.get("silos") or 1), AimRun.recorded_sample_rate(d)
         planned = allocation.plan_flaim(
             n_hat, rest, alpha, n_cols, cells, allocation.FEDERATED_ROUNDS, steps, variant, silos, rate
         )

@@ -167,7 +167,7 @@ def _check_aim_family(ledger: dict[str, Any], d: dict[str, Any], rep: AuditRepor
         units = float(T)
         rho -= _target_cost(ledger, d, planned=False)
     rounds = d.get("rounds")
-    anneals = schedule is not None and schedule.get("anneals") is True  # an annealing DistAIM: AIM's rounds
+    anneals = schedule is not None and schedule.get("anneals") is True  # annealing DistAIM or FLAIM: AIM's rounds
     if method == "aim" or anneals:
         if rounds is None:
             rep.problems.append(f"the ledger does not record the rounds {method} ran (details.rounds)")

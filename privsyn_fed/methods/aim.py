@@ -76,8 +76,8 @@ class AIMOptions(DependenceOptions, TargetOptions):
         "exactly T global rounds (default: planned from a noisy row total that costs "
         f"{allocation.TOTAL_SHARE:.0%} of the budget: fewer rounds, and stronger 1-ways, when the data are "
         f"small; at most 16 x columns for aim, {allocation.FEDERATED_ROUNDS} for flaim and for distaim with "
-        "sampled silos; a planned distaim over every silo in every round anneals as aim does; the "
-        "ledger records the plan under details.schedule)",
+        "sampled silos; a planned distaim over every silo in every round anneals as aim does, and so does "
+        "a planned private flaim with one local step; the ledger records the plan under details.schedule)",
         flag="--rounds",
         metavar="T",
         group="aim",

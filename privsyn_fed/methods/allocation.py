@@ -145,6 +145,22 @@ def flaim_pooled_sums(variant: str) -> bool:
     return variant == "private"
 
 
+def flaim_anneals(rounds: int | None, sample_rate: float, local_steps: int, variant: str) -> bool:
+    """Whether a FLAIM run follows AIM's annealed schedule (``flaim``, step 5): its rounds planned,
+    every silo in every round, one local step and private's pooled sums, where a round costs what
+    one of AIM's does (``eps^2 / 8 + 1 / (2 sigma^2)``)."""
+    return rounds is None and sample_rate == 1.0 and local_steps == 1 and flaim_pooled_sums(variant)
+
+
+def plan_flaim_annealed(
+    n_hat: float, rho: float, alpha: float, n_columns: int, candidate_cells: Sequence[int], n_silos: int
+) -> int:
+    """An annealing FLAIM's planned rounds: AIM's plan (``plan_aim``) for the rows its sums are
+    worth, ``N_hat / sqrt(K)``: a round's ``c`` sums over every silo carry ``sigma sqrt(c)``, with
+    ``c`` up to ``K`` (``plan_flaim``'s private rule at ``p = 1``)."""
+    return plan_aim(n_hat / math.sqrt(max(1, n_silos)), rho, alpha, n_columns, candidate_cells)
+
+
 def flaim_gaussians(rounds: int, local_steps: int, n_columns: int, proxy_rounds: bool) -> int:
     """Unit-sensitivity Gaussian releases of a FLAIM run: ``T (2s - 1) + d``, or
     ``T (2s - 1) + max(T, 1) d`` with the proxy's 1-ways in rounds 1..T-1 (``flaim_proxy_rounds``)."""

@@ -75,7 +75,20 @@ def filter_candidates(
 def should_anneal(before: np.ndarray, after: np.ndarray, sigma: float) -> bool:
     """AIM's annealing test (post-processing): the model's marginal moved by at most the
     expected L1 norm of the measurement noise."""
-    return float(np.abs(after - before).sum()) <= SQRT_2_OVER_PI * sigma * before.size
+    return sums_should_anneal([(before, after, sigma)])
+
+
+def sums_should_anneal(changes: Sequence[tuple[np.ndarray, np.ndarray, float]]) -> bool:
+    """Annealing FLAIM's test over a round's ``c`` sums ``(M_q before, M_q after, sigma_q)``, each
+    measured with ``sigma_q = sigma sqrt(c)`` (post-processing): the model's marginals moved in all
+    by at most the expected L1 noise of measurements at the round's ``sigma`` on their cells,
+    ``sum_q ||M'_q - M_q||_1 <= sqrt(2/pi) sum_q (sigma_q / sqrt(c)) n_q``; with ``c = 1`` AIM's
+    test. A round that measured nothing does not anneal."""
+    if not changes:
+        return False
+    moved = sum(float(np.abs(after - before).sum()) for before, after, _ in changes)
+    noise = sum(sigma * before.size for before, _, sigma in changes) / math.sqrt(len(changes))
+    return moved <= SQRT_2_OVER_PI * noise
 
 
 @dataclass

@@ -30,7 +30,7 @@ import numpy as np
 from ..accounting import Accountant
 from ..aggregation import Aggregator
 from ..common import OptionError
-from ..mechanisms import noisy_sum, noisy_sums
+from ..mechanisms import exact_sums_in_a_non_private_run, noisy_sum, noisy_sums
 from ..noise import NoiseSource
 from ..silo import MarginalsQuery
 from . import allocation
@@ -38,6 +38,7 @@ from .aim import AIMOptions, check_workload
 from .allocation import FEDERATED_ROUNDS, default_sample_rate  # noqa: F401  (shared by DistAIM and FLAIM)
 from .base import option
 from .coarse import MergedMarginalQuery
+from .core import Problem
 from .dependence import Found, measure_dependence
 from .target import TARGET_GROUPS, measure_target
 
@@ -210,6 +211,14 @@ def planning_total(agg: Aggregator, acc: Accountant, noise: NoiseSource) -> floa
     return float(y[0])
 
 
+def rows_per_silo(oneways: Sequence[np.ndarray], shape: Sequence[int], m: int) -> float:
+    """Rows per sampled silo from a round's noisy 1-ways over ``m`` silos (the inverse-variance
+    mean of their sums, over ``m``)."""
+    totals = np.array([float(y.sum()) for y in oneways])
+    w = 1.0 / np.asarray(shape, dtype=float)
+    return max(1.0, float((totals * w).sum() / w.sum()) / m)
+
+
 def measure_sums(
     agg: Aggregator,
     acc: Accountant,
@@ -267,3 +276,17 @@ def keep_within_size(
         else:
             dropped.append(q)
     return kept, dropped
+
+
+def oracle_pooled_marginals(agg: Aggregator, acc: Accountant, prob: Problem) -> dict[tuple[str, ...], np.ndarray]:
+    """FLAIM's ORACLE ONLY: the true pooled marginals ``M_q(D)/N`` of every candidate (not private;
+    the ledger says so)."""
+    totals = exact_sums_in_a_non_private_run(
+        acc,
+        agg,
+        [
+            (f"oracle: marginal({', '.join(q)})", MarginalsQuery((tuple(prob.columns(q)),)), agg.silo_names)
+            for q in prob.candidates
+        ],
+    )
+    return {q: total / max(1, total.sum()) for q, total in zip(prob.candidates, totals)}

@@ -37,7 +37,13 @@ With budget ``rho``, ``T`` global rounds, ``s`` local steps, ``d`` columns and `
      sums are added to the model ("combine") and update the proxy as a running mean (with
      ``p = 1`` the initial 1-ways, over every silo, are the proxy throughout); 1-way candidates
      are dropped ("filter"); every measurement is weighted by its noisy row count
-     (``sigma N_hat / n_hat``).
+     (``sigma N_hat / n_hat``);
+  5. private with its rounds planned, every silo in every round and one local step follows AIM's
+     schedule instead of ``T`` fixed rounds (``allocation.flaim_anneals``): ``R`` rounds planned for
+     ``N_hat / sqrt(K)`` rows (``allocation.plan_flaim_annealed``), AIM's ``R + alpha d`` units and
+     start (``core.initial_params``); a round then costs exactly AIM's, it anneals (``sigma / 2``,
+     ``2 eps``) when its sums moved the model by at most their expected noise
+     (``core.sums_should_anneal``), and the round that finds under two rounds' cost left spends it all.
 
 Variants: ``naive`` (no heterogeneity term, unweighted measurements), ``private`` (AugFLAIM
 (Private): all of the above), and ``oracle``, a research baseline with naive's budget split and
@@ -50,14 +56,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
 from ..accounting import Accountant
 from ..aggregation import Aggregator
 from ..common import OptionError, Progress, Silent
-from ..mechanisms import exact_sums_in_a_non_private_run, local_exponential_mechanism, local_gaussian_mechanism
+from ..mechanisms import local_exponential_mechanism, local_gaussian_mechanism
 from ..noise import NoiseSource
 from ..silo import LocalScoresQuery, MarginalsQuery
 from . import allocation, core
@@ -78,8 +83,10 @@ from .federated import (
     measure_target_twoways,
     model_payload,
     normalised,
+    oracle_pooled_marginals,
     planning_total,
     rescale,
+    rows_per_silo,
 )
 
 VARIANTS = ("naive", "private", "oracle")
@@ -219,25 +226,35 @@ class FLAIMRun:
         self.proxy: list[np.ndarray] = []
         self.proxy_updates = 0
         self.dropped = 0
+        self.anneals = allocation.flaim_anneals(opts.rounds, self.rate, opts.local_steps, opts.variant)
+        self.settled = False  # whether the last round's sums passed the annealing test
 
     def plan(self) -> None:
         """``T`` as given, or planned from a noisy total (``allocation.plan_flaim``); then sigma and eps
-        from the budget left."""
+        from the budget left (annealing: AIM's units and start)."""
         opts, acc, d = self.opts, self.acc, len(self.prob.names)
         n_hat = planning_total(self.agg, acc, self.noise) if self.rounds is None else None
         self.before_rounds = measure_target_twoways(self.agg, acc, self.noise, self.prob, opts)
         self.before_rounds += measure_dependence_sums(self.agg, acc, self.noise, self.prob, opts, n_hat).measurements
+        cells, k = self.prob.multiway_cells(), len(self.agg.silo_names)
+        if self.anneals:  # step 5
+            self.rounds = allocation.plan_flaim_annealed(n_hat, acc.remaining, opts.alpha, d, cells, k)
+            units = allocation.aim_units(self.rounds, d, opts.alpha)
+            acc.note(schedule=allocation.schedule_record(n_hat, rounds=self.rounds, units=units, anneals=True))
+            start = core.initial_params(acc.remaining, units, opts.alpha)
+            self.sigma, self.eps = start.sigma, start.epsilon
+            return
         if n_hat is not None:  # planned on what the target's 2-ways and the dependence step leave
             self.rounds = allocation.plan_flaim(
                 n_hat,
                 acc.remaining,
                 opts.alpha,
                 d,
-                self.prob.multiway_cells(),
+                cells,
                 FEDERATED_ROUNDS,
                 opts.local_steps,
                 self.variant,
-                len(self.agg.silo_names),
+                k,
                 self.rate,
             )
             acc.note(schedule=allocation.schedule_record(n_hat, rounds=self.rounds))
@@ -265,9 +282,12 @@ class FLAIMRun:
         )
         model = self.fitter.fit(self.measurements)
         self.progress.update(acc.rho_spent / acc.rho_budget, f"measured {len(prob.names)} one-way marginals")
-        self.oracle_probs = _pooled_probs(self.agg, acc, prob) if self.variant == "oracle" else None
-        for t in range(1, self.rounds + 1):
-            model = self.global_round(t, model)
+        self.oracle_probs = oracle_pooled_marginals(self.agg, acc, prob) if self.variant == "oracle" else None
+        if self.anneals:
+            model = self.annealed_rounds(model)
+        else:
+            for t in range(1, self.rounds + 1):
+                model = self.global_round(t, model)
         self.progress.log(f"{self.rounds} rounds, {len(self.measurements)} measurements")
         model, _, fit = core.final_fit(self.fitter, self.measurements, prob.names, opts.final_iters, self.progress)
         info = {
@@ -282,6 +302,21 @@ class FLAIMRun:
             "traffic": self.agg.traffic_summary(),
         }
         return core.MethodResult(core.graphical_sampler(model, self.schema), model, self.rounds, prob.workload, info)
+
+    def annealed_rounds(self, model):
+        """Step 5's rounds; ``self.rounds`` then counts those run."""
+        params, alpha, t, terminate = core.RoundParams(self.sigma, self.eps), self.opts.alpha, 0, self.rounds == 0
+        while not terminate:
+            t += 1
+            last = core.final_round(params, self.acc.remaining, alpha)
+            if last is not None:
+                params, terminate = last, True
+            self.sigma, self.eps = params.sigma, params.epsilon
+            model = self.global_round(t, model)
+            if not terminate and self.settled:
+                params = params.annealed()
+        self.rounds = t
+        return model
 
     def global_round(self, t: int, model):
         """Global round ``t``: sample, select locally, aggregate with noise, refit."""
@@ -316,7 +351,7 @@ class FLAIMRun:
                 f"round {t}: every column's 1-way marginal over the sampled silos (proxy)",
                 sensitivity_l2=math.sqrt(d),
             )  # one record is in each of the d sums
-            per_silo = _round_rows_per_silo(oneways, prob.shape, len(sampled))
+            per_silo = rows_per_silo(oneways, prob.shape, len(sampled))
             for i, y in enumerate(oneways):
                 new.append(
                     rescale(
@@ -350,9 +385,13 @@ class FLAIMRun:
             new.append(rescale(q, y, sigma, n_hat, self.totals.population, self.weighted))
         self.measurements += new
         model = self.fitter.fit(self.measurements)
+        if self.anneals:
+            after = pgm.MarginalReader(model)
+            rescaled = new[len(new) - len(kept) :]
+            self.settled = core.sums_should_anneal([(reader(q), after(q), m[2]) for q, m in zip(kept, rescaled)])
         self.progress.update(
             acc.rho_spent / acc.rho_budget,
-            f"round {t}/{self.rounds}: {len(sampled)} silos chose {len(kept)} marginal(s)",
+            f"round {t}{'' if self.anneals else f'/{self.rounds}'}: {len(sampled)} silos chose {len(kept)} marginal(s)",
         )
         return model
 
@@ -430,13 +469,6 @@ class FLAIMRun:
         return out
 
 
-def _round_rows_per_silo(oneways: Sequence[np.ndarray], shape: Sequence[int], m: int) -> float:
-    """Rows per sampled silo from the round's noisy 1-ways (inverse-variance mean of their sums)."""
-    totals = np.array([float(y.sum()) for y in oneways])
-    w = 1.0 / np.asarray(shape, dtype=float)
-    return max(1.0, float((totals * w).sum() / w.sum()) / m)
-
-
 def _by_popularity(picks: dict[str, list[tuple[str, ...]]]) -> list[tuple[str, ...]]:
     """Distinct chosen marginals, most often chosen first (ties in sorted order)."""
     counts: dict[tuple[str, ...], int] = {}
@@ -444,19 +476,6 @@ def _by_popularity(picks: dict[str, list[tuple[str, ...]]]) -> list[tuple[str, .
         for q in qs:
             counts[q] = counts.get(q, 0) + 1
     return sorted(counts, key=lambda q: (-counts[q], q))
-
-
-def _pooled_probs(agg: Aggregator, acc: Accountant, prob: core.Problem) -> dict[tuple[str, ...], np.ndarray]:
-    """ORACLE ONLY: the true pooled marginals ``M_q(D)/N`` (not private; the ledger says so)."""
-    totals = exact_sums_in_a_non_private_run(
-        acc,
-        agg,
-        [
-            (f"oracle: marginal({', '.join(q)})", MarginalsQuery((tuple(prob.columns(q)),)), agg.silo_names)
-            for q in prob.candidates
-        ],
-    )
-    return {q: total / max(1, total.sum()) for q, total in zip(prob.candidates, totals)}
 
 
 #: FLAIM in the registry.
