@@ -8,7 +8,8 @@ refuses), each numeric column's clipped value (``value_sql``) and whether it was
 any number of cliques, and only count vectors come back; a clique inside one counted before is
 summed from it. DuckDB runs on every core and keeps its memory under its own ``memory_limit``
 (``$PRIVSYN_FED_DUCKDB_MEMORY``, else DuckDB's default), spilling beyond it to a private
-temporary folder that is removed with the store.
+temporary folder that is removed with the store (``private_folder``: one that a killed process
+left is removed when the next store opens).
 
 It holds the same rows as a ``RowStore`` would (``parts`` reads them back in the table's order),
 so the silo's checks, content sums and identifier scan are computed from them as for a file.
@@ -19,14 +20,13 @@ numbers.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import weakref
 from typing import Any, Iterator
 
 import numpy as np
 
 from ..common import EngineTable, InputError, first_line, settings
+from ..common.private_folder import PrivateFolder, private_folder
 from ..schema import CategoricalColumn, NumericColumn, Schema
 from .grouped_counts import GroupedCounts
 from .rowstore import code_dtype
@@ -34,6 +34,8 @@ from .sql_cells import cell_sql, clipped_sql, literal, quoted, value_sql
 
 #: DuckDB's unsigned integer type of each numpy code type.
 CODE_TYPES = {"uint8": "UTINYINT", "uint16": "USMALLINT", "uint32": "UINTEGER", "int64": "BIGINT"}
+#: The prefix of a store's spill folder in the temporary directory.
+SPILL_PREFIX = "privsyn-fed-engine-"
 #: Rows per part that ``parts`` reads back.
 PART_ROWS = 1_000_000
 
@@ -44,7 +46,7 @@ class EngineStore(GroupedCounts):
     cells = "memory.main.privsyn_cells"
     grouping = "GROUPING"
 
-    def __init__(self, con: Any, schema: Schema, folder: str):
+    def __init__(self, con: Any, schema: Schema, folder: PrivateFolder):
         super().__init__()
         self._con, self.schema = con, schema
         self.numeric = [j for j, c in enumerate(schema.columns) if isinstance(c, NumericColumn)]
@@ -62,13 +64,13 @@ class EngineStore(GroupedCounts):
         import duckdb
 
         memory = settings.duckdb_memory_setting()
-        folder = tempfile.mkdtemp(prefix="privsyn-fed-engine-")
+        folder = private_folder(SPILL_PREFIX)
         try:
             con = duckdb.connect(
-                ":memory:", config={"temp_directory": folder, **({"memory_limit": memory} if memory else {})}
+                ":memory:", config={"temp_directory": folder.path, **({"memory_limit": memory} if memory else {})}
             )
         except duckdb.Error as exc:
-            shutil.rmtree(folder, ignore_errors=True)
+            folder.remove()
             raise InputError(
                 f"{settings.DUCKDB_MEMORY_ENV}={memory}: DuckDB refuses it as a memory limit ({first_line(exc)}); "
                 "give a size such as 4GB"
@@ -134,9 +136,9 @@ class EngineStore(GroupedCounts):
         self._closer()
 
 
-def _close(con: Any, folder: str) -> None:
+def _close(con: Any, folder: PrivateFolder) -> None:
     con.close()
-    shutil.rmtree(folder, ignore_errors=True)
+    folder.remove()
 
 
 def _pushable(schema: Schema, types: dict[str, str], site: tuple[str, str] | None) -> bool:
