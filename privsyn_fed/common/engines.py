@@ -286,8 +286,9 @@ def engine_batches(t: EngineTable, chunk_rows: int, columns: Sequence[str] | Non
                     yield pa.RecordBatch.from_arrays(batch.columns, names=names), row
                     row += batch.num_rows
                 return
-            if copy_readable([types[n] for n in names]):
-                for batch in copy_batches(con, sql, names, [types[n] for n in names], chunk_rows):
+            kinds = [types[n] for n in names]
+            if copy_readable(kinds):
+                for batch in copy_batches(con, sql, names, kinds, chunk_rows):
                     checkpoint()
                     yield batch, row
                     row += batch.num_rows
