@@ -35,6 +35,7 @@ from .paths import (
     same_file,
     special_kind,
 )
+from .private_folder import PrivateFolder, private_folder
 from .progress import Progress, ProgressCallback, Silent, notes_on_stderr
 from .settings import JAX_CACHE_ENV, SOURCE_VERSION, jax_cache_setting, package_version
 from .spark import collected, frames_as_tables, is_spark_frame, spark_error, spark_errors, spark_frame
@@ -68,6 +69,7 @@ __all__ = [
     "Named",
     "NotArrowReadable",
     "OptionError",
+    "PrivateFolder",
     "Progress",
     "ProgressCallback",
     "SHAREABLE",
@@ -99,6 +101,7 @@ __all__ = [
     "stored_types",
     "parse_json",
     "parse_yaml",
+    "private_folder",
     "read_arrow_chunks",
     "read_chunks",
     "read_header",

@@ -25,8 +25,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from ..common import EngineTable, InputError, first_line, settings
-from ..common.private_folder import PrivateFolder, private_folder
+from ..common import EngineTable, InputError, PrivateFolder, first_line, private_folder, settings
 from ..schema import CategoricalColumn, NumericColumn, Schema
 from .grouped_counts import GroupedCounts
 from .rowstore import code_dtype
