@@ -272,9 +272,13 @@ def workload_details(schema, opts: AIMOptions) -> dict[str, Any]:
 
 
 def problem_for(schema, opts: AIMOptions) -> core.Problem:
-    """The run's public ``core.Problem``: the schema's columns and the options' workload
-    (``workload_of``)."""
-    return core.Problem.build(schema.names, schema.shape, *workload_of(schema.names, opts))
+    """The run's public ``core.Problem``: the schema's columns, the options' workload
+    (``workload_of``) and the structural zeros of the schema's constraints (``zeros``)."""
+    from .zeros import structural_zeros
+
+    prob = core.Problem.build(schema.names, schema.shape, *workload_of(schema.names, opts))
+    prob.zeros = structural_zeros(schema, prob.names)
+    return prob
 
 
 def run_aim(
@@ -382,7 +386,7 @@ def run_aim(
         if not terminate and core.should_anneal(before, estimate(pick), params.sigma):
             params = params.annealed()
     progress.log(f"{t} rounds, {len(measurements)} measurements")
-    model, estimate, fit = core.final_fit(fitter, measurements, names, opts.final_iters, progress)
+    model, estimate, fit = core.final_fit(fitter, measurements, names, opts.final_iters, progress, prob.zeros)
     info = {"oneway_sigmas": core.oneway_sigmas(measurements, names, prob.shape), "fit": fit}
     return core.MethodResult(core.graphical_sampler(model, silo.schema), model, t, prob.workload, info)
 

@@ -96,7 +96,8 @@ class Problem:
     """The public set-up of a run: columns, domain, workload and candidate marginals.
 
     ``candidates`` is the workload's downward closure with AIM's weights ``w_r = sum_s c_s |r & s|``
-    (``c_s``: a declared marginal's weight, else 1).
+    (``c_s``: a declared marginal's weight, else 1); ``zeros`` the schema's structural zeros
+    (``methods.zeros``), which the model is fitted with.
     """
 
     names: list[str]
@@ -104,6 +105,7 @@ class Problem:
     domain: Any
     workload: list[tuple[str, ...]]
     candidates: dict[tuple[str, ...], float]
+    zeros: list[tuple[tuple[str, ...], np.ndarray]] = field(default_factory=list)
 
     @classmethod
     def build(
@@ -185,9 +187,19 @@ def graphical_sampler(model: Any, schema: Any) -> Any:
     return GraphicalModel(pgm.MarginalReader(model).factorisation(), schema)
 
 
-def final_fit(fitter: Any, measurements: Sequence[tuple], names: Sequence[str], steps: int, progress: Any):
-    """The final mirror descent (ALGORITHMS.md, AIM step 6), run only where the last refit ended far
-    from the release's own measurements: while ``fit_check``'s ``model`` sum is at least ``FIT_ALARM``
+def final_fit(
+    fitter: Any,
+    measurements: Sequence[tuple],
+    names: Sequence[str],
+    steps: int,
+    progress: Any,
+    zeros: Sequence[tuple[tuple[str, ...], np.ndarray]] = (),
+):
+    """The final mirror descent (ALGORITHMS.md, AIM step 6). With the schema's structural zeros
+    (``zeros``, ``methods.zeros``), the model is first refitted from where it ended with their
+    cells held at probability 0 (``fitter.iters`` steps; the rounds fit without them, whose
+    cliques would grow every refit's model). Then, only where the fit ended far from the release's
+    own measurements: while ``fit_check``'s ``model`` sum is at least ``FIT_ALARM``
     times the noise's expectation (a model fitted to consistent measurements sits near 1 times), the
     fit goes on for ``fitter.iters`` more steps from where it ended, at most ``steps`` in all, and stops
     sooner when a block brings the sum down by less than a fiftieth (measurements that disagree with
@@ -196,6 +208,12 @@ def final_fit(fitter: Any, measurements: Sequence[tuple], names: Sequence[str], 
     from . import fit_check, pgm
 
     model = fitter.model
+    if zeros:
+        fitter.zeros = list(zeros)
+        model = fitter.fit(measurements)
+        progress.log(
+            f"final fit: the structural zeros of {len(fitter.held)} of {len(zeros)} column sets held at probability 0"
+        )
     reader = pgm.MarginalReader(model)
     fit = fit_check.fit_against_independent(reader, measurements, names)
     done = 0

@@ -278,7 +278,10 @@ class FLAIMRun:
         self.proxy = [normalised(y) for _, y, _ in self.measurements]
         self.measurements += self.before_rounds
         self.fitter = pgm.ModelFitter(
-            prob.domain, iters=opts.pgm_iters, tol=opts.pgm_tol or None, known_total=self.totals.population
+            prob.domain,
+            iters=opts.pgm_iters,
+            tol=opts.pgm_tol or None,
+            known_total=self.totals.population,
         )
         model = self.fitter.fit(self.measurements)
         self.progress.update(acc.rho_spent / acc.rho_budget, f"measured {len(prob.names)} one-way marginals")
@@ -289,7 +292,9 @@ class FLAIMRun:
             for t in range(1, self.rounds + 1):
                 model = self.global_round(t, model)
         self.progress.log(f"{self.rounds} rounds, {len(self.measurements)} measurements")
-        model, _, fit = core.final_fit(self.fitter, self.measurements, prob.names, opts.final_iters, self.progress)
+        model, _, fit = core.final_fit(
+            self.fitter, self.measurements, prob.names, opts.final_iters, self.progress, prob.zeros
+        )
         info = {
             "variant": self.variant,
             "sample_rate": self.rate,

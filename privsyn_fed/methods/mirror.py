@@ -38,6 +38,9 @@ from .clique_tree import junction_tree, maximal_subset, smallest_holding
 from .coarse import group_sizes
 from .graphical import Clique, Domain, FittedModel, Measurement
 
+#: The potential a structural zero's cells are held at, in each loss clique holding it: their
+#: probability is at most ``exp(ZERO_LOG)`` times the allowed cells' (about 1e-22).
+ZERO_LOG = -50.0
 #: Steps between two checks of the stopping rule (and two safe points for signals): mbi's
 #: ``estimation.CALLBACK_EVERY``.
 CALLBACK_EVERY = 50
@@ -165,10 +168,10 @@ class Plan:
     with ``G_i`` summing cells (and, for ``coarse.BlockQuery``, merging groups of them), again a
     pair of index arrays; its gradient is the adjoint, the residual gathered back."""
 
-    def __init__(self, domain: Domain, measurements: Sequence[Measurement]):
+    def __init__(self, domain: Domain, measurements: Sequence[Measurement], extra: Sequence[Clique] = ()):
         sizes = domain.sizes
         self.domain = domain
-        self.cliques: list[Clique] = maximal_subset([m.clique for m in measurements])
+        self.cliques: list[Clique] = maximal_subset([m.clique for m in measurements] + list(extra))
         self.shapes = [domain.cells(c) for c in self.cliques]
         tree = junction_tree(domain, self.cliques)
         self.nodes: list[Clique] = tree.nodes
@@ -241,6 +244,17 @@ class Plan:
         self.y, self.precision = _joined(values, float), _joined(precision, float)
         self._query = Sums(self.measured_cell, self.loss_cell, self.y.size, int(self.offsets[-1]))
         self._adjoint = self._query.transposed()
+
+    def zero_cells(self, zeros: Sequence[tuple[Clique, np.ndarray]]) -> np.ndarray:
+        """The ``theta`` cells, in every loss clique that holds a zero's columns, whose projection
+        onto them is a structural zero (``zeros``: clique and boolean table)."""
+        out = []
+        for clique, zero in zeros:
+            for k, c in enumerate(self.cliques):
+                if set(clique) <= set(c):
+                    onto = cell_map(c, self.shapes[k], clique, zero.shape)
+                    out.append(self.offsets[k] + np.flatnonzero(zero.ravel()[onto]))
+        return _joined(out)
 
     def flatten(self, tables: Sequence[np.ndarray]) -> np.ndarray:
         """The loss cliques' tables (in ``cliques`` order) as one vector."""
@@ -320,14 +334,19 @@ class NumpyMirrorDescent:
         tol: float | None = None,
         patience: int = 2,
         growth: float = 1.0,
+        zeros: Sequence[tuple[Clique, np.ndarray]] = (),
     ) -> FittedModel:
         """Fit potentials to ``measurements`` with at most ``iters`` steps, rounded up to whole
         blocks of ``CALLBACK_EVERY`` as mbi does, warm-started from ``warm_start``'s potentials, the
-        first step ``growth`` times mbi's; ``last_growth`` is then the last step's ratio to mbi's."""
+        first step ``growth`` times mbi's; ``last_growth`` is then the last step's ratio to mbi's.
+        ``zeros`` (``methods.zeros``): their cliques join the model, and every step holds their
+        cells' potentials at ``ZERO_LOG`` (a projection: those cells keep probability about 0)."""
         total = float(minimum_variance_total(measurements) if known_total is None else known_total)
-        plan = Plan(domain, measurements)
+        plan = Plan(domain, measurements, [c for c, _ in zeros])
         tables = expanded_tables(None if warm_start is None else warm_start.potentials, domain, plan.cliques)
         theta = plan.flatten([tables[c] for c in plan.cliques])
+        held = plan.zero_cells(zeros)
+        theta[held] = ZERO_LOG
         first = 2.0 / (lipschitz(domain, measurements) * total)
         alpha = growth * first
         mu = plan.marginals(theta, total)  # the first of mbi's steps: the starting marginals
@@ -337,6 +356,7 @@ class NumpyMirrorDescent:
         for _ in range(math.ceil(iters / CALLBACK_EVERY)):
             for _ in range(CALLBACK_EVERY - steps):
                 theta2 = theta - alpha * grad
+                theta2[held] = ZERO_LOG
                 mu2 = plan.marginals(theta2, total)
                 loss2, grad2 = plan.loss(mu2)
                 decrease = float(grad @ (mu - mu2))

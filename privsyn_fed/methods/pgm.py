@@ -14,7 +14,9 @@ potentials) and adds what long runs need:
   * repeated measurements of one clique merged into one (inverse-variance weighting; the loss
     changes by a constant only);
   * an optional relative tolerance: a refit stops early once 50 iterations improve the loss by
-    less than ``tol * loss`` twice in a row (mbi's own rule), instead of always running ``iters``.
+    less than ``tol * loss`` twice in a row (mbi's own rule), instead of always running ``iters``;
+  * structural zeros (``zeros``) held at probability 0 by the numpy estimator, those whose cliques
+    keep the model within ``numpy_cells`` (``fitting_zeros``).
 Every model is a ``graphical.FittedModel`` (numpy tables) whichever estimator fitted it.
 """
 
@@ -91,8 +93,14 @@ class ModelFitter:
         tol: float | None = None,
         known_total: float | None = None,
         numpy_cells: int | None = None,
+        zeros: Sequence[tuple[tuple[str, ...], np.ndarray]] = (),
     ):
         self.domain = domain
+        #: Structural zeros (``methods.zeros``), held at probability 0 by the numpy estimator (those
+        #: the last fit held: ``held``); mbi's compiled one, for the largest models, leaves them to
+        #: rejection when rows are drawn.
+        self.zeros = list(zeros)
+        self.held: list[tuple[tuple[str, ...], np.ndarray]] = []
         #: Models of at most this many junction-tree cells are fitted in numpy (default ``numpy_cells()``).
         self.numpy_cells = numpy_cells_setting() if numpy_cells is None else numpy_cells
         self.iters = iters
@@ -112,10 +120,20 @@ class ModelFitter:
         total = minimum_variance_total(merged) if self.known_total is None else self.known_total
         steps, safe_point = iters or self.iters, lambda _: checkpoint()
         growth = max(1.0, self.growth)
-        if junction_tree_cells(self.domain, [m.clique for m in merged]) <= self.numpy_cells:
+        self.held = self.fitting_zeros([m.clique for m in merged])
+        cliques = [m.clique for m in merged] + [c for c, _ in self.held]
+        if junction_tree_cells(self.domain, cliques) <= self.numpy_cells:
             estimator = NumpyMirrorDescent()
             self.model = estimator.estimate(
-                self.domain, merged, total, steps, safe_point, warm_start=self.model, tol=self.tol, growth=growth
+                self.domain,
+                merged,
+                total,
+                steps,
+                safe_point,
+                warm_start=self.model,
+                tol=self.tol,
+                growth=growth,
+                zeros=self.held,
             )
             self.growth = estimator.last_growth
         else:
@@ -132,6 +150,15 @@ class ModelFitter:
                 growth=growth,
             )
         return self.model
+
+    def fitting_zeros(self, cliques: list[tuple[str, ...]]) -> list[tuple[tuple[str, ...], np.ndarray]]:
+        """The zeros whose cliques join a model of ``cliques`` while its junction tree stays within
+        ``numpy_cells`` (taken in order, most zero cells first): the numpy estimator holds those."""
+        held: list[tuple[tuple[str, ...], np.ndarray]] = []
+        for clique, zero in sorted(self.zeros, key=lambda z: -int(z[1].sum())):
+            if junction_tree_cells(self.domain, cliques + [c for c, _ in held] + [clique]) <= self.numpy_cells:
+                held.append((clique, zero))
+        return held
 
 
 class MarginalReader:
