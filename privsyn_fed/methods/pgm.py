@@ -120,9 +120,9 @@ class ModelFitter:
         total = minimum_variance_total(merged) if self.known_total is None else self.known_total
         steps, safe_point = iters or self.iters, lambda _: checkpoint()
         growth = max(1.0, self.growth)
-        self.held = self.fitting_zeros([m.clique for m in merged])
-        cliques = [m.clique for m in merged] + [c for c, _ in self.held]
-        if junction_tree_cells(self.domain, cliques) <= self.numpy_cells:
+        measured = [m.clique for m in merged]
+        self.held = self.fitting_zeros(measured)
+        if junction_tree_cells(self.domain, measured + [c for c, _ in self.held]) <= self.numpy_cells:
             estimator = NumpyMirrorDescent()
             self.model = estimator.estimate(
                 self.domain,

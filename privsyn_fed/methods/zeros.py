@@ -6,9 +6,10 @@ every row it decodes to is forbidden: every ``when`` column's cell lies wholly i
 set and, for an implication, some ``then`` column's cell lies wholly outside its own. A numeric
 bin lies wholly inside a set when its ranges (joined where they meet) hold every value the bin
 decodes to (weight 1 in ``model.conditions``), wholly outside when none holds any (weight 0); a
-bin cut by a range's end is neither, and rejection (``model.rejection``) still removes the forbidden rows drawn from it.
-The constraints are public, so fitting a model with these cells held at probability 0 is
-post-processing of the released measurements; the estimators do it in numpy (``mirror``).
+bin cut by a range's end is neither, and rejection (``model.rejection``) still removes the
+forbidden rows drawn from it. The constraints are public, so fitting a model with these cells
+held at probability 0 is post-processing of the released measurements; the numpy estimator does
+it in the final fit (``core.final_fit``, ``mirror``).
 """
 
 from __future__ import annotations
