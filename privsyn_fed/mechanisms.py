@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 import numpy as np
 
-from .accounting import Accountant, PartiesNoise
+from .accounting import Accountant, PartiesNoise, gaussian_entry
 from .aggregation import Aggregator, Clique, Pool
 from .noise import NoiseSource, add_gaussian
 from .silo import Query
@@ -40,8 +40,7 @@ def _round(round_index: int | None) -> dict[str, int]:
     return {} if round_index is None else {"round": int(round_index)}
 
 
-def _charge_gaussian(
-    acc: Accountant,
+def _gaussian_entry(
     parties: PartiesNoise | None,
     query: str,
     sensitivity_l2: float,
@@ -50,16 +49,14 @@ def _charge_gaussian(
     cells: int,
     grid: float = 1.0,
     **fields: Any,
-) -> float:
-    """Charge a Gaussian release planned at ``sigma``; returns the sigma the backend draws with:
-    ``sigma`` itself, or each party's (``parties.party_sigma``, on the backend's ``grid``) when the
-    parties draw and sum it."""
+) -> tuple[dict[str, Any], float]:
+    """The ledger entry of a Gaussian release planned at ``sigma``, and the sigma the backend draws
+    with: ``sigma`` itself, or each party's (``parties.party_sigma``, on the backend's ``grid``)
+    when the parties draw and sum it."""
     if parties is None:
-        acc.gaussian(query, sensitivity_l2, sigma, where, cells=cells, **fields)
-        return sigma
+        return gaussian_entry(query, sensitivity_l2, sigma, where, cells=cells, **fields), sigma
     each = parties.party_sigma(sensitivity_l2, sigma, cells, grid)
-    acc.gaussian(query, sensitivity_l2, each, where, cells=cells, **fields, **parties.fields(grid))
-    return each
+    return gaussian_entry(query, sensitivity_l2, each, where, cells=cells, **fields, **parties.fields(grid)), each
 
 
 def _finite_scores(scores: np.ndarray, who: str = "") -> np.ndarray:
@@ -88,11 +85,26 @@ def gaussian_mechanism(
 
     Charges ``sensitivity_l2^2 / (2 sigma^2)`` first; the caller states the sensitivity.
     """
-    values = np.asarray(values)
-    acc.gaussian(
-        query, sensitivity_l2, sigma, where, sampler=noise.name, cells=int(values.size), **_round(round_index), **extra
-    )
-    return add_gaussian(noise, values, sigma)
+    fields = {"sensitivity_l2": sensitivity_l2, **_round(round_index), **extra}
+    return gaussian_mechanisms(acc, noise, [(query, values)], sigma=sigma, where=where, **fields)[0]
+
+
+def gaussian_mechanisms(
+    acc: Accountant,
+    noise: NoiseSource,
+    releases: Sequence[tuple[str, np.ndarray]],
+    *,
+    sigma: float,
+    where: str,
+    sensitivity_l2: float = 1.0,
+    **extra: Any,
+) -> list[np.ndarray]:
+    """``gaussian_mechanism`` of each ``(query, values)``, charged together first
+    (``Accountant.charge_all``: one durable write, or none charged)."""
+    arrays = [np.asarray(values) for _, values in releases]
+    fields = [{"sampler": noise.name, "cells": int(values.size), **extra} for values in arrays]
+    acc.charge_all([gaussian_entry(q, sensitivity_l2, sigma, where, **f) for (q, _), f in zip(releases, fields)])
+    return [add_gaussian(noise, values, sigma) for values in arrays]
 
 
 def threshold_delta(sigma: float, threshold: float) -> float:
@@ -192,28 +204,54 @@ def noisy_sums(
     travel as one masked batch). Its rounding of real answers adds ``agg.rounding_l2`` to the
     sensitivity, and sigma grows in proportion, so the cost stays ``sensitivity_l2^2 / (2 sigma^2)``.
     """
-    silos = len({k for _, _, among in requests for k in among})
-    request, among = agg.batch([(q, among) for _, q, among in requests])
-    slack = agg.rounding_l2(request)
-    grown = sigma * (sensitivity_l2 + slack) / sensitivity_l2
-    fixed_point = {"fixed_point": {"sensitivity_planned": sensitivity_l2, "rounding_l2": slack}} if slack else {}
-    drawn = _charge_gaussian(
-        acc,
-        agg.parties_noise,
-        query,
-        sensitivity_l2 + slack,
-        grown,
-        agg.where,
-        request.size(agg.schema),
-        agg.noise_grid(request),
-        round=round_index,
-        silos=silos,
-        **agg.noise_fields(noise),
-        **fixed_point,
-    )
-    noisy = agg.noisy_sum(request, among, sigma=drawn, noise=noise, round_index=round_index, label=query)
-    sizes = [q.size(agg.schema) for _, q, _ in requests]
-    return np.split(noisy, np.cumsum(sizes)[:-1])
+    return _sums(agg, acc, noise, [(requests, sensitivity_l2, query)], sigma, round_index)[0]
+
+
+def noisy_sum_each(
+    agg: Aggregator,
+    acc: Accountant,
+    noise: NoiseSource,
+    requests: Sequence[SumRequest],
+    *,
+    sigma: float,
+    round_index: int,
+) -> list[np.ndarray]:
+    """``noisy_sum`` of each ``(label, query, silos)`` (its own Gaussian mechanism, L2 sensitivity 1),
+    all charged together first (``Accountant.charge_all``: one durable write, or none charged)."""
+    groups = [([request], 1.0, request[0]) for request in requests]
+    return [parts[0] for parts in _sums(agg, acc, noise, groups, sigma, round_index)]
+
+
+def _sums(agg: Aggregator, acc: Accountant, noise: NoiseSource, groups, sigma: float, round_index: int) -> list:
+    """``noisy_sums`` of each ``(requests, sensitivity_l2, query)`` in ``groups``, charged together."""
+    entries, plans = [], []
+    for requests, sensitivity_l2, query in groups:
+        silos = len({k for _, _, among in requests for k in among})
+        request, among = agg.batch([(q, among) for _, q, among in requests])
+        slack = agg.rounding_l2(request)
+        grown = sigma * (sensitivity_l2 + slack) / sensitivity_l2
+        fixed_point = {"fixed_point": {"sensitivity_planned": sensitivity_l2, "rounding_l2": slack}} if slack else {}
+        entry, drawn = _gaussian_entry(
+            agg.parties_noise,
+            query,
+            sensitivity_l2 + slack,
+            grown,
+            agg.where,
+            request.size(agg.schema),
+            agg.noise_grid(request),
+            round=round_index,
+            silos=silos,
+            **agg.noise_fields(noise),
+            **fixed_point,
+        )
+        entries.append(entry)
+        plans.append((request, among, drawn))
+    acc.charge_all(entries)
+    out = []
+    for (requests, _, query), (request, among, drawn) in zip(groups, plans):
+        noisy = agg.noisy_sum(request, among, sigma=drawn, noise=noise, round_index=round_index, label=query)
+        out.append(np.split(noisy, np.cumsum([q.size(agg.schema) for _, q, _ in requests])[:-1]))
+    return out
 
 
 def noisy_sum(
@@ -228,7 +266,7 @@ def noisy_sum(
     round_index: int,
 ) -> np.ndarray:
     """``sum_{k in among} request(silo_k) + N(0, sigma^2)`` with L2 sensitivity 1 (``noisy_sums``)."""
-    return noisy_sums(agg, acc, noise, [(query, request, among)], sigma, 1.0, query, round_index)[0]
+    return noisy_sum_each(agg, acc, noise, [(query, request, among)], sigma=sigma, round_index=round_index)[0]
 
 
 def exact_sums_in_a_non_private_run(
@@ -317,8 +355,7 @@ def parties_noisy_sum(
     party's own noise and opened to party 0 (``open_sum(each party's sigma)`` runs the exchange): a
     Gaussian mechanism of L2 sensitivity ``sensitivity_l2`` at ``sigma``, charged first (as
     ``noisy_sums``, for vectors that are not declared queries of a schema: a DP schema draft's)."""
-    drawn = _charge_gaussian(
-        acc,
+    entry, drawn = _gaussian_entry(
         agg.parties_noise,
         query,
         sensitivity_l2,
@@ -329,6 +366,7 @@ def parties_noisy_sum(
         **agg.noise_fields(noise),
         **extra,
     )
+    acc.charge(entry)
     return open_sum(drawn)
 
 
@@ -401,8 +439,7 @@ def pooled_gaussian_mechanism(
 ) -> np.ndarray:
     """The pooled marginal ``A_q + N(0, sigma^2 I)`` (L2 sensitivity 1)."""
     cells = pool.cells(q)
-    drawn = _charge_gaussian(
-        acc,
+    entry, drawn = _gaussian_entry(
         pool.storage.parties_noise,
         query,
         1.0,
@@ -413,6 +450,7 @@ def pooled_gaussian_mechanism(
         silos=len(pool.seen),
         **pool.storage.measurement_fields(noise),
     )
+    acc.charge(entry)
     return pool.storage.measure(cells, drawn, noise)
 
 

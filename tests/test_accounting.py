@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from privsyn_fed.accounting import Accountant, cks_delta, epsilon_to_rho, rho_to_epsilon
+from privsyn_fed.accounting import Accountant, UnitAccountant, cks_delta, epsilon_to_rho, gaussian_entry, rho_to_epsilon
 from privsyn_fed.audit import audit_ledger, load_ledger
 from privsyn_fed.common import BudgetExceeded, InputError
 
@@ -191,3 +191,16 @@ def test_report_states_the_guarantee_and_lists_the_mechanisms(tmp_path, suffix):
     assert "FAILED" in path.read_text()
     with pytest.raises(InputError, match=".html or .md"):
         write_report(led, tmp_path / "report.pdf")
+
+
+def test_a_unit_accountant_charges_a_batch_at_the_units_sensitivity_in_one_write(tmp_path):
+    path = tmp_path / "l.json"
+    acc = Accountant(1.0, 1e-9, "aim", ledger_path=path)
+    unit = UnitAccountant(acc, 3.0)
+    recorded = unit.charge_all([gaussian_entry(f"q{k}", 1.0, 40.0, "curator") for k in range(2)])
+    assert [e["sensitivity_l2"] for e in recorded] == [3.0, 3.0] and [e["step"] for e in recorded] == [1, 2]
+    assert math.isclose(unit.rho_spent, 2 / (2 * 40.0**2), rel_tol=1e-12)  # the plan's cost, in row units
+    assert json.loads(path.read_text())["entries"] == recorded
+    with pytest.raises(BudgetExceeded):  # the second does not fit: neither is recorded
+        unit.charge_all([gaussian_entry("q2", 1.0, 40.0, "curator"), gaussian_entry("q3", 1.0, 0.01, "curator")])
+    assert len(acc.entries) == 2 and json.loads(path.read_text())["entries"] == recorded

@@ -15,12 +15,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import privsyn_fed as pf
-from privsyn_fed.accounting import epsilon_to_rho
+from privsyn_fed.accounting import Accountant, epsilon_to_rho
+from privsyn_fed.aggregation import InProcessAggregator
 from privsyn_fed.audit import audit_ledger
-from privsyn_fed.common import OptionError
+from privsyn_fed.common import BudgetExceeded, OptionError
+from privsyn_fed.mechanisms import gaussian_mechanisms
 from privsyn_fed.methods import allocation, coarse, dependence
-from privsyn_fed.methods.aim import AIMOptions, problem_for
+from privsyn_fed.methods.aim import AIMOptions, problem_for, run_aim
+from privsyn_fed.methods.distaim import run_distaim
+from privsyn_fed.methods.federated import FederatedOptions
 from privsyn_fed.methods.flaim import FLAIMOptions
+from privsyn_fed.noise import SeededNoise
 from privsyn_fed.silo import MarginalsQuery
 
 from .conftest import SCHEMA, assert_audit_objects_only_to_the_seed, make_frame, run_cli, synth_argv
@@ -403,3 +408,70 @@ def test_a_flaim_ledger_without_the_rules_record_ran_without_the_step():
     dropped = copy.deepcopy(on)
     del dropped["details"]["dependence_rule"]
     assert "details.dependence is recorded, but neither" in _problems(dropped)
+
+
+# ---- the step's pairs are charged together, before the first is drawn ----------------------------
+
+
+class LedgerWatch(SeededNoise):
+    """Seeded noise that reads the ledger on disk before each Gaussian draw: the ``n``-th draw
+    needs at least ``n`` Gaussian entries there (write-ahead); ``on_disk`` keeps what it saw."""
+
+    def __init__(self, seed: int, path):
+        super().__init__(seed)
+        self.path, self.on_disk = path, []
+
+    def _seen(self) -> None:
+        entries = json.loads(self.path.read_text())["entries"]
+        self.on_disk.append(sum(e["mechanism"] == "gaussian" for e in entries))
+        assert self.on_disk[-1] >= len(self.on_disk), "a value was drawn before its charge was on disk"
+
+    def gaussian_counts(self, counts, sigma):
+        self._seen()
+        return super().gaussian_counts(counts, sigma)
+
+    def gaussian_reals(self, values, sigma):
+        self._seen()
+        return super().gaussian_reals(values, sigma)
+
+
+@pytest.mark.parametrize("method", ["aim", "distaim"])
+def test_the_screen_is_on_disk_whole_before_its_first_pair_is_drawn(tmp_path, method):
+    schema = pf.Schema.from_dict(SCHEMA)
+    frames = [make_frame(500, 1), make_frame(400, 2)]
+    path = tmp_path / "ledger.json"
+    acc = Accountant(1.0, 1e-9, method, ledger_path=path)
+    noise = LedgerWatch(3, path)
+    opts = {"find_dependence": True, "pgm_iters": 50}
+    if method == "aim":
+        run_aim(
+            pf.Silo.from_frame(pd.concat(frames, ignore_index=True), schema, name="s"), acc, noise, AIMOptions(**opts)
+        )
+    else:
+        silos = [pf.Silo.from_frame(f, schema, name=f"s{k}") for k, f in enumerate(frames)]
+        run_distaim(InProcessAggregator(silos), acc, noise, FederatedOptions(**opts), sampling_seed=0)
+    p = math.comb(len(NAMES), 2)
+    chosen = len(acc.details["dependence"]["chosen"])
+    # draws 1 and 2: the planning total and the grouping 1-ways; then the p screens, all charged
+    # before the first is drawn, then the chosen pairs, all charged before the first of them
+    assert noise.on_disk[2] == 2 + p and noise.on_disk[2 + p] == 2 + p + chosen
+    assert len(noise.on_disk) == sum(e["mechanism"] == "gaussian" for e in acc.entries)
+
+
+def test_a_batch_that_does_not_fit_records_nothing_and_draws_nothing(tmp_path):
+    class Exploding(SeededNoise):
+        def gaussian_counts(self, counts, sigma):
+            raise AssertionError("drawn although the batch was refused")
+
+    path = tmp_path / "ledger.json"
+    acc = Accountant(0.1, 1e-9, "aim", ledger_path=path)
+    acc.gaussian("q0", 1.0, 300.0, "curator")
+    before = path.read_text()
+    releases = [(f"q{k}", np.zeros(3, dtype=np.int64)) for k in (1, 2, 3)]
+    sigma = 1.0 / math.sqrt(2 * 0.4 * acc.remaining)  # each fits alone, three do not
+    with pytest.raises(BudgetExceeded):
+        gaussian_mechanisms(acc, Exploding(0), releases, sigma=sigma, where="curator")
+    assert path.read_text() == before and len(acc.entries) == 1
+    ys = gaussian_mechanisms(acc, SeededNoise(0), releases[:2], sigma=sigma, where="curator")
+    assert len(ys) == 2 and [e["step"] for e in acc.entries] == [1, 2, 3]
+    assert json.loads(path.read_text())["entries"] == acc.entries

@@ -7,7 +7,15 @@ from .budget_store import BudgetStore, Reservation, check_dataset_id, reserved
 from .conversions import cks_delta, epsilon_to_rho, rho_to_epsilon
 from .distributed import PartiesNoise
 from .kept_ledger import LEDGER_SUFFIX, numbered, referenced_by, used_ledger
-from .ledger import LEDGER_FORMAT, Accountant, UnitAccountant, entry_rho, exponential_rho, gaussian_rho
+from .ledger import (
+    LEDGER_FORMAT,
+    Accountant,
+    UnitAccountant,
+    entry_rho,
+    exponential_rho,
+    gaussian_entry,
+    gaussian_rho,
+)
 from .limits import MAX_DELTA, MAX_EPSILON, MIN_DELTA, check_budget_args
 from .settling import settle_stale
 from .unit import DECLARED, ENFORCED, ROW_RELATION, PrivacyUnit, bounds_text, relation, unit_of
@@ -34,6 +42,7 @@ __all__ = [
     "entry_rho",
     "epsilon_to_rho",
     "exponential_rho",
+    "gaussian_entry",
     "gaussian_rho",
     "numbered",
     "referenced_by",

@@ -2,7 +2,9 @@
 
 Every charge is checked against the budget, appended to the ledger and written to disk (atomic
 replace plus fsync) *before* the caller may release the noisy value. A charge that would exceed
-the budget raises ``BudgetExceeded`` and nothing is recorded or released.
+the budget raises ``BudgetExceeded`` and nothing is recorded or released. Mechanisms released
+together (a dependence screen's pairs) are charged together (``charge_all``): one write records
+them all before the first is released, and a batch that does not fit records none.
 
 Costs (add/remove-one-record neighbours):
   * Gaussian mechanism, L2 sensitivity ``D``, standard deviation ``sigma``: ``rho = D^2 / (2 sigma^2)``;
@@ -24,7 +26,7 @@ import json
 import math
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from ..common import BudgetExceeded, checkpoint, write_atomic
 from .conversions import epsilon_to_rho, rho_to_epsilon
@@ -139,14 +141,35 @@ class Accountant:
         """Record ``entry`` durably; refuse it if it would exceed the budget.
 
         A safe point: a run that received SIGINT or SIGTERM stops here, before the charge."""
+        return self.charge_all([entry])[0]
+
+    def charge_all(self, entries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Record ``entries`` in order with one durable write, before any of them is released;
+        refuse them all, recording none, if together they would exceed the budget (``charge``)."""
         checkpoint()
-        rho = entry_rho(entry)
+        rhos = [entry_rho(entry) for entry in entries]
+        spent, delta_spent = self.rho_spent, self.delta_spent
+        for entry, rho in zip(entries, rhos):
+            spent, delta_spent = self._check(entry, rho, spent, delta_spent)
+        recorded = []
+        for entry, rho in zip(entries, rhos):
+            recorded.append({"step": len(self.entries) + 1, **entry, "rho": rho})
+            self.entries.append(recorded[-1])
+            self._encoded.append(encode_entry(recorded[-1]))
+        self.rho_spent, self.delta_spent = spent, delta_spent
+        self._persist()
+        return recorded
+
+    def _check(self, entry: dict[str, Any], rho: float, spent: float, delta_spent: float) -> tuple[float, float]:
+        """The spend after ``entry`` of cost ``rho`` on top of ``spent`` (and ``delta_spent``), or
+        ``BudgetExceeded`` (``ValueError`` for a cost that is no cost)."""
+        what = entry.get("query", entry["mechanism"])
         if not math.isfinite(rho) or rho < 0:
             raise ValueError(f"invalid privacy cost {rho!r}")
-        if not self.can_afford(rho):
+        if spent + rho > self.rho_budget * (1 + BUDGET_TOLERANCE):
             raise BudgetExceeded(
-                f"{entry.get('query', entry['mechanism'])}: needs rho={rho:.6g} but only "
-                f"{self.remaining:.6g} of {self.rho_budget:.6g} is left; nothing was released"
+                f"{what}: needs rho={rho:.6g} but only {max(0.0, self.rho_budget - spent):.6g} of "
+                f"{self.rho_budget:.6g} is left; nothing was released"
             )
         extra_delta = float(entry.get("delta", 0.0))
         if extra_delta:
@@ -154,19 +177,13 @@ class Accountant:
                 raise ValueError("an entry with its own delta needs an accountant given delta_budget")
             if not 0 < extra_delta < 1:
                 raise ValueError(f"invalid delta {extra_delta!r}")
-            if self.delta + self.delta_spent + extra_delta > self.delta_budget * (1 + BUDGET_TOLERANCE):
+            if self.delta + delta_spent + extra_delta > self.delta_budget * (1 + BUDGET_TOLERANCE):
                 raise BudgetExceeded(
-                    f"{entry.get('query', entry['mechanism'])}: needs delta={extra_delta:.6g} but only "
-                    f"{self.delta_budget - self.delta - self.delta_spent:.6g} of the delta budget is left; "
+                    f"{what}: needs delta={extra_delta:.6g} but only "
+                    f"{self.delta_budget - self.delta - delta_spent:.6g} of the delta budget is left; "
                     "nothing was released"
                 )
-        recorded = {"step": len(self.entries) + 1, **entry, "rho": rho}
-        self.entries.append(recorded)
-        self._encoded.append(encode_entry(recorded))
-        self.rho_spent += rho
-        self.delta_spent += extra_delta
-        self._persist()
-        return recorded
+        return spent + rho, delta_spent + extra_delta
 
     def gaussian(self, query: str, sensitivity_l2: float, sigma: float, where: str, **extra: Any) -> dict[str, Any]:
         """Charge a Gaussian mechanism, ``rho = sensitivity_l2^2 / (2 sigma^2)``; the recorded entry."""
@@ -287,6 +304,14 @@ class UnitAccountant:
 
     def charge(self, entry: dict[str, Any]) -> dict[str, Any]:
         """``entry`` planned for one row, recorded for one unit (class docstring)."""
+        return self.charge_all([entry])[0]
+
+    def charge_all(self, entries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``Accountant.charge_all`` of ``entries``, each planned for one row, recorded for one unit."""
+        return self._acc.charge_all([self._scaled(entry) for entry in entries])
+
+    def _scaled(self, entry: dict[str, Any]) -> dict[str, Any]:
+        """``entry`` at ``factor`` times the row's sensitivity (class docstring)."""
         scaled = dict(entry)
         if "delta" in entry:
             raise ValueError("a privacy unit is charged for Gaussian and exponential mechanisms without delta only")
@@ -304,7 +329,7 @@ class UnitAccountant:
                 scaled["fixed_point"] = fixed
         else:
             raise ValueError(f"unknown mechanism {entry['mechanism']!r}")
-        return self._acc.charge(scaled)
+        return scaled
 
     def gaussian(self, query: str, sensitivity_l2: float, sigma: float, where: str, **extra: Any) -> dict[str, Any]:
         """``Accountant.gaussian`` at ``factor`` times the row's sensitivity."""

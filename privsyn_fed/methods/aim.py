@@ -32,7 +32,7 @@ import numpy as np
 from ..accounting import Accountant
 from ..aggregation import Aggregator
 from ..common import OptionError, Progress, Silent
-from ..mechanisms import exponential_mechanism, gaussian_mechanism
+from ..mechanisms import exponential_mechanism, gaussian_mechanism, gaussian_mechanisms
 from ..noise import NoiseSource
 from ..silo import Silo
 from . import allocation, core
@@ -309,13 +309,17 @@ def run_aim(
             where="curator",
         )
 
-    def measure_pair(pair: tuple[str, ...], starts, sigma: float, query: str) -> np.ndarray:
-        """A pair's marginal, on merged bins where ``starts`` gives them, plus ``N(0, sigma^2)``."""
-        counts = true_marginal(pair)
-        merged = counts if starts is None else coarsen(counts.reshape(prob.cells_of(pair)), starts).ravel()
-        return gaussian_mechanism(acc, noise, merged, sigma=sigma, query=query, where="curator")
+    def measure_pairs(items, sigma: float) -> list[np.ndarray]:
+        """Each ``(pair, starts, query)``'s marginal, on merged bins where ``starts`` gives them,
+        plus ``N(0, sigma^2)``, charged together."""
+        releases = [(query, merged(pair, starts)) for pair, starts, query in items]
+        return gaussian_mechanisms(acc, noise, releases, sigma=sigma, where="curator")
 
-    target = measure_target(names, prob.shape, opts, acc.remaining, measure_pair)
+    def merged(pair: tuple[str, ...], starts) -> np.ndarray:
+        counts = true_marginal(pair)
+        return counts if starts is None else coarsen(counts.reshape(prob.cells_of(pair)), starts).ravel()
+
+    target = measure_target(names, prob.shape, opts, acc.remaining, measure_pairs)
     if opts.target is not None:
         acc.note(target_groups=TARGET_GROUPS)
 
@@ -324,7 +328,7 @@ def run_aim(
         return gaussian_mechanism(acc, noise, values, sigma=sigma, query=query, where="curator", sensitivity_l2=d**0.5)
 
     n_hat = float(total[0]) if T is None else None  # the noisy total the schedule is planned from
-    found = measure_dependence(prob, opts, acc, n_hat, measure_oneways, measure_pair)
+    found = measure_dependence(prob, opts, acc, n_hat, measure_oneways, measure_pairs)
     if n_hat is not None:  # planned on what the target's 2-ways and the dependence step leave
         planned = allocation.plan_aim(n_hat, acc.remaining, opts.alpha, d, prob.multiway_cells())
         T = allocation.aim_units(planned, d, opts.alpha)
@@ -336,11 +340,9 @@ def run_aim(
     answers = {cl: counts[columns[cl]] for cl in candidates}  # private; used only inside mechanisms
 
     measurements: list[tuple] = list(target) + found.measurements
-    for name in names:
-        y = gaussian_mechanism(
-            acc, noise, true_marginal((name,)), sigma=params.sigma, query=f"marginal({name})", where="curator"
-        )
-        measurements.append(((name,), y, params.sigma))
+    oneways = [(f"marginal({name})", true_marginal((name,))) for name in names]
+    ys = gaussian_mechanisms(acc, noise, oneways, sigma=params.sigma, where="curator")
+    measurements += [((name,), y, params.sigma) for name, y in zip(names, ys)]
     progress.update(acc.rho_spent / rho, f"measured {d} one-way marginals; fitting the model")
     fitter = pgm.ModelFitter(domain, iters=opts.pgm_iters, tol=opts.pgm_tol or None)
     model = fitter.fit(measurements)

@@ -226,8 +226,9 @@ class Found:
 #: ``measure_oneways(sigma, query)``: every column's 1-way, concatenated, plus ``N(0, sigma^2)``
 #: (one Gaussian of L2 sensitivity ``sqrt(d)``), charged by the caller's mechanism.
 MeasureOneways = Callable[[float, str], np.ndarray]
-#: ``measure_pair(pair, starts, sigma, query)``: the pair's merged marginal plus ``N(0, sigma^2)``.
-MeasurePair = Callable[[tuple[str, ...], Starts, float, str], np.ndarray]
+#: ``measure_pairs([(pair, starts, query), ...], sigma)``: each pair's merged marginal plus
+#: ``N(0, sigma^2)``, charged together before any is released.
+MeasurePairs = Callable[[Sequence[tuple[tuple[str, ...], Starts | None, str]], float], list[np.ndarray]]
 
 
 def find_dependence(
@@ -238,7 +239,7 @@ def find_dependence(
     rho: float,
     n_hat: float,
     measure_oneways: MeasureOneways,
-    measure_pair: MeasurePair,
+    measure_pairs: MeasurePairs,
 ) -> Found:
     """Steps 1 to 4 of the module docstring, ``rho`` the budget before them and ``n_hat`` the noisy
     planning total."""
@@ -254,17 +255,19 @@ def find_dependence(
     if not found.pairs:
         return found
     sigma1 = share_sigma(rho, share / 2.0, len(found.pairs))
+    starts1 = [tuple(found.screen_groups[c] for c in pair) for pair in found.pairs]
+    screened = measure_pairs([(p, s, screen_query(p)) for p, s in zip(found.pairs, starts1)], sigma1)
     screens = {}
-    for pair in found.pairs:
-        starts = tuple(found.screen_groups[c] for c in pair)
-        screens[pair] = (np.asarray(measure_pair(pair, starts, sigma1, screen_query(pair)), dtype=float), starts)
+    for pair, y, starts in zip(found.pairs, screened, starts1):
+        screens[pair] = (np.asarray(y, dtype=float), starts)
         found.scores.append(dependence(screens[pair][0].reshape([len(s) for s in starts]), sigma1))
     found.chosen = spanning_forest(found.pairs, found.scores)
     if found.chosen:
         sigma2 = share_sigma(rho, share / 2.0, len(found.chosen))
-        for pair in found.chosen:
-            starts = tuple(found.measure_groups[c] for c in pair)
-            found.measurements.append((pair, measure_pair(pair, starts, sigma2, measure_query(pair)), sigma2, starts))
+        starts2 = [tuple(found.measure_groups[c] for c in pair) for pair in found.chosen]
+        measured = measure_pairs([(p, s, measure_query(p)) for p, s in zip(found.chosen, starts2)], sigma2)
+        for pair, y, starts in zip(found.chosen, measured, starts2):
+            found.measurements.append((pair, y, sigma2, starts))
             found.measurements.append((pair, screens[pair][0], sigma1, screens[pair][1]))
     return found
 
@@ -282,7 +285,7 @@ def measure_dependence(
     acc,
     n_hat: float | None,
     measure_oneways: MeasureOneways,
-    measure_pair: MeasurePair,
+    measure_pairs: MeasurePairs,
     secure: bool = False,
 ) -> Found:
     """When the step runs: ``find_dependence`` on the run's public problem (``core.Problem``) with
@@ -306,7 +309,7 @@ def measure_dependence(
         acc.remaining,
         n_hat,
         measure_oneways,
-        measure_pair,
+        measure_pairs,
     )
     acc.note(dependence=found.record())
     return found

@@ -30,7 +30,7 @@ import numpy as np
 from ..accounting import Accountant
 from ..aggregation import Aggregator
 from ..common import OptionError
-from ..mechanisms import exact_sums_in_a_non_private_run, noisy_sum, noisy_sums
+from ..mechanisms import exact_sums_in_a_non_private_run, noisy_sum, noisy_sum_each, noisy_sums
 from ..noise import NoiseSource
 from ..silo import MarginalsQuery
 from . import allocation
@@ -39,7 +39,7 @@ from .allocation import FEDERATED_ROUNDS, default_sample_rate  # noqa: F401  (sh
 from .base import option
 from .coarse import MergedMarginalQuery
 from .core import Problem
-from .dependence import Found, measure_dependence
+from .dependence import Found, MeasurePairs, measure_dependence
 from .target import TARGET_GROUPS, measure_target
 
 Measurement = tuple[tuple[str, ...], np.ndarray, float]
@@ -165,15 +165,10 @@ def measure_target_twoways(
     (``target.measure_target``; sensitivity 1 each, on merged bins unless ``agg.secure``), at the
     population's scale; else nothing."""
 
-    def measure(pair: tuple[str, ...], starts, sigma: float, query: str) -> np.ndarray:
-        columns = tuple(prob.columns(pair))
-        request = MarginalsQuery((columns,)) if starts is None else MergedMarginalQuery(columns, starts)
-        return noisy_sum(agg, acc, noise, request, agg.silo_names, sigma=sigma, query=query, round_index=0)
-
     groups = None if agg.secure else TARGET_GROUPS
     if opts.target is not None and groups is not None:
         acc.note(target_groups=groups)
-    return measure_target(prob.names, prob.shape, opts, acc.remaining, measure, groups)
+    return measure_target(prob.names, prob.shape, opts, acc.remaining, pair_sums(agg, acc, noise, prob), groups)
 
 
 def measure_dependence_sums(
@@ -188,11 +183,23 @@ def measure_dependence_sums(
         request = MarginalsQuery(tuple((i,) for i in range(d)))
         return noisy_sums(agg, acc, noise, [(query, request, agg.silo_names)], sigma, math.sqrt(d), query, 0)[0]
 
-    def pair(clique: tuple[str, ...], starts, sigma: float, query: str) -> np.ndarray:
-        request = MergedMarginalQuery(tuple(prob.columns(clique)), starts)
-        return noisy_sum(agg, acc, noise, request, agg.silo_names, sigma=sigma, query=query, round_index=0)
+    return measure_dependence(prob, opts, acc, n_hat, oneways, pair_sums(agg, acc, noise, prob), secure=agg.secure)
 
-    return measure_dependence(prob, opts, acc, n_hat, oneways, pair, secure=agg.secure)
+
+def pair_sums(agg: Aggregator, acc: Accountant, noise: NoiseSource, prob) -> MeasurePairs:
+    """``measure_pairs`` on sums over every silo: each ``(pair, starts, query)``'s marginal summed
+    (``coarse.MergedMarginalQuery`` where ``starts`` merges bins) plus ``N(0, sigma^2)``,
+    sensitivity 1 each, all charged together (``mechanisms.noisy_sum_each``)."""
+
+    def measure(items, sigma: float) -> list[np.ndarray]:
+        requests = []
+        for pair, starts, query in items:
+            columns = tuple(prob.columns(pair))
+            request = MarginalsQuery((columns,)) if starts is None else MergedMarginalQuery(columns, starts)
+            requests.append((query, request, agg.silo_names))
+        return noisy_sum_each(agg, acc, noise, requests, sigma=sigma, round_index=0)
+
+    return measure
 
 
 def planning_total(agg: Aggregator, acc: Accountant, noise: NoiseSource) -> float:

@@ -108,20 +108,18 @@ def measure_target(
     shape: Sequence[int],
     opts: TargetOptions,
     rho: float,
-    measure: Callable[[tuple[str, ...], Starts | None, float, str], Any],
+    measure_pairs: Callable[[Sequence[tuple[tuple[str, ...], Starts | None, str]], float], list[Any]],
     groups: int | None = TARGET_GROUPS,
 ) -> list[tuple]:
     """With ``opts.target``: each of its 2-ways (``target_pairs``) measured by the caller's charged
-    ``measure(pair, starts, sigma, query)`` at ``target_sigma`` of ``rho`` (the budget before
-    them), on the merged bins ``target_starts`` gives (``(pair, y, sigma)``, or ``(pair, y, sigma,
-    starts)`` when merged); without a target, nothing."""
+    ``measure_pairs([(pair, starts, query), ...], sigma)`` at ``target_sigma`` of ``rho`` (the
+    budget before them), on the merged bins ``target_starts`` gives (``(pair, y, sigma)``, or
+    ``(pair, y, sigma, starts)`` when merged); without a target, nothing."""
     if opts.target is None:
         return []
     sigma = target_sigma(rho, opts.target_share, len(names))
     cells = dict(zip(names, shape))
-    out: list[tuple] = []
-    for pair in target_pairs(names, opts.target):
-        starts = target_starts(pair, [cells[c] for c in pair], opts.target, groups)
-        y = measure(pair, starts, sigma, target_query(pair))
-        out.append((pair, y, sigma) if starts is None else (pair, y, sigma, starts))
-    return out
+    pairs = target_pairs(names, opts.target)
+    starts = [target_starts(pair, [cells[c] for c in pair], opts.target, groups) for pair in pairs]
+    measured = measure_pairs([(pair, s, target_query(pair)) for pair, s in zip(pairs, starts)], sigma)
+    return [(p, y, sigma) if s is None else (p, y, sigma, s) for p, y, s in zip(pairs, measured, starts)]
