@@ -140,13 +140,12 @@ def measure_initial_oneways(
     Sets ``totals.per_silo`` (mean noisy rows per sampled silo) and returns the measurements
     rescaled to the population estimate.
     """
-    raw = []
-    for i, name in enumerate(names):
-        among = sampler.draw()
-        noisy = noisy_sum(
-            agg, acc, noise, MarginalsQuery(((i,),)), among, sigma=sigma, query=f"marginal({name})", round_index=0
-        )
-        raw.append(((name,), noisy, len(among)))
+    draws = [sampler.draw() for _ in names]
+    requests = [
+        (f"marginal({name})", MarginalsQuery(((i,),)), among) for i, (name, among) in enumerate(zip(names, draws))
+    ]
+    ys = noisy_sum_each(agg, acc, noise, requests, sigma=sigma, round_index=0)  # charged together
+    raw = [((name,), y, len(among)) for name, y, among in zip(names, ys, draws)]
     # rows per silo: inverse-variance mean of the per-column estimates (variance ~ cells sigma^2 / m^2)
     est = np.array([float(y.sum()) / m for _, y, m in raw])
     w = np.array([m**2 / (shape[i] * sigma**2) for i, (_, _, m) in enumerate(raw)])
