@@ -10,7 +10,8 @@ it (default 0.1) on a DP schema draft of the silos' skewed numeric columns (``sc
 (basic composition). Categories, bounds and coded values (atoms: POVPIP's 501, WGTP's and NOC's 0)
 come from the public data dictionary, with the atoms the draft finds (DENSITY's, one per PUMA); a
 skewed column whose bounds the draft does not find gets 32 bins on a log scale. SDNist's consistency
-rules are declared as public constraints (``--no-rules`` leaves them out). The silos are the
+rules are declared as public constraints (``--no-rules`` leaves them out), and the bins they divide
+are cut where their ranges end (``schema cut-at-rules``). The silos are the
 excerpt's PUMAs: one file per PUMA, named after it and without the PUMA column, which the federated
 methods restore with ``--silo-column PUMA`` (each silo's name is its rows' PUMA); central AIM pools
 the rows with their PUMA. AIM, DistAIM and FLAIM declare the
@@ -52,6 +53,7 @@ from acs_bins import (  # noqa: E402
 
 import privsyn_fed as pf  # noqa: E402
 from privsyn_fed.evaluation import encode, tstr_auc  # noqa: E402
+from privsyn_fed.schema import cut_at_rules  # noqa: E402
 
 #: The archive's published k-marginal scores (bundle 1.0, all features) for the same excerpt and epsilon.
 PUBLISHED = {
@@ -168,8 +170,8 @@ def main() -> int:
             for epsilon in args.epsilons:
                 draft_eps, release_eps = epsilon * args.draft_share, epsilon * (1 - args.draft_share)
                 schema_dict = shaped_schema(args.excerpts, state, silos, draft_eps, args.delta / 2, work)
-                if not args.no_rules:
-                    schema_dict = with_rules(schema_dict)
+                if not args.no_rules:  # the rules, and the bins cut where their ranges end (`schema cut-at-rules`)
+                    schema_dict = cut_at_rules(pf.Schema.from_dict(with_rules(schema_dict))).to_dict()
                 schema_path = work / "schema.json"
                 schema_path.write_text(json.dumps(schema_dict))
                 schema = pf.Schema.from_dict(schema_dict)

@@ -21,6 +21,8 @@ from .common import (
     positive_int,
 )
 from .schema_help import DICTIONARY_EPILOG, DRAFT_EPILOG
+from .schema_rules import add_parser as add_cut_parser
+from .schema_rules import run_cut_at_rules
 
 
 def add_parsers(sub) -> None:
@@ -40,8 +42,9 @@ def add_parsers(sub) -> None:
     sc = sub.add_parser(
         "schema",
         help="draft a schema from a table (for review, or under --dp), or build one from a data dictionary",
-        description="Write a schema file: drafted from a table's rows (`draft`), or from a public data "
-        "dictionary in CSV (`from-dictionary`).",
+        description="Write a schema file: drafted from a table's rows (`draft`), from a public data "
+        "dictionary in CSV (`from-dictionary`), or with its bins cut where its constraints' ranges end "
+        "(`cut-at-rules`).",
     )
     ssub = sc.add_subparsers(dest="schema_command", metavar="ACTION", parser_class=type(sc))
     ssub.required = True
@@ -172,6 +175,7 @@ def add_parsers(sub) -> None:
         help=f"bins of a numeric column without its own (default {DEFAULT_BINS})",
     )
     fd.add_argument("--force", action="store_true", help="replace --out if it exists")
+    add_cut_parser(ssub)
 
 
 def spends_budget(args: argparse.Namespace) -> bool:
@@ -180,9 +184,11 @@ def spends_budget(args: argparse.Namespace) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    """``schema draft`` or ``schema from-dictionary``; 0 on success."""
+    """``schema draft``, ``schema from-dictionary`` or ``schema cut-at-rules``; 0 on success."""
     if args.schema_command == "from-dictionary":
         return run_from_dictionary(args)
+    if args.schema_command == "cut-at-rules":
+        return run_cut_at_rules(args)
     if args.dp is not None:
         return run_draft_dp(args)
     return run_draft(args)

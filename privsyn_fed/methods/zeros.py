@@ -7,9 +7,10 @@ set and, for an implication, some ``then`` column's cell lies wholly outside its
 bin lies wholly inside a set when its ranges (joined where they meet) hold every value the bin
 decodes to (weight 1 in ``model.conditions``), wholly outside when none holds any (weight 0); a
 bin cut by a range's end is neither, and rejection (``model.rejection``) still removes the
-forbidden rows drawn from it. The constraints are public, so fitting a model with these cells
-held at probability 0 is post-processing of the released measurements; the numpy estimator does
-it in the final fit (``core.final_fit``, ``mirror``).
+forbidden rows drawn from it (``schema.cut_at_rules`` gives a schema whose bins no range cuts).
+The constraints are public, so fitting a model with these cells held at probability 0 is
+post-processing of the released measurements; the numpy estimator does it in the final fit
+(``core.final_fit``, ``mirror``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Sequence
 import numpy as np
 
 from ..model import Condition
-from ..schema import NumericColumn, Schema, ValueSet
+from ..schema import Schema, ValueSet, joined_ranges
 
 #: Constraints over more columns than this give no zeros (their cliques would grow the model).
 MAX_COLUMNS = 3
@@ -29,24 +30,11 @@ MAX_COLUMNS = 3
 def _cover(values: ValueSet, schema: Schema) -> tuple[np.ndarray, np.ndarray]:
     """Per cell of the set's column: whether every value of the cell lies inside the set, and
     whether none does."""
-    one = [replace(values, ranges=(r,), categories=(), missing=False) for r in _merged(values)]
+    one = [replace(values, ranges=(r,), categories=(), missing=False) for r in joined_ranges(values)]
     if values.categories or values.missing or not values.ranges:
         one.append(replace(values, ranges=()))
     w = np.array([Condition(v).weights(schema) for v in one])
     return np.asarray((w >= 1.0).any(axis=0)), np.asarray((w <= 0.0).all(axis=0))
-
-
-def _merged(values: ValueSet) -> list[tuple[float, float]]:
-    """The set's ranges joined where they overlap or, in an integer column, abut: a bin inside
-    their union lies inside one of them."""
-    step = 1.0 if isinstance(values.col, NumericColumn) and values.col.integer else 0.0
-    out: list[tuple[float, float]] = []
-    for lo, hi in sorted(values.ranges):
-        if out and lo <= out[-1][1] + step:
-            out[-1] = (out[-1][0], max(out[-1][1], hi))
-        else:
-            out.append((lo, hi))
-    return out
 
 
 def structural_zeros(schema: Schema, names: Sequence[str]) -> list[tuple[tuple[str, ...], np.ndarray]]:

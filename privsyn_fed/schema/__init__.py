@@ -62,6 +62,7 @@ from .encode_arrow import WHITESPACE, constant_column, encode_batch
 from .identifiers import identifier_note, identifier_reason
 from .numeric_keys import rounded
 from .profile import IDENTIFIER_SAMPLE
+from .rule_bins import Cut, cut_at_rules, cut_bins, joined_ranges
 from .schema import CategoricalColumn, NumericColumn, Schema, checked_edges
 
 __all__ = [
@@ -71,6 +72,7 @@ __all__ = [
     "CategoricalColumn",
     "ColumnProfile",
     "Constraint",
+    "Cut",
     "Constraints",
     "DEFAULT_BINS",
     "DEFAULT_CATEGORICAL_MAX",
@@ -99,6 +101,8 @@ __all__ = [
     "column_values",
     "constant_column",
     "constraints_of",
+    "cut_at_rules",
+    "cut_bins",
     "decode_codes",
     "dictionary_columns",
     "draft_document",
@@ -109,6 +113,7 @@ __all__ = [
     "identifier_note",
     "identifier_reason",
     "identifiers",
+    "joined_ranges",
     "ignored_note",
     "numbers_as_text",
     "numeric_bin",
