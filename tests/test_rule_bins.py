@@ -138,3 +138,15 @@ def test_synth_names_the_bins_its_constraints_divide(tmp_path, cut):
     assert proc.returncode == 0, proc.stderr
     note = [line for line in proc.stderr.splitlines() if line.startswith("note: the constraints divide")]
     assert note == ([] if cut else [note[0]]) and (cut or "x 13..15 at 15" in note[0])
+
+
+def test_the_command_keeps_a_drafts_note_and_every_other_key(tmp_path, capsys):
+    schema = _schema({"name": "x", "type": "numeric", "lower": 0, "upper": 99, "integer": True, "bins": 32}, "..14")
+    document = {"_draft": "drafted from rows.csv: review before a release", "comment": "kept", **schema.to_dict()}
+    path, out = tmp_path / "s.json", tmp_path / "cut.json"
+    path.write_text(json.dumps(document))
+    assert run_cli("schema", "cut-at-rules", path, "--out", out, capsys=capsys).returncode == 0
+    written = json.loads(out.read_text())
+    assert written["_draft"] == document["_draft"] and written["comment"] == "kept"
+    assert written["constraints"] == document["constraints"] and written["columns"][1] == document["columns"][1]
+    assert pf.Schema.load(out).private_draft  # still a draft a release refuses until reviewed

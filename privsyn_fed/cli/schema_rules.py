@@ -14,8 +14,9 @@ that holds ages 13 to 15: the release can then neither hold that part at probabi
 the bin's allowed rows (rejection drops the earners drawn at 13 or 14 and keeps a third of them,
 where all of them are 15). The new schema cuts such a bin where each range begins and just
 after it ends (here at 15), keeping every other cut point: bins as drafted or declared, plus
-these. A uniform or log-scale column is written as its cut points ("edges"). Nothing is read
-but the schema; `synth` names the bins its schema's constraints cut.
+these. A uniform or log-scale column is written as its cut points ("edges"); every other column
+and key (a draft's note included) is written as it was. Nothing is read but the schema; `synth`
+names the bins its schema's constraints divide.
 """
 
 
@@ -37,13 +38,16 @@ def add_parser(ssub) -> None:
 def run_cut_at_rules(args: argparse.Namespace) -> int:
     """Write the schema cut at its rules (``schema.cut_at_rules``) and say which bins were cut."""
     from ..common import Named, check_files
-    from ..schema import Schema, cut_at_rules, cut_bins, write_document
+    from ..schema import Schema, cut_bins, cut_document, read_document, write_document
 
     path, out = Path(args.schema), Path(args.out)
     check_files([Named("SCHEMA", path)], [(Named("--out", out), "schema")], force=args.force)
-    schema = Schema.load(path)
+    document = read_document(path)
+    schema = Schema.from_dict(document, source=str(path))
     cuts = cut_bins(schema)
-    write_document(out, cut_at_rules(schema).to_dict())
+    new = cut_document(document, schema, cuts)  # every other key kept: a draft's note, the constraints
+    Schema.from_dict(new, source=str(out))
+    write_document(out, new)
     if not cuts:
         print(f"wrote {out}: no constraint divides a bin of {path}; the schema is unchanged")
         return 0

@@ -62,8 +62,8 @@ from .encode_arrow import WHITESPACE, constant_column, encode_batch
 from .identifiers import identifier_note, identifier_reason
 from .numeric_keys import rounded
 from .profile import IDENTIFIER_SAMPLE
-from .rule_bins import Cut, cut_at_rules, cut_bins, joined_ranges
-from .schema import CategoricalColumn, NumericColumn, Schema, checked_edges
+from .rule_bins import Cut, cut_at_rules, cut_bins, cut_document, joined_ranges
+from .schema import CategoricalColumn, NumericColumn, Schema, checked_edges, read_document
 
 __all__ = [
     "WHITESPACE",
@@ -103,6 +103,7 @@ __all__ = [
     "constraints_of",
     "cut_at_rules",
     "cut_bins",
+    "cut_document",
     "decode_codes",
     "dictionary_columns",
     "draft_document",
@@ -124,6 +125,7 @@ __all__ = [
     "plain_numbers",
     "profile_chunks",
     "refined",
+    "read_document",
     "rounded",
     "text_fault",
     "violation_report",

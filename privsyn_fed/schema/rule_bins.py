@@ -100,17 +100,21 @@ def cut_at_rules(schema: Schema) -> Schema:
     """``schema`` with each numeric column's bins also cut at ``cut_bins``' points (module
     docstring); the schema itself where no constraint cuts a bin."""
     cuts = cut_bins(schema)
-    if not cuts:
-        return schema
-    raw = schema.to_dict()
-    for spec in raw["columns"]:
+    return Schema.from_dict(cut_document(schema.to_dict(), schema, cuts), source=schema.source) if cuts else schema
+
+
+def cut_document(document: dict, schema: Schema, cuts: list[Cut]) -> dict:
+    """A schema file's ``document`` (of ``schema``) with the columns ``cuts`` names given as cut
+    points: their bins' plus the cuts; every other key and column as it was."""
+    out = dict(document)
+    out["columns"] = []
+    for spec in document["columns"]:
         new = [c.at for c in cuts if c.column == spec["name"]]
-        if not new:
-            continue
-        col = schema.column(spec["name"])
-        assert isinstance(col, NumericColumn)
-        points = sorted({*bin_edges(col)[0][1:].tolist(), *new})
-        spec.pop("bins", None)
-        spec.pop("scale", None)
-        spec["edges"] = [int(v) for v in points] if col.integer else points
-    return Schema.from_dict(raw, source=schema.source)
+        if new:
+            col = schema.column(spec["name"])
+            assert isinstance(col, NumericColumn)
+            points = sorted({*bin_edges(col)[0][1:].tolist(), *new})
+            spec = {k: v for k, v in spec.items() if k not in ("bins", "scale")}
+            spec["edges"] = [int(v) for v in points] if col.integer else points
+        out["columns"].append(spec)
+    return out

@@ -272,16 +272,7 @@ class Schema:
     @classmethod
     def load(cls, path: str | Path) -> "Schema":
         """Read a JSON (or YAML, by extension ``.yaml``/``.yml``) schema file and validate it."""
-        path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise InputError(f"{path}: schema file not found") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(f"{path}: cannot read schema file ({exc})") from None
-        yaml = path.suffix.lower() in (".yaml", ".yml")
-        raw = parse_yaml(text, path, "schema") if yaml else parse_json(text, path, "schema")
-        return cls.from_dict(raw, source=str(path))
+        return cls.from_dict(read_document(path), source=str(path))
 
     @classmethod
     def from_dict(cls, raw: Any, source: str = "<schema>") -> "Schema":
@@ -313,6 +304,19 @@ class Schema:
         """This schema marked as reviewed: its bounds and categories now come from public knowledge (what
         deleting a draft file's ``"_draft"`` note says); ``to_dict`` then writes no note."""
         return dataclasses.replace(self, private_draft=False, draft_note=None)
+
+
+def read_document(path: str | Path) -> Any:
+    """A schema file's parsed document (JSON, or YAML by extension ``.yaml``/``.yml``), not yet checked."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{path}: schema file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read schema file ({exc})") from None
+    yaml = path.suffix.lower() in (".yaml", ".yml")
+    return parse_yaml(text, path, "schema") if yaml else parse_json(text, path, "schema")
 
 
 def _parse_column(spec: Any, index: int, source: str) -> Column:
