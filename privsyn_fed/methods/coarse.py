@@ -19,12 +19,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 #: Starts of each column's groups: one tuple of cell indices per column of a marginal.
 Starts = tuple[tuple[int, ...], ...]
+#: ``measure_pairs([(pair, starts, query), ...], sigma)``: each pair's marginal, on merged bins where
+#: ``starts`` gives them, plus ``N(0, sigma^2)``, all charged together before any is released.
+MeasurePairs = Callable[[Sequence[tuple[tuple[str, ...], Starts | None, str]], float], list[np.ndarray]]
 
 
 def group_starts(cells: int, groups: int) -> tuple[int, ...]:

@@ -61,7 +61,7 @@ import numpy as np
 from ..common import OptionError
 from ..silo import SQRT_2_OVER_PI
 from .base import option
-from .coarse import Starts
+from .coarse import MeasurePairs
 from .histograms import projected
 from .target import share_sigma
 
@@ -226,9 +226,6 @@ class Found:
 #: ``measure_oneways(sigma, query)``: every column's 1-way, concatenated, plus ``N(0, sigma^2)``
 #: (one Gaussian of L2 sensitivity ``sqrt(d)``), charged by the caller's mechanism.
 MeasureOneways = Callable[[float, str], np.ndarray]
-#: ``measure_pairs([(pair, starts, query), ...], sigma)``: each pair's merged marginal plus
-#: ``N(0, sigma^2)``, charged together before any is released.
-MeasurePairs = Callable[[Sequence[tuple[tuple[str, ...], Starts | None, str]], float], list[np.ndarray]]
 
 
 def find_dependence(

@@ -37,9 +37,9 @@ from . import allocation
 from .aim import AIMOptions, check_workload
 from .allocation import FEDERATED_ROUNDS, default_sample_rate  # noqa: F401  (shared by DistAIM and FLAIM)
 from .base import option
-from .coarse import MergedMarginalQuery
+from .coarse import MeasurePairs, MergedMarginalQuery
 from .core import Problem
-from .dependence import Found, MeasurePairs, measure_dependence
+from .dependence import Found, measure_dependence
 from .target import TARGET_GROUPS, measure_target
 
 Measurement = tuple[tuple[str, ...], np.ndarray, float]

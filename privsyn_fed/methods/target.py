@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Sequence
 
 from ..common import OptionError
 from .base import option
-from .coarse import Starts, group_starts
+from .coarse import MeasurePairs, Starts, group_starts
 
 #: The default share of the budget (after the planning total) for the target's 2-ways.
 TARGET_SHARE = 0.2
@@ -108,7 +108,7 @@ def measure_target(
     shape: Sequence[int],
     opts: TargetOptions,
     rho: float,
-    measure_pairs: Callable[[Sequence[tuple[tuple[str, ...], Starts | None, str]], float], list[Any]],
+    measure_pairs: MeasurePairs,
     groups: int | None = TARGET_GROUPS,
 ) -> list[tuple]:
     """With ``opts.target``: each of its 2-ways (``target_pairs``) measured by the caller's charged
