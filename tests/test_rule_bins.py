@@ -136,8 +136,15 @@ def test_synth_names_the_bins_its_constraints_divide(tmp_path, cut):
     argv = ["synth", "--schema", tmp_path / "s.json", "--silo", tmp_path / "a.csv", "--out", tmp_path / "o.csv"]
     proc = run_cli(*argv, "--epsilon", "1", "--delta", "1e-9", "--seed", "1")
     assert proc.returncode == 0, proc.stderr
-    note = [line for line in proc.stderr.splitlines() if line.startswith("note: the constraints divide")]
-    assert note == ([] if cut else [note[0]]) and (cut or "x 13..15 at 15" in note[0])
+    note = [line for line in proc.stderr.splitlines() if "the constraints divide" in line]
+    assert note == ([] if cut else [note[0]]) and (cut or "x 13..15 at 15" in note[0] and "cut-at-rules" in note[0])
+
+
+def test_the_api_logs_the_bins_its_constraints_divide(caplog):
+    schema = _schema({"name": "x", "type": "numeric", "lower": 0, "upper": 99, "integer": True, "bins": 32}, "..14")
+    with caplog.at_level("WARNING", logger="privsyn_fed"):
+        pf.synthesize([_ages(2_000, 2)], "aim", 1.0, 1e-9, schema=schema, rows=100, seed=1, progress=False)
+    assert any("the constraints divide 1 bin(s) (x 13..15 at 15)" in r.getMessage() for r in caplog.records)
 
 
 def test_the_command_keeps_a_drafts_note_and_every_other_key(tmp_path, capsys):

@@ -62,30 +62,11 @@ def report(args: argparse.Namespace, request, result, n_silos: int) -> None:
             "them with `privsyn-fed evaluate --baseline`",
             file=sys.stderr,
         )
-    cut = _cut_bins_note(request.schema)
-    if cut:
-        print(cut, file=sys.stderr)
     if led.get("non_private"):
         print(f"WARNING: {led['non_private']}", file=sys.stderr)
     if led["seeded"]:
         print("warning: seeded run: the noise is predictable from the seed; not a private release", file=sys.stderr)
     print(f"check it with: privsyn-fed audit {request.ledger}")
-
-
-def _cut_bins_note(schema) -> str | None:
-    """One line naming the bins the schema's constraints divide (``schema.cut_bins``), or None."""
-    from ..schema import cut_bins
-
-    cuts = cut_bins(schema)
-    if not cuts:
-        return None
-    shown = ", ".join(f"{c.column} {c.low:g}..{c.high:g} at {c.at:g}" for c in cuts[:3])
-    more = f" and {len(cuts) - 3} more" if len(cuts) > 3 else ""
-    return (
-        f"note: the constraints divide {len(cuts)} bin(s) ({shown}{more}): rows drawn there that break a rule are "
-        "dropped, thinning the values the rule allows; `privsyn-fed schema cut-at-rules` writes the schema with "
-        "those bins cut"
-    )
 
 
 def _rounds_ran(ledger: dict) -> str:

@@ -22,11 +22,12 @@ from ..accounting import Accountant, Reservation, UnitAccountant, epsilon_to_rho
 from ..aggregation import Aggregator, InProcessAggregator
 from ..common import InputError, OptionError, Progress, ProgressCallback, Silent, Staged, checkpoint
 from ..noise import noise_source
+from ..schema import divided_note
 from ..silo import SiloLike, identifier_warning, read_silos, site_record
 from .request import ReleaseRequest
 from .result import SynthResult, refuse_existing
 
-#: Notes of a release for the operator of each silo (private: never released).
+#: Notes of a release: for the operator of each silo (private: never released), and on its public schema.
 log = logging.getLogger("privsyn_fed.release")
 
 #: Up to this many rows the synthetic table is drawn inside the run (a failure fails the run);
@@ -91,6 +92,9 @@ def run_release(
             "--new-dataset said the data differ, and the store records that it was said"
         )
     _notes(read, request)
+    divided = divided_note(schema)  # public: the schema's own bins and rules
+    if divided:
+        log.warning(divided)
     return _run(request, read, aggregator, reservation, stage, ledger_path, reporter)
 
 

@@ -62,7 +62,7 @@ from .encode_arrow import WHITESPACE, constant_column, encode_batch
 from .identifiers import identifier_note, identifier_reason
 from .numeric_keys import rounded
 from .profile import IDENTIFIER_SAMPLE
-from .rule_bins import Cut, cut_at_rules, cut_bins, cut_document, joined_ranges
+from .rule_bins import Cut, cut_at_rules, cut_bins, cut_document, divided_note, joined_ranges
 from .schema import CategoricalColumn, NumericColumn, Schema, checked_edges, read_document
 
 __all__ = [
@@ -105,6 +105,7 @@ __all__ = [
     "cut_bins",
     "cut_document",
     "decode_codes",
+    "divided_note",
     "dictionary_columns",
     "draft_document",
     "draft_table",

@@ -69,6 +69,20 @@ def cut_bins(schema: Schema) -> list[Cut]:
     return sorted(found.values(), key=lambda c: (order[c.column], c.at))
 
 
+def divided_note(schema: Schema) -> str | None:
+    """One line naming the bins the schema's constraints divide (``cut_bins``), or None."""
+    cuts = cut_bins(schema)
+    if not cuts:
+        return None
+    shown = ", ".join(f"{c.column} {c.low:g}..{c.high:g} at {c.at:g}" for c in cuts[:3])
+    more = f" and {len(cuts) - 3} more" if len(cuts) > 3 else ""
+    return (
+        f"the constraints divide {len(cuts)} bin(s) ({shown}{more}): rows drawn there that break a rule are "
+        "dropped, thinning the values the rule allows; `privsyn-fed schema cut-at-rules` (in Python "
+        "`privsyn_fed.schema.cut_at_rules`) gives the schema with those bins cut"
+    )
+
+
 def _divides(col: NumericColumn, low: float, high: float, at: float) -> bool:
     """Whether the bin ``low..high`` holds values on both sides of ``at``: lengths in a real column,
     whole numbers that are not atoms (which have cells of their own) in an integer one."""
