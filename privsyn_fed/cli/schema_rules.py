@@ -31,14 +31,16 @@ def add_parser(ssub) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     cr.add_argument("schema", metavar="SCHEMA", help="the schema with its constraints (JSON or YAML)")
-    cr.add_argument("--out", required=True, metavar="SCHEMA.json", help="where to write the new schema")
+    cr.add_argument(
+        "--out", required=True, metavar="SCHEMA.json", help="where to write the new schema (YAML if it ends in .yaml)"
+    )
     cr.add_argument("--force", action="store_true", help="replace --out if it exists")
 
 
 def run_cut_at_rules(args: argparse.Namespace) -> int:
     """Write the schema cut at its rules (``schema.cut_at_rules``) and say which bins were cut."""
     from ..common import Named, check_files
-    from ..schema import Schema, cut_bins, cut_document, read_document, write_document
+    from ..schema import Schema, cut_bins, cut_document, read_document, save_document
 
     path, out = Path(args.schema), Path(args.out)
     check_files([Named("SCHEMA", path)], [(Named("--out", out), "schema")], force=args.force)
@@ -46,8 +48,8 @@ def run_cut_at_rules(args: argparse.Namespace) -> int:
     schema = Schema.from_dict(document, source=str(path))
     cuts = cut_bins(schema)
     new = cut_document(document, schema, cuts)  # every other key kept: a draft's note, the constraints
-    Schema.from_dict(new, source=str(out))
-    write_document(out, new)
+    Schema.from_dict(new, source=f"{path} with its bins cut at the rules")  # still a schema: within every limit
+    save_document(out, new)  # YAML by extension, else JSON
     if not cuts:
         print(f"wrote {out}: no constraint divides a bin of {path}; the schema is unchanged")
         return 0

@@ -63,7 +63,7 @@ from .identifiers import identifier_note, identifier_reason
 from .numeric_keys import rounded
 from .profile import IDENTIFIER_SAMPLE
 from .rule_bins import Cut, cut_at_rules, cut_bins, cut_document, divided_note, joined_ranges
-from .schema import CategoricalColumn, NumericColumn, Schema, checked_edges, read_document
+from .schema import CategoricalColumn, NumericColumn, Schema, checked_edges, read_document, save_document
 
 __all__ = [
     "WHITESPACE",
@@ -128,6 +128,7 @@ __all__ = [
     "refined",
     "read_document",
     "rounded",
+    "save_document",
     "text_fault",
     "violation_report",
     "violations",

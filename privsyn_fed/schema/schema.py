@@ -233,15 +233,7 @@ class Schema:
     def save(self, path: str | Path) -> None:
         """Write ``to_dict()`` to a schema file atomically: YAML by extension ``.yaml``/``.yml``, else JSON
         (whole-number floats as integers); ``load`` reads it back, a private draft's note included."""
-        from ..common import write_atomic
-
-        path, document = Path(path), plain_numbers(self.to_dict())
-        if path.suffix.lower() in (".yaml", ".yml"):
-            import yaml
-
-            write_atomic(path, lambda fh: yaml.safe_dump(document, fh, sort_keys=False, allow_unicode=True))
-        else:
-            write_document(path, document)
+        save_document(path, plain_numbers(self.to_dict()))
 
     @classmethod
     def draft(
@@ -317,6 +309,18 @@ def read_document(path: str | Path) -> Any:
         raise InputError(f"{path}: cannot read schema file ({exc})") from None
     yaml = path.suffix.lower() in (".yaml", ".yml")
     return parse_yaml(text, path, "schema") if yaml else parse_json(text, path, "schema")
+
+
+def save_document(path: str | Path, document: dict[str, Any]) -> None:
+    """Write a schema file's ``document`` atomically: YAML by extension ``.yaml``/``.yml``, else JSON."""
+    from ..common import write_atomic
+
+    if Path(path).suffix.lower() in (".yaml", ".yml"):
+        import yaml
+
+        write_atomic(path, lambda fh: yaml.safe_dump(document, fh, sort_keys=False, allow_unicode=True))
+    else:
+        write_document(path, document)
 
 
 def _parse_column(spec: Any, index: int, source: str) -> Column:
