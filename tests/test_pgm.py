@@ -4,6 +4,8 @@ import itertools
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from mbi import estimation
 
 from privsyn_fed.methods import compiled, pgm
@@ -179,3 +181,17 @@ def test_with_a_cache_a_repeated_release_compiles_nothing_new(schema_path, silo_
     assert len(first) > 5  # the refit programs were written
     release(2)
     assert {p.name for p in cache.iterdir() if p.is_file()} == first
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**31), st.integers(1, 3), st.booleans())
+def test_logsumexp_is_scipys(seed, ndim, with_infinities):
+    from scipy.special import logsumexp as scipys
+
+    rng = np.random.default_rng(seed)
+    x = rng.normal(0, 300, size=tuple(rng.integers(1, 5, ndim)))
+    if with_infinities:
+        x[rng.random(x.shape) < 0.5] = -np.inf
+    np.testing.assert_allclose(pgm.logsumexp(x), scipys(x), rtol=1e-12)
+    for axis in [0, tuple(range(ndim)), tuple(range(1, ndim)) or 0]:
+        np.testing.assert_allclose(pgm.logsumexp(x, axis=axis), scipys(x, axis=axis), rtol=1e-12)

@@ -183,8 +183,6 @@ class MarginalReader:
         self._new: list[set[str]] | None = None  # each factor's columns outside its separator
 
     def _junction_tree(self) -> JunctionTree:
-        from scipy.special import logsumexp
-
         domain, potentials = self._model.domain, self._model.potentials
         tree = junction_tree(domain, list(potentials))
         table = expanded_tables(potentials, domain, tree.nodes)
@@ -254,6 +252,17 @@ class MarginalReader:
             if hit[i] and tree.parents[i] >= 0:
                 hit[tree.parents[i]] = True
         return [i for i, h in enumerate(hit) if h]
+
+
+def logsumexp(x: np.ndarray, axis: int | tuple[int, ...] | None = None) -> np.ndarray:
+    """``log(sum(exp(x)))`` over ``axis`` (all of ``x`` when None), shifted by the maximum so that
+    nothing overflows; ``-inf`` where every term is ``-inf`` (scipy's, without its import: about
+    0.06 s of every small release)."""
+    top = np.max(x, axis=axis, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    with np.errstate(divide="ignore"):
+        out = np.log(np.sum(np.exp(x - top), axis=axis, keepdims=True)) + top
+    return out.reshape(()) if axis is None else np.squeeze(out, axis=axis)
 
 
 def model_cliques(model: FittedModel) -> list[tuple[str, ...]]:
