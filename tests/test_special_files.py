@@ -234,6 +234,10 @@ def _dictionary(k: Path, w: Path, special) -> list:
     return ["schema", "from-dictionary", special(w / "d.csv"), "--out", w / "s.json"]
 
 
+def _cut(k: Path, w: Path, special) -> list:
+    return ["schema", "cut-at-rules", special(w / "s.json"), "--out", w / "c.json"]
+
+
 def _partition(k: Path, w: Path, special) -> list:
     return ["partition", special(w / "x.csv"), "--clients", "2", "--scheme", "iid", "--out", w / "p"]
 
@@ -369,6 +373,7 @@ INPUTS = [
     Position("schema draft", "--budget-store", "", _at(_draft, "--budget-store", "x.db"), "--budget-store"),
     *_each("schema draft", _draft_mpc, ("--federation", "--cert", "--key"), "x.pem"),
     Position("schema from-dictionary", "dictionary", "", _dictionary, "DICT.csv"),
+    Position("schema cut-at-rules", "schema", "", _cut, "SCHEMA"),
     Position("partition", "data", "", _partition, "DATA.csv"),
     Position("sample", "model", "", _sample, "MODEL"),
     *_each("evaluate", _evaluate, ("--real", "--synthetic", "--schema", "--holdout", "--model", "--baseline"), "x.csv"),
@@ -395,6 +400,7 @@ OUTPUTS = {
     ("schema draft", "--out"),
     ("schema draft", "--ledger"),
     ("schema from-dictionary", "--out"),
+    ("schema cut-at-rules", "--out"),
     ("partition", "--out"),
     ("evaluate", "--json"),
     ("evaluate", "--report"),
