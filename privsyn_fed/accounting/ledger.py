@@ -135,7 +135,11 @@ class Accountant:
 
     def can_afford(self, rho: float) -> bool:
         """Whether charging ``rho`` keeps the spend within the budget (up to ``BUDGET_TOLERANCE``)."""
-        return self.rho_spent + rho <= self.rho_budget * (1 + BUDGET_TOLERANCE)
+        return self._within(self.rho_spent + rho)
+
+    def _within(self, spent: float) -> bool:
+        """Whether a spend of ``spent`` stays within the budget (up to ``BUDGET_TOLERANCE``)."""
+        return spent <= self.rho_budget * (1 + BUDGET_TOLERANCE)
 
     def charge(self, entry: dict[str, Any]) -> dict[str, Any]:
         """Record ``entry`` durably; refuse it if it would exceed the budget.
@@ -166,7 +170,7 @@ class Accountant:
         what = entry.get("query", entry["mechanism"])
         if not math.isfinite(rho) or rho < 0:
             raise ValueError(f"invalid privacy cost {rho!r}")
-        if spent + rho > self.rho_budget * (1 + BUDGET_TOLERANCE):
+        if not self._within(spent + rho):
             raise BudgetExceeded(
                 f"{what}: needs rho={rho:.6g} but only {max(0.0, self.rho_budget - spent):.6g} of "
                 f"{self.rho_budget:.6g} is left; nothing was released"
