@@ -65,6 +65,27 @@ class JunctionTree:
         theirs = set(self.factors[p][0])
         return tuple(a for a in self.factors[i][0] if a in theirs)
 
+    def column_marginals(self) -> dict[str, np.ndarray]:
+        """Each column's marginal distribution: the cliques' joint marginals parents first (a root's is
+        its factor; a child's is its conditional times its separator's marginal in the parent's), each
+        column summed out of the first clique holding it."""
+        joint: dict[int, np.ndarray] = {}
+        out: dict[str, np.ndarray] = {}
+        for i in reversed(range(len(self.factors))):
+            clique, table = self.factors[i]
+            p = self.parents[i]
+            if p < 0:
+                joint[i] = table
+            else:
+                parent = self.factors[p][0]
+                sep = self.separator(i)
+                above = joint[p].sum(axis=tuple(k for k, a in enumerate(parent) if a not in sep))
+                joint[i] = table * aligned(above, [a for a in parent if a in sep], clique)
+            for k, a in enumerate(clique):
+                if a not in out:
+                    out[a] = joint[i].sum(axis=tuple(x for x in range(len(clique)) if x != k))
+        return out
+
     def log_likelihood(self, codes: np.ndarray, names: Sequence[str]) -> np.ndarray:
         """``log p(x)`` (natural log) of each encoded row; the columns of ``codes`` follow ``names``."""
         column = {n: i for i, n in enumerate(names)}

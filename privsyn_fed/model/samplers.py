@@ -2,7 +2,8 @@
 
 * ``GraphicalModel``: the AIM family's graphical model and the independent model, as a junction
   tree (``factor_tree``); conditioning is exact (the tree given the conditions' weights), and numeric
-  values are then drawn inside ``bin ∩ range``.
+  values are then drawn inside ``bin ∩ range``, along the model's frequency polygon in the bins a
+  range does not divide (``schema.bin_shape``).
 * ``CopulaModel``: Fed-TDA's Gaussian copula ``z = L g``, ``g ~ N(0, I)``, decoded through the public
   encoding. Its rows given a condition are drawn by rejection (exact: the kept rows are the model's
   rows given the condition), bounded: a condition that too few of the model's rows meet is refused
@@ -21,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ..common import InputError
-from ..schema import Schema, decode_codes
+from ..schema import NumericColumn, Schema, bin_lengths, decode_codes, polygon_heights
 from .checks import check_encoding, check_factor, check_factors, check_total
 from .conditions import Condition
 from .factor_tree import JunctionTree, independent_tree
@@ -43,6 +44,8 @@ class GraphicalModel:
     schema: Schema
     ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
     probability: float = 1.0
+    #: Each numeric column's within-bin shape (``bin_shapes``); the unconditioned model's once given.
+    shapes: dict[str, tuple[np.ndarray, np.ndarray]] | None = None
 
     kind = "junction-tree"
 
@@ -58,10 +61,22 @@ class GraphicalModel:
 
     def sample(self, rows: int, seed: int | None) -> pd.DataFrame:
         """``rows`` rows drawn with one generator seeded ``seed`` (``None``: fresh): codes by the tree,
-        then values inside their bins (and ranges)."""
+        then values inside their bins (and ranges), shaped by the model's frequency polygons."""
         rng = np.random.default_rng(seed)
         codes = self.tree.sample_codes(rows, rng, self.schema.names)
-        return decode_codes(codes, self.schema, rng, self.ranges)
+        return decode_codes(codes, self.schema, rng, self.ranges, self.bin_shapes())
+
+    def bin_shapes(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Each numeric column's polygon heights at its bins' ends (``schema.bin_shape``), from the
+        model's own bin masses."""
+        if self.shapes is None:
+            masses = self.tree.column_marginals()
+            self.shapes = {
+                col.name: polygon_heights(masses[col.name][: col.n_bins], *bin_lengths(col))
+                for col in self.schema.columns
+                if isinstance(col, NumericColumn)
+            }
+        return self.shapes
 
     def given(self, conditions: Sequence[Condition]) -> "GraphicalModel":
         """The model given ``conditions`` (exact); ``InputError`` when they have probability 0."""
@@ -72,7 +87,7 @@ class GraphicalModel:
         if p <= 0:
             raise InputError(f"{_described(conditions)} has probability 0 under the model: no row can meet it")
         ranges = {c.column: c.range for c in conditions if c.range is not None}
-        return GraphicalModel(tree, self.schema, {**self.ranges, **ranges}, self.probability * p)
+        return GraphicalModel(tree, self.schema, {**self.ranges, **ranges}, self.probability * p, self.bin_shapes())
 
     def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:
         """The model as a JSON header and arrays (``model.file``)."""

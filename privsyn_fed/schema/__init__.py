@@ -3,6 +3,7 @@
 drafts from a table or a data dictionary (``draft``, ``dictionary``)."""
 
 from . import identifiers
+from .bin_shape import polygon_heights
 from .cells import (
     DEFAULT_BINS,
     MAX_COLUMN_CELLS,
@@ -48,6 +49,7 @@ from .draft import (
 )
 from .encode import (
     bin_edges,
+    bin_lengths,
     bin_midpoints,
     cell_error,
     check_columns,
@@ -90,6 +92,7 @@ __all__ = [
     "UNFOUND_KEY",
     "ValueSet",
     "bin_edges",
+    "bin_lengths",
     "bin_midpoints",
     "category_order",
     "cell_error",
@@ -120,6 +123,7 @@ __all__ = [
     "numbers_as_text",
     "numeric_bin",
     "numeric_histogram",
+    "polygon_heights",
     "numeric_spec",
     "parse_values",
     "plain_note",

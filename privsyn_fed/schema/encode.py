@@ -10,10 +10,11 @@ Encoding (runs inside a silo, on private rows):
 Values are read as text and stripped of surrounding white space.
 
 Decoding (post-processing of private output, so ordinary numpy randomness is fine): a numeric
-bin becomes a value drawn uniformly inside the bin (for integer columns a uniformly drawn whole
-number of the bin other than its atoms; a bin of atoms only gives its lowest value), which never
-leaves the schema's bounds; an atom's cell becomes exactly the atom. A column with ``decimals``
-then has its values rounded onto that grid inside the bounds (``numeric_keys.rounded``).
+bin becomes a value drawn inside the bin, uniformly or along given polygon heights (``bin_shape``;
+for integer columns a whole number of the bin other than its atoms; a bin of atoms only gives its
+lowest value), which never leaves the schema's bounds; an atom's cell becomes exactly the atom. A
+column with ``decimals`` then has its values rounded onto that grid inside the bounds
+(``numeric_keys.rounded``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ..common import InputError, delimiter_hint
+from .bin_shape import shaped_unit
 from .cells import check_cell_types, column_cells, missing_mask, numbers_as_text, shown
 from .numeric_keys import rounded
 from .schema import CategoricalColumn, NumericColumn, Schema
@@ -217,11 +219,14 @@ def decode_codes(
     schema: Schema,
     rng: np.random.Generator,
     ranges: Mapping[str, tuple[float, float]] | None = None,
+    shapes: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> pd.DataFrame:
-    """Turn an ``(n, d)`` code array into a table of values in schema order: a numeric value uniform
-    inside its bin, or inside its bin's part of ``ranges[column]`` (inclusive) where one is given."""
+    """Turn an ``(n, d)`` code array into a table of values in schema order: a numeric value inside its
+    bin, or inside its bin's part of ``ranges[column]`` (inclusive) where one is given; uniform, or
+    shaped by ``shapes[column]`` (each bin's polygon heights, ``bin_shape``) in the bins no range divides."""
     codes = np.asarray(codes, dtype=np.int64)
     ranges = ranges or {}
+    shapes = shapes or {}
     out = {}
     for j, col in enumerate(schema.columns):
         c = codes[:, j]
@@ -229,7 +234,7 @@ def decode_codes(
             raise ValueError(f"code outside the domain of column '{col.name}'")
         missing = c == (col.size - 1) if col.missing else np.zeros(len(c), dtype=bool)
         if isinstance(col, NumericColumn):
-            values = decode_numeric(col, np.where(missing, 0, c), rng, ranges.get(col.name))
+            values = decode_numeric(col, np.where(missing, 0, c), rng, ranges.get(col.name), shapes.get(col.name))
             series = pd.Series(values, dtype="Int64" if col.integer else "Float64")
         else:
             cats = np.array(col.categories, dtype=object)
@@ -240,23 +245,32 @@ def decode_codes(
 
 
 def decode_numeric(
-    col: NumericColumn, c: np.ndarray, rng: np.random.Generator, within: tuple[float, float] | None = None
+    col: NumericColumn,
+    c: np.ndarray,
+    rng: np.random.Generator,
+    within: tuple[float, float] | None = None,
+    shape: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> np.ndarray:
     """Values of a numeric column's present cells ``c`` (module docstring), inside ``within`` (inclusive)
-    where given: int64 for an integer column, else floats."""
+    where given, placed in their bins by ``shape``'s heights where given and the bin is whole: int64
+    for an integer column, else floats."""
     atom = c >= col.first_atom_cell
     b = np.where(atom, 0, c)
-    lo, hi = bin_edges(col)
-    lo, hi = lo[b], hi[b]
+    edges = bin_edges(col)
+    lo, hi = edges[0][b], edges[1][b]
     if within is not None and col.integer:
         lo = np.maximum(lo, math.ceil(max(within[0], -(2.0**62))))
         hi = np.minimum(hi, math.floor(min(within[1], 2.0**62)))
     elif within is not None:
         lo, hi = np.maximum(lo, within[0]), np.minimum(hi, within[1])
+    u = rng.random(len(b))
+    if shape is not None:
+        whole = (lo == edges[0][b]) & (hi == edges[1][b])
+        u = np.where(whole, shaped_unit(shape[0][b], shape[1][b], u), u)
     if col.integer:
-        values = _whole_numbers_but_atoms(col, lo, hi, rng)
+        values = _whole_numbers_but_atoms(col, lo, hi, u)
     else:
-        values = np.clip(lo + rng.random(len(b)) * (hi - lo), col.lower, col.upper)
+        values = np.clip(lo + u * (hi - lo), col.lower, col.upper)
         if col.decimals is not None:
             low, high = (
                 (col.lower, col.upper) if within is None else (max(col.lower, within[0]), min(col.upper, within[1]))
@@ -267,19 +281,29 @@ def decode_numeric(
     return values
 
 
-def _whole_numbers_but_atoms(
-    col: NumericColumn, lo: np.ndarray, hi: np.ndarray, rng: np.random.Generator
-) -> np.ndarray:
-    """A whole number drawn uniformly from ``[lo, hi]`` without the column's atoms (the ``r``-th one is
-    ``lo + r`` moved up past each atom at or below it, atoms taken in ascending order); ``lo`` where
-    only atoms lie between."""
+def _whole_numbers_but_atoms(col: NumericColumn, lo: np.ndarray, hi: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """The whole number at position ``u`` in ``[0, 1)`` of ``[lo, hi]`` without the column's atoms (the
+    ``r``-th one, ``r = floor(u count)``, is ``lo + r`` moved up past each atom at or below it, atoms
+    taken in ascending order); ``lo`` where only atoms lie between."""
     atoms = np.asarray(col.atoms)
     inside = np.searchsorted(atoms, hi, side="right") - np.searchsorted(atoms, lo, side="left")
     count = hi - lo + 1 - inside
-    k = lo + np.minimum(np.floor(rng.random(len(lo)) * count), np.maximum(count - 1, 0))
+    k = lo + np.minimum(np.floor(u * count), np.maximum(count - 1, 0))
     for a in atoms:
         k += (a >= lo) & (a <= hi) & (k >= a)
     return np.where(count > 0, k, lo).astype(np.int64)
+
+
+def bin_lengths(col: NumericColumn) -> tuple[np.ndarray, np.ndarray]:
+    """Each bin's span ``L_b`` on the value axis and its room ``n_b`` for values (``bin_shape``): for an
+    integer column ``hi - lo + 1`` and the whole numbers in it other than atoms; for a real column
+    both ``hi - lo``."""
+    lo, hi = (e.astype(float) for e in bin_edges(col))
+    if not col.integer:
+        return hi - lo, hi - lo
+    atoms = np.asarray(col.atoms, dtype=float)
+    inside = np.searchsorted(atoms, hi, side="right") - np.searchsorted(atoms, lo, side="left")
+    return hi - lo + 1, hi - lo + 1 - inside
 
 
 def bin_midpoints(codes: np.ndarray, schema: Schema) -> np.ndarray:
