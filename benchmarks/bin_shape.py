@@ -102,7 +102,8 @@ def one_release(name: str, pooled: Path, silos: list[Path], schema: Path, seed: 
     delta = "5e-6" if name in ("ma", "tx") else "1e-9"
     run("synth", "--method", "aim", "--schema", str(schema), *[a for s in silos for a in ("--silo", str(s))],
         "--epsilon", "0.9" if name in ("ma", "tx") else "1", "--delta", delta,
-        "--out", str(work / f"{name}-release-{seed}.csv"), "--model-out", str(model_path), "--force", "--quiet")  # fmt: skip
+        "--out", str(work / f"{name}-release-{seed}.csv"), "--model-out", str(model_path),
+        "--force", "--quiet")  # fmt: skip
     model = load_model(model_path)
     real = pd.read_csv(pooled, dtype=str, keep_default_na=False)
     doc = json.loads(schema.read_text())
