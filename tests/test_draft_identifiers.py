@@ -105,6 +105,22 @@ def test_sparse_whole_numbers_and_measures_are_not_identifiers():
     assert result.identifiers == [] and names(result) == ["record", "weight_g", "id"]
 
 
+def test_noisy_counts_with_more_values_than_their_span_holds_are_not_identifiers():
+    """A DP draft of a measure (2 decimals, 0.21..13.5) whose noisy counts showed no decimals: 678 noisy
+    distinct values in bounds 2..3 are not whole numbers filling 2..3, so not ids; ids 1..1000 still are,
+    and so are noisy counts up to twice their span."""
+    from privsyn_fed.draft_dp.decide import ColumnFacts, identifier_line
+    from privsyn_fed.schema.identifiers import identifier_reason
+
+    decimals = (120, 50, 24, 0, 0, 0, 0)  # each below the seen level
+    noisy = ColumnFacts(rows=1583, missing=240, non_numbers=0, decimals=decimals, distinct=678, seen=600)
+    assert noisy.whole and identifier_line("income", noisy, [], text=False, lo=2, hi=3) is None
+    ids = ColumnFacts(rows=1000, missing=0, non_numbers=0, decimals=(0,) * 7, distinct=1000, seen=30)
+    assert "looks like an identifier" in identifier_line("id", ids, [], text=False, lo=1, hi=1000)
+    assert identifier_reason(1000, 1990, text=False, whole=True, lo=1, hi=1000) is not None
+    assert identifier_reason(1000, 2010, text=False, whole=True, lo=1, hi=1000) is None
+
+
 def test_a_column_with_missing_cells_counts_its_present_ones(table):
     df = table[["patient_id", "age"]].astype({"patient_id": object}).copy()
     df.loc[df.index % 2 == 0, "patient_id"] = ""  # half missing: 2 visits a patient present
