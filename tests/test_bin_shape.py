@@ -1,7 +1,7 @@
 """Values inside their bins along the model's frequency polygon (``schema.bin_shape``): the inverse of
 the linear distribution function, the polygon of a linear density, values that never leave their bin,
-a smooth density followed more closely than by uniform draws, and the uniform kept where a range
-divides a bin."""
+a smooth density followed more closely than by uniform draws, and rows given a range that are
+exactly the model's rows inside it."""
 
 from __future__ import annotations
 
@@ -84,17 +84,37 @@ def test_a_smooth_density_is_followed_closer_than_by_uniform_draws():
     assert np.array_equal(np.digitize(shaped, [0.25, 0.5, 0.75]), np.digitize(uniform, [0.25, 0.5, 0.75]))
 
 
-def test_a_bin_a_range_divides_keeps_the_uniform_its_weight_assumes():
-    """Given ``x`` in ``0.3..1``, bin ``[0.25, 0.5)`` is divided: its values are uniform on ``[0.3,
-    0.5)`` (the share of the bin ``conditions`` weighted it by), while the whole bins follow the polygon."""
+def test_a_range_gives_exactly_the_models_rows_inside_it():
+    """Given ``x`` in ``0.3..1`` (dividing bin ``[0.25, 0.5)``), the model of density ``2x`` has
+    probability ``1 - 0.3^2`` and its rows follow ``2x`` on ``[0.3, 1]``: the condition weighs the divided
+    bin by the polygon's share and the draw follows the polygon inside the range."""
     model = _triangle_model()
     (cond,) = conditions_from({"x": (0.3, 1.0)}, model.schema)
-    x = model.given([cond]).sample(40_000, 3)["x"].to_numpy(dtype=float)
+    given_x = model.given([cond])
+    assert given_x.probability == pytest.approx(1 - 0.09, abs=1e-12)
+    x = given_x.sample(40_000, 3)["x"].to_numpy(dtype=float)
     assert x.min() >= 0.3
-    divided = x[x < 0.5]
-    assert stats.kstest(divided, stats.uniform(0.3, 0.2).cdf).pvalue > 0.01
-    top = x[x >= 0.75]
-    assert stats.kstest(top, lambda v: (np.clip(v, 0.75, 1) ** 2 - 0.5625) / 0.4375).pvalue > 0.01
+    assert stats.kstest(x, lambda v: (np.clip(v, 0.3, 1) ** 2 - 0.09) / 0.91).pvalue > 0.01
+
+
+def test_an_integer_columns_rows_given_a_range_are_its_rows_inside_the_range():
+    """Whole numbers 0..40 in 6 bins with the atom 10 and uneven masses: the rows drawn given ``7..23``
+    have the value counts of the unconditioned rows that fall in ``7..23`` (chi-square, fixed seeds), and
+    the condition's probability is their share."""
+    column = {"name": "n", "type": "numeric", "lower": 0, "upper": 40, "bins": 6, "integer": True, "atoms": [10]}
+    schema = pf.Schema.from_dict({"columns": [column]})
+    masses = np.array([0.05, 0.3, 0.1, 0.25, 0.05, 0.15, 0.1])  # 6 bins, then the atom
+    model = GraphicalModel.independent([masses], schema, 1000.0)
+    everything = model.sample(400_000, 1)["n"].to_numpy(dtype=np.int64)
+    inside = everything[(everything >= 7) & (everything <= 23)]
+    (cond,) = conditions_from({"n": (7, 23)}, schema)
+    given_n = model.given([cond])
+    assert given_n.probability == pytest.approx(len(inside) / len(everything), abs=0.003)
+    drawn = given_n.sample(60_000, 2)["n"].to_numpy(dtype=np.int64)
+    assert drawn.min() >= 7 and drawn.max() <= 23
+    values = np.arange(7, 24)
+    table = np.array([[np.sum(inside == v) for v in values], [np.sum(drawn == v) for v in values]])
+    assert stats.chi2_contingency(table[:, table.sum(axis=0) > 0]).pvalue > 1e-3
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])

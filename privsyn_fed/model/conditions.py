@@ -3,16 +3,17 @@
 A condition names, per column, the values a row must take, written as a schema's constraints write
 them (``schema.constraints.ValueSet``): categories (or the missing value), or for a numeric column
 one number or one inclusive range. Over the model's cells it is the weight ``w(cell)``: 1 or 0 for a
-category or the missing cell; for a numeric bin, the share of the bin's values inside the range
-(values are drawn uniformly inside their bin, so ``P(value in range | bin) = w``; an integer column's
-bin counts its whole numbers other than the column's atoms); for an atom's cell, 1 or 0 as the atom
-lies inside the range or not. Conditioning the model on ``w`` and then drawing each value uniformly
-inside ``bin ∩ range`` gives exactly the model's rows given the condition.
+category or the missing cell; for a numeric bin, the share of the bin's values inside the range:
+values are drawn inside their bin along the model's frequency polygon (``schema.bin_shape``), so
+``w = G(t1) - G(t0)`` with ``G`` the bin's distribution function and ``t0..t1`` the range's positions
+in the bin (``schema.range_positions``: by length, or by an integer column's whole numbers other than
+its atoms; the uniform's share where no shape is given); for an atom's cell, 1 or 0 as the atom lies
+inside the range or not. Conditioning the model on ``w`` and then drawing each value from ``G``
+between ``t0`` and ``t1`` gives exactly the model's rows given the condition.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -20,7 +21,16 @@ import numpy as np
 import pandas as pd
 
 from ..common import InputError
-from ..schema import CategoricalColumn, NumericColumn, Schema, ValueSet, bin_edges, column_values, parse_values
+from ..schema import (
+    CategoricalColumn,
+    NumericColumn,
+    Schema,
+    ValueSet,
+    column_values,
+    linear_cdf,
+    parse_values,
+    range_positions,
+)
 
 #: The command line's separator between alternatives: ``region=north|south``.
 EITHER = "|"
@@ -48,8 +58,9 @@ class Condition:
         """The condition in words (``region = south``, ``age in 30..40``)."""
         return self.values.describe()
 
-    def weights(self, schema: Schema) -> np.ndarray:
-        """``w`` over the column's cells (module docstring)."""
+    def weights(self, schema: Schema, shape: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+        """``w`` over the column's cells (module docstring); a numeric bin's share of the range under
+        ``shape``'s polygon heights where given (``schema.bin_shape``), else the uniform's."""
         col = self.values.col
         w = np.zeros(col.size)
         if col.missing and self.values.missing:
@@ -61,30 +72,16 @@ class Condition:
         if self.range is None:
             return w
         low, high = self.range
-        lo, hi = (np.asarray(e, dtype=float) for e in bin_edges(col))
         atoms = np.asarray(col.atoms, dtype=float)
         w[col.first_atom_cell : col.missing_cell] = (atoms >= low) & (atoms <= high)
-        if col.integer:  # whole numbers in [low, high] over those in each bin, atoms left out
-            a, b = np.maximum(lo, math.ceil(max(low, -(2.0**62)))), np.minimum(hi, math.floor(min(high, 2.0**62)))
-            inside = np.clip(b - a + 1, 0, None) - np.where(b >= a, _atoms_within(atoms, a, b), 0)
-            total = hi - lo + 1 - _atoms_within(atoms, lo, hi)
-            only_atoms = ((lo >= low) & (lo <= high)).astype(float)  # such a bin decodes to its lowest value
-            w[: col.n_bins] = np.where(total > 0, inside / np.where(total > 0, total, 1), only_atoms)
-        else:
-            width = hi - lo
-            overlap = np.clip(np.minimum(hi, high) - np.maximum(lo, low), 0, None)
-            point = ((lo <= high) & (low <= hi)).astype(float)
-            w[: col.n_bins] = np.where(width > 0, overlap / np.where(width > 0, width, 1.0), point)
+        t0, t1 = range_positions(col, low, high)
+        a, b = (np.ones(col.n_bins), np.ones(col.n_bins)) if shape is None else shape
+        w[: col.n_bins] = linear_cdf(a, b, t1) - linear_cdf(a, b, t0)
         return w
 
     def holds(self, frame: pd.DataFrame) -> np.ndarray:
         """Whether each row of a decoded table meets the condition."""
         return self.values.holds(column_values(self.values.col, frame[self.column]))
-
-
-def _atoms_within(atoms: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """How many of the sorted ``atoms`` lie in each ``[a, b]``."""
-    return np.searchsorted(atoms, b, side="right") - np.searchsorted(atoms, a, side="left")
 
 
 def parse_where(items: Sequence[str], schema: Schema) -> list[Condition]:

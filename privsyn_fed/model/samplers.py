@@ -2,8 +2,8 @@
 
 * ``GraphicalModel``: the AIM family's graphical model and the independent model, as a junction
   tree (``factor_tree``); conditioning is exact (the tree given the conditions' weights), and numeric
-  values are then drawn inside ``bin ∩ range``, along the model's frequency polygon in the bins a
-  range does not divide (``schema.bin_shape``).
+  values are then drawn inside ``bin ∩ range`` along the model's frequency polygon
+  (``schema.bin_shape``), which the conditions' weights follow.
 * ``CopulaModel``: Fed-TDA's Gaussian copula ``z = L g``, ``g ~ N(0, I)``, decoded through the public
   encoding. Its rows given a condition are drawn by rejection (exact: the kept rows are the model's
   rows given the condition), bounded: a condition that too few of the model's rows meet is refused
@@ -82,12 +82,13 @@ class GraphicalModel:
         """The model given ``conditions`` (exact); ``InputError`` when they have probability 0."""
         if not conditions:
             return self
-        weights = {c.column: c.weights(self.schema) for c in conditions}
+        shapes = self.bin_shapes()
+        weights = {c.column: c.weights(self.schema, shapes.get(c.column)) for c in conditions}
         tree, p = self.tree.conditioned(weights)
         if p <= 0:
             raise InputError(f"{_described(conditions)} has probability 0 under the model: no row can meet it")
         ranges = {c.column: c.range for c in conditions if c.range is not None}
-        return GraphicalModel(tree, self.schema, {**self.ranges, **ranges}, self.probability * p, self.bin_shapes())
+        return GraphicalModel(tree, self.schema, {**self.ranges, **ranges}, self.probability * p, shapes)
 
     def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:
         """The model as a JSON header and arrays (``model.file``)."""

@@ -3,7 +3,7 @@
 drafts from a table or a data dictionary (``draft``, ``dictionary``)."""
 
 from . import identifiers
-from .bin_shape import polygon_heights
+from .bin_shape import linear_cdf, polygon_heights
 from .cells import (
     DEFAULT_BINS,
     MAX_COLUMN_CELLS,
@@ -58,6 +58,7 @@ from .encode import (
     ignored_note,
     numeric_bin,
     numeric_histogram,
+    range_positions,
     refined,
 )
 from .encode_arrow import WHITESPACE, constant_column, encode_batch
@@ -122,6 +123,7 @@ __all__ = [
     "ignored_note",
     "numbers_as_text",
     "numeric_bin",
+    "linear_cdf",
     "numeric_histogram",
     "polygon_heights",
     "numeric_spec",
@@ -129,6 +131,7 @@ __all__ = [
     "plain_note",
     "plain_numbers",
     "profile_chunks",
+    "range_positions",
     "refined",
     "read_document",
     "rounded",

@@ -50,3 +50,13 @@ def shaped_unit(a: np.ndarray, b: np.ndarray, u: np.ndarray) -> np.ndarray:
     root = np.sqrt(np.maximum(a * a + u * (b * b - a * a), 0.0))
     t = u * (a + b) / np.maximum(a + root, np.finfo(float).tiny)
     return np.clip(t, 0.0, np.nextafter(1.0, 0.0))
+
+
+def linear_cdf(a: np.ndarray, b: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """The distribution function ``(a t + (b - a) t^2 / 2) / ((a + b) / 2)`` of that density at ``t`` in
+    ``[0, 1]`` (``t`` where ``a + b`` is 0); exactly 0 and 1 at the ends, so a whole bin weighs 1."""
+    a, b, t = np.broadcast_arrays(np.asarray(a, float), np.asarray(b, float), np.asarray(t, float))
+    flat = a + b <= 0
+    a, b = np.where(flat, 1.0, a), np.where(flat, 1.0, b)
+    g = (a * t + (b - a) * t * t / 2) / ((a + b) / 2)
+    return np.where(t <= 0, 0.0, np.where(t >= 1, 1.0, np.clip(g, 0.0, 1.0)))

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ..common import InputError, delimiter_hint
-from .bin_shape import shaped_unit
+from .bin_shape import linear_cdf, shaped_unit
 from .cells import check_cell_types, column_cells, missing_mask, numbers_as_text, shown
 from .numeric_keys import rounded
 from .schema import CategoricalColumn, NumericColumn, Schema
@@ -251,44 +251,75 @@ def decode_numeric(
     within: tuple[float, float] | None = None,
     shape: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> np.ndarray:
-    """Values of a numeric column's present cells ``c`` (module docstring), inside ``within`` (inclusive)
-    where given, placed in their bins by ``shape``'s heights where given and the bin is whole: int64
-    for an integer column, else floats."""
+    """Values of a numeric column's present cells ``c`` (module docstring): each at a position of its
+    bin drawn along ``shape``'s polygon heights (uniform without), restricted to ``within`` (inclusive)
+    where given (``range_positions``: the draw's distribution function taken between the range's two
+    positions); int64 for an integer column, else floats."""
     atom = c >= col.first_atom_cell
     b = np.where(atom, 0, c)
     edges = bin_edges(col)
     lo, hi = edges[0][b], edges[1][b]
-    if within is not None and col.integer:
-        lo = np.maximum(lo, math.ceil(max(within[0], -(2.0**62))))
-        hi = np.minimum(hi, math.floor(min(within[1], 2.0**62)))
-    elif within is not None:
-        lo, hi = np.maximum(lo, within[0]), np.minimum(hi, within[1])
+    ones = np.ones(len(b))
+    a, z = (ones, ones) if shape is None else (shape[0][b], shape[1][b])
     u = rng.random(len(b))
-    if shape is not None:
-        whole = (lo == edges[0][b]) & (hi == edges[1][b])
-        u = np.where(whole, shaped_unit(shape[0][b], shape[1][b], u), u)
+    t0, t1 = (np.zeros(len(b)), ones) if within is None else (t[b] for t in range_positions(col, *within))
+    if within is not None:
+        g0, g1 = linear_cdf(a, z, t0), linear_cdf(a, z, t1)
+        u = g0 + u * (g1 - g0)
+    t = shaped_unit(a, z, u)
     if col.integer:
-        values = _whole_numbers_but_atoms(col, lo, hi, u)
+        values = _whole_number_at(col, lo, hi, t, t0, t1)
     else:
-        values = np.clip(lo + u * (hi - lo), col.lower, col.upper)
+        low, high = (col.lower, col.upper) if within is None else (max(col.lower, within[0]), min(col.upper, within[1]))
+        values = np.clip(lo + t * (hi - lo), np.maximum(lo, low), np.minimum(hi, high))
         if col.decimals is not None:
-            low, high = (
-                (col.lower, col.upper) if within is None else (max(col.lower, within[0]), min(col.upper, within[1]))
-            )
             values = rounded(values, col.decimals, low, high)
     if col.atoms:
         values[atom] = np.asarray(col.atoms)[c[atom] - col.first_atom_cell]
     return values
 
 
-def _whole_numbers_but_atoms(col: NumericColumn, lo: np.ndarray, hi: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """The whole number at position ``u`` in ``[0, 1)`` of ``[lo, hi]`` without the column's atoms (the
-    ``r``-th one, ``r = floor(u count)``, is ``lo + r`` moved up past each atom at or below it, atoms
-    taken in ascending order); ``lo`` where only atoms lie between."""
+def range_positions(col: NumericColumn, low: float, high: float) -> tuple[np.ndarray, np.ndarray]:
+    """Where the inclusive range ``low..high`` begins and ends inside each bin, as positions ``t0 <= t1``
+    in ``[0, 1]`` of the bin's room for values: in a real column by length; in an integer column by its
+    whole numbers other than atoms (those below the range's first over the bin's count, and those up
+    to its last). ``t0 == t1`` where the range misses the bin. A bin of no room (a real bin of width 0,
+    an integer bin of atoms only, which decodes to its lowest value) is ``0..1`` when the range holds
+    its lowest value, else empty."""
+    lo, hi = (np.asarray(e, dtype=float) for e in bin_edges(col))
+    holds_lo = ((lo >= low) & (lo <= high)).astype(float)
+    if col.integer:
+        atoms = np.asarray(col.atoms, dtype=float)
+        first = np.maximum(lo, math.ceil(max(low, -(2.0**62))))
+        last = np.minimum(hi, math.floor(min(high, 2.0**62)))
+        total = hi - lo + 1 - _atoms_within(atoms, lo, hi)
+        below = first - lo - _atoms_within(atoms, lo, first - 1)
+        upto = np.maximum(last - lo + 1 - _atoms_within(atoms, lo, last), below)
+        room = np.where(total > 0, total, 1.0)
+        return np.where(total > 0, below / room, 0.0), np.where(total > 0, upto / room, holds_lo)
+    width = hi - lo
+    room = np.where(width > 0, width, 1.0)
+    t0 = np.where(width > 0, np.clip((low - lo) / room, 0.0, 1.0), 0.0)
+    t1 = np.where(width > 0, np.clip((high - lo) / room, 0.0, 1.0), holds_lo)
+    return t0, np.maximum(t0, t1)
+
+
+def _atoms_within(atoms: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """How many of the sorted ``atoms`` lie in each ``[a, b]`` (0 where ``b < a``)."""
+    return np.maximum(np.searchsorted(atoms, b, side="right") - np.searchsorted(atoms, a, side="left"), 0)
+
+
+def _whole_number_at(
+    col: NumericColumn, lo: np.ndarray, hi: np.ndarray, t: np.ndarray, t0: np.ndarray, t1: np.ndarray
+) -> np.ndarray:
+    """The whole number at position ``t`` of ``[lo, hi]`` without the column's atoms: the ``r``-th one,
+    ``r = floor(t count)`` kept between the positions ``t0``..``t1`` of a range (``range_positions``),
+    is ``lo + r`` moved up past each atom at or below it, atoms taken in ascending order; ``lo`` where
+    only atoms lie between."""
     atoms = np.asarray(col.atoms)
-    inside = np.searchsorted(atoms, hi, side="right") - np.searchsorted(atoms, lo, side="left")
-    count = hi - lo + 1 - inside
-    k = lo + np.minimum(np.floor(u * count), np.maximum(count - 1, 0))
+    count = hi - lo + 1 - _atoms_within(atoms, lo, hi)
+    first, end = np.rint(t0 * count), np.rint(t1 * count)
+    k = lo + np.clip(np.floor(t * count), first, np.maximum(end - 1, first))
     for a in atoms:
         k += (a >= lo) & (a <= hi) & (k >= a)
     return np.where(count > 0, k, lo).astype(np.int64)

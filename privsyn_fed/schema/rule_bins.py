@@ -8,9 +8,9 @@ the model's earners there, where all of them are 15). ``cut_bins`` lists those p
 ``cut_at_rules`` gives the column cut points there too, so that each of its bins lies wholly
 inside or wholly outside every range the constraints name. In an integer column a range's end
 points are its first whole number and the one after its last, atoms left out (they have cells of
-their own); in a real column ``lo`` and ``hi``, since values are drawn uniformly inside a bin and a bin's share of a
-range is by length (``model.conditions``): ``hi`` itself may open the next bin, and a range of one
-point cuts nothing. The bins already there are kept; a column whose bins were uniform or on a log
+their own); in a real column ``lo`` and ``hi``, since a bin's share of a range (``model.conditions``) is
+0 or 1 only when neither lies inside it: ``hi`` itself may open the next bin, and a range of one point
+cuts nothing. The bins already there are kept; a column whose bins were uniform or on a log
 scale is given as their cut points (``edges``) plus the new ones.
 """
 
