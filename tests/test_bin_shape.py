@@ -14,26 +14,28 @@ from scipy import stats
 import privsyn_fed as pf
 from privsyn_fed.model import GraphicalModel, conditions_from
 from privsyn_fed.schema import bin_edges, bin_lengths, decode_codes, numeric_bin
-from privsyn_fed.schema.bin_shape import polygon_heights, shaped_unit
+from privsyn_fed.schema.bin_shape import linear_cdf, polygon_heights, shaped_unit
 
 from .test_bins import COLUMNS, _column
 from .test_model import _chain, _joint
 
-HEIGHT = st.one_of(st.just(0.0), st.floats(1e-9, 1e9))
+HEIGHT = st.one_of(st.just(0.0), st.floats(1e-300, 1e300), st.floats(1e-3, 1e3))
 
 
 @settings(max_examples=300, deadline=None)
 @given(a=HEIGHT, b=HEIGHT, u=st.floats(0, 1, exclude_max=True))
 def test_the_position_inverts_the_linear_distribution_function(a, b, u):
-    """``F(t) = (a t + (b - a) t^2 / 2) / ((a + b) / 2)`` at the drawn ``t`` is ``u``; uniform when both
-    heights are 0; ``t`` in ``[0, 1)`` and increasing in ``u``."""
+    """``F(t) = (a t + (b - a) t^2 / 2) / ((a + b) / 2)`` at the drawn ``t`` is ``u`` (``linear_cdf``
+    too), for heights from 0 to 1e300; exactly ``u`` when the heights are equal; ``t`` in ``[0, 1)``
+    and increasing in ``u``."""
     t = float(shaped_unit(np.array([a]), np.array([b]), np.array([u]))[0])
     assert 0 <= t < 1
-    if a + b == 0:
+    if a == b:  # a flat bin (or no heights): the uniform draw itself
         assert t == u
     else:
         f = (a * t + (b - a) * t * t / 2) / ((a + b) / 2)
         assert f == pytest.approx(u, abs=1e-9)
+        assert float(linear_cdf(np.array([a]), np.array([b]), np.array([t]))[0]) == pytest.approx(u, abs=1e-9)
     later = float(shaped_unit(np.array([a]), np.array([b]), np.array([(u + 1) / 2]))[0])
     assert later >= t
 

@@ -28,9 +28,10 @@ import numpy as np
 def polygon_heights(masses: np.ndarray, span: np.ndarray, room: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The polygon's heights ``(a, b)`` at each bin's lower and upper end (module docstring), from the
     bins' masses, spans ``L_b`` and rooms ``n_b`` (``encode.bin_lengths``). Unnormalised: only each
-    bin's ratio of the two matters; all ones (the uniform) for one bin or a bin of no span."""
-    p = np.maximum(np.asarray(masses, dtype=float), 0.0)
-    if len(p) < 2 or not np.all(span > 0):
+    bin's ratio of the two matters; all ones (the uniform) for one bin or a bin of no (or no finite)
+    span; a mass that is not a finite non-negative number counts as 0."""
+    p = np.maximum(np.nan_to_num(np.asarray(masses, dtype=float), nan=0.0, posinf=0.0), 0.0)
+    if len(p) < 2 or not np.all(span > 0) or not np.all(np.isfinite(span)):
         ones = np.ones(len(p))
         return ones, ones
     d = np.where(room > 0, p / np.where(room > 0, room, 1.0), 0.0)
@@ -44,9 +45,7 @@ def shaped_unit(a: np.ndarray, b: np.ndarray, u: np.ndarray) -> np.ndarray:
     """The position ``t`` in ``[0, 1)`` with density proportional to ``a + (b - a) t`` at uniform ``u``:
     the root of ``a t + (b - a) t^2 / 2 = u (a + b) / 2``, written ``u (a + b) / (a + sqrt(a^2 + u (b^2
     - a^2)))`` (no cancellation when ``a`` and ``b`` are close); ``u`` itself where ``a + b`` is 0."""
-    a, b, u = np.broadcast_arrays(np.asarray(a, float), np.asarray(b, float), np.asarray(u, float))
-    flat = a + b <= 0
-    a, b = np.where(flat, 1.0, a), np.where(flat, 1.0, b)
+    a, b, u = _scaled(a, b, u)
     root = np.sqrt(np.maximum(a * a + u * (b * b - a * a), 0.0))
     t = u * (a + b) / np.maximum(a + root, np.finfo(float).tiny)
     return np.clip(t, 0.0, np.nextafter(1.0, 0.0))
@@ -55,8 +54,16 @@ def shaped_unit(a: np.ndarray, b: np.ndarray, u: np.ndarray) -> np.ndarray:
 def linear_cdf(a: np.ndarray, b: np.ndarray, t: np.ndarray) -> np.ndarray:
     """The distribution function ``(a t + (b - a) t^2 / 2) / ((a + b) / 2)`` of that density at ``t`` in
     ``[0, 1]`` (``t`` where ``a + b`` is 0); exactly 0 and 1 at the ends, so a whole bin weighs 1."""
-    a, b, t = np.broadcast_arrays(np.asarray(a, float), np.asarray(b, float), np.asarray(t, float))
-    flat = a + b <= 0
-    a, b = np.where(flat, 1.0, a), np.where(flat, 1.0, b)
+    a, b, t = _scaled(a, b, t)
     g = (a * t + (b - a) * t * t / 2) / ((a + b) / 2)
     return np.where(t <= 0, 0.0, np.where(t >= 1, 1.0, np.clip(g, 0.0, 1.0)))
+
+
+def _scaled(a: np.ndarray, b: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Heights divided by the larger of the two (the shape is the same, and squares cannot overflow);
+    both 1 where both are 0."""
+    a, b, x = np.broadcast_arrays(np.asarray(a, float), np.asarray(b, float), np.asarray(x, float))
+    top = np.maximum(a, b)
+    flat = ~(top > 0)
+    scale = np.where(flat, 1.0, top)
+    return np.where(flat, 1.0, a / scale), np.where(flat, 1.0, b / scale), x
