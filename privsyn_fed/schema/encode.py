@@ -222,8 +222,8 @@ def decode_codes(
     shapes: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> pd.DataFrame:
     """Turn an ``(n, d)`` code array into a table of values in schema order: a numeric value inside its
-    bin, or inside its bin's part of ``ranges[column]`` (inclusive) where one is given; uniform, or
-    shaped by ``shapes[column]`` (each bin's polygon heights, ``bin_shape``) in the bins no range divides."""
+    bin, or inside its bin's part of ``ranges[column]`` (inclusive) where one is given: uniformly, or
+    along ``shapes[column]`` (each bin's polygon heights, ``bin_shape``) where given (``decode_numeric``)."""
     codes = np.asarray(codes, dtype=np.int64)
     ranges = ranges or {}
     shapes = shapes or {}
