@@ -44,7 +44,8 @@ def polygon_heights(masses: np.ndarray, span: np.ndarray, room: np.ndarray) -> t
 def shaped_unit(a: np.ndarray, b: np.ndarray, u: np.ndarray) -> np.ndarray:
     """The position ``t`` in ``[0, 1)`` with density proportional to ``a + (b - a) t`` at uniform ``u``:
     the root of ``a t + (b - a) t^2 / 2 = u (a + b) / 2``, written ``u (a + b) / (a + sqrt(a^2 + u (b^2
-    - a^2)))`` (no cancellation when ``a`` and ``b`` are close); ``u`` itself where ``a + b`` is 0."""
+    - a^2)))`` (no cancellation when ``a`` and ``b`` are close); ``u`` itself where ``a`` equals ``b``
+    (both 0 included)."""
     a, b, u = _scaled(a, b, u)
     root = np.sqrt(np.maximum(a * a + u * (b * b - a * a), 0.0))
     t = u * (a + b) / np.maximum(a + root, np.finfo(float).tiny)
