@@ -157,7 +157,9 @@ def test_flaim_scores_with_a_silo_column_keep_their_sensitivity(seed, variant):
 def test_a_silo_is_scored_against_its_own_slice_of_the_silo_column():
     """A silo whose rows follow the model's distribution given its own site value has no error on a
     marginal with the silo column, however the model spreads the other sites' mass: only the noise
-    term is left. Without the slice its own site would count as an error of 2 n (1 - p(site))."""
+    term is left, over the slice's 3 cells (a measurement's noise on the other sites' 6 cells is no
+    error the silo's rows can show). Without the slice its own site would count as an error of
+    2 n (1 - p(site))."""
     schema, _ = _site_case(0)
     frame = pd.DataFrame({"a": ["0"] * 30 + ["1"] * 10, "site": "s1", "b": "0"})
     joint = np.zeros((3, 3))
@@ -171,10 +173,24 @@ def test_a_silo_is_scored_against_its_own_slice_of_the_silo_column():
         (0, 2): np.full(6, 1 / 6),
     }
     scores = _site_scores(schema, frame, probs, None, "naive")
-    noise = math.sqrt(2 / math.pi) * 7.0 * 9
+    noise = math.sqrt(2 / math.pi) * 7.0 * 3
     assert scores[0] == pytest.approx(-noise)
     unsliced = local_score(1.0, np.bincount([1, 1, 1] * 10 + [4] * 10, minlength=9), joint.ravel(), 7.0)
-    assert unsliced > scores[0] + 40
+    assert unsliced + math.sqrt(2 / math.pi) * 7.0 * 9 > 40  # its error term, where the slice's is 0
+
+
+def test_a_clique_with_the_silo_column_scores_as_the_same_clique_without_it():
+    """Where the model's slice of the silo's own value is the model's marginal of the other columns
+    (the model knows nothing yet of how sites differ), a silo scores ``(a, site, b)`` as it scores
+    ``(a, b)``: the silo column adds no cells to its noise term, so its own rows cannot prefer the
+    clique without it for the clique's size alone."""
+    schema, frame = _site_case(3)
+    rng = np.random.default_rng(3)
+    ab = rng.dirichlet(np.ones(6)).reshape(3, 2)
+    independent = np.einsum("ab,s->asb", ab, np.full(3, 1 / 3)).ravel()
+    probs = {(0, 1): np.full(9, 1 / 9), (1, 2): np.full(6, 1 / 6), (0, 1, 2): independent, (0, 2): ab.ravel()}
+    scores = _site_scores(schema, frame, probs, None, "naive")
+    assert scores[2] / 3.0 == pytest.approx(scores[3] / 1.0)  # the weights are 3 and 1
 
 
 def test_flaim_private_score_really_needs_4w():

@@ -21,8 +21,9 @@ With budget ``rho``, ``T`` global rounds, ``s`` local steps, ``d`` columns and `
      exponential mechanism on its own rows with the score
         ``u_k(q) = w_q (||M_q(D_k) - n_k p_q||_1 - sqrt(2/pi) sigma n_q - n_k tau_k(q))``
      (``p_q`` the model's normalised marginal; with a silo column, its slice of the silo's own
-     value: ``silo.LocalScoresQuery``). Adding a record moves the first term by at most 2 (the
-     cell, and ``n_k``), so the sensitivity is ``2 max w`` (naive); the heterogeneity term
+     value, and ``n_q`` that slice's cells: ``silo.LocalScoresQuery``). Adding a record moves the
+     first term by at most 2 (the cell, and ``n_k``), so the sensitivity is ``2 max w`` (naive); the
+     heterogeneity term
      ``n_k tau_k(q) = (1/|q|) sum_{i in q} ||M_i(D_k) - n_k s_i||_1`` (``s_i`` the server's noisy
      proxy of column ``i``) moves by at most 2 more: ``4 max w`` (private);
   3. naive and oracle (the paper's aggregation): the aggregator sums, for each chosen marginal,

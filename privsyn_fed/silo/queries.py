@@ -25,7 +25,7 @@ import numpy as np
 from ..schema import numeric_histogram, refined
 from .copula import upper
 from .copula_encoding import Encoding
-from .scores import heterogeneity_gap, local_score, site_slice
+from .scores import heterogeneity_gap, local_score, site_part, site_slice
 
 
 @runtime_checkable
@@ -255,6 +255,7 @@ class LocalScoresQuery:
             probs, oracle = self.probs[r], None if self.oracle is None else self.oracle[r]
             if site is not None and site[0] in cols:
                 shape, axis = [cells[i] for i in cols], list(cols).index(site[0])
+                counts = site_part(counts, shape, axis, site[1])
                 probs = site_slice(probs, shape, axis, site[1])
                 oracle = None if oracle is None else site_slice(oracle, shape, axis, site[1])
             if column_gaps is not None:

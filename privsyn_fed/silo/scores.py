@@ -44,15 +44,19 @@ def local_score(
     return aim_score(weight, local_counts, n_k * np.asarray(model_probs), sigma) - weight * gap
 
 
+def site_part(values: np.ndarray, shape: Sequence[int], axis: int, code: int) -> np.ndarray:
+    """The cells of a marginal over ``shape`` where the silo column (``axis``) holds the silo's own
+    ``code``, raveled."""
+    return np.take(np.asarray(values, dtype=float).reshape(tuple(shape)), code, axis=axis).ravel()
+
+
 def site_slice(probs: np.ndarray, shape: Sequence[int], axis: int, code: int) -> np.ndarray:
     """The model's marginal over ``shape`` given that the silo column (``axis``) holds the silo's
-    own ``code``: the other values' cells are 0 and the silo's slice sums to one. A silo's rows all
-    hold its code, so it compares them with that slice, not with every silo's (public: the model
-    and the silo's name). ``n_k`` times it still sums to ``n_k``: the sensitivity is unchanged."""
-    table = np.asarray(probs, dtype=float).reshape(tuple(shape))
-    out = np.zeros_like(table)
-    index: tuple = tuple(code if i == axis else slice(None) for i in range(table.ndim))
-    part = np.clip(table[index], 0.0, None)
+    own ``code``: its slice of that value, summing to one. A silo's rows all hold its code, so it
+    compares them with that slice, on that slice's cells only (public: the model and the silo's
+    name): its score's noise term counts the cells a measurement adds on the silo's slice, not on
+    the other values', which the silo's rows cannot reach. ``n_k`` times it still sums to ``n_k``:
+    the sensitivity is unchanged."""
+    part = np.clip(site_part(probs, shape, axis, code), 0.0, None)
     total = part.sum()
-    out[index] = part / total if total > 0 else 1.0 / max(1, part.size)
-    return out.ravel()
+    return part / total if total > 0 else np.full(part.size, 1.0 / max(1, part.size))
