@@ -292,7 +292,7 @@ def range_positions(col: NumericColumn, low: float, high: float) -> tuple[np.nda
         atoms = np.asarray(col.atoms, dtype=float)
         first = np.maximum(lo, math.ceil(max(low, -(2.0**62))))
         last = np.minimum(hi, math.floor(min(high, 2.0**62)))
-        total = hi - lo + 1 - _atoms_within(atoms, lo, hi)
+        total = bin_lengths(col)[1]
         below = first - lo - _atoms_within(atoms, lo, first - 1)
         upto = np.maximum(last - lo + 1 - _atoms_within(atoms, lo, last), below)
         room = np.where(total > 0, total, 1.0)
@@ -332,9 +332,7 @@ def bin_lengths(col: NumericColumn) -> tuple[np.ndarray, np.ndarray]:
     lo, hi = (e.astype(float) for e in bin_edges(col))
     if not col.integer:
         return hi - lo, hi - lo
-    atoms = np.asarray(col.atoms, dtype=float)
-    inside = np.searchsorted(atoms, hi, side="right") - np.searchsorted(atoms, lo, side="left")
-    return hi - lo + 1, hi - lo + 1 - inside
+    return hi - lo + 1, hi - lo + 1 - _atoms_within(np.asarray(col.atoms, dtype=float), lo, hi)
 
 
 def bin_midpoints(codes: np.ndarray, schema: Schema) -> np.ndarray:
