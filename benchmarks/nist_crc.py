@@ -97,8 +97,8 @@ def shaped_schema(folder: Path, state: str, silos: list[Path], epsilon: float, d
 
 
 def release(method: str, schema: Path, silos: list[Path], pooled: Path, epsilon: float, delta: float,
-            label: str, workload: Path, out: Path) -> float:  # fmt: skip
-    """One release; its seconds."""
+            label: str, workload: Path, out: Path, share: float | None = None) -> float:  # fmt: skip
+    """One release (a ``+target`` method's at the label's budget ``share``, None: the default); its seconds."""
     name = method.split("+")[0]
     if name == "fedtda":  # its copula models no atoms: they are left out, and their values fall in their bins
         doc = json.loads(schema.read_text())
@@ -108,6 +108,7 @@ def release(method: str, schema: Path, silos: list[Path], pooled: Path, epsilon:
     inputs = [pooled] if name == "aim" else silos
     extra = ["--workload", str(workload)] if method in GRAPHICAL else []
     extra += ["--target", label] if method.endswith("+target") else []
+    extra += ["--target-share", f"{share:g}"] if method.endswith("+target") and share is not None else []
     extra += ["--silo-column", "PUMA"] if name != "aim" else []
     start = time.monotonic()
     run(
@@ -152,6 +153,13 @@ def main() -> int:
     ap.add_argument("--draft-share", type=float, default=0.1, help="share of epsilon the DP schema draft spends")
     ap.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated, of {', '.join(METHODS)}")
     ap.add_argument("--label", default="DEAR", help="the rare label of the TSTR AUC (and of aim+target)")
+    ap.add_argument(
+        "--target-shares",
+        nargs="+",
+        type=float,
+        default=[None],
+        help="the +target methods' --target-share, each on the same draft (default: the methods' own)",
+    )
     ap.add_argument("--seeds", type=int, default=3, help="releases per method (unseeded noise; mean and sd reported)")
     ap.add_argument("--no-rules", action="store_true", help="leave SDNist's consistency rules out of the schema")
     ap.add_argument("--excerpts", type=Path, default=EXCERPTS)
@@ -192,10 +200,14 @@ def main() -> int:
                     tenth.append(measured(pooled, out, schema_path, schema_dict, codes[test], schema, args.label))
                 print(summary("10% of rows", tenth, None), flush=True)
                 rows.append({"state": state, "epsilon": epsilon, "method": "subsample", "measures": tenth})
-                for method in methods:
+                runs = [
+                    (m, share) for m in methods for share in (args.target_shares if m.endswith("+target") else [None])
+                ]
+                for method, share in runs:
+                    name = method if share is None else f"{method}@{share:g}"
                     measures, seconds = [], []
                     for s in range(args.seeds):
-                        out = work / f"{method}-{s}.csv"
+                        out = work / f"{name}-{s}.csv"
                         seconds.append(
                             release(
                                 method,
@@ -207,16 +219,17 @@ def main() -> int:
                                 args.label,
                                 work / "workload.json",
                                 out,
+                                share,
                             )  # fmt: skip
                         )
                         measures.append(
                             measured(pooled, out, schema_path, schema_dict, codes[test], schema, args.label)
                         )
                     rows.append({
-                        "state": state, "epsilon": epsilon, "method": method, "measures": measures,
+                        "state": state, "epsilon": epsilon, "method": name, "measures": measures,
                         "seconds": seconds, "real_auc": real_auc, "published": PUBLISHED.get((state, epsilon), ""),
                     })  # fmt: skip
-                    print(summary(method, measures, seconds), flush=True)
+                    print(summary(name, measures, seconds), flush=True)
     print(json.dumps(rows))
     return 0
 

@@ -388,7 +388,9 @@ def run_aim(
         if not terminate and core.should_anneal(before, estimate(pick), params.sigma):
             params = params.annealed()
     progress.log(f"{t} rounds, {len(measurements)} measurements")
-    model, estimate, fit = core.final_fit(fitter, measurements, names, opts.final_iters, progress, prob.zeros)
+    model, estimate, fit = core.final_fit(
+        fitter, measurements, names, opts.final_iters, progress, prob.zeros, opts.max_model_size
+    )
     info = {"oneway_sigmas": core.oneway_sigmas(measurements, names, prob.shape), "fit": fit}
     return core.MethodResult(core.graphical_sampler(model, silo.schema), model, t, prob.workload, info)
 

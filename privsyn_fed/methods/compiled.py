@@ -8,6 +8,9 @@ half a second to import, more than a small release spends fitting. What it adds 
     so each iteration runs one marginal oracle instead of two, and neither the start nor the end of
     a fit compiles an oracle program of its own: one XLA program per refit;
   * warm-start potentials expanded in numpy (mbi does it op by op, one small compile per shape);
+  * structural zeros held as mbi 2.0's ``Constraint`` (``-inf`` folded into the potentials by its
+    oracle), their cliques joining the loss's as in ``mirror``, and the fitted potentials given
+    ``mirror``'s ``ZERO_LOG`` there, so that either estimator's model is the same kind of model;
   * a guard that clears JAX's caches before the process nears the kernel's mapping limit.
 Models go in and come out as ``graphical`` types (numpy), so either estimator warm-starts the other.
 """
@@ -26,7 +29,8 @@ jax.config.update("jax_enable_x64", True)
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     import mbi
-    from mbi import CliqueVector, Factor, LinearMeasurement, MarkovRandomField, estimation
+    from mbi import CliqueVector, Constraint, Factor, LinearMeasurement, MarkovRandomField, estimation, marginal_loss
+    from mbi.clique_utils import maximal_subset
 
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
@@ -34,7 +38,7 @@ import numpy as np  # noqa: E402
 from ..common import JAX_CACHE_ENV, jax_cache_setting  # noqa: E402
 from .coarse import BlockQuery  # noqa: E402
 from .graphical import Clique, Domain, FittedModel, Measurement  # noqa: E402
-from .mirror import expanded_tables  # noqa: E402
+from .mirror import expanded_tables, held_at_zero, minimum_variance_total  # noqa: E402
 
 #: Environment variable: a folder for JAX's persistent compilation cache (unset, empty or ``off``: none).
 CACHE_ENV = JAX_CACHE_ENV
@@ -180,16 +184,38 @@ def mbi_measurements(measurements: Sequence[Measurement], domain: Domain) -> lis
     return out
 
 
-def fitted(model: MarkovRandomField) -> FittedModel:
-    """mbi's model as ours (numpy tables)."""
+def fitted(model: MarkovRandomField, zeros: Sequence[tuple[Clique, np.ndarray]] = ()) -> FittedModel:
+    """mbi's model as ours (numpy tables); the cells of ``zeros`` (held by ``constraints_of``) at
+    ``mirror.ZERO_LOG`` in the potentials (``mirror.held_at_zero``)."""
     cliques = [tuple(c) for c in model.potentials.cliques]
+    potentials = {c: np.asarray(model.potentials[c].values, dtype=float) for c in cliques}
     return FittedModel(
         ours(model.domain),
         cliques,
-        {c: np.asarray(model.potentials[c].values, dtype=float) for c in cliques},
+        held_at_zero(potentials, zeros),
         {c: np.asarray(model.marginals[c].values, dtype=float) for c in cliques},
         float(model.total),
     )
+
+
+def constraints_of(zeros: Sequence[tuple[Clique, np.ndarray]], domain: Domain) -> list[Constraint]:
+    """Each structural zero (clique and boolean table) as mbi's ``Constraint`` forbidding its cells,
+    over the clique in the domain's order (the order mbi folds it in)."""
+    theirs, out = mbi_domain(domain), []
+    for clique, zero in zeros:
+        order = theirs.canonical(clique)
+        cells = np.transpose(np.asarray(zero, dtype=bool), [list(clique).index(a) for a in order])
+        out.append(Constraint(theirs.project(order), invalid=np.argwhere(cells)))
+    return out
+
+
+def loss_of(measurements: Sequence[Measurement], domain: Domain, extra: Sequence[Clique]):
+    """mbi's loss of ``measurements`` over the maximal cliques of theirs and ``extra`` (a zero's
+    clique joins the model as in ``mirror.Plan``); the Lipschitz constant is the measurements' own."""
+    loss = marginal_loss.from_linear_measurements(mbi_measurements(measurements, domain), mbi_domain(domain))
+    if not extra:
+        return loss
+    return dataclasses.replace(loss, cliques=tuple(maximal_subset(list(loss.cliques) + [tuple(c) for c in extra])))
 
 
 def _tables(warm_start: Any) -> Mapping[Clique, np.ndarray] | None:
@@ -211,20 +237,23 @@ def estimate(
     known_total: float | None,
     callback_fn: Callable,
     growth: float = 1.0,
+    zeros: Sequence[tuple[Clique, np.ndarray]] = (),
 ) -> tuple[FittedModel, float]:
     """Fit with ``CarriedMirrorDescent`` (mbi's ``estimate``: blocks of 50 steps, its stopping
-    rule) from ``growth`` times mbi's first step, clearing JAX's caches first when the process
-    holds more than ``MAP_COUNT_LIMIT`` mappings: the model and the growth its last step reached."""
+    rule) from ``growth`` times mbi's first step, ``zeros`` held (``constraints_of``), clearing
+    JAX's caches first when the process holds more than ``MAP_COUNT_LIMIT`` mappings: the model and
+    the growth its last step reached."""
     if map_count() > MAP_COUNT_LIMIT:
         jax.clear_caches()
     estimator = CarriedMirrorDescent(growth=growth)
     model = estimator.estimate(
         mbi_domain(domain),
-        mbi_measurements(measurements, domain),
+        loss_of(measurements, domain, [c for c, _ in zeros]),
+        known_total=minimum_variance_total(measurements) if known_total is None else known_total,
+        constraints=constraints_of(zeros, domain),
         iters=iters,
         warm_start=warm_start,
         tol=tol,
-        known_total=known_total,
         callback_fn=callback_fn,
     )
-    return fitted(model), estimator.ended.get("growth", growth)
+    return fitted(model, zeros), estimator.ended.get("growth", growth)

@@ -194,12 +194,14 @@ def final_fit(
     steps: int,
     progress: Any,
     zeros: Sequence[tuple[tuple[str, ...], np.ndarray]] = (),
+    max_model_size: float | None = None,
 ):
     """The final mirror descent (ALGORITHMS.md, AIM step 6). With the schema's structural zeros
     (``zeros``, ``methods.zeros``), the model is first refitted from where it ended with their
     cells held at probability 0 (``fitter.iters`` steps; the rounds fit without them, whose
-    cliques would grow every refit's model). Then, only where the fit ended far from the release's
-    own measurements: while ``fit_check``'s ``model`` sum is at least ``FIT_ALARM``
+    cliques would grow every refit's model), those whose cliques keep its junction tree within
+    ``max_model_size`` MB (8 bytes a cell; ``pgm.ModelFitter.fitting_zeros``). Then, only where
+    the fit ended far from the release's own measurements: while ``fit_check``'s ``model`` sum is at least ``FIT_ALARM``
     times the noise's expectation (a model fitted to consistent measurements sits near 1 times), the
     fit goes on for ``fitter.iters`` more steps from where it ended, at most ``steps`` in all, and stops
     sooner when a block brings the sum down by less than a fiftieth (measurements that disagree with
@@ -210,6 +212,7 @@ def final_fit(
     model = fitter.model
     if zeros:
         fitter.zeros = list(zeros)
+        fitter.zero_cells = 0 if max_model_size is None else int(max_model_size * 2**20 / 8)
         model = fitter.fit(measurements)
         progress.log(
             f"final fit: the structural zeros of {len(fitter.held)} of {len(zeros)} column sets held at probability 0"

@@ -192,7 +192,9 @@ def run_distaim(
         if anneals and not terminate and core.should_anneal(before, reader(pick), measured_sigma):
             params = params.annealed()
     progress.log(f"{t} rounds, pool of {len(pool.seen)} of {len(silos)} silos")
-    model, _, fit = core.final_fit(fitter, measurements, names, opts.final_iters, progress, prob.zeros)
+    model, _, fit = core.final_fit(
+        fitter, measurements, names, opts.final_iters, progress, prob.zeros, opts.max_model_size
+    )
     info = {
         "sample_rate": rate,
         "pooled_silos": len(pool.seen),

@@ -294,7 +294,7 @@ class FLAIMRun:
                 model = self.global_round(t, model)
         self.progress.log(f"{self.rounds} rounds, {len(self.measurements)} measurements")
         model, _, fit = core.final_fit(
-            self.fitter, self.measurements, prob.names, opts.final_iters, self.progress, prob.zeros
+            self.fitter, self.measurements, prob.names, opts.final_iters, self.progress, prob.zeros, opts.max_model_size
         )
         info = {
             "variant": self.variant,

@@ -98,6 +98,32 @@ def cell_map(table: Sequence[str], shape: Sequence[int], onto: Sequence[str], on
     return np.ravel_multi_index([grid[list(table).index(a)] for a in onto], onto_shape).astype(np.intp)
 
 
+def zero_mask(
+    table: Sequence[str], shape: Sequence[int], zeros: Sequence[tuple[Clique, np.ndarray]]
+) -> np.ndarray | None:
+    """For every cell of a table over ``table`` (row-major), whether its projection onto some
+    structural zero's clique inside ``table`` is a zero (``zeros``: clique and boolean table); None
+    when no zero's clique lies inside ``table``."""
+    mask = None
+    for clique, zero in zeros:
+        if set(clique) <= set(table):
+            hit = zero.ravel()[cell_map(table, shape, clique, zero.shape)]
+            mask = hit if mask is None else mask | hit
+    return mask
+
+
+def held_at_zero(
+    potentials: Mapping[Clique, np.ndarray], zeros: Sequence[tuple[Clique, np.ndarray]]
+) -> dict[Clique, np.ndarray]:
+    """``potentials`` with every cell ``zero_mask`` marks set to ``ZERO_LOG``: the model the numpy
+    estimator's projection leaves, from potentials fitted with the zeros held another way."""
+    out = {}
+    for c, table in potentials.items():
+        mask = zero_mask(c, table.shape, zeros)
+        out[c] = table if mask is None else np.where(mask.reshape(table.shape), ZERO_LOG, table)
+    return out
+
+
 #: A sum over at least this many cells goes through a sparse 0/1 matrix (scipy's CSR product, about
 #: 3x faster than ``bincount`` on large tables); a smaller one through ``bincount``, which costs
 #: less per call (both measured in benchmarks/README.md, "Flat steps").
@@ -247,13 +273,12 @@ class Plan:
 
     def zero_cells(self, zeros: Sequence[tuple[Clique, np.ndarray]]) -> np.ndarray:
         """The ``theta`` cells, in every loss clique that holds a zero's columns, whose projection
-        onto them is a structural zero (``zeros``: clique and boolean table)."""
+        onto them is a structural zero (``zeros``: clique and boolean table; ``zero_mask``)."""
         out = []
-        for clique, zero in zeros:
-            for k, c in enumerate(self.cliques):
-                if set(clique) <= set(c):
-                    onto = cell_map(c, self.shapes[k], clique, zero.shape)
-                    out.append(self.offsets[k] + np.flatnonzero(zero.ravel()[onto]))
+        for k, c in enumerate(self.cliques):
+            mask = zero_mask(c, self.shapes[k], zeros)
+            if mask is not None:
+                out.append(self.offsets[k] + np.flatnonzero(mask))
         return _joined(out)
 
     def flatten(self, tables: Sequence[np.ndarray]) -> np.ndarray:

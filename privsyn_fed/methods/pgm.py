@@ -15,8 +15,8 @@ potentials) and adds what long runs need:
     changes by a constant only);
   * an optional relative tolerance: a refit stops early once 50 iterations improve the loss by
     less than ``tol * loss`` twice in a row (mbi's own rule), instead of always running ``iters``;
-  * structural zeros (``zeros``) held at probability 0 by the numpy estimator, those whose cliques
-    keep the model within ``numpy_cells`` (``fitting_zeros``).
+  * structural zeros (``zeros``) held at probability 0 by either estimator, those whose cliques keep
+    the model within ``numpy_cells``, or within ``zero_cells`` where that is larger (``fitting_zeros``).
 Every model is a ``graphical.FittedModel`` (numpy tables) whichever estimator fitted it.
 """
 
@@ -96,10 +96,13 @@ class ModelFitter:
         zeros: Sequence[tuple[tuple[str, ...], np.ndarray]] = (),
     ):
         self.domain = domain
-        #: Structural zeros (``methods.zeros``), held at probability 0 by the numpy estimator (those
-        #: the last fit held: ``held``); mbi's compiled one, for the largest models, leaves them to
-        #: rejection when rows are drawn.
+        #: Structural zeros (``methods.zeros``), held at probability 0 (those the last fit held:
+        #: ``held``); those whose cliques would grow the model too far are left to rejection when
+        #: rows are drawn.
         self.zeros = list(zeros)
+        #: The largest junction tree (cells) the zeros' cliques may grow a model to, where this is
+        #: more than ``numpy_cells`` (``final_fit`` sets the method's model size limit).
+        self.zero_cells = 0
         self.held: list[tuple[tuple[str, ...], np.ndarray]] = []
         #: Models of at most this many junction-tree cells are fitted in numpy (default ``numpy_cells()``).
         self.numpy_cells = numpy_cells_setting() if numpy_cells is None else numpy_cells
@@ -148,15 +151,17 @@ class ModelFitter:
                 known_total=total,
                 callback_fn=safe_point,
                 growth=growth,
+                zeros=self.held,
             )
         return self.model
 
     def fitting_zeros(self, cliques: list[tuple[str, ...]]) -> list[tuple[tuple[str, ...], np.ndarray]]:
         """The zeros whose cliques join a model of ``cliques`` while its junction tree stays within
-        ``numpy_cells`` (taken in order, most zero cells first): the numpy estimator holds those."""
+        ``numpy_cells`` or ``zero_cells``, the larger (taken in order, most zero cells first)."""
         held: list[tuple[tuple[str, ...], np.ndarray]] = []
+        limit = max(self.numpy_cells, self.zero_cells)
         for clique, zero in sorted(self.zeros, key=lambda z: -int(z[1].sum())):
-            if junction_tree_cells(self.domain, cliques + [c for c, _ in held] + [clique]) <= self.numpy_cells:
+            if junction_tree_cells(self.domain, cliques + [c for c, _ in held] + [clique]) <= limit:
                 held.append((clique, zero))
         return held
 
