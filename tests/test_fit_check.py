@@ -62,6 +62,8 @@ def test_measurements_that_disagree_and_a_fit_worse_than_independent_are_warned_
     fit = fit_against_independent(estimate, measurements, NAMES)
     assert fit["model"] >= FIT_ALARM * fit["noise"]
     assert "times further from the release's own 2 multi-way measurements" in fit_warning(fit)
+    assert "--variant" not in fit_warning(fit)  # naive FLAIM's cause is named for naive FLAIM only
+    assert "try --variant private" in fit_warning(fit, naive_sums=True)
     # the truth's 1-ways, with the pair's dependence reflected: twice as far as the independent product
     bc = estimate(("b", "c"))
     product = np.multiply.outer(bc.sum(axis=1), bc.sum(axis=0)) / bc.sum()

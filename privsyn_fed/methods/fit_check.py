@@ -53,8 +53,9 @@ def fit_against_independent(
     return {"measurements": measured, "model": model, "independent": independent, "noise": noise}
 
 
-def fit_warning(fit: dict[str, Any] | None) -> str | None:
-    """The warning ``synth`` gives for a poor fit (module docstring), or None."""
+def fit_warning(fit: dict[str, Any] | None, naive_sums: bool = False) -> str | None:
+    """The warning ``synth`` gives for a poor fit (module docstring), or None; ``naive_sums`` (naive
+    FLAIM's release) names the likely cause of measurements that disagree."""
     if not fit or not fit["measurements"]:
         return None
     far = fit["model"] >= FIT_ALARM * fit["noise"]
@@ -68,10 +69,14 @@ def fit_warning(fit: dict[str, Any] | None) -> str | None:
         else "the fitted model is further from the release's own multi-way measurements"
     )
     than = "; it fits them worse than the independent method would" if worse else ""
+    cause = (
+        " (naive flaim's sums over only the silos that chose a marginal, scaled to them all, do when silos "
+        "differ; try --variant private or --method distaim)"
+        if naive_sums
+        else ""
+    )
     return (
-        f"{what}{than}: its statistics disagree with each other (naive flaim's sums over only the silos "
-        "that chose a marginal, scaled to them all, do when silos differ; try --variant private or "
-        "--method distaim) or the fit "
-        "stopped short (raise --final-iters). The synthetic rows may be no better than --method "
-        "independent's: compare them with `privsyn-fed evaluate --baseline`"
+        f"{what}{than}: its statistics disagree with each other{cause} or the fit stopped short (raise "
+        "--final-iters). The synthetic rows may be no better than --method independent's: compare them with "
+        "`privsyn-fed evaluate --baseline`"
     )

@@ -36,11 +36,12 @@ from .graphical import Domain, FittedModel, Measurement
 from .mirror import NumpyMirrorDescent, expanded_tables, minimum_variance_total
 
 #: Models whose junction tree has at most this many cells are fitted in numpy (``mirror``: the
-#: same iterates, nothing compiled); larger ones by mbi's compiled program. On Adult's largest
-#: model (469,000 cells) a numpy step takes about 12 ms against mbi's 9 to 11 ms plus 3.5 to 4 s
-#: of compiling per refit, so numpy's 1,000 steps cost no more up to about a million cells
-#: (benchmarks/README.md, "Flat steps").
-NUMPY_CELLS = 1_000_000
+#: same iterates, nothing compiled); larger ones by mbi's compiled program. A numpy step costs
+#: about what a compiled one does up to about 3 million cells, and compiling costs 3.5 to 6 s a
+#: refit; at 2 million cells numpy's fits also take half the memory (benchmarks/README.md, "Flat
+#: steps", "The numpy estimator up to the default model size"). 2**21 cells: the default
+#: ``--max-model-size`` of 16 MB at 8 bytes a cell, so a release within it compiles nothing.
+NUMPY_CELLS = 2**21
 #: Environment variable: another such limit in cells (0 fits every model with mbi); not an option of
 #: the methods, because the estimator's choice changes no release's distribution or privacy.
 NUMPY_CELLS_ENV = "PRIVSYN_FED_NUMPY_CELLS"

@@ -147,7 +147,7 @@ def _run(request, silos, aggregator, reservation, stage, ledger_path, reporter) 
         seed = request.seed
         public_seed = None if seed is None else seed + 3
         fitted = spec.run(MethodRun(silos, agg, charged, noise, opts, public_seed, reporter))
-        poor_fit = fit_warning(fitted.info.get("fit"))
+        poor_fit = fit_warning(fitted.info.get("fit"), naive_sums=fitted.info.get("variant") == "naive")
         if poor_fit is not None:
             reporter.warn(poor_fit)
         model = ReleasedModel(request.method, schema, fitted.sampler)
