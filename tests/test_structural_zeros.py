@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import privsyn_fed as pf
-from privsyn_fed.methods import pgm
+from privsyn_fed.methods import core, pgm
 from privsyn_fed.methods.zeros import structural_zeros
 from privsyn_fed.schema import bin_edges, violations
 
@@ -131,8 +131,9 @@ def test_both_estimators_fit_the_same_model_with_zeros():
 
 
 def test_zeros_beyond_the_numpy_estimator_are_held_within_the_model_size_limit():
-    """With ``numpy_cells`` below the model the zeros are held only where ``zero_cells`` (the
-    method's model size limit) leaves room for their cliques; ``final_fit`` sets it from MB."""
+    """The zeros are held only where ``zero_cells`` (the method's model size limit, which
+    ``final_fit`` sets from MB; ``numpy_cells`` when unset) leaves room for their cliques, whichever
+    estimator then fits the model."""
     domain, measurements, zeros = _oneways_and_zeros(2)
     fitter = pgm.ModelFitter(domain, zeros=zeros, numpy_cells=10)
     assert fitter.fitting_zeros([m[0] for m in measurements]) == []
@@ -140,3 +141,11 @@ def test_zeros_beyond_the_numpy_estimator_are_held_within_the_model_size_limit()
     assert len(fitter.fitting_zeros([m[0] for m in measurements])) == len(zeros)
     fitter.zero_cells = 30  # the 1-ways' 20 cells: (job, pay) makes 28, (age, job) or (age, region) more
     assert [c for c, _ in fitter.fitting_zeros([m[0] for m in measurements])] == [("job", "pay")]
+    # a release's final fit: the limit is its --max-model-size (30 cells of 8 bytes here)
+    fitter = pgm.ModelFitter(domain, iters=50, numpy_cells=10**6)
+    fitter.fit(measurements)
+    lines: list[str] = []
+    progress = type("Lines", (), {"log": lambda self, line: lines.append(line)})()
+    core.final_fit(fitter, measurements, list(domain.attributes), 0, progress, zeros, 30 * 8 / 2**20)
+    assert [c for c, _ in fitter.held] == [("job", "pay")]
+    assert "not held" in lines[-1] and "age x job, age x region" in lines[-1] and "--max-model-size" in lines[-1]

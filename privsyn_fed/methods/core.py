@@ -212,11 +212,17 @@ def final_fit(
     model = fitter.model
     if zeros:
         fitter.zeros = list(zeros)
-        fitter.zero_cells = 0 if max_model_size is None else int(max_model_size * 2**20 / 8)
+        fitter.zero_cells = None if max_model_size is None else int(max_model_size * 2**20 / 8)
         model = fitter.fit(measurements)
         progress.log(
             f"final fit: the structural zeros of {len(fitter.held)} of {len(zeros)} column sets held at probability 0"
         )
+        left = [" x ".join(c) for c, _ in zeros if all(c != h for h, _ in fitter.held)]
+        if left:
+            progress.log(
+                f"final fit: not held (their columns together would grow the model past its size limit; rejection "
+                f"still removes the forbidden rows, and --max-model-size makes room): {', '.join(left)}"
+            )
     reader = pgm.MarginalReader(model)
     fit = fit_check.fit_against_independent(reader, measurements, names)
     done = 0

@@ -16,7 +16,7 @@ potentials) and adds what long runs need:
   * an optional relative tolerance: a refit stops early once 50 iterations improve the loss by
     less than ``tol * loss`` twice in a row (mbi's own rule), instead of always running ``iters``;
   * structural zeros (``zeros``) held at probability 0 by either estimator, those whose cliques keep
-    the model within ``numpy_cells``, or within ``zero_cells`` where that is larger (``fitting_zeros``).
+    the model within ``zero_cells`` (``fitting_zeros``).
 Every model is a ``graphical.FittedModel`` (numpy tables) whichever estimator fitted it.
 """
 
@@ -101,9 +101,9 @@ class ModelFitter:
         #: ``held``); those whose cliques would grow the model too far are left to rejection when
         #: rows are drawn.
         self.zeros = list(zeros)
-        #: The largest junction tree (cells) the zeros' cliques may grow a model to, where this is
-        #: more than ``numpy_cells`` (``final_fit`` sets the method's model size limit).
-        self.zero_cells = 0
+        #: The largest junction tree (cells) the zeros' cliques may grow a model to (``final_fit``
+        #: sets the method's model size limit; None: ``numpy_cells``).
+        self.zero_cells: int | None = None
         self.held: list[tuple[tuple[str, ...], np.ndarray]] = []
         #: Models of at most this many junction-tree cells are fitted in numpy (default ``numpy_cells()``).
         self.numpy_cells = numpy_cells_setting() if numpy_cells is None else numpy_cells
@@ -158,9 +158,9 @@ class ModelFitter:
 
     def fitting_zeros(self, cliques: list[tuple[str, ...]]) -> list[tuple[tuple[str, ...], np.ndarray]]:
         """The zeros whose cliques join a model of ``cliques`` while its junction tree stays within
-        ``numpy_cells`` or ``zero_cells``, the larger (taken in order, most zero cells first)."""
+        ``zero_cells`` (taken in order, most zero cells first)."""
         held: list[tuple[tuple[str, ...], np.ndarray]] = []
-        limit = max(self.numpy_cells, self.zero_cells)
+        limit = self.numpy_cells if self.zero_cells is None else self.zero_cells
         for clique, zero in sorted(self.zeros, key=lambda z: -int(z[1].sum())):
             if junction_tree_cells(self.domain, cliques + [c for c, _ in held] + [clique]) <= limit:
                 held.append((clique, zero))
