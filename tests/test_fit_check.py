@@ -64,6 +64,11 @@ def test_measurements_that_disagree_and_a_fit_worse_than_independent_are_warned_
     assert "times further from the release's own 2 multi-way measurements" in fit_warning(fit)
     assert "--variant" not in fit_warning(fit)  # naive FLAIM's cause is named for naive FLAIM only
     assert "try --variant private" in fit_warning(fit, naive_sums=True)
+    # far from its measurements but closer than the independent product: no advice to compare with it
+    far = fit_warning({"measurements": 3, "model": 50.0, "independent": 500.0, "noise": 10.0})
+    assert "5.0 times further" in far and "closer than the independent method's 50.0 times" in far
+    assert "--baseline" not in far and "--final-iters" in far
+    assert "try --variant private" in fit_warning(fit, naive_sums=True)
     # the truth's 1-ways, with the pair's dependence reflected: twice as far as the independent product
     bc = estimate(("b", "c"))
     product = np.multiply.outer(bc.sum(axis=1), bc.sum(axis=0)) / bc.sum()
@@ -76,6 +81,7 @@ def test_measurements_that_disagree_and_a_fit_worse_than_independent_are_warned_
     assert worse["noise"] == 30 and worse["independent"] == pytest.approx(10)
     assert worse["model"] == pytest.approx(40) and worse["model"] < FIT_ALARM * worse["noise"]
     assert "worse than the independent method would" in fit_warning(worse)
+    assert "compare them with `privsyn-fed evaluate --baseline`" in fit_warning(worse)
     # within the sums' standard deviation (sqrt(60)) of the independent product: no warning
     assert fit_warning({**worse, "model": worse["independent"] + 7.0}) is None
     assert fit_warning({"measurements": 0, "model": 0.0, "independent": 0.0, "noise": 0.0}) is None

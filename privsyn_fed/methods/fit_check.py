@@ -68,15 +68,24 @@ def fit_warning(fit: dict[str, Any] | None, naive_sums: bool = False) -> str | N
         if far
         else "the fitted model is further from the release's own multi-way measurements"
     )
-    than = "; it fits them worse than the independent method would" if worse else ""
+    than = (
+        "; it fits them worse than the independent method would"
+        if worse
+        else f" (closer than the independent method's {fit['independent'] / fit['noise']:,.1f} times)"
+    )
     cause = (
         " (naive flaim's sums over only the silos that chose a marginal, scaled to them all, do when silos "
         "differ; try --variant private or --method distaim)"
         if naive_sums
         else ""
     )
+    baseline = (
+        " The synthetic rows may be no better than --method independent's: compare them with "
+        "`privsyn-fed evaluate --baseline`"
+        if worse
+        else ""
+    )
     return (
         f"{what}{than}: its statistics disagree with each other{cause} or the fit stopped short (raise "
-        "--final-iters). The synthetic rows may be no better than --method independent's: compare them with "
-        "`privsyn-fed evaluate --baseline`"
+        f"--final-iters).{baseline}"
     )
