@@ -201,12 +201,13 @@ def final_fit(
     cells held at probability 0 (``fitter.iters`` steps; the rounds fit without them, whose
     cliques would grow every refit's model), those whose cliques keep its junction tree within
     ``max_model_size`` MB (8 bytes a cell; ``pgm.ModelFitter.fitting_zeros``). Then, only where
-    the fit ended far from the release's own measurements: while ``fit_check``'s ``model`` sum is at least ``FIT_ALARM``
-    times the noise's expectation (a model fitted to consistent measurements sits near 1 times), the
-    fit goes on for ``fitter.iters`` more steps from where it ended, at most ``steps`` in all, and stops
-    sooner when a block brings the sum down by less than a fiftieth (measurements that disagree with
-    each other, which more steps cannot fit). Post-processing of released values: it spends nothing.
-    Returns the model, its ``pgm.MarginalReader`` and its fit (``fit_check.fit_against_independent``)."""
+    the fit ended far from the release's own measurements: while ``fit_check``'s ``model`` sum is
+    at least ``FIT_ALARM`` times the noise's expectation (a model fitted to consistent measurements
+    sits near 1 times), the fit goes on for ``fitter.iters`` more steps from where it ended, at most
+    ``steps`` in all, and stops sooner when a block brings the sum down by less than a fiftieth
+    (measurements that disagree with each other, which more steps cannot fit). Post-processing of
+    released values: it spends nothing. Returns the model, its ``pgm.MarginalReader`` and its fit
+    (``fit_check.fit_against_independent``)."""
     from . import fit_check, pgm
 
     model = fitter.model

@@ -39,7 +39,7 @@ from .mirror import NumpyMirrorDescent, expanded_tables, minimum_variance_total
 #: same iterates, nothing compiled); larger ones by mbi's compiled program. A numpy step costs
 #: about what a compiled one does up to about 3 million cells, and compiling costs 3.5 to 6 s a
 #: refit; at 2 million cells numpy's fits also take half the memory (benchmarks/README.md, "Flat
-#: steps", "The numpy estimator up to the default model size"). 2**21 cells: the default
+#: steps", "Zeros held in models of every size"). 2**21 cells: the default
 #: ``--max-model-size`` of 16 MB at 8 bytes a cell, so a release within it compiles nothing.
 NUMPY_CELLS = 2**21
 #: Environment variable: another such limit in cells (0 fits every model with mbi); not an option of
