@@ -24,7 +24,7 @@ SCHEMA = {
         {"if": {"age": "..9"}, "then": {"job": None}, "name": "no job under 10"},
         {"forbid": {"age": "..14", "region": "east"}},  # age's second bin (10..19) only partly
         {"forbid": {"pay": ["30..60", "60..80"], "job": "clerk"}},  # pay's bin 25..50 only partly
-        {"forbid": {"age": "..9", "job": "farmer", "region": "north", "pay": "..20"}},  # four columns: none
+        {"forbid": {"age": "..9", "job": "farmer", "region": "north", "pay": "..30"}},  # four columns
     ],
 }
 
@@ -54,11 +54,11 @@ def test_the_zeros_are_the_cells_all_of_whose_values_a_constraint_forbids():
     from it breaks one of the constraints on those columns (the others held at allowed values)."""
     schema = pf.Schema.from_dict(SCHEMA)
     zeros = dict(structural_zeros(schema, schema.names))
-    assert sorted(zeros) == [("age", "job"), ("age", "region"), ("job", "pay")]  # not the 4-column rule
+    assert sorted(zeros) == [("age", "job"), ("age", "job", "region", "pay"), ("age", "region"), ("job", "pay")]
     allowed = {"age": "50", "job": "teacher", "region": "south", "pay": "90"}
     for clique, zero in zeros.items():
         cols = [schema.columns[schema.names.index(c)] for c in clique]
-        own = [c for c in schema.constraints if set(c.columns) <= set(clique)]
+        own = [c for c in schema.constraints if set(c.columns) == set(clique)]
         for cell in np.ndindex(*zero.shape):
             grid = np.meshgrid(*[_values(c, k) for c, k in zip(cols, cell)], indexing="ij")
             frame = pd.DataFrame({**allowed, **{c: g.ravel() for c, g in zip(clique, grid)}})
@@ -66,6 +66,34 @@ def test_the_zeros_are_the_cells_all_of_whose_values_a_constraint_forbids():
             assert zero[cell] == broken.all(), (clique, cell)
     assert zeros[("age", "job")].sum() == 3 and zeros[("age", "region")].sum() == 1
     assert zeros[("job", "pay")].sum() == 1  # clerk in pay's bin 50..75, inside 30..60 and 60..80 joined
+    assert zeros[("age", "job", "region", "pay")].sum() == 1  # pay's bin 0..25 inside ..30
+
+
+def test_an_implication_of_several_columns_gives_zeros_over_each_of_them_with_its_conditions():
+    """``if region = east then job = teacher and pay in 50..``: its zeros lie over (job, region) and
+    (region, pay), the smaller cliques, and together they forbid exactly what the rule forbids over
+    all three columns: east with another job, or with pay in a bin below 50."""
+    doc = {
+        "columns": SCHEMA["columns"],
+        "constraints": [{"if": {"region": "east"}, "then": {"job": "teacher", "pay": "50.."}}],
+    }
+    schema = pf.Schema.from_dict(doc)
+    zeros = dict(structural_zeros(schema, schema.names))
+    assert sorted(zeros) == [("job", "region"), ("region", "pay")]
+    east = schema.columns[2].categories.index("east")
+    assert np.flatnonzero(zeros[("job", "region")][:, east]).tolist() == [0, 1, 3]  # clerk, farmer, missing
+    assert np.flatnonzero(zeros[("region", "pay")][east]).tolist() == [0, 1]  # pay's bins 0..25 and 25..50
+    assert zeros[("job", "region")].sum() == 3 and zeros[("region", "pay")].sum() == 2
+    union = zeros[("job", "region")][:, :, None] | zeros[("region", "pay")][None, :, :]
+    job, region, pay = np.meshgrid(*(np.arange(n) for n in schema.shape[1:]), indexing="ij")
+    assert (union == ((region == east) & ((job != 2) | (pay < 2)))).all()
+
+
+def test_a_rule_over_too_many_cells_gives_no_zeros(monkeypatch):
+    """A column set of more than ``MAX_CELLS`` cells gives no zeros: no model could hold its clique."""
+    schema = pf.Schema.from_dict(SCHEMA)
+    monkeypatch.setattr("privsyn_fed.methods.zeros.MAX_CELLS", 9 * 4 * 3 * 4 - 1)
+    assert ("age", "job", "region", "pay") not in dict(structural_zeros(schema, schema.names))
 
 
 @pytest.mark.parametrize("method", ["aim", "distaim"])
