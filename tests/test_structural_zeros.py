@@ -10,6 +10,7 @@ import pytest
 
 import privsyn_fed as pf
 from privsyn_fed.methods import core, pgm
+from privsyn_fed.methods.clique_tree import junction_tree_cells
 from privsyn_fed.methods.zeros import structural_zeros
 from privsyn_fed.schema import bin_edges, violations
 
@@ -177,3 +178,21 @@ def test_zeros_beyond_the_numpy_estimator_are_held_within_the_model_size_limit()
     core.final_fit(fitter, measurements, list(domain.attributes), 0, progress, zeros, 30 * 8 / 2**20)
     assert [c for c, _ in fitter.held] == [("job", "pay")]
     assert "not held" in lines[-1] and "age x job, age x region" in lines[-1] and "--max-model-size" in lines[-1]
+
+
+def test_where_not_every_zero_fits_the_fitter_holds_the_larger_of_its_two_greedy_choices():
+    """Measured (b, d) and (b, e), a limit of 80 junction-tree cells: taking the set with the most zero
+    cells first, (d, e), makes the tree a triangle that leaves room for nothing else; taking at each
+    step the set that grows the tree least holds (b, c) and (a, b), two sets, and the fitter keeps
+    those. With room for all three it holds all three."""
+    domain = pgm.make_domain(list("abcde"), [4] * 5)
+    one_cell = np.zeros((4, 4), dtype=bool)
+    one_cell[0, 3] = True
+    zeros = [(("d", "e"), np.eye(4, dtype=bool)), (("b", "c"), one_cell), (("a", "b"), one_cell)]
+    fitter = pgm.ModelFitter(domain, zeros=zeros)
+    fitter.zero_cells = 80
+    measured = [("b", "d"), ("b", "e")]
+    assert [c for c, _ in fitter.fitting_zeros(measured)] == [("b", "c"), ("a", "b")]
+    assert junction_tree_cells(domain, measured + [("d", "e"), ("b", "c")]) > 80  # the largest first: one set
+    fitter.zero_cells = 10**6
+    assert [c for c, _ in fitter.fitting_zeros(measured)] == [c for c, _ in zeros]

@@ -158,13 +158,26 @@ class ModelFitter:
 
     def fitting_zeros(self, cliques: list[tuple[str, ...]]) -> list[tuple[tuple[str, ...], np.ndarray]]:
         """The zeros whose cliques join a model of ``cliques`` while its junction tree stays within
-        ``zero_cells`` (taken in order, most zero cells first)."""
-        held: list[tuple[tuple[str, ...], np.ndarray]] = []
+        ``zero_cells``: every one where they all fit, else the better of two greedy choices (more
+        sets held, then more zero cells; ties to the first): the most zero cells first, and at each
+        step the set that grows the tree least."""
         limit = self.numpy_cells if self.zero_cells is None else self.zero_cells
-        for clique, zero in sorted(self.zeros, key=lambda z: -int(z[1].sum())):
-            if junction_tree_cells(self.domain, cliques + [c for c, _ in held] + [clique]) <= limit:
-                held.append((clique, zero))
-        return held
+        cells = lambda held: junction_tree_cells(self.domain, cliques + [c for c, _ in held])  # noqa: E731
+        if cells(self.zeros) <= limit:
+            return list(self.zeros)
+        by_size: list[tuple[tuple[str, ...], np.ndarray]] = []
+        for zero in sorted(self.zeros, key=lambda z: -int(z[1].sum())):
+            if cells(by_size + [zero]) <= limit:
+                by_size.append(zero)
+        by_growth: list[tuple[tuple[str, ...], np.ndarray]] = []
+        left = list(self.zeros)
+        while left:
+            grown = [cells(by_growth + [zero]) for zero in left]
+            best = int(np.argmin(grown))
+            if grown[best] > limit:
+                break
+            by_growth.append(left.pop(best))
+        return max((by_size, by_growth), key=lambda held: (len(held), sum(int(z.sum()) for _, z in held)))
 
 
 class MarginalReader:
