@@ -40,8 +40,9 @@ lint: $(STAMP)
 	$(PY) -m mypy
 	$(PY) -m mkdocs build --strict --quiet --site-dir $(VENV)/site
 
+# The tests run in one worker per core (pytest-xdist), each test file in one worker.
 test: lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto --dist loadfile
 
 demo: $(STAMP)
 	$(PY) -m privsyn_fed.demo
