@@ -10,7 +10,7 @@ import pytest
 
 import privsyn_fed as pf
 from privsyn_fed.cli import main
-from privsyn_fed.methods.fit_check import FIT_ALARM, fit_against_independent, fit_warning
+from privsyn_fed.methods.fit_check import FIT_ALARM, fit_against_independent, fit_warning, no_joint_warning
 
 NAMES = ["a", "b", "c"]
 SHAPE = {"a": 4, "b": 5, "c": 6}
@@ -112,6 +112,57 @@ def test_releases_over_the_union_fit_their_measurements(method, caplog):
     fit = result.info["fit"]
     assert fit["measurements"] > 0 and fit["model"] < 1.5 * fit["noise"]
     assert not any("times further" in r.getMessage() for r in caplog.records)
+
+
+def test_a_release_with_no_joint_measurement_is_said_to_be_the_independent_methods():
+    """``joint`` counts the measurements over two or more columns, merged bins included; with none,
+    the warning says the columns are independent, and names --max-rows-per-unit only for a unit of
+    more than one row."""
+    rng = np.random.default_rng(2)
+    estimate = reader(joint(rng))
+    oneways = [((n,), estimate((n,)).ravel(), 5.0) for n in NAMES]
+    fit = fit_against_independent(estimate, oneways, NAMES)
+    assert fit["joint"] == 0 and fit["measurements"] == 0
+    message = no_joint_warning(fit, len(NAMES))
+    assert message is not None and "independent of each other" in message and "max-rows-per-unit" not in message
+    assert "--max-rows-per-unit" in no_joint_warning(fit, len(NAMES), unit_factor=8)
+    assert "max-rows-per-unit" not in no_joint_warning(fit, len(NAMES), unit_factor=1)  # one row a unit already
+    assert no_joint_warning(fit, 1) is None  # one column: nothing to depend on
+    merged = (("a", "b"), estimate(("a", "b")).ravel()[:4], 5.0, ((0, 2), (0, 3)))
+    assert fit_against_independent(estimate, [*oneways, merged], NAMES)["joint"] == 1
+    assert no_joint_warning(fit_against_independent(estimate, [*oneways, merged], NAMES), len(NAMES)) is None
+
+
+def test_synth_says_when_its_budget_ran_out_at_the_one_ways(tmp_path, capsys):
+    """A panel of 300 people with 8 rows each, every row kept (--max-rows-per-unit 8): at epsilon
+    0.3 the budget over eight-fold sensitivities measures the 1-ways only, and synth says the
+    columns are independent; the same rows without a unit at epsilon 4 leave room for rounds, and
+    it does not."""
+    rng = np.random.default_rng(3)
+    person = np.repeat(np.arange(300), 8)
+    a = rng.integers(0, 4, person.size)
+    frame = pd.DataFrame({"id": person, "a": a, "b": (a + rng.integers(0, 2, person.size)) % 4, "c": a % 3})
+    frame.astype(str).to_csv(tmp_path / "panel.csv", index=False)
+    columns = [{"name": n, "type": "categorical", "categories": [str(v) for v in range(m)]} for n, m in
+               [("a", 4), ("b", 4), ("c", 3)]]  # fmt: skip
+    pf.Schema.from_dict({"columns": columns}).save(tmp_path / "schema.json")
+    args = [
+        "synth",
+        "--method",
+        "aim",
+        "--schema",
+        str(tmp_path / "schema.json"),
+        "--silo",
+        str(tmp_path / "panel.csv"),
+    ]
+    args += ["--delta", "1e-9", "--seed", "0", "--out", str(tmp_path / "out.csv"), "--force"]
+    assert main([*args, "--epsilon", "0.3", "--privacy-unit", "id", "--max-rows-per-unit", "8"]) == 0
+    err = capsys.readouterr().err
+    assert "0 rounds" in err and "the synthetic columns are independent of each other" in err
+    assert "--max-rows-per-unit" in err
+    assert main([*args, "--epsilon", "4"]) == 0
+    err = capsys.readouterr().err
+    assert "0 rounds" not in err and "independent of each other" not in err
 
 
 def test_synth_warns_about_naive_flaim_over_silos_that_differ(tmp_path, capsys):

@@ -38,7 +38,7 @@ from .dependence import (
 from .distaim import DISTAIM
 from .federated import FederatedOptions
 from .fedtda import FEDTDA, TARGET_QUERY, FedTDAOptions
-from .fit_check import fit_warning
+from .fit_check import fit_warning, no_joint_warning
 from .flaim import FLAIM, FLAIMOptions, pooled_sums_noise
 from .independent import INDEPENDENT, IndependentOptions, expected_oneway_error
 from .target import TARGET_GROUPS, TARGET_SHARE, target_query, target_sigma, target_starts
@@ -91,6 +91,7 @@ __all__ = [
     "downward_closure",
     "expected_oneway_error",
     "fit_warning",
+    "no_joint_warning",
     "measure_query",
     "sample_workload",
     "screen_query",

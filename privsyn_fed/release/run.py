@@ -100,7 +100,7 @@ def run_release(
 
 def _run(request, silos, aggregator, reservation, stage, ledger_path, reporter) -> SynthResult:
     """Steps 2 to 5 of the lifecycle, on read silos."""
-    from ..methods import METHODS, MethodRun, expected_oneway_error, fit_warning
+    from ..methods import METHODS, MethodRun, expected_oneway_error, fit_warning, no_joint_warning
     from ..methods.output import SyntheticRows, default_rows
     from ..saved_model import ReleasedModel
 
@@ -148,8 +148,10 @@ def _run(request, silos, aggregator, reservation, stage, ledger_path, reporter) 
         public_seed = None if seed is None else seed + 3
         fitted = spec.run(MethodRun(silos, agg, charged, noise, opts, public_seed, reporter))
         poor_fit = fit_warning(fitted.info.get("fit"), naive_sums=fitted.info.get("variant") == "naive")
-        if poor_fit is not None:
-            reporter.warn(poor_fit)
+        no_joint = no_joint_warning(fitted.info.get("fit"), len(schema.names), 1 if unit is None else unit.factor)
+        for warning in (poor_fit, no_joint):
+            if warning is not None:
+                reporter.warn(warning)
         model = ReleasedModel(request.method, schema, fitted.sampler)
         count = request.rows if request.rows is not None else default_rows(model.total)
         output = SyntheticRows(model, count, secrets.randbits(63) if seed is None else seed + 1)
