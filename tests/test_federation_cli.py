@@ -276,7 +276,8 @@ def test_issue_rotates_a_member_and_its_pin(small_kit, tmp_path, capsys):
     fed, old_fed = federation_file.load(new / "federation.json"), federation_file.load(out / "federation.json")
     assert [m.sha256 for m in fed.members] == [m.sha256 if m.rank != 1 else new_pin for m in old_fed.members]
     assert (out / "federation.json").read_bytes() == old_fed_bytes  # the input is left as it was
-    assert new_pin in run.stdout and old_pin in run.stdout and "EVERY member" in run.stdout
+    said = " ".join(run.stdout.split())  # wrapped at 100 columns, words whole
+    assert new_pin in said and old_pin in said and f"Send {new / 'federation.json'} to EVERY member" in said
     # the new bundle joins; the old certificate is refused by the new federation file
     assert world.membership(world.Access(new / "federation.json", new / "cert.pem", new / "key.pem")).rank == 1
     with pytest.raises(InputError, match="pins for party-1"):
@@ -558,3 +559,16 @@ def test_help_explains_every_option(capsys):
         assert run.returncode == 0
         for option in options:
             assert option in run.stdout, (action, option)
+
+
+def test_printed_text_keeps_paths_options_and_fingerprints_whole():
+    """Wrapped at 40 columns, a path longer than the line stands whole on its own, and neither an
+    option nor a fingerprint is broken, so each can be copied as printed."""
+    from privsyn_fed.cli.bundle_text import lines_text, paragraphs
+
+    path, pin = "/tmp/" + "x" * 60 + "/federation.json", "ab" * 32
+    line = f"Send {path} to EVERY member, then run it with --federation-file; the new pin is {pin}"
+    for text in (lines_text([line], width=40), paragraphs(line, width=40)):
+        words = text.split()
+        assert path in words and "--federation-file;" in words and pin in words
+        assert max(len(row) for row in text.splitlines()) == len(path)

@@ -27,16 +27,24 @@ def federation_text(content: dict[str, Any]) -> bytes:
 
 
 def paragraphs(*texts: str, width: int = 96) -> str:
-    """Each text as a paragraph wrapped at ``width``; a text starting with a space is kept as it is."""
-    return "\n\n".join(t if t.startswith(" ") else textwrap.fill(t, width) for t in texts if t) + "\n"
+    """Each text as a paragraph wrapped at ``width`` (words whole, as ``lines_text``); a text starting
+    with a space is kept as it is."""
+    return "\n\n".join(t if t.startswith(" ") else _fill(t, width) for t in texts if t) + "\n"
+
+
+def _fill(text: str, width: int, more: str = "") -> str:
+    """``text`` wrapped at ``width``, continuations indented by ``more``; a word longer than ``width``
+    (a path) stands whole on its line, and none is broken at a hyphen (``--flags``), so paths,
+    options and fingerprints can be copied as printed."""
+    return textwrap.fill(text, width, subsequent_indent=more, break_long_words=False, break_on_hyphens=False)
 
 
 def lines_text(lines: list[str], width: int = 100) -> str:
-    """``lines`` wrapped at ``width``, an indented line's continuation indented further."""
+    """``lines`` wrapped at ``width`` (``_fill``), an indented line's continuation indented further."""
     out = []
     for line in lines:
         indent = " " * (len(line) - len(line.lstrip()))
-        out.append(textwrap.fill(line, width, initial_indent="", subsequent_indent=indent + "    " if indent else ""))
+        out.append(_fill(line, width, indent + "    " if indent else ""))
     return "\n".join(out) + "\n"
 
 
