@@ -167,3 +167,19 @@ def test_the_audit_checks_the_recorded_unfound_columns(tamper, fragment, coarse_
     tamper(ledger["details"]["draft"]["unfound"])
     problems = audit_ledger(ledger).problems
     assert any(fragment in p for p in problems), problems
+
+
+def test_whole_numbers_spread_too_widely_for_bounds_are_named_as_a_possible_identifier():
+    """Account numbers of any length (600 whole numbers spread over 15 decades) leave every interval
+    of both grids under the threshold: the draft says such whole numbers are often identifiers and
+    names --exclude and --privacy-unit for the column. The same spread of numbers that are not whole
+    (amounts) is not said to be one."""
+    import numpy as np
+
+    numbers = np.floor(10 ** np.random.default_rng(0).uniform(0, 15, 600))
+    for values, named in ((numbers, True), (numbers + 0.25, False)):
+        _, result = _exact_draft(pd.DataFrame({"nr": values, "ok": ["x", "y"] * 300}))
+        (lost,) = result.unfound
+        assert (lost.name, lost.sought) == ("nr", "bounds")
+        said = "often identifiers" in lost.why and "--exclude nr" in lost.why and "--privacy-unit nr" in lost.why
+        assert said == named, lost.why

@@ -284,3 +284,21 @@ def test_the_api_writes_beside_a_ledger_the_store_references(tmp_path):
     second = numbered(ledger.resolve(), 2)
     assert load_ledger(second)["details"]["budget_store"]["run"] == 2 == result.ledger["details"]["budget_store"]["run"]
     assert _ledgers(store) == [str(ledger.resolve()), str(second)]
+
+
+def test_the_retry_reuses_a_draft_whose_row_count_chose_the_coarse_grid(coarse_table, tmp_path, capsys):
+    """At --dp 1.5 the fine bounds grid's threshold (40 numbers) passes 5% of the 600 noisy rows (it
+    would take 800), so the draft counts on the coarse grid and its ledger records that grid. The
+    retry, planned before any row is counted (on the fine grid), still finds the failed draft and
+    spends nothing."""
+    out = tmp_path / "s.json"
+    argv = ["schema", "draft", coarse_table, "--out", out, "--dp", "1.5", "--delta", "1e-6"]
+    assert_one_line_error(run_cli(*argv, capsys=capsys), "--dp 1.5 did not find", "it spends nothing")
+    ledger = tmp_path / "s.ledger.json"
+    fine = draft_dp.plan_draft(1.5, 1e-6, ["n", "k", "flag", "ok"], 50, 32)
+    assert load_ledger(ledger)["details"]["draft"]["bounds_grid"] == fine.with_rows(600).record()["bounds_grid"]
+    assert fine.with_rows(600).record()["bounds_grid"] != fine.record()["bounds_grid"]
+    before = _digest(ledger)
+    code, stdout, err = run_cli(*argv, "--leave-unfound", capsys=capsys)
+    assert code == 0 and "spent nothing" in stdout, err
+    assert _digest(ledger) == before and out.exists()

@@ -271,6 +271,11 @@ def noisy_bounds(plan: DraftPlan, name: str, r: Reading, facts: ColumnFacts, tok
         why = f"no interval of {grid} holds {T} (noisy) numbers"
     if count is None and numbers > seen:  # the threshold at which the noisy histogram would give bounds
         count = float(_bounds_count(r, numbers, places) or 0)
+    if integer and not single and numbers > seen:
+        why += (
+            f"; whole numbers spread this widely are often identifiers (of people, accounts, records): if '{name}' "
+            f"is one, leave it out with --exclude {name} (and protect whom it names with synth --privacy-unit {name})"
+        )
     unfound = _unfound(plan, name, "bounds", why, count, level)
     placeholder = numeric_entry(name, 0.0, 0.0, facts, plan.bins, tokens)
     placeholder.update(lower=None, upper=None)
