@@ -14,6 +14,7 @@ from privsyn_fed import draft_dp
 from privsyn_fed.accounting.budget_store import BudgetStore
 from privsyn_fed.audit import audit_ledger, load_ledger
 from privsyn_fed.common import InputError
+from privsyn_fed.draft_dp.cells import KINDS
 from privsyn_fed.schema import UNFOUND_KEY
 from privsyn_fed.schema.draft import DRAFT_NOTE_KEY
 
@@ -183,3 +184,22 @@ def test_whole_numbers_spread_too_widely_for_bounds_are_named_as_a_possible_iden
         assert (lost.name, lost.sought) == ("nr", "bounds")
         said = "often identifiers" in lost.why and "--exclude nr" in lost.why and "--privacy-unit nr" in lost.why
         assert said == named, lost.why
+
+
+def test_numbers_the_profiles_noise_hides_get_a_budget_to_try_not_never():
+    """A column whose noisy profile counts 60 numbers, under its seen level of 100: the draft cannot
+    tell them from none, so it names a larger --dp (halving the threshold, as for any count lost in
+    its noise) rather than saying no budget finds them; a column counted at no number at all is
+    still said to be beyond any budget."""
+    import numpy as np
+
+    from privsyn_fed.draft_dp.bounds import numeric_column
+    from privsyn_fed.draft_dp.decide import ColumnFacts
+
+    plan = draft_dp.plan_draft(1.0, 1e-6, ["c", "ok"], 50, 32).with_rows(600)
+    empty = np.zeros(len(draft_dp.BOUNDS_GRID) - 1)
+    for missing, found_later in ((540, True), (600, False)):
+        facts = ColumnFacts(600, missing, 0, (0,) * (len(KINDS) - 2), 60, 100.5)
+        lost = numeric_column(plan, "c", empty, facts, []).unfound
+        assert lost is not None and "counts no numbers" in lost.why
+        assert (lost.epsilon is not None and lost.coarse) == found_later, lost

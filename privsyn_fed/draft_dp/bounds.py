@@ -224,7 +224,7 @@ def noisy_bounds(plan: DraftPlan, name: str, r: Reading, facts: ColumnFacts, tok
     kind = f"numeric{', integer' if integer else ''}{', missing' if has_missing else ''}"
     level = (SEEN_SIGMAS - 1) * r.sd  # an empty interval reaches it with probability below 0.0014
     count: float | None = None
-    grid, single = r.name, False
+    grid, single, thin = r.name, False, False
     if len(found):
         lo, hi = _span(r, found, places)
         spec = numeric_entry(name, lo, hi, facts, plan.bins, tokens)
@@ -237,6 +237,7 @@ def noisy_bounds(plan: DraftPlan, name: str, r: Reading, facts: ColumnFacts, tok
                 f"the intervals of {grid} with at least {T} (noisy) numbers span {lo:g}..{hi:g}, but about "
                 f"{_shown(lost)} of its about {_shown(numbers)} numbers lie beyond them"
             )
+            thin = True
         elif len(near) and noisy[near].sum() > MAX_LOST_SHARE * (inside + noisy[near].sum()):
             count = float(noisy[near].min())  # each of them has to pass
             which = "the interval next to them holds" if len(near) == 1 else f"the {len(near)} next to them hold"
@@ -269,14 +270,18 @@ def noisy_bounds(plan: DraftPlan, name: str, r: Reading, facts: ColumnFacts, tok
         why = "the noisy profile counts no numbers in it (every cell missing?)"
     else:
         why = f"no interval of {grid} holds {T} (noisy) numbers"
+        thin = True
     if count is None and numbers > seen:  # the threshold at which the noisy histogram would give bounds
         count = float(_bounds_count(r, numbers, places) or 0)
-    if integer and not single and numbers > seen:
+    if integer and thin:  # spread thinly over many intervals, not a tail next to the found ones
         why += (
             f"; whole numbers spread this widely are often identifiers (of people, accounts, records): if '{name}' "
             f"is one, leave it out with --exclude {name} (and protect whom it names with synth --privacy-unit {name})"
         )
-    unfound = _unfound(plan, name, "bounds", why, count, level)
+    if 0 < numbers <= seen:  # numbers the profile's noise hides: a larger budget may show them (coarse)
+        unfound = _unfound(plan, name, "bounds", why, numbers, seen)
+    else:
+        unfound = _unfound(plan, name, "bounds", why, count, level)
     placeholder = numeric_entry(name, 0.0, 0.0, facts, plan.bins, tokens)
     placeholder.update(lower=None, upper=None)
     placeholder[UNFOUND_KEY] = (
