@@ -278,10 +278,8 @@ def noisy_bounds(plan: DraftPlan, name: str, r: Reading, facts: ColumnFacts, tok
             f"; whole numbers spread this widely are often identifiers (of people, accounts, records): if '{name}' "
             f"is one, leave it out with --exclude {name} (and protect whom it names with synth --privacy-unit {name})"
         )
-    if 0 < numbers <= seen:  # numbers the profile's noise hides: a larger budget may show them (coarse)
-        unfound = _unfound(plan, name, "bounds", why, numbers, seen)
-    else:
-        unfound = _unfound(plan, name, "bounds", why, count, level)
+    hidden = 0 < numbers <= seen  # numbers the profile's noise hides: a larger budget may show them (coarse)
+    unfound = _unfound(plan, name, "bounds", why, numbers if hidden else count, seen if hidden else level)
     placeholder = numeric_entry(name, 0.0, 0.0, facts, plan.bins, tokens)
     placeholder.update(lower=None, upper=None)
     placeholder[UNFOUND_KEY] = (

@@ -59,10 +59,10 @@ def structural_zeros(schema: Schema, names: Sequence[str]) -> list[tuple[tuple[s
     shape = dict(zip(schema.names, schema.shape))
     found: dict[tuple[str, ...], np.ndarray] = {}
     for when, part in forbidden_parts(schema):
-        sets = when + (() if part is None else (part,))
-        clique = tuple(sorted({v.column for v in sets}, key=lambda c: order.get(c, -1)))
-        if any(c not in order for c in clique) or math.prod(shape[c] for c in clique) > MAX_CELLS:
+        columns = {v.column for v in when + (() if part is None else (part,))}
+        if not columns <= order.keys() or math.prod(shape[c] for c in columns) > MAX_CELLS:
             continue
+        clique = tuple(sorted(columns, key=order.__getitem__))
         grid = np.ones([shape[c] for c in clique], dtype=bool)
         for v in when:
             inside, _ = _cover(v, schema)
