@@ -5,6 +5,7 @@ progress (``progress``), environment settings (``settings``) and faces that give
 use (``lazy``)."""
 
 from . import settings
+from .csv_text import write_frame
 from .engines import (
     EngineTable,
     beside,
@@ -132,5 +133,6 @@ __all__ = [
     "parse_engine_url",
     "terminal_text",
     "write_atomic",
+    "write_frame",
     "write_folder",
 ]

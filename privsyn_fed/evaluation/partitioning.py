@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..common import InputError, write_atomic, write_folder
+from ..common import InputError, write_atomic, write_folder, write_frame
 
 SCHEMES = ("iid", "dirichlet", "cluster", "quantity")
 
@@ -176,7 +176,7 @@ def _write_clients(
     for k, rows in enumerate(part.parts()):
         name = f"client_{k:0{width}d}.csv"
         chunk = df.iloc[rows]
-        write_atomic(out / name, lambda fh, c=chunk: c.to_csv(fh, index=False))
+        write_atomic(out / name, lambda fh, c=chunk: write_frame(c, fh, header=True))
         entry: dict[str, Any] = {"file": name, "rows": int(len(rows))}
         if label is not None:
             entry["label_histogram"] = {

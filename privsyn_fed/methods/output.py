@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator, Protocol
 import numpy as np
 import pandas as pd
 
-from ..common import OptionError, checkpoint
+from ..common import OptionError, checkpoint, write_frame
 
 if TYPE_CHECKING:
     from ..schema import Schema
@@ -75,9 +75,9 @@ def constrained(sampler: TableSampler, schema: Schema) -> TableSampler:
 
 def write_csv(chunks: Iterable[pd.DataFrame], fh) -> None:
     """Write the frames to the open text file ``fh`` as one CSV: one header, missing values as empty
-    cells."""
+    cells (pandas' text, written by Arrow where it is the same: ``common.csv_text``)."""
     for i, part in enumerate(chunks):
-        part.to_csv(fh, index=False, header=(i == 0), na_rep="")
+        write_frame(part, fh, header=(i == 0))
 
 
 def check_rows(rows: int | None) -> None:
