@@ -117,7 +117,7 @@ class AIMOptions(DependenceOptions, TargetOptions):
         group="aim",
     )
     final_iters: int = option(
-        3000,
+        4500,
         "most mirror-descent iterations of the final fit, which runs only where the last refit ended "
         "at least 4 times further from the release's measurements than their noise explains (on millions "
         "of rows; default {default}; 0 never runs it)",
