@@ -403,3 +403,50 @@ def test_draft_leaves_out_likely_identifiers_with_a_note(tmp_path, capsys, caplo
     assert sum("looks like an identifier" in line for line in err.splitlines()) == 2
     note = json.loads(out.read_text())[DRAFT_NOTE_KEY]
     assert note["left_out"] == note["likely_identifiers"] == ["record", "name"]
+
+
+def test_a_balanced_panel_s_sparse_id_is_an_identifier_and_a_measure_is_not():
+    """``Ecdat::Males``' shape: 545 men, 8 years each, ids spread thinly over 13..12548 (neither a
+    fifth of the rows nor dense in their span). Each id in exactly 8 rows marks a unit id; whole
+    numbers repeated unevenly (dollars), a measure repeated 8 times, or a period packed in its range
+    are attributes."""
+    from privsyn_fed.schema.identifiers import BALANCED_SHARE, balanced_repeats
+
+    rng = np.random.default_rng(8)
+    men, years = 545, 8
+    ids = np.sort(rng.choice(np.arange(13, 12549), men, replace=False))
+    df = pd.DataFrame(
+        {
+            "nr": np.repeat(ids, years),
+            "code": np.repeat([f"M{i:05d}" for i in ids], years),
+            "year": np.tile(np.arange(1980, 1980 + years), men),
+            "wage_dollars": np.round(rng.lognormal(9, 0.6, men * years)).astype(np.int64),
+            "height_cm": np.repeat(np.round(rng.normal(176, 7, men), 1), years),
+        }
+    )
+    df["day"] = np.tile(np.arange(1, men + 1), years)  # a period packed in 1..545, 8 rows each
+    result = draft_frame(df)
+    assert result.identifiers == ["nr"]  # a text code and a packed day number are not taken this way
+    assert names(result) == ["year", "wage_dollars", "height_cm", "day"]  # 545 codes: too many categories
+    notes = " ".join(result.notes)
+    assert "nearly each in exactly 8 rows" in notes and "--include nr" in notes
+    # an unbalanced panel: one man in ten missing a year still leaves 90% of the ids at 8 rows
+    assert BALANCED_SHARE > 0.9
+    counts = np.full(men, years)
+    counts[::10] -= 1
+    assert balanced_repeats(counts) is None
+    counts[::10] += 1
+    counts[:5] = 3  # under 5% of the ids elsewhere
+    assert balanced_repeats(counts) == years
+    assert balanced_repeats(np.ones(300, dtype=int)) == 1 and balanced_repeats(np.zeros(0, dtype=int)) is None
+
+
+def test_values_in_pairs_are_not_taken_for_a_panel_id():
+    from privsyn_fed.schema.identifiers import MIN_REPEATS, identifier_reason
+
+    assert MIN_REPEATS == 3
+    sparse = dict(text=False, whole=True, lo=10_000, hi=9_000_000)
+    assert identifier_reason(19_584, 9_269, repeats=2, **sparse) is None
+    assert "exactly 3 rows" in identifier_reason(3_000, 1_000, repeats=3, **sparse)
+    assert identifier_reason(3_000, 500, repeats=6, text=True, whole=False) is None  # text under a fifth
+    assert identifier_reason(4_000, 500, repeats=8, text=False, whole=True, lo=1, hi=500) is None  # packed

@@ -110,7 +110,8 @@ def add_parsers(sub) -> None:
         default=[],
         metavar="COL",
         help="draft column COL even if it looks like an identifier (many distinct values: row numbers, ids, "
-        "names), when it is a real attribute (repeat for several)",
+        "names, or a panel's unit id in the same number of rows each), when it is a real attribute (repeat "
+        "for several)",
     )
     dr.add_argument(
         "--force", action="store_true", help="replace --out (and the ledger, unless a budget store references it)"

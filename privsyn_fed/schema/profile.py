@@ -6,8 +6,8 @@ Per column, over every chunk, with cells read as ``encode.column_cells`` reads t
   lowest and highest number;
 * the present cells' text and counts, for at most ``cap`` distinct values (a categorical column);
 * **identifier sample**: over the first ``IDENTIFIER_SAMPLE`` present cells, how many there are,
-  how many distinct values they hold (their unique 64-bit hashes: at most 8 bytes a cell) and their
-  lowest and highest number (``identifiers.identifier_reason`` decides on these counts);
+  how many distinct values they hold (their unique 64-bit hashes and how often each occurs: at most
+  16 bytes a cell) and their lowest and highest number (``identifiers.identifier_reason`` decides on these counts);
 * **heavy values**: a Misra--Gries sketch of the numbers (``heavy_hitters``), whose counters are
   lower bounds of the counts of the values that hold a large share;
 * **decimals**: the most decimal places the shortest representation of any number shows, read up to
@@ -29,9 +29,9 @@ import pandas as pd
 
 from .cells import MISSING_TOKENS, column_cells, numbers_as_text
 from .heavy_hitters import HeavyHitters
-from .identifiers import identifier_reason
+from .identifiers import balanced_repeats, identifier_reason
 
-#: Present cells per column whose distinct values are counted for the identifier rule (8 bytes each).
+#: Present cells per column whose distinct values are counted for the identifier rule (16 bytes each).
 IDENTIFIER_SAMPLE = 200_000
 #: The most decimal places a draft writes for a numeric column (``"decimals"``); a column whose
 #: numbers show more gets none.
@@ -83,6 +83,7 @@ class ColumnProfile:
     #: The most decimal places a number shows (``MAX_DRAFT_DECIMALS + 1``: more).
     decimals: int = 0
     _hashes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint64), repr=False)
+    _hash_counts: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64), repr=False)
 
     @property
     def present(self) -> int:
@@ -111,6 +112,7 @@ class ColumnProfile:
             whole=self.non_integers == 0,
             lo=lo,
             hi=hi,
+            repeats=balanced_repeats(self._hash_counts),
         )
 
     def _sample(self, text: np.ndarray, x: np.ndarray) -> None:
@@ -121,8 +123,9 @@ class ColumnProfile:
             return
         text, x = text[:room], x[:room]
         self.sample_present += len(text)
-        h = np.unique(pd.util.hash_array(np.asarray(text, dtype=object)))
-        self._hashes = np.union1d(self._hashes, h)
+        h, n = np.unique(pd.util.hash_array(np.asarray(text, dtype=object)), return_counts=True)
+        self._hashes, where = np.unique(np.concatenate([self._hashes, h]), return_inverse=True)
+        self._hash_counts = np.bincount(where, weights=np.concatenate([self._hash_counts, n])).astype(np.int64)
         x = x[np.isfinite(x)]
         if len(x):
             self.sample_lo = min(self.sample_lo, float(x.min()))
