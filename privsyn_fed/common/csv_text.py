@@ -89,7 +89,9 @@ def _needs_quotes(text: Any) -> bool:
     offsets_buffer, data = text.buffers()[1:3]
     if data is None:
         return False
-    offset_type = np.int64 if text.type == "large_string" else np.int32
+    import pyarrow as pa
+
+    offset_type = np.int64 if pa.types.is_large_string(text.type) else np.int32
     offsets = np.frombuffer(offsets_buffer, dtype=offset_type)[text.offset : text.offset + len(text) + 1]
     values = np.frombuffer(data, dtype=np.uint8)[offsets[0] : offsets[-1]]
     return bool(NEEDS_QUOTES[values].any())

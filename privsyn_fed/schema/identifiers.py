@@ -65,16 +65,15 @@ def identifier_reason(
     ``k`` that ``balanced_repeats`` found, where it was counted."""
     if present < MIN_IDENTIFIER_ROWS or distinct < MIN_IDENTIFIER_DISTINCT:
         return None
+    many = f"about {round(distinct):,} distinct values in {round(present):,} cells"
     sparse = whole and not text and lo is not None and hi is not None and distinct < DENSE_SHARE * (hi - lo + 1)
     if repeats is not None and repeats >= MIN_REPEATS and sparse:
         return (
-            f"about {round(distinct):,} distinct values in {round(present):,} cells, nearly each in exactly "
-            f"{repeats} rows: a panel's unit id, or a value that singles each unit out; synth --privacy-unit protects "
-            "each unit's rows together"
+            f"{many}, nearly each in exactly {repeats} rows: a panel's unit id, or a value that singles each unit "
+            "out; synth --privacy-unit protects each unit's rows together"
         )
     if distinct < IDENTIFIER_SHARE * present:
         return None
-    many = f"about {round(distinct):,} distinct values in {round(present):,} cells"
     if text:
         return f"{many} of text (names, free text or ids)"
     if not whole or lo is None or hi is None or hi < lo:
