@@ -66,8 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     # only synth and schema draft --dp spend budget; the library's warnings are notes on stderr
     with deferred_signals(immediate=not spends), notes_on_stderr(), warnings.catch_warnings(record=True) as caught:
         status = _run(args, caught)  # a library's warnings (NumPy's): in the error's line, or notes after
-    if status:  # a stopped read's Arrow reader may sit in a reference cycle with the error's frames:
-        gc.collect()  # freed now, its threads joined, not torn down with the interpreter (SIGABRT)
+    if status and argv is None:  # the program, which exits next: a stopped read's Arrow reader may sit in a
+        gc.collect()  # cycle with the error's frames; freed now, not torn down with the interpreter (SIGABRT)
     for line in _warning_lines(caught):
         print(f"privsyn-fed: note: {line}", file=sys.stderr)
     try:
