@@ -67,12 +67,27 @@ def world(files):
 
 
 def _parties() -> set[int]:
-    """Live party and dealer processes on this machine."""
+    """Live party and dealer processes started from this test process: those that inherited its
+    ``PYTEST_XDIST_WORKER`` (none when the tests run in one process), orphans included, so that
+    the parties of tests running beside it in another worker are not counted."""
     return {
         pid
         for pid, _, state, cmd in _processes()
-        if state != "Z" and "privsyn_fed" in cmd and ("mpc-party" in cmd or "mpc-dealer" in cmd)
+        if state != "Z"
+        and "privsyn_fed" in cmd
+        and ("mpc-party" in cmd or "mpc-dealer" in cmd)
+        and _worker(pid) == os.environ.get("PYTEST_XDIST_WORKER", "")
     }
+
+
+def _worker(pid: int) -> str | None:
+    """The ``PYTEST_XDIST_WORKER`` a process inherited ("" if none; None if it has gone)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            names = dict(v.partition(b"=")[::2] for v in fh.read().split(b"\0") if v)
+    except OSError:
+        return None
+    return names.get(b"PYTEST_XDIST_WORKER", b"").decode()
 
 
 def _processes():
