@@ -421,9 +421,9 @@ def test_evaluate_and_the_quality_holdout_read_engine_tables_as_their_exports(tm
     assert measures[0] == measures[1]
 
 
-# ---- PostgreSQL's rows through COPY -------------------------------------------------------------------
+# ---- PostgreSQL's rows through ADBC's driver (a binary COPY) -----------------------------------------
 def _pg_typed_table(postgres, table: str, rows: int, seed: int) -> None:
-    """A table of every column type read through ``COPY``, with the values that text might mangle:
+    """A table of every column type read through ADBC's driver, with the values a reader might mangle:
     NaN and infinities, float4's and float8's extremes, numeric's long decimals, empty text against
     NULL, commas, quotes, new lines and non-ASCII text."""
     rng = np.random.default_rng(seed)
@@ -486,7 +486,7 @@ def _same_columns(a, b) -> None:
             assert x.to_pylist() == y.to_pylist(), name
 
 
-def test_postgresql_rows_through_copy_are_the_cursors_values(postgres, monkeypatch):
+def test_postgresql_rows_through_adbc_are_the_cursors_values(postgres, monkeypatch):
     import pyarrow as pa
 
     from privsyn_fed.common import engines
@@ -496,16 +496,37 @@ def test_postgresql_rows_through_copy_are_the_cursors_values(postgres, monkeypat
     t = engines.parse_engine_url(postgres.url("typed"))
     copied = {c: list(engines.engine_batches(t, 1000, c and [c])) for c in (None, "t", "b")}
     assert [first for _, first in copied[None]] == [1, 1001, 2001, 3001]  # batches of chunk_rows, rows numbered
-    monkeypatch.setattr(engines, "copy_readable", lambda types: False)  # the cursor's route
+    monkeypatch.setattr(engines, "arrow_readable", lambda types: False)  # the cursor's route
     for columns, batches in copied.items():  # one column alone: a NULL is an empty line
         fetched = pa.Table.from_batches([b for b, _ in engines.engine_batches(t, 1000, columns and [columns])])
         _same_columns(pa.Table.from_batches([b for b, _ in batches]), fetched)
 
 
+def test_a_postgresql_silo_is_read_in_a_read_only_transaction(postgres, monkeypatch):
+    """A query that would write (here: advance a sequence) is refused by the server, in one line,
+    through the driver's route and the cursor's alike, and writes nothing."""
+    from urllib.parse import quote
+
+    from privsyn_fed.common import engines
+
+    monkeypatch.setenv("PGPASSWORD", postgres.password)
+    url = _pg_table(postgres, BAD.iloc[:3], "ro_rows")
+    with postgres.connect() as con:
+        con.execute("DROP SEQUENCE IF EXISTS ro_seq")
+        con.execute("CREATE SEQUENCE ro_seq")
+    query = quote("SELECT g, x FROM ro_rows WHERE nextval('ro_seq') > 0")
+    source = url.replace("table=ro_rows", f"query={query}")
+    assert "read-only transaction" in _error(source)
+    monkeypatch.setattr(engines, "arrow_readable", lambda types: False)  # the cursor's route
+    assert "read-only transaction" in _error(source)
+    with postgres.connect() as con:
+        assert con.execute("SELECT is_called FROM ro_seq").fetchone() == (False,)
+
+
 def test_rebatched_gives_batches_of_the_rows_asked_for_in_order():
     import pyarrow as pa
 
-    from privsyn_fed.common.pg_copy import rebatched
+    from privsyn_fed.common.pg_arrow import rebatched
 
     rng = np.random.default_rng(5)
     sizes = rng.integers(0, 700, 40)
@@ -518,7 +539,7 @@ def test_rebatched_gives_batches_of_the_rows_asked_for_in_order():
 
 @pytest.mark.parametrize("bad", [6, 249_993])
 def test_a_bad_row_in_a_long_postgresql_copy_is_one_line_and_stops_the_read(tmp_path, postgres, monkeypatch, bad):
-    """Early (the read stops with most of the COPY unread) and late (past the first blocks of text)."""
+    """Early (the read stops with most of the COPY unread) and late (past the driver's first batches)."""
     monkeypatch.setenv("PGPASSWORD", postgres.password)
     rows = 250_000
     frame = pd.DataFrame({"g": ["a", "b"] * (rows // 2), "x": np.arange(rows) % 10 * 1.0})

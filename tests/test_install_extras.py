@@ -2,8 +2,9 @@
 never imports them, and a command that needs one stops with one line saying how to install it.
 
 Each command runs in a child process of this Python whose import system answers, for torch,
-CrypTen, onnx, omegaconf, Flower, DuckDB, psycopg and pyspark (or the ones a test names), as if they were not installed
-(a ``sys.meta_path`` finder that raises ``ModuleNotFoundError`` and notes every name asked for).
+CrypTen, onnx, omegaconf, Flower, DuckDB, psycopg, ADBC's PostgreSQL driver, PyMySQL and pyspark
+(or the ones a test names), as if they were not installed (a ``sys.meta_path`` finder that raises
+``ModuleNotFoundError`` and notes every name asked for).
 """
 
 from __future__ import annotations
@@ -20,7 +21,18 @@ import pytest
 from .conftest import SCHEMA, assert_one_line_error, make_frame
 
 ROOT = Path(__file__).resolve().parents[1]
-EXTRAS = ("torch", "crypten", "onnx", "omegaconf", "flwr", "duckdb", "psycopg", "pymysql", "pyspark")
+EXTRAS = (
+    "torch",
+    "crypten",
+    "onnx",
+    "omegaconf",
+    "flwr",
+    "duckdb",
+    "psycopg",
+    "adbc_driver_postgresql",
+    "pymysql",
+    "pyspark",
+)
 
 NOT_INSTALLED = """
 import json, sys
@@ -166,9 +178,14 @@ def test_a_silo_in_an_engine_says_how_to_install_the_engines_extra(work, silo):
     before = sorted(work.rglob("*"))
     argv = ["synth", "--method", "aim", "--schema", "schema.json", "--silo", silo, "--silo", "silo1.csv",
             "--epsilon", "1", "--delta", "1e-9", "--out", "engine.csv"]  # fmt: skip
-    proc, tried = without(["duckdb", "psycopg", "pymysql"], *argv, cwd=work)
+    proc, tried = without(["duckdb", "psycopg", "adbc_driver_postgresql", "pymysql"], *argv, cwd=work)
     assert_one_line_error(proc, "needs the engines extra", "pip install 'privsyn-fed[engines]'")
-    assert set(tried) == {"duckdb", "psycopg", "pymysql"}  # looked up, not imported: nothing below them was asked for
+    assert set(tried) == {
+        "duckdb",
+        "psycopg",
+        "adbc_driver_postgresql",
+        "pymysql",
+    }  # looked up, not imported: nothing below them was asked for
     assert sorted(work.rglob("*")) == before
 
 
@@ -226,11 +243,12 @@ def test_core_dependencies_leave_out_the_mpc_stack_and_flower():
         return {re.match(r"[A-Za-z0-9._-]+", req).group().lower() for req in requirements}
 
     core, extras = names(project["dependencies"]), project["optional-dependencies"]
-    assert not core & {"torch", "crypten", "onnx", "omegaconf", "flwr", "duckdb", "psycopg", "pymysql", "pyspark"}, core
+    engines = {"duckdb", "psycopg", "adbc-driver-postgresql", "pymysql"}
+    assert not core & {"torch", "crypten", "onnx", "omegaconf", "flwr", "pyspark", *engines}, core
     assert "scikit-learn" in core  # evaluate and partition
     assert {"torch", "onnx", "omegaconf"} <= names(extras["mpc"])
     assert names(extras["agent"]) == {"flwr"} and "flwr==1.42.0" in extras["agent"]
-    assert names(extras["engines"]) == {"duckdb", "psycopg", "pymysql"}
+    assert names(extras["engines"]) == engines
     assert names(extras["spark"]) == {"pyspark"}
 
 

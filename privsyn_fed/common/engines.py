@@ -43,7 +43,7 @@ from .extras import require_engines, require_spark
 from .interrupt import checkpoint
 from .mysql import check_mysql_url, mysql_batches, mysql_types
 from .paths import Named
-from .pg_copy import copy_batches, copy_readable
+from .pg_arrow import arrow_readable, driver_errors, pg_batches
 from .spark import spark_batches, spark_master, spark_source, spark_types
 from .spark_connect import connect_target
 from .sqlite import sqlite_batches, sqlite_names
@@ -214,7 +214,7 @@ def _engine_errors(t: EngineTable) -> tuple[type[Exception], ...]:
     import psycopg
     import pyarrow as pa
 
-    return (psycopg.Error, pa.ArrowInvalid)  # Arrow parses what COPY sends (``pg_copy``)
+    return (psycopg.Error, pa.ArrowInvalid, *driver_errors())  # ADBC's driver and Arrow read the rows (``pg_arrow``)
 
 
 def engine_types(t: EngineTable) -> dict[str, str]:
@@ -277,6 +277,10 @@ def engine_batches(t: EngineTable, chunk_rows: int, columns: Sequence[str] | Non
         return
     select = ", ".join('"' + n.replace('"', '""') + '"' for n in names) or "1"
     sql = f"SELECT {select} FROM {t.source}"
+    kinds = [types[n] for n in names]
+    if t.engine == "postgresql" and arrow_readable(kinds):
+        yield from _pg_arrow_batches(t, sql, names, kinds, chunk_rows)
+        return
     row = 1
     with _connection(t) as con:
         try:
@@ -284,13 +288,6 @@ def engine_batches(t: EngineTable, chunk_rows: int, columns: Sequence[str] | Non
                 for batch in con.sql(sql).to_arrow_reader(chunk_rows):
                     checkpoint()
                     yield pa.RecordBatch.from_arrays(batch.columns, names=names), row
-                    row += batch.num_rows
-                return
-            kinds = [types[n] for n in names]
-            if copy_readable(kinds):
-                for batch in copy_batches(con, sql, names, kinds, chunk_rows):
-                    checkpoint()
-                    yield batch, row
                     row += batch.num_rows
                 return
             with con.cursor(name="privsyn_fed_rows") as cur:
@@ -304,6 +301,18 @@ def engine_batches(t: EngineTable, chunk_rows: int, columns: Sequence[str] | Non
                     row += len(rows)
         except _engine_errors(t) as exc:
             raise InputError(f"{t}: the engine failed near row {row} ({one_line(exc)})") from None
+
+
+def _pg_arrow_batches(t: EngineTable, sql: str, names: list[str], kinds: list[str], chunk_rows: int) -> Iterator:
+    """``engine_batches`` of a PostgreSQL query whose columns ADBC's driver reads (``pg_arrow``)."""
+    row = 1
+    try:
+        for batch in pg_batches(t.target, sql, names, kinds, chunk_rows):
+            checkpoint()
+            yield batch, row
+            row += batch.num_rows
+    except _engine_errors(t) as exc:
+        raise InputError(f"{t}: the engine failed near row {row} ({one_line(exc)})") from None
 
 
 def _pg_array(values: Sequence, kind: str):

@@ -20,7 +20,7 @@ MPC_MODULES = ("torch", "crypten", "onnx", "omegaconf")
 #: The module of the ``agent`` extra.
 AGENT_MODULES = ("flwr",)
 #: The modules of the ``engines`` extra: silos in DuckDB, PostgreSQL and MySQL.
-ENGINE_MODULES = ("duckdb", "psycopg", "pymysql")
+ENGINE_MODULES = ("duckdb", "psycopg", "adbc_driver_postgresql", "pymysql")
 #: The module of the ``spark`` extra: silos in Spark.
 SPARK_MODULES = ("pyspark",)
 #: The modules Spark Connect's client needs besides pyspark (the ``spark`` extra's ``pyspark[connect]``).
@@ -69,7 +69,8 @@ def require_agent(what: str) -> None:
 
 
 def require_engines(what: str) -> None:
-    """``_require`` for a silo's DuckDB, PostgreSQL or MySQL URL: DuckDB, psycopg and PyMySQL."""
+    """``_require`` for a silo's DuckDB, PostgreSQL or MySQL URL: DuckDB, psycopg, ADBC's PostgreSQL
+    driver and PyMySQL."""
     _require(what, "engines extra", ENGINE_MODULES, ENGINES_INSTALL)
 
 
