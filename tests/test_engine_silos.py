@@ -523,6 +523,24 @@ def test_a_postgresql_silo_is_read_in_a_read_only_transaction(postgres, monkeypa
         assert con.execute("SELECT is_called FROM ro_seq").fetchone() == (False,)
 
 
+@pytest.mark.parametrize("failing_row", [3, 1_500_000])
+def test_a_postgresql_query_failing_while_its_rows_stream_is_one_line(postgres, monkeypatch, failing_row):
+    """The server's error (a division by zero) at the first rows or after the driver has handed
+    over batches of them reaches the user as one line naming the silo, on the driver's route and
+    the cursor's."""
+    from privsyn_fed.common import engines
+
+    monkeypatch.setenv("PGPASSWORD", postgres.password)
+    rows = (
+        "SELECT CASE WHEN i % 2 = 0 THEN 'a' ELSE 'b' END AS g, (i % 10)::float8 AS x "
+        f"FROM generate_series(1, {failing_row + 10}) AS i WHERE 1 / (i - {failing_row}) > -100"
+    )
+    source = postgres.url(query=rows)
+    assert "division by zero" in _error(source)
+    monkeypatch.setattr(engines, "arrow_readable", lambda types: False)  # the cursor's route
+    assert "division by zero" in _error(source)
+
+
 def test_rebatched_gives_batches_of_the_rows_asked_for_in_order():
     import pyarrow as pa
 

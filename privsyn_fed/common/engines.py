@@ -306,12 +306,13 @@ def engine_batches(t: EngineTable, chunk_rows: int, columns: Sequence[str] | Non
 def _pg_arrow_batches(t: EngineTable, sql: str, names: list[str], kinds: list[str], chunk_rows: int) -> Iterator:
     """``engine_batches`` of a PostgreSQL query whose columns ADBC's driver reads (``pg_arrow``)."""
     row = 1
+    errors: tuple[type[Exception], ...] = (*_engine_errors(t), OSError)  # the server failing mid-way: an OSError
     try:
         for batch in pg_batches(t.target, sql, names, kinds, chunk_rows):
             checkpoint()
             yield batch, row
             row += batch.num_rows
-    except _engine_errors(t) as exc:
+    except errors as exc:
         raise InputError(f"{t}: the engine failed near row {row} ({one_line(exc)})") from None
 
 
