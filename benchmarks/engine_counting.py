@@ -14,9 +14,10 @@ every core reading the Parquet file, ``spark://local[*]?query=SELECT * FROM parq
 come back a partition at a time and are counted by the silo, as the reader's are; its peak is the
 Python process's, Spark's JVM apart), ``sqlite-file`` (the rows in a SQLite file,
 ``sqlite://silo.db?table=silo``, read by Python's ``sqlite3`` and counted by the silo; writing the
-file is timed apart), ``postgresql`` (the rows in a PostgreSQL table, read through ``COPY``: with
-``--postgres URL``, a server and database the benchmark may write table ``privsyn_bench_silo`` to,
-the password from ``PGPASSWORD``; loading it is timed apart). Needs the engines extra (and the spark
+file is timed apart), ``postgresql`` (the rows in a PostgreSQL table, read through ADBC's driver, a
+binary ``COPY``, and counted by the silo: with ``--postgres URL``, a server and database the
+benchmark may write table ``privsyn_bench_silo`` to, the password from ``PGPASSWORD``; loading it is
+timed apart). Needs the engines extra (and the spark
 extra for Spark).
 """
 
