@@ -43,7 +43,7 @@ from .extras import require_engines, require_spark
 from .interrupt import checkpoint
 from .mysql import check_mysql_url, mysql_batches, mysql_types
 from .paths import Named
-from .pg_arrow import arrow_readable, driver_errors, pg_batches
+from .pg_arrow import arrow_readable, driver_errors, pg_batches, with_connect_timeout
 from .spark import spark_batches, spark_master, spark_source, spark_types
 from .spark_connect import connect_target
 from .sqlite import sqlite_batches, sqlite_names
@@ -192,9 +192,8 @@ def _connection(t: EngineTable) -> Iterator[Any]:
         return
     import psycopg
 
-    timeout = None if "connect_timeout" in t.target else 10  # libpq's own parameter, when the URL gives one
     try:
-        pg: Any = psycopg.connect(t.target, connect_timeout=timeout)
+        pg: Any = psycopg.connect(with_connect_timeout(t.target))
     except psycopg.Error as exc:
         raise InputError(f"{t}: cannot connect to PostgreSQL ({one_line(exc)})") from None
     try:
@@ -261,8 +260,6 @@ def _pg_type(con, oid: int) -> str:
 def engine_batches(t: EngineTable, chunk_rows: int, columns: Sequence[str] | None = None) -> Iterator:
     """``(record batch, first row)`` of ``t``'s rows, about ``chunk_rows`` rows at a time, with
     ``columns`` only (all when None), in the rows' own column order; a safe point between batches."""
-    import pyarrow as pa
-
     if t.engine == "spark":
         engine_types(t)  # a column named twice is refused first, as from the other engines
         yield from spark_batches(t, chunk_rows, columns)
@@ -278,42 +275,47 @@ def engine_batches(t: EngineTable, chunk_rows: int, columns: Sequence[str] | Non
     select = ", ".join('"' + n.replace('"', '""') + '"' for n in names) or "1"
     sql = f"SELECT {select} FROM {t.source}"
     kinds = [types[n] for n in names]
-    if t.engine == "postgresql" and arrow_readable(kinds):
-        yield from _pg_arrow_batches(t, sql, names, kinds, chunk_rows)
+    if t.engine == "postgresql" and arrow_readable(kinds):  # the server failing mid-way: the stream's OSError
+        yield from _numbered(t, pg_batches(t.target, sql, names, kinds, chunk_rows), (*_engine_errors(t), OSError))
         return
-    row = 1
     with _connection(t) as con:
-        try:
-            if t.engine == "duckdb":
-                for batch in con.sql(sql).to_arrow_reader(chunk_rows):
-                    checkpoint()
-                    yield pa.RecordBatch.from_arrays(batch.columns, names=names), row
-                    row += batch.num_rows
-                return
-            with con.cursor(name="privsyn_fed_rows") as cur:
-                cur.itersize = chunk_rows
-                cur.execute(sql)
-                while rows := cur.fetchmany(chunk_rows):
-                    checkpoint()
-                    cells = list(zip(*rows))
-                    arrays = [_pg_array(cells[i], types[n]) for i, n in enumerate(names)]
-                    yield pa.RecordBatch.from_arrays(arrays, names=names), row
-                    row += len(rows)
-        except _engine_errors(t) as exc:
-            raise InputError(f"{t}: the engine failed near row {row} ({one_line(exc)})") from None
+        batches = _duckdb_batches if t.engine == "duckdb" else _cursor_batches
+        yield from _numbered(t, batches(con, sql, names, types, chunk_rows), _engine_errors(t))
 
 
-def _pg_arrow_batches(t: EngineTable, sql: str, names: list[str], kinds: list[str], chunk_rows: int) -> Iterator:
-    """``engine_batches`` of a PostgreSQL query whose columns ADBC's driver reads (``pg_arrow``)."""
+def _numbered(t: EngineTable, batches: Iterator, errors: tuple[type[Exception], ...]) -> Iterator:
+    """``(batch, first row)`` of ``batches``, a safe point before each; the engine's ``errors`` as
+    one ``InputError`` naming ``t`` and the row reached."""
     row = 1
-    errors: tuple[type[Exception], ...] = (*_engine_errors(t), OSError)  # the server failing mid-way: an OSError
     try:
-        for batch in pg_batches(t.target, sql, names, kinds, chunk_rows):
+        for batch in batches:
             checkpoint()
             yield batch, row
             row += batch.num_rows
     except errors as exc:
         raise InputError(f"{t}: the engine failed near row {row} ({one_line(exc)})") from None
+
+
+def _duckdb_batches(con: Any, sql: str, names: list[str], types: dict[str, str], chunk_rows: int) -> Iterator:
+    """Record batches of ``sql``'s rows from DuckDB, about ``chunk_rows`` at a time (run when first asked)."""
+    import pyarrow as pa
+
+    for batch in con.sql(sql).to_arrow_reader(chunk_rows):
+        yield pa.RecordBatch.from_arrays(batch.columns, names=names)
+
+
+def _cursor_batches(con: Any, sql: str, names: list[str], types: dict[str, str], chunk_rows: int) -> Iterator:
+    """Record batches of ``sql``'s rows through a server-side psycopg cursor, ``chunk_rows`` at a
+    time (columns of types ADBC's driver does not read)."""
+    import pyarrow as pa
+
+    with con.cursor(name="privsyn_fed_rows") as cur:
+        cur.itersize = chunk_rows
+        cur.execute(sql)
+        while rows := cur.fetchmany(chunk_rows):
+            cells = list(zip(*rows))
+            arrays = [_pg_array(cells[i], types[n]) for i, n in enumerate(names)]
+            yield pa.RecordBatch.from_arrays(arrays, names=names)
 
 
 def _pg_array(values: Sequence, kind: str):

@@ -29,8 +29,15 @@ ARROW_TYPES = {
     "bool": "bool",
     "string": "string",
 }
-#: Seconds libpq waits for the server, unless the URI says (as ``engines``' psycopg connections).
+#: Seconds libpq waits for the server, unless the URI says (its ``connect_timeout``).
 CONNECT_TIMEOUT = 10
+
+
+def with_connect_timeout(target: str) -> str:
+    """The libpq URI ``target`` with ``connect_timeout=CONNECT_TIMEOUT`` added unless it gives one."""
+    if "connect_timeout=" in target:
+        return target
+    return f"{target}{'&' if '?' in target else '?'}connect_timeout={CONNECT_TIMEOUT}"
 
 
 def arrow_readable(types: Sequence[str]) -> bool:
@@ -51,12 +58,7 @@ def pg_batches(target: str, sql: str, names: Sequence[str], types: Sequence[str]
     ``names`` of ``types``) on the server at libpq URI ``target``."""
     import adbc_driver_postgresql.dbapi as dbapi
 
-    uri = (
-        target
-        if "connect_timeout=" in target
-        else f"{target}{'&' if '?' in target else '?'}connect_timeout={CONNECT_TIMEOUT}"
-    )
-    with dbapi.connect(uri) as con, con.cursor() as cur:
+    with dbapi.connect(with_connect_timeout(target)) as con, con.cursor() as cur:
         cur.execute("SET TRANSACTION READ ONLY")  # the transaction's first statement
         cur.execute("SET synchronize_seqscans = off")
         cur.execute("SET client_encoding = 'UTF8'")
