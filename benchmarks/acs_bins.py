@@ -31,6 +31,8 @@ SKIP = ("INDP",)
 #: Numeric columns whose cut points the DP draft proposes (the skewed ones; AGEP and the counts of
 #: children and family members are fine in equal widths).
 SHAPED = ("DENSITY", "PINCP", "POVPIP", "PWGTP", "WGTP")
+#: Each state excerpt's PUMA codes begin with its state's FIPS code.
+STATE_PUMAS = {"ma": "25-", "tx": "48-"}
 
 
 def dictionary_schema(folder: Path, state: str) -> dict:
@@ -38,7 +40,6 @@ def dictionary_schema(folder: Path, state: str) -> dict:
     numeric column's coded values beside its range (POVPIP's 501, "income above 5 x poverty line";
     WGTP's 0, "group quarters"; NOC's 0) are atoms, reproduced exactly."""
     d = json.loads((folder / "data_dictionary.json").read_text())
-    prefix = {"ma": "25-", "tx": "48-"}[state]
     columns = []
     for name, entry in d.items():
         if name in SKIP:
@@ -56,8 +57,10 @@ def dictionary_schema(folder: Path, state: str) -> dict:
             columns.append({"name": name, "type": "numeric", "lower": lo, "upper": hi, "integer": whole, **extra})
         else:
             codes = [k for k in values if k != "N"]
-            if name == "PUMA":
-                codes = [k for k in codes if k.startswith(prefix)]
+            if name == "PUMA" and state in STATE_PUMAS:
+                codes = [k for k in codes if k.startswith(STATE_PUMAS[state])]
+            elif name == "PUMA":  # the national excerpt: the dictionary's 20 PUMAs outside MA and TX
+                codes = [k for k in codes if not k.startswith(tuple(STATE_PUMAS.values()))]
             columns.append({"name": name, "type": "categorical", "categories": codes, **extra})
     return {"columns": columns}
 

@@ -23,8 +23,9 @@ on the synthetic rows and tested on a fixed fifth of the real rows (which the re
 
     python benchmarks/nist_crc.py --states ma tx --epsilons 1 10 --seeds 3
 
-The excerpts are read from ``../shared/data/nist-acs-excerpts`` beside the checkout (``--excerpts``).
-INDP is left out (271 industry codes; the k-marginal ignores it).
+The excerpts are read from ``../shared/data/nist-acs-excerpts`` beside the checkout (``--excerpts``);
+the national excerpt (``--states national``, 27,253 rows from 20 PUMAs) is not there, and
+``--national`` names its CSV (``NATIONAL``). INDP is left out (271 industry codes; the k-marginal ignores it).
 """
 
 from __future__ import annotations
@@ -62,9 +63,15 @@ PUBLISHED = {
     ("ma", 10.0): "Private-GSD 876",
     ("tx", 1.0): "Private-GSD 733",
     ("tx", 10.0): "Private-GSD 867",
+    ("national", 1.0): "MWEM+PGM 847",
 }
 METHODS = ("aim", "aim+target", "distaim", "flaim", "fedtda", "fedtda+target", "independent")
 GRAPHICAL = ("aim", "aim+target", "distaim", "flaim")
+#: Where the national excerpt (27,253 rows, 20 PUMAs; not in ``shared/data``) is published.
+NATIONAL = (
+    "national2019.csv from the usnistgov/SDNist repository, "
+    "'nist community data excerpts/ACSDataExcerpts/national/' (a Git LFS file in its latest commits)"
+)
 
 
 def shaped_schema(folder: Path, state: str, silos: list[Path], epsilon: float, delta: float, work: Path) -> dict:
@@ -141,13 +148,13 @@ def summary(name: str, rows: list[dict], seconds: list[float] | None) -> str:
         f"age {statistics.mean(col('age')):6.2%}  housing {statistics.mean(col('housing')):6.2%}  "
         f"pMSE {statistics.mean(col('pmse')):.4f}  exact {statistics.mean(col('exact')):6.2%}  "
         f"AUC {statistics.mean(col('auc')):.3f} +- {sd(col('auc')):.3f}"
-        + ("" if seconds is None else f"  {statistics.mean(seconds):5.0f} s")
+        + ("" if seconds is None else f"  {statistics.mean(seconds):5.0f} s ({min(seconds):.0f} to {max(seconds):.0f})")
     )
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--states", nargs="+", choices=("ma", "tx"), default=["ma", "tx"])
+    ap.add_argument("--states", nargs="+", choices=("ma", "tx", "national"), default=["ma", "tx"])
     ap.add_argument("--epsilons", nargs="+", type=float, default=[1.0, 10.0], help="epsilon in all (draft + release)")
     ap.add_argument("--delta", type=float, default=1e-5, help="delta in all (default 1e-5, as the archive's entries)")
     ap.add_argument("--draft-share", type=float, default=0.1, help="share of epsilon the DP schema draft spends")
@@ -163,6 +170,7 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, default=3, help="releases per method (unseeded noise; mean and sd reported)")
     ap.add_argument("--no-rules", action="store_true", help="leave SDNist's consistency rules out of the schema")
     ap.add_argument("--excerpts", type=Path, default=EXCERPTS)
+    ap.add_argument("--national", type=Path, help=f"the national excerpt's CSV (``--states national``; {NATIONAL})")
     args = ap.parse_args()
     methods = [m for m in args.methods.split(",") if m]
     unknown = [m for m in methods if m not in METHODS]
@@ -172,7 +180,10 @@ def main() -> int:
     for state in args.states:
         with tempfile.TemporaryDirectory() as tmp:
             work = Path(tmp)
-            real = pd.read_csv(args.excerpts / f"{state}2019.csv", dtype=str).drop(columns=list(SKIP))
+            if state == "national" and not (args.national and args.national.is_file()):
+                ap.error(f"--states national needs --national PATH: {NATIONAL}")
+            source = args.national if state == "national" else args.excerpts / f"{state}2019.csv"
+            real = pd.read_csv(source, dtype=str).drop(columns=list(SKIP))
             pooled = work / "real.csv"
             real.to_csv(pooled, index=False)
             silos = []
