@@ -179,6 +179,41 @@ def test_categorical_max_decides_categorical_numeric_or_left_out():
     assert draft_frame(df, categorical_max=100).dropped == []
 
 
+def test_numbers_with_a_few_codes_are_drafted_numeric_with_the_codes_missing(tmp_path):
+    """A column of numbers with a code for "not applicable" (the ACS excerpts' ``N``) is numeric with
+    the code read as missing, said in a note; more codes than ``MAX_CODES``, more code cells than
+    numbers, or an infinity leave it as text, which the draft leaves out."""
+    rng = np.random.default_rng(0)
+    n = 400
+    numbers = [str(v) for v in rng.integers(0, 10**6, n)]
+    coded = np.where(rng.random(n) < 0.2, "N", numbers)
+    coded[:7] = "X"
+    df = pd.DataFrame(
+        {
+            "income": coded,
+            "four_codes": np.where(np.arange(n) % 5 == 0, [f"c{i % 4}" for i in range(n)], numbers),
+            "mostly_codes": np.where(np.arange(n) % 3 == 0, numbers, "N"),
+            "infinite": np.where(np.arange(n) == 0, "inf", np.where(np.arange(n) % 4 == 0, "N", numbers)),
+        }
+    )
+    csv = tmp_path / "silo.csv"
+    df.to_csv(csv, index=False)
+    result = draft_table(csv, categorical_max=20)
+    spec = {c["name"]: c for c in result.columns}
+    assert set(spec) == {"income"} and set(result.dropped) == {"four_codes", "mostly_codes", "infinite"}
+    assert spec["income"]["type"] == "numeric" and spec["income"]["missing"] is True
+    assert spec["income"]["missing_values"] == ["N", "X"]
+    note = next(n for n in result.notes if "'income'" in n)
+    assert "'N' (" in note and "'X' (7 cells)" in note and "read as missing" in note
+    schema = pf.Schema.from_dict({"columns": result.columns})
+    kept = tmp_path / "kept.csv"
+    df[["income"]].to_csv(kept, index=False)
+    silo = pf.Silo.load(kept, schema)
+    assert int((silo.rows()[:, 0] == schema.columns[0].missing_cell).sum()) == int(
+        (df["income"].isin(["N", "X"])).sum()
+    )
+
+
 def test_parquet_stored_types_are_respected(tmp_path):
     pq = pytest.importorskip("pyarrow.parquet")
     import pyarrow as pa

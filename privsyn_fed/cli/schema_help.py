@@ -11,8 +11,10 @@ examples:
 
 how a draft is made (one streaming pass over the rows):
   type      a column with at most K distinct values (--categorical-max, default {k}) is categorical,
-            categories sorted; with more it is numeric if every value is a number, else it is left
-            out with a note (free text, IDs: a release ignores columns the schema does not list)
+            categories sorted; with more it is numeric if every value is a number, or if all but at
+            most {codes} distinct codes are (e.g. N for "not applicable", in no more cells than the
+            numbers: read as missing values, with a note); else it is left out with a note (free
+            text, IDs: a release ignores columns the schema does not list)
   IDs       a column of {ids.MIN_IDENTIFIER_ROWS}+ present cells whose distinct values number
             {ids.MIN_IDENTIFIER_DISTINCT}+ and {ids.IDENTIFIER_SHARE:.0%}+ of its cells (over its first {sample:,}),
             of text or of whole numbers filling {ids.DENSE_SHARE:.0%}+ of their range (row numbers, a

@@ -64,7 +64,7 @@ from .encode import (
 from .encode_arrow import WHITESPACE, constant_column, encode_batch
 from .identifiers import identifier_note, identifier_reason
 from .numeric_keys import rounded
-from .profile import IDENTIFIER_SAMPLE
+from .profile import IDENTIFIER_SAMPLE, MAX_CODES
 from .rule_bins import Cut, cut_at_rules, cut_bins, cut_document, divided_note, joined_ranges
 from .schema import CategoricalColumn, NumericColumn, Schema, checked_edges, read_document, save_document
 
@@ -82,6 +82,7 @@ __all__ = [
     "DP_DRAFT_PRIVACY",
     "IDENTIFIER_SAMPLE",
     "MAX_ATOMS",
+    "MAX_CODES",
     "MAX_COLUMN_CELLS",
     "MAX_DRAFT_BOUND",
     "MAX_DRAFT_DECIMALS",

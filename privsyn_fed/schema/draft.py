@@ -10,7 +10,10 @@ own input validation (``encode.column_cells``, ``encode.missing_mask``, the same
   ``schema.MISSING_TOKENS``, a token given in ``missing_values``, or NaN in a typed column);
 * **type**: a column with at most ``categorical_max`` distinct present values is categorical
   (categories sorted: numbers by value, then text); one with more is numeric when every present
-  value is a finite number, and is otherwise left out of the schema with a note (free-text IDs);
+  value is a finite number, or when all but at most ``MAX_CODES`` distinct codes are, in no more
+  cells than the numbers (``ColumnProfile.missing_codes``: ``N`` for "not applicable"), which are
+  then its ``missing_values``, said in a note; it is otherwise left out of the schema with a note
+  (free-text IDs);
   a column with no present value at all is drafted as the placeholder numeric ``0..0`` with
   ``missing``. Parquet stored types are respected: a floating-point column is never categorical,
   a text column never numeric, and a column of a type no schema reads (timestamps, nulls) is left out;
@@ -232,14 +235,16 @@ def decide(
     few = not p.saturated and p.distinct_capped <= categorical_max
     if few and can_be_categorical:
         return categorical_spec(p.name, p.counts, missing, tokens), None
-    if p.non_numbers == 0 and can_be_numeric:
-        note = None
+    codes = p.missing_codes if can_be_numeric else []
+    if (p.non_numbers == 0 or codes) and can_be_numeric:
+        note = None if not codes else _codes_note(p, codes)
         if p.lo < -MAX_DRAFT_BOUND or p.hi > MAX_DRAFT_BOUND:
             note = (
                 f"column '{p.name}': values beyond +-{MAX_DRAFT_BOUND:g} (the widest bounds that stay exact) "
                 "will be clipped to the bounds; express the column in larger units"
             )
         integer = p.non_integers == 0
+        missing, tokens = missing or bool(codes), [*tokens, *codes]
         spec = numeric_spec(p.name, p.lo, p.hi, integer, bins, missing, tokens, proposed_atoms(p), proposed_decimals(p))
         return spec, note
     why = (
@@ -249,6 +254,15 @@ def decide(
         f"column '{p.name}' {why} more than {categorical_max} distinct values (--categorical-max), not all "
         "of them numbers: left out of the schema (e.g. free text or IDs; a release ignores it in the silos), "
         "or raise --categorical-max"
+    )
+
+
+def _codes_note(p: ColumnProfile, codes: Sequence[str]) -> str:
+    """The note for a numeric column drafted with its non-number codes read as missing."""
+    shown = ", ".join(f"{c!r} ({p.codes[c]:,} cells)" for c in codes)
+    return (
+        f"column '{p.name}': numbers and the code(s) {shown}, drafted as numeric with the code(s) read as "
+        "missing (missing_values); if a code stands for a value, give it one in the schema"
     )
 
 

@@ -33,6 +33,9 @@ from .identifiers import balanced_repeats, identifier_reason
 
 #: Present cells per column whose distinct values are counted for the identifier rule (16 bytes each).
 IDENTIFIER_SAMPLE = 200_000
+#: The most distinct non-numbers a column of numbers may hold and still be drafted as numeric, with
+#: them read as missing (codes such as ``N`` for "not applicable").
+MAX_CODES = 3
 #: The most decimal places a draft writes for a numeric column (``"decimals"``); a column whose
 #: numbers show more gets none.
 MAX_DRAFT_DECIMALS = 6
@@ -72,6 +75,10 @@ class ColumnProfile:
     hi: float = -math.inf
     counts: dict[str, int] = field(default_factory=dict)
     saturated: bool = False
+    #: The present cells that are not numbers, by text, for at most ``MAX_CODES`` distinct ones
+    #: (``codes_saturated``: more were seen).
+    codes: dict[str, int] = field(default_factory=dict)
+    codes_saturated: bool = False
     tokens_seen: set[str] = field(default_factory=set)
     intervals: np.ndarray | None = None
     #: Present cells among the first ``IDENTIFIER_SAMPLE``, and their lowest and highest number.
@@ -101,14 +108,24 @@ class ColumnProfile:
         return len(self._hashes)
 
     @property
+    def missing_codes(self) -> list[str]:
+        """The column's non-numbers when they are a few codes beside its numbers (at most
+        ``MAX_CODES`` distinct, in at most as many cells as the numbers): a numeric column's missing
+        values, sorted; ``[]`` otherwise."""
+        if not self.non_numbers or self.codes_saturated or self.non_numbers > self.numbers:
+            return []
+        return sorted(self.codes)
+
+    @property
     def identifier(self) -> str | None:
         """Why the column looks like an identifier (``identifiers.identifier_reason`` on the sample:
-        text when any present cell is not a number, whole when every number is), or None."""
+        text when a present cell is not a number, beyond its ``missing_codes``; whole when every
+        number is), or None."""
         lo, hi = (self.sample_lo, self.sample_hi) if self.sample_lo <= self.sample_hi else (None, None)
         return identifier_reason(
             self.sample_present,
             self.sample_distinct,
-            text=self.non_numbers > 0,
+            text=self.non_numbers > 0 and not self.missing_codes,
             whole=self.non_integers == 0,
             lo=lo,
             hi=hi,
@@ -131,6 +148,15 @@ class ColumnProfile:
             self.sample_lo = min(self.sample_lo, float(x.min()))
             self.sample_hi = max(self.sample_hi, float(x.max()))
 
+    def _add_codes(self, cells: np.ndarray) -> bool:
+        """Count the present cells that are not numbers (``codes``); whether they pass ``MAX_CODES``
+        distinct values."""
+        for value, n in pd.Series(cells, dtype=object).value_counts(sort=False).items():
+            if value not in self.codes and len(self.codes) == MAX_CODES:
+                return True
+            self.codes[value] = self.codes.get(value, 0) + int(n)
+        return False
+
     def add(self, series: pd.Series, tokens: Sequence[str], extra: Sequence[str], grid: np.ndarray | None) -> None:
         """Count one chunk of the column (cells read as ``encode.column_cells`` reads them)."""
         cells = column_cells(series)
@@ -151,6 +177,9 @@ class ColumnProfile:
         numbers = x[finite]
         self.missing += int(miss.sum())
         self.non_numbers += int((~finite).sum())
+        if not finite.all() and not self.codes_saturated:
+            infinite = np.isinf(x).any() or cells.dtype.kind == "f"  # infinities are numbers, not codes
+            self.codes_saturated = bool(infinite) or self._add_codes(text[~finite])
         self.numbers += len(numbers)
         if len(numbers):
             self.lo = min(self.lo, float(numbers.min()))
