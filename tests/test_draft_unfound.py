@@ -203,3 +203,24 @@ def test_numbers_the_profiles_noise_hides_get_a_budget_to_try_not_never():
         lost = numeric_column(plan, "c", empty, facts, []).unfound
         assert lost is not None and "counts no numbers" in lost.why
         assert (lost.epsilon is not None and lost.coarse) == found_later, lost
+
+
+def test_numbers_with_a_code_beside_them_are_pointed_to_missing_value():
+    """A column of 80 numbers (6 cells each) with ``N`` in a fifth of its cells is text to the DP
+    draft, which finds only ``N`` among its values; the reason names ``--missing-value N``. A text
+    column of words gets no such hint."""
+    n = 600
+    numbers = [f"{1000 + 7 * (i % 80)}" for i in range(480)]
+    frame = pd.DataFrame(
+        {
+            "income": numbers + ["N"] * 120,
+            "words": [f"w{i % 80}" for i in range(480)] + ["N"] * 120,
+            "ok": ["x", "y"] * (n // 2),
+        }
+    )
+    _, result = _exact_draft(frame)
+    why = {lost.name: lost.why for lost in result.unfound}
+    assert set(why) == {"income", "words"}
+    assert "only 'N'" in why["income"] and "draft again with --missing-value N (a numeric column)" in why["income"]
+    assert "about 480 of its cells are numbers and about 120 are not" in why["income"]
+    assert "missing-value" not in why["words"]

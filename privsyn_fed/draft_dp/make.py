@@ -141,6 +141,8 @@ def make_draft(
                 f"{plan.threshold} (noisy) cells, which would map to {other!r}"
             )
         kind = f"categorical{' (' + what + ')' if code else ''}{', missing' if has_missing else ''}"
+        if why is not None and not code and f.numbers > f.non_numbers:
+            why += _codes_hint(f, kept)
         if why is not None:  # the unlisted values' average count, when clearly above the noise of ``rest``
             unfound.append(_unfound(plan, name, "categories", why, rest / unlisted, 2 * spread / unlisted))
             spec[UNFOUND_KEY] = (
@@ -164,3 +166,14 @@ def make_draft(
     if unfound:  # which columns are placeholders: post-processing, recorded with the releases it follows
         acc.note(draft={**acc.details["draft"], "unfound": [u.name for u in unfound]})
     return DPDraft(columns, dropped, notes, acc, unfound)
+
+
+def _codes_hint(f: ColumnFacts, kept: Iterable[str]) -> str:
+    """For a text column whose noisy counts show mostly numbers: the ``--missing-value`` to draft it
+    again with, its released non-number values (post-processing of released values)."""
+    codes = [v for v in kept if pd.to_numeric(pd.Series([v]), errors="coerce").isna().all()]
+    given = " ".join(f"--missing-value {v}" for v in codes) if codes else "--missing-value TOKEN"
+    return (
+        f"; about {_shown(f.numbers)} of its cells are numbers and about {_shown(f.non_numbers)} are not: if those "
+        f"are codes for a missing number, draft again with {given} (a numeric column)"
+    )
