@@ -198,10 +198,13 @@ def test_a_dp_draft_cuts_a_skewed_column_at_its_noisy_quantiles_at_no_further_co
     assert math.isclose(same["rho_spent"], ledger["rho_spent"]) and len(same["entries"]) == len(ledger["entries"])
     ledger["details"]["draft"]["edges"] = "deciles"
     assert any("details.draft.edges" in p for p in audit_ledger(ledger).problems)
-    assert_one_line_error(
-        run_cli("schema", "draft", data, "--out", tmp_path / "p.json", "--edges", "quantiles"),
-        "--edges quantiles belongs to --dp",
-    )
+    for edges, cut in ((["--edges", "quantiles"], True), ([], True), (["--edges", "uniform"], False)):  # plain drafts
+        drafted = tmp_path / f"p{len(edges)}{cut}.json"
+        proc = run_cli("schema", "draft", data, "--out", drafted, "--bins", "16", *edges)
+        assert proc.returncode == 0
+        column = next(c for c in json.loads(drafted.read_text())["columns"] if c["name"] == "income")
+        assert ("edges" in column) is cut and ("bins" in column) is not cut
+        assert ("'income'" in proc.stderr and "at its quantiles" in proc.stderr) is cut
 
 
 @pytest.mark.parametrize(

@@ -135,10 +135,12 @@ def add_parsers(sub) -> None:
     dp.add_argument(
         "--edges",
         choices=("uniform", "quantiles"),
-        default="uniform",
-        help="with --dp: a numeric column's bins, of equal width (uniform, the default) or of about equal noisy "
-        "counts (quantiles: cut points read off the noisy histogram its bounds come from, at no further cost; "
-        "for skewed columns such as incomes, weights or densities)",
+        default=None,
+        help="a numeric column's bins: of equal width (uniform) or of about equal counts (quantiles; for skewed "
+        "columns such as incomes, weights or densities). With --dp the default is uniform, and quantiles reads "
+        "the cut points off the noisy histogram its bounds come from, at no further cost. Without --dp the "
+        "default cuts at the quantiles only a column whose fullest bin of equal width would hold more than half "
+        "of its numbers, and says so",
     )
     dp.add_argument(
         "--leave-unfound",
@@ -216,8 +218,6 @@ def run_draft(args: argparse.Namespace) -> int:
         raise InputError("--delta, --ledger, --budget-store, --dataset-id and --total-epsilon belong to --dp")
     if args.leave_unfound:
         raise InputError("--leave-unfound belongs to --dp (a draft without it finds every column's domain)")
-    if args.edges != "uniform":
-        raise InputError('--edges quantiles belongs to --dp (without it, declare a column\'s "edges" in the schema)')
     if args.mpc or args.federation or args.collusion is not None or args.parties:
         raise InputError("--mpc and its options belong to --dp (a draft without it reads the rows in the clear)")
     if len(args.data) > 1:
@@ -228,7 +228,13 @@ def run_draft(args: argparse.Namespace) -> int:
     data, out = table_source(args.data[0]), Path(args.out)
     check_files(named_files([("DATA", args.data[0])]), [(Named("--out", out), "schema")], force=args.force)
     result = draft_table(
-        data, args.categorical_max, args.bins, tuple(args.missing_value), tuple(args.exclude), tuple(args.include)
+        data,
+        args.categorical_max,
+        args.bins,
+        tuple(args.missing_value),
+        tuple(args.exclude),
+        tuple(args.include),
+        args.edges or "auto",
     )
     Schema.from_dict({"columns": result.columns}, source=str(data))  # the draft loads as a schema
     write_document(out, draft_document(result.columns, plain_note(str(data), result.dropped, result.identifiers)))
@@ -283,7 +289,7 @@ def run_draft_dp(args: argparse.Namespace) -> int:
         args.bins,
         args.missing_value,
         split,
-        args.edges,
+        args.edges or "uniform",
         include=include,
         exclude=exclude,
     )

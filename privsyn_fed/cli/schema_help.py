@@ -26,6 +26,10 @@ how a draft is made (one streaming pass over the rows):
             (when at most {decimals})
   bounds    [min, max] widened to multiples of the largest power of ten not above max - min
             (17..90 -> 10..90, 1..99 -> 0..100); whole numbers for an integer column
+  bins      --bins of equal width; without --dp, a column whose fullest such bin would hold more
+            than a quarter of its numbers (atoms aside) is cut at its quantiles, its least and
+            greatest values and 0 instead ("edges", with a note; --edges uniform or quantiles decides
+            for every column)
   integer   every value of a numeric column is a whole number
   missing   a cell is one of "", NA, N/A, NaN, nan, null, NULL, None or a --missing-value
 

@@ -22,6 +22,9 @@ own input validation (``encode.column_cells``, ``encode.missing_mask``, the same
   of whole numbers that fill their range (row numbers, a patient's id repeated in a panel, names),
   is left out with a note; a release ignores it in the silos. ``include`` keeps such a column,
   ``exclude`` leaves out a column without reading it;
+* **bins**: ``bins`` of equal width, or for a skewed column (``edges``, ``draft_edges``: by default
+  where the fullest such bin would hold over a quarter of its numbers) ``"edges"`` at its quantiles,
+  its least and greatest values and 0, said in a note;
 * **integer**: a numeric column whose every value is a whole number is ``"integer": true``;
 * **atoms**: the values of a numeric column that hold at least ``ATOM_SHARE`` of its numbers by the
   lower bound of a Misra--Gries sketch (``heavy_hitters``; a zero income, a detection limit), at most
@@ -60,6 +63,7 @@ from .cells import (
     check_cell_types,
     check_header,
 )
+from .draft_edges import EDGE_CHOICES, cut_skewed
 from .identifiers import identifier_note
 from .profile import IDENTIFIER_SAMPLE as IDENTIFIER_SAMPLE
 from .profile import MAX_DRAFT_DECIMALS, ColumnProfile, profile_chunks
@@ -266,9 +270,11 @@ def _codes_note(p: ColumnProfile, codes: Sequence[str]) -> str:
     )
 
 
-def check_options(categorical_max: int, bins: int, missing_values: Sequence[str]) -> None:
-    """``categorical_max``, ``bins`` and ``missing_values`` are usable (``OptionError`` naming them
-    as Python does; the command line renames them to its flags)."""
+def check_options(categorical_max: int, bins: int, missing_values: Sequence[str], edges: str = "auto") -> None:
+    """``categorical_max``, ``bins``, ``missing_values`` and ``edges`` are usable (``OptionError``
+    naming them as Python does; the command line renames them to its flags)."""
+    if edges not in EDGE_CHOICES:
+        raise OptionError(f"edges must be one of {', '.join(EDGE_CHOICES)}, not {edges!r}", "edges")
     if isinstance(categorical_max, bool) or not isinstance(categorical_max, int) or categorical_max < 0:
         raise OptionError(
             f"categorical_max must be a whole number of at least 0, not {categorical_max!r}", "categorical_max"
@@ -296,9 +302,10 @@ def draft_profiles(
     missing_values: Sequence[str] = (),
     stored_types: dict[str, str] | None = None,
     include: Sequence[str] = (),
+    edges: str = "auto",
 ) -> DraftResult:
     """The draft of profiled columns (``decide`` on each; those named in ``include`` are drafted
-    even when they look like identifiers)."""
+    even when they look like identifiers; a numeric one's bins by ``edges``, ``draft_edges``)."""
     if profiles and all(p.rows == 0 for p in profiles):
         raise InputError(f"{source}: the table has no rows, so there is nothing to draft a schema from")
     columns, notes, dropped, identifiers = [], [], [], []
@@ -311,7 +318,9 @@ def draft_profiles(
             if reason and note == identifier_note(p.name, reason):
                 identifiers.append(p.name)
         else:
+            spec, cut = cut_skewed(edges, p.number_sample, spec, p.lo, p.hi)
             columns.append(spec)
+            notes += [cut] if cut else []
         if note:
             notes.append(note)
     if not columns:
@@ -353,13 +362,14 @@ def draft_table(
     missing_values: Sequence[str] = (),
     exclude: Sequence[str] = (),
     include: Sequence[str] = (),
+    edges: str = "auto",
 ) -> DraftResult:
     """Draft a schema from the table at ``path`` (CSV, gzip CSV or Parquet), read in chunks; the
     columns named in ``exclude`` are never read, those in ``include`` are drafted even when they look
-    like identifiers (``check_chosen``)."""
+    like identifiers (``check_chosen``); ``edges``: a numeric column's bins (``draft_edges``)."""
     from ..common import TYPED_FORMATS, read_chunks, read_header, stored_types, table_format
 
-    check_options(categorical_max, bins, missing_values)
+    check_options(categorical_max, bins, missing_values, edges)
     source = str(path)
     names = read_header(path)
     check_header(names, source)
@@ -369,8 +379,8 @@ def draft_table(
         raise InputError(f"{source}: every column is excluded, so there is nothing to draft")
     types = stored_types(path) if table_format(path) in TYPED_FORMATS else None
     frames = (c.frame for c in read_chunks(path, columns=read if exclude else None))
-    profiles = profile_chunks(frames, read, categorical_max + 1, missing_values)
-    result = draft_profiles(profiles, source, categorical_max, bins, missing_values, types, include)
+    profiles = profile_chunks(frames, read, categorical_max + 1, missing_values, sample=edges != "uniform")
+    result = draft_profiles(profiles, source, categorical_max, bins, missing_values, types, include, edges)
     return _drafted(result, names, exclude)
 
 
@@ -382,11 +392,12 @@ def draft_frame(
     source: str = "<frame>",
     exclude: Sequence[str] = (),
     include: Sequence[str] = (),
+    edges: str = "auto",
 ) -> DraftResult:
     """Draft a schema from a data frame of any dtypes (as ``Silo.from_frame`` reads it); each note
     is also logged as a warning (logger ``privsyn_fed.schema``), as the command prints it;
-    ``exclude`` and ``include`` as ``draft_table``'s."""
-    check_options(categorical_max, bins, missing_values)
+    ``exclude``, ``include`` and ``edges`` as ``draft_table``'s."""
+    check_options(categorical_max, bins, missing_values, edges)
     names = [str(c) for c in df.columns]
     check_header(names, source)
     check_chosen(names, exclude, include, source)
@@ -395,8 +406,8 @@ def draft_frame(
     read = [str(c) for c in frame.columns]
     if not read:
         raise InputError(f"{source}: every column is excluded, so there is nothing to draft")
-    profiles = profile_chunks([frame], read, categorical_max + 1, missing_values)
-    result = draft_profiles(profiles, source, categorical_max, bins, missing_values, None, include)
+    profiles = profile_chunks([frame], read, categorical_max + 1, missing_values, sample=edges != "uniform")
+    result = draft_profiles(profiles, source, categorical_max, bins, missing_values, None, include, edges)
     result = _drafted(result, names, exclude)
     for note in result.notes:
         log.warning(note)

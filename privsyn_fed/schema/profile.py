@@ -33,6 +33,9 @@ from .identifiers import balanced_repeats, identifier_reason
 
 #: Present cells per column whose distinct values are counted for the identifier rule (16 bytes each).
 IDENTIFIER_SAMPLE = 200_000
+#: Numbers a plain draft keeps of each column, a uniform sample (reservoir sampling, seeded), for
+#: the bins of a skewed column (``draft_edges``): 8 bytes each.
+EDGE_SAMPLE = 100_000
 #: The most distinct non-numbers a column of numbers may hold and still be drafted as numeric, with
 #: them read as missing (codes such as ``N`` for "not applicable").
 MAX_CODES = 3
@@ -89,6 +92,8 @@ class ColumnProfile:
     heavy: HeavyHitters = field(default_factory=HeavyHitters, repr=False)
     #: The most decimal places a number shows (``MAX_DRAFT_DECIMALS + 1``: more).
     decimals: int = 0
+    #: A uniform sample of the numbers (``EDGE_SAMPLE`` at most), when the profile keeps one.
+    number_sample: np.ndarray | None = field(default=None, repr=False)
     _hashes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint64), repr=False)
     _hash_counts: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64), repr=False)
 
@@ -148,6 +153,20 @@ class ColumnProfile:
             self.sample_lo = min(self.sample_lo, float(x.min()))
             self.sample_hi = max(self.sample_hi, float(x.max()))
 
+    def _keep(self, numbers: np.ndarray) -> None:
+        """Reservoir sampling (Algorithm R, seeded by the count so far): the ``t``-th number seen
+        replaces a uniform slot below ``t`` when that slot is below ``EDGE_SAMPLE``."""
+        assert self.number_sample is not None
+        room = EDGE_SAMPLE - len(self.number_sample)
+        if room > 0:
+            self.number_sample = np.concatenate([self.number_sample, numbers[:room]])
+        rest = numbers[max(room, 0) :]
+        if len(rest):
+            seen = self.numbers + max(room, 0) + np.arange(1, len(rest) + 1)
+            slot = (np.random.default_rng(self.numbers).random(len(rest)) * seen).astype(np.int64)
+            hit = slot < EDGE_SAMPLE
+            self.number_sample[slot[hit]] = rest[hit]
+
     def _add_codes(self, cells: np.ndarray) -> bool:
         """Count the present cells that are not numbers (``codes``); whether they pass ``MAX_CODES``
         distinct values."""
@@ -176,6 +195,8 @@ class ColumnProfile:
         finite = np.isfinite(x)
         numbers = x[finite]
         self.missing += int(miss.sum())
+        if self.number_sample is not None:
+            self._keep(x[finite])
         self.non_numbers += int((~finite).sum())
         if not finite.all() and not self.codes_saturated:
             infinite = np.isinf(x).any() or cells.dtype.kind == "f"  # infinities are numbers, not codes
@@ -209,10 +230,14 @@ def profile_chunks(
     cap: int,
     missing_values: Sequence[str] = (),
     grid: np.ndarray | None = None,
+    sample: bool = False,
 ) -> list[ColumnProfile]:
-    """One pass over ``frames`` (chunks of one table with columns ``names``): a profile per column."""
+    """One pass over ``frames`` (chunks of one table with columns ``names``): a profile per column;
+    ``sample``: each keeps a sample of its numbers (``EDGE_SAMPLE``)."""
     tokens = tuple(MISSING_TOKENS) + tuple(missing_values)
     profiles = [ColumnProfile(n, cap) for n in names]
+    for p in profiles if sample else []:
+        p.number_sample = np.zeros(0)
     if grid is not None:
         for p in profiles:
             p.intervals = np.zeros(len(grid) + 1, dtype=np.int64)
