@@ -224,3 +224,22 @@ def test_numbers_with_a_code_beside_them_are_pointed_to_missing_value():
     assert "only 'N'" in why["income"] and "draft again with --missing-value N (a numeric column)" in why["income"]
     assert "about 480 of its cells are numbers and about 120 are not" in why["income"]
     assert "missing-value" not in why["words"]
+
+
+def test_numbers_with_a_code_taken_for_a_text_identifier_are_pointed_to_missing_value():
+    """500 distinct numbers and ``N`` in a sixth of the cells pass the identifier rule as text (its
+    values are never released); the note says what a code among numbers needs. Words get no hint."""
+    frame = pd.DataFrame(
+        {
+            "income": [str(1000 + 7 * i) for i in range(500)] + ["N"] * 100,
+            "words": [f"w{i}" for i in range(500)] + ["N"] * 100,
+            "ok": ["x", "y"] * 300,
+        }
+    )
+    _, result = _exact_draft(frame)
+    notes = {n.split("'")[1]: n for n in result.notes}
+    assert result.dropped == ["income", "words"] and not result.unfound
+    assert (
+        "looks like an identifier" in notes["income"] and "--missing-value TOKEN (a numeric column)" in notes["income"]
+    )
+    assert "missing-value" not in notes["words"]

@@ -78,7 +78,7 @@ def make_draft(
         if line is not None:  # decided from the profile alone: nothing more is spent on it
             dropped.append(name)
             identifiers.append(name)
-            notes.append(f"{line} ({said})")
+            notes.append(f"{line}{_codes_hint(f, []) if f.numbers > f.non_numbers else ''} ({said})")
             continue
         # post-processing of the noisy profile and the released values: the present cells that no listed
         # value holds, over the unlisted values when the noisy distinct count is clearly positive (else

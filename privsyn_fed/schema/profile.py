@@ -196,7 +196,7 @@ class ColumnProfile:
         numbers = x[finite]
         self.missing += int(miss.sum())
         if self.number_sample is not None:
-            self._keep(x[finite])
+            self._keep(numbers)
         self.non_numbers += int((~finite).sum())
         if not finite.all() and not self.codes_saturated:
             infinite = np.isinf(x).any() or cells.dtype.kind == "f"  # infinities are numbers, not codes
