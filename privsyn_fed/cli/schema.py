@@ -139,8 +139,8 @@ def add_parsers(sub) -> None:
         help="a numeric column's bins: of equal width (uniform) or of about equal counts (quantiles; for skewed "
         "columns such as incomes, weights or densities). With --dp the default is uniform, and quantiles reads "
         "the cut points off the noisy histogram its bounds come from, at no further cost. Without --dp the "
-        "default cuts at the quantiles only a column whose fullest bin of equal width would hold more than half "
-        "of its numbers, and says so",
+        "default cuts at the quantiles only a column whose fullest bin of equal width would hold more than a "
+        "quarter of its numbers, and says so",
     )
     dp.add_argument(
         "--leave-unfound",

@@ -39,7 +39,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..schema import ATOM_SHARE, MAX_ATOMS, MAX_DRAFT_BOUND, UNFOUND_KEY
+from ..schema import ATOM_SHARE, MAX_ATOMS, MAX_DRAFT_BOUND, UNFOUND_KEY, round_cut
 from .atoms import releases_atoms
 from .decide import ColumnFacts, _shown, numeric_entry
 from .grid import COARSE_GRID, COARSE_INDEX, PER_COARSE, bounds_threshold, coarse_edges, interval_edges
@@ -153,7 +153,7 @@ def quantile_cuts(
             if held >= target:
                 cuts.append(hi)
                 held = 0.0
-    cuts = [float(math.ceil(c)) if integer else float(f"{c:.4g}") for c in cuts]
+    cuts = [round_cut(c, integer) for c in cuts]
     inside = sorted({c for c in cuts if lower < c < upper or integer and c == upper and lower < c})
     return [int(c) if integer else c for c in inside]
 

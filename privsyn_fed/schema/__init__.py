@@ -47,6 +47,7 @@ from .draft import (
     profile_chunks,
     write_document,
 )
+from .draft_edges import round_cut
 from .encode import (
     bin_edges,
     bin_lengths,
@@ -135,6 +136,7 @@ __all__ = [
     "range_positions",
     "refined",
     "read_document",
+    "round_cut",
     "rounded",
     "save_document",
     "text_fault",

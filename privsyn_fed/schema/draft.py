@@ -241,12 +241,13 @@ def decide(
         return categorical_spec(p.name, p.counts, missing, tokens), None
     codes = p.missing_codes if can_be_numeric else []
     if (p.non_numbers == 0 or codes) and can_be_numeric:
-        note = None if not codes else _codes_note(p, codes)
+        said = [_codes_note(p, codes)] if codes else []
         if p.lo < -MAX_DRAFT_BOUND or p.hi > MAX_DRAFT_BOUND:
-            note = (
+            said.append(
                 f"column '{p.name}': values beyond +-{MAX_DRAFT_BOUND:g} (the widest bounds that stay exact) "
                 "will be clipped to the bounds; express the column in larger units"
             )
+        note = "; ".join(said) or None
         integer = p.non_integers == 0
         missing, tokens = missing or bool(codes), [*tokens, *codes]
         spec = numeric_spec(p.name, p.lo, p.hi, integer, bins, missing, tokens, proposed_atoms(p), proposed_decimals(p))

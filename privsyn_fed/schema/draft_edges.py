@@ -44,6 +44,12 @@ def fullest_share(values: np.ndarray, lower: float, upper: float, bins: int) -> 
     return float(counts.max() / len(values))
 
 
+def round_cut(value: float, integer: bool) -> float:
+    """A cut point as a schema writes it: the whole number at or above ``value`` for an integer
+    column, else ``value`` to 4 significant digits."""
+    return float(math.ceil(value)) if integer else float(f"{value:.4g}")
+
+
 def quantile_edges(
     values: np.ndarray, lower: float, upper: float, bins: int, integer: bool, least: float, most: float
 ) -> list:
@@ -53,7 +59,7 @@ def quantile_edges(
     if not len(values):
         return []
     qs = [*np.quantile(values, np.arange(1, bins) / bins), least, most, *([0.0] if least < 0 < most else [])]
-    cuts = {float(math.ceil(q)) if integer else float(f"{q:.4g}") for q in qs}
+    cuts = {round_cut(q, integer) for q in qs}
     return [int(c) if integer else c for c in sorted(c for c in cuts if lower < c < upper)]
 
 
