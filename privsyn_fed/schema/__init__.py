@@ -3,7 +3,7 @@
 drafts from a table or a data dictionary (``draft``, ``dictionary``)."""
 
 from . import identifiers
-from .bin_shape import linear_cdf, polygon_heights
+from .bin_shape import BinShape, bin_shape, shape_cdf, uniform_shape
 from .cells import (
     DEFAULT_BINS,
     MAX_COLUMN_CELLS,
@@ -70,6 +70,10 @@ from .rule_bins import Cut, cut_at_rules, cut_bins, cut_document, divided_note, 
 from .schema import CategoricalColumn, NumericColumn, Schema, checked_edges, read_document, save_document
 
 __all__ = [
+    "BinShape",
+    "bin_shape",
+    "shape_cdf",
+    "uniform_shape",
     "WHITESPACE",
     "missing_tokens",
     "ATOM_SHARE",
@@ -123,7 +127,6 @@ __all__ = [
     "identifiers",
     "joined_ranges",
     "ignored_note",
-    "linear_cdf",
     "numbers_as_text",
     "numeric_bin",
     "numeric_histogram",
@@ -131,7 +134,6 @@ __all__ = [
     "parse_values",
     "plain_note",
     "plain_numbers",
-    "polygon_heights",
     "profile_chunks",
     "range_positions",
     "refined",

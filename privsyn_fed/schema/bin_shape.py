@@ -14,15 +14,134 @@ polygons", JASA 80, 1985). With a bin's mass ``p_b`` over its length ``L_b`` (an
 
 Inside bin ``b`` the value's position ``t`` in ``[0, 1)`` has the linear density
 ``a + (b - a) t`` between the bin's two heights ``a`` and ``b``, drawn by inverting its distribution
-function (``shaped_unit``); a bin with both heights 0, or a column of one bin, keeps the uniform. Only
-where a value falls inside its bin changes: each bin keeps exactly the rows the model drew for it, so
-every cell count, and every measure on the cells, is that of the uniform draw. The masses are the
-released model's own (post-processing; nothing is read).
+function (``shaped_unit``); a bin with both heights 0, or a column of one bin, keeps the uniform.
+
+**A bin the line cannot fill** (``tail_rates``). A bin's line starts at the higher of its two
+heights ``h``; where the bin's own density ``d_b`` is under half of it (``2 d_b < h``), every line from
+that height holds more than the bin's mass, and the polygon's shape, which only keeps the two heights'
+ratio, spreads the bin's values across it. That is a long tail's outer bin: a weight's or an
+income's, from its ``(bins - 1) / bins`` quantile to its greatest value, whose values sit near the
+bin's inner edge (an end bin's line, clipped at 0, is a triangle over the whole bin: 99th
+percentiles 2.4 times the real one). Such a bin is drawn instead from the exponential density that
+meets the polygon at that edge and holds the bin's mass: ``h exp(-k x)`` at the share ``x`` of the bin
+from that edge, with ``(1 - e^-k) / k = d_b / h`` (one root ``k > 1.59`` for a ratio under 1/2;
+``tail_rate``), the maximum-entropy density on a half-line, cut at the bin's far edge. ``BinShape``
+keeps each bin's heights and its signed rate ``s``: the position's density is ``exp(s t)`` where
+``s`` is not 0 (``-k`` from the lower edge, ``k`` from the upper one). A bin of a smooth density
+(``d_b`` near the mean of its heights) keeps its line.
+
+Only where a value falls inside its bin changes: each bin keeps exactly the rows the model drew for
+it, so every cell count, and every measure on the cells, is that of the uniform draw. The masses are
+the released model's own (post-processing; nothing is read).
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
+
+#: A bin whose density is under this share of its higher polygon height is drawn exponentially
+#: (module docstring): no line from that height holds the bin's mass.
+TAIL_RATIO = 0.5
+
+
+class BinShape(NamedTuple):
+    """Each bin's polygon heights at its lower and upper end, and the signed rate ``s`` of a tail's end
+    bin (``exp(s t)`` at position ``t``; 0 where the heights apply)."""
+
+    low: np.ndarray
+    high: np.ndarray
+    tail: np.ndarray
+
+    def at(self, cells: np.ndarray) -> "BinShape":
+        """The shapes of the bins ``cells`` (one per drawn value)."""
+        return BinShape(self.low[cells], self.high[cells], self.tail[cells])
+
+
+def uniform_shape(bins: int) -> BinShape:
+    """Flat bins: every value's position uniform in its bin."""
+    return BinShape(np.ones(bins), np.ones(bins), np.zeros(bins))
+
+
+def bin_shape(masses: np.ndarray, span: np.ndarray, room: np.ndarray) -> BinShape:
+    """The polygon's heights (``polygon_heights``) with a tail's end bins drawn exponentially
+    (``tail_rates``)."""
+    a, b = polygon_heights(masses, span, room)
+    if not _polygon_applies(masses, span):
+        return BinShape(a, b, np.zeros(len(a)))
+    return BinShape(a, b, tail_rates(masses, room, a, b))
+
+
+def _polygon_applies(masses: np.ndarray, span: np.ndarray) -> bool:
+    """Whether the polygon has heights to give: two bins or more, every span finite and positive."""
+    return len(masses) >= 2 and bool(np.all(span > 0)) and bool(np.all(np.isfinite(span)))
+
+
+def tail_rates(masses: np.ndarray, room: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Each bin's signed rate (module docstring): ``-k`` (``k`` where the upper height is the higher)
+    where its density is under ``TAIL_RATIO`` of its higher height, else 0."""
+    p = np.maximum(np.nan_to_num(np.asarray(masses, dtype=float), nan=0.0, posinf=0.0), 0.0)
+    high = np.maximum(a, b)
+    filled = (np.asarray(room) > 0) & (p > 0) & (high > 0)
+    ratio = np.where(filled, p / np.where(filled, room, 1.0) / np.where(filled, high, 1.0), 1.0)
+    rates = np.zeros(len(p))
+    for cell in np.flatnonzero(ratio < TAIL_RATIO * (1 - 1e-9)):
+        rates[cell] = (1.0 if b[cell] > a[cell] else -1.0) * tail_rate(float(ratio[cell]))
+    return rates
+
+
+def tail_rate(ratio: float) -> float:
+    """The root ``k > 0`` of ``(1 - e^-k) / k = ratio`` for ``ratio`` in ``(0, 1)``: the function falls
+    from 1 at 0 towards ``1 / k``, so the root lies in ``(0, 1 / ratio]``; found by bisection."""
+    lo, hi = 0.0, 1.0 / ratio
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        if -np.expm1(-mid) / mid > ratio:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def shape_cdf(shape: BinShape, t: np.ndarray) -> np.ndarray:
+    """The distribution function at positions ``t`` in ``[0, 1]`` under each value's ``shape``
+    (``BinShape.at``): the linear density's (``linear_cdf``), or ``(e^(s t) - 1) / (e^s - 1)``."""
+    t = np.asarray(t, dtype=float)
+    out = linear_cdf(shape.low, shape.high, t)
+    tail = shape.tail != 0
+    if np.any(tail):
+        s, x = np.broadcast_arrays(shape.tail, t)
+        out = np.where(tail, _exp_cdf(np.where(tail, s, -1.0), x), out)
+    return out
+
+
+def shape_unit(shape: BinShape, u: np.ndarray) -> np.ndarray:
+    """The position in ``[0, 1)`` with ``shape_cdf`` equal to the uniform ``u``."""
+    out = shaped_unit(shape.low, shape.high, u)
+    tail = shape.tail != 0
+    if np.any(tail):
+        s, x = np.broadcast_arrays(shape.tail, np.asarray(u, dtype=float))
+        out = np.where(tail, _exp_unit(np.where(tail, s, -1.0), x), out)
+    return np.clip(out, 0.0, np.nextafter(1.0, 0.0))
+
+
+def _exp_cdf(s: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """``(e^(s t) - 1) / (e^s - 1)`` for ``s < 0``; for ``s > 0`` its mirror ``1 - F_{-s}(1 - t)``
+    (no overflow either way)."""
+    k = -np.abs(s)
+    x = np.where(s < 0, t, 1.0 - t)
+    g = np.expm1(k * x) / np.expm1(k)
+    return np.clip(np.where(s < 0, g, 1.0 - g), 0.0, 1.0)
+
+
+def _exp_unit(s: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """The inverse of ``_exp_cdf``: ``log(1 + u (e^s - 1)) / s``, mirrored for ``s > 0``."""
+    k = -np.abs(s)
+    v = np.where(s < 0, u, 1.0 - u)
+    with np.errstate(divide="ignore"):  # log(0) at u = 1 where e^s is 0: t is then 1 (clipped below it)
+        t = np.log1p(v * np.expm1(k)) / k
+    return np.where(s < 0, t, 1.0 - t)
 
 
 def polygon_heights(masses: np.ndarray, span: np.ndarray, room: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -31,7 +150,7 @@ def polygon_heights(masses: np.ndarray, span: np.ndarray, room: np.ndarray) -> t
     bin's ratio of the two matters; all ones (the uniform) for one bin or a bin of no (or no finite)
     span; a mass that is not a finite non-negative number counts as 0."""
     p = np.maximum(np.nan_to_num(np.asarray(masses, dtype=float), nan=0.0, posinf=0.0), 0.0)
-    if len(p) < 2 or not np.all(span > 0) or not np.all(np.isfinite(span)):
+    if not _polygon_applies(p, span):
         ones = np.ones(len(p))
         return ones, ones
     d = np.where(room > 0, p / np.where(room > 0, room, 1.0), 0.0)

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ..common import InputError, delimiter_hint
-from .bin_shape import linear_cdf, shaped_unit
+from .bin_shape import BinShape, shape_cdf, shape_unit, uniform_shape
 from .cells import check_cell_types, column_cells, missing_mask, numbers_as_text, shown
 from .numeric_keys import rounded
 from .schema import CategoricalColumn, NumericColumn, Schema
@@ -219,11 +219,11 @@ def decode_codes(
     schema: Schema,
     rng: np.random.Generator,
     ranges: Mapping[str, tuple[float, float]] | None = None,
-    shapes: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None,
+    shapes: Mapping[str, BinShape] | None = None,
 ) -> pd.DataFrame:
     """Turn an ``(n, d)`` code array into a table of values in schema order: a numeric value inside its
     bin, or inside its bin's part of ``ranges[column]`` (inclusive) where one is given: uniformly, or
-    along ``shapes[column]`` (each bin's polygon heights, ``bin_shape``) where given (``decode_numeric``)."""
+    along ``shapes[column]`` (each bin's shape, ``bin_shape``) where given (``decode_numeric``)."""
     codes = np.asarray(codes, dtype=np.int64)
     ranges = ranges or {}
     shapes = shapes or {}
@@ -249,10 +249,10 @@ def decode_numeric(
     c: np.ndarray,
     rng: np.random.Generator,
     within: tuple[float, float] | None = None,
-    shape: tuple[np.ndarray, np.ndarray] | None = None,
+    shape: BinShape | None = None,
 ) -> np.ndarray:
     """Values of a numeric column's present cells ``c`` (module docstring): each at a position of its
-    bin drawn along ``shape``'s polygon heights (uniform without), restricted to ``within`` (inclusive)
+    bin drawn along ``shape`` (``bin_shape``; uniform without), restricted to ``within`` (inclusive)
     where given (``range_positions``: the draw's distribution function taken between the range's two
     positions); int64 for an integer column, else floats."""
     atom = c >= col.first_atom_cell
@@ -260,13 +260,13 @@ def decode_numeric(
     edges = bin_edges(col)
     lo, hi = edges[0][b], edges[1][b]
     ones = np.ones(len(b))
-    a, z = (ones, ones) if shape is None else (shape[0][b], shape[1][b])
+    drawn = (uniform_shape(col.n_bins) if shape is None else shape).at(b)
     u = rng.random(len(b))
     t0, t1 = (np.zeros(len(b)), ones) if within is None else (t[b] for t in range_positions(col, *within))
     if within is not None:
-        g0, g1 = linear_cdf(a, z, t0), linear_cdf(a, z, t1)
+        g0, g1 = shape_cdf(drawn, t0), shape_cdf(drawn, t1)
         u = g0 + u * (g1 - g0)
-    t = shaped_unit(a, z, u)
+    t = shape_unit(drawn, u)
     if col.integer:
         values = _whole_number_at(col, lo, hi, t, t0, t1)
     else:
