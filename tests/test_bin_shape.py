@@ -200,3 +200,17 @@ def test_a_long_tails_outer_bin_is_drawn_near_its_inner_edge():
     p99 = np.percentile(real, 99)
     assert abs(np.percentile(shaped, 99) / p99 - 1) < 0.25 and np.percentile(lines, 99) > 3 * p99
     assert abs(shaped.mean() / real.mean() - 1) < 0.1 and lines.mean() > 1.5 * real.mean()
+
+
+def test_only_a_tails_bins_are_drawn_exponentially():
+    """Bins of width 1: the two lowest (0.1% and 3% of the mass, rising towards the body) decay
+    towards the column's lower end, so they are drawn near their upper edges; a valley in the body
+    (a twentieth of its neighbours' density, as noise leaves in a small release) and the last bin
+    (whose height rises towards the end) keep their lines."""
+    masses = np.array([0.001, 0.03, 0.2, 0.2, 0.01, 0.2, 0.2, 0.159])
+    ones = np.ones(len(masses))
+    shape = bin_shape(masses, ones, ones)
+    assert shape.tail[0] > 0 and shape.tail[1] > 0
+    assert np.all(shape.tail[2:] == 0)
+    shaped = shape_unit(shape.at(np.zeros(20_000, dtype=np.int64)), np.random.default_rng(2).random(20_000))
+    assert np.mean(shaped) > 2 / 3  # the triangle rising to the upper edge has its mean at 2/3
