@@ -118,6 +118,16 @@ def add_parsers(sub) -> None:
     dr.add_argument(
         "--force", action="store_true", help="replace --out (and the ledger, unless a budget store references it)"
     )
+    dr.add_argument(
+        "--edges",
+        choices=("uniform", "quantiles"),
+        default=None,
+        help="a numeric column's bins: of equal width (uniform) or of about equal counts (quantiles; for skewed "
+        "columns such as incomes, weights or densities). With --dp the default is uniform, and quantiles reads "
+        "the cut points off the noisy histogram its bounds come from, at no further cost. Without --dp the "
+        "default cuts at the quantiles only a column whose fullest bin of equal width would hold more than a "
+        "quarter of its numbers, and says so",
+    )
     dp = dr.add_argument_group("differential privacy (the draft may then be shared after review)")
     dp.add_argument("--dp", type=number, metavar="EPSILON", help="release the draft under (EPSILON, --delta)-DP")
     dp.add_argument("--delta", type=number, metavar="D", help="with --dp: the delta of the guarantee, e.g. 1e-9")
@@ -132,16 +142,6 @@ def add_parsers(sub) -> None:
         help="with --dp: draw the epsilon from this budget store (reserved before any row is read)",
     )
     dp.add_argument("--dataset-id", metavar="ID", help="with --budget-store: the dataset whose budget this draws on")
-    dp.add_argument(
-        "--edges",
-        choices=("uniform", "quantiles"),
-        default=None,
-        help="a numeric column's bins: of equal width (uniform) or of about equal counts (quantiles; for skewed "
-        "columns such as incomes, weights or densities). With --dp the default is uniform, and quantiles reads "
-        "the cut points off the noisy histogram its bounds come from, at no further cost. Without --dp the "
-        "default cuts at the quantiles only a column whose fullest bin of equal width would hold more than a "
-        "quarter of its numbers, and says so",
-    )
     dp.add_argument(
         "--leave-unfound",
         action="store_true",
