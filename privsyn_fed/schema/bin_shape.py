@@ -51,7 +51,7 @@ TAIL_MASS = 0.25
 
 
 class BinShape(NamedTuple):
-    """Each bin's polygon heights at its lower and upper end, and the signed rate ``s`` of a tail's end
+    """Each bin's polygon heights at its lower and upper end, and the signed rate ``s`` of a long tail's
     bin (``exp(s t)`` at position ``t``; 0 where the heights apply)."""
 
     low: np.ndarray
@@ -69,7 +69,7 @@ def uniform_shape(bins: int) -> BinShape:
 
 
 def bin_shape(masses: np.ndarray, span: np.ndarray, room: np.ndarray) -> BinShape:
-    """The polygon's heights (``polygon_heights``) with a tail's end bins drawn exponentially
+    """The polygon's heights (``polygon_heights``), with a long tail's bins drawn exponentially
     (``tail_rates``)."""
     a, b = polygon_heights(masses, span, room)
     if not _polygon_applies(masses, span):
