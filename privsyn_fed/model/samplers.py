@@ -68,7 +68,7 @@ class GraphicalModel:
 
     def bin_shapes(self) -> dict[str, BinShape]:
         """Each numeric column's bin shapes (``schema.bin_shape``: the frequency polygon's heights, and a
-        long tail's end bins), from the model's own bin masses."""
+        long tail's bins), from the model's own bin masses."""
         if self.shapes is None:
             masses = self.tree.column_marginals()
             self.shapes = {

@@ -77,6 +77,11 @@ def bin_shape(masses: np.ndarray, span: np.ndarray, room: np.ndarray) -> BinShap
     return BinShape(a, b, tail_rates(masses, room, a, b))
 
 
+def _masses(masses: np.ndarray) -> np.ndarray:
+    """The bins' masses as floats, a mass that is not a finite non-negative number taken as 0."""
+    return np.maximum(np.nan_to_num(np.asarray(masses, dtype=float), nan=0.0, posinf=0.0), 0.0)
+
+
 def _polygon_applies(masses: np.ndarray, span: np.ndarray) -> bool:
     """Whether the polygon has heights to give: two bins or more, every span finite and positive."""
     return len(masses) >= 2 and bool(np.all(span > 0)) and bool(np.all(np.isfinite(span)))
@@ -86,29 +91,26 @@ def tail_rates(masses: np.ndarray, room: np.ndarray, a: np.ndarray, b: np.ndarra
     """Each bin's signed rate (module docstring): ``-k`` for a bin of the upper tail whose height falls
     upwards, ``k`` for one of the lower tail whose height falls downwards, where its density is under
     ``TAIL_RATIO`` of its higher height; else 0."""
-    p = np.maximum(np.nan_to_num(np.asarray(masses, dtype=float), nan=0.0, posinf=0.0), 0.0)
+    p = _masses(masses)
     total = p.sum()
     high = np.maximum(a, b)
     filled = (np.asarray(room) > 0) & (p > 0) & (high > 0)
     ratio = np.where(filled, p / np.where(filled, room, 1.0) / np.where(filled, high, 1.0), 1.0)
     upper = (np.cumsum(p[::-1])[::-1] <= TAIL_MASS * total) & (a > b)
     lower = (np.cumsum(p) <= TAIL_MASS * total) & (b > a)
-    rates = np.zeros(len(p))
-    for cell in np.flatnonzero((ratio < TAIL_RATIO * (1 - 1e-9)) & (upper | lower)):
-        rates[cell] = (1.0 if lower[cell] else -1.0) * tail_rate(float(ratio[cell]))
-    return rates
+    tail = (ratio < TAIL_RATIO * (1 - 1e-9)) & (upper | lower)
+    return np.where(tail, np.where(lower, 1.0, -1.0) * tail_rate(np.where(tail, ratio, TAIL_RATIO)), 0.0)
 
 
-def tail_rate(ratio: float) -> float:
-    """The root ``k > 0`` of ``(1 - e^-k) / k = ratio`` for ``ratio`` in ``(0, 1)``: the function falls
-    from 1 at 0 towards ``1 / k``, so the root lies in ``(0, 1 / ratio]``; found by bisection."""
-    lo, hi = 0.0, 1.0 / ratio
+def tail_rate(ratio):
+    """The root ``k > 0`` of ``(1 - e^-k) / k = ratio`` for each ``ratio`` in ``(0, 1)``: the function
+    falls from 1 at 0 towards ``1 / k``, so the root lies in ``(0, 1 / ratio]``; found by bisection."""
+    ratio = np.asarray(ratio, dtype=float)
+    lo, hi = np.zeros_like(ratio), 1.0 / ratio
     for _ in range(100):
         mid = (lo + hi) / 2
-        if -np.expm1(-mid) / mid > ratio:
-            lo = mid
-        else:
-            hi = mid
+        above = -np.expm1(-mid) / mid > ratio
+        lo, hi = np.where(above, mid, lo), np.where(above, hi, mid)
     return (lo + hi) / 2
 
 
@@ -157,7 +159,7 @@ def polygon_heights(masses: np.ndarray, span: np.ndarray, room: np.ndarray) -> t
     bins' masses, spans ``L_b`` and rooms ``n_b`` (``encode.bin_lengths``). Unnormalised: only each
     bin's ratio of the two matters; all ones (the uniform) for one bin or a bin of no (or no finite)
     span; a mass that is not a finite non-negative number counts as 0."""
-    p = np.maximum(np.nan_to_num(np.asarray(masses, dtype=float), nan=0.0, posinf=0.0), 0.0)
+    p = _masses(masses)
     if not _polygon_applies(p, span):
         ones = np.ones(len(p))
         return ones, ones
