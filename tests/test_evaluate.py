@@ -135,3 +135,24 @@ def test_fidelity_is_zero_for_a_copy_and_grows_with_distortion(schema):
     shifted["sex"] = "F"
     fid = evaluate(real, shifted, schema)["fidelity"]
     assert fid["wd"] > 0.1 and fid["jsd"] > 0.1
+
+
+def test_label_probabilities_and_auc(schema):
+    """Each row's label probabilities sum to 1 over the label's cells; a cell the training rows lack
+    gets 0; one cell only gives a constant predictor (AUC 0.5); the AUC is `tstr_auc`'s."""
+    from privsyn_fed.evaluation import encode, label_auc, label_probabilities, tstr_auc
+
+    train, test = encode(make_frame(400, 1), schema, "train"), encode(make_frame(300, 2), schema, "test")
+    j = schema.names.index("label")
+    proba = label_probabilities(train, test, schema, "label")
+    assert proba.shape == (300, schema.shape[j]) and np.allclose(proba.sum(axis=1), 1.0)
+    assert label_auc(test[:, j], proba) == tstr_auc(train, test, schema, "label") > 0.75
+    one = train[train[:, j] == train[0, j]]
+    constant = label_probabilities(one, test, schema, "label")
+    assert np.all(constant[:, train[0, j]] == 1.0) and label_auc(test[:, j], constant) == 0.5
+    assert label_auc(test[test[:, j] == test[0, j], j], proba[test[:, j] == test[0, j]]) is None
+    k = schema.names.index("region")  # a label of several cells: one-against-rest, cells it lacks at 0
+    lacking = train[train[:, k] != train[0, k]]
+    many = label_probabilities(lacking, test, schema, "region")
+    assert np.all(many[:, train[0, k]] == 0.0) and np.allclose(many.sum(axis=1), 1.0)
+    assert 0.0 <= label_auc(test[:, k], many) <= 1.0

@@ -7,7 +7,16 @@ from .numeric_summary import summary_lines
 from .partitioning import check_partition_folder, partition, write_partition
 from .per_silo import check_silo_column_for_evaluation, with_silo_names
 from .quality import Sources, build_report, check_report_path, read_union, write_report
-from .utility import as_text, encode, evaluate, marginal_shares, tstr_auc, workload_error
+from .utility import (
+    as_text,
+    encode,
+    evaluate,
+    label_auc,
+    label_probabilities,
+    marginal_shares,
+    tstr_auc,
+    workload_error,
+)
 
 __all__ = [
     "Sources",
@@ -19,6 +28,8 @@ __all__ = [
     "encode",
     "evaluate",
     "kmarginal_score",
+    "label_auc",
+    "label_probabilities",
     "marginal_shares",
     "partition",
     "read_union",

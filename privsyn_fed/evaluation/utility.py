@@ -243,31 +243,44 @@ def _pearson(x: pd.Series, y: pd.Series) -> float:
 
 def tstr_auc(train: np.ndarray, test: np.ndarray, schema: Schema, label: str, seed: int = 0) -> float | None:
     """ROC-AUC on ``test`` of a gradient-boosted tree fitted to ``train`` (encoded rows)."""
+    j = schema.names.index(label)
+    return label_auc(test[:, j], label_probabilities(train, test, schema, label, seed))
+
+
+def label_probabilities(train: np.ndarray, test: np.ndarray, schema: Schema, label: str, seed: int = 0) -> np.ndarray:
+    """``P(label = c | row)`` for each ``test`` row (rows) and each of the label's cells ``c``
+    (columns), from a gradient-boosted tree fitted to ``train``: 0 for a cell ``train`` lacks, and
+    a constant predictor where ``train`` holds one cell only."""
     from sklearn.ensemble import HistGradientBoostingClassifier
-    from sklearn.metrics import roc_auc_score
 
     j = schema.names.index(label)
     features = [i for i in range(len(schema.names)) if i != j]
     categorical = [not isinstance(schema.columns[i], NumericColumn) for i in features]
-    y_test = test[:, j]
-    classes = np.unique(y_test)
-    if len(classes) < 2:
-        return None
     y_train = train[:, j]
-    if len(np.unique(y_train)) < 2:
-        return 0.5  # a constant predictor
+    out = np.zeros((len(test), schema.shape[j]))
+    seen = np.unique(y_train)
+    if len(seen) < 2:
+        out[:, seen] = 1.0
+        return out
     clf = HistGradientBoostingClassifier(categorical_features=np.array(categorical), random_state=seed, max_iter=200)
     clf.fit(train[:, features], y_train)
-    proba = clf.predict_proba(test[:, features])
+    out[:, clf.classes_] = clf.predict_proba(test[:, features])
+    return out
+
+
+def label_auc(y: np.ndarray, proba: np.ndarray) -> float | None:
+    """ROC-AUC of ``proba`` (``label_probabilities``) for the label's cells ``y``: of the higher
+    cell's probability where ``y`` holds two cells, one-against-rest over the cells ``y`` holds
+    (renormalised over them) where more; None where ``y`` holds one cell only."""
+    from sklearn.metrics import roc_auc_score
+
+    classes = np.unique(y)
+    if len(classes) < 2:
+        return None
     if len(classes) == 2:
-        positive = classes[1]
-        col = list(clf.classes_).index(positive) if positive in clf.classes_ else None
-        score = proba[:, col] if col is not None else np.zeros(len(test))
-        return float(roc_auc_score(y_test == positive, score))
-    full = np.zeros((len(test), schema.shape[j]))
-    full[:, clf.classes_] = proba
-    full = full[:, classes] / np.maximum(full[:, classes].sum(axis=1, keepdims=True), 1e-12)
-    return float(roc_auc_score(y_test, full, multi_class="ovr", labels=classes))
+        return float(roc_auc_score(y == classes[1], proba[:, classes[1]]))
+    full = proba[:, classes] / np.maximum(proba[:, classes].sum(axis=1, keepdims=True), 1e-12)
+    return float(roc_auc_score(y, full, multi_class="ovr", labels=classes))
 
 
 def _features(codes: np.ndarray, schema: Schema) -> np.ndarray:
