@@ -23,8 +23,8 @@ Every model is a ``graphical.FittedModel`` (numpy tables) whichever estimator fi
 from __future__ import annotations
 
 import itertools
+import math
 import os
-from collections import Counter
 from typing import Sequence
 
 import numpy as np
@@ -188,10 +188,10 @@ class MarginalReader:
     of that clique's marginal. Any other clique is read off the junction-tree factorisation
     ``p(x) = p(x_root) prod_C p(x_{C - S_C} | x_{S_C})``: one upward pass of log-space messages
     over the junction tree gives the root marginal and every conditional (all entries in [0, 1],
-    so contracting them cannot underflow to an all-zero table), and an optimised einsum sums out
-    the variables outside the clique, over only the factors whose subtrees hold one of its columns
-    (every other subtree sums to 1), each factor first summed over the columns no other of them
-    holds. Same quantity as mbi's variable elimination.
+    so contracting them cannot underflow to an all-zero table), and variable elimination along the
+    tree (``eliminate``) sums out the variables outside the clique, over only the factors whose
+    subtrees hold one of its columns (every other subtree sums to 1). Same quantity as mbi's
+    variable elimination.
     """
 
     def __init__(self, model: FittedModel):
@@ -243,20 +243,8 @@ class MarginalReader:
                 kept = [a for a in cl if a in clique]
                 out = mu.sum(axis=axes) if axes else mu
                 return np.transpose(out, [kept.index(a) for a in clique]).ravel()
-        import opt_einsum
-
         tree = self.factorisation()
-        factors = [tree.factors[i] for i in self._needed(tree, set(clique))]
-        uses = Counter(a for cl, _ in factors for a in cl) + Counter(clique)
-        index = {a: i for i, a in enumerate(self._model.domain.attributes)}
-        operands: list = []
-        for cl, table in factors:
-            # a column no other factor holds and the clique lacks is summed out of its one factor
-            # first: a plain reduction, far cheaper than inside the pairwise contractions
-            private = tuple(k for k, a in enumerate(cl) if uses[a] == 1)
-            labels = [index[a] for a in cl if uses[a] > 1]
-            operands += [table.sum(axis=private) if private else table, labels]
-        out = opt_einsum.contract(*operands, [index[a] for a in clique], optimize="greedy")
+        out = eliminate(tree, self._needed(tree, set(clique)), clique)
         return (out / out.sum() * self.total).ravel()
 
     def _needed(self, tree: JunctionTree, clique: set[str]) -> list[int]:
@@ -271,6 +259,52 @@ class MarginalReader:
             if hit[i] and tree.parents[i] >= 0:
                 hit[tree.parents[i]] = True
         return [i for i, h in enumerate(hit) if h]
+
+
+def eliminate(tree: JunctionTree, needed: Sequence[int], clique: Sequence[str]) -> np.ndarray:
+    """``sum`` of ``prod_{i in needed} f_i`` over every column outside ``clique``, as a table over
+    ``clique`` in its order: variable elimination along the tree, children before parents. A
+    factor is first summed over its columns that neither its separator, ``clique`` nor a child's
+    message holds; each child's message is then multiplied in by a two-operand einsum that sums out
+    the columns nothing later needs (by the running intersection property, a column outside a
+    separator appears nowhere above it). ``needed`` holds every parent of each of its factors."""
+    wanted = set(clique)
+    children: dict[int, list[int]] = {}
+    for i in needed:
+        children.setdefault(tree.parents[i], []).append(i)
+    messages: dict[int, tuple[tuple[str, ...], np.ndarray]] = {}
+    for i in needed:
+        cols, table = tree.factors[i]
+        up = wanted | set(tree.separator(i)) if tree.parents[i] >= 0 else wanted
+        incoming = [messages.pop(k) for k in children.get(i, [])]
+        keep = up.union(*(c for c, _ in incoming))
+        drop = tuple(k for k, a in enumerate(cols) if a not in keep)
+        if drop:
+            cols, table = tuple(a for a in cols if a in keep), table.sum(axis=drop)
+        for k, (m_cols, m) in enumerate(incoming):
+            later = up.union(*(c for c, _ in incoming[k + 1 :]))
+            out = tuple(a for a in dict.fromkeys(cols + m_cols) if a in later)
+            table, cols = _product(table, cols, m, m_cols, out), out
+        messages[i] = (cols, table)
+    roots = [messages[i] for i in needed if tree.parents[i] < 0]
+    labels = {a: k for k, a in enumerate(dict.fromkeys(a for cols, _ in roots for a in cols))}
+    operands = [x for cols, table in roots for x in (table, [labels[a] for a in cols])]
+    return np.einsum(*operands, [labels[a] for a in clique])
+
+
+#: A product of at least this many multiplications goes through numpy's optimised einsum (BLAS
+#: where it can); a smaller one through its plain loop, which costs less per call.
+OPTIMISED_EINSUM = 1 << 16
+
+
+def _product(x: np.ndarray, x_cols: Sequence[str], y: np.ndarray, y_cols: Sequence[str], out: Sequence[str]):
+    """``x * y`` over the union of their columns, summed over the columns ``out`` leaves out."""
+    labels = {a: k for k, a in enumerate(dict.fromkeys(tuple(x_cols) + tuple(y_cols)))}
+    work = math.prod(x.shape) * math.prod(n for a, n in zip(y_cols, y.shape) if a not in x_cols)
+    return np.einsum(
+        x, [labels[a] for a in x_cols], y, [labels[a] for a in y_cols], [labels[a] for a in out],
+        optimize=work >= OPTIMISED_EINSUM,
+    )  # fmt: skip
 
 
 def logsumexp(x: np.ndarray, axis: int | tuple[int, ...] | None = None) -> np.ndarray:
