@@ -150,9 +150,30 @@ def test_marginal_reader_eliminates_like_mbi_on_random_models(seed):
         potentials=potentials, marginals=marginal_oracles.message_passing_stable(potentials, 800.0), total=800.0
     )
     reader = pgm.MarginalReader(compiled.fitted(model))
+    tree = reader.factorisation()
     for k in (1, 2, 3):
         for cl in itertools.combinations(names, k):
-            np.testing.assert_allclose(reader(cl), np.asarray(model.project(cl).datavector()), rtol=1e-7, atol=1e-7)
+            expected = np.asarray(model.project(cl).datavector())
+            np.testing.assert_allclose(reader(cl), expected, rtol=1e-7, atol=1e-7)
+            greedy = pgm._greedy_contraction(tree, reader._needed(tree, set(cl)), cl).ravel()  # the fallback
+            np.testing.assert_allclose(greedy / greedy.sum() * 800.0, expected, rtol=1e-7, atol=1e-7)
+
+
+def test_elimination_hands_a_large_product_to_the_greedy_contraction(monkeypatch):
+    """A clique's column carried up beside a separator larger than every factor: ``eliminate``
+    declines (None) and the reader's marginal comes from the greedy contraction, the same values."""
+    rng = np.random.default_rng(1)
+    domain = pgm.make_domain(["a", "b", "c", "d", "e"], [5, 6, 7, 4, 6])
+    cliques = [("a", "b", "c"), ("b", "c", "d"), ("d", "e")]
+    model = pgm.ModelFitter(domain, iters=50).fit([(cl, rng.random(domain.size(cl)) * 50, 1.0) for cl in cliques])
+    reader = pgm.MarginalReader(model)
+    tree = reader.factorisation()
+    clique = ("a", "e")
+    assert pgm.eliminate(tree, reader._needed(tree, set(clique)), clique) is not None
+    plain = reader(clique)
+    monkeypatch.setattr(pgm, "ELIMINATION_CELLS", 1)  # now only the largest factor bounds a product
+    assert pgm.eliminate(tree, reader._needed(tree, set(clique)), clique) is None
+    np.testing.assert_allclose(pgm.MarginalReader(model)(clique), plain, rtol=1e-10)
 
 
 def test_elimination_takes_the_optimised_path_for_large_products(monkeypatch):

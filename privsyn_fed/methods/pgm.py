@@ -25,6 +25,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
+from collections import Counter
 from typing import Sequence
 
 import numpy as np
@@ -244,7 +245,10 @@ class MarginalReader:
                 out = mu.sum(axis=axes) if axes else mu
                 return np.transpose(out, [kept.index(a) for a in clique]).ravel()
         tree = self.factorisation()
-        out = eliminate(tree, self._needed(tree, set(clique)), clique)
+        needed = self._needed(tree, set(clique))
+        out = eliminate(tree, needed, clique)
+        if out is None:
+            out = _greedy_contraction(tree, needed, clique)
         return (out / out.sum() * self.total).ravel()
 
     def _needed(self, tree: JunctionTree, clique: set[str]) -> list[int]:
@@ -261,14 +265,18 @@ class MarginalReader:
         return [i for i, h in enumerate(hit) if h]
 
 
-def eliminate(tree: JunctionTree, needed: Sequence[int], clique: Sequence[str]) -> np.ndarray:
+def eliminate(tree: JunctionTree, needed: Sequence[int], clique: Sequence[str]) -> np.ndarray | None:
     """``sum`` of ``prod_{i in needed} f_i`` over every column outside ``clique``, as a table over
     ``clique`` in its order: variable elimination along the tree, children before parents. A
     factor is first summed over its columns that neither its separator, ``clique`` nor a child's
     message holds; each child's message is then multiplied in by a two-operand einsum that sums out
     the columns nothing later needs (by the running intersection property, a column outside a
-    separator appears nowhere above it). ``needed`` holds every parent of each of its factors."""
+    separator appears nowhere above it). ``needed`` holds every parent of each of its factors.
+    None where a product would hold more cells than ``ELIMINATION_CELLS`` and the largest factor
+    (a clique's column carried up beside a large separator): ``_greedy_contraction`` then."""
     wanted = set(clique)
+    sizes = tree.sizes()
+    limit = max([ELIMINATION_CELLS] + [tree.factors[i][1].size for i in needed])
     children: dict[int, list[int]] = {}
     for i in needed:
         children.setdefault(tree.parents[i], []).append(i)
@@ -276,7 +284,12 @@ def eliminate(tree: JunctionTree, needed: Sequence[int], clique: Sequence[str]) 
     for i in needed:
         cols, table = tree.factors[i]
         up = wanted | set(tree.separator(i)) if tree.parents[i] >= 0 else wanted
-        incoming = [messages.pop(k) for k in children.get(i, [])]
+        # the messages that bring no column of their own first, then by the cells they bring: a
+        # product's table holds the columns later messages need, times those brought so far
+        incoming = sorted(
+            (messages.pop(k) for k in children.get(i, [])),
+            key=lambda m: math.prod(n for a, n in zip(m[0], m[1].shape) if a not in cols),
+        )
         keep = up.union(*(c for c, _ in incoming))
         drop = tuple(k for k, a in enumerate(cols) if a not in keep)
         if drop:
@@ -284,12 +297,33 @@ def eliminate(tree: JunctionTree, needed: Sequence[int], clique: Sequence[str]) 
         for k, (m_cols, m) in enumerate(incoming):
             later = up.union(*(c for c, _ in incoming[k + 1 :]))
             out = tuple(a for a in dict.fromkeys(cols + m_cols) if a in later)
+            if math.prod(sizes[a] for a in out) > limit:
+                return None
             table, cols = _product(table, cols, m, m_cols, out), out
         messages[i] = (cols, table)
     roots = [messages[i] for i in needed if tree.parents[i] < 0]
     labels = {a: k for k, a in enumerate(dict.fromkeys(a for cols, _ in roots for a in cols))}
     operands = [x for cols, table in roots for x in (table, [labels[a] for a in cols])]
     return np.einsum(*operands, [labels[a] for a in clique])
+
+
+#: ``eliminate`` builds no table larger than this or the largest factor it reads.
+ELIMINATION_CELLS = 1 << 16
+
+
+def _greedy_contraction(tree: JunctionTree, needed: Sequence[int], clique: Sequence[str]) -> np.ndarray:
+    """``eliminate``'s sum by ``opt_einsum``'s greedy contraction order over every needed factor
+    at once, each first summed over the columns no other factor and not ``clique`` holds."""
+    import opt_einsum
+
+    factors = [tree.factors[i] for i in needed]
+    uses = Counter(a for cols, _ in factors for a in cols) + Counter(clique)
+    index = {a: k for k, a in enumerate(uses)}
+    operands: list = []
+    for cols, table in factors:
+        private = tuple(k for k, a in enumerate(cols) if uses[a] == 1)
+        operands += [table.sum(axis=private) if private else table, [index[a] for a in cols if uses[a] > 1]]
+    return opt_einsum.contract(*operands, [index[a] for a in clique], optimize="greedy")
 
 
 #: A product of at least this many multiplications goes through numpy's optimised einsum (BLAS
