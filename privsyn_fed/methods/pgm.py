@@ -265,6 +265,10 @@ class MarginalReader:
         return [i for i, h in enumerate(hit) if h]
 
 
+#: ``eliminate`` builds no table larger than this or the largest factor it reads.
+ELIMINATION_CELLS = 1 << 16
+
+
 def eliminate(tree: JunctionTree, needed: Sequence[int], clique: Sequence[str]) -> np.ndarray | None:
     """``sum`` of ``prod_{i in needed} f_i`` over every column outside ``clique``, as a table over
     ``clique`` in its order: variable elimination along the tree, children before parents. A
@@ -305,10 +309,6 @@ def eliminate(tree: JunctionTree, needed: Sequence[int], clique: Sequence[str]) 
     labels = {a: k for k, a in enumerate(dict.fromkeys(a for cols, _ in roots for a in cols))}
     operands = [x for cols, table in roots for x in (table, [labels[a] for a in cols])]
     return np.einsum(*operands, [labels[a] for a in clique])
-
-
-#: ``eliminate`` builds no table larger than this or the largest factor it reads.
-ELIMINATION_CELLS = 1 << 16
 
 
 def _greedy_contraction(tree: JunctionTree, needed: Sequence[int], clique: Sequence[str]) -> np.ndarray:
