@@ -1,9 +1,14 @@
-"""The numpy mirror descent (``methods.mirror``) against mbi's compiled one on the same problems."""
+"""The numpy mirror descent (``methods.mirror``) against mbi's compiled one on the same problems, and
+its step in two halves on two threads (``methods.halves``) against one thread."""
+
+import itertools
+import multiprocessing
+import threading
 
 import numpy as np
 import pytest
 
-from privsyn_fed.methods import clique_tree, compiled, mirror, pgm
+from privsyn_fed.methods import clique_tree, compiled, halves, mirror, pgm
 from privsyn_fed.methods.graphical import Measurement
 
 NAMES, SHAPE = ["a", "b", "c", "d", "e"], [3, 4, 2, 5, 3]
@@ -251,3 +256,94 @@ def test_refits_from_the_carried_step_size_fit_better_at_equal_steps():
         assert (fitter.growth > 1.0) is True
         losses[carried] = _loss(domain, meas, model)
     assert losses[True] < losses[False]
+
+
+needs_two_cores = pytest.mark.skipif(halves.cores() < 2, reason="one core here: nothing runs on a second thread")
+
+
+def _random_problems(count: int):
+    rng = np.random.default_rng(1)
+    for seed in range(count):
+        pairs = list(itertools.combinations("abcde", 2))
+        cliques = [pairs[k] for k in rng.permutation(len(pairs))[: rng.integers(2, 7)]]
+        yield _problem(cliques, seed=seed)
+
+
+@needs_two_cores
+def test_a_step_in_two_halves_gives_one_threads_bits(monkeypatch):
+    """Every product, exponential, message and node sum split in two (the split forced down to one
+    cell) gives exactly one thread's marginals, and a whole fit exactly one thread's model."""
+    rng = np.random.default_rng(0)
+    monkeypatch.setattr(mirror, "SPARSE_CELLS", 1)  # every sum a sparse product, which splits by rows
+    for domain, meas in _random_problems(12):
+        monkeypatch.setattr(halves, "SPLIT_CELLS", 10**12)
+        one = mirror.Plan(domain, meas)
+        fit_one = mirror.NumpyMirrorDescent().estimate(domain, meas, iters=150)
+        monkeypatch.setattr(halves, "SPLIT_CELLS", 1)
+        two = mirror.Plan(domain, meas)
+        fit_two = mirror.NumpyMirrorDescent().estimate(domain, meas, iters=150)
+        assert one.cut is None and two.cut is not None
+        assert any(m.middle for m in two.messages) and two._into_nodes.halves is not None
+        for _ in range(3):
+            theta = rng.normal(0, 3, int(one.offsets[-1]))
+            assert np.array_equal(one.marginals(theta, 400.0), two.marginals(theta, 400.0))
+        for clique in fit_one.cliques:
+            assert np.array_equal(fit_one.potentials[clique], fit_two.potentials[clique])
+            assert np.array_equal(fit_one.marginals[clique], fit_two.marginals[clique])
+
+
+@needs_two_cores
+def test_the_first_half_runs_on_the_helper_and_the_helper_never_waits_on_itself():
+    here = threading.get_ident()
+    first, second = halves.both(threading.get_ident, threading.get_ident)
+    assert second == here and first != here
+    # called from the helper thread, both halves run there, one after the other (no deadlock)
+    nested = halves.helper().submit(halves.both, threading.get_ident, threading.get_ident).result(timeout=10)
+    assert nested == (first, first)
+
+
+def test_a_failing_half_waits_for_the_other_before_it_raises():
+    finished = []
+
+    def slow() -> None:
+        threading.Event().wait(0.2)
+        finished.append(True)
+
+    def fail() -> None:
+        raise ValueError("the second half failed")
+
+    with pytest.raises(ValueError, match="second half"):
+        halves.both(slow, fail)
+    assert finished == [True]
+
+
+def _in_child(queue) -> None:
+    queue.put(halves.both(lambda: 1, lambda: 2))
+
+
+@needs_two_cores
+@pytest.mark.filterwarnings("ignore:os.fork")  # JAX's warning about its own threads: the child uses none
+def test_a_forked_child_starts_its_own_helper():
+    """A child forked after the helper started inherits the pool but not its thread; it starts its own
+    rather than waiting forever on a thread that is not there."""
+    halves.both(lambda: 0, lambda: 0)  # the parent's helper is running
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_in_child, args=(queue,))
+    child.start()
+    child.join(timeout=30)
+    if child.is_alive():
+        child.kill()
+    assert child.exitcode == 0 and queue.get(timeout=5) == (1, 2)
+
+
+def test_blas_is_held_to_one_thread_inside_a_split_fit_and_restored_after():
+    """While a fit works in halves, BLAS runs on one thread (its idle threads would spin on the
+    helper's core); its own setting comes back after."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    before = [lib["num_threads"] for lib in threadpoolctl.threadpool_info() if lib["user_api"] == "blas"]
+    with halves.one_blas_thread():
+        inside = [lib["num_threads"] for lib in threadpoolctl.threadpool_info() if lib["user_api"] == "blas"]
+    after = [lib["num_threads"] for lib in threadpoolctl.threadpool_info() if lib["user_api"] == "blas"]
+    assert inside and set(inside) == {1}
+    assert after == before

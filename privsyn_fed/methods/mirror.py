@@ -27,16 +27,20 @@ steps"); ``pgm.ModelFitter`` uses mbi's compiled program only above ``pgm.NUMPY_
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping, Sequence, TypeVar
 
 import numpy as np
 
 from ..model import aligned
+from . import halves
 from .clique_tree import junction_tree, maximal_subset, smallest_holding
 from .coarse import group_sizes
 from .graphical import Clique, Domain, FittedModel, Measurement
+
+T = TypeVar("T")
 
 #: The potential a structural zero's cells are held at, in each loss clique holding it: their
 #: probability is at most ``exp(ZERO_LOG)`` times the allowed cells' (about 1e-22).
@@ -137,13 +141,21 @@ class Sums:
     def __init__(self, into: np.ndarray, source: np.ndarray, size: int, width: int):
         self.into, self.source, self.size, self.width = into, source, int(size), int(width)
         self.matrix = None
+        #: The matrix's rows in two parts of about equal nonzeros, where the product is worth two threads.
+        self.halves = None
         if into.size >= SPARSE_CELLS:
             from scipy.sparse import csr_matrix
 
             self.matrix = csr_matrix((np.ones(into.size), (into, source)), shape=(self.size, self.width))
+            if self.size > 1 and halves.split(into.size):
+                cut = int(np.searchsorted(self.matrix.indptr, self.matrix.nnz // 2).clip(1, self.size - 1))
+                self.halves, self.matrix = (self.matrix[:cut], self.matrix[cut:]), None
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         """The sums ``y`` of ``x``."""
+        if self.halves is not None:
+            top, bottom = self.halves
+            return np.concatenate(halves.both(lambda: top @ x, lambda: bottom @ x))
         if self.matrix is not None:
             return self.matrix @ x
         return np.bincount(self.into, weights=x[self.source], minlength=self.size)
@@ -180,6 +192,8 @@ class _Message:
     to_receiver: np.ndarray
     grouped: np.ndarray
     back: int
+    #: Where the receiver's cells split in two halves for two threads (0: one thread).
+    middle: int = 0
 
 
 class Plan:
@@ -208,6 +222,8 @@ class Plan:
         node_offsets = np.cumsum([0] + [math.prod(s) for s in self.node_shapes])
         self.starts = node_offsets[:-1].astype(np.intp)
         self.node_of_cell = np.repeat(np.arange(len(self.nodes)), np.diff(node_offsets))
+        #: The node where the beliefs split in two halves of about equal cells for two threads, or None.
+        self.cut = _node_cut(node_offsets) if halves.split(self.cells) else None
         cells = [slice(int(a), int(b)) for a, b in zip(node_offsets[:-1], node_offsets[1:])]
         index = {c: n for n, c in enumerate(self.nodes)}
         into, home_cells, homes = [], [], []
@@ -233,7 +249,8 @@ class Plan:
             grouped = np.argsort(from_sender, kind="stable")
             back = sent.get((j, i), -1)
             summed = Sums(from_sender, np.arange(from_sender.size), math.prod(sep_shape), from_sender.size)
-            self.messages.append(_Message(cells[i], cells[j], summed, to_receiver, grouped, back))
+            middle = to_receiver.size // 2 if halves.split(to_receiver.size) else 0
+            self.messages.append(_Message(cells[i], cells[j], summed, to_receiver, grouped, back, middle))
             sent[(i, j)] = len(self.messages) - 1
         self._route(domain, measurements, sizes)
 
@@ -299,7 +316,14 @@ class Plan:
         message has an empty cell (a separator value whose probability underflows) or a belief's
         sum is not a positive finite number, the step is recomputed in log space as mbi does it."""
         logs = self._node_logs(theta)
-        beliefs = np.exp(logs - np.maximum.reduceat(logs, self.starts)[self.node_of_cell])
+        beliefs = np.empty(self.cells)
+
+        def shifted(first: int, end: int) -> None:  # exp(b - max b) in each node from ``first`` to ``end``
+            a, b = self._span(first, end)
+            top = np.maximum.reduceat(logs[a:b], self.starts[first:end] - a)[self.node_of_cell[a:b] - first]
+            np.exp(np.subtract(logs[a:b], top, out=beliefs[a:b]), out=beliefs[a:b])
+
+        self._by_nodes(shifted)
         sent: list[np.ndarray] = []
         for msg in self.messages:
             m = msg.summed(beliefs[msg.sender])
@@ -308,12 +332,28 @@ class Plan:
             if not m.min() > 0:
                 return self.log_marginals(theta, total)
             sent.append(m)
-            beliefs[msg.receiver] *= m[msg.to_receiver]
+            _multiply(beliefs, msg, m)
+
+        def sums(first: int, end: int) -> np.ndarray:
+            a, b = self._span(first, end)
+            return np.add.reduceat(beliefs[a:b], self.starts[first:end] - a)
+
         with np.errstate(over="ignore", divide="ignore"):  # caught just below: redone in log space
-            scales = total / np.add.reduceat(beliefs, self.starts)
+            scales = total / np.concatenate(self._by_nodes(sums))
         if not np.all((scales > 0) & (scales < math.inf)):  # a belief underflowed or overflowed
             return self.log_marginals(theta, total)
         return self._read(beliefs) * scales[self.home_node]  # scaled once summed: fewer cells
+
+    def _span(self, first: int, end: int) -> tuple[int, int]:
+        """The belief cells of the nodes from ``first`` up to ``end``."""
+        return int(self.starts[first]), int(self.starts[end]) if end < len(self.nodes) else self.cells
+
+    def _by_nodes(self, work: Callable[[int, int], T]) -> list[T]:
+        """``work(first, end)`` over every node: in two halves at ``cut`` on two threads, else once."""
+        if self.cut is None:
+            return [work(0, len(self.nodes))]
+        cut = self.cut
+        return list(halves.both(lambda: work(0, cut), lambda: work(cut, len(self.nodes))))
 
     def log_marginals(self, theta: np.ndarray, total: float) -> np.ndarray:
         """``marginals`` with log-space messages throughout (mbi's ``message_passing_hugin``)."""
@@ -340,6 +380,27 @@ class Plan:
         residual = self._query(mu) - self.y
         weighted = self.precision * residual
         return 0.5 * float(weighted @ residual), self._adjoint(weighted)
+
+
+def _node_cut(node_offsets: np.ndarray) -> int | None:
+    """The node boundary nearest half the cells (None for a single node)."""
+    if len(node_offsets) < 3:
+        return None
+    inner = node_offsets[1:-1]
+    return 1 + int(np.argmin(np.abs(inner - node_offsets[-1] / 2)))
+
+
+def _multiply(beliefs: np.ndarray, msg: _Message, m: np.ndarray) -> None:
+    """Multiply message ``m`` into its receiver's cells, in two halves where ``msg.middle`` says."""
+    start = msg.receiver.start
+    if not msg.middle:
+        beliefs[msg.receiver] *= m[msg.to_receiver]
+        return
+
+    def part(i: int, j: int) -> None:
+        beliefs[start + i : start + j] *= m[msg.to_receiver[i:j]]
+
+    halves.both(lambda: part(0, msg.middle), lambda: part(msg.middle, msg.to_receiver.size))
 
 
 class NumpyMirrorDescent:
@@ -373,7 +434,33 @@ class NumpyMirrorDescent:
         held = plan.zero_cells(zeros)
         theta[held] = ZERO_LOG
         first = 2.0 / (lipschitz(domain, measurements) * total)
-        alpha = growth * first
+        with halves.one_blas_thread() if plan.cut is not None else contextlib.nullcontext():
+            theta, mu = self._descend(
+                plan, theta, held, total, first * growth, first, iters, callback_fn, tol, patience
+            )
+        return FittedModel(
+            domain,
+            list(plan.cliques),
+            dict(zip(plan.cliques, plan.tables(theta))),
+            dict(zip(plan.cliques, plan.tables(mu))),
+            total,
+        )
+
+    def _descend(
+        self,
+        plan: Plan,
+        theta: np.ndarray,
+        held: np.ndarray,
+        total: float,
+        alpha: float,
+        first: float,
+        iters: int,
+        callback_fn: Callable | None,
+        tol: float | None,
+        patience: int,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``estimate``'s steps from ``theta`` at step size ``alpha`` (mbi's first: ``first``); the
+        last ``theta`` and its marginals ``mu``."""
         mu = plan.marginals(theta, total)  # the first of mbi's steps: the starting marginals
         loss, grad = plan.loss(mu)
         steps = 1
@@ -399,10 +486,4 @@ class NumpyMirrorDescent:
                 if stalls >= patience:
                     break
         self.last_growth = alpha / first
-        return FittedModel(
-            domain,
-            list(plan.cliques),
-            dict(zip(plan.cliques, plan.tables(theta))),
-            dict(zip(plan.cliques, plan.tables(mu))),
-            total,
-        )
+        return theta, mu
