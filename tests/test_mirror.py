@@ -347,3 +347,22 @@ def test_blas_is_held_to_one_thread_inside_a_split_fit_and_restored_after():
     after = [lib["num_threads"] for lib in threadpoolctl.threadpool_info() if lib["user_api"] == "blas"]
     assert inside and set(inside) == {1}
     assert after == before
+
+
+def test_cell_map_is_the_projections_flat_index():
+    """On random tables and column subsets in any order (none, some, all), every cell's index in
+    the projection is numpy's ``ravel_multi_index`` of its coordinates there."""
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        d = int(rng.integers(1, 6))
+        shape = [int(x) for x in rng.integers(1, 6, d)]
+        names = list("abcdef"[:d])
+        onto = [names[i] for i in rng.permutation(d)[: rng.integers(0, d + 1)]]
+        onto_shape = [shape[names.index(a)] for a in onto]
+        grid = np.indices(shape).reshape(d, -1)
+        expected = (
+            np.ravel_multi_index([grid[names.index(a)] for a in onto], onto_shape)
+            if onto
+            else np.zeros(grid.shape[1], dtype=np.intp)
+        )
+        assert np.array_equal(mirror.cell_map(names, shape, onto, onto_shape), expected)

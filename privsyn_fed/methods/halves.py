@@ -23,9 +23,10 @@ from typing import Any, Callable, Iterator, TypeVar
 A = TypeVar("A")
 B = TypeVar("B")
 
-#: Work over fewer cells than this stays on one thread: handing a half over costs tens of
-#: microseconds, what numpy spends on about 30,000 cells (benchmarks/README.md, "Two cores").
-SPLIT_CELLS = 65_536
+#: Work over fewer cells than this stays on one thread: handing a half over and waking the waiting
+#: thread again cost about 70 microseconds, so a sum or product over 100,000 cells (about 0.1 ms)
+#: took longer in two halves, one over 360,000 cells a little less (benchmarks/README.md, "Two cores").
+SPLIT_CELLS = 262_144
 
 _local = threading.local()
 _pool: ThreadPoolExecutor | None = None

@@ -96,10 +96,13 @@ def lipschitz(domain: Domain, measurements: Sequence[Measurement]) -> float:
 def cell_map(table: Sequence[str], shape: Sequence[int], onto: Sequence[str], onto_shape: Sequence[int]) -> np.ndarray:
     """For every cell of a table over ``table`` (row-major), the cell of the table over ``onto`` (a
     subset of its columns, in any order) that it sums into."""
-    if not onto:
-        return np.zeros(math.prod(shape), dtype=np.intp)
-    grid = np.indices(shape).reshape(len(shape), -1)
-    return np.ravel_multi_index([grid[list(table).index(a)] for a in onto], onto_shape).astype(np.intp)
+    out = np.zeros(tuple(shape), dtype=np.intp)
+    stride = 1
+    for a, size in zip(reversed(onto), reversed(onto_shape)):  # row-major: the last column's stride is 1
+        k = list(table).index(a)
+        out += (np.arange(shape[k], dtype=np.intp) * stride).reshape([-1 if i == k else 1 for i in range(len(shape))])
+        stride *= size
+    return out.ravel()
 
 
 def zero_mask(
