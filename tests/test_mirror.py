@@ -283,7 +283,7 @@ def test_a_step_in_two_halves_gives_one_threads_bits(monkeypatch):
         two = mirror.Plan(domain, meas)
         fit_two = mirror.NumpyMirrorDescent().estimate(domain, meas, iters=150)
         assert one.cut is None and two.cut is not None
-        assert any(m.middle for m in two.messages) and two._into_nodes.halves is not None
+        assert any(m.middle for m in two.messages) and two._into_nodes.halves is not None and two.halfway is not None
         for _ in range(3):
             theta = rng.normal(0, 3, int(one.offsets[-1]))
             assert np.array_equal(one.marginals(theta, 400.0), two.marginals(theta, 400.0))

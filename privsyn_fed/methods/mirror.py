@@ -30,7 +30,7 @@ from __future__ import annotations
 import contextlib
 import math
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -141,7 +141,9 @@ class Sums:
     """``y[i] = sum_{k: into[k] = i} x[source[k]]``, ``y`` of length ``size`` and ``x`` of length
     ``width``: a 0/1 matrix applied to a vector (marginalising, routing, a query's cells)."""
 
-    def __init__(self, into: np.ndarray, source: np.ndarray, size: int, width: int):
+    def __init__(self, into: np.ndarray, source: np.ndarray, size: int, width: int, cut: int | None = None):
+        """``cut``: the row where the product's halves part (by default, where the product is worth
+        two threads, where the nonzeros are about even)."""
         self.into, self.source, self.size, self.width = into, source, int(size), int(width)
         self.matrix = None
         #: The matrix's rows in two parts of about equal nonzeros, where the product is worth two threads.
@@ -150,8 +152,9 @@ class Sums:
             from scipy.sparse import csr_matrix
 
             self.matrix = csr_matrix((np.ones(into.size), (into, source)), shape=(self.size, self.width))
-            if self.size > 1 and halves.split(into.size):
+            if cut is None and self.size > 1 and halves.split(into.size):
                 cut = int(np.searchsorted(self.matrix.indptr, self.matrix.nnz // 2).clip(1, self.size - 1))
+            if cut is not None:
                 self.halves, self.matrix = (self.matrix[:cut], self.matrix[cut:]), None
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
@@ -239,7 +242,16 @@ class Plan:
         self.clique_cell, self.node_cell = _joined(into), _joined(home_cells)
         #: Each loss clique cell's home node (whose scale to ``total`` its marginal takes).
         self.home_node = np.repeat(np.array(homes, dtype=np.intp), np.diff(self.offsets))
-        self._into_nodes = Sums(self.node_cell, self.clique_cell, self.cells, int(self.offsets[-1]))
+        halfway = self.cells // 2 if self.cut is not None else None
+        self._into_nodes = Sums(self.node_cell, self.clique_cell, self.cells, int(self.offsets[-1]), halfway)
+        #: Where the beliefs part into two halves of equal cells for two threads (None: one thread), and
+        #: where the nodes' parts start in each half.
+        self.halfway = halfway if self._into_nodes.halves is not None else None
+        if self.halfway is not None:
+            self._parts = (
+                self.starts[self.starts < halfway],
+                np.union1d([halfway], self.starts[self.starts > halfway]) - halfway,
+            )
         self._out_of_nodes = self._into_nodes.transposed()
         self.messages: list[_Message] = []
         sent: dict[tuple[int, int], int] = {}
@@ -318,15 +330,7 @@ class Plan:
         ``total``. Computed on ``exp(b - max b)`` per node (sums and products, no logarithms); if a
         message has an empty cell (a separator value whose probability underflows) or a belief's
         sum is not a positive finite number, the step is recomputed in log space as mbi does it."""
-        logs = self._node_logs(theta)
-        beliefs = np.empty(self.cells)
-
-        def shifted(first: int, end: int) -> None:  # exp(b - max b) in each node from ``first`` to ``end``
-            a, b = self._span(first, end)
-            top = np.maximum.reduceat(logs[a:b], self.starts[first:end] - a)[self.node_of_cell[a:b] - first]
-            np.exp(np.subtract(logs[a:b], top, out=beliefs[a:b]), out=beliefs[a:b])
-
-        self._by_nodes(shifted)
+        beliefs = self._shifted(theta)
         sent: list[np.ndarray] = []
         for msg in self.messages:
             m = msg.summed(beliefs[msg.sender])
@@ -346,6 +350,36 @@ class Plan:
         if not np.all((scales > 0) & (scales < math.inf)):  # a belief underflowed or overflowed
             return self.log_marginals(theta, total)
         return self._read(beliefs) * scales[self.home_node]  # scaled once summed: fewer cells
+
+    def _shifted(self, theta: np.ndarray) -> np.ndarray:
+        """Each node's ``exp(b - max b)``, ``b`` its log potential. In two halves of equal cells where
+        the plan splits: each half's logs and the maxima of the node parts it holds, then (a node
+        cut by the halfway point taking the larger of its two maxima) each half's exponentials."""
+        if self.halfway is None:
+            logs = self._node_logs(theta)
+            return np.exp(logs - np.maximum.reduceat(logs, self.starts)[self.node_of_cell])
+        assert self._into_nodes.halves is not None
+        (top, bottom), (first_parts, second_parts) = self._into_nodes.halves, self._parts
+        half, cells = self.halfway, self.cells
+
+        def logs_and_maxima(rows: Any, parts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            logs = rows @ theta
+            return logs, np.maximum.reduceat(logs, parts)
+
+        (first, first_max), (second, second_max) = halves.both(
+            lambda: logs_and_maxima(top, first_parts), lambda: logs_and_maxima(bottom, second_parts)
+        )
+        if len(first_max) + len(second_max) > len(self.nodes):  # a node across the halfway point
+            first_max[-1] = max(first_max[-1], second_max[0])
+            second_max = second_max[1:]
+        maxima = np.concatenate([first_max, second_max])
+        beliefs = np.empty(cells)
+
+        def exponentials(logs: np.ndarray, a: int, b: int) -> None:
+            np.exp(np.subtract(logs, maxima[self.node_of_cell[a:b]], out=beliefs[a:b]), out=beliefs[a:b])
+
+        halves.both(lambda: exponentials(first, 0, half), lambda: exponentials(second, half, cells))
+        return beliefs
 
     def _span(self, first: int, end: int) -> tuple[int, int]:
         """The belief cells of the nodes from ``first`` up to ``end``."""
