@@ -141,9 +141,11 @@ class Sums:
     """``y[i] = sum_{k: into[k] = i} x[source[k]]``, ``y`` of length ``size`` and ``x`` of length
     ``width``: a 0/1 matrix applied to a vector (marginalising, routing, a query's cells)."""
 
-    def __init__(self, into: np.ndarray, source: np.ndarray, size: int, width: int, cut: int | None = None):
+    def __init__(
+        self, into: np.ndarray, source: np.ndarray, size: int, width: int, cut: int | None = None, matrix: Any = None
+    ):
         """``cut``: the row where the product's halves part (by default, where the product is worth
-        two threads, where the nonzeros are about even)."""
+        two threads, where the nonzeros are about even); ``matrix``: the 0/1 matrix, when already made."""
         self.into, self.source, self.size, self.width = into, source, int(size), int(width)
         self.matrix = None
         #: The matrix's rows in two parts of about equal nonzeros, where the product is worth two threads.
@@ -151,7 +153,11 @@ class Sums:
         if into.size >= SPARSE_CELLS:
             from scipy.sparse import csr_matrix
 
-            self.matrix = csr_matrix((np.ones(into.size), (into, source)), shape=(self.size, self.width))
+            self.matrix = (
+                matrix
+                if matrix is not None
+                else csr_matrix((np.ones(into.size), (into, source)), shape=(self.size, self.width))
+            )
             if cut is None and self.size > 1 and halves.split(into.size):
                 cut = int(np.searchsorted(self.matrix.indptr, self.matrix.nnz // 2).clip(1, self.size - 1))
             if cut is not None:
@@ -167,8 +173,14 @@ class Sums:
         return np.bincount(self.into, weights=x[self.source], minlength=self.size)
 
     def transposed(self) -> Sums:
-        """The transposed matrix (the adjoint): ``into`` and ``source`` swapped."""
-        return Sums(self.source, self.into, self.width, self.size)
+        """The transposed matrix (the adjoint): ``into`` and ``source`` swapped (a sparse matrix
+        transposed in linear time, with the same entries as one made from the swapped indices)."""
+        matrix = None
+        if self.halves is not None or self.matrix is not None:
+            from scipy.sparse import vstack
+
+            matrix = (self.matrix if self.halves is None else vstack(self.halves, format="csr")).T.tocsr()
+        return Sums(self.source, self.into, self.width, self.size, matrix=matrix)
 
 
 def _joined(parts: Sequence[np.ndarray], dtype: type = np.intp) -> np.ndarray:
