@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pytest
 
-from privsyn_fed.methods import clique_tree, compiled, halves, mirror, pgm
+from privsyn_fed.methods import clique_tree, compiled, flat_sums, halves, mirror, pgm
 from privsyn_fed.methods.graphical import Measurement
 
 NAMES, SHAPE = ["a", "b", "c", "d", "e"], [3, 4, 2, 5, 3]
@@ -274,7 +274,7 @@ def test_a_step_in_two_halves_gives_one_threads_bits(monkeypatch):
     """Every product, exponential, message and node sum split in two (the split forced down to one
     cell) gives exactly one thread's marginals, and a whole fit exactly one thread's model."""
     rng = np.random.default_rng(0)
-    monkeypatch.setattr(mirror, "SPARSE_CELLS", 1)  # every sum a sparse product, which splits by rows
+    monkeypatch.setattr(flat_sums, "SPARSE_CELLS", 1)  # every sum a sparse product, which splits by rows
     for domain, meas in _random_problems(12):
         monkeypatch.setattr(halves, "SPLIT_CELLS", 10**12)
         one = mirror.Plan(domain, meas)
@@ -365,4 +365,4 @@ def test_cell_map_is_the_projections_flat_index():
             if onto
             else np.zeros(grid.shape[1], dtype=np.intp)
         )
-        assert np.array_equal(mirror.cell_map(names, shape, onto, onto_shape), expected)
+        assert np.array_equal(flat_sums.cell_map(names, shape, onto, onto_shape), expected)

@@ -19,10 +19,12 @@ then every belief normalised to ``total``. Here the same messages are computed o
 underflows (``Plan.log_marginals``). Stopping follows mbi's ``estimate``: blocks of
 ``CALLBACK_EVERY`` steps, stopping once ``tol`` is met ``patience`` blocks in a row.
 
-A step works on flat vectors through fixed index maps (``Plan``, ``Sums``): a few dozen numpy
+A step works on flat vectors through fixed index maps (``Plan``, ``flat_sums.Sums``): a few dozen numpy
 calls whatever the model, so a small model's step takes tens of microseconds, and a step on a
 model of half a million cells about as long as mbi's compiled one (benchmarks/README.md, "Flat
-steps"); ``pgm.ModelFitter`` uses mbi's compiled program only above ``pgm.NUMPY_CELLS``.
+steps"); ``pgm.ModelFitter`` uses mbi's compiled program only above ``pgm.NUMPY_CELLS``. On two
+or more cores, a step on a model of at least ``halves.SPLIT_CELLS`` cells does its large sums,
+exponentials and messages in two halves, one on a helper thread, with the same bits (``halves``).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from ..model import aligned
 from . import halves
 from .clique_tree import junction_tree, maximal_subset, smallest_holding
 from .coarse import group_sizes
+from .flat_sums import Sums, cell_map, joined
 from .graphical import Clique, Domain, FittedModel, Measurement
 
 T = TypeVar("T")
@@ -93,18 +96,6 @@ def lipschitz(domain: Domain, measurements: Sequence[Measurement]) -> float:
     return max(blocks.values()) if blocks else 1.0
 
 
-def cell_map(table: Sequence[str], shape: Sequence[int], onto: Sequence[str], onto_shape: Sequence[int]) -> np.ndarray:
-    """For every cell of a table over ``table`` (row-major), the cell of the table over ``onto`` (a
-    subset of its columns, in any order) that it sums into."""
-    out = np.zeros(tuple(shape), dtype=np.intp)
-    stride = 1
-    for a, size in zip(reversed(onto), reversed(onto_shape)):  # row-major: the last column's stride is 1
-        k = list(table).index(a)
-        out += (np.arange(shape[k], dtype=np.intp) * stride).reshape([-1 if i == k else 1 for i in range(len(shape))])
-        stride *= size
-    return out.ravel()
-
-
 def zero_mask(
     table: Sequence[str], shape: Sequence[int], zeros: Sequence[tuple[Clique, np.ndarray]]
 ) -> np.ndarray | None:
@@ -129,64 +120,6 @@ def held_at_zero(
         mask = zero_mask(c, table.shape, zeros)
         out[c] = table if mask is None else np.where(mask.reshape(table.shape), ZERO_LOG, table)
     return out
-
-
-#: A sum over at least this many cells goes through a sparse 0/1 matrix (scipy's CSR product, about
-#: 3x faster than ``bincount`` on large tables); a smaller one through ``bincount``, which costs
-#: less per call (both measured in benchmarks/README.md, "Flat steps").
-SPARSE_CELLS = 2048
-
-
-class Sums:
-    """``y[i] = sum_{k: into[k] = i} x[source[k]]``, ``y`` of length ``size`` and ``x`` of length
-    ``width``: a 0/1 matrix applied to a vector (marginalising, routing, a query's cells)."""
-
-    def __init__(
-        self, into: np.ndarray, source: np.ndarray, size: int, width: int, cut: int | None = None, matrix: Any = None
-    ):
-        """``cut``: the row where the product's halves part (by default, where the product is worth
-        two threads, where the nonzeros are about even); ``matrix``: the 0/1 matrix, when already made."""
-        self.into, self.source, self.size, self.width = into, source, int(size), int(width)
-        self.matrix = None
-        #: The matrix's rows in two parts of about equal nonzeros, where the product is worth two threads.
-        self.halves = None
-        if into.size >= SPARSE_CELLS:
-            from scipy.sparse import csr_matrix
-
-            self.matrix = (
-                matrix
-                if matrix is not None
-                else csr_matrix((np.ones(into.size), (into, source)), shape=(self.size, self.width))
-            )
-            if cut is None and self.size > 1 and halves.split(into.size):
-                cut = int(np.searchsorted(self.matrix.indptr, self.matrix.nnz // 2).clip(1, self.size - 1))
-            if cut is not None:
-                self.halves, self.matrix = (self.matrix[:cut], self.matrix[cut:]), None
-
-    def __call__(self, x: np.ndarray) -> np.ndarray:
-        """The sums ``y`` of ``x``."""
-        if self.halves is not None:
-            top, bottom = self.halves
-            return np.concatenate(halves.both(lambda: top @ x, lambda: bottom @ x))
-        if self.matrix is not None:
-            return self.matrix @ x
-        return np.bincount(self.into, weights=x[self.source], minlength=self.size)
-
-    def transposed(self) -> Sums:
-        """The transposed matrix (the adjoint): ``into`` and ``source`` swapped (a sparse matrix
-        transposed in linear time, with the same entries as one made from the swapped indices)."""
-        matrix = None
-        if self.halves is not None or self.matrix is not None:
-            from scipy.sparse import vstack
-
-            matrix = (self.matrix if self.halves is None else vstack(self.halves, format="csr")).T.tocsr()
-        return Sums(self.source, self.into, self.width, self.size, matrix=matrix)
-
-
-def _joined(parts: Sequence[np.ndarray], dtype: type = np.intp) -> np.ndarray:
-    """``parts`` end to end (an empty array of ``dtype`` when there are none: a model with no
-    measurements)."""
-    return np.concatenate(parts).astype(dtype, copy=False) if len(parts) else np.zeros(0, dtype=dtype)
 
 
 def _group_logsumexp(values: np.ndarray, order: np.ndarray, groups: int) -> np.ndarray:
@@ -251,7 +184,7 @@ class Plan:
             into.append(self.offsets[k] + cell_map(self.nodes[n], self.node_shapes[n], c, self.shapes[k]))
             home_cells.append(np.arange(cells[n].start, cells[n].stop))
         #: theta[clique_cell] is added into beliefs[node_cell]; mu[clique_cell] sums beliefs[node_cell].
-        self.clique_cell, self.node_cell = _joined(into), _joined(home_cells)
+        self.clique_cell, self.node_cell = joined(into), joined(home_cells)
         #: Each loss clique cell's home node (whose scale to ``total`` its marginal takes).
         self.home_node = np.repeat(np.array(homes, dtype=np.intp), np.diff(self.offsets))
         halfway = self.cells // 2 if self.cut is not None else None
@@ -310,8 +243,8 @@ class Plan:
             values.append(y)
             precision.append(np.full(y.size, 1.0 / max(float(m.stddev), 1e-12) ** 2))
             start += y.size
-        self.loss_cell, self.measured_cell = _joined(loss_cells), _joined(measured)
-        self.y, self.precision = _joined(values, float), _joined(precision, float)
+        self.loss_cell, self.measured_cell = joined(loss_cells), joined(measured)
+        self.y, self.precision = joined(values, float), joined(precision, float)
         self._query = Sums(self.measured_cell, self.loss_cell, self.y.size, int(self.offsets[-1]))
         self._adjoint = self._query.transposed()
 
@@ -323,11 +256,11 @@ class Plan:
             mask = zero_mask(c, self.shapes[k], zeros)
             if mask is not None:
                 out.append(self.offsets[k] + np.flatnonzero(mask))
-        return _joined(out)
+        return joined(out)
 
     def flatten(self, tables: Sequence[np.ndarray]) -> np.ndarray:
         """The loss cliques' tables (in ``cliques`` order) as one vector."""
-        return _joined([np.asarray(t, dtype=float).ravel() for t in tables], float)
+        return joined([np.asarray(t, dtype=float).ravel() for t in tables], float)
 
     def tables(self, vector: np.ndarray) -> list[np.ndarray]:
         """``flatten``'s inverse: one table per loss clique."""
