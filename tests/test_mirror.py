@@ -366,3 +366,20 @@ def test_cell_map_is_the_projections_flat_index():
             else np.zeros(grid.shape[1], dtype=np.intp)
         )
         assert np.array_equal(flat_sums.cell_map(names, shape, onto, onto_shape), expected)
+
+
+def test_waves_cover_the_schedule_and_no_sum_reads_a_node_its_wave_already_changed():
+    """Every message in exactly one wave, in the schedule's order; within a wave no sender is the
+    receiver of an earlier message (its sums can all be taken first), and each wave ends only
+    where the next message would break that."""
+    for domain, meas in _random_problems(12):
+        plan = mirror.Plan(domain, meas)
+        runs = plan.waves
+        assert runs[0][0] == 0 and runs[-1][1] == len(plan.messages)
+        assert all(a[1] == b[0] and a[0] < a[1] for a, b in zip(runs, runs[1:]))
+        for first, end in runs:
+            received = [m.receiver.start for m in plan.messages[first:end]]
+            for k in range(first, end):
+                assert plan.messages[k].sender.start not in received[: k - first]
+            if end < len(plan.messages):
+                assert plan.messages[end].sender.start in received

@@ -28,7 +28,12 @@ B = TypeVar("B")
 #: took longer in two halves, one over 360,000 cells a little less (benchmarks/README.md, "Two cores").
 SPLIT_CELLS = 262_144
 
-_local = threading.local()
+
+class _Local(threading.local):
+    helper = False  # True in the helper thread (``_mark_helper``)
+
+
+_local = _Local()
 _pool: ThreadPoolExecutor | None = None
 _pool_pid: int | None = None
 _lock = threading.Lock()
@@ -68,7 +73,7 @@ def split(cells: int) -> bool:
 def both(first: Callable[[], A], second: Callable[[], B]) -> tuple[A, B]:
     """``(first(), second())``: ``first`` on the helper thread while this thread runs ``second``
     (both here, one after the other, on one core or when called from the helper itself)."""
-    pool = None if getattr(_local, "helper", False) else helper()
+    pool = None if _local.helper else helper()
     if pool is None:
         return first(), second()
     pending = pool.submit(first)

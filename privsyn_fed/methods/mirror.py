@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 import numpy as np
@@ -42,6 +41,7 @@ from .clique_tree import junction_tree, maximal_subset, smallest_holding
 from .coarse import group_sizes
 from .flat_sums import Sums, cell_map, joined
 from .graphical import Clique, Domain, FittedModel, Measurement
+from .messages import Message, node_cut, send, waves
 
 T = TypeVar("T")
 
@@ -130,23 +130,6 @@ def _group_logsumexp(values: np.ndarray, order: np.ndarray, groups: int) -> np.n
     return np.log(np.exp(table - top[:, None]).sum(axis=1)) + top
 
 
-@dataclass
-class _Message:
-    """One message ``i -> j`` over the separator ``S`` of nodes ``i`` and ``j`` (its cells in one
-    order for both directions): the sum of the sender's table onto ``S``, each receiver cell's
-    separator cell, the sender's cells grouped by separator cell (for log space), and the message
-    ``j -> i`` already sent (its index, or -1)."""
-
-    sender: slice
-    receiver: slice
-    summed: Sums
-    to_receiver: np.ndarray
-    grouped: np.ndarray
-    back: int
-    #: Where the receiver's cells split in two halves for two threads (0: one thread).
-    middle: int = 0
-
-
 class Plan:
     """The fixed structure of one fit as index arrays over flat vectors, so that one step is a few
     dozen numpy calls whatever the number of cliques and measurements.
@@ -174,7 +157,7 @@ class Plan:
         self.starts = node_offsets[:-1].astype(np.intp)
         self.node_of_cell = np.repeat(np.arange(len(self.nodes)), np.diff(node_offsets))
         #: The node where the beliefs split in two halves of about equal cells for two threads, or None.
-        self.cut = _node_cut(node_offsets) if halves.split(self.cells) else None
+        self.cut = node_cut(node_offsets) if halves.split(self.cells) else None
         cells = [slice(int(a), int(b)) for a, b in zip(node_offsets[:-1], node_offsets[1:])]
         index = {c: n for n, c in enumerate(self.nodes)}
         into, home_cells, homes = [], [], []
@@ -198,7 +181,7 @@ class Plan:
                 np.union1d([halfway], self.starts[self.starts > halfway]) - halfway,
             )
         self._out_of_nodes = self._into_nodes.transposed()
-        self.messages: list[_Message] = []
+        self.messages: list[Message] = []
         sent: dict[tuple[int, int], int] = {}
         for i, j in tree.message_order():
             first, second = self.nodes[min(i, j)], self.nodes[max(i, j)]
@@ -210,8 +193,9 @@ class Plan:
             back = sent.get((j, i), -1)
             summed = Sums(from_sender, np.arange(from_sender.size), math.prod(sep_shape), from_sender.size)
             middle = to_receiver.size // 2 if halves.split(to_receiver.size) else 0
-            self.messages.append(_Message(cells[i], cells[j], summed, to_receiver, grouped, back, middle))
+            self.messages.append(Message(cells[i], cells[j], summed, to_receiver, grouped, back, middle))
             sent[(i, j)] = len(self.messages) - 1
+        self.waves = waves(self.messages)
         self._route(domain, measurements, sizes)
 
     def _route(self, domain: Domain, measurements: Sequence[Measurement], sizes: dict[str, int]) -> None:
@@ -276,15 +260,8 @@ class Plan:
         message has an empty cell (a separator value whose probability underflows) or a belief's
         sum is not a positive finite number, the step is recomputed in log space as mbi does it."""
         beliefs = self._shifted(theta)
-        sent: list[np.ndarray] = []
-        for msg in self.messages:
-            m = msg.summed(beliefs[msg.sender])
-            if msg.back >= 0:  # constant over the summed cells: divide after summing
-                m = m / sent[msg.back]
-            if not m.min() > 0:
-                return self.log_marginals(theta, total)
-            sent.append(m)
-            _multiply(beliefs, msg, m)
+        if not send(beliefs, self.messages, self.waves):
+            return self.log_marginals(theta, total)
 
         def sums(first: int, end: int) -> np.ndarray:
             a, b = self._span(first, end)
@@ -362,27 +339,6 @@ class Plan:
         residual = self._query(mu) - self.y
         weighted = self.precision * residual
         return 0.5 * float(weighted @ residual), self._adjoint(weighted)
-
-
-def _node_cut(node_offsets: np.ndarray) -> int | None:
-    """The node boundary nearest half the cells (None for a single node)."""
-    if len(node_offsets) < 3:
-        return None
-    inner = node_offsets[1:-1]
-    return 1 + int(np.argmin(np.abs(inner - node_offsets[-1] / 2)))
-
-
-def _multiply(beliefs: np.ndarray, msg: _Message, m: np.ndarray) -> None:
-    """Multiply message ``m`` into its receiver's cells, in two halves where ``msg.middle`` says."""
-    start = msg.receiver.start
-    if not msg.middle:
-        beliefs[msg.receiver] *= m[msg.to_receiver]
-        return
-
-    def part(i: int, j: int) -> None:
-        beliefs[start + i : start + j] *= m[msg.to_receiver[i:j]]
-
-    halves.both(lambda: part(0, msg.middle), lambda: part(msg.middle, msg.to_receiver.size))
 
 
 class NumpyMirrorDescent:
