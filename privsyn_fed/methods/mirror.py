@@ -292,7 +292,7 @@ class Plan:
             lambda: logs_and_maxima(top, first_parts), lambda: logs_and_maxima(bottom, second_parts)
         )
         if len(first_max) + len(second_max) > len(self.nodes):  # a node across the halfway point
-            first_max[-1] = max(first_max[-1], second_max[0])
+            first_max[-1] = np.maximum(first_max[-1], second_max[0])  # as the whole node's maximum (NaN kept)
             second_max = second_max[1:]
         maxima = np.concatenate([first_max, second_max])
         beliefs = np.empty(cells)
