@@ -41,7 +41,8 @@ class Message:
 def waves(messages: Sequence[Message]) -> list[tuple[int, int]]:
     """The schedule cut into runs ``[first, end)`` of messages none of whose senders an earlier
     message of the run receives into (module docstring)."""
-    out, first, received = [], 0, set()
+    out: list[tuple[int, int]] = []
+    first, received = 0, set[int]()
     for k, msg in enumerate(messages):
         if msg.sender.start in received:
             out.append((first, k))
