@@ -63,8 +63,18 @@ class Sums:
     def __call__(self, x: np.ndarray) -> np.ndarray:
         """The sums ``y`` of ``x``."""
         if self.halves is not None:
-            top, bottom = self.halves
-            return np.concatenate(halves.both(lambda: top @ x, lambda: bottom @ x))
+            return np.concatenate(halves.both(lambda: self.upper(x), lambda: self.lower(x)))
+        return self.lower(x)
+
+    def upper(self, x: np.ndarray) -> np.ndarray:
+        """The sums of the rows before the halves' cut (where there are halves)."""
+        assert self.halves is not None
+        return self.halves[0] @ x
+
+    def lower(self, x: np.ndarray) -> np.ndarray:
+        """The sums of the rows from the halves' cut, or of every row where there are no halves."""
+        if self.halves is not None:
+            return self.halves[1] @ x
         if self.matrix is not None:
             return self.matrix @ x
         return np.bincount(self.into, weights=x[self.source], minlength=self.size)

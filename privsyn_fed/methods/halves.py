@@ -56,6 +56,8 @@ def helper() -> ThreadPoolExecutor | None:
     """The process's one helper thread, or None on a single core. A forked child, which inherits
     the pool but not its thread, starts its own."""
     global _pool, _pool_pid
+    if _pool is not None and _pool_pid == os.getpid():  # every hand-over asks: no lock, no system call
+        return _pool
     if cores() < 2:
         return None
     with _lock:

@@ -71,23 +71,18 @@ def send(beliefs: np.ndarray, messages: Sequence[Message], runs: Sequence[tuple[
 
 
 def _sums(beliefs: np.ndarray, wave: Sequence[Message]) -> list[np.ndarray]:
-    """Each message's sum of its sender's cells: the first halves of the split ones on the helper,
+    """Each message's sum of its sender's cells: the upper halves of the split ones on the helper,
     the rest here."""
-    split = [msg.summed.halves for msg in wave]
+    split = [msg.summed.halves is not None for msg in wave]
     if not any(split):
         return [msg.summed(beliefs[msg.sender]) for msg in wave]
 
-    def firsts() -> list[np.ndarray]:
-        return [h[0] @ beliefs[msg.sender] for msg, h in zip(wave, split) if h is not None]
+    def uppers() -> list[np.ndarray]:
+        return [msg.summed.upper(beliefs[msg.sender]) for msg, cut in zip(wave, split) if cut]
 
-    def rest() -> list[np.ndarray]:
-        return [
-            msg.summed(beliefs[msg.sender]) if h is None else h[1] @ beliefs[msg.sender] for msg, h in zip(wave, split)
-        ]
-
-    upper, lower = halves.both(firsts, rest)
+    upper, lower = halves.both(uppers, lambda: [msg.summed.lower(beliefs[msg.sender]) for msg in wave])
     tops = iter(upper)
-    return [low if h is None else np.concatenate([next(tops), low]) for h, low in zip(split, lower)]
+    return [np.concatenate([next(tops), low]) if cut else low for cut, low in zip(split, lower)]
 
 
 def _products(beliefs: np.ndarray, wave: Sequence[Message], sums: Sequence[np.ndarray]) -> None:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Any, Callable, Mapping, Sequence, TypeVar
+from typing import Callable, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -280,16 +280,15 @@ class Plan:
         if self.halfway is None:
             logs = self._node_logs(theta)
             return np.exp(logs - np.maximum.reduceat(logs, self.starts)[self.node_of_cell])
-        assert self._into_nodes.halves is not None
-        (top, bottom), (first_parts, second_parts) = self._into_nodes.halves, self._parts
+        into, (first_parts, second_parts) = self._into_nodes, self._parts
         half, cells = self.halfway, self.cells
 
-        def logs_and_maxima(rows: Any, parts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            logs = rows @ theta
+        def logs_and_maxima(logs: np.ndarray, parts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             return logs, np.maximum.reduceat(logs, parts)
 
         (first, first_max), (second, second_max) = halves.both(
-            lambda: logs_and_maxima(top, first_parts), lambda: logs_and_maxima(bottom, second_parts)
+            lambda: logs_and_maxima(into.upper(theta), first_parts),
+            lambda: logs_and_maxima(into.lower(theta), second_parts),
         )
         if len(first_max) + len(second_max) > len(self.nodes):  # a node across the halfway point
             first_max[-1] = np.maximum(first_max[-1], second_max[0])  # as the whole node's maximum (NaN kept)
