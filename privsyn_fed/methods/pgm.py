@@ -201,6 +201,7 @@ class MarginalReader:
         self._model = model
         self._tree: JunctionTree | None = None
         self._new: list[set[str]] | None = None  # each factor's columns outside its separator
+        self._memo: Memo | None = None  # ``eliminate``'s messages, kept for the next cliques
 
     def _junction_tree(self) -> JunctionTree:
         domain, potentials = self._model.domain, self._model.potentials
@@ -246,7 +247,9 @@ class MarginalReader:
                 return np.transpose(out, [kept.index(a) for a in clique]).ravel()
         tree = self.factorisation()
         needed = self._needed(tree, set(clique))
-        out = eliminate(tree, needed, clique)
+        if self._memo is None:
+            self._memo = Memo(tree)
+        out = eliminate(tree, needed, clique, self._memo)
         if out is None:
             out = _greedy_contraction(tree, needed, clique)
         return (out / out.sum() * self.total).ravel()
@@ -267,9 +270,39 @@ class MarginalReader:
 
 #: ``eliminate`` builds no table larger than this or the largest factor it reads.
 ELIMINATION_CELLS = 1 << 16
+#: ``Memo`` keeps messages of at most this many cells in all (8 bytes each).
+MEMO_CELLS = 1 << 22
 
 
-def eliminate(tree: JunctionTree, needed: Sequence[int], clique: Sequence[str]) -> np.ndarray | None:
+class Memo:
+    """``eliminate``'s messages from non-root factors, kept for the next cliques read off the same
+    tree. Factor ``i``'s message depends on the clique only through its columns in ``i``'s subtree
+    (``below[i]``: nothing outside the subtree enters the sums), so it is kept under ``(i, those
+    columns)`` with the largest product built for it, which a later read with a lower size limit
+    declines as ``eliminate`` would. At most ``MEMO_CELLS`` cells are kept."""
+
+    def __init__(self, tree: JunctionTree):
+        self.below = [set(cols) for cols, _ in tree.factors]
+        for i, p in enumerate(tree.parents):  # children before parents: a subtree is whole when reached
+            if p >= 0:
+                self.below[p] |= self.below[i]
+        self.kept: dict[tuple[int, frozenset[str]], tuple[tuple[str, ...], np.ndarray, int]] = {}
+        self.cells = 0  # kept so far
+
+    def key(self, i: int, wanted: set[str]) -> tuple[int, frozenset[str]]:
+        """The key of factor ``i``'s message towards a clique over ``wanted``."""
+        return i, frozenset(wanted & self.below[i])
+
+    def keep(self, key: tuple[int, frozenset[str]], message: tuple[tuple[str, ...], np.ndarray, int]) -> None:
+        """Keep a message (columns, table, the largest product built for it), while there is room."""
+        if self.cells + message[1].size <= MEMO_CELLS:
+            self.kept[key] = message
+            self.cells += message[1].size
+
+
+def eliminate(
+    tree: JunctionTree, needed: Sequence[int], clique: Sequence[str], memo: Memo | None = None
+) -> np.ndarray | None:
     """``sum`` of ``prod_{i in needed} f_i`` over every column outside ``clique``, as a table over
     ``clique`` in its order: variable elimination along the tree, children before parents. A
     factor is first summed over its columns that neither its separator, ``clique`` nor a child's
@@ -277,15 +310,26 @@ def eliminate(tree: JunctionTree, needed: Sequence[int], clique: Sequence[str]) 
     the columns nothing later needs (by the running intersection property, a column outside a
     separator appears nowhere above it). ``needed`` holds every parent of each of its factors.
     None where a product would hold more cells than ``ELIMINATION_CELLS`` and the largest factor
-    (a clique's column carried up beside a large separator): ``_greedy_contraction`` then."""
+    (a clique's column carried up beside a large separator): ``_greedy_contraction`` then.
+    ``memo``: messages kept from earlier cliques (``Memo``), taken and kept; the same values."""
     wanted = set(clique)
     sizes = tree.sizes()
     limit = max([ELIMINATION_CELLS] + [tree.factors[i][1].size for i in needed])
     children: dict[int, list[int]] = {}
     for i in needed:
         children.setdefault(tree.parents[i], []).append(i)
-    messages: dict[int, tuple[tuple[str, ...], np.ndarray]] = {}
+    # each message: its columns, its table and the largest product built in its subtree
+    messages: dict[int, tuple[tuple[str, ...], np.ndarray, int]] = {}
+    inside: set[int] = set()  # factors whose message a kept one already holds
+    for i in reversed(needed):  # parents before children
+        p = tree.parents[i]
+        if p in inside or p in messages:
+            inside.add(i)
+        elif memo is not None and p >= 0 and memo.key(i, wanted) in memo.kept:
+            messages[i] = memo.kept[memo.key(i, wanted)]
     for i in needed:
+        if i in messages or i in inside:
+            continue
         cols, table = tree.factors[i]
         up = wanted | set(tree.separator(i)) if tree.parents[i] >= 0 else wanted
         # the messages that bring no column of their own first, then by the cells they bring: a
@@ -294,20 +338,24 @@ def eliminate(tree: JunctionTree, needed: Sequence[int], clique: Sequence[str]) 
             (messages.pop(k) for k in children.get(i, [])),
             key=lambda m: math.prod(n for a, n in zip(m[0], m[1].shape) if a not in cols),
         )
-        keep = up.union(*(c for c, _ in incoming))
+        peak = max([0] + [m[2] for m in incoming])  # a kept message's too: the read declines as afresh
+        keep = up.union(*(c for c, _, _ in incoming))
         drop = tuple(k for k, a in enumerate(cols) if a not in keep)
         if drop:
             cols, table = tuple(a for a in cols if a in keep), table.sum(axis=drop)
-        for k, (m_cols, m) in enumerate(incoming):
-            later = up.union(*(c for c, _ in incoming[k + 1 :]))
+        for k, (m_cols, m, _) in enumerate(incoming):
+            later = up.union(*(c for c, _, _ in incoming[k + 1 :]))
             out = tuple(a for a in dict.fromkeys(cols + m_cols) if a in later)
-            if math.prod(sizes[a] for a in out) > limit:
+            peak = max(peak, math.prod(sizes[a] for a in out))
+            if peak > limit:
                 return None
             table, cols = _product(table, cols, m, m_cols, out), out
-        messages[i] = (cols, table)
+        messages[i] = (cols, table, peak)
+        if memo is not None and tree.parents[i] >= 0:
+            memo.keep(memo.key(i, wanted), messages[i])
     roots = [messages[i] for i in needed if tree.parents[i] < 0]
-    labels = {a: k for k, a in enumerate(dict.fromkeys(a for cols, _ in roots for a in cols))}
-    operands = [x for cols, table in roots for x in (table, [labels[a] for a in cols])]
+    labels = {a: k for k, a in enumerate(dict.fromkeys(a for cols, _, _ in roots for a in cols))}
+    operands = [x for cols, table, _ in roots for x in (table, [labels[a] for a in cols])]
     return np.einsum(*operands, [labels[a] for a in clique])
 
 
