@@ -39,6 +39,7 @@ from ..model import aligned
 from . import halves
 from .clique_tree import junction_tree, maximal_subset, smallest_holding
 from .coarse import group_sizes
+from .factored import FactoredNodes, Link, factored_marginals, separator
 from .flat_sums import Sums, cell_map, joined
 from .graphical import Clique, Domain, FittedModel, Measurement
 from .messages import Message, node_cut, send, waves
@@ -142,15 +143,26 @@ class Plan:
     with ``G_i`` summing cells (and, for ``coarse.BlockQuery``, merging groups of them), again a
     pair of index arrays; its gradient is the adjoint, the residual gathered back."""
 
-    def __init__(self, domain: Domain, measurements: Sequence[Measurement], extra: Sequence[Clique] = ()):
+    def __init__(
+        self, domain: Domain, measurements: Sequence[Measurement], extra: Sequence[Clique] = (), factor: bool = True
+    ):
+        """``factor``: keep the nodes worth it as their factors (``factored``); False builds every node."""
         sizes = domain.sizes
         self.domain = domain
+        self._inputs = (list(measurements), list(extra))
+        self._every: Plan | None = None  # the plan with every node built, made where a step needs it
         self.cliques: list[Clique] = maximal_subset([m.clique for m in measurements] + list(extra))
         self.shapes = [domain.cells(c) for c in self.cliques]
         tree = junction_tree(domain, self.cliques)
-        self.nodes: list[Clique] = tree.nodes
+        homes = [tree.nodes.index(smallest_holding(c, tree.nodes, domain)) for c in self.cliques]
+        #: The nodes kept as their factors (``factored``), or None where every node is built.
+        self.factors = FactoredNodes.build(domain, tree, self.cliques, homes) if factor else None
+        built = [n for n in range(len(tree.nodes)) if self.factors is None or n not in self.factors.nodes]
+        position = {n: k for k, n in enumerate(built)}
+        #: The built nodes, whose tables the beliefs hold one after another.
+        self.nodes: list[Clique] = [tree.nodes[n] for n in built]
         self.node_shapes = [tuple(sizes[a] for a in c) for c in self.nodes]
-        #: The junction tree's cells (what one step's message passing touches, a few times over).
+        #: The built nodes' cells (what one step's message passing touches, a few times over).
         self.cells = sum(math.prod(s) for s in self.node_shapes)
         self.offsets = np.cumsum([0] + [math.prod(s) for s in self.shapes])
         node_offsets = np.cumsum([0] + [math.prod(s) for s in self.node_shapes])
@@ -159,17 +171,16 @@ class Plan:
         #: The node where the beliefs split in two halves of about equal cells for two threads, or None.
         self.cut = node_cut(node_offsets) if halves.split(self.cells) else None
         cells = [slice(int(a), int(b)) for a, b in zip(node_offsets[:-1], node_offsets[1:])]
-        index = {c: n for n, c in enumerate(self.nodes)}
-        into, home_cells, homes = [], [], []
+        into, home_cells = [], []
         for k, c in enumerate(self.cliques):
-            n = index[smallest_holding(c, self.nodes, domain)]
-            homes.append(n)
-            into.append(self.offsets[k] + cell_map(self.nodes[n], self.node_shapes[n], c, self.shapes[k]))
-            home_cells.append(np.arange(cells[n].start, cells[n].stop))
+            if homes[k] in position:  # a factored node's cliques are read off its factors
+                n = position[homes[k]]
+                into.append(self.offsets[k] + cell_map(self.nodes[n], self.node_shapes[n], c, self.shapes[k]))
+                home_cells.append(np.arange(cells[n].start, cells[n].stop))
         #: theta[clique_cell] is added into beliefs[node_cell]; mu[clique_cell] sums beliefs[node_cell].
         self.clique_cell, self.node_cell = joined(into), joined(home_cells)
         #: Each loss clique cell's home node (whose scale to ``total`` its marginal takes).
-        self.home_node = np.repeat(np.array(homes, dtype=np.intp), np.diff(self.offsets))
+        self.home_node = np.repeat(np.array([position.get(h, 0) for h in homes], dtype=np.intp), np.diff(self.offsets))
         halfway = self.cells // 2 if self.cut is not None else None
         self._into_nodes = Sums(self.node_cell, self.clique_cell, self.cells, int(self.offsets[-1]), halfway)
         #: Where the beliefs part into two halves of equal cells for two threads (None: one thread), and
@@ -182,18 +193,32 @@ class Plan:
             )
         self._out_of_nodes = self._into_nodes.transposed()
         self.messages: list[Message] = []
+        #: The messages where some nodes are factored (``factored.Link``; ``messages`` is then empty).
+        self.links: list[Link] = []
         sent: dict[tuple[int, int], int] = {}
         for i, j in tree.message_order():
-            first, second = self.nodes[min(i, j)], self.nodes[max(i, j)]
-            sep = tuple(x for x in first if x in second)
+            sep = separator(tree.nodes, i, j)
             sep_shape = tuple(sizes[x] for x in sep)
-            from_sender = cell_map(self.nodes[i], self.node_shapes[i], sep, sep_shape)
-            to_receiver = cell_map(self.nodes[j], self.node_shapes[j], sep, sep_shape)
-            grouped = np.argsort(from_sender, kind="stable")
-            back = sent.get((j, i), -1)
-            summed = Sums(from_sender, np.arange(from_sender.size), math.prod(sep_shape), from_sender.size)
-            middle = to_receiver.size // 2 if halves.split(to_receiver.size) else 0
-            self.messages.append(Message(cells[i], cells[j], summed, to_receiver, grouped, back, middle))
+            link = Link(i, j, sent.get((j, i), -1))
+            if i in position:
+                p = position[i]
+                from_sender = cell_map(self.nodes[p], self.node_shapes[p], sep, sep_shape)
+                link.summed = Sums(from_sender, np.arange(from_sender.size), math.prod(sep_shape), from_sender.size)
+                link.sender = cells[p]
+            if j in position:
+                link.receiver = cells[position[j]]
+                link.to_receiver = cell_map(self.nodes[position[j]], self.node_shapes[position[j]], sep, sep_shape)
+            if self.factors is not None:
+                self.links.append(link)
+                sent[(i, j)] = len(self.links) - 1
+                continue
+            assert link.summed is not None and link.sender is not None  # every node is built
+            assert link.receiver is not None and link.to_receiver is not None
+            grouped = np.argsort(link.summed.into, kind="stable")
+            middle = link.to_receiver.size // 2 if halves.split(link.to_receiver.size) else 0
+            self.messages.append(
+                Message(link.sender, link.receiver, link.summed, link.to_receiver, grouped, link.back, middle)
+            )
             sent[(i, j)] = len(self.messages) - 1
         self.waves = waves(self.messages)
         self._route(domain, measurements, sizes)
@@ -259,21 +284,37 @@ class Plan:
         ``total``. Computed on ``exp(b - max b)`` per node (sums and products, no logarithms); if a
         message has an empty cell (a separator value whose probability underflows) or a belief's
         sum is not a positive finite number, the step is recomputed in log space as mbi does it."""
-        beliefs = self._shifted(theta)
+        if self.factors is not None:
+            mu = factored_marginals(self, theta, total)
+            return mu if mu is not None else self.every().marginals(theta, total)
+        beliefs = self.shifted(theta)
         if not send(beliefs, self.messages, self.waves):
             return self.log_marginals(theta, total)
+        scales = self.scales(beliefs, total)
+        if scales is None:
+            return self.log_marginals(theta, total)
+        return self.read(beliefs) * scales[self.home_node]  # scaled once summed: fewer cells
+
+    def scales(self, beliefs: np.ndarray, total: float) -> np.ndarray | None:
+        """Each built node's factor to ``total`` (None where a belief underflowed or overflowed)."""
 
         def sums(first: int, end: int) -> np.ndarray:
             a, b = self._span(first, end)
             return np.add.reduceat(beliefs[a:b], self.starts[first:end] - a)
 
-        with np.errstate(over="ignore", divide="ignore"):  # caught just below: redone in log space
+        with np.errstate(over="ignore", divide="ignore"):  # caught just below
             scales = total / np.concatenate(self._by_nodes(sums))
-        if not np.all((scales > 0) & (scales < math.inf)):  # a belief underflowed or overflowed
-            return self.log_marginals(theta, total)
-        return self._read(beliefs) * scales[self.home_node]  # scaled once summed: fewer cells
+        return scales if np.all((scales > 0) & (scales < math.inf)) else None
 
-    def _shifted(self, theta: np.ndarray) -> np.ndarray:
+    def every(self) -> Plan:
+        """This plan with every node built (itself where none is factored)."""
+        if self.factors is None:
+            return self
+        if self._every is None:
+            self._every = Plan(self.domain, *self._inputs, factor=False)
+        return self._every
+
+    def shifted(self, theta: np.ndarray) -> np.ndarray:
         """Each node's ``exp(b - max b)``, ``b`` its log potential. In two halves of equal cells where
         the plan splits: each half's logs and the maxima of the node parts it holds, then (a node
         cut by the halfway point taking the larger of its two maxima) each half's exponentials."""
@@ -315,6 +356,8 @@ class Plan:
 
     def log_marginals(self, theta: np.ndarray, total: float) -> np.ndarray:
         """``marginals`` with log-space messages throughout (mbi's ``message_passing_hugin``)."""
+        if self.factors is not None:
+            return self.every().log_marginals(theta, total)
         beliefs = self._node_logs(theta)
         sent: list[np.ndarray] = []
         for msg in self.messages:
@@ -326,9 +369,9 @@ class Plan:
         top = np.maximum.reduceat(beliefs, self.starts)[self.node_of_cell]
         shifted = np.exp(beliefs - top)
         log_z = np.log(np.add.reduceat(shifted, self.starts))[self.node_of_cell]
-        return self._read(np.exp(beliefs - top - log_z + math.log(total)))
+        return self.read(np.exp(beliefs - top - log_z + math.log(total)))
 
-    def _read(self, beliefs: np.ndarray) -> np.ndarray:
+    def read(self, beliefs: np.ndarray) -> np.ndarray:
         """Each loss clique's marginal summed out of its home node's table."""
         return self._out_of_nodes(beliefs)
 
