@@ -33,18 +33,24 @@ def _einsum(terms, tables, onto):
 
 def test_a_contraction_is_the_sum_of_its_tables_product():
     """Random tables over random columns (sizes 1 to 4; a column in one table only, in several,
-    summed or kept; the result in any order, or a single number): numpy's einsum's values."""
+    summed or kept; the result in any order, or a single number): numpy's einsum's values; a
+    result's column that no table holds repeats them along it."""
     rng = np.random.default_rng(0)
-    columns = list("abcdefg")
+    columns = list("abcdefgh")
     sizes = {a: int(n) for a, n in zip(columns, rng.integers(1, 5, len(columns)))}
+    sizes["h"] = 3
     for _ in range(300):
-        terms = [tuple(rng.choice(columns, rng.integers(1, 4), replace=False)) for _ in range(rng.integers(1, 6))]
+        terms = [tuple(rng.choice(columns[:-1], rng.integers(1, 4), replace=False)) for _ in range(rng.integers(1, 6))]
         used = list(dict.fromkeys(a for t in terms for a in t))
         onto = tuple(rng.permutation(used)[: rng.integers(0, len(used) + 1)])
         tables = [rng.random([sizes[a] for a in t]) for t in terms]
         got = factored.Contraction(terms, sizes, onto)(*tables)
         assert got.shape == tuple(sizes[a] for a in onto)
         np.testing.assert_allclose(got, _einsum(terms, tables, onto), rtol=1e-12)
+        at = int(rng.integers(0, len(onto) + 1))
+        wider = factored.Contraction(terms, sizes, onto[:at] + ("h",) + onto[at:])(*tables)
+        for k in range(3):
+            np.testing.assert_allclose(np.take(wider, k, axis=at), got, rtol=1e-12)
 
 
 def _plans(domain, cliques):

@@ -18,15 +18,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
+from .clique_tree import CliqueTree
 from .flat_sums import Sums
 from .graphical import Clique, Domain
-
-if TYPE_CHECKING:
-    from .mirror import Plan
 
 #: A node of fewer cells is always built.
 FACTOR_CELLS = 1 << 16
@@ -53,8 +51,8 @@ class Factored:
     cliques: list[int]
     neighbours: list[int]
     separators: list[tuple[int, ...]]
-    send: dict[int, Any] = field(default_factory=dict)
-    read: list[Any] = field(default_factory=list)
+    send: dict[int, Contraction] = field(default_factory=dict)
+    read: list[Contraction] = field(default_factory=list)
 
 
 def separator(nodes: Sequence[Clique], i: int, j: int) -> Clique:
@@ -64,14 +62,46 @@ def separator(nodes: Sequence[Clique], i: int, j: int) -> Clique:
 
 
 class FactoredNodes:
-    """The nodes of one plan kept as factors (module docstring), by tree index."""
+    """The nodes of one plan kept as factors (module docstring), by tree index; ``offsets`` and
+    ``shapes``: where each loss clique's cells lie in ``theta`` and its table's shape."""
 
-    def __init__(self, nodes: dict[int, Factored]):
-        self.nodes = nodes
+    def __init__(self, nodes: dict[int, Factored], offsets: np.ndarray, shapes: Sequence[tuple[int, ...]]):
+        self.nodes, self.offsets, self.shapes = nodes, offsets, shapes
+
+    def exponentials(self, theta: np.ndarray) -> dict[int, list[np.ndarray]]:
+        """Each factored node's loss cliques' ``exp(theta_k - max theta_k)``, as tables."""
+        out = {}
+        for n, node in self.nodes.items():
+            parts = [theta[self.offsets[k] : self.offsets[k + 1]] for k in node.cliques]
+            out[n] = [np.exp(t - t.max()).reshape(self.shapes[k]) for k, t in zip(node.cliques, parts)]
+        return out
+
+    def read_into(
+        self,
+        mu: np.ndarray,
+        tables: dict[int, list[np.ndarray]],
+        received: dict[int, dict[int, np.ndarray]],
+        total: float,
+    ) -> bool:
+        """Write each factored node's loss cliques' marginals into ``mu``, each node's scaled to
+        ``total`` by the sum of its first; False where a scale is not a positive finite number."""
+        for n, node in self.nodes.items():
+            messages = _messages(node, received[n], None)
+            reads = [read(*tables[n], *messages) for read in node.read]
+            with np.errstate(divide="ignore"):
+                scale = total / reads[0].sum()
+            if not 0 < scale < math.inf:
+                return False
+            for k, read in zip(node.cliques, reads):
+                mu[self.offsets[k] : self.offsets[k + 1]] = read.ravel() * scale
+        return True
 
     @classmethod
-    def build(cls, domain: Domain, tree: Any, cliques: Sequence[Clique], homes: Sequence[int]) -> FactoredNodes | None:
-        """The nodes worth keeping as factors (module docstring), or None where there are none."""
+    def build(
+        cls, domain: Domain, tree: CliqueTree, cliques: Sequence[Clique], homes: Sequence[int], offsets: np.ndarray
+    ) -> FactoredNodes | None:
+        """The nodes worth keeping as factors (module docstring), or None where there are none;
+        ``homes``: each loss clique's node, ``offsets``: where its cells lie in ``theta``."""
         sizes = domain.sizes
         neighbours: dict[int, list[int]] = {n: [] for n in range(len(tree.nodes))}
         for i, j in tree.message_order():  # each edge both ways: the collecting direction first
@@ -97,7 +127,7 @@ class FactoredNodes:
                 kept[n] = node
         if len(kept) == len(tree.nodes):  # the plan builds at least one node: the smallest
             del kept[min(kept, key=lambda n: math.prod(sizes[a] for a in tree.nodes[n]))]
-        return cls(kept) if kept else None
+        return cls(kept, offsets, [tuple(sizes[a] for a in c) for c in cliques]) if kept else None
 
 
 @dataclass
@@ -144,37 +174,6 @@ def send_links(
     return received
 
 
-def factored_marginals(plan: Plan, theta: np.ndarray, total: float) -> np.ndarray | None:
-    """``plan.marginals`` where some of its nodes are factored: the built nodes' beliefs as the
-    plan makes them, the factored nodes' messages and loss cliques' marginals by contraction (a
-    node's cliques scaled to ``total`` by the sum of its first); None where a message has an empty
-    cell or a scale is not a positive finite number (the caller redoes the step on the built plan)."""
-    assert plan.factors is not None
-    beliefs = plan.shifted(theta)
-    tables = {n: [_exp_table(plan, theta, k) for k in node.cliques] for n, node in plan.factors.nodes.items()}
-    received = send_links(beliefs, plan.links, plan.factors, tables)
-    scales = None if received is None else plan.scales(beliefs, total)
-    if received is None or scales is None:
-        return None
-    mu = plan.read(beliefs) * scales[plan.home_node]
-    for n, node in plan.factors.nodes.items():
-        messages = _messages(node, received[n], None)
-        reads = [read(*tables[n], *messages) for read in node.read]
-        with np.errstate(divide="ignore"):
-            scale = total / reads[0].sum()
-        if not 0 < scale < math.inf:
-            return None
-        for k, read in zip(node.cliques, reads):
-            mu[plan.offsets[k] : plan.offsets[k + 1]] = read.ravel() * scale
-    return mu
-
-
-def _exp_table(plan: Plan, theta: np.ndarray, k: int) -> np.ndarray:
-    """Loss clique ``k``'s ``exp(theta_k - max theta_k)`` as a table."""
-    table = theta[plan.offsets[k] : plan.offsets[k + 1]]
-    return np.exp(table - table.max()).reshape(plan.shapes[k])
-
-
 def _messages(node: Factored, received: dict[int, np.ndarray], to: int | None) -> list[np.ndarray]:
     """The messages the node received, as tables over their separators, but ``to``'s."""
     return [received[j].reshape(shape) for j, shape in zip(node.neighbours, node.separators) if j != to]
@@ -182,37 +181,43 @@ def _messages(node: Factored, received: dict[int, np.ndarray], to: int | None) -
 
 class Contraction:
     """``sum`` over every column outside ``onto`` of the product of tables over ``terms``, as a table
-    over ``onto`` in its order (module docstring): ``flops`` multiply-adds."""
+    over ``onto`` in its order (module docstring): ``flops`` multiply-adds. A column of ``onto`` in
+    no term (a separator's column that only the left-out message holds) is one the product does not
+    depend on: the result repeats along it."""
 
     def __init__(self, terms: Sequence[Clique], sizes: dict[str, int], onto: Clique):
         import opt_einsum
 
-        letters = {a: opt_einsum.get_symbol(k) for k, a in enumerate(dict.fromkeys(x for t in terms for x in t))}
-        subscripts = ",".join("".join(letters[a] for a in t) for t in terms) + "->" + "".join(letters[a] for a in onto)
+        held = {a for t in terms for a in t}
+        self.terms, self.onto = [tuple(t) for t in terms], tuple(onto)
+        self.shape = tuple(sizes[a] for a in onto)
+        #: The columns of ``onto`` some term holds, in its order: what the steps compute.
+        self.held = tuple(a for a in onto if a in held)
+        letters = {a: opt_einsum.get_symbol(k) for k, a in enumerate(sorted(held))}
+        subscripts = ",".join("".join(letters[a] for a in t) for t in terms)
         shapes = [tuple(sizes[a] for a in t) for t in terms]
         path, info = opt_einsum.contract_path(
-            subscripts, *shapes, shapes=True, optimize=opt_einsum.DynamicProgramming(minimize="flops")
+            subscripts + "->" + "".join(letters[a] for a in self.held),
+            *shapes,
+            shapes=True,
+            optimize=opt_einsum.DynamicProgramming(minimize="flops"),
         )
         self.flops = float(info.opt_cost)
-        self.terms, self.onto = [tuple(t) for t in terms], tuple(onto)
-        self.single = tuple(terms[0]) if len(terms) == 1 else None
         #: Each step: the positions of the one or two tables it takes (the larger first), and the
         #: columns its result keeps.
         self.steps: list[tuple[tuple[int, ...], Clique]] = []
-        left = [tuple(t) for t in terms]
-        for number, taken in enumerate(path if self.single is None else []):
+        left = list(self.terms)
+        for number, taken in enumerate(path):
             taken = tuple(sorted(taken, reverse=True))
             parts = [left.pop(k) for k in taken]
-            later = {a for t in left for a in t} | set(onto)
+            later = {a for t in left for a in t} | set(self.held)
             last = number == len(path) - 1
-            out = self.onto if last else tuple(a for a in dict.fromkeys(sum(parts, ())) if a in later)
+            out = self.held if last else tuple(a for a in dict.fromkeys(sum(parts, ())) if a in later)
             self.steps.append((taken, out))
             left.append(out)
 
     def __call__(self, *tables: np.ndarray) -> np.ndarray:
         """The contraction of ``tables`` (over the ``terms`` given at construction)."""
-        if self.single is not None:
-            return _onto(tables[0], self.single, self.onto)
         left, cols = list(tables), list(self.terms)
         for taken, out in self.steps:
             if len(taken) == 1:
@@ -221,7 +226,10 @@ class Contraction:
                 x, xs, y, ys = left.pop(taken[0]), cols.pop(taken[0]), left.pop(taken[1]), cols.pop(taken[1])
                 left.append(_pair(x, xs, y, ys, out))
             cols.append(out)
-        return left[0]
+        if self.held == self.onto:
+            return left[0]
+        spread = [n if a in self.held else 1 for a, n in zip(self.onto, self.shape)]
+        return np.broadcast_to(left[0].reshape(spread), self.shape)
 
 
 def _pair(x: np.ndarray, xs: Clique, y: np.ndarray, ys: Clique, out: Clique) -> np.ndarray:

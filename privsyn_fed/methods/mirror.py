@@ -39,7 +39,7 @@ from ..model import aligned
 from . import halves
 from .clique_tree import junction_tree, maximal_subset, smallest_holding
 from .coarse import group_sizes
-from .factored import FactoredNodes, Link, factored_marginals, separator
+from .factored import FactoredNodes, Link, send_links, separator
 from .flat_sums import Sums, cell_map, joined
 from .graphical import Clique, Domain, FittedModel, Measurement
 from .messages import Message, node_cut, send, waves
@@ -153,10 +153,11 @@ class Plan:
         self._every: Plan | None = None  # the plan with every node built, made where a step needs it
         self.cliques: list[Clique] = maximal_subset([m.clique for m in measurements] + list(extra))
         self.shapes = [domain.cells(c) for c in self.cliques]
+        self.offsets = np.cumsum([0] + [math.prod(s) for s in self.shapes])
         tree = junction_tree(domain, self.cliques)
         homes = [tree.nodes.index(smallest_holding(c, tree.nodes, domain)) for c in self.cliques]
         #: The nodes kept as their factors (``factored``), or None where every node is built.
-        self.factors = FactoredNodes.build(domain, tree, self.cliques, homes) if factor else None
+        self.factors = FactoredNodes.build(domain, tree, self.cliques, homes, self.offsets) if factor else None
         built = [n for n in range(len(tree.nodes)) if self.factors is None or n not in self.factors.nodes]
         position = {n: k for k, n in enumerate(built)}
         #: The built nodes, whose tables the beliefs hold one after another.
@@ -164,7 +165,6 @@ class Plan:
         self.node_shapes = [tuple(sizes[a] for a in c) for c in self.nodes]
         #: The built nodes' cells (what one step's message passing touches, a few times over).
         self.cells = sum(math.prod(s) for s in self.node_shapes)
-        self.offsets = np.cumsum([0] + [math.prod(s) for s in self.shapes])
         node_offsets = np.cumsum([0] + [math.prod(s) for s in self.node_shapes])
         self.starts = node_offsets[:-1].astype(np.intp)
         self.node_of_cell = np.repeat(np.arange(len(self.nodes)), np.diff(node_offsets))
@@ -285,7 +285,7 @@ class Plan:
         message has an empty cell (a separator value whose probability underflows) or a belief's
         sum is not a positive finite number, the step is recomputed in log space as mbi does it."""
         if self.factors is not None:
-            mu = factored_marginals(self, theta, total)
+            mu = self._factored_marginals(theta, total)
             return mu if mu is not None else self.every().marginals(theta, total)
         beliefs = self.shifted(theta)
         if not send(beliefs, self.messages, self.waves):
@@ -305,6 +305,19 @@ class Plan:
         with np.errstate(over="ignore", divide="ignore"):  # caught just below
             scales = total / np.concatenate(self._by_nodes(sums))
         return scales if np.all((scales > 0) & (scales < math.inf)) else None
+
+    def _factored_marginals(self, theta: np.ndarray, total: float) -> np.ndarray | None:
+        """``marginals`` with the factored nodes' messages and marginals by contraction
+        (``factored``); None where a message has an empty cell or a scale is not finite."""
+        assert self.factors is not None
+        beliefs = self.shifted(theta)
+        tables = self.factors.exponentials(theta)
+        received = send_links(beliefs, self.links, self.factors, tables)
+        scales = None if received is None else self.scales(beliefs, total)
+        if received is None or scales is None:
+            return None
+        mu = self.read(beliefs) * scales[self.home_node]
+        return mu if self.factors.read_into(mu, tables, received, total) else None
 
     def every(self) -> Plan:
         """This plan with every node built (itself where none is factored)."""
