@@ -25,6 +25,9 @@ model of half a million cells about as long as mbi's compiled one (benchmarks/RE
 steps"); ``pgm.ModelFitter`` uses mbi's compiled program only above ``pgm.NUMPY_CELLS``. On two
 or more cores, a step on a model of at least ``halves.SPLIT_CELLS`` cells does its large sums,
 exponentials and messages in two halves, one on a helper thread, with the same bits (``halves``).
+A node that triangulation makes large while it holds only a few small loss cliques is not built:
+its messages and marginals are contractions of those cliques' tables and the messages it received
+(``factored``), the same quantities to rounding.
 """
 
 from __future__ import annotations
@@ -136,7 +139,7 @@ class Plan:
     dozen numpy calls whatever the number of cliques and measurements.
 
     Vectors: ``theta`` and ``mu`` hold the loss cliques' tables one after another (row-major,
-    ``tables`` splits them); the junction tree's beliefs hold its nodes' tables likewise. A loss
+    ``tables`` splits them); the junction tree's beliefs hold its built nodes' tables likewise. A loss
     clique's potential is added into the smallest node holding it, and its marginal read off that
     same node (mbi's ``expand`` and ``project``): one pair of index arrays does both. A measurement
     ``y_i`` of clique ``r_i`` inside loss clique ``k`` (the smallest holding it) is ``G_i mu_k``
