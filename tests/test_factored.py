@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from privsyn_fed.methods import factored, mirror, pgm
+from privsyn_fed.methods import factored, halves, mirror, pgm
 from privsyn_fed.methods.graphical import Measurement
 
 #: The loss cliques of a late model of an Adult AIM release: triangulation joins them into a node of
@@ -113,3 +113,14 @@ def test_a_factored_step_that_underflows_is_redone_on_the_built_plan():
     assert plan._every is not None
     assert np.all(np.isfinite(got))
     np.testing.assert_allclose(got, every.log_marginals(theta, 1000.0), rtol=1e-9, atol=1e-12)
+
+
+def test_a_factored_step_gives_the_same_bits_with_its_reads_on_the_helper_or_here(monkeypatch):
+    """The factored node's marginals are read on this thread while the helper reads the built
+    nodes' (two cores), or both here (one core): the same bits."""
+    domain = pgm.make_domain(list(ADULT_SIZES), list(ADULT_SIZES.values()))
+    plan, _ = _plans(domain, ADULT_CLIQUES)
+    theta = np.random.default_rng(1).normal(0, 1.0, int(plan.offsets[-1]))
+    two = plan.marginals(theta, 48_842.0)
+    monkeypatch.setattr(halves, "helper", lambda: None)
+    assert np.array_equal(plan.marginals(theta, 48_842.0), two)

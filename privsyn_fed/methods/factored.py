@@ -76,25 +76,22 @@ class FactoredNodes:
             out[n] = [np.exp(t - t.max()).reshape(self.shapes[k]) for k, t in zip(node.cliques, parts)]
         return out
 
-    def read_into(
-        self,
-        mu: np.ndarray,
-        tables: dict[int, list[np.ndarray]],
-        received: dict[int, dict[int, np.ndarray]],
-        total: float,
-    ) -> bool:
-        """Write each factored node's loss cliques' marginals into ``mu``, each node's scaled to
-        ``total`` by the sum of its first; False where a scale is not a positive finite number."""
+    def marginals(
+        self, tables: dict[int, list[np.ndarray]], received: dict[int, dict[int, np.ndarray]], total: float
+    ) -> list[tuple[int, np.ndarray]] | None:
+        """Each factored node's loss cliques' marginals (clique index, flat values), each node's
+        scaled to ``total`` by the sum of its first; None where a scale is not a positive finite
+        number."""
+        out = []
         for n, node in self.nodes.items():
             messages = _messages(node, received[n], None)
             reads = [read(*tables[n], *messages) for read in node.read]
             with np.errstate(divide="ignore"):
                 scale = total / reads[0].sum()
             if not 0 < scale < math.inf:
-                return False
-            for k, read in zip(node.cliques, reads):
-                mu[self.offsets[k] : self.offsets[k + 1]] = read.ravel() * scale
-        return True
+                return None
+            out += [(k, read.ravel() * scale) for k, read in zip(node.cliques, reads)]
+        return out
 
     @classmethod
     def build(

@@ -319,8 +319,16 @@ class Plan:
         scales = None if received is None else self.scales(beliefs, total)
         if received is None or scales is None:
             return None
-        mu = self.read(beliefs) * scales[self.home_node]
-        return mu if self.factors.read_into(mu, tables, received, total) else None
+        factors = self.factors
+        mu, read = halves.both(
+            lambda: self.read(beliefs) * scales[self.home_node],
+            lambda: factors.marginals(tables, received, total),
+        )
+        if read is None:
+            return None
+        for k, values in read:
+            mu[self.offsets[k] : self.offsets[k + 1]] = values
+        return mu
 
     def every(self) -> Plan:
         """This plan with every node built (itself where none is factored)."""
