@@ -218,7 +218,7 @@ class Contraction:
         left, cols = list(tables), list(self.terms)
         for taken, out in self.steps:
             if len(taken) == 1:
-                left.append(_onto(left.pop(taken[0]), cols.pop(taken[0]), out))
+                left.append(summed_onto(left.pop(taken[0]), cols.pop(taken[0]), out))
             else:
                 x, xs, y, ys = left.pop(taken[0]), cols.pop(taken[0]), left.pop(taken[1]), cols.pop(taken[1])
                 left.append(_pair(x, xs, y, ys, out))
@@ -233,8 +233,10 @@ def _pair(x: np.ndarray, xs: Clique, y: np.ndarray, ys: Clique, out: Clique) -> 
     """``x * y`` (over columns ``xs`` and ``ys``) summed onto ``out``, as one batched matrix
     product: columns in both and in ``out`` batch it, those in both and not in ``out`` are summed
     by it; a column in one table only and not in ``out`` is summed out of that table first."""
-    x, xs = _onto(x, xs, tuple(a for a in xs if a in ys or a in out)), tuple(a for a in xs if a in ys or a in out)
-    y, ys = _onto(y, ys, tuple(a for a in ys if a in xs or a in out)), tuple(a for a in ys if a in xs or a in out)
+    x_kept = tuple(a for a in xs if a in ys or a in out)
+    x, xs = summed_onto(x, xs, x_kept), x_kept
+    y_kept = tuple(a for a in ys if a in xs or a in out)
+    y, ys = summed_onto(y, ys, y_kept), y_kept
     size = dict(zip(xs, x.shape)) | dict(zip(ys, y.shape))
     batch = [a for a in xs if a in ys and a in out]
     summed = [a for a in xs if a in ys and a not in out]
@@ -250,7 +252,7 @@ def _pair(x: np.ndarray, xs: Clique, y: np.ndarray, ys: Clique, out: Clique) -> 
     return np.transpose(product.reshape([size[a] for a in got]), [got.index(a) for a in out])
 
 
-def _onto(table: np.ndarray, cols: Clique, onto: Clique) -> np.ndarray:
+def summed_onto(table: np.ndarray, cols: Clique, onto: Clique) -> np.ndarray:
     """``table`` over ``cols`` summed onto ``onto`` (a subset) in its order."""
     drop = tuple(k for k, a in enumerate(cols) if a not in onto)
     kept = [a for a in cols if a in onto]

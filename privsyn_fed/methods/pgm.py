@@ -33,6 +33,7 @@ import numpy as np
 from ..common import InputError, checkpoint
 from ..model import JunctionTree, aligned
 from .clique_tree import junction_tree, junction_tree_cells
+from .factored import summed_onto
 from .graphical import Domain, FittedModel, Measurement
 from .mirror import NumpyMirrorDescent, expanded_tables, minimum_variance_total
 
@@ -241,10 +242,7 @@ class MarginalReader:
         clique = tuple(clique)
         for cl, mu in self.marginals.items():
             if set(clique) <= set(cl):
-                axes = tuple(i for i, a in enumerate(cl) if a not in clique)
-                kept = [a for a in cl if a in clique]
-                out = mu.sum(axis=axes) if axes else mu
-                return np.transpose(out, [kept.index(a) for a in clique]).ravel()
+                return summed_onto(mu, cl, clique).ravel()
         tree = self.factorisation()
         needed = self._needed(tree, set(clique))
         if self._memo is None:
@@ -325,8 +323,8 @@ def eliminate(
         p = tree.parents[i]
         if p in inside or p in messages:
             inside.add(i)
-        elif memo is not None and p >= 0 and memo.key(i, wanted) in memo.kept:
-            messages[i] = memo.kept[memo.key(i, wanted)]
+        elif memo is not None and p >= 0 and (kept := memo.kept.get(memo.key(i, wanted))) is not None:
+            messages[i] = kept
     for i in needed:
         if i in messages or i in inside:
             continue
