@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from privsyn_fed.accounting import Accountant, UnitAccountant, cks_delta, epsilon_to_rho, gaussian_entry, rho_to_epsilon
+from privsyn_fed.accounting.conversions import cks_rho
 from privsyn_fed.audit import audit_ledger, load_ledger
 from privsyn_fed.common import BudgetExceeded, InputError
 
@@ -204,3 +205,28 @@ def test_a_unit_accountant_charges_a_batch_at_the_units_sensitivity_in_one_write
     with pytest.raises(BudgetExceeded):  # the second does not fit: neither is recorded
         unit.charge_all([gaussian_entry("q2", 1.0, 40.0, "curator"), gaussian_entry("q3", 1.0, 0.01, "curator")])
     assert len(acc.entries) == 2 and json.loads(path.read_text())["entries"] == recorded
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.floats(1e-3, 100.0), st.floats(-15.0, -1.0))
+def test_cks_rho_is_the_bound_inverted(epsilon, log10_delta):
+    delta = 10.0**log10_delta
+    rho = cks_rho(epsilon, delta)
+    # the independent bound's delta at rho is the target (its own bisection, to rounding) ...
+    assert cks_delta(rho, epsilon) == pytest.approx(delta, rel=1e-6)
+    # ... and OpenDP's largest rho agrees with it
+    assert epsilon_to_rho(epsilon, delta) == pytest.approx(rho, rel=1e-12)
+
+
+@pytest.mark.parametrize("off", [1.0 + 3e-14, 1.0 + 1e-11, 0.9, 2.0])
+def test_epsilon_to_rho_without_a_good_start(monkeypatch, off):
+    # a start away from the answer: the narrow brackets fail one by one, then the wide one finds it
+    from privsyn_fed.accounting import conversions
+
+    for epsilon, delta in [(1.0, 1e-9), (7.3, 1e-6), (0.05, 1e-12)]:
+        exact = conversions.cks_rho(epsilon, delta)
+        monkeypatch.setattr(conversions, "cks_rho", lambda e, d: exact * off)
+        rho = conversions.epsilon_to_rho(epsilon, delta)
+        monkeypatch.undo()
+        assert rho_to_epsilon(rho, delta) <= epsilon
+        assert rho_to_epsilon(rho * (1 + 1e-13), delta) > epsilon

@@ -44,6 +44,8 @@ class Sums:
         """``cut``: the row where the product's halves part (by default, where the product is worth
         two threads, where the nonzeros are about even); ``matrix``: the 0/1 matrix, when already made."""
         self.into, self.source, self.size, self.width = into, source, int(size), int(width)
+        #: Whether ``source`` is every cell in order (a node summed onto a separator): no gather needed.
+        self.in_order = source.size == self.width and bool(np.array_equal(source, np.arange(self.width)))
         self.matrix = None
         #: The matrix's rows in two parts of about equal nonzeros, where the product is worth two threads.
         self.halves = None
@@ -77,7 +79,7 @@ class Sums:
             return self.halves[1] @ x
         if self.matrix is not None:
             return self.matrix @ x
-        return np.bincount(self.into, weights=x[self.source], minlength=self.size)
+        return np.bincount(self.into, weights=x if self.in_order else x[self.source], minlength=self.size)
 
     def transposed(self) -> Sums:
         """The transposed matrix (the adjoint): ``into`` and ``source`` swapped (a sparse matrix

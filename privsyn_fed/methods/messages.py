@@ -53,10 +53,13 @@ def waves(messages: Sequence[Message]) -> list[tuple[int, int]]:
     return out
 
 
-def send(beliefs: np.ndarray, messages: Sequence[Message], runs: Sequence[tuple[int, int]]) -> bool:
-    """Send every message into ``beliefs`` (in place), wave by wave (``runs``: ``waves``); False,
-    with ``beliefs`` part-way, when a message has an empty cell (a separator value whose
-    probability underflows: the caller redoes the step in log space)."""
+def send(beliefs: np.ndarray, messages: Sequence[Message], runs: Sequence[tuple[int, int]] | None) -> bool:
+    """Send every message into ``beliefs`` (in place), wave by wave (``runs``: ``waves``), or one
+    by one where ``runs`` is None (nothing split: the same bits, fewer calls); False, with
+    ``beliefs`` part-way, when a message has an empty cell (a separator value whose probability
+    underflows: the caller redoes the step in log space)."""
+    if runs is None:
+        return _one_by_one(beliefs, messages)
     sent: list[np.ndarray] = []
     for first, end in runs:
         wave = messages[first:end]
@@ -68,6 +71,20 @@ def send(beliefs: np.ndarray, messages: Sequence[Message], runs: Sequence[tuple[
             sent.append(m)
         _products(beliefs, wave, sent[first:end])
     return True
+
+
+def _one_by_one(beliefs: np.ndarray, messages: Sequence[Message]) -> bool:
+    """``send`` in the schedule's order, the empty cells looked for once at the end: a message after
+    an empty one divides by zero (NaN and infinities, not warned about), and the step is redone."""
+    sent: list[np.ndarray] = []
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for msg in messages:
+            m = msg.summed(beliefs[msg.sender])
+            if msg.back >= 0:
+                m = m / sent[msg.back]
+            sent.append(m)
+            beliefs[msg.receiver] *= m[msg.to_receiver]
+    return not sent or bool(np.concatenate(sent).min() > 0)
 
 
 def _sums(beliefs: np.ndarray, wave: Sequence[Message]) -> list[np.ndarray]:

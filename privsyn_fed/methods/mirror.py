@@ -224,6 +224,8 @@ class Plan:
             )
             sent[(i, j)] = len(self.messages) - 1
         self.waves = waves(self.messages)
+        #: ``waves`` where some message is split for two threads, else None (sent one by one).
+        self.runs = self.waves if any(m.middle or m.summed.halves is not None for m in self.messages) else None
         self._route(domain, measurements, sizes)
 
     def _route(self, domain: Domain, measurements: Sequence[Measurement], sizes: dict[str, int]) -> None:
@@ -291,7 +293,7 @@ class Plan:
             mu = self._factored_marginals(theta, total)
             return mu if mu is not None else self.every().marginals(theta, total)
         beliefs = self.shifted(theta)
-        if not send(beliefs, self.messages, self.waves):
+        if not send(beliefs, self.messages, self.runs):
             return self.log_marginals(theta, total)
         scales = self.scales(beliefs, total)
         if scales is None:
