@@ -176,6 +176,25 @@ def test_junction_tree_cells_are_mbis_model_size():
         assert pgm.hypothetical_size_mb(domain, cliques) == pytest.approx(mb, rel=1e-12)
 
 
+def test_cells_with_each_candidate_are_the_cells_of_the_model_with_it():
+    """The graph joined once and each candidate added to a copy: the same cells as joining the
+    model's cliques and the candidate afresh, and the base graph left as it was."""
+    rng = np.random.default_rng(6)
+    for _ in range(100):
+        d = int(rng.integers(2, 11))
+        names = [f"c{i}" for i in range(d)]
+        domain = pgm.make_domain(names, [int(n) for n in rng.integers(2, 20, d)])
+
+        def some(count: int) -> list[tuple[str, ...]]:
+            return [
+                tuple(rng.choice(names, size=int(rng.integers(1, min(4, d) + 1)), replace=False)) for _ in range(count)
+            ]
+
+        model, candidates = some(int(rng.integers(0, 9))), some(12)
+        got = list(clique_tree.cells_with_each(domain, model, candidates))
+        assert got == [clique_tree.junction_tree_cells(domain, model + [c]) for c in candidates]
+
+
 def test_peaked_potentials_give_mbis_marginals():
     """Potentials of magnitude ~1000 on a cycle and a separate column (products of exponentials
     underflow, so the messages fall back to log space): the marginals are still mbi's."""

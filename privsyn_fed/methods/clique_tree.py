@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterable, Iterator, Sequence
 
 from .graphical import Clique, Domain
 
@@ -117,18 +117,43 @@ def junction_tree_cells(domain: Domain, cliques: Sequence[Sequence[str]]) -> int
     return int(sum(domain.size(c) for c in triangulated_cliques(domain, cliques)))
 
 
+def cells_with_each(
+    domain: Domain, cliques: Sequence[Sequence[str]], extra: Iterable[Sequence[str]]
+) -> Iterator[int]:
+    """``junction_tree_cells(domain, cliques + [e])`` for each ``e`` in ``extra``, in turn: the
+    graph of ``cliques`` joined once, each ``e``'s columns then joined in a copy of it."""
+    base = _closed_neighbourhoods(list(domain.attributes), cliques)
+    for e in extra:
+        around = {a: set(n) for a, n in base.items()}
+        for a in e:
+            around[a].update(e)
+        yield int(sum(domain.size(c) for c in _triangulated(domain, around)))
+
+
 def triangulated_cliques(domain: Domain, cliques: Sequence[Sequence[str]]) -> list[frozenset[str]]:
     """The maximal cliques of mbi's triangulation of the graph joining each clique's columns: a
     tree's own edges, else along mbi's greedy elimination order."""
-    sizes, attrs = domain.sizes, list(domain.attributes)
-    neighbours: dict[str, set[str]] = {a: set() for a in attrs}
+    return _triangulated(domain, _closed_neighbourhoods(list(domain.attributes), cliques))
+
+
+def _closed_neighbourhoods(attrs: list[str], cliques: Sequence[Sequence[str]]) -> dict[str, set[str]]:
+    """Each column's closed neighbourhood in the graph joining each clique's columns (the union of
+    the cliques holding it; empty for a column in none)."""
+    around: dict[str, set[str]] = {a: set() for a in attrs}
     for cl in cliques:
         for a in cl:
-            neighbours[a].update(b for b in cl if b != a)
+            around[a].update(cl)
+    return around
+
+
+def _triangulated(domain: Domain, around: dict[str, set[str]]) -> list[frozenset[str]]:
+    """``triangulated_cliques`` of the graph given by its closed neighbourhoods (changed in place)."""
+    attrs = list(domain.attributes)
+    neighbours = {a: around[a] - {a} for a in attrs}
     edges = sum(len(n) for n in neighbours.values()) // 2
     if edges and edges == len(attrs) - 1 and _connected(neighbours):
         return [frozenset((a, b)) for a in attrs for b in neighbours[a] if a < b]  # a tree: its edges
-    return _maximal_cliques(neighbours, _greedy_order(sizes, attrs, [frozenset(c) for c in cliques]))
+    return _maximal_cliques(neighbours, _greedy_order(domain.sizes, attrs, around))
 
 
 def _connected(neighbours: dict[str, set[str]]) -> bool:
@@ -142,17 +167,14 @@ def _connected(neighbours: dict[str, set[str]]) -> bool:
     return len(seen) == len(neighbours)
 
 
-def _greedy_order(sizes: dict[str, int], attrs: list[str], cliques: list[frozenset[str]]) -> list[str]:
+def _greedy_order(sizes: dict[str, int], attrs: list[str], around: dict[str, set[str]]) -> list[str]:
     """mbi's ``greedy_order`` (not stochastic): repeatedly eliminate the first attribute, in domain
-    order, whose neighbourhood (the union of the cliques holding it) has the fewest cells.
+    order, whose neighbourhood (``around``: the union of the cliques holding it, changed in place)
+    has the fewest cells.
 
     The neighbourhoods are kept as sets rather than recomputed from the cliques: eliminating ``v``
     replaces the cliques holding it by their union less ``v``, so every other member ``b`` of that
     union gains the union's columns and loses ``v``, and no other neighbourhood changes."""
-    around: dict[str, set[str]] = {a: set() for a in attrs}
-    for c in cliques:
-        for a in c:
-            around[a] |= c
     cost = {a: math.prod(sizes[b] for b in around[a]) for a in attrs}
     order, unmarked = [], list(attrs)
     for _ in range(len(unmarked)):

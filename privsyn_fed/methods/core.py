@@ -61,13 +61,15 @@ def filter_candidates(
     or if the current model already covers it (a free clique)."""
     from ..common import checkpoint
     from . import pgm
+    from .clique_tree import cells_with_each
 
     free = pgm.covered_cliques(model_cliques)
+    sizes = cells_with_each(domain, model_cliques, (cl for cl in candidates if frozenset(cl) not in free))
     kept = {}
     for i, (cl, w) in enumerate(candidates.items()):
         if i % 1024 == 1023:  # a safe point: no charge is under way while candidates are filtered
             checkpoint()
-        if frozenset(cl) in free or pgm.hypothetical_size_mb(domain, list(model_cliques) + [cl]) <= size_limit_mb:
+        if frozenset(cl) in free or pgm.cells_mb(next(sizes)) <= size_limit_mb:  # the next one not free
             kept[cl] = w
     return kept
 

@@ -406,7 +406,12 @@ def model_cliques(model: FittedModel) -> list[tuple[str, ...]]:
 def hypothetical_size_mb(domain: Domain, cliques: Sequence[Sequence[str]]) -> float:
     """Junction-tree size in MB (8 bytes a cell over the maximal cliques), as mbi's
     ``hypothetical_model_size`` computes it (``clique_tree.junction_tree_cells``, without mbi's objects)."""
-    return junction_tree_cells(domain, cliques) * 8 / 2**20
+    return cells_mb(junction_tree_cells(domain, cliques))
+
+
+def cells_mb(cells: int) -> float:
+    """A model of ``cells`` cells in MB (8 bytes a cell)."""
+    return cells * 8 / 2**20
 
 
 def covered_cliques(cliques: Sequence[Sequence[str]]) -> set[frozenset[str]]:
