@@ -117,9 +117,7 @@ def junction_tree_cells(domain: Domain, cliques: Sequence[Sequence[str]]) -> int
     return int(sum(domain.size(c) for c in triangulated_cliques(domain, cliques)))
 
 
-def cells_with_each(
-    domain: Domain, cliques: Sequence[Sequence[str]], extra: Iterable[Sequence[str]]
-) -> Iterator[int]:
+def cells_with_each(domain: Domain, cliques: Sequence[Sequence[str]], extra: Iterable[Sequence[str]]) -> Iterator[int]:
     """``junction_tree_cells(domain, cliques + [e])`` for each ``e`` in ``extra``, in turn: the
     graph of ``cliques`` joined once, each ``e``'s columns then joined in a copy of it."""
     base = _closed_neighbourhoods(list(domain.attributes), cliques)
