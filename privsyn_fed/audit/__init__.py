@@ -9,16 +9,47 @@ is recomputed from (``declared``), what the ledger states about itself (``stamps
 guarantee and the verdict that runs them all (``verdict``, recording into ``findings``).
 """
 
-from .arithmetic import threshold_delta
-from .dependence import dependence_summary
-from .draft_plan import DRAFT_DISTINCT_GUARD, DRAFT_SEEN_SIGMAS
-from .empirical import empirical_check, runner_for
-from .findings import AuditReport
-from .placement import MPC_REAL_BITS
-from .report import Subject, check_report_path, render_report, write_report
-from .shape import load_ledger, validate_ledger
-from .structure import EM_SENSITIVITY, METHODS, RELEASE_METHODS
-from .verdict import audit_ledger
+from typing import TYPE_CHECKING
+
+from ..common import lazy_names
+
+if TYPE_CHECKING:
+    from .arithmetic import threshold_delta
+    from .dependence import dependence_summary
+    from .draft_plan import DRAFT_DISTINCT_GUARD, DRAFT_SEEN_SIGMAS
+    from .empirical import empirical_check, runner_for
+    from .findings import AuditReport
+    from .placement import MPC_REAL_BITS
+    from .report import Subject, check_report_path, render_report, write_report
+    from .shape import load_ledger, validate_ledger
+    from .structure import EM_SENSITIVITY, METHODS, RELEASE_METHODS
+    from .verdict import audit_ledger
+
+#: Every name on first use, from its module: a release's summary line needs ``dependence_summary``
+#: alone, and the report's and the verdict's modules are most of the package's import time.
+__getattr__ = lazy_names(
+    __name__,
+    {
+        "threshold_delta": "arithmetic",
+        "dependence_summary": "dependence",
+        "DRAFT_DISTINCT_GUARD": "draft_plan",
+        "DRAFT_SEEN_SIGMAS": "draft_plan",
+        "empirical_check": "empirical",
+        "runner_for": "empirical",
+        "AuditReport": "findings",
+        "MPC_REAL_BITS": "placement",
+        "Subject": "report",
+        "check_report_path": "report",
+        "render_report": "report",
+        "write_report": "report",
+        "load_ledger": "shape",
+        "validate_ledger": "shape",
+        "EM_SENSITIVITY": "structure",
+        "METHODS": "structure",
+        "RELEASE_METHODS": "structure",
+        "audit_ledger": "verdict",
+    },
+)
 
 __all__ = [
     "dependence_summary",

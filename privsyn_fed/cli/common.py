@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..mpc import DEFAULT_TIMEOUT_S as DEFAULT_MPC_TIMEOUT
+from ..common import MPC_TIMEOUT_S as DEFAULT_MPC_TIMEOUT
 
 
 class Parser(argparse.ArgumentParser):

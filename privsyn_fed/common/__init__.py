@@ -38,7 +38,7 @@ from .paths import (
 )
 from .private_folder import PrivateFolder, private_folder
 from .progress import Progress, ProgressCallback, Silent, notes_on_stderr
-from .settings import JAX_CACHE_ENV, SOURCE_VERSION, jax_cache_setting, package_version
+from .settings import JAX_CACHE_ENV, MPC_TIMEOUT_S, SOURCE_VERSION, jax_cache_setting, package_version
 from .spark import collected, frames_as_tables, is_spark_frame, spark_error, spark_errors, spark_frame
 from .tables import (
     CHUNK_ROWS,
@@ -64,6 +64,7 @@ __all__ = [
     "InputError",
     "Interrupted",
     "JAX_CACHE_ENV",
+    "MPC_TIMEOUT_S",
     "MAX_NESTING",
     "MAX_NUMBER_CHARS",
     "MPCError",

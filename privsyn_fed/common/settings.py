@@ -7,6 +7,10 @@ import os
 #: The source tree's version (``privsyn_fed.__version__``; the installed package's metadata states the same).
 SOURCE_VERSION = "0.1.0"
 
+#: Seconds an MPC party waits for the others by default (between commands party 0 may fit a model
+#: for a while; ``--mpc-timeout``).
+MPC_TIMEOUT_S = 600.0
+
 #: A folder for JAX's persistent compilation cache (unset, empty or ``off``: no cache).
 JAX_CACHE_ENV = "PRIVSYN_FED_JAX_CACHE"
 

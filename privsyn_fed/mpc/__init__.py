@@ -17,23 +17,21 @@
   ``launch_servers``, ``envelope`` (shares sealed and signed for one server), ``wire`` (frames).
 """
 
-#: Seconds a party waits for the others (between commands party 0 may fit a model for a while).
-DEFAULT_TIMEOUT_S = 600.0
+from typing import TYPE_CHECKING
 
-from typing import TYPE_CHECKING  # noqa: E402
-
-from ..common import lazy_names  # noqa: E402
-from . import certs  # noqa: E402
-from .certs import SITE_NAME  # noqa: E402
-from .federation import federation_digest, schema_fingerprint  # noqa: E402
-from .federation import load as load_federation  # noqa: E402
-from .federation import parse as parse_federation  # noqa: E402
-from .grid import to_ring  # noqa: E402
-from .launch import coordinator  # noqa: E402  (after the timeout it reads)
-from .party_store import charge_silo, check_ledger_target, make_folder, new_ledger_path, reserve  # noqa: E402
-from .policy import Policy, Refused, check_store_agrees, load_policy  # noqa: E402
-from .request import ReleaseRequest, ReleaseTerms  # noqa: E402
-from .wire import FrameError, PeerClosed, pack_blobs, query_digest, recv_frame, send_frame, unpack_arrays  # noqa: E402
+from ..common import MPC_TIMEOUT_S as DEFAULT_TIMEOUT_S  # (launch, below, reads it here)
+from ..common import lazy_names
+from . import certs
+from .certs import SITE_NAME
+from .federation import federation_digest, schema_fingerprint
+from .federation import load as load_federation
+from .federation import parse as parse_federation
+from .grid import to_ring
+from .launch import coordinator
+from .party_store import charge_silo, check_ledger_target, make_folder, new_ledger_path, reserve
+from .policy import Policy, Refused, check_store_agrees, load_policy
+from .request import ReleaseRequest, ReleaseTerms
+from .wire import FrameError, PeerClosed, pack_blobs, query_digest, recv_frame, send_frame, unpack_arrays
 
 if TYPE_CHECKING:
     from . import envelope
