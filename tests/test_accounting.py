@@ -220,7 +220,7 @@ def test_cks_rho_is_the_bound_inverted(epsilon, log10_delta):
 
 @pytest.mark.parametrize("off", [1.0 + 3e-14, 1.0 + 1e-11, 0.9, 2.0])
 def test_epsilon_to_rho_without_a_good_start(monkeypatch, off):
-    # a start away from the answer: the narrow brackets fail one by one, then the wide one finds it
+    # a start away from the answer: a wider narrow bracket, or at last the wide one, finds it
     from privsyn_fed.accounting import conversions
 
     for epsilon, delta in [(1.0, 1e-9), (7.3, 1e-6), (0.05, 1e-12)]:
