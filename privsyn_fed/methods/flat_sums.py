@@ -44,8 +44,13 @@ class Sums:
         """``cut``: the row where the product's halves part (by default, where the product is worth
         two threads, where the nonzeros are about even); ``matrix``: the 0/1 matrix, when already made."""
         self.into, self.source, self.size, self.width = into, source, int(size), int(width)
-        #: Whether ``source`` is every cell in order (a node summed onto a separator): no gather needed.
-        self.in_order = source.size == self.width and bool(np.array_equal(source, np.arange(self.width)))
+        #: Whether a ``bincount`` sum's ``source`` is every cell in order (a node summed onto a
+        #: separator): no gather needed. Not looked for where the sum is a sparse product.
+        self.in_order = (
+            into.size < SPARSE_CELLS
+            and source.size == self.width
+            and bool(np.array_equal(source, np.arange(self.width)))
+        )
         self.matrix = None
         #: The matrix's rows in two parts of about equal nonzeros, where the product is worth two threads.
         self.halves = None
