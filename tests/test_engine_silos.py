@@ -136,10 +136,12 @@ def test_a_silo_in_duckdb_is_the_silo_of_its_csv_and_parquet_exports(tmp_path, s
 def test_a_silo_counted_in_duckdb_is_the_silo_of_its_csv_export(tmp_path, seed, monkeypatch):
     """Without a privacy unit a DuckDB silo's rows stay in DuckDB and are counted there
     (``EngineStore``); it answers as the CSV's silo, whose rows the reader encoded. Half the seeds
-    count each clique in a grouping set of its own, the others one ``GROUP BY`` of their columns."""
-    from privsyn_fed.silo import grouped_counts
+    count each clique in a grouping set of its own, the others one ``GROUP BY`` of their columns;
+    half the rows stream back from DuckDB and are kept in parts of 7 rows."""
+    from privsyn_fed.silo import engine_store, grouped_counts
 
     monkeypatch.setattr(grouped_counts, "JOINT_CELLS", 1 if seed >= 4 else grouped_counts.JOINT_CELLS)
+    monkeypatch.setattr(engine_store, "PART_ROWS", 7 if seed in (2, 3, 6, 7) else engine_store.PART_ROWS)
     spec, df = _random_table(200 + seed)
     schema = pf.Schema.from_dict(spec)
     held = df.assign(site="north") if seed % 2 else df  # the silo column held by the table, or not
@@ -213,8 +215,46 @@ def _bad_errors(tmp_path, url_of) -> None:
         ), name
 
 
-def test_bad_rows_in_duckdb_give_the_errors_of_its_parquet_export(tmp_path):
+@pytest.mark.parametrize("part_rows", [None, 2])
+def test_bad_rows_in_duckdb_give_the_errors_of_its_parquet_export(tmp_path, monkeypatch, part_rows):
+    """Whole, or streamed back in parts of 2 rows (the refused row in the second part)."""
+    from privsyn_fed.silo import engine_store
+
+    monkeypatch.setattr(engine_store, "PART_ROWS", part_rows or engine_store.PART_ROWS)
     _bad_errors(tmp_path, lambda frame, name: _duckdb_file(tmp_path / f"{name}.duckdb", frame))
+
+
+def test_a_duckdb_silo_keeps_only_its_cells_in_the_engine_and_refuses_rows_changed_under_it(tmp_path):
+    """The engine's table holds one column of cells per schema column, no values; a later pass that
+    reads the values again and finds other rows is one line, not a statistic of those rows."""
+    spec, df = _random_table(7)
+    schema = pf.Schema.from_dict(spec)
+    df.to_parquet(tmp_path / "t.parquet", index=False)
+    url = f"duckdb://?query=SELECT * FROM read_parquet('{tmp_path}/t.parquet')"
+    silo = Silo.load(url, schema, site=("site", "north"))
+    (store,) = silo._stores
+    kept = store._table("SELECT column_name AS name FROM (DESCRIBE memory.main.privsyn_cells)").column("name")
+    assert kept.to_pylist() == [f"c{j}" for j in range(len(schema.columns))]
+    first = silo.values()
+    assert np.array_equal(silo.values(), first, equal_nan=True)  # read again, the same rows
+    col = next(c for c in spec["columns"] if c["type"] == "numeric")
+    changed = df.copy()  # as many rows, one value other
+    changed.loc[0, col["name"]] = col["upper"] if changed.loc[0, col["name"]] == col["lower"] else col["lower"]
+    changed.to_parquet(tmp_path / "t.parquet", index=False)
+    with pytest.raises(InputError) as caught:
+        silo.values()
+    assert str(caught.value) == (
+        f"{url}: its rows changed while this release read them (not the rows it counted first); "
+        "release again once the table holds still"
+    )
+    assert silo.marginal((0,)).sum() == len(df)  # the cells kept are still the first rows'
+    good = BAD.assign(g="a")
+    good.to_parquet(tmp_path / "g.parquet", index=False)
+    url = f"duckdb://?query=SELECT * FROM read_parquet('{tmp_path}/g.parquet')"
+    silo = Silo.load(url, pf.Schema.from_dict(BAD_SCHEMA))
+    good.assign(g=["zz"] + ["a"] * (len(good) - 1)).to_parquet(tmp_path / "g.parquet", index=False)  # refused now
+    with pytest.raises(InputError, match="its rows changed while this release read them"):
+        next(silo.parts())
 
 
 def test_bad_rows_in_postgresql_give_the_errors_of_its_parquet_export(tmp_path, postgres, monkeypatch):
@@ -331,7 +371,7 @@ def test_duckdb_keeps_to_the_memory_limit_asked_for_and_a_bad_one_is_one_line(tm
     monkeypatch.setenv("PRIVSYN_FED_DUCKDB_MEMORY", "100MB")
     silo = Silo.load(url, pf.Schema.from_dict(BAD_SCHEMA))
     assert silo.marginal((0,)).tolist() == [5, 0]
-    limit = silo._stores[0]._one("SELECT current_setting('memory_limit')")[0]
+    limit = silo._stores[0]._table("SELECT current_setting('memory_limit') AS m").column("m")[0].as_py()
     assert limit.replace(" ", "").upper().startswith(("95.3MIB", "100MB", "95MIB")), limit
     monkeypatch.setenv("PRIVSYN_FED_DUCKDB_MEMORY", "lots")
     with pytest.raises(InputError, match="PRIVSYN_FED_DUCKDB_MEMORY=lots: DuckDB refuses it as a memory limit"):

@@ -1,21 +1,24 @@
 """A silo's encoded rows kept in DuckDB, where its table lives, and counted there.
 
 For a silo in DuckDB (``duckdb://``), ``EngineStore`` opens an in-memory DuckDB that attaches the
-database file read-only and encodes every row once, in the engine, into a table of its own: each
-column's cell (``sql_cells.cell_sql``: the project's own encoding, NULL for a value the schema
-refuses), each numeric column's clipped value (``value_sql``) and whether it was clipped
-(``clipped_sql``). Marginals are then ``GROUP BY GROUPING SETS`` over that table, one scan for
-any number of cliques, and only count vectors come back; a clique inside one counted before is
-summed from it. DuckDB runs on every core and keeps its memory under its own ``memory_limit``
-(``$PRIVSYN_FED_DUCKDB_MEMORY``, else DuckDB's default), spilling beyond it to a private
-temporary folder that is removed with the store (``private_folder``: one that a killed process
-left is removed when the next store opens).
+database file read-only, and ``fill`` encodes every row once, in the engine: each column's cell
+(``sql_cells.cell_sql``: the project's own encoding, NULL for a value the schema refuses), each
+numeric column's clipped value (``value_sql``) and whether it was clipped (``clipped_sql``). The
+encoded rows stream back in parts, once, for the silo's checks, content sums and identifier scan;
+only the cells stay in the engine, in a table of their own (a byte or two per cell, where the
+values and flags would take nine bytes each). Marginals are then ``GROUP BY GROUPING SETS`` over
+that table, one scan for any number of cliques, and only count vectors come back; a clique inside
+one counted before is summed from it. DuckDB runs on every core and keeps its memory under its
+own ``memory_limit`` (``$PRIVSYN_FED_DUCKDB_MEMORY``, else DuckDB's default), spilling beyond it
+to a private temporary folder that is removed with the store (``private_folder``: one that a
+killed process left is removed when the next store opens).
 
-It holds the same rows as a ``RowStore`` would (``parts`` reads them back in the table's order),
-so the silo's checks, content sums and identifier scan are computed from them as for a file.
-``EngineStore.open`` declines (None) a table whose cells the engine might read otherwise than the
-reader: a categorical column not stored as text, a numeric one stored as decimals or not as
-numbers.
+``parts`` gives the rows in the table's order, as a ``RowStore``'s. Their values, for methods that
+need every row's values, are encoded from the table again; a pass whose content sums differ from
+the first pass's (the table changed under the release) ends in a one-line error rather than a
+statistic of other rows. ``EngineStore.open`` declines (None) a table whose cells the engine might
+read otherwise than the reader: a categorical column not stored as text, a numeric one stored as
+decimals or not as numbers.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import numpy as np
 
 from ..common import EngineTable, InputError, PrivateFolder, first_line, private_folder, settings
 from ..schema import CategoricalColumn, NumericColumn, Schema
+from .content import ContentSums
 from .grouped_counts import GroupedCounts
 from .rowstore import code_dtype
 from .sql_cells import cell_sql, clipped_sql, literal, quoted, value_sql
@@ -45,19 +49,35 @@ class EngineStore(GroupedCounts):
     cells = "memory.main.privsyn_cells"
     grouping = "GROUPING"
 
-    def __init__(self, con: Any, schema: Schema, folder: PrivateFolder):
+    def __init__(
+        self,
+        con: Any,
+        schema: Schema,
+        table: EngineTable,
+        encoded: str,
+        source: str,
+        skip: str | None,
+        folder: PrivateFolder,
+    ):
         super().__init__()
-        self._con, self.schema = con, schema
+        self._con, self.schema, self._encoded, self._source = con, schema, encoded, source
+        self._attached = bool(table.target)
         self.numeric = [j for j, c in enumerate(schema.columns) if isinstance(c, NumericColumn)]
         self.dtype = code_dtype(schema.shape)
-        self.count = int(self._one("SELECT count(*) FROM memory.main.privsyn_cells")[0])
+        #: Rows kept, whether a row held a value the schema refuses (``fill`` then stopped), the
+        #: content sums of the rows (``ContentSums``, the silo column ``skip`` left out).
+        self.count, self.refused, self.content = 0, False, ContentSums(schema, skip)
+        self._clipped = {schema.columns[j].name: 0 for j in self.numeric}
         self._closer = weakref.finalize(self, _close, con, folder)
 
     @classmethod
-    def open(cls, table: EngineTable, schema: Schema, types: dict[str, str], site: tuple[str, str] | None):
-        """The store of ``table``'s rows (``types``: its columns' stored types), or None where the
-        engine is not DuckDB or might read a cell otherwise than the reader (module docstring).
-        ``site``: the silo column and the silo's name, the column's cell where the table lacks it."""
+    def open(
+        cls, table: EngineTable, schema: Schema, types: dict[str, str], site: tuple[str, str] | None, source: str
+    ) -> EngineStore | None:
+        """An empty store for ``table``'s rows (``types``: its columns' stored types; ``fill`` encodes
+        them), or None where the engine is not DuckDB or might read a cell otherwise than the reader
+        (module docstring). ``site``: the silo column and the silo's name, the column's cell where the
+        table lacks it; ``source``: the silo's name in messages."""
         if table.engine != "duckdb" or not _pushable(schema, types, site):
             return None
         import duckdb
@@ -78,57 +98,87 @@ class EngineStore(GroupedCounts):
             if table.target:
                 con.execute(f"ATTACH {literal(table.target)} AS silo (READ_ONLY)")
                 con.execute("USE silo")
+            kind = CODE_TYPES[code_dtype(schema.shape).name]
+            cells = ", ".join(f"c{j} {kind}" for j in range(len(schema.columns)))
             # in the private in-memory database, which the store's cursors (connections) all see
-            con.execute(f"CREATE TABLE memory.main.privsyn_cells AS {_encoded_sql(schema, table.source, types, site)}")
-            return cls(con, schema, folder)
+            con.execute(f"CREATE TABLE memory.main.privsyn_cells ({cells})")
+            encoded = _encoded_sql(schema, table.source, types, site)
+            return cls(con, schema, table, encoded, source, None if site is None else site[0], folder)
         except BaseException:
             _close(con, folder)
             raise
 
-    def refused(self) -> bool:
-        """Whether a row holds a value the schema refuses (a cell with no code)."""
+    def fill(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Encode the table's rows in the engine, part by part: give each part's codes and values
+        (as ``parts(with_values=True)``), then keep its cells and count its clipped values and content.
+        Stops, with ``refused`` set, at the first part holding a value the schema refuses."""
         d = len(self.schema.columns)
-        where = " OR ".join(f"c{j} IS NULL" for j in range(d))
-        return self._one(f"SELECT count(*) FROM (SELECT 1 FROM memory.main.privsyn_cells WHERE {where} LIMIT 1)")[0] > 0
+        with self._source_cursor() as cur:  # its own connection: the parts are kept through this one
+            for batch in cur.sql(self._encoded).to_arrow_reader(PART_ROWS):
+                if any(batch.column(f"c{j}").null_count for j in range(d)):
+                    self.refused = True
+                    return
+                codes, values = self._arrays(batch)
+                yield codes, values
+                self._con.from_arrow(batch.select([f"c{j}" for j in range(d)])).insert_into(self.cells)
+                self.count += batch.num_rows
+                self.content.add(codes, values)
+                for j in self.numeric:
+                    flags = batch.column(f"k{j}").to_numpy(zero_copy_only=False)
+                    self._clipped[self.schema.columns[j].name] += int(np.count_nonzero(flags))
 
     def clipped(self) -> dict[str, int]:
         """Per numeric column, how many present values lay outside its bounds."""
-        if not self.numeric:
-            return {}
-        sums = ", ".join(f"count(*) FILTER (WHERE k{j})" for j in self.numeric)
-        row = self._one(f"SELECT {sums} FROM memory.main.privsyn_cells")
-        return {self.schema.columns[j].name: int(n) for j, n in zip(self.numeric, row)}
+        return dict(self._clipped)
 
     def parts(self, with_values: bool = False) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
         """As ``RowStore.parts``: codes ``(n, d)`` and, ``with_values``, values ``(n, d)`` (NaN in the
-        categorical columns), in the table's order."""
+        categorical columns), in the table's order. Values are encoded from the table again, and the
+        pass's content sums checked against ``fill``'s (module docstring)."""
         d = len(self.schema.columns)
-        names = [f"c{j}" for j in range(d)] + ([f"v{j}" for j in self.numeric] if with_values else [])
-        with self._con.cursor() as cur:  # its own connection: other queries may run between parts
-            yield from self._read(
-                cur.sql(f"SELECT {', '.join(names)} FROM memory.main.privsyn_cells").to_arrow_reader(PART_ROWS),
-                with_values,
-            )
+        if not with_values:
+            names = ", ".join(f"c{j}" for j in range(d))
+            with self._con.cursor() as cur:  # its own connection: other queries may run between parts
+                for batch in cur.sql(f"SELECT {names} FROM {self.cells}").to_arrow_reader(PART_ROWS):
+                    cells = [batch.column(j).to_numpy(zero_copy_only=False) for j in range(d)]
+                    yield np.column_stack(cells).astype(self.dtype, copy=False), None
+            return
+        again = ContentSums(self.schema, self.content.skip)
+        with self._source_cursor() as cur:
+            for batch in cur.sql(self._encoded).to_arrow_reader(PART_ROWS):
+                if any(batch.column(f"c{j}").null_count for j in range(d)):
+                    raise self._changed()
+                codes, values = self._arrays(batch)
+                again.add(codes, values)
+                yield codes, values
+        if (again.rows, again.sums) != (self.content.rows, self.content.sums):
+            raise self._changed()
 
-    def _read(self, reader, with_values: bool) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
+    def _changed(self) -> InputError:
+        return InputError(
+            f"{self._source}: its rows changed while this release read them (not the rows it counted first); "
+            "release again once the table holds still"
+        )
+
+    def _source_cursor(self) -> Any:
+        """A connection of its own, in the attached database where the silo's table is named."""
+        cur = self._con.cursor()
+        if self._attached:
+            cur.execute("USE silo")
+        return cur
+
+    def _arrays(self, batch: Any) -> tuple[np.ndarray, np.ndarray]:
+        """A part's codes ``(n, d)`` and values ``(n, d)`` (NaN in the categorical columns)."""
         d = len(self.schema.columns)
-        for batch in reader:
-            codes = np.column_stack([batch.column(j).to_numpy(zero_copy_only=False) for j in range(d)])
-            codes = codes.astype(self.dtype, copy=False)
-            values = None
-            if with_values:
-                values = np.full((batch.num_rows, d), np.nan)
-                for k, j in enumerate(self.numeric):
-                    values[:, j] = batch.column(d + k).to_numpy(zero_copy_only=False)
-            yield codes, values
+        codes = np.column_stack([batch.column(f"c{j}").to_numpy(zero_copy_only=False) for j in range(d)])
+        values = np.empty((batch.num_rows, d), order="F")  # a column's values contiguous, as they are summed
+        for j in range(d):
+            values[:, j] = batch.column(f"v{j}").to_numpy(zero_copy_only=False) if j in self.numeric else np.nan
+        return codes.astype(self.dtype, copy=False), values
 
     def _table(self, sql: str) -> Any:
         with self._con.cursor() as cur:
             return cur.sql(sql).to_arrow_table()
-
-    def _one(self, sql: str) -> tuple:
-        with self._con.cursor() as cur:
-            return cur.execute(sql).fetchall()[0]
 
     def close(self) -> None:
         """Close the engine and remove its temporary folder."""

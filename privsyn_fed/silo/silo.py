@@ -149,8 +149,9 @@ def _counted_in_engine(path: str | Path, schema: Schema, source: str, site) -> "
     """The silo of an engine's table whose rows stay in the engine and are counted there
     (``EngineStore``), or None where the engine cannot keep them (``EngineStore.open``), or holds no
     row, or a row holds a value the schema refuses: the reader then reads the table, to the same
-    silo or its one-line error. Content sums and the identifier scan read the encoded rows once;
-    a Spark table's (``SparkStore``) are summed by Spark's workers."""
+    silo or its one-line error. Content sums and the identifier scan read the encoded rows once, as
+    DuckDB encodes them (``EngineStore.fill``); a Spark table's (``SparkStore``) are summed by
+    Spark's workers."""
     table = parse_engine_url(str(path))
     if table.engine not in ("duckdb", "spark"):  # the rows of PostgreSQL, MySQL and SQLite are read and counted here
         return None
@@ -161,28 +162,26 @@ def _counted_in_engine(path: str | Path, schema: Schema, source: str, site) -> "
         silo = Silo(source, None, schema, counted.clipped, stores=[counted])
         silo.content, silo.identifiers, silo.site = counted.content, counted.identifiers, site
         return silo
-    store = EngineStore.open(table, schema, stored_types(path), site)
+    store = EngineStore.open(table, schema, stored_types(path), site, source)
     if store is None:
         return None
     try:
-        if store.count == 0 or store.refused():
-            store.close()
-            return None
-        content = ContentSums(schema, None if site is None else site[0])
         scan = IdentifierScan(schema, None if site is None else site[0])
         first_row = 1
-        for codes, values in store.parts(with_values=True):
+        for codes, values in store.fill():
             checkpoint()
             if site is not None:
                 check_site_codes(codes, schema, site, source, first_row)
-            content.add(codes, values)
             scan.add(codes, values)
             first_row += len(codes)
+        if store.count == 0 or store.refused:
+            store.close()
+            return None
     except BaseException:
         store.close()
         raise
     silo = Silo(source, None, schema, store.clipped(), stores=[store])
-    silo.content, silo.identifiers, silo.site = content, scan.reasons(), site
+    silo.content, silo.identifiers, silo.site = store.content, scan.reasons(), site
     return silo
 
 
