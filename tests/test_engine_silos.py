@@ -226,7 +226,8 @@ def test_bad_rows_in_duckdb_give_the_errors_of_its_parquet_export(tmp_path, monk
 
 def test_a_duckdb_silo_keeps_only_its_cells_in_the_engine_and_refuses_rows_changed_under_it(tmp_path):
     """The engine's table holds one column of cells per schema column, no values; a later pass that
-    reads the values again and finds other rows is one line, not a statistic of those rows."""
+    reads the values again and finds other rows (the table rewritten, a value now refused, a query
+    drawing rows at random) is one line, not a statistic of those rows."""
     spec, df = _random_table(7)
     schema = pf.Schema.from_dict(spec)
     df.to_parquet(tmp_path / "t.parquet", index=False)
@@ -244,8 +245,8 @@ def test_a_duckdb_silo_keeps_only_its_cells_in_the_engine_and_refuses_rows_chang
     with pytest.raises(InputError) as caught:
         silo.values()
     assert str(caught.value) == (
-        f"{url}: its rows changed while this release read them (not the rows it counted first); "
-        "release again once the table holds still"
+        f"{url}: its rows changed between two reads of this release (the table was written to, or "
+        "the query gives other rows each time it runs); release again from rows that hold still"
     )
     assert silo.marginal((0,)).sum() == len(df)  # the cells kept are still the first rows'
     good = BAD.assign(g="a")
@@ -253,8 +254,12 @@ def test_a_duckdb_silo_keeps_only_its_cells_in_the_engine_and_refuses_rows_chang
     url = f"duckdb://?query=SELECT * FROM read_parquet('{tmp_path}/g.parquet')"
     silo = Silo.load(url, pf.Schema.from_dict(BAD_SCHEMA))
     good.assign(g=["zz"] + ["a"] * (len(good) - 1)).to_parquet(tmp_path / "g.parquet", index=False)  # refused now
-    with pytest.raises(InputError, match="its rows changed while this release read them"):
+    with pytest.raises(InputError, match="its rows changed between two reads of this release"):
         next(silo.parts())
+    drawn = f"duckdb://?query=SELECT * FROM read_parquet('{tmp_path}/t.parquet') ORDER BY random() LIMIT 200"
+    silo = Silo.load(drawn, schema, site=("site", "north"))  # other rows at each run of the query
+    with pytest.raises(InputError, match="its rows changed between two reads of this release"):
+        silo.values()
 
 
 def test_bad_rows_in_postgresql_give_the_errors_of_its_parquet_export(tmp_path, postgres, monkeypatch):

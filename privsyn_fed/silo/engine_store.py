@@ -156,8 +156,8 @@ class EngineStore(GroupedCounts):
 
     def _changed(self) -> InputError:
         return InputError(
-            f"{self._source}: its rows changed while this release read them (not the rows it counted first); "
-            "release again once the table holds still"
+            f"{self._source}: its rows changed between two reads of this release (the table was written to, or "
+            "the query gives other rows each time it runs); release again from rows that hold still"
         )
 
     def _source_cursor(self) -> Any:
