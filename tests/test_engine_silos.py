@@ -224,6 +224,25 @@ def test_bad_rows_in_duckdb_give_the_errors_of_its_parquet_export(tmp_path, monk
     _bad_errors(tmp_path, lambda frame, name: _duckdb_file(tmp_path / f"{name}.duckdb", frame))
 
 
+def test_a_duckdb_silo_with_another_silos_name_and_a_refused_value_gives_its_parquet_exports_error(
+    tmp_path, monkeypatch
+):
+    """Another silo's name in the first part streamed back and a refused value in the second: the
+    reader, reading both in one chunk, names the refused value first, and so does the DuckDB silo."""
+    from privsyn_fed.silo import engine_store
+
+    monkeypatch.setattr(engine_store, "PART_ROWS", 2)
+    spec = {"columns": [*BAD_SCHEMA["columns"], {"name": "site", "type": "categorical", "categories": ["n", "s"]}]}
+    frame = BAD.assign(g=["a", "b", "zz", "a", "b"], site=["n", "s", "n", "n", "n"])
+    frame.to_parquet(tmp_path / "t.parquet", index=False)
+    errors = []
+    for source in (tmp_path / "t.parquet", _duckdb_file(tmp_path / "t.duckdb", frame)):
+        with pytest.raises(InputError) as caught:
+            Silo.load(source, pf.Schema.from_dict(spec), site=("site", "n"))
+        errors.append(str(caught.value).replace(str(source), "SOURCE"))
+    assert errors[0] == errors[1] and "row 3" in errors[0] and "'zz'" in errors[0], errors
+
+
 def test_a_duckdb_silo_keeps_only_its_cells_in_the_engine_and_refuses_rows_changed_under_it(tmp_path):
     """The engine's table holds one column of cells per schema column, no values; a later pass that
     reads the values again and finds other rows (the table rewritten, a value now refused, a query

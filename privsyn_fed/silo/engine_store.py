@@ -24,7 +24,7 @@ decimals or not as numbers.
 from __future__ import annotations
 
 import weakref
-from typing import Any, Iterator
+from typing import Any, Generator, Iterator
 
 import numpy as np
 
@@ -108,7 +108,7 @@ class EngineStore(GroupedCounts):
             _close(con, folder)
             raise
 
-    def fill(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    def fill(self) -> Generator[tuple[np.ndarray, np.ndarray], None, None]:
         """Encode the table's rows in the engine, part by part: give each part's codes and values
         (as ``parts(with_values=True)``), then keep its cells and count its clipped values and content.
         Stops, with ``refused`` set, at the first part holding a value the schema refuses."""

@@ -12,11 +12,10 @@ from .units import _mix
 def check_site_codes(codes: np.ndarray, schema: Schema, site: tuple[str, str], source: str, first_row: int) -> None:
     """Every row's code in the site's column is the silo's name's (``site`` is ``(column, name)``);
     ``InputError`` naming the first row that holds another value."""
-    j = schema.names.index(site[0])
-    col = schema.columns[j]
-    assert isinstance(col, CategoricalColumn)
-    wrong = np.flatnonzero(codes[:, j] != col.categories.index(site[1]))
+    j, wrong = _wrong_site_rows(codes, schema, site)
     if len(wrong):
+        col = schema.columns[j]
+        assert isinstance(col, CategoricalColumn)
         row = int(wrong[0])
         raise cell_error(
             source,
@@ -26,6 +25,19 @@ def check_site_codes(codes: np.ndarray, schema: Schema, site: tuple[str, str], s
             "holds another silo's name",
             f"every row of silo {site[1]!r} holds its name in the silo column; or leave the column out",
         )
+
+
+def site_codes_hold(codes: np.ndarray, schema: Schema, site: tuple[str, str]) -> bool:
+    """Whether every row's code in the site's column is the silo's name's (``check_site_codes``)."""
+    return not len(_wrong_site_rows(codes, schema, site)[1])
+
+
+def _wrong_site_rows(codes: np.ndarray, schema: Schema, site: tuple[str, str]) -> tuple[int, np.ndarray]:
+    """The site column's index and the rows whose code there is not the silo's name's."""
+    j = schema.names.index(site[0])
+    col = schema.columns[j]
+    assert isinstance(col, CategoricalColumn)
+    return j, np.flatnonzero(codes[:, j] != col.categories.index(site[1]))
 
 
 def row_multiset_hash(codes: np.ndarray) -> int:

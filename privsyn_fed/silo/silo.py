@@ -47,7 +47,7 @@ from ..schema import (
 from .content import ContentSums
 from .engine_store import EngineStore
 from .identifier_scan import IdentifierScan
-from .row_checks import check_site_codes, row_multiset_hash
+from .row_checks import check_site_codes, row_multiset_hash, site_codes_hold
 from .rowstore import RowStore
 from .spark_store import SparkStore
 from .units import keep_mask, new_key, unit_hashes
@@ -148,10 +148,10 @@ def _read_store(
 def _counted_in_engine(path: str | Path, schema: Schema, source: str, site) -> "Silo | None":
     """The silo of an engine's table whose rows stay in the engine and are counted there
     (``EngineStore``), or None where the engine cannot keep them (``EngineStore.open``), or holds no
-    row, or a row holds a value the schema refuses: the reader then reads the table, to the same
-    silo or its one-line error. Content sums and the identifier scan read the encoded rows once, as
-    DuckDB encodes them (``EngineStore.fill``); a Spark table's (``SparkStore``) are summed by
-    Spark's workers."""
+    row, or a row holds a value the schema refuses or another silo's name: the reader then reads
+    the table, to the same silo or its one-line error. Content sums and the identifier scan read
+    the encoded rows once, as DuckDB encodes them (``EngineStore.fill``); a Spark table's
+    (``SparkStore``) are summed by Spark's workers."""
     table = parse_engine_url(str(path))
     if table.engine not in ("duckdb", "spark"):  # the rows of PostgreSQL, MySQL and SQLite are read and counted here
         return None
@@ -167,13 +167,13 @@ def _counted_in_engine(path: str | Path, schema: Schema, source: str, site) -> "
         return None
     try:
         scan = IdentifierScan(schema, None if site is None else site[0])
-        first_row = 1
-        for codes, values in store.fill():
-            checkpoint()
-            if site is not None:
-                check_site_codes(codes, schema, site, source, first_row)
-            scan.add(codes, values)
-            first_row += len(codes)
+        with closing(store.fill()) as parts:
+            for codes, values in parts:
+                checkpoint()
+                if site is not None and not site_codes_hold(codes, schema, site):
+                    store.refused = True  # the reader names the first bad row, whatever its kind
+                    break
+                scan.add(codes, values)
         if store.count == 0 or store.refused:
             store.close()
             return None
