@@ -136,11 +136,13 @@ def test_a_silo_in_duckdb_is_the_silo_of_its_csv_and_parquet_exports(tmp_path, s
 def test_a_silo_counted_in_duckdb_is_the_silo_of_its_csv_export(tmp_path, seed, monkeypatch):
     """Without a privacy unit a DuckDB silo's rows stay in DuckDB and are counted there
     (``EngineStore``); it answers as the CSV's silo, whose rows the reader encoded. Half the seeds
-    count each clique in a grouping set of its own, the others one ``GROUP BY`` of their columns;
+    count in grouping sets (each clique in a set of its own, or groups of columns covering them),
+    the others one ``GROUP BY`` of their columns;
     half the rows stream back from DuckDB and are kept in parts of 7 rows."""
-    from privsyn_fed.silo import engine_store, grouped_counts
+    from privsyn_fed.silo import column_groups, engine_store, grouped_counts
 
     monkeypatch.setattr(grouped_counts, "JOINT_CELLS", 1 if seed >= 4 else grouped_counts.JOINT_CELLS)
+    monkeypatch.setattr(column_groups, "GROUP_CELLS", {4: 1, 5: 1, 6: 64, 7: 64}.get(seed, column_groups.GROUP_CELLS))
     monkeypatch.setattr(engine_store, "PART_ROWS", 7 if seed in (2, 3, 6, 7) else engine_store.PART_ROWS)
     spec, df = _random_table(200 + seed)
     schema = pf.Schema.from_dict(spec)

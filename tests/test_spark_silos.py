@@ -55,11 +55,13 @@ def test_a_silo_in_spark_is_the_silo_of_its_csv_and_parquet_exports(tmp_path, sp
 def test_a_silo_counted_in_spark_is_the_silo_of_its_csv_export(tmp_path, spark, seed, monkeypatch):
     """Without a privacy unit a Spark silo's rows are encoded by Spark's workers and counted by Spark
     (``SparkStore``); its summaries, merged, answer as the CSV's silo, whose rows the reader encoded.
-    Half the seeds count each clique in a grouping set of its own (Spark's ``grouping_id`` then takes
-    the columns in ``GROUP BY``'s order), the others one ``GROUP BY`` of their columns."""
-    from privsyn_fed.silo import grouped_counts
+    Half the seeds count in grouping sets (Spark's ``grouping_id`` then takes the columns in ``GROUP
+    BY``'s order): each clique in a set of its own, or groups of columns covering them; the others
+    one ``GROUP BY`` of their columns."""
+    from privsyn_fed.silo import column_groups, grouped_counts
 
     monkeypatch.setattr(grouped_counts, "JOINT_CELLS", 1 if seed >= 2 else grouped_counts.JOINT_CELLS)
+    monkeypatch.setattr(column_groups, "GROUP_CELLS", {2: 1, 3: 64}.get(seed, column_groups.GROUP_CELLS))
     spec, df = _random_table(400 + seed, n=3000)
     schema = pf.Schema.from_dict(spec)
     held = df.assign(site="north") if seed % 2 else df  # the silo column held by the table, or not
@@ -87,9 +89,10 @@ def test_spark_counts_grouping_sets_whose_columns_first_appear_out_of_order(tmp_
     """Sets (0, 3) and (1, 2) name the columns in the order 0, 3, 1, 2: Spark's ``grouping_id`` must
     follow ``GROUP BY``'s own column list, or Spark refuses the query (a table of many columns, whose
     joint has more cells than ``JOINT_CELLS``, once stopped a release this way)."""
-    from privsyn_fed.silo import grouped_counts
+    from privsyn_fed.silo import column_groups, grouped_counts
 
     monkeypatch.setattr(grouped_counts, "JOINT_CELLS", 1)
+    monkeypatch.setattr(column_groups, "GROUP_CELLS", 1)  # each set its own
     spec, df = _random_table(420, n=800)
     schema = pf.Schema.from_dict(spec)
     df.to_csv(tmp_path / "t.csv", index=False)

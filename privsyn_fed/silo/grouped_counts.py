@@ -1,7 +1,8 @@
 """Marginals counted by an engine over a table of a silo's cells (``c0``, ``c1``, ... one column
 per schema column): ``GROUP BY GROUPING SETS``, one scan for any number of cliques, only count
-vectors back (or one ``GROUP BY`` of the union of their columns, where its cells are few, summed
-here); a clique inside a column set counted before is summed from it. ``EngineStore``
+vectors back: one ``GROUP BY`` of the union of their columns where its cells are few, else one set
+per group of columns covering them (``column_groups``), each clique summed here from its set's
+counts; a clique inside a column set counted before is summed from it. ``EngineStore``
 (DuckDB) and ``SparkStore`` (Spark) name their table and the engine's grouping function."""
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import math
 from typing import Any, Iterable, Sequence
 
 import numpy as np
+
+from .column_groups import covering_groups, summed
 
 #: Cliques whose columns together have at most this many cells are counted in one ``GROUP BY`` of
 #: those columns and summed here (an engine's ``GROUPING SETS`` may scan once per set: Spark's does).
@@ -52,6 +55,8 @@ class GroupedCounts:
         used = sorted({j for s in sets for j in s})
         if len(sets) > 1 and math.prod(shape[j] for j in used) <= JOINT_CELLS:
             sets = [tuple(used)]  # one GROUP BY of every column used; each set is summed from it
+        elif len(sets) > 1:  # fewer, wider sets (``column_groups``), each clique summed from one
+            sets = covering_groups(sets, shape)
         grouping = ", ".join("(" + ", ".join(f"c{j}" for j in s) + ")" for s in sets)
         keys = ", ".join(f"c{j}" for j in used)
         group_by = f"{keys} GROUPING SETS" if self.keys_first else "GROUPING SETS"
@@ -74,9 +79,6 @@ class GroupedCounts:
     def _answer(self, shape: Sequence[int], clique: tuple[int, ...]) -> np.ndarray:
         if not clique:
             return np.array([self.count], dtype=np.int64)
-        columns = tuple(sorted(clique))
-        source = self._inside(columns)
+        source = self._inside(tuple(sorted(clique)))
         assert source is not None
-        table = self._counted[source].reshape([shape[j] for j in source])
-        table = table.sum(axis=tuple(i for i, j in enumerate(source) if j not in columns))
-        return table.transpose([columns.index(j) for j in clique]).ravel().copy()
+        return summed(self._counted[source], source, shape, clique)

@@ -10,14 +10,23 @@ memory is then bounded by one part plus what is computed from it, not by its row
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from .column_groups import covering_groups, group_counts, summed
+
 #: Encoded rows kept in memory before the store spills to its temporary file (codes and values).
 SPILL_BYTES = 256 * 2**20
+#: From this many rows, marginals are summed from counts of groups of columns (``column_groups``:
+#: fewer, wider counts), taken over slices of ``SLICE_ROWS`` rows.
+GROUPED_ROWS = 100_000
+SLICE_ROWS = 1 << 20
+#: The most bytes of groups' counts one pass over the parts holds.
+TABLE_BYTES = 256 * 2**20
 
 
 def code_dtype(shape: Sequence[int]) -> np.dtype:
@@ -115,12 +124,30 @@ class RowStore:
             self._memory = [(codes, nums)]
 
     def marginals(self, shape: Sequence[int], cliques: Iterable[Sequence[int]]) -> dict[tuple[int, ...], np.ndarray]:
-        """The count vector of each clique (``marginal_counts``), summed over the parts in one pass."""
-        totals = {tuple(c): np.zeros(int(np.prod([shape[i] for i in c])), dtype=np.int64) for c in cliques}
-        for codes, _ in self.parts():
-            for c in totals:
-                totals[c] += marginal_counts(codes, shape, c)
-        return totals
+        """The count vector of each clique (``marginal_counts``), in one pass over the parts. From
+        ``GROUPED_ROWS`` rows the cliques are summed from the counts of groups of columns holding
+        them (``column_groups``), each group counted once over slices of ``SLICE_ROWS`` rows; one
+        pass per ``TABLE_BYTES`` of the groups' counts."""
+        wanted = [tuple(c) for c in cliques]
+        if self.count < GROUPED_ROWS:
+            totals = {c: np.zeros(int(np.prod([shape[i] for i in c])), dtype=np.int64) for c in wanted}
+            for codes, _ in self.parts():
+                for c in totals:
+                    totals[c] += marginal_counts(codes, shape, c)
+            return totals
+        out = {c: np.array([self.count], dtype=np.int64) for c in wanted if not c}
+        for groups in _batches(covering_groups(wanted, shape), shape):
+            tables = {g: np.zeros(math.prod(shape[j] for j in g), dtype=np.int64) for g in groups}
+            for codes, _ in self.parts():
+                for start in range(0, len(codes), SLICE_ROWS):
+                    columns = np.asfortranarray(codes[start : start + SLICE_ROWS])  # each column contiguous
+                    for g in groups:
+                        tables[g] += group_counts(columns, shape, g)
+            for c in wanted:
+                home = next((g for g in groups if c and set(c) <= set(g)), None)
+                if home is not None and c not in out:
+                    out[c] = summed(tables[home], home, shape, c)
+        return out
 
     def close(self) -> None:
         """Drop the parts (and close the temporary file, which removes it)."""
@@ -128,6 +155,21 @@ class RowStore:
             self._file.close()
             self._file = None
         self._memory, self._index = [], []
+
+
+def _batches(groups: list[tuple[int, ...]], shape: Sequence[int]) -> Iterator[list[tuple[int, ...]]]:
+    """The groups in runs whose counts take at most ``TABLE_BYTES`` (at least one group a run)."""
+    run: list[tuple[int, ...]] = []
+    size = 0
+    for g in groups:
+        cells = math.prod(shape[j] for j in g)
+        if run and (size + cells) * 8 > TABLE_BYTES:
+            yield run
+            run, size = [], 0
+        run.append(g)
+        size += cells
+    if run:
+        yield run
 
 
 def marginal_counts(codes: np.ndarray, shape: Sequence[int], clique: Sequence[int]) -> np.ndarray:
