@@ -52,16 +52,6 @@ def covering_groups(cliques: Iterable[Sequence[int]], shape: Sequence[int]) -> l
     return groups
 
 
-def group_counts(columns: np.ndarray, shape: Sequence[int], group: tuple[int, ...]) -> np.ndarray:
-    """Counts of the rows of ``columns`` (codes ``(n, d)``, best column-major) over the cells of
-    ``group`` (row-major, int64)."""
-    index = columns[:, group[0]].astype(np.intp)
-    for j in group[1:]:
-        index *= shape[j]
-        index += columns[:, j]
-    return np.bincount(index, minlength=math.prod(shape[j] for j in group)).astype(np.int64, copy=False)
-
-
 def summed(table: np.ndarray, group: tuple[int, ...], shape: Sequence[int], clique: tuple[int, ...]) -> np.ndarray:
     """The counts of ``clique`` (row-major in its own column order) from ``table``, the counts of a
     ``group`` of columns holding it."""

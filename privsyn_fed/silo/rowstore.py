@@ -17,7 +17,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from .column_groups import covering_groups, group_counts, summed
+from .column_groups import covering_groups, summed
 
 #: Encoded rows kept in memory before the store spills to its temporary file (codes and values).
 SPILL_BYTES = 256 * 2**20
@@ -142,7 +142,7 @@ class RowStore:
                 for start in range(0, len(codes), SLICE_ROWS):
                     columns = np.asfortranarray(codes[start : start + SLICE_ROWS])  # each column contiguous
                     for g in groups:
-                        tables[g] += group_counts(columns, shape, g)
+                        tables[g] += marginal_counts(columns, shape, g)
             for c in wanted:
                 home = next((g for g in groups if c and set(c) <= set(g)), None)
                 if home is not None and c not in out:
@@ -173,10 +173,13 @@ def _batches(groups: list[tuple[int, ...]], shape: Sequence[int]) -> Iterator[li
 
 
 def marginal_counts(codes: np.ndarray, shape: Sequence[int], clique: Sequence[int]) -> np.ndarray:
-    """Counts of encoded rows over the cells of ``clique`` (row-major, int64): one ``bincount``
-    on the mixed-radix index of the clique's columns; the empty clique counts the rows."""
+    """Counts of encoded rows (codes within ``shape``; fastest column-major) over the cells of
+    ``clique`` (row-major, int64): one ``bincount`` on the mixed-radix index of the clique's
+    columns; the empty clique counts the rows."""
     if not clique:
         return np.array([len(codes)], dtype=np.int64)
-    dims = [shape[i] for i in clique]
-    index = np.ravel_multi_index(tuple(codes[:, i] for i in clique), dims)
-    return np.bincount(index, minlength=int(np.prod(dims))).astype(np.int64)
+    index = codes[:, clique[0]].astype(np.intp)
+    for j in clique[1:]:
+        index *= shape[j]
+        index += codes[:, j]
+    return np.bincount(index, minlength=math.prod(shape[j] for j in clique)).astype(np.int64, copy=False)
