@@ -140,6 +140,48 @@ def test_spark_types_are_read_as_numbers_or_as_their_text(tmp_path, spark):
     _same_silo(Silo.load(tmp_path / "t.csv", schema), Silo.load("spark://?table=typed", schema))
 
 
+def test_a_spark_silo_keeps_only_narrow_cells_and_refuses_rows_changed_under_it(tmp_path, spark):
+    """Spark keeps one column of cells per schema column, in the narrowest integer type that holds
+    them (a byte up to 128 cells, two bytes from 129), and no values; a later pass that encodes the
+    values again and finds other rows is one line, not a statistic of those rows."""
+    from pyspark.sql.functions import udf
+    from pyspark.sql.types import BooleanType
+
+    spec, df = _random_table(502, n=500)
+    wide = [f"k{i}" for i in range(128)]  # cells 0 to 128 (the missing cell): one past a signed byte
+    spec["columns"].append({"name": "wide", "type": "categorical", "categories": wide, "missing": True})
+    df["wide"] = np.random.default_rng(5).choice(wide[100:] + [""], len(df))
+    schema = pf.Schema.from_dict(spec)
+    df.to_csv(tmp_path / "t.csv", index=False)
+    flag = tmp_path / "flag"
+    flag.write_text("same")
+    read_flag = str(flag)
+    first_kept = udf(lambda i: i > 0 or open(read_flag).read() == "same", BooleanType()).asNondeterministic()
+    rows = spark.createDataFrame(df.reset_index()).where(first_kept("index")).drop("index")
+    rows.createOrReplaceTempView("held_still")
+    url = "spark://?table=held_still"
+    silo = Silo.load(url, schema, site=("site", "north"))
+    (store,) = silo._stores
+    assert type(store).__name__ == "SparkStore"
+    kinds = {f.name: f.dataType.simpleString() for f in store.frame.schema.fields}
+    assert kinds == {f"c{j}": "smallint" for j in range(len(schema.columns))}
+    from_csv = Silo.load(tmp_path / "t.csv", schema, site=("site", "north"))
+    _same_silo(from_csv, silo)
+    assert silo.marginal((len(schema.columns) - 1,)).tolist() == from_csv.marginal((len(schema.columns) - 1,)).tolist()
+    assert np.array_equal(silo.values(), from_csv.values(), equal_nan=True)  # encoded again, the same rows
+    narrow = pf.Schema.from_dict({"columns": spec["columns"][:-1]})
+    (store,) = Silo.load(url, narrow, site=("site", "north"))._stores
+    assert {f.dataType.simpleString() for f in store.frame.schema.fields} == {"tinyint"}
+    flag.write_text("changed")  # the first row gone from the table
+    with pytest.raises(InputError) as caught:
+        silo.values()
+    assert str(caught.value) == (
+        f"{url}: its rows changed between two reads of this release (the table was written to, or "
+        "the query gives other rows each time it runs); release again from rows that hold still"
+    )
+    assert silo.marginal((0,)).sum() == len(df)  # the cells kept are still the first rows'
+
+
 def test_bad_rows_in_spark_give_the_errors_of_its_parquet_export(tmp_path, spark):
     def url_of(frame, name):
         frame.to_parquet(tmp_path / f"{name}.spark.parquet", index=False)

@@ -3,16 +3,19 @@
 For a Spark silo (``spark://``, or a Spark data frame) read without a privacy unit, Spark's Python
 workers encode every row with the reader's own code (``encode_batch`` on the same Arrow batches,
 so the cells are the reader's by construction) into a persisted data frame of cells: each
-column's code ``c{j}`` and each numeric column's clipped value ``v{j}``. After its cells each
-partition adds one row ``s``, its summary: its rows, content sums, clipped counts, the sum of its
-rows' hashes, and each column's first ``IDENTIFIER_SAMPLE`` present cells; merged here in
+column's code ``c{j}``, in the narrowest of Spark's integer types that holds it (``CELL_TYPES``;
+a byte a cell on most schemas, where each numeric value would take eight more). After its cells
+each partition adds one row ``s``, its summary: its rows, content sums, clipped counts, the sum of
+its rows' hashes, and each column's first ``IDENTIFIER_SAMPLE`` present cells; merged here in
 partition order, they are what one pass over every row in that order gives. Marginals are counted
 by Spark (``GroupedCounts``: ``GROUPING SETS``, ``grouping_id``); only count vectors and the
 summaries come back.
 
 A row the schema refuses (or a silo column holding another silo's name) stops Spark's job:
 ``open`` then declines (None), and the reader reads the table, to the one-line error that names
-the row. ``parts`` reads the encoded rows back, for methods that need every row's values."""
+the row. ``parts`` reads the cells back; a method that needs every row's values has them encoded
+from the table again, and that pass's content sums are checked against the first pass's (a table
+that changed under the release ends in a one-line error rather than a statistic of other rows)."""
 
 from __future__ import annotations
 
@@ -32,6 +35,10 @@ from .identifier_scan import IdentifierScan
 from .row_checks import check_site_codes, row_multiset_hash
 from .rowstore import code_dtype
 
+#: Spark's signed integer types for the cells, narrowest first, and each one's Spark name.
+CELL_TYPES = ("int8", "int16", "int32")
+SPARK_TYPES = {"int8": "tinyint", "int16": "smallint", "int32": "int", "float64": "double"}
+
 
 class SparkStore(GroupedCounts):
     """A silo's rows encoded and counted in Spark (module docstring)."""
@@ -39,9 +46,11 @@ class SparkStore(GroupedCounts):
     grouping = "grouping_id"
     keys_first = True
 
-    def __init__(self, encoded: Any, schema: Schema, summary: dict, source: str):
+    def __init__(self, cells: Any, values: Any, schema: Schema, summary: dict, source: str):
+        """``cells``: the persisted cells; ``values``: the rows encoded again, with their values (a
+        plan Spark runs only where ``parts`` needs them)."""
         super().__init__()
-        self.encoded, self.frame, self.schema = encoded, encoded.where("s IS NULL").drop("s"), schema
+        self.frame, self._values, self.schema = cells, values, schema
         self.source = source
         self.numeric = [j for j, c in enumerate(schema.columns) if isinstance(c, NumericColumn)]
         self.dtype = code_dtype(schema.shape)
@@ -52,7 +61,7 @@ class SparkStore(GroupedCounts):
         self.row_hash: int = summary["hash"]
         self.cells = f"privsyn_fed_cells_{secrets.token_hex(6)}"
         self.frame.createOrReplaceTempView(self.cells)
-        self._closer = weakref.finalize(self, _drop, encoded, self.cells)
+        self._closer = weakref.finalize(self, _drop, cells, self.cells)
 
     @classmethod
     def open(cls, table: EngineTable, schema: Schema, site: tuple[str, str] | None, source: str) -> SparkStore | None:
@@ -61,9 +70,7 @@ class SparkStore(GroupedCounts):
         from pyspark import StorageLevel
 
         frame = spark_frame(table, schema.names)
-        numeric = [j for j, c in enumerate(schema.columns) if isinstance(c, NumericColumn)]
-        ddl = ", ".join([f"c{j} int" for j in range(len(schema.columns))] + [f"v{j} double" for j in numeric])
-        encoded = frame.mapInArrow(_encoder(schema, site, source), f"{ddl}, s string")
+        encoded = frame.mapInArrow(_encoder(schema, site, source), _ddl(schema, with_values=False))
         encoded = encoded.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             summaries = encoded.where("s IS NOT NULL").select("s").collect()
@@ -76,7 +83,18 @@ class SparkStore(GroupedCounts):
         if summary["rows"] == 0:
             encoded.unpersist()
             return None
-        return cls(encoded, schema, summary, source)
+        # The cells alone, copied from the encoded rows' cache, which is then let go: a column of
+        # summaries, null in every row but one a partition, would cost more than the cells.
+        cells = encoded.where("s IS NULL").drop("s").persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            cells.count()
+        except spark_errors() as exc:
+            raise InputError(f"{source}: Spark failed keeping the silo's cells ({spark_error(exc)})") from None
+        finally:
+            with suppress(*spark_errors()):
+                encoded.unpersist()
+        values = frame.mapInArrow(_value_encoder(schema, site, source), _ddl(schema, with_values=True))
+        return cls(cells, values, schema, summary, source)
 
     def _table(self, sql: str) -> Any:
         try:
@@ -86,27 +104,37 @@ class SparkStore(GroupedCounts):
 
     def parts(self, with_values: bool = False) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
         """As ``RowStore.parts``: codes ``(n, d)`` and, ``with_values``, values ``(n, d)`` (NaN in the
-        categorical columns), in partition order, read back from Spark."""
+        categorical columns), in partition order. Values are encoded from the table again, and the
+        pass's content sums checked against the first pass's (module docstring)."""
         d = len(self.schema.columns)
         names = [f"c{j}" for j in range(d)] + ([f"v{j}" for j in self.numeric] if with_values else [])
+        again = ContentSums(self.schema, self.content.skip)
         try:
-            for batch in collected(self.frame.select(*names), 1_000_000):
+            for batch in collected((self._values if with_values else self.frame).select(*names), 1_000_000):
                 codes, values = _arrays(batch, d, self.numeric, with_values)
-                yield codes.astype(self.dtype, copy=False), values
+                codes = codes.astype(self.dtype, copy=False)
+                if values is not None:
+                    again.add(codes, values)
+                yield codes, values
         except spark_errors() as exc:
             raise InputError(
                 f"{self.source}: Spark failed reading the silo's cells back ({spark_error(exc)})"
             ) from None
+        if with_values and (again.rows, again.sums) != (self.content.rows, self.content.sums):
+            raise InputError(
+                f"{self.source}: its rows changed between two reads of this release (the table was written to, "
+                "or the query gives other rows each time it runs); release again from rows that hold still"
+            )
 
     def close(self) -> None:
         """Drop the cells' view and let Spark free them (also when the store is collected)."""
         self._closer()
 
 
-def _drop(encoded: Any, view: str) -> None:
+def _drop(cells: Any, view: str) -> None:
     with suppress(*spark_errors()):  # Spark may have stopped first
-        encoded.sparkSession.catalog.dropTempView(view)
-        encoded.unpersist()
+        cells.sparkSession.catalog.dropTempView(view)
+        cells.unpersist()
 
 
 def _arrays(batch: Any, d: int, numeric: list[int], with_values: bool) -> tuple[np.ndarray, np.ndarray | None]:
@@ -120,14 +148,31 @@ def _arrays(batch: Any, d: int, numeric: list[int], with_values: bool) -> tuple[
     return codes, values
 
 
+def _ddl(schema: Schema, with_values: bool) -> str:
+    """The encoded rows' Spark schema: each column's code ``c{j}`` (``CELL_TYPES``) and the summary
+    ``s``; or, ``with_values``, the codes and each numeric column's value ``v{j}``."""
+    columns = [f"{kind}{j} {SPARK_TYPES[t]}" for kind, j, t in _kinds(schema, with_values)]
+    return ", ".join(columns if with_values else [*columns, "s string"])
+
+
+def _kinds(schema: Schema, with_values: bool) -> list[tuple[str, int, str]]:
+    """The encoded rows' columns, as ``(kind, column index, numpy type)``: codes ``c`` in the narrowest
+    signed type that holds every cell, values ``v`` as doubles."""
+    widest = max(schema.shape, default=1) - 1
+    cell = next(t for t in CELL_TYPES if widest <= np.iinfo(t).max)
+    numeric = [j for j, c in enumerate(schema.columns) if isinstance(c, NumericColumn)]
+    return [("c", j, cell) for j in range(len(schema.columns))] + (
+        [("v", j, "float64") for j in numeric] if with_values else []
+    )
+
+
 def _encoder(schema: Schema, site: tuple[str, str] | None, source: str):
     """The function Spark's workers run on each partition's Arrow batches: the reader's encoding
-    (``encode_batch``; a silo column the table lacks holds the silo's name) as batches of cells
-    (``s`` null), then one row of the partition's summary in JSON (``s``; module docstring)."""
-    d = len(schema.columns)
+    (``encode_batch``; a silo column the table lacks holds the silo's name) as batches of cells (``s``
+    null), then one row of the partition's summary in JSON (``s``; module docstring)."""
     numeric = [j for j, c in enumerate(schema.columns) if isinstance(c, NumericColumn)]
     skip = None if site is None else site[0]
-    kinds = [("c", j, "int32") for j in range(d)] + [("v", j, "float64") for j in numeric]
+    kinds = _kinds(schema, with_values=False)
 
     def encode(batches: Iterator) -> Iterator:
         import pyarrow as pa
@@ -169,8 +214,30 @@ def _encoder(schema: Schema, site: tuple[str, str] | None, source: str):
             "firsts": {j: [x for c in firsts[j] for x in c] for j in scan.columns},
             "whole": whole,
         }
-        empty = [pa.nulls(1, pa.int32() if kind == "c" else pa.float64()) for kind, _, _ in kinds]
+        empty = [pa.nulls(1, pa.from_numpy_dtype(np.dtype(t))) for _, _, t in kinds]
         yield pa.RecordBatch.from_arrays([*empty, pa.array([json.dumps(summary)])], names=[*_names(kinds), "s"])
+
+    return encode
+
+
+def _value_encoder(schema: Schema, site: tuple[str, str] | None, source: str):
+    """The function Spark's workers run for ``parts`` with values: each batch's codes and numeric
+    values, as ``_encoder`` encodes them, and nothing else."""
+    kinds = _kinds(schema, with_values=True)
+
+    def encode(batches: Iterator) -> Iterator:
+        import pyarrow as pa
+
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            if site is not None and site[0] not in batch.schema.names:
+                batch = batch.append_column(site[0], constant_column(site[1], batch.num_rows))
+            codes, _, values = encode_batch(batch, schema, source, 1)
+            if site is not None:
+                check_site_codes(codes, schema, site, source, 1)
+            arrays = [pa.array((codes if kind == "c" else values)[:, j].astype(t)) for kind, j, t in kinds]
+            yield pa.RecordBatch.from_arrays(arrays, names=_names(kinds))
 
     return encode
 
