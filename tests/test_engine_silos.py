@@ -103,6 +103,13 @@ def _pg_table(postgres, df: pd.DataFrame, table: str) -> str:
     return postgres.url(table)
 
 
+#: The one-line error of a silo whose rows changed between two reads of a release.
+CHANGED = (
+    "{url}: its rows changed between two reads of this release (the table was written to, or the query gives "
+    "other rows each time it runs); release again from rows that hold still"
+)
+
+
 def _same_silo(a: Silo, b: Silo) -> None:
     assert a.true_size() == b.true_size() > 0
     assert a.fingerprint() == b.fingerprint()
@@ -265,10 +272,7 @@ def test_a_duckdb_silo_keeps_only_its_cells_in_the_engine_and_refuses_rows_chang
     changed.to_parquet(tmp_path / "t.parquet", index=False)
     with pytest.raises(InputError) as caught:
         silo.values()
-    assert str(caught.value) == (
-        f"{url}: its rows changed between two reads of this release (the table was written to, or "
-        "the query gives other rows each time it runs); release again from rows that hold still"
-    )
+    assert str(caught.value) == CHANGED.format(url=url)
     assert silo.marginal((0,)).sum() == len(df)  # the cells kept are still the first rows'
     good = BAD.assign(g="a")
     good.to_parquet(tmp_path / "g.parquet", index=False)

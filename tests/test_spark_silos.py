@@ -22,7 +22,7 @@ import privsyn_fed as pf
 from privsyn_fed.common import InputError
 from privsyn_fed.silo import Silo
 from tests.conftest import assert_one_line_error, make_frame, run_cli, synth_argv
-from tests.test_engine_silos import BAD, BAD_SCHEMA, KEY, _bad_errors, _random_table, _same_silo
+from tests.test_engine_silos import BAD, BAD_SCHEMA, CHANGED, KEY, _bad_errors, _random_table, _same_silo
 
 pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'privsyn-fed[spark]')")
 
@@ -175,10 +175,7 @@ def test_a_spark_silo_keeps_only_narrow_cells_and_refuses_rows_changed_under_it(
     flag.write_text("changed")  # the first row gone from the table
     with pytest.raises(InputError) as caught:
         silo.values()
-    assert str(caught.value) == (
-        f"{url}: its rows changed between two reads of this release (the table was written to, or "
-        "the query gives other rows each time it runs); release again from rows that hold still"
-    )
+    assert str(caught.value) == CHANGED.format(url=url)
     assert silo.marginal((0,)).sum() == len(df)  # the cells kept are still the first rows'
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..common import InputError
 from ..schema import CategoricalColumn, Schema
 from .units import _mix
 
@@ -59,6 +60,20 @@ class ContentSums:
                     bits = np.ascontiguousarray(column, dtype=np.float64).view(np.uint64)
                     part = int(_mix(bits ^ self._salts[j]).sum(dtype=np.uint64))
                 self.sums[col.name] = (self.sums[col.name] + part) % 2**64
+
+    def check_same(self, first: ContentSums, source: str) -> None:
+        """Stop, in one line naming ``source``, where these sums of a later pass over a silo's rows
+        are not ``first``'s: the rows changed between two reads of one release."""
+        if (self.rows, self.sums) != (first.rows, first.sums):
+            raise rows_changed(source)
+
+
+def rows_changed(source: str) -> InputError:
+    """The one-line error of a silo whose rows changed between two reads of one release."""
+    return InputError(
+        f"{source}: its rows changed between two reads of this release (the table was written to, or the "
+        "query gives other rows each time it runs); release again from rows that hold still"
+    )
 
 
 def _label(col: CategoricalColumn, code: int) -> str:

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..common import EngineTable, InputError, PrivateFolder, first_line, private_folder, settings
 from ..schema import CategoricalColumn, NumericColumn, Schema
-from .content import ContentSums
+from .content import ContentSums, rows_changed
 from .grouped_counts import GroupedCounts
 from .rowstore import code_dtype
 from .sql_cells import cell_sql, clipped_sql, literal, quoted, value_sql
@@ -147,18 +147,11 @@ class EngineStore(GroupedCounts):
         with self._source_cursor() as cur:
             for batch in cur.sql(self._encoded).to_arrow_reader(PART_ROWS):
                 if any(batch.column(f"c{j}").null_count for j in range(d)):
-                    raise self._changed()
+                    raise rows_changed(self._source)
                 codes, values = self._arrays(batch)
                 again.add(codes, values)
                 yield codes, values
-        if (again.rows, again.sums) != (self.content.rows, self.content.sums):
-            raise self._changed()
-
-    def _changed(self) -> InputError:
-        return InputError(
-            f"{self._source}: its rows changed between two reads of this release (the table was written to, or "
-            "the query gives other rows each time it runs); release again from rows that hold still"
-        )
+        again.check_same(self.content, self._source)
 
     def _source_cursor(self) -> Any:
         """A connection of its own, in the attached database where the silo's table is named."""

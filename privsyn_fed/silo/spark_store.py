@@ -120,11 +120,8 @@ class SparkStore(GroupedCounts):
             raise InputError(
                 f"{self.source}: Spark failed reading the silo's cells back ({spark_error(exc)})"
             ) from None
-        if with_values and (again.rows, again.sums) != (self.content.rows, self.content.sums):
-            raise InputError(
-                f"{self.source}: its rows changed between two reads of this release (the table was written to, "
-                "or the query gives other rows each time it runs); release again from rows that hold still"
-            )
+        if with_values:
+            again.check_same(self.content, self.source)
 
     def close(self) -> None:
         """Drop the cells' view and let Spark free them (also when the store is collected)."""
