@@ -144,8 +144,8 @@ def test_a_spark_silo_keeps_only_narrow_cells_and_refuses_rows_changed_under_it(
     """Spark keeps one column of cells per schema column, in the narrowest integer type that holds
     them (a byte up to 128 cells, two bytes from 129), and no values; a later pass that encodes the
     values again and finds other rows is one line, not a statistic of those rows."""
-    from pyspark.sql.functions import udf
-    from pyspark.sql.types import BooleanType
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType
 
     spec, df = _random_table(502, n=500)
     wide = [f"k{i}" for i in range(128)]  # cells 0 to 128 (the missing cell): one past a signed byte
@@ -156,9 +156,12 @@ def test_a_spark_silo_keeps_only_narrow_cells_and_refuses_rows_changed_under_it(
     flag = tmp_path / "flag"
     flag.write_text("same")
     read_flag = str(flag)
-    first_kept = udf(lambda i: i > 0 or open(read_flag).read() == "same", BooleanType()).asNondeterministic()
-    rows = spark.createDataFrame(df.reset_index()).where(first_kept("index")).drop("index")
-    rows.createOrReplaceTempView("held_still")
+    state = F.udf(lambda: open(read_flag).read(), StringType()).asNondeterministic()  # read at each run
+    rows = spark.createDataFrame(df.reset_index()).withColumn("state", state())
+    first = F.col("index") == 0
+    rows = rows.where(~first | (F.col("state") != "dropped"))  # the first row dropped
+    refused = F.when(first & (F.col("state") == "refused"), F.lit("zzz")).otherwise(F.col("wide"))
+    rows.withColumn("wide", refused).drop("index", "state").createOrReplaceTempView("held_still")
     url = "spark://?table=held_still"
     silo = Silo.load(url, schema, site=("site", "north"))
     (store,) = silo._stores
@@ -172,10 +175,11 @@ def test_a_spark_silo_keeps_only_narrow_cells_and_refuses_rows_changed_under_it(
     narrow = pf.Schema.from_dict({"columns": spec["columns"][:-1]})
     (store,) = Silo.load(url, narrow, site=("site", "north"))._stores
     assert {f.dataType.simpleString() for f in store.frame.schema.fields} == {"tinyint"}
-    flag.write_text("changed")  # the first row gone from the table
-    with pytest.raises(InputError) as caught:
-        silo.values()
-    assert str(caught.value) == CHANGED.format(url=url)
+    for change in ("dropped", "refused"):  # the first row gone from the table, or a value the schema refuses
+        flag.write_text(change)
+        with pytest.raises(InputError) as caught:
+            silo.values()
+        assert str(caught.value) == CHANGED.format(url=url)
     assert silo.marginal((0,)).sum() == len(df)  # the cells kept are still the first rows'
 
 

@@ -29,7 +29,7 @@ import numpy as np
 
 from ..common import EngineTable, InputError, collected, parse_json, spark_error, spark_errors, spark_frame
 from ..schema import IDENTIFIER_SAMPLE, CategoricalColumn, NumericColumn, Schema, constant_column, encode_batch
-from .content import ContentSums
+from .content import ContentSums, rows_changed
 from .grouped_counts import GroupedCounts
 from .identifier_scan import IdentifierScan
 from .row_checks import check_site_codes, row_multiset_hash
@@ -38,6 +38,8 @@ from .rowstore import code_dtype
 #: Spark's signed integer types for the cells, narrowest first, and each one's Spark name.
 CELL_TYPES = ("int8", "int16", "int32")
 SPARK_TYPES = {"int8": "tinyint", "int16": "smallint", "int32": "int", "float64": "double"}
+#: What a worker's error says when a row read again is one the schema refuses.
+ROWS_CHANGED = "privsyn-fed: a row read again is one the schema refuses"
 
 
 class SparkStore(GroupedCounts):
@@ -89,6 +91,8 @@ class SparkStore(GroupedCounts):
         try:
             cells.count()
         except spark_errors() as exc:
+            with suppress(*spark_errors()):
+                cells.unpersist()
             raise InputError(f"{source}: Spark failed keeping the silo's cells ({spark_error(exc)})") from None
         finally:
             with suppress(*spark_errors()):
@@ -117,6 +121,8 @@ class SparkStore(GroupedCounts):
                     again.add(codes, values)
                 yield codes, values
         except spark_errors() as exc:
+            if with_values and ROWS_CHANGED in str(exc):
+                raise rows_changed(self.source) from None
             raise InputError(
                 f"{self.source}: Spark failed reading the silo's cells back ({spark_error(exc)})"
             ) from None
@@ -170,6 +176,7 @@ def _encoder(schema: Schema, site: tuple[str, str] | None, source: str):
     numeric = [j for j, c in enumerate(schema.columns) if isinstance(c, NumericColumn)]
     skip = None if site is None else site[0]
     kinds = _kinds(schema, with_values=False)
+    names = [*_names(kinds), "s"]
 
     def encode(batches: Iterator) -> Iterator:
         import pyarrow as pa
@@ -184,11 +191,7 @@ def _encoder(schema: Schema, site: tuple[str, str] | None, source: str):
             n = batch.num_rows
             if n == 0:
                 continue
-            if site is not None and site[0] not in batch.schema.names:
-                batch = batch.append_column(site[0], constant_column(site[1], n))
-            codes, batch_clipped, values = encode_batch(batch, schema, source, 1)
-            if site is not None:
-                check_site_codes(codes, schema, site, source, 1)
+            codes, batch_clipped, values = _encoded(batch, schema, site, source)
             content.add(codes, values)
             row_hash = (row_hash + row_multiset_hash(codes)) % 2**64
             for name, k in batch_clipped.items():
@@ -200,8 +203,7 @@ def _encoder(schema: Schema, site: tuple[str, str] | None, source: str):
                     room = IDENTIFIER_SAMPLE - sum(len(c) for c in firsts[j])
                     if room > 0:
                         firsts[j].append(present[0][:room].tolist())
-            arrays = [pa.array((codes if kind == "c" else values)[:, j].astype(t)) for kind, j, t in kinds]
-            yield pa.RecordBatch.from_arrays([*arrays, pa.nulls(n, pa.string())], names=[*_names(kinds), "s"])
+            yield pa.RecordBatch.from_arrays([*_columns(codes, values, kinds), pa.nulls(n, pa.string())], names=names)
         summary = {
             "part": TaskContext.get().partitionId(),
             "rows": content.rows,
@@ -212,14 +214,15 @@ def _encoder(schema: Schema, site: tuple[str, str] | None, source: str):
             "whole": whole,
         }
         empty = [pa.nulls(1, pa.from_numpy_dtype(np.dtype(t))) for _, _, t in kinds]
-        yield pa.RecordBatch.from_arrays([*empty, pa.array([json.dumps(summary)])], names=[*_names(kinds), "s"])
+        yield pa.RecordBatch.from_arrays([*empty, pa.array([json.dumps(summary)])], names=names)
 
     return encode
 
 
 def _value_encoder(schema: Schema, site: tuple[str, str] | None, source: str):
     """The function Spark's workers run for ``parts`` with values: each batch's codes and numeric
-    values, as ``_encoder`` encodes them, and nothing else."""
+    values, as ``_encoder`` encodes them, and nothing else. A row the schema now refuses raises
+    ``ROWS_CHANGED``: the first pass took every row."""
     kinds = _kinds(schema, with_values=True)
 
     def encode(batches: Iterator) -> Iterator:
@@ -228,15 +231,31 @@ def _value_encoder(schema: Schema, site: tuple[str, str] | None, source: str):
         for batch in batches:
             if batch.num_rows == 0:
                 continue
-            if site is not None and site[0] not in batch.schema.names:
-                batch = batch.append_column(site[0], constant_column(site[1], batch.num_rows))
-            codes, _, values = encode_batch(batch, schema, source, 1)
-            if site is not None:
-                check_site_codes(codes, schema, site, source, 1)
-            arrays = [pa.array((codes if kind == "c" else values)[:, j].astype(t)) for kind, j, t in kinds]
-            yield pa.RecordBatch.from_arrays(arrays, names=_names(kinds))
+            try:
+                codes, _, values = _encoded(batch, schema, site, source)
+            except InputError:
+                raise RuntimeError(ROWS_CHANGED) from None
+            yield pa.RecordBatch.from_arrays(_columns(codes, values, kinds), names=_names(kinds))
 
     return encode
+
+
+def _encoded(batch: Any, schema: Schema, site: tuple[str, str] | None, source: str) -> tuple:
+    """A batch's codes, clipped counts and values (``encode_batch``); a silo column the table lacks
+    holds the silo's name, and one it holds must hold that name."""
+    if site is not None and site[0] not in batch.schema.names:
+        batch = batch.append_column(site[0], constant_column(site[1], batch.num_rows))
+    codes, clipped, values = encode_batch(batch, schema, source, 1)
+    if site is not None:
+        check_site_codes(codes, schema, site, source, 1)
+    return codes, clipped, values
+
+
+def _columns(codes: np.ndarray, values: np.ndarray, kinds: list[tuple[str, int, str]]) -> list:
+    """The Arrow columns of ``kinds`` (``_kinds``) from a batch's codes and values."""
+    import pyarrow as pa
+
+    return [pa.array((codes if kind == "c" else values)[:, j].astype(t)) for kind, j, t in kinds]
 
 
 def _names(kinds: list[tuple[str, int, str]]) -> list[str]:
