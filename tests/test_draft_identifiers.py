@@ -10,6 +10,8 @@ import string
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import privsyn_fed as pf
 from privsyn_fed.common import InputError
@@ -450,3 +452,45 @@ def test_values_in_pairs_are_not_taken_for_a_panel_id():
     assert "exactly 3 rows" in identifier_reason(3_000, 1_000, repeats=3, **sparse)
     assert identifier_reason(3_000, 500, repeats=6, text=True, whole=False) is None  # text under a fifth
     assert identifier_reason(4_000, 500, repeats=8, text=False, whole=True, lo=1, hi=500) is None  # packed
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1),
+    st.lists(st.integers(1, 40), min_size=1, max_size=6),
+    st.integers(1, 30),
+    st.integers(0, 119),
+)
+def test_a_silo_s_identifier_scan_is_the_same_in_any_chunks(seed, cuts, sample, fraction_at):
+    """The scan, fed a silo's rows in chunks, gives what one pass over them gives: its sample the
+    first present cells, and a number not whole seen anywhere, before or after the sample fills (a
+    column is passed over once both are settled)."""
+    from privsyn_fed.silo import identifier_scan
+
+    rng = np.random.default_rng(seed)
+    n = 120
+    values = rng.integers(0, 50, n).astype(float)
+    values[rng.random(n) < 0.2] = np.nan
+    values[fraction_at] += 0.5 if not np.isnan(values[fraction_at]) else 0.0
+    frame = pd.DataFrame({"x": values, "g": rng.choice(["a", "b", "c", ""], n)})
+    schema = pf.Schema.from_dict(
+        {
+            "columns": [
+                {"name": "x", "type": "numeric", "lower": 0, "upper": 50, "bins": 5, "missing": True},
+                {"name": "g", "type": "categorical", "categories": ["a", "b", "c"], "missing": True},
+            ]
+        }
+    )
+    codes, _, encoded = pf.schema.encode_frame(frame, schema, "t", with_values=True)
+    old = identifier_scan.IDENTIFIER_SAMPLE
+    identifier_scan.IDENTIFIER_SAMPLE = sample
+    try:
+        whole, chunked = identifier_scan.IdentifierScan(schema), identifier_scan.IdentifierScan(schema)
+        whole.add(codes, encoded)
+        for part in np.split(np.arange(n), np.cumsum(cuts)[np.cumsum(cuts) < n]):
+            chunked.add(codes[part], encoded[part])
+    finally:
+        identifier_scan.IDENTIFIER_SAMPLE = old
+    assert (chunked.sampled, chunked.whole, chunked.lo, chunked.hi) == (whole.sampled, whole.whole, whole.lo, whole.hi)
+    assert all(np.array_equal(chunked._seen[j], whole._seen[j]) for j in whole.columns)
+    assert chunked.reasons() == whole.reasons()

@@ -41,8 +41,9 @@ class IdentifierScan:
     def add(self, codes: np.ndarray, values: np.ndarray | None) -> None:
         """Add a chunk's encoded ``codes`` ``(n, d)`` and numeric ``values`` ``(n, d)`` (NaN where missing)."""
         for j in self.columns:
-            if isinstance(self.schema.columns[j], CategoricalColumn) and self.sampled[j] >= IDENTIFIER_SAMPLE:
-                continue  # a categorical column's sample is full, and nothing else is counted for it
+            text = isinstance(self.schema.columns[j], CategoricalColumn)
+            if self.sampled[j] >= IDENTIFIER_SAMPLE and (text or not self.whole[j]):
+                continue  # its sample is full, and nothing else can change: text, or a number not whole seen
             present = self.present(j, codes, values)
             if present is not None:
                 self.add_cells(j, *present)
