@@ -3,7 +3,7 @@
 For a silo in DuckDB (``duckdb://``), ``EngineStore`` opens an in-memory DuckDB that attaches the
 database file read-only, and ``fill`` encodes every row once, in the engine: each column's cell
 (``sql_cells.cell_sql``: the project's own encoding, NULL for a value the schema refuses), each
-numeric column's clipped value (``value_sql``) and whether it was clipped (``clipped_sql``). The
+numeric column's clipped value (``kept_value``) and whether it was clipped (``was_clipped``). The
 encoded rows stream back in parts, once, for the silo's checks, content sums and identifier scan;
 only the cells stay in the engine, in a table of their own (a byte or two per cell, where the
 values and flags would take nine bytes each). Marginals are then ``GROUP BY GROUPING SETS`` over
@@ -33,7 +33,7 @@ from ..schema import CategoricalColumn, NumericColumn, Schema
 from .content import ContentSums, rows_changed
 from .grouped_counts import GroupedCounts
 from .rowstore import code_dtype
-from .sql_cells import cell_sql, clipped_sql, literal, quoted, value_sql
+from .sql_cells import as_double, cell_sql, clipped_value, kept_value, literal, numeric_cell, quoted, was_clipped
 
 #: DuckDB's unsigned integer type of each numpy code type.
 CODE_TYPES = {"uint8": "UTINYINT", "uint16": "USMALLINT", "uint32": "UINTEGER", "int64": "BIGINT"}
@@ -200,16 +200,20 @@ def _pushable(schema: Schema, types: dict[str, str], site: tuple[str, str] | Non
 
 def _encoded_sql(schema: Schema, source: str, types: dict[str, str], site: tuple[str, str] | None) -> str:
     """``SELECT`` each column's cell ``c{j}`` (a column the table lacks: the silo's name's cell), and
-    for each numeric column its clipped value ``v{j}`` and clipped flag ``k{j}``, from ``source``."""
+    for each numeric column its clipped value ``v{j}`` and clipped flag ``k{j}``, from ``source``;
+    each numeric value as a double and clipped once a row, in an inner query (``n{j}``, ``x{j}``)."""
     kind = CODE_TYPES[code_dtype(schema.shape).name]
-    out = []
+    inner, cells, numbers = [], [], []
     for j, col in enumerate(schema.columns):
         if col.name not in types:  # the silo column, which the table does not hold
             assert isinstance(col, CategoricalColumn) and site is not None
-            out.append(f"CAST({col.categories.index(site[1])} AS {kind}) AS c{j}")
-            continue
-        out.append(f"CAST({cell_sql(col, quoted(col.name))} AS {kind}) AS c{j}")
-    for j, col in enumerate(schema.columns):
-        if isinstance(col, NumericColumn):
-            out += [f"{value_sql(col, quoted(col.name))} AS v{j}", f"{clipped_sql(col, quoted(col.name))} AS k{j}"]
-    return f"SELECT {', '.join(out)} FROM {source}"
+            cells.append(f"CAST({col.categories.index(site[1])} AS {kind}) AS c{j}")
+        elif isinstance(col, NumericColumn):
+            v = as_double(quoted(col.name))
+            inner += [f"{v} AS n{j}", f"{clipped_value(col, v)} AS x{j}"]
+            cells.append(f"CAST({numeric_cell(col, f'n{j}', f'x{j}')} AS {kind}) AS c{j}")
+            numbers += [f"{kept_value(f'n{j}', f'x{j}')} AS v{j}", f"{was_clipped(col, f'n{j}')} AS k{j}"]
+        else:
+            inner.append(f"{quoted(col.name)} AS t{j}")
+            cells.append(f"CAST({cell_sql(col, f't{j}')} AS {kind}) AS c{j}")
+    return f"SELECT {', '.join(cells + numbers)} FROM (SELECT {', '.join(inner) or '1'} FROM {source})"

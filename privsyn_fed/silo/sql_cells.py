@@ -14,7 +14,9 @@ live and only count vectors come back.
 * a categorical column: text stripped as ``str.strip`` strips it, looked up once: a missing token
   -> the missing cell; a category -> its index; any other text -> the ``unknown`` category's index,
   or NULL (a row the release must refuse).
-``value_sql`` and ``clipped_sql`` give a numeric cell's clipped value and whether it was clipped.
+``numeric_cell``, ``kept_value`` and ``was_clipped`` give a numeric cell, its clipped value and
+whether it was clipped from the value as a double and clipped (``as_double``, ``clipped_value``),
+so that a query can compute those two once a row.
 ``marginal_sql(schema, clique, source)`` counts the cells of one clique (``GROUP BY``), and
 ``counts_from_rows`` turns the engine's ``(cells..., count)`` rows into the row-major count vector
 ``Silo.marginal`` gives. ``DUCKDB`` and ``POSTGRES`` differ in how they round half to even
@@ -85,32 +87,39 @@ def cell_sql(col: NumericColumn | CategoricalColumn, ref: str, dialect: Dialect 
     """The SQL expression of the cell of ``ref`` (a column reference) in ``col`` (module docstring)."""
     if isinstance(col, CategoricalColumn):
         return _categorical(col, ref, dialect)
-    return _numeric(col, ref, dialect)
+    v = as_double(ref)
+    return numeric_cell(col, v, clipped_value(col, v), dialect)
 
 
-def _numeric(col: NumericColumn, ref: str, d: Dialect) -> str:
-    v = f"CAST({ref} AS DOUBLE PRECISION)"
-    x = f"least(greatest({v}, {literal(col.lower)}), {literal(col.upper)})"
-    present = _numeric_cell(col, x, d)
+def as_double(ref: str) -> str:
+    """``ref`` (a numeric column) as a double, NULL where it is NULL."""
+    return f"CAST({ref} AS DOUBLE PRECISION)"
+
+
+def clipped_value(col: NumericColumn, v: str) -> str:
+    """The double ``v`` clipped to ``[lower, upper]`` (meaningless where ``v`` is NULL or NaN)."""
+    return f"least(greatest({v}, {literal(col.lower)}), {literal(col.upper)})"
+
+
+def numeric_cell(col: NumericColumn, v: str, x: str, d: Dialect = DUCKDB) -> str:
+    """The cell of a numeric column's value: ``v`` the value as a double (``as_double``), ``x`` it
+    clipped (``clipped_value``), each an expression or the name of a column holding it."""
     missing = str(col.missing_cell) if col.missing else "NULL"
     return (
-        f"(CASE WHEN {ref} IS NULL OR {d.isnan.format(x=v)} THEN {missing} "
-        f"WHEN {d.isinf.format(x=v)} THEN NULL ELSE {present} END)"
+        f"(CASE WHEN {v} IS NULL OR {d.isnan.format(x=v)} THEN {missing} "
+        f"WHEN {d.isinf.format(x=v)} THEN NULL ELSE {_numeric_cell(col, x, d)} END)"
     )
 
 
-def value_sql(col: NumericColumn, ref: str, dialect: Dialect = DUCKDB) -> str:
-    """The value ``encode`` keeps of a numeric cell: clipped to ``[lower, upper]``, NaN where missing."""
-    v = f"CAST({ref} AS DOUBLE PRECISION)"
-    x = f"least(greatest({v}, {literal(col.lower)}), {literal(col.upper)})"
-    return f"(CASE WHEN {ref} IS NULL OR {dialect.isnan.format(x=v)} THEN CAST('NaN' AS DOUBLE PRECISION) ELSE {x} END)"
+def kept_value(v: str, x: str, d: Dialect = DUCKDB) -> str:
+    """The value ``encode`` keeps of a numeric cell: ``x`` (clipped), NaN where ``v`` is missing."""
+    return f"(CASE WHEN {v} IS NULL OR {d.isnan.format(x=v)} THEN CAST('NaN' AS DOUBLE PRECISION) ELSE {x} END)"
 
 
-def clipped_sql(col: NumericColumn, ref: str, dialect: Dialect = DUCKDB) -> str:
-    """Whether a present, finite value lies outside ``[lower, upper]`` (``encode``'s clipped count)."""
-    v = f"CAST({ref} AS DOUBLE PRECISION)"
+def was_clipped(col: NumericColumn, v: str, d: Dialect = DUCKDB) -> str:
+    """Whether a present, finite ``v`` lies outside ``[lower, upper]`` (``encode``'s clipped count)."""
     return (
-        f"({ref} IS NOT NULL AND NOT {dialect.isnan.format(x=v)} AND NOT {dialect.isinf.format(x=v)} "
+        f"({v} IS NOT NULL AND NOT {d.isnan.format(x=v)} AND NOT {d.isinf.format(x=v)} "
         f"AND ({v} < {literal(col.lower)} OR {v} > {literal(col.upper)}))"
     )
 
@@ -186,21 +195,6 @@ def marginal_sql(schema: Schema, clique: Sequence[int], source: str, dialect: Di
     ]
     keys = ", ".join(str(k + 1) for k in range(len(clique)))
     return f"SELECT {', '.join(cells)}, count(*) AS n FROM {source} GROUP BY {keys}"
-
-
-def cells_sql(schema: Schema, source: str, dialect: Dialect = DUCKDB) -> str:
-    """``SELECT <cell of each column> AS c0, c1, ... FROM source``: every column's cell, as 32-bit
-    integers, once per row (a compact table the marginals are then counted from)."""
-    cells = [
-        f"CAST({cell_sql(col, quoted(col.name), dialect)} AS INTEGER) AS c{j}" for j, col in enumerate(schema.columns)
-    ]
-    return f"SELECT {', '.join(cells)} FROM {source}"
-
-
-def cells_marginal_sql(clique: Sequence[int], cells: str) -> str:
-    """The ``GROUP BY`` of ``clique``'s cells over a table of cells (``cells_sql``)."""
-    keys = ", ".join(f"c{j}" for j in clique)
-    return f"SELECT {keys}, count(*) AS n FROM {cells} GROUP BY {keys}"
 
 
 def counts_from_rows(schema: Schema, clique: Sequence[int], rows: Iterable[Sequence]) -> np.ndarray:
