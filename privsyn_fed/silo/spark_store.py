@@ -74,29 +74,28 @@ class SparkStore(GroupedCounts):
         frame = spark_frame(table, schema.names)
         encoded = frame.mapInArrow(_encoder(schema, site, source), _ddl(schema, with_values=False))
         encoded = encoded.persist(StorageLevel.MEMORY_AND_DISK)
+        cells = None
         try:
-            summaries = encoded.where("s IS NOT NULL").select("s").collect()
-        except spark_errors():
-            with suppress(*spark_errors()):  # Spark may be gone
-                encoded.unpersist()
-            return None  # the reader reads the table and names what stopped it
-        parts = [parse_json(r.s, source, "a Spark partition's summary") for r in summaries]
-        summary = _merged(schema, site, sorted(parts, key=lambda p: p["part"]))
-        if summary["rows"] == 0:
-            encoded.unpersist()
-            return None
-        # The cells alone, copied from the encoded rows' cache, which is then let go: a column of
-        # summaries, null in every row but one a partition, would cost more than the cells.
-        cells = encoded.where("s IS NULL").drop("s").persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            cells.count()
-        except spark_errors() as exc:
-            with suppress(*spark_errors()):
-                cells.unpersist()
-            raise InputError(f"{source}: Spark failed keeping the silo's cells ({spark_error(exc)})") from None
+            try:
+                summaries = encoded.where("s IS NOT NULL").select("s").collect()
+            except spark_errors():
+                return None  # the reader reads the table and names what stopped it
+            parts = [parse_json(r.s, source, "a Spark partition's summary") for r in summaries]
+            summary = _merged(schema, site, sorted(parts, key=lambda p: p["part"]))
+            if summary["rows"] == 0:
+                return None
+            # The cells alone, copied from the encoded rows' cache, which is then let go: a column of
+            # summaries, null in every row but one a partition, would cost more than the cells.
+            cells = encoded.where("s IS NULL").drop("s").persist(StorageLevel.MEMORY_AND_DISK)
+            try:
+                cells.count()
+            except spark_errors() as exc:
+                raise InputError(f"{source}: Spark failed keeping the silo's cells ({spark_error(exc)})") from None
+        except BaseException:  # a Spark error, Ctrl-C or SIGTERM: nothing of the silo stays cached
+            _unpersist(cells)
+            raise
         finally:
-            with suppress(*spark_errors()):
-                encoded.unpersist()
+            _unpersist(encoded)
         values = frame.mapInArrow(_value_encoder(schema, site, source), _ddl(schema, with_values=True))
         return cls(cells, values, schema, summary, source)
 
@@ -112,12 +111,12 @@ class SparkStore(GroupedCounts):
         pass's content sums checked against the first pass's (module docstring)."""
         d = len(self.schema.columns)
         names = [f"c{j}" for j in range(d)] + ([f"v{j}" for j in self.numeric] if with_values else [])
-        again = ContentSums(self.schema, self.content.skip)
+        again = ContentSums(self.schema, self.content.skip) if with_values else None
         try:
             for batch in collected((self._values if with_values else self.frame).select(*names), 1_000_000):
                 codes, values = _arrays(batch, d, self.numeric, with_values)
                 codes = codes.astype(self.dtype, copy=False)
-                if values is not None:
+                if again is not None and values is not None:
                     again.add(codes, values)
                 yield codes, values
         except spark_errors() as exc:
@@ -126,7 +125,7 @@ class SparkStore(GroupedCounts):
             raise InputError(
                 f"{self.source}: Spark failed reading the silo's cells back ({spark_error(exc)})"
             ) from None
-        if with_values:
+        if again is not None:
             again.check_same(self.content, self.source)
 
     def close(self) -> None:
@@ -137,7 +136,14 @@ class SparkStore(GroupedCounts):
 def _drop(cells: Any, view: str) -> None:
     with suppress(*spark_errors()):  # Spark may have stopped first
         cells.sparkSession.catalog.dropTempView(view)
-        cells.unpersist()
+    _unpersist(cells)
+
+
+def _unpersist(frame: Any) -> None:
+    """Let Spark free ``frame``'s cache (none: nothing to do; Spark may have stopped first)."""
+    if frame is not None:
+        with suppress(*spark_errors()):
+            frame.unpersist()
 
 
 def _arrays(batch: Any, d: int, numeric: list[int], with_values: bool) -> tuple[np.ndarray, np.ndarray | None]:
